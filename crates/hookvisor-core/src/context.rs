@@ -1,0 +1,262 @@
+//! The three things every command works on: the workspace, the session id and the state dir.
+//!
+//! Resolution order (DESIGN.md, "Files and names"):
+//! - workspace: `--workspace`, else `$DISCOBOT_WORKSPACE`, else the current directory;
+//! - session id: `--session`, else `$DISCOBOT_SESSION_ID`, else `$SESSION_ID`, else `default`;
+//! - state dir: `--state-dir`, else `$HOOKVISOR_STATE_DIR`, else
+//!   `<home of the run user>/.discobot/<session>/hooks`.
+
+use std::env;
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Where hooks are read from and where their runs are recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    /// The workspace root, absolute.
+    pub workspace: PathBuf,
+    /// The session id hooks see as `DISCOBOT_SESSION_ID`.
+    pub session_id: String,
+    /// Where `status.json`, markers and logs live.
+    pub state_dir: PathBuf,
+}
+
+/// Values given on a command line; `None` falls back to the environment, then to defaults.
+#[derive(Debug, Clone, Default)]
+pub struct ContextOverrides {
+    /// `--workspace`.
+    pub workspace: Option<PathBuf>,
+    /// `--state-dir`.
+    pub state_dir: Option<PathBuf>,
+    /// `--session`.
+    pub session_id: Option<String>,
+    /// Home directory of the run user, when it is not the current user's (the init's `--user`).
+    pub home: Option<PathBuf>,
+}
+
+/// Why a context could not be resolved.
+#[derive(Debug)]
+pub enum ContextError {
+    /// The workspace does not exist or is not a directory.
+    Workspace {
+        /// The path given.
+        path: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
+    /// No home directory to put the default state dir in.
+    NoHome,
+    /// The session id would escape the state dir.
+    BadSession(String),
+}
+
+impl fmt::Display for ContextError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ContextError::Workspace { path, source } => write!(
+                f,
+                "workspace {}: {source}; pass an existing directory with --workspace",
+                path.display()
+            ),
+            ContextError::NoHome => f.write_str(
+                "no home directory for the default state dir; set HOME or pass --state-dir",
+            ),
+            ContextError::BadSession(id) => write!(
+                f,
+                "session id '{id}' is not a plain name; use letters, digits, '-', '_' or '.'"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ContextError {}
+
+impl Context {
+    /// Resolves the context from overrides, then the environment, then defaults.
+    pub fn resolve(overrides: ContextOverrides) -> Result<Context, ContextError> {
+        Self::resolve_with(overrides, |name| env::var_os(name))
+    }
+
+    /// [`Context::resolve`] with an explicit environment, for tests and for the init, which
+    /// resolves on behalf of another user.
+    pub fn resolve_with(
+        overrides: ContextOverrides,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Context, ContextError> {
+        let non_empty = |name: &str| var(name).filter(|v| !v.is_empty());
+        let workspace = overrides
+            .workspace
+            .or_else(|| non_empty("DISCOBOT_WORKSPACE").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("."));
+        let workspace = workspace
+            .canonicalize()
+            .and_then(|p| {
+                if p.is_dir() {
+                    Ok(p)
+                } else {
+                    Err(std::io::Error::other("not a directory"))
+                }
+            })
+            .map_err(|source| ContextError::Workspace {
+                path: workspace.clone(),
+                source,
+            })?;
+        let session_id = overrides
+            .session_id
+            .or_else(|| non_empty("DISCOBOT_SESSION_ID").and_then(|v| v.into_string().ok()))
+            .or_else(|| non_empty("SESSION_ID").and_then(|v| v.into_string().ok()))
+            .unwrap_or_else(|| "default".to_owned());
+        if !is_plain_name(&session_id) {
+            return Err(ContextError::BadSession(session_id));
+        }
+        let state_dir = match overrides
+            .state_dir
+            .or_else(|| non_empty("HOOKVISOR_STATE_DIR").map(PathBuf::from))
+        {
+            Some(dir) => absolute(&dir),
+            None => {
+                let home = overrides
+                    .home
+                    .or_else(|| non_empty("HOME").map(PathBuf::from))
+                    .ok_or(ContextError::NoHome)?;
+                home.join(".discobot").join(&session_id).join("hooks")
+            }
+        };
+        Ok(Context {
+            workspace,
+            session_id,
+            state_dir,
+        })
+    }
+
+    /// `<workspace>/.discobot/hooks`.
+    pub fn hooks_dir(&self) -> PathBuf {
+        self.workspace.join(".discobot").join("hooks")
+    }
+
+    /// `<state>/status.json`.
+    pub fn status_path(&self) -> PathBuf {
+        self.state_dir.join("status.json")
+    }
+
+    /// `<state>/output/<hookId>.log`.
+    pub fn log_path(&self, hook_id: &str) -> PathBuf {
+        self.state_dir.join("output").join(format!("{hook_id}.log"))
+    }
+}
+
+fn is_plain_name(id: &str) -> bool {
+    !id.is_empty()
+        && id != "."
+        && id != ".."
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_owned()
+    } else {
+        env::current_dir()
+            .map(|cwd| cwd.join(path))
+            .unwrap_or_else(|_| path.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn overrides_beat_environment_beats_defaults() {
+        let ws = tempfile::tempdir().unwrap();
+        let ws_path = ws.path().canonicalize().unwrap();
+        let env = env_of(&[
+            ("DISCOBOT_WORKSPACE", "/nonexistent"),
+            ("DISCOBOT_SESSION_ID", "envsession"),
+            ("SESSION_ID", "other"),
+            ("HOME", "/home/x"),
+        ]);
+        let ctx = Context::resolve_with(
+            ContextOverrides {
+                workspace: Some(ws_path.clone()),
+                ..Default::default()
+            },
+            &env,
+        )
+        .unwrap();
+        assert_eq!(ctx.workspace, ws_path);
+        assert_eq!(ctx.session_id, "envsession");
+        assert_eq!(
+            ctx.state_dir,
+            PathBuf::from("/home/x/.discobot/envsession/hooks")
+        );
+
+        let ctx = Context::resolve_with(
+            ContextOverrides {
+                workspace: Some(ws_path.clone()),
+                session_id: Some("cli".into()),
+                state_dir: Some("/tmp/state".into()),
+                home: None,
+            },
+            &env,
+        )
+        .unwrap();
+        assert_eq!(ctx.session_id, "cli");
+        assert_eq!(ctx.state_dir, PathBuf::from("/tmp/state"));
+    }
+
+    #[test]
+    fn session_id_falls_back_to_session_id_then_default() {
+        let ws = tempfile::tempdir().unwrap();
+        let over = || ContextOverrides {
+            workspace: Some(ws.path().into()),
+            ..Default::default()
+        };
+        let ctx =
+            Context::resolve_with(over(), env_of(&[("SESSION_ID", "s2"), ("HOME", "/h")])).unwrap();
+        assert_eq!(ctx.session_id, "s2");
+        let ctx = Context::resolve_with(over(), env_of(&[("HOME", "/h")])).unwrap();
+        assert_eq!(ctx.session_id, "default");
+        assert!(Context::resolve_with(over(), env_of(&[])).is_err());
+    }
+
+    #[test]
+    fn bad_session_and_missing_workspace_are_errors() {
+        let ws = tempfile::tempdir().unwrap();
+        let err = Context::resolve_with(
+            ContextOverrides {
+                workspace: Some(ws.path().into()),
+                session_id: Some("../escape".into()),
+                ..Default::default()
+            },
+            env_of(&[("HOME", "/h")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("../escape"));
+        let err = Context::resolve_with(
+            ContextOverrides {
+                workspace: Some("/definitely/not/here".into()),
+                ..Default::default()
+            },
+            env_of(&[("HOME", "/h")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("/definitely/not/here"));
+    }
+}

@@ -1,0 +1,14 @@
+//! hookvisor-core holds the whole policy of hookvisor, the hook runtime for sandboxed AI coding
+//! agents: finding the hooks of a workspace, reading their front matter, running them, telling
+//! what changed, evaluating file hooks at the end of a turn, and recording every run in
+//! `status.json`. It has no HTTP and no command-line parsing; the binaries are thin shells over it.
+
+#![deny(missing_docs)]
+
+mod context;
+mod hook;
+mod pattern;
+
+pub use context::{Context, ContextError, ContextOverrides};
+pub use hook::{Hook, HookKind, Problem, RunAs};
+pub use pattern::{Pattern, PatternError};
