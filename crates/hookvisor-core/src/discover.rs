@@ -1,0 +1,528 @@
+//! Finding the hooks of a workspace: every top-level, non-hidden file of `.discobot/hooks/` is
+//! either a [`Hook`] or a [`Problem`] that says why it will not run. Nothing is dropped silently.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::frontmatter::{self, Fields, FrontMatterError};
+use crate::hook::{Hook, HookKind, Problem, RunAs};
+use crate::pattern::Pattern;
+
+/// How much of a script is read to find its front matter.
+const HEAD_LIMIT: u64 = 64 * 1024;
+
+/// Extensions stripped from a file name to make its id (case-insensitive, one only).
+const SCRIPT_EXTENSIONS: [&str; 9] = ["sh", "bash", "zsh", "py", "js", "ts", "rb", "pl", "php"];
+
+/// Front matter keys hookvisor reads; others are reported as warnings.
+const KNOWN_FIELDS: [&str; 8] = [
+    "name",
+    "type",
+    "description",
+    "run_as",
+    "blocking",
+    "pattern",
+    "notify_llm",
+    "timeout",
+];
+
+/// The result of scanning a hooks directory.
+#[derive(Debug, Clone, Default)]
+pub struct Discovery {
+    /// Hooks that can run, in file-name order.
+    pub hooks: Vec<Hook>,
+    /// Files that will not run, with the reason, in file-name order.
+    pub problems: Vec<Problem>,
+    /// Things that do not stop a hook but are probably mistakes (unknown front matter keys).
+    pub warnings: Vec<Problem>,
+}
+
+impl Discovery {
+    /// The hook with this id, if it was discovered.
+    pub fn get(&self, id: &str) -> Option<&Hook> {
+        self.hooks.iter().find(|h| h.id == id)
+    }
+
+    /// The hooks of one kind, in discovery order.
+    pub fn of_kind(&self, kind: HookKind) -> impl Iterator<Item = &Hook> {
+        self.hooks.iter().filter(move |h| h.kind == kind)
+    }
+}
+
+/// Scans `hooks_dir` (normally `<workspace>/.discobot/hooks`).
+///
+/// A missing directory means no hooks. Directories inside it are skipped (hooks are top-level
+/// files); hidden entries (starting with `.`) are ignored.
+pub fn discover(hooks_dir: &Path) -> Discovery {
+    let mut discovery = Discovery::default();
+    let entries = match fs::read_dir(hooks_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return discovery,
+        Err(e) => {
+            discovery.problems.push(Problem {
+                path: hooks_dir.to_owned(),
+                reason: format!("cannot read the hooks directory: {e}"),
+            });
+            return discovery;
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|n| !n.as_encoded_bytes().starts_with(b"."))
+        })
+        .collect();
+    paths.sort();
+
+    let mut candidates = Vec::new();
+    for path in paths {
+        match read_hook(&path) {
+            Ok(Some((hook, unknown))) => {
+                for key in unknown {
+                    discovery.warnings.push(Problem {
+                        path: path.clone(),
+                        reason: format!(
+                            "unknown front matter field '{key}' is ignored; known fields: {}",
+                            KNOWN_FIELDS.join(", ")
+                        ),
+                    });
+                }
+                candidates.push(hook);
+            }
+            Ok(None) => {}
+            Err(reason) => discovery.problems.push(Problem { path, reason }),
+        }
+    }
+
+    let mut by_id: BTreeMap<&str, Vec<&Hook>> = BTreeMap::new();
+    for hook in &candidates {
+        by_id.entry(&hook.id).or_default().push(hook);
+    }
+    let duplicated: Vec<(String, Vec<PathBuf>)> = by_id
+        .into_iter()
+        .filter(|(_, hooks)| hooks.len() > 1)
+        .map(|(id, hooks)| {
+            (
+                id.to_owned(),
+                hooks.iter().map(|h| h.path.clone()).collect(),
+            )
+        })
+        .collect();
+    for (id, paths) in &duplicated {
+        for path in paths {
+            let others: Vec<String> = paths
+                .iter()
+                .filter(|p| *p != path)
+                .map(|p| file_name(p))
+                .collect();
+            discovery.problems.push(Problem {
+                path: path.clone(),
+                reason: format!(
+                    "hook id '{id}' is also the id of {}; rename one of the files",
+                    others.join(", ")
+                ),
+            });
+        }
+    }
+    discovery.hooks = candidates
+        .into_iter()
+        .filter(|h| !duplicated.iter().any(|(id, _)| *id == h.id))
+        .collect();
+    discovery.problems.sort_by(|a, b| a.path.cmp(&b.path));
+    discovery
+}
+
+/// The hook id of a file name: strip one script extension, `.` → `-`, lowercase, keep
+/// `[a-z0-9_-]`, trim `-` (`foo.bar.sh` → `foo-bar`, `test (1).sh` → `test1`).
+pub fn hook_id(file_name: &str) -> String {
+    let stem = match file_name.rsplit_once('.') {
+        Some((stem, ext))
+            if SCRIPT_EXTENSIONS
+                .iter()
+                .any(|known| ext.eq_ignore_ascii_case(known)) =>
+        {
+            stem
+        }
+        _ => file_name,
+    };
+    let id: String = stem
+        .chars()
+        .map(|c| {
+            if c == '.' {
+                '-'
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
+        .collect();
+    id.trim_matches('-').to_owned()
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Reads one entry: `Ok(None)` for a directory, `Err(reason)` for a file that will not run.
+fn read_hook(path: &Path) -> Result<Option<(Hook, Vec<String>)>, String> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or("the file name is not UTF-8; rename the file")?;
+    let meta = match fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(_) if fs::symlink_metadata(path).is_ok() => {
+            let target = fs::read_link(path)
+                .map(|t| t.display().to_string())
+                .unwrap_or_default();
+            return Err(format!(
+                "broken symlink to '{target}'; fix the link or remove it"
+            ));
+        }
+        Err(e) => return Err(format!("cannot read: {e}")),
+    };
+    if meta.is_dir() {
+        return Ok(None);
+    }
+    if !meta.is_file() {
+        return Err("not a regular file; hooks are executable scripts".into());
+    }
+    let id = hook_id(name);
+    if id.is_empty() {
+        return Err(format!(
+            "the file name gives an empty hook id; use letters or digits in the name (ids keep [a-z0-9_-])"
+        ));
+    }
+    let head = read_head(path).map_err(|e| format!("cannot read: {e}; check its permissions"))?;
+    let text = String::from_utf8_lossy(&head);
+    if !text.starts_with("#!") {
+        if text.starts_with("\u{7f}ELF") {
+            return Err("a binary has no front matter; wrap it in a script with a #! line".into());
+        }
+        return Err("no #! line; start the file with one such as #!/bin/sh".into());
+    }
+    let fields = frontmatter::parse(&text).map_err(|e| match e {
+        FrontMatterError::Crlf => {
+            format!(
+                "CRLF line endings; run `sed -i 's/\\r$//' {}`",
+                path.display()
+            )
+        }
+        other => other.to_string(),
+    })?;
+    if meta.permissions().mode() & 0o111 == 0 {
+        return Err(format!("not executable; run `chmod +x {}`", path.display()));
+    }
+    let hook = hook_from_fields(id, path, &fields)?;
+    let unknown = fields
+        .keys()
+        .filter(|k| !KNOWN_FIELDS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    Ok(Some((hook, unknown)))
+}
+
+fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    fs::File::open(path)?
+        .take(HEAD_LIMIT)
+        .read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// Turns front matter fields into a hook, applying the defaults of DESIGN.md.
+fn hook_from_fields(id: String, path: &Path, fields: &Fields) -> Result<Hook, String> {
+    let field = |key: &str| fields.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let kind: HookKind = field("type")
+        .ok_or("missing 'type'; add 'type: session', 'type: file' or 'type: pre-commit'")?
+        .parse()?;
+    let run_as = match field("run_as") {
+        Some(value) => value.parse::<RunAs>()?,
+        None => RunAs::User,
+    };
+    let pattern = match field("pattern") {
+        Some(source) => Some(Pattern::new(source).map_err(|e| e.to_string())?),
+        None if kind == HookKind::File => {
+            return Err("a file hook needs a 'pattern', such as 'pattern: \"*.go\"'".into());
+        }
+        None => None,
+    };
+    let timeout = match field("timeout") {
+        Some(value) => parse_timeout(value)?,
+        None => kind.default_timeout(),
+    };
+    Ok(Hook {
+        name: field("name").map_or_else(|| id.clone(), str::to_owned),
+        id,
+        kind,
+        path: path.to_owned(),
+        description: field("description").map(str::to_owned),
+        run_as,
+        blocking: field("blocking")
+            .map(|v| parse_bool("blocking", v))
+            .transpose()?
+            .unwrap_or(false),
+        pattern,
+        notify_llm: field("notify_llm")
+            .map(|v| parse_bool("notify_llm", v))
+            .transpose()?
+            .unwrap_or(true),
+        timeout,
+    })
+}
+
+/// `true|yes|1|on` and `false|no|0|off`, in any case.
+fn parse_bool(key: &str, value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "1" | "on" => Ok(true),
+        "false" | "no" | "0" | "off" => Ok(false),
+        _ => Err(format!("invalid {key} '{value}'; use true or false")),
+    }
+}
+
+/// Seconds, optionally with an `s`, `m` or `h` suffix; must be positive.
+fn parse_timeout(value: &str) -> Result<Duration, String> {
+    let (digits, unit) = match value.char_indices().last() {
+        Some((i, 's')) => (&value[..i], 1),
+        Some((i, 'm')) => (&value[..i], 60),
+        Some((i, 'h')) => (&value[..i], 3600),
+        _ => (value, 1),
+    };
+    match digits.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(Duration::from_secs(n.saturating_mul(unit))),
+        _ => Err(format!(
+            "invalid timeout '{value}'; use a positive number of seconds such as 'timeout: 120'"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn hook_id_table() {
+        let table = [
+            ("foo.bar.sh", "foo-bar"),
+            ("my@service!.sh", "myservice"),
+            ("test (1).sh", "test1"),
+            ("lint.sh", "lint"),
+            ("Lint.SH", "lint"),
+            ("build.py", "build"),
+            ("check.ts", "check"),
+            ("run.rb", "run"),
+            ("x.pl", "x"),
+            ("x.php", "x"),
+            ("x.js", "x"),
+            ("x.zsh", "x"),
+            ("x.bash", "x"),
+            ("go-fmt", "go-fmt"),
+            ("go_fmt", "go_fmt"),
+            ("archive.tar.gz", "archive-tar-gz"),
+            ("a.sh.sh", "a-sh"),
+            ("-dash-.sh", "dash"),
+            ("01-setup.sh", "01-setup"),
+            ("ÜBER.sh", "ber"),
+            ("@@@.sh", ""),
+            ("x.SH.bak", "x-sh-bak"),
+        ];
+        for (name, id) in table {
+            assert_eq!(hook_id(name), id, "{name}");
+        }
+    }
+
+    struct Dir(tempfile::TempDir);
+
+    impl Dir {
+        fn new() -> Dir {
+            Dir(tempfile::tempdir().unwrap())
+        }
+        fn write(&self, name: &str, text: &str, mode: u32) -> PathBuf {
+            let path = self.0.path().join(name);
+            fs::write(&path, text).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            path
+        }
+        fn hook(&self, name: &str, front: &str) -> PathBuf {
+            self.write(
+                name,
+                &format!("#!/bin/sh\n#---\n{front}\n#---\nexit 0\n"),
+                0o755,
+            )
+        }
+        fn discover(&self) -> Discovery {
+            discover(self.0.path())
+        }
+        fn reason(&self, name: &str) -> String {
+            let d = self.discover();
+            let p = d
+                .problems
+                .iter()
+                .find(|p| p.path.file_name().unwrap() == name)
+                .unwrap_or_else(|| panic!("no problem for {name}: {d:?}"));
+            p.reason.clone()
+        }
+    }
+
+    #[test]
+    fn a_valid_hook_of_each_kind_with_defaults() {
+        let dir = Dir::new();
+        dir.hook("b-lint.sh", "# type: file\n# pattern: *.go");
+        dir.hook(
+            "a-setup.sh",
+            "# type: session\n# run_as: root\n# blocking: yes",
+        );
+        dir.hook(
+            "c-commit.sh",
+            "# type: pre-commit\n# name: Commit check\n# notify_llm: No\n# timeout: 2m",
+        );
+        let d = dir.discover();
+        assert!(d.problems.is_empty(), "{:?}", d.problems);
+        let ids: Vec<_> = d.hooks.iter().map(|h| h.id.as_str()).collect();
+        assert_eq!(ids, ["a-setup", "b-lint", "c-commit"]);
+
+        let setup = d.get("a-setup").unwrap();
+        assert_eq!(
+            (setup.kind, setup.run_as, setup.blocking),
+            (HookKind::Session, RunAs::Root, true)
+        );
+        assert_eq!(setup.timeout, Duration::from_secs(300));
+        assert_eq!(setup.name, "a-setup");
+
+        let lint = d.get("b-lint").unwrap();
+        assert_eq!(lint.kind, HookKind::File);
+        assert_eq!(lint.run_as, RunAs::User);
+        assert!(lint.notify_llm);
+        assert_eq!(lint.timeout, Duration::from_secs(900));
+        assert!(lint.matches("cmd/x/main.go"));
+
+        let commit = d.get("c-commit").unwrap();
+        assert_eq!(commit.name, "Commit check");
+        assert!(!commit.notify_llm);
+        assert_eq!(commit.timeout, Duration::from_secs(120));
+        assert!(commit.pattern.is_none());
+        assert!(commit.matches("anything"));
+    }
+
+    #[test]
+    fn every_problem_reason() {
+        let dir = Dir::new();
+        dir.write(
+            "noexec.sh",
+            "#!/bin/sh\n#---\n# type: file\n# pattern: x\n#---\n",
+            0o644,
+        );
+        dir.write("noshebang.sh", "#---\n# type: session\n#---\n", 0o755);
+        dir.hook("notype.sh", "# name: x");
+        dir.hook("badtype.sh", "# type: post-commit");
+        dir.hook("nopattern.sh", "# type: file");
+        dir.hook("badrunas.sh", "# type: session\n# run_as: admin");
+        dir.hook("badbool.sh", "# type: session\n# blocking: maybe");
+        dir.hook("badtimeout.sh", "# type: session\n# timeout: soon");
+        dir.hook("badpattern.sh", "# type: file\n# pattern: src/[x");
+        dir.write("nofront.sh", "#!/bin/sh\necho hi\n", 0o755);
+        dir.write(
+            "unclosed.sh",
+            "#!/bin/sh\n#---\n# type: session\necho\n",
+            0o755,
+        );
+        dir.write(
+            "crlf.sh",
+            "#!/bin/sh\r\n#---\r\n# type: session\r\n#---\r\n",
+            0o755,
+        );
+        dir.hook("dup.sh", "# type: session");
+        dir.hook("DUP.py", "# type: session");
+        dir.hook("@@.sh", "# type: session");
+        symlink(
+            dir.0.path().join("missing-target"),
+            dir.0.path().join("broken.sh"),
+        )
+        .unwrap();
+        dir.write("binary", "\u{7f}ELF\0\0", 0o755);
+
+        let expect = [
+            ("noexec.sh", "not executable; run `chmod +x"),
+            ("noshebang.sh", "no #! line"),
+            ("notype.sh", "missing 'type'"),
+            ("badtype.sh", "unknown type 'post-commit'"),
+            ("nopattern.sh", "a file hook needs a 'pattern'"),
+            ("badrunas.sh", "invalid run_as 'admin'"),
+            ("badbool.sh", "invalid blocking 'maybe'"),
+            ("badtimeout.sh", "invalid timeout 'soon'"),
+            ("badpattern.sh", "invalid pattern 'src/[x'"),
+            ("nofront.sh", "no front matter"),
+            ("unclosed.sh", "never closed"),
+            ("crlf.sh", "CRLF line endings; run `sed -i 's/\\r$//'"),
+            ("dup.sh", "hook id 'dup' is also the id of DUP.py"),
+            ("DUP.py", "hook id 'dup' is also the id of dup.sh"),
+            ("@@.sh", "empty hook id"),
+            ("broken.sh", "broken symlink"),
+            ("binary", "a binary has no front matter"),
+        ];
+        for (name, reason) in expect {
+            let got = dir.reason(name);
+            assert!(got.contains(reason), "{name}: {got:?} lacks {reason:?}");
+        }
+        let d = dir.discover();
+        assert!(d.hooks.is_empty(), "{:?}", d.hooks);
+        assert_eq!(d.problems.len(), expect.len());
+    }
+
+    #[test]
+    fn hidden_files_and_directories_are_skipped_and_missing_dir_is_empty() {
+        let dir = Dir::new();
+        dir.hook(".hidden.sh", "# type: session");
+        fs::create_dir(dir.0.path().join("lib")).unwrap();
+        dir.hook("ok.sh", "# type: session");
+        let d = dir.discover();
+        assert_eq!(d.hooks.len(), 1);
+        assert!(d.problems.is_empty());
+        let missing = discover(&dir.0.path().join("nope"));
+        assert!(missing.hooks.is_empty() && missing.problems.is_empty());
+    }
+
+    #[test]
+    fn symlinked_hooks_run_and_unknown_keys_warn() {
+        let dir = Dir::new();
+        let target = dir.hook("real.sh", "# type: session\n# patern: x");
+        symlink(&target, dir.0.path().join("link.sh")).unwrap();
+        let d = dir.discover();
+        assert_eq!(d.hooks.len(), 2);
+        assert_eq!(d.warnings.len(), 2);
+        assert!(
+            d.warnings[0]
+                .reason
+                .contains("unknown front matter field 'patern'")
+        );
+    }
+
+    #[test]
+    fn bool_and_timeout_spellings() {
+        for (v, b) in [
+            ("TRUE", true),
+            ("Yes", true),
+            ("1", true),
+            ("false", false),
+            ("NO", false),
+            ("0", false),
+            ("Off", false),
+        ] {
+            assert_eq!(parse_bool("k", v), Ok(b), "{v}");
+        }
+        for (v, secs) in [("30", 30), ("30s", 30), ("2m", 120), ("1h", 3600)] {
+            assert_eq!(parse_timeout(v), Ok(Duration::from_secs(secs)), "{v}");
+        }
+        for bad in ["0", "-1", "m", "1.5", "ten"] {
+            assert!(parse_timeout(bad).is_err(), "{bad}");
+        }
+    }
+}
