@@ -9,10 +9,12 @@ mod context;
 mod discover;
 mod frontmatter;
 mod hook;
+mod message;
 mod pattern;
 
 pub use context::{Context, ContextError, ContextOverrides};
 pub use discover::{Discovery, discover, hook_id};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use hook::{Hook, HookKind, Problem, RunAs};
+pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};
