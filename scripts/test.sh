@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: system packages the tests need, format, lints, docs,
+# then every test. Tests that need root (PID namespaces, setuid to a test user) run when this
+# runs as root; with CI=true they fail instead of skipping when they cannot.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(git util-linux passwd procps chromium chromium-driver)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "test.sh: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "test.sh: missing packages: ${missing[*]}; run: sudo apt-get install ${missing[*]}" >&2
+    exit 2
+  fi
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== cargo doc -D warnings"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+echo "== cargo test"
+cargo test --workspace
