@@ -196,9 +196,10 @@ fn read_hook(path: &Path) -> Result<Option<(Hook, Vec<String>)>, String> {
     }
     let id = hook_id(name);
     if id.is_empty() {
-        return Err(format!(
+        return Err(
             "the file name gives an empty hook id; use letters or digits in the name (ids keep [a-z0-9_-])"
-        ));
+                .into(),
+        );
     }
     let head = read_head(path).map_err(|e| format!("cannot read: {e}; check its permissions"))?;
     let text = String::from_utf8_lossy(&head);

@@ -5,16 +5,45 @@
 
 #![deny(missing_docs)]
 
+mod changes;
 mod context;
 mod discover;
+mod evaluate;
+mod exec;
 mod frontmatter;
 mod hook;
 mod message;
 mod pattern;
+mod precommit;
+mod session;
+mod status;
 
+pub use changes::{
+    ChangeScan, ChangesError, DirtyFile, FileState, ScanOptions, Timestamp, scan, scan_with,
+};
 pub use context::{Context, ContextError, ContextOverrides};
 pub use discover::{Discovery, discover, hook_id};
+pub use evaluate::{
+    Action, EvalError, EvalLock, EvalOptions, EvalReport, HookResult, Trigger, evaluate,
+    evaluate_scan, evaluate_with, run_now, scan_workspace,
+};
+pub use exec::{
+    CancelToken, Credentials, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,
+};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use hook::{Hook, HookKind, Problem, RunAs};
 pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};
+pub use precommit::{
+    Ensured, GitHook, Installed, MANAGED_MARKER, PreCommitError, PreCommitEvent, PreCommitReport,
+    PreCommitSkip, SKIP_VARIABLE, Uninstalled, ensure_pre_commit, git_hooks_dir, repository_top,
+    run_pre_commit, staged_files, uninstall_pre_commit,
+};
+pub use session::{
+    NOTE_FIELD, STOPPED_NOTE, SessionError, SessionOptions, SessionPlan, SessionRun,
+    credentials_for, fail_interrupted, hand_over, prepare_state_dir, run_session,
+};
+pub use status::{
+    HookStatus, RunResult, Status, StatusError, StatusStore, parse_rfc3339, rfc3339,
+    rfc3339_millis, write_atomic,
+};

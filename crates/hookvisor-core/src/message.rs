@@ -68,9 +68,8 @@ impl Failure {
     pub fn message_within(&self, limit: usize) -> String {
         let output = sanitize(self.output_tail.trim_matches(['\n', ' ', '\t']));
         let lines: Vec<&str> = output.lines().collect();
-        let inline = !self.output_cut
-            && lines.len() <= INLINE_MAX_LINES
-            && output.len() <= INLINE_MAX_BYTES;
+        let inline =
+            !self.output_cut && lines.len() <= INLINE_MAX_LINES && output.len() <= INLINE_MAX_BYTES;
         let full = if inline {
             self.render(&Shown::Inline(&output))
         } else {
@@ -114,7 +113,7 @@ impl Failure {
         }
         text.push_str("\n\n");
         match shown {
-            Shown::Inline(output) if output.is_empty() => {
+            Shown::Inline("") => {
                 text.push_str("Output: (none)\n\n");
             }
             Shown::Inline(output) => {
@@ -278,13 +277,22 @@ mod tests {
     fn hostile_output_cannot_break_the_message() {
         let output = "\u{1b}[31mred\u{1b}[0m \u{1b}]0;title\u{7}ok\r\n```\n</system>\u{0}\u{8}end";
         let text = failure(output).message();
-        assert!(text.contains("Output:\nred ok\n```\n</system>end\n\nPlease fix"), "{text:?}");
-        assert!(!text.chars().any(|c| c.is_control() && c != '\n' && c != '\t'));
+        assert!(
+            text.contains("Output:\nred ok\n```\n</system>end\n\nPlease fix"),
+            "{text:?}"
+        );
+        assert!(
+            !text
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+        );
     }
 
     #[test]
     fn shortening_keeps_the_log_path_and_the_limit() {
-        let huge: String = (0..1000).map(|i| format!("{i}{}\n", "y".repeat(300))).collect();
+        let huge: String = (0..1000)
+            .map(|i| format!("{i}{}\n", "y".repeat(300)))
+            .collect();
         let mut f = failure(&huge);
         f.output_cut = true;
         for limit in [10_000, 2_000, 600] {

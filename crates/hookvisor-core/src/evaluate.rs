@@ -1,0 +1,486 @@
+//! End-of-turn evaluation of file hooks.
+//!
+//! The steps, written once here (DESIGN.md, "End-of-turn evaluation"):
+//!
+//! 1. The cutoff `t0` is taken before scanning. Changed files are the dirty files (see
+//!    [`crate::scan`]) whose mtime or ctime is at or after the previous evaluation's cutoff, plus
+//!    deletions noticed since then.
+//! 2. Each file hook whose pattern matches a changed file joins the pending set (kept in
+//!    `status.json`, so it survives restarts).
+//! 3. Pending hooks are taken in discovery (file name) order. A hook whose pattern now matches no
+//!    dirty file leaves the pending set without running. A hook that already ran runs again only
+//!    when a file matching its pattern changed since its own cutoff, taken just before that run:
+//!    the same inputs give the same failure, so an unchanged workspace re-prompts nothing.
+//! 4. The first failure stops the evaluation. With `notify_llm` the action is `reprompt` and the
+//!    message says what failed; without it, `failed`. A success leaves the pending set.
+//! 5. The loop guard counts consecutive hook-triggered turns: a `user` turn resets it to 0, a
+//!    `hook` turn adds one. A failure re-prompts while the count is below `max_retries`;
+//!    otherwise the action is `gave_up` and the hook stays pending for the next user turn.
+//! 6. A cancel (a user message arriving) kills the running hook's process group; the hook goes
+//!    back to pending and nothing else is recorded for it.
+//!
+//! The action is `pass` when the evaluation ran no failing hook, even if hooks stay pending.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::changes::{self, ChangeScan, DirtyFile, FileState, ScanOptions, Timestamp};
+use crate::context::Context;
+use crate::discover::{Discovery, discover};
+use crate::exec::{CancelToken, ExecError, RunOptions, run_hook};
+use crate::hook::{Hook, HookKind};
+use crate::message::Failure;
+use crate::status::{RunResult, StatusError, StatusStore, rfc3339, write_atomic};
+
+/// Who started the turn that just ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trigger {
+    /// A user message: the loop guard starts again.
+    User,
+    /// A re-prompt from a failing hook: the loop guard counts it.
+    Hook,
+}
+
+/// Options of one evaluation.
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    /// What started the turn that just ended. Default: [`Trigger::User`].
+    pub trigger: Trigger,
+    /// Hook-triggered re-prompts allowed per user turn. Default: 3.
+    pub max_retries: u32,
+    /// Cancels the evaluation, killing the running hook. Default: none.
+    pub cancel: Option<CancelToken>,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        EvalOptions {
+            trigger: Trigger::User,
+            max_retries: 3,
+            cancel: None,
+        }
+    }
+}
+
+/// What the agent should do after the turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Nothing failed: let the agent stop.
+    Pass,
+    /// A hook failed and the model should fix it: send the message as a new prompt.
+    Reprompt,
+    /// A hook with `notify_llm: false` failed: record it, do not re-prompt.
+    Failed,
+    /// The loop guard ran out: stop re-prompting until the next user turn.
+    GaveUp,
+}
+
+/// One hook run of an evaluation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookResult {
+    /// The hook's id.
+    pub hook_id: String,
+    /// Its exit status.
+    pub exit_code: i32,
+    /// Whether it passed.
+    pub success: bool,
+    /// Whether it was killed for exceeding its timeout.
+    pub timed_out: bool,
+    /// The files it ran on.
+    pub files: Vec<String>,
+}
+
+/// The outcome of an evaluation, serialised as DESIGN.md's eval JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvalReport {
+    /// What the agent should do.
+    pub action: Action,
+    /// The re-prompt text when `action` is `reprompt`.
+    pub message: Option<String>,
+    /// The re-prompt number this failure would be (1 after a user turn).
+    pub attempt: u32,
+    /// Re-prompts allowed per user turn.
+    pub max_attempts: u32,
+    /// Hooks still pending after the evaluation.
+    pub pending: Vec<String>,
+    /// The hooks that ran, in order.
+    pub results: Vec<HookResult>,
+    /// The failure behind `message`, for callers that must shorten it.
+    #[serde(skip)]
+    pub failure: Option<Failure>,
+}
+
+impl EvalReport {
+    /// The message shortened to `limit` characters (an agent's limit), keeping the log path.
+    pub fn message_within(&self, limit: usize) -> Option<String> {
+        match (&self.failure, &self.message) {
+            (Some(failure), Some(_)) => Some(failure.message_within(limit)),
+            (None, Some(message)) => Some(message.chars().take(limit).collect()),
+            _ => None,
+        }
+    }
+}
+
+/// Why an evaluation could not complete.
+#[derive(Debug)]
+pub enum EvalError {
+    /// status.json could not be read or written.
+    Status(StatusError),
+    /// Change detection failed.
+    Changes(changes::ChangesError),
+    /// A hook could not be started at all (its log could not be created, ...).
+    Exec(ExecError),
+    /// A marker file could not be written.
+    Marker {
+        /// The marker's path.
+        path: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
+    /// The evaluation was cancelled; the hook that was running is pending again.
+    Cancelled,
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EvalError::Status(e) => e.fmt(f),
+            EvalError::Changes(e) => e.fmt(f),
+            EvalError::Exec(e) => e.fmt(f),
+            EvalError::Marker { path, source } => write!(
+                f,
+                "cannot write {}: {source}; make the state dir writable or pass --state-dir",
+                path.display()
+            ),
+            EvalError::Cancelled => {
+                f.write_str("evaluation cancelled; the running hook is pending again")
+            }
+        }
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+impl From<StatusError> for EvalError {
+    fn from(e: StatusError) -> Self {
+        EvalError::Status(e)
+    }
+}
+
+impl From<changes::ChangesError> for EvalError {
+    fn from(e: changes::ChangesError) -> Self {
+        EvalError::Changes(e)
+    }
+}
+
+impl From<ExecError> for EvalError {
+    fn from(e: ExecError) -> Self {
+        EvalError::Exec(e)
+    }
+}
+
+/// The evaluator's own state: the previous cutoff and each hook's cutoff, in `<state>/.last-eval`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Marker {
+    /// The cutoff of the previous evaluation.
+    cutoff: Option<Timestamp>,
+    /// Per file hook: the time taken just before its last run.
+    #[serde(default)]
+    hooks: BTreeMap<String, Timestamp>,
+}
+
+impl Marker {
+    fn path(ctx: &Context) -> PathBuf {
+        ctx.state_dir.join(".last-eval")
+    }
+
+    fn load(ctx: &Context) -> Marker {
+        let path = Self::path(ctx);
+        match fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(
+                    "{}: unreadable ({e}); starting without cutoffs, hooks may run again",
+                    path.display()
+                );
+                Marker::default()
+            }),
+            Err(_) => Marker::default(),
+        }
+    }
+
+    fn save(&self, ctx: &Context) -> Result<(), EvalError> {
+        let path = Self::path(ctx);
+        let bytes = serde_json::to_vec(self).expect("a marker always serialises");
+        write_atomic(&path, &bytes).map_err(|source| EvalError::Marker { path, source })
+    }
+}
+
+/// Scans the workspace for changes, keeping the scan journal in the state dir.
+pub fn scan_workspace(ctx: &Context) -> Result<ChangeScan, EvalError> {
+    let options = ScanOptions {
+        exclude: vec![ctx.state_dir.clone()],
+        ..ScanOptions::default()
+    };
+    Ok(changes::scan_with(
+        &ctx.workspace,
+        &ctx.state_dir.join("changes.journal"),
+        &options,
+    )?)
+}
+
+/// Runs the end-of-turn evaluation of the file hooks (module docs give the steps).
+///
+/// Evaluations of one state dir are serialised by a lock file; a second one waits.
+pub fn evaluate(ctx: &Context, options: &EvalOptions) -> Result<EvalReport, EvalError> {
+    evaluate_with(ctx, &discover(&ctx.hooks_dir()), options)
+}
+
+/// [`evaluate`] with the hooks the caller already discovered.
+pub fn evaluate_with(
+    ctx: &Context,
+    discovery: &Discovery,
+    options: &EvalOptions,
+) -> Result<EvalReport, EvalError> {
+    let _lock = EvalLock::acquire(ctx)?;
+    let scan = scan_workspace(ctx)?;
+    evaluate_scan(ctx, discovery, &scan, options)
+}
+
+/// [`evaluate`] on a discovery and a scan the caller already has (the server keeps both warm).
+///
+/// The caller holds an [`EvalLock`].
+pub fn evaluate_scan(
+    ctx: &Context,
+    discovery: &Discovery,
+    scan: &ChangeScan,
+    options: &EvalOptions,
+) -> Result<EvalReport, EvalError> {
+    let store = StatusStore::for_context(ctx);
+    let mut marker = Marker::load(ctx);
+    let file_hooks: Vec<&Hook> = discovery.of_kind(HookKind::File).collect();
+
+    // Steps 1, 2 and 5 (counting): one read-modify-write of status.json.
+    let changed: Vec<&DirtyFile> = scan.changed_since(marker.cutoff).collect();
+    let hook_turns = store.update(|status| {
+        status.consecutive_hook_turns = match options.trigger {
+            Trigger::User => 0,
+            Trigger::Hook => status.consecutive_hook_turns.saturating_add(1),
+        };
+        for hook in &file_hooks {
+            let entry = status.entry(hook, ctx);
+            if entry.last_result == RunResult::Running {
+                // Left running by an evaluation that died: only evaluations run file hooks,
+                // and we hold the evaluation lock.
+                entry.last_result = RunResult::Pending;
+            }
+            if changed.iter().any(|f| hook.matches(&f.path)) {
+                status.set_pending(&hook.id, true);
+            }
+        }
+        let known: Vec<String> = file_hooks.iter().map(|h| h.id.clone()).collect();
+        status.pending_hooks.retain(|id| known.contains(id));
+        status.consecutive_hook_turns
+    })?;
+    marker.cutoff = Some(scan.cutoff);
+    marker.save(ctx)?;
+
+    let attempt = hook_turns.saturating_add(1);
+    let mut report = EvalReport {
+        action: Action::Pass,
+        message: None,
+        attempt,
+        max_attempts: options.max_retries,
+        pending: Vec::new(),
+        results: Vec::new(),
+        failure: None,
+    };
+
+    // Steps 3 and 4.
+    for hook in file_hooks {
+        if !store.load()?.is_pending(&hook.id) {
+            continue;
+        }
+        let dirty: Vec<&DirtyFile> = scan
+            .files
+            .iter()
+            .filter(|f| hook.matches(&f.path))
+            .collect();
+        if dirty.is_empty() {
+            store.update(|s| s.set_pending(&hook.id, false))?;
+            continue;
+        }
+        let own_cutoff = marker.hooks.get(&hook.id).copied();
+        if own_cutoff.is_some()
+            && !scan
+                .changed_since(own_cutoff)
+                .any(|f| hook.matches(&f.path))
+        {
+            continue;
+        }
+        let files: Vec<String> = dirty
+            .iter()
+            .filter(|f| matches!(f.state, FileState::Present { .. }))
+            .map(|f| f.path.clone())
+            .collect();
+        let cutoff = Timestamp::now();
+        let outcome = run_recorded(ctx, &store, hook, &files, options.cancel.as_ref())?;
+        marker.hooks.insert(hook.id.clone(), cutoff);
+        marker.save(ctx)?;
+        report.results.push(HookResult {
+            hook_id: hook.id.clone(),
+            exit_code: outcome.exit_code,
+            success: outcome.success(),
+            timed_out: outcome.timed_out,
+            files: files.clone(),
+        });
+        if outcome.success() {
+            store.update(|s| s.set_pending(&hook.id, false))?;
+            continue;
+        }
+        let failure = Failure {
+            hook_name: hook.name.clone(),
+            pattern: hook.pattern.as_ref().map(|p| p.as_str().to_owned()),
+            files,
+            exit_code: outcome.exit_code,
+            timed_out_after: outcome.timed_out.then_some(hook.timeout),
+            output_tail: outcome.tail.clone(),
+            output_cut: outcome.output_bytes > outcome.tail.len() as u64,
+            log_path: ctx.log_path(&hook.id),
+            attempt,
+            max_attempts: options.max_retries,
+        };
+        if !hook.notify_llm {
+            report.action = Action::Failed;
+        } else if hook_turns < options.max_retries {
+            report.action = Action::Reprompt;
+            report.message = Some(failure.message());
+            report.failure = Some(failure);
+        } else {
+            report.action = Action::GaveUp;
+        }
+        break;
+    }
+
+    report.pending = store.update(|s| {
+        s.last_evaluated_at = Some(rfc3339(SystemTime::now()));
+        s.pending_hooks.clone()
+    })?;
+    Ok(report)
+}
+
+/// Runs one hook with its status entry marked running, then records the outcome. A cancelled
+/// run is recorded as pending, not as a failure, and ends the evaluation.
+fn run_recorded(
+    ctx: &Context,
+    store: &StatusStore,
+    hook: &Hook,
+    files: &[String],
+    cancel: Option<&CancelToken>,
+) -> Result<crate::exec::RunOutcome, EvalError> {
+    store.update(|s| s.entry(hook, ctx).begin(SystemTime::now()))?;
+    let options = RunOptions {
+        cancel: cancel.cloned(),
+        ..RunOptions::default()
+    };
+    let outcome = match run_hook(ctx, hook, files, &options) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            store.update(|s| s.entry(hook, ctx).last_result = RunResult::Pending)?;
+            return Err(e.into());
+        }
+    };
+    if outcome.cancelled {
+        store.update(|s| {
+            s.entry(hook, ctx).last_result = RunResult::Pending;
+            s.set_pending(&hook.id, true);
+        })?;
+        return Err(EvalError::Cancelled);
+    }
+    store.update(|s| {
+        s.entry(hook, ctx).finish(
+            outcome.exit_code,
+            outcome.success(),
+            outcome.timed_out,
+            outcome.duration,
+            SystemTime::now(),
+        )
+    })?;
+    Ok(outcome)
+}
+
+/// Runs one hook now, whatever its kind, and records it (`hookvisor run`, the HTTP rerun).
+///
+/// A file hook runs with the dirty files matching its pattern and leaves the pending set on
+/// success; its cutoff moves as if an evaluation had run it.
+pub fn run_now(
+    ctx: &Context,
+    hook: &Hook,
+    cancel: Option<&CancelToken>,
+) -> Result<HookResult, EvalError> {
+    let _lock = EvalLock::acquire(ctx)?;
+    let store = StatusStore::for_context(ctx);
+    let files: Vec<String> = if hook.kind == HookKind::File {
+        scan_workspace(ctx)?
+            .files
+            .iter()
+            .filter(|f| matches!(f.state, FileState::Present { .. }) && hook.matches(&f.path))
+            .map(|f| f.path.clone())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let cutoff = Timestamp::now();
+    let outcome = run_recorded(ctx, &store, hook, &files, cancel)?;
+    if hook.kind == HookKind::File {
+        let mut marker = Marker::load(ctx);
+        marker.hooks.insert(hook.id.clone(), cutoff);
+        marker.save(ctx)?;
+        if outcome.success() {
+            store.update(|s| s.set_pending(&hook.id, false))?;
+        }
+    }
+    Ok(HookResult {
+        hook_id: hook.id.clone(),
+        exit_code: outcome.exit_code,
+        success: outcome.success(),
+        timed_out: outcome.timed_out,
+        files,
+    })
+}
+
+/// Serialises evaluations and explicit runs of one state dir, across processes: both move the
+/// cutoffs in `.last-eval` and the scan journal. Released on drop.
+#[derive(Debug)]
+pub struct EvalLock {
+    _file: fs::File,
+}
+
+impl EvalLock {
+    /// Waits for and takes `<state>/eval.lock`, creating the state dir if needed.
+    pub fn acquire(ctx: &Context) -> Result<EvalLock, EvalError> {
+        let path = ctx.state_dir.join("eval.lock");
+        let marker_error = |source| EvalError::Marker {
+            path: path.clone(),
+            source,
+        };
+        fs::create_dir_all(&ctx.state_dir).map_err(marker_error)?;
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(marker_error)?;
+        file.lock().map_err(marker_error)?;
+        Ok(EvalLock { _file: file })
+    }
+}

@@ -1,0 +1,1353 @@
+//! The `status.json` store: what every hook did last, which file hooks are pending, and the
+//! loop-guard counter, shared by the init, the server, the CLI and the pre-commit path.
+//!
+//! The schema is discobot's (DESIGN.md, "status.json"), so its dashboards keep working. The rules
+//! every writer follows live here, once:
+//!
+//! 1. Writers serialise on an exclusive `flock` of `status.json.lock`, a file that is never
+//!    deleted (deleting a lock file lets two writers lock two different inodes). The kernel drops
+//!    the lock when its holder dies, so a killed writer never blocks the next one.
+//! 2. Under the lock a writer reads, modifies and writes a temp file in the same directory,
+//!    fsyncs it, renames it over `status.json` and fsyncs the directory. Readers take no lock:
+//!    the rename means they see the old file or the new one, never a torn one.
+//! 3. A file that does not parse is moved aside to `status.json.corrupt-<UTC time>` by the next
+//!    writer, with a warning, and a fresh status is started; readers treat it as empty.
+//! 4. Fields and hook entries this version does not know are kept through a read-modify-write,
+//!    so a newer hookvisor or another tool sharing the file loses nothing.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use crate::context::Context;
+use crate::hook::{Hook, HookKind};
+
+/// Mode of `status.json`, its lock and new files of [`write_atomic`]: dashboards running as other
+/// users read them.
+const FILE_MODE: u32 = 0o644;
+
+/// The contents of `status.json`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Status {
+    /// The last run of every hook that has been recorded, by hook id.
+    pub hooks: BTreeMap<String, HookStatus>,
+    /// File hooks waiting to run, in the order they became pending, without duplicates.
+    pub pending_hooks: Vec<String>,
+    /// When the last end-of-turn evaluation finished (RFC 3339).
+    pub last_evaluated_at: Option<String>,
+    /// Loop guard: turns in a row started by a hook re-prompt (DESIGN.md, evaluation step 5).
+    pub consecutive_hook_turns: u32,
+    /// Top-level fields this version does not know, written back unchanged.
+    pub extra: Map<String, Value>,
+    /// Hook entries that do not parse as a [`HookStatus`] (a kind from a newer version, say),
+    /// written back unchanged until a run of that id replaces them.
+    unparsed_hooks: BTreeMap<String, Value>,
+}
+
+/// What one hook did last, as dashboards read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookStatus {
+    /// The hook's id, the key of its entry.
+    #[serde(default)]
+    pub hook_id: String,
+    /// Its display name at the last recording.
+    #[serde(default)]
+    pub hook_name: String,
+    /// Its kind.
+    #[serde(rename = "type")]
+    pub kind: HookKind,
+    /// When the last run started (RFC 3339); `None` before the first run.
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub last_run_at: Option<String>,
+    /// How the last run ended, or that one is running or waiting.
+    #[serde(default)]
+    pub last_result: RunResult,
+    /// Exit status of the last finished run.
+    #[serde(default)]
+    pub last_exit_code: Option<i32>,
+    /// The log of the last run.
+    #[serde(default)]
+    pub output_path: String,
+    /// Finished runs.
+    #[serde(default)]
+    pub run_count: u64,
+    /// Finished runs that failed.
+    #[serde(default)]
+    pub fail_count: u64,
+    /// Failed runs since the last success.
+    #[serde(default)]
+    pub consecutive_failures: u64,
+    /// Whether the last run was killed for exceeding its timeout.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub timed_out: bool,
+    /// How long the last finished run took, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// Fields this version does not know, written back unchanged.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// The `lastResult` of a hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunResult {
+    /// The last run exited 0.
+    Success,
+    /// The last run failed, timed out or could not start.
+    Failure,
+    /// A run is in progress (or its writer died; see [`StatusStore::recover_interrupted`]).
+    Running,
+    /// Waiting to run. The state of an entry that has never run.
+    #[default]
+    Pending,
+}
+
+impl RunResult {
+    /// The spelling in `status.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunResult::Success => "success",
+            RunResult::Failure => "failure",
+            RunResult::Running => "running",
+            RunResult::Pending => "pending",
+        }
+    }
+}
+
+impl fmt::Display for RunResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Status {
+    /// The entry of `hook`, created if missing, with its name, type and log path brought up to
+    /// date (the front matter may have renamed it since its last run).
+    pub fn entry(&mut self, hook: &Hook, ctx: &Context) -> &mut HookStatus {
+        self.unparsed_hooks.remove(&hook.id);
+        let output_path = ctx.log_path(&hook.id).display().to_string();
+        let entry = self
+            .hooks
+            .entry(hook.id.clone())
+            .or_insert_with(|| HookStatus::new(&hook.id, &hook.name, hook.kind));
+        entry.hook_name.clone_from(&hook.name);
+        entry.kind = hook.kind;
+        entry.output_path = output_path;
+        entry
+    }
+
+    /// Adds `id` to the pending set (at the end, once) or removes it. Returns whether the set
+    /// changed.
+    pub fn set_pending(&mut self, id: &str, pending: bool) -> bool {
+        match (pending, self.is_pending(id)) {
+            (true, false) => {
+                self.pending_hooks.push(id.to_owned());
+                true
+            }
+            (false, true) => {
+                self.pending_hooks.retain(|p| p != id);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `id` is in the pending set.
+    pub fn is_pending(&self, id: &str) -> bool {
+        self.pending_hooks.iter().any(|p| p == id)
+    }
+
+    /// Turns every entry left `running` by a writer that died into `pending`, and puts the file
+    /// hooks among them back into the pending set so the next evaluation reruns them. Returns
+    /// the ids recovered.
+    pub fn recover_interrupted(&mut self) -> Vec<String> {
+        let mut recovered = Vec::new();
+        let mut requeue = Vec::new();
+        for (id, entry) in &mut self.hooks {
+            if entry.last_result == RunResult::Running {
+                entry.last_result = RunResult::Pending;
+                recovered.push(id.clone());
+                if entry.kind == HookKind::File {
+                    requeue.push(id.clone());
+                }
+            }
+        }
+        for id in requeue {
+            self.set_pending(&id, true);
+        }
+        recovered
+    }
+
+    /// Parses `status.json` bytes. Empty strings and nulls that discobot writes for unset
+    /// values read as unset.
+    pub fn from_json(bytes: &[u8]) -> serde_json::Result<Status> {
+        serde_json::from_slice(bytes)
+    }
+
+    /// The bytes written to `status.json`: pretty JSON and a final newline, so that `cat` and
+    /// diffs read well.
+    pub fn to_json(&self) -> Vec<u8> {
+        // Serializing cannot fail: every map key is a string and every value is plain data.
+        let mut bytes = serde_json::to_vec_pretty(self).expect("status serializes");
+        bytes.push(b'\n');
+        bytes
+    }
+}
+
+impl HookStatus {
+    /// A never-run entry: pending, no counters.
+    pub fn new(id: &str, name: &str, kind: HookKind) -> HookStatus {
+        HookStatus {
+            hook_id: id.to_owned(),
+            hook_name: name.to_owned(),
+            kind,
+            last_run_at: None,
+            last_result: RunResult::Pending,
+            last_exit_code: None,
+            output_path: String::new(),
+            run_count: 0,
+            fail_count: 0,
+            consecutive_failures: 0,
+            timed_out: false,
+            duration_ms: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// Records that a run started at `now`: dashboards show it running.
+    pub fn begin(&mut self, now: SystemTime) {
+        self.last_result = RunResult::Running;
+        self.last_run_at = Some(rfc3339(now));
+    }
+
+    /// Records a finished run, with discobot's counters: every run counts, a failure adds to
+    /// both failure counters, a success resets the consecutive one. `lastRunAt` is the start of
+    /// the run (`now - duration`), the same value [`HookStatus::begin`] wrote, so a writer that
+    /// skips `begin` (the pre-commit path) records the same thing.
+    pub fn finish(
+        &mut self,
+        exit_code: impl Into<Option<i32>>,
+        success: bool,
+        timed_out: bool,
+        duration: Duration,
+        now: SystemTime,
+    ) {
+        self.run_count += 1;
+        if success {
+            self.last_result = RunResult::Success;
+            self.consecutive_failures = 0;
+        } else {
+            self.last_result = RunResult::Failure;
+            self.fail_count += 1;
+            self.consecutive_failures += 1;
+        }
+        self.last_exit_code = exit_code.into();
+        self.timed_out = timed_out;
+        self.duration_ms = Some(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
+        self.last_run_at = Some(rfc3339(now.checked_sub(duration).unwrap_or(now)));
+    }
+}
+
+/// Reads and updates one `status.json` following the rules in the module documentation.
+#[derive(Debug, Clone)]
+pub struct StatusStore {
+    path: PathBuf,
+}
+
+impl StatusStore {
+    /// A store for the `status.json` at `path`. Nothing is touched until the first call.
+    pub fn new(path: impl Into<PathBuf>) -> StatusStore {
+        StatusStore { path: path.into() }
+    }
+
+    /// The store of a context: `<state>/status.json`.
+    pub fn for_context(ctx: &Context) -> StatusStore {
+        StatusStore::new(ctx.status_path())
+    }
+
+    /// The path of `status.json`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads the status without locking. A missing file is an empty status; so is a corrupt one,
+    /// with a warning (the next writer moves it aside; a reader leaves it for inspection).
+    pub fn load(&self) -> Result<Status, StatusError> {
+        match fs::read(&self.path) {
+            Ok(bytes) => Ok(Status::from_json(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(
+                    path = %self.path.display(),
+                    error = %e,
+                    "status file is corrupt; reading it as empty until the next write replaces it"
+                );
+                Status::default()
+            })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Status::default()),
+            Err(source) => Err(StatusError::Read {
+                path: self.path.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// Applies `f` to the current status under the exclusive lock and writes the result
+    /// atomically; the file is not rewritten when `f` changed nothing. Creates the state dir
+    /// if needed. Blocks while another writer holds the lock.
+    pub fn update<T>(&self, f: impl FnOnce(&mut Status) -> T) -> Result<T, StatusError> {
+        let dir = parent_dir(&self.path);
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(|source| StatusError::CreateDir {
+                path: dir.to_owned(),
+                source,
+            })?;
+        let _lock = self.lock()?;
+        self.remove_dead_temp_files();
+        let (mut status, before) = match fs::read(&self.path) {
+            Ok(bytes) => match Status::from_json(&bytes) {
+                Ok(status) => (status, Some(bytes)),
+                Err(e) => {
+                    self.move_corrupt_aside(&e)?;
+                    (Status::default(), None)
+                }
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (Status::default(), None),
+            Err(source) => {
+                return Err(StatusError::Read {
+                    path: self.path.clone(),
+                    source,
+                });
+            }
+        };
+        let value = f(&mut status);
+        let after = status.to_json();
+        if before.as_deref() != Some(after.as_slice()) {
+            write_atomic(&self.path, &after).map_err(|source| StatusError::Write {
+                path: self.path.clone(),
+                source,
+            })?;
+        }
+        Ok(value)
+    }
+
+    /// Startup recovery (see [`Status::recover_interrupted`]); call it before anything of this
+    /// state dir runs a hook. Returns the ids recovered, and writes nothing when there are none.
+    pub fn recover_interrupted(&self) -> Result<Vec<String>, StatusError> {
+        let running = self
+            .load()?
+            .hooks
+            .values()
+            .any(|h| h.last_result == RunResult::Running);
+        if !running {
+            return Ok(Vec::new());
+        }
+        self.update(Status::recover_interrupted)
+    }
+
+    /// `status.json.lock`, next to the file it guards.
+    pub fn lock_path(&self) -> PathBuf {
+        let mut name = self.path.file_name().unwrap_or_default().to_owned();
+        name.push(".lock");
+        self.path.with_file_name(name)
+    }
+
+    /// Takes the exclusive lock; it is released when the returned file is dropped or the
+    /// process dies.
+    fn lock(&self) -> Result<File, StatusError> {
+        let lock_path = self.lock_path();
+        let lock_error = |source| StatusError::Lock {
+            path: lock_path.clone(),
+            source,
+        };
+        // A lock file made by another user (the init runs as root) may not be writable by us;
+        // flock needs only an open descriptor, so open read-only when it exists.
+        let file = match File::open(&lock_path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let file = OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .mode(FILE_MODE)
+                    .open(&lock_path)
+                    .map_err(lock_error)?;
+                // Whatever the umask, other users of the state dir must be able to open it.
+                file.set_permissions(fs::Permissions::from_mode(FILE_MODE))
+                    .map_err(lock_error)?;
+                file
+            }
+            Err(e) => return Err(lock_error(e)),
+        };
+        loop {
+            match file.lock() {
+                Ok(()) => return Ok(file),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(lock_error(e)),
+            }
+        }
+    }
+
+    /// Under the lock, any temp file of ours belongs to a writer that died mid-write.
+    fn remove_dead_temp_files(&self) {
+        let Some(prefix) = temp_prefix(&self.path) else {
+            return;
+        };
+        let Ok(entries) = fs::read_dir(parent_dir(&self.path)) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(&prefix) && name.ends_with(TEMP_SUFFIX) {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
+
+    fn move_corrupt_aside(&self, error: &serde_json::Error) -> Result<(), StatusError> {
+        let stamp = rfc3339_millis(SystemTime::now()).replace([':', '-'], "");
+        let mut aside = PathBuf::from(format!("{}.corrupt-{stamp}", self.path.display()));
+        let mut n = 1;
+        while aside.exists() {
+            aside = PathBuf::from(format!("{}.corrupt-{stamp}-{n}", self.path.display()));
+            n += 1;
+        }
+        fs::rename(&self.path, &aside).map_err(|source| StatusError::Write {
+            path: self.path.clone(),
+            source,
+        })?;
+        tracing::warn!(
+            path = %self.path.display(),
+            moved_to = %aside.display(),
+            error = %error,
+            "status file was corrupt; moved it aside and started a fresh one"
+        );
+        Ok(())
+    }
+}
+
+/// Why `status.json` could not be read or written.
+#[derive(Debug)]
+pub enum StatusError {
+    /// The state dir could not be created.
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// What the file system said.
+        source: io::Error,
+    },
+    /// The lock file could not be opened or locked.
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// What the file system said.
+        source: io::Error,
+    },
+    /// `status.json` exists but could not be read.
+    Read {
+        /// The status file.
+        path: PathBuf,
+        /// What the file system said.
+        source: io::Error,
+    },
+    /// The new `status.json` could not be written, or a corrupt one moved aside.
+    Write {
+        /// The status file.
+        path: PathBuf,
+        /// What the file system said.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for StatusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StatusError::CreateDir { path, source } => write!(
+                f,
+                "cannot create state dir {}: {source}; create it writable by this user or pass --state-dir",
+                path.display()
+            ),
+            StatusError::Lock { path, source } => write!(
+                f,
+                "cannot lock {}: {source}; make the state dir writable or pass --state-dir",
+                path.display()
+            ),
+            StatusError::Read { path, source } => write!(
+                f,
+                "cannot read {}: {source}; make it readable by this user or pass --state-dir",
+                path.display()
+            ),
+            StatusError::Write { path, source } => write!(
+                f,
+                "cannot write {}: {source}; make the state dir writable or pass --state-dir",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StatusError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StatusError::CreateDir { source, .. }
+            | StatusError::Lock { source, .. }
+            | StatusError::Read { source, .. }
+            | StatusError::Write { source, .. } => Some(source),
+        }
+    }
+}
+
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// Replaces `path` with `bytes` so that no reader and no crash ever sees a partial file: write a
+/// temp file in the same directory, fsync it, rename it over, fsync the directory.
+///
+/// The file keeps the mode of the one it replaces; a new file gets 0644. Concurrent writers of
+/// the same path must serialise themselves (the last rename wins).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = parent_dir(path);
+    let prefix = temp_prefix(path)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    let mode = match fs::metadata(path) {
+        Ok(meta) => meta.permissions().mode() & 0o7777,
+        Err(_) => FILE_MODE,
+    };
+    let mut temp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(TEMP_SUFFIX)
+        .tempfile_in(dir)?;
+    temp.write_all(bytes)?;
+    // tempfile creates 0600; dashboards running as other users must read the result.
+    temp.as_file()
+        .set_permissions(fs::Permissions::from_mode(mode))?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|e| e.error)?;
+    File::open(dir)?.sync_all()
+}
+
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Temp files of `path` are `.<name>.XXXXXX.tmp`: hidden, and recognisable as ours.
+fn temp_prefix(path: &Path) -> Option<String> {
+    path.file_name()
+        .map(|name| format!(".{}.", name.to_string_lossy()))
+}
+
+/// Formats `t` as RFC 3339 in UTC to the second, the way discobot writes its times:
+/// `2026-11-22T05:09:10Z`. Strings of this form sort in time order.
+pub fn rfc3339(t: SystemTime) -> String {
+    let (secs, _) = unix_parts(t);
+    let (date, time) = civil(secs);
+    format!("{date}T{time}Z")
+}
+
+/// [`rfc3339`] with milliseconds, always three digits so the strings still sort in time
+/// order: `2026-11-22T05:09:10.042Z`.
+pub fn rfc3339_millis(t: SystemTime) -> String {
+    let (secs, nanos) = unix_parts(t);
+    let (date, time) = civil(secs);
+    format!("{date}T{time}.{:03}Z", nanos / 1_000_000)
+}
+
+/// Parses an RFC 3339 time (`2026-11-22T05:09:10Z`, optional fraction, `Z` or `±HH:MM`), as
+/// written by [`rfc3339`], discobot or any other tool sharing the file.
+pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    let b = s.as_bytes();
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = b.get(range)?;
+        part.iter().all(u8::is_ascii_digit).then_some(())?;
+        std::str::from_utf8(part).ok()?.parse().ok()
+    };
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let mut rest = &b[19..];
+    let mut nanos: u32 = 0;
+    if let [b'.', tail @ ..] = rest {
+        let digits = tail.iter().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 {
+            return None;
+        }
+        for (i, d) in tail[..digits].iter().enumerate().take(9) {
+            nanos += u32::from(d - b'0') * 10u32.pow(8 - i as u32);
+        }
+        rest = &tail[digits..];
+    }
+    let offset = match rest {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let digits = [*h1, *h2, *m1, *m2];
+            if !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let value = |hi: u8, lo: u8| i64::from(hi - b'0') * 10 + i64::from(lo - b'0');
+            let (h, m) = (value(*h1, *h2), value(*m1, *m2));
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let minutes = h * 60 + m;
+            if *sign == b'+' { minutes } else { -minutes }
+        }
+        _ => return None,
+    };
+    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
+        - offset * 60;
+    let base = if secs >= 0 {
+        UNIX_EPOCH.checked_add(Duration::from_secs(secs.unsigned_abs()))?
+    } else {
+        UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))?
+    };
+    base.checked_add(Duration::from_nanos(u64::from(nanos)))
+}
+
+/// Whole seconds since the epoch (floored, so times before 1970 work) and the nanoseconds
+/// after them.
+fn unix_parts(t: SystemTime) -> (i64, u32) {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => (
+            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            d.subsec_nanos(),
+        ),
+        Err(e) => {
+            let d = e.duration();
+            let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+            match d.subsec_nanos() {
+                0 => (-secs, 0),
+                n => (-secs - 1, 1_000_000_000 - n),
+            }
+        }
+    }
+}
+
+/// `YYYY-MM-DD` and `HH:MM:SS` of a Unix time in UTC.
+fn civil(secs: i64) -> (String, String) {
+    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+    let sod = secs.rem_euclid(86_400);
+    (
+        format!("{year:04}-{month:02}-{day:02}"),
+        format!("{:02}:{:02}:{:02}", sod / 3600, sod / 60 % 60, sod % 60),
+    )
+}
+
+/// Year, month, day of a day count since 1970-01-01 in the proleptic Gregorian calendar.
+///
+/// Howard Hinnant's `civil_from_days`: shift the year to start on 1 March so the leap day is
+/// last, then split into 400-year eras of 146097 days, which repeat exactly.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The inverse of [`civil_from_days`].
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// The shape of the file as read: hook entries stay raw until each is parsed on its own, so one
+/// entry this version cannot read does not make the whole file corrupt.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusFile {
+    #[serde(default, deserialize_with = "null_as_default")]
+    hooks: BTreeMap<String, Value>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pending_hooks: Vec<String>,
+    #[serde(default, deserialize_with = "empty_as_none")]
+    last_evaluated_at: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    consecutive_hook_turns: u32,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for Status {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Status, D::Error> {
+        let file = StatusFile::deserialize(deserializer)?;
+        let mut status = Status {
+            hooks: BTreeMap::new(),
+            pending_hooks: Vec::new(),
+            last_evaluated_at: file.last_evaluated_at,
+            consecutive_hook_turns: file.consecutive_hook_turns,
+            extra: file.extra,
+            unparsed_hooks: BTreeMap::new(),
+        };
+        for id in file.pending_hooks {
+            status.set_pending(&id, true);
+        }
+        for (id, raw) in file.hooks {
+            match HookStatus::deserialize(&raw) {
+                Ok(mut entry) => {
+                    if entry.hook_id.is_empty() {
+                        entry.hook_id.clone_from(&id);
+                    }
+                    status.hooks.insert(id, entry);
+                }
+                Err(e) => {
+                    // Debug, not warn: every load would repeat it while the entry is there.
+                    tracing::debug!(hook = %id, error = %e, "status entry not understood; keeping it as is");
+                    status.unparsed_hooks.insert(id, raw);
+                }
+            }
+        }
+        Ok(status)
+    }
+}
+
+impl Serialize for Status {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(untagged)]
+        enum Entry<'a> {
+            Known(&'a HookStatus),
+            Unparsed(&'a Value),
+        }
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Out<'a> {
+            hooks: BTreeMap<&'a str, Entry<'a>>,
+            pending_hooks: &'a [String],
+            last_evaluated_at: &'a Option<String>,
+            #[serde(skip_serializing_if = "is_zero")]
+            consecutive_hook_turns: u32,
+            #[serde(flatten)]
+            extra: &'a Map<String, Value>,
+        }
+        let mut hooks: BTreeMap<&str, Entry<'_>> = self
+            .unparsed_hooks
+            .iter()
+            .map(|(id, raw)| (id.as_str(), Entry::Unparsed(raw)))
+            .collect();
+        hooks.extend(
+            self.hooks
+                .iter()
+                .map(|(id, h)| (id.as_str(), Entry::Known(h))),
+        );
+        Out {
+            hooks,
+            pending_hooks: &self.pending_hooks,
+            last_evaluated_at: &self.last_evaluated_at,
+            consecutive_hook_turns: self.consecutive_hook_turns,
+            extra: &self.extra,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// discobot writes `""` for a time that is not set.
+fn empty_as_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.filter(|s| !s.is_empty()))
+}
+
+/// Go writes a nil map or slice as `null`.
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn hook(id: &str, kind: HookKind) -> Hook {
+        Hook {
+            id: id.to_owned(),
+            name: format!("{id} check"),
+            kind,
+            path: PathBuf::from(format!("/ws/.discobot/hooks/{id}.sh")),
+            description: None,
+            run_as: crate::hook::RunAs::User,
+            blocking: false,
+            pattern: None,
+            notify_llm: true,
+            timeout: kind.default_timeout(),
+        }
+    }
+
+    fn context(state_dir: &Path) -> Context {
+        Context {
+            workspace: PathBuf::from("/ws"),
+            session_id: "default".to_owned(),
+            state_dir: state_dir.to_owned(),
+        }
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    /// DESIGN.md's example with values filled in, as discobot would write it.
+    const DESIGN_EXAMPLE: &str = r#"{
+  "hooks": {
+    "go-fmt": {
+      "hookId": "go-fmt",
+      "hookName": "Go format check",
+      "type": "file",
+      "lastRunAt": "2026-11-22T05:09:10Z",
+      "lastResult": "failure",
+      "lastExitCode": 1,
+      "outputPath": "/home/u/.discobot/s1/hooks/output/go-fmt.log",
+      "runCount": 3,
+      "failCount": 2,
+      "consecutiveFailures": 1
+    },
+    "setup": {
+      "hookId": "setup",
+      "hookName": "setup",
+      "type": "session",
+      "lastRunAt": "2026-11-22T05:00:00Z",
+      "lastResult": "success",
+      "lastExitCode": 0,
+      "outputPath": "/home/u/.discobot/s1/hooks/output/setup.log",
+      "runCount": 1,
+      "failCount": 0,
+      "consecutiveFailures": 0
+    }
+  },
+  "pendingHooks": [
+    "go-fmt"
+  ],
+  "lastEvaluatedAt": "2026-11-22T05:09:11Z"
+}
+"#;
+
+    #[test]
+    fn design_example_round_trips_byte_for_byte() {
+        let status = Status::from_json(DESIGN_EXAMPLE.as_bytes()).unwrap();
+        let fmt = &status.hooks["go-fmt"];
+        assert_eq!(fmt.kind, HookKind::File);
+        assert_eq!(fmt.last_result, RunResult::Failure);
+        assert_eq!(fmt.last_exit_code, Some(1));
+        assert_eq!(
+            (fmt.run_count, fmt.fail_count, fmt.consecutive_failures),
+            (3, 2, 1)
+        );
+        assert_eq!(status.pending_hooks, ["go-fmt"]);
+        assert_eq!(
+            status.last_evaluated_at.as_deref(),
+            Some("2026-11-22T05:09:11Z")
+        );
+        assert_eq!(String::from_utf8(status.to_json()).unwrap(), DESIGN_EXAMPLE);
+    }
+
+    #[test]
+    fn written_entries_carry_every_design_field_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut status = Status::default();
+        let entry = status.entry(&hook("lint", HookKind::PreCommit), &context(dir.path()));
+        entry.begin(at(10));
+        let value: Value = serde_json::from_slice(&status.to_json()).unwrap();
+        let top: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(top, ["hooks", "lastEvaluatedAt", "pendingHooks"]);
+        let entry = value["hooks"]["lint"].as_object().unwrap();
+        for field in [
+            "hookId",
+            "hookName",
+            "type",
+            "lastRunAt",
+            "lastResult",
+            "lastExitCode",
+            "outputPath",
+            "runCount",
+            "failCount",
+            "consecutiveFailures",
+        ] {
+            assert!(entry.contains_key(field), "{field} missing from {entry:?}");
+        }
+        assert_eq!(entry["type"], "pre-commit");
+        assert_eq!(entry["lastResult"], "running");
+        assert_eq!(entry["lastRunAt"], "1970-01-01T00:00:10Z");
+        assert_eq!(
+            entry["outputPath"],
+            dir.path().join("output/lint.log").display().to_string()
+        );
+    }
+
+    #[test]
+    fn unknown_fields_and_entries_survive_a_read_modify_write() {
+        let input = r#"{"hooks":{
+            "a":{"hookId":"a","hookName":"a","type":"file","lastResult":"success","runCount":1,
+                 "dashboardColor":"green"},
+            "b":{"hookId":"b","type":"turn-start","lastResult":"running"}},
+          "pendingHooks":["a"],"lastEvaluatedAt":"","consecutiveHookTurns":2,
+          "owner":{"tool":"dash","v":3}}"#;
+        let mut status = Status::from_json(input.as_bytes()).unwrap();
+        assert_eq!(
+            status.last_evaluated_at, None,
+            "discobot's empty time is unset"
+        );
+        status.set_pending("a", false);
+        status.hooks.get_mut("a").unwrap().run_count += 1;
+        let out: Value = serde_json::from_slice(&status.to_json()).unwrap();
+        assert_eq!(out["owner"], serde_json::json!({"tool": "dash", "v": 3}));
+        assert_eq!(out["hooks"]["a"]["dashboardColor"], "green");
+        assert_eq!(out["hooks"]["a"]["runCount"], 2);
+        assert_eq!(
+            out["hooks"]["b"],
+            serde_json::json!({"hookId": "b", "type": "turn-start", "lastResult": "running"}),
+            "an entry of an unknown kind is kept verbatim"
+        );
+        assert_eq!(out["consecutiveHookTurns"], 2);
+        assert_eq!(out["pendingHooks"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn go_nulls_and_missing_fields_read_as_empty() {
+        for input in [
+            "{}",
+            r#"{"hooks":null,"pendingHooks":null,"lastEvaluatedAt":null}"#,
+            r#"{"hooks":{},"pendingHooks":[],"lastEvaluatedAt":""}"#,
+        ] {
+            assert_eq!(
+                Status::from_json(input.as_bytes()).unwrap(),
+                Status::default(),
+                "{input}"
+            );
+        }
+        let dup = Status::from_json(br#"{"pendingHooks":["a","b","a"]}"#).unwrap();
+        assert_eq!(
+            dup.pending_hooks,
+            ["a", "b"],
+            "duplicates from another writer are dropped"
+        );
+    }
+
+    #[test]
+    fn entry_refreshes_name_and_replaces_an_unparsed_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let mut status =
+            Status::from_json(br#"{"hooks":{"x":{"type":"future-kind","runCount":9}}}"#).unwrap();
+        let mut h = hook("x", HookKind::File);
+        status
+            .entry(&h, &ctx)
+            .finish(0, true, false, Duration::ZERO, at(5));
+        h.name = "Renamed".to_owned();
+        let entry = status.entry(&h, &ctx);
+        assert_eq!(entry.hook_name, "Renamed");
+        assert_eq!(entry.run_count, 1);
+        let out: Value = serde_json::from_slice(&status.to_json()).unwrap();
+        assert_eq!(out["hooks"]["x"]["type"], "file");
+    }
+
+    #[test]
+    fn counters_follow_discobot() {
+        // (runs as s = success / f = failure, runCount, failCount, consecutiveFailures, last)
+        let table = [
+            ("", 0, 0, 0, RunResult::Pending),
+            ("s", 1, 0, 0, RunResult::Success),
+            ("f", 1, 1, 1, RunResult::Failure),
+            ("ff", 2, 2, 2, RunResult::Failure),
+            ("ffs", 3, 2, 0, RunResult::Success),
+            ("ffsf", 4, 3, 1, RunResult::Failure),
+            ("sssfffs", 7, 3, 0, RunResult::Success),
+            ("fsfsff", 6, 4, 2, RunResult::Failure),
+        ];
+        for (runs, run_count, fail_count, consecutive, last) in table {
+            let mut entry = HookStatus::new("h", "h", HookKind::File);
+            for (i, run) in runs.chars().enumerate() {
+                let success = run == 's';
+                entry.begin(at(100 * i as u64));
+                assert_eq!(entry.last_result, RunResult::Running);
+                entry.finish(
+                    if success { 0 } else { 1 },
+                    success,
+                    false,
+                    Duration::from_millis(1500),
+                    at(100 * i as u64 + 2),
+                );
+            }
+            assert_eq!(
+                (
+                    entry.run_count,
+                    entry.fail_count,
+                    entry.consecutive_failures,
+                    entry.last_result
+                ),
+                (run_count, fail_count, consecutive, last),
+                "runs {runs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn finish_records_code_timeout_duration_and_start_time() {
+        let mut entry = HookStatus::new("h", "h", HookKind::Session);
+        entry.finish(
+            124,
+            false,
+            true,
+            Duration::from_millis(2_500),
+            at(1_795_324_153),
+        );
+        assert_eq!(entry.last_exit_code, Some(124));
+        assert!(entry.timed_out);
+        assert_eq!(entry.duration_ms, Some(2_500));
+        // 2.5 s before 05:09:13 is 05:09:10.5; the second is floored.
+        assert_eq!(entry.last_run_at.as_deref(), Some("2026-11-22T05:09:10Z"));
+        entry.finish(None, false, false, Duration::ZERO, at(0));
+        assert_eq!(entry.last_exit_code, None);
+        assert!(!entry.timed_out, "a later run clears timedOut");
+    }
+
+    #[test]
+    fn pending_set_keeps_order_and_has_no_duplicates() {
+        // (set_pending calls in order, the set afterwards)
+        type Ops = &'static [(&'static str, bool)];
+        let table: [(Ops, &[&str]); 5] = [
+            (&[("a", true), ("b", true), ("c", true)], &["a", "b", "c"]),
+            (&[("b", true), ("a", true), ("b", true)], &["b", "a"]),
+            (
+                &[("a", true), ("b", true), ("a", false), ("a", true)],
+                &["b", "a"],
+            ),
+            (
+                &[("a", true), ("b", true), ("c", true), ("b", false)],
+                &["a", "c"],
+            ),
+            (&[("a", false), ("x", true), ("x", false)], &[]),
+        ];
+        for (ops, expected) in table {
+            let mut status = Status::default();
+            for &(id, pending) in ops {
+                status.set_pending(id, pending);
+            }
+            assert_eq!(status.pending_hooks, expected, "{ops:?}");
+            for id in ["a", "b", "c", "x"] {
+                assert_eq!(status.is_pending(id), expected.contains(&id));
+            }
+        }
+        let mut status = Status::default();
+        assert!(status.set_pending("a", true));
+        assert!(!status.set_pending("a", true));
+        assert!(status.set_pending("a", false));
+        assert!(!status.set_pending("a", false));
+    }
+
+    #[test]
+    fn interrupted_runs_become_pending_and_file_hooks_are_requeued() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let store = StatusStore::for_context(&ctx);
+        assert_eq!(store.recover_interrupted().unwrap(), Vec::<String>::new());
+        assert!(!store.path().exists(), "nothing to recover writes nothing");
+        store
+            .update(|s| {
+                s.entry(&hook("fmt", HookKind::File), &ctx).begin(at(1));
+                s.entry(&hook("lint", HookKind::File), &ctx).begin(at(1));
+                s.set_pending("lint", true);
+                s.entry(&hook("setup", HookKind::Session), &ctx)
+                    .begin(at(1));
+                s.entry(&hook("ok", HookKind::File), &ctx).finish(
+                    0,
+                    true,
+                    false,
+                    Duration::ZERO,
+                    at(1),
+                );
+            })
+            .unwrap();
+        let recovered = store.recover_interrupted().unwrap();
+        assert_eq!(recovered, ["fmt", "lint", "setup"]);
+        let status = store.load().unwrap();
+        for id in ["fmt", "lint", "setup"] {
+            assert_eq!(status.hooks[id].last_result, RunResult::Pending, "{id}");
+        }
+        assert_eq!(status.hooks["ok"].last_result, RunResult::Success);
+        assert_eq!(
+            status.pending_hooks,
+            ["lint", "fmt"],
+            "session hooks are not requeued"
+        );
+        assert_eq!(store.recover_interrupted().unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_corrupt_file_is_read_as_empty_and_moved_aside_by_the_next_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StatusStore::new(dir.path().join("status.json"));
+        let garbage = b"{\"hooks\": {\"a\": tru";
+        fs::write(store.path(), garbage).unwrap();
+
+        assert_eq!(store.load().unwrap(), Status::default());
+        assert_eq!(
+            fs::read(store.path()).unwrap(),
+            garbage,
+            "a reader moves nothing"
+        );
+
+        store.update(|s| s.set_pending("a", true)).unwrap();
+        let aside: Vec<PathBuf> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains("status.json.corrupt-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "{aside:?}");
+        assert_eq!(fs::read(&aside[0]).unwrap(), garbage);
+        let name = aside[0].file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.len() == "status.json.corrupt-20261122T050910.123Z".len() && name.ends_with('Z'),
+            "{name}"
+        );
+        assert_eq!(store.load().unwrap().pending_hooks, ["a"]);
+    }
+
+    #[test]
+    fn update_creates_the_state_dir_and_readable_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("home/.discobot/s1/hooks/status.json");
+        let store = StatusStore::new(&path);
+        let turns = store
+            .update(|s| {
+                s.consecutive_hook_turns += 1;
+                s.consecutive_hook_turns
+            })
+            .unwrap();
+        assert_eq!(turns, 1);
+        for file in [path.clone(), store.lock_path()] {
+            let mode = fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o644, "{}", file.display());
+        }
+        assert_eq!(store.load().unwrap().consecutive_hook_turns, 1);
+        let names: Vec<String> = fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names
+                .iter()
+                .all(|n| n == "status.json" || n == "status.json.lock"),
+            "no temp file is left behind: {names:?}"
+        );
+    }
+
+    #[test]
+    fn an_update_that_changes_nothing_does_not_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StatusStore::new(dir.path().join("status.json"));
+        store.update(|s| s.set_pending("a", true)).unwrap();
+        let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
+        let before = inode(store.path());
+        store.update(|s| s.set_pending("a", true)).unwrap();
+        assert_eq!(inode(store.path()), before);
+        store.update(|s| s.set_pending("a", false)).unwrap();
+        assert_ne!(inode(store.path()), before);
+    }
+
+    #[test]
+    fn errors_name_the_path_and_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("file");
+        fs::write(&blocker, "").unwrap();
+        let store = StatusStore::new(blocker.join("status.json"));
+        let err = store.update(|_| ()).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("cannot create state dir {}", blocker.display())),
+            "{err}"
+        );
+        assert!(err.ends_with("or pass --state-dir"), "{err}");
+        assert!(!err.contains('\n'));
+        let err = StatusStore::new(dir.path()).load().unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("cannot read {}", dir.path().display())),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn write_atomic_replaces_and_keeps_the_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        write_atomic(&path, b"one").unwrap();
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two");
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn rfc3339_formats_civil_dates() {
+        // (seconds since the epoch, nanoseconds, rfc3339, rfc3339_millis)
+        let table: [(i64, u32, &str, &str); 8] = [
+            (0, 0, "1970-01-01T00:00:00Z", "1970-01-01T00:00:00.000Z"),
+            (
+                1_795_324_150,
+                0,
+                "2026-11-22T05:09:10Z",
+                "2026-11-22T05:09:10.000Z",
+            ),
+            (
+                1_795_324_150,
+                42_999_999,
+                "2026-11-22T05:09:10Z",
+                "2026-11-22T05:09:10.042Z",
+            ),
+            (
+                951_868_799,
+                0,
+                "2000-02-29T23:59:59Z",
+                "2000-02-29T23:59:59.000Z",
+            ),
+            (
+                951_868_800,
+                0,
+                "2000-03-01T00:00:00Z",
+                "2000-03-01T00:00:00.000Z",
+            ),
+            (
+                4_107_542_400,
+                0,
+                "2100-03-01T00:00:00Z",
+                "2100-03-01T00:00:00.000Z",
+            ),
+            (-1, 0, "1969-12-31T23:59:59Z", "1969-12-31T23:59:59.000Z"),
+            (
+                -1,
+                500_000_000,
+                "1969-12-31T23:59:59Z",
+                "1969-12-31T23:59:59.500Z",
+            ),
+        ];
+        for (secs, nanos, plain, millis) in table {
+            let t = if secs >= 0 {
+                UNIX_EPOCH + Duration::new(secs as u64, nanos)
+            } else {
+                UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs())
+                    + Duration::from_nanos(nanos.into())
+            };
+            assert_eq!(rfc3339(t), plain, "{secs}.{nanos}");
+            assert_eq!(rfc3339_millis(t), millis, "{secs}.{nanos}");
+            let parsed = parse_rfc3339(millis).unwrap();
+            assert_eq!(rfc3339_millis(parsed), millis);
+        }
+    }
+
+    #[test]
+    fn parse_rfc3339_accepts_offsets_and_rejects_malformed_times() {
+        let base = parse_rfc3339("2026-11-22T05:09:10Z").unwrap();
+        assert_eq!(base, UNIX_EPOCH + Duration::from_secs(1_795_324_150));
+        for same in [
+            "2026-11-22T07:09:10+02:00",
+            "2026-11-21T23:39:10-05:30",
+            "2026-11-22t05:09:10z",
+        ] {
+            assert_eq!(parse_rfc3339(same), Some(base), "{same}");
+        }
+        assert_eq!(
+            parse_rfc3339("2026-11-22T05:09:10.123456789Z"),
+            Some(base + Duration::from_nanos(123_456_789))
+        );
+        for bad in [
+            "",
+            "2026-11-22",
+            "2026-11-22T05:09:10",
+            "2026-13-01T00:00:00Z",
+            "2026-02-29T00:00:00Z",
+            "2026-11-22T24:00:00Z",
+            "2026-11-22T05:09:10.Z",
+            "2026-11-22T05:09:10+0200",
+            "2026-11-22T05:09:10Zjunk",
+            "+026-11-22T05:09:10Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
+        }
+        assert!(parse_rfc3339("2024-02-29T00:00:00Z").is_some());
+    }
+
+    #[test]
+    fn civil_conversion_round_trips_over_four_centuries() {
+        let mut expected = (1600, 1, 1);
+        for days in days_from_civil(1600, 1, 1)..days_from_civil(2400, 1, 1) {
+            assert_eq!(civil_from_days(days), expected, "day {days}");
+            assert_eq!(days_from_civil(expected.0, expected.1, expected.2), days);
+            expected = if expected.2 < days_in_month(expected.0, expected.1) {
+                (expected.0, expected.1, expected.2 + 1)
+            } else if expected.1 < 12 {
+                (expected.0, expected.1 + 1, 1)
+            } else {
+                (expected.0 + 1, 1, 1)
+            };
+        }
+    }
+}
