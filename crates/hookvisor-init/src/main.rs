@@ -1,0 +1,215 @@
+//! `hookvisor-init`: PID 1 of a hookvisor container.
+//!
+//! Like tini it reaps every zombie, forwards every signal to the command it runs and exits with
+//! that command's status; unlike tini it first runs the workspace's session hooks, as root or
+//! as the unprivileged user, and records them in `status.json`. It is single-threaded and
+//! synchronous: one loop of `sigtimedwait` + `waitpid(-1)` (see `supervise`).
+
+mod config;
+mod runner;
+mod signals;
+mod spawn;
+mod supervise;
+mod sweep;
+
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use hookvisor_core::{
+    Context, ContextOverrides, Credentials, SessionPlan, StatusStore, discover, hand_over,
+    prepare_state_dir,
+};
+use nix::unistd::Uid;
+
+use config::Config;
+use supervise::Supervisor;
+
+fn main() -> ExitCode {
+    let config = Config::from_args();
+    let code = match run(config) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("hookvisor-init: {message}");
+            2
+        }
+    };
+    let _ = io::stdout().flush();
+    let _ = io::stderr().flush();
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// The init, step by step; returns the exit status, or the one line to print for an error
+/// that keeps CMD from starting at all.
+fn run(config: Config) -> Result<i32, String> {
+    // 1. Block every catchable signal before any child exists: from now on they are taken
+    //    one at a time by the supervisor's loop, never lost and never handled asynchronously.
+    let (blocked, inherited) =
+        signals::block_all().map_err(|e| format!("cannot block signals: {e}"))?;
+
+    // 2. Orphans of our descendants must come to us to be reaped, even when we are not PID 1.
+    if std::process::id() != 1
+        && let Err(e) = nix::sys::prctl::set_child_subreaper(true)
+    {
+        warn(format_args!(
+            "cannot become a child subreaper ({e}); orphans will be reaped by the system's \
+             init, and processes that escape CMD may outlive it"
+        ));
+    }
+
+    // 3. Whom to run as. Only root can switch; anyone else runs everything as itself.
+    let user = account(&config)?;
+
+    // 4. Where the hooks are and where their runs go. The state dir belongs to the run user,
+    //    whose supervisor writes it later. A broken workspace skips the hooks, not CMD.
+    let ctx = match Context::resolve(ContextOverrides {
+        workspace: config.workspace.clone(),
+        state_dir: config.state_dir.clone(),
+        session_id: config.session.clone(),
+        home: user.as_ref().map(|u| u.home.clone()),
+    }) {
+        Ok(ctx) => Some(ctx),
+        Err(e) => {
+            warn(format_args!("session hooks skipped: {e}"));
+            None
+        }
+    };
+    if let Some(ctx) = &ctx
+        && let Err(e) = prepare_state_dir(ctx, user.as_ref())
+    {
+        warn(format_args!("{e}"));
+    }
+    let plan = ctx.as_ref().map(prepare).unwrap_or_default();
+
+    let mut supervisor = Supervisor::new(blocked, config.grace, config.kill_group, ctx.clone());
+
+    // 5. Blocking session hooks finish before CMD starts. A TERM meanwhile stops them, and
+    //    the container stops without ever starting CMD.
+    if let Some(ctx) = &ctx
+        && !plan.blocking.is_empty()
+    {
+        match runner::start(ctx, plan.blocking.clone(), user.as_ref(), config.grace) {
+            Ok(runner) => {
+                let pid = runner.pid;
+                supervisor.adopt_runner(runner);
+                supervisor.wait_runner(pid);
+            }
+            Err(e) => warn(format_args!("cannot start the session hooks: {e}")),
+        }
+    }
+    if let Some(sig) = supervisor.stop_signal() {
+        supervisor.stop_everything();
+        finish(ctx.as_ref(), user.as_ref());
+        return Ok(128 + sig);
+    }
+
+    // 6. CMD, as the run user, with the user's identity and the resolved hookvisor context.
+    let env = cmd_env(ctx.as_ref(), user.as_ref());
+    let spawned = spawn::command(&config.cmd, user.as_ref(), &env, inherited);
+    let code = match spawned {
+        Ok(pid) => {
+            supervisor.adopt_cmd(pid);
+            // 7. The other session hooks run in the background while CMD starts.
+            if let Some(ctx) = &ctx
+                && !plan.background.is_empty()
+            {
+                match runner::start(ctx, plan.background.clone(), user.as_ref(), config.grace) {
+                    Ok(runner) => supervisor.adopt_runner(runner),
+                    Err(e) => warn(format_args!("cannot start the session hooks: {e}")),
+                }
+            }
+            // 8. Forward signals and reap until CMD exits.
+            supervisor.wait_cmd();
+            supervisor.cmd_status().unwrap_or(1)
+        }
+        Err(e) => {
+            eprintln!(
+                "hookvisor-init: cannot run {}: {e}",
+                config.cmd[0].to_string_lossy()
+            );
+            if e.kind() == io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            }
+        }
+    };
+
+    // 9. Nothing outlives CMD: TERM, grace, KILL for whatever is left.
+    supervisor.stop_everything();
+    finish(ctx.as_ref(), user.as_ref());
+    Ok(code)
+}
+
+/// The account of CMD and `run_as: user` hooks, when we can switch to it.
+fn account(config: &Config) -> Result<Option<Credentials>, String> {
+    let Some(name) = &config.user else {
+        return Ok(None);
+    };
+    if Uid::effective().is_root() {
+        return Credentials::from_name(name)
+            .map(Some)
+            .map_err(|e| e.to_string());
+    }
+    let me = Credentials::current().map_err(|e| e.to_string())?;
+    if &me.user != name {
+        warn(format_args!(
+            "not running as root: CMD and every hook run as {} instead of --user {name}",
+            me.user
+        ));
+    }
+    Ok(None)
+}
+
+/// Finds the session hooks, reports the files that will not run, and recovers the records of
+/// runs a previous init left unfinished.
+fn prepare(ctx: &Context) -> SessionPlan {
+    let discovery = discover(&ctx.hooks_dir());
+    for problem in &discovery.problems {
+        warn(format_args!("not run: {problem}"));
+    }
+    let plan = SessionPlan::new(&discovery);
+    if plan.unprivileged_root_hooks() {
+        warn(format_args!(
+            "not running as root: run_as: root session hooks run unprivileged"
+        ));
+    }
+    if let Err(e) = StatusStore::for_context(ctx).recover_interrupted() {
+        warn(format_args!("{e}"));
+    }
+    plan
+}
+
+/// The variables CMD gets on top of ours: the run user's identity, and where hookvisor state
+/// is, so `hookvisor serve` finds the same state dir the init wrote.
+fn cmd_env(ctx: Option<&Context>, user: Option<&Credentials>) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    if let Some(u) = user {
+        env.push(("HOME".into(), u.home.clone().into()));
+        env.push(("USER".into(), u.user.clone().into()));
+        env.push(("LOGNAME".into(), u.user.clone().into()));
+        env.push(("SHELL".into(), u.shell.clone().into()));
+    }
+    if let Some(ctx) = ctx {
+        env.push(("DISCOBOT_WORKSPACE".into(), ctx.workspace.clone().into()));
+        env.push(("DISCOBOT_SESSION_ID".into(), ctx.session_id.clone().into()));
+        env.push(("HOOKVISOR_STATE_DIR".into(), ctx.state_dir.clone().into()));
+    }
+    env
+}
+
+/// Leaves the state dir to the run user: root wrote some of it last.
+fn finish(ctx: Option<&Context>, user: Option<&Credentials>) {
+    if let (Some(ctx), Some(u)) = (ctx, user)
+        && u.uid != 0
+        && Uid::effective().is_root()
+        && ctx.state_dir.exists()
+        && let Err(e) = hand_over(&ctx.state_dir, u.uid, u.gid)
+    {
+        warn(format_args!("{e}"));
+    }
+}
+
+fn warn(message: std::fmt::Arguments<'_>) {
+    eprintln!("hookvisor-init: warning: {message}");
+}

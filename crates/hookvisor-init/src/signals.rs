@@ -1,0 +1,200 @@
+//! Signals, the tini way: every catchable signal stays blocked in the init and is taken with
+//! `sigtimedwait`, so there is no handler, no async-signal-safety to think about, and no signal
+//! is lost between two waits. Children get back the mask and dispositions the init started with.
+//!
+//! Raw signal numbers (not nix's `Signal`) are used throughout because real-time signals must be
+//! forwarded too and nix's enum has no room for them.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::time::Duration;
+
+use libc::c_int;
+
+/// Signals the kernel raises for a fault of the init itself; blocking them would hide the fault,
+/// so they keep their default action and are not forwarded (as in tini).
+const SYNCHRONOUS: [c_int; 7] = [
+    libc::SIGFPE,
+    libc::SIGILL,
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGABRT,
+    libc::SIGTRAP,
+    libc::SIGSYS,
+];
+
+/// The two real-time signals the C library keeps for its threads (SIGCANCEL, SIGSETXID).
+///
+/// glibc's `posix_spawn` leaves them ignored in the programs it starts, and its `signal()`
+/// refuses to touch them, so the init usually starts with them ignored by accident; CMD gets
+/// them back at their default through the raw system call.
+const RESERVED: [c_int; 2] = [32, 33];
+
+/// The highest signal number on Linux (`_NSIG - 1`).
+const MAX_SIGNAL: c_int = 64;
+
+/// The state the init found its signals in, to hand back to CMD.
+#[derive(Clone, Copy)]
+pub struct Inherited {
+    /// The mask the init was started with.
+    mask: libc::sigset_t,
+    /// Bit `n` set: signal `n` was ignored when the init started.
+    ignored: u64,
+}
+
+/// The set the init blocks and waits on.
+pub struct Blocked {
+    set: libc::sigset_t,
+}
+
+/// Blocks every catchable, non-synchronous signal and returns what was there before.
+///
+/// Must run before any child exists, so that no signal arrives while nobody waits for it.
+pub fn block_all() -> io::Result<(Blocked, Inherited)> {
+    let mut set = empty_set();
+    let mut old = empty_set();
+    // SAFETY: `set` and `old` are valid, initialised sigset_t values owned by this frame;
+    // sigfillset/sigdelset/sigprocmask only write to them.
+    unsafe {
+        libc::sigfillset(&mut set);
+        for sig in SYNCHRONOUS {
+            libc::sigdelset(&mut set, sig);
+        }
+        if libc::sigprocmask(libc::SIG_SETMASK, &set, &mut old) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let mut ignored = 0u64;
+    for sig in 1..=MAX_SIGNAL {
+        if sig == libc::SIGPIPE {
+            // The Rust runtime ignored SIGPIPE before main; what was there before is lost, and
+            // the default is what every program expects.
+            continue;
+        }
+        let mut action = MaybeUninit::<libc::sigaction>::zeroed();
+        // SAFETY: a null new action only queries; `action` is valid writable memory.
+        let queried = unsafe { libc::sigaction(sig, std::ptr::null(), action.as_mut_ptr()) } == 0;
+        // SAFETY: sigaction filled `action` when it returned 0; zeroed memory is a valid
+        // sigaction otherwise.
+        if queried && unsafe { action.assume_init() }.sa_sigaction == libc::SIG_IGN {
+            ignored |= 1 << (sig - 1);
+        }
+    }
+    Ok((Blocked { set }, Inherited { mask: old, ignored }))
+}
+
+impl Blocked {
+    /// Waits for one of the blocked signals, at most `timeout` (`None`: as long as it takes).
+    ///
+    /// Returns `None` when the timeout passed or the wait was interrupted.
+    pub fn wait(&self, timeout: Option<Duration>) -> Option<c_int> {
+        let sig = match timeout {
+            Some(timeout) => {
+                let ts = libc::timespec {
+                    tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+                    tv_nsec: timeout.subsec_nanos() as libc::c_long,
+                };
+                // SAFETY: `self.set` and `ts` are valid for the call; a null siginfo is allowed.
+                unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &ts) }
+            }
+            // SAFETY: as above.
+            None => unsafe { libc::sigwaitinfo(&self.set, std::ptr::null_mut()) },
+        };
+        (sig > 0).then_some(sig)
+    }
+}
+
+impl Inherited {
+    /// Gives the calling process the mask and dispositions the init started with.
+    ///
+    /// Meant for a freshly forked child before `exec`: it only calls async-signal-safe functions
+    /// and allocates nothing.
+    pub fn restore_in_child(&self) -> io::Result<()> {
+        for sig in 1..=MAX_SIGNAL {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            if RESERVED.contains(&sig) {
+                reset_reserved(sig);
+                continue;
+            }
+            let handler = if self.ignored & (1 << (sig - 1)) != 0 {
+                libc::SIG_IGN
+            } else {
+                libc::SIG_DFL
+            };
+            // SAFETY: signal() is async-signal-safe; numbers the C library reserves for itself
+            // fail with EINVAL, which is ignored because they cannot be set anyway.
+            unsafe { libc::signal(sig, handler) };
+        }
+        // SAFETY: `self.mask` is a valid sigset_t copied from sigprocmask; sigprocmask is
+        // async-signal-safe.
+        if unsafe { libc::sigprocmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// Sets a signal the C library reserves back to its default action.
+///
+/// Async-signal-safe: one system call on a stack value.
+fn reset_reserved(sig: c_int) {
+    // The kernel's `struct sigaction`, all zero: SIG_DFL, no flags, no restorer, empty mask,
+    // whatever the order of its fields on this architecture.
+    let action = [0u64; 4];
+    // SAFETY: rt_sigaction reads `action` (32 bytes, more than the kernel's struct on every
+    // Linux architecture) and writes nothing since the old-action pointer is null.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            action.as_ptr(),
+            std::ptr::null_mut::<u64>(),
+            8usize,
+        );
+    }
+}
+
+/// Sends signal `sig` to `pid` (a negative pid is a process group, -1 everyone we may signal).
+pub fn send(pid: i32, sig: c_int) -> io::Result<()> {
+    // SAFETY: kill has no memory-safety preconditions; any pid/signal pair is checked by the
+    // kernel.
+    if unsafe { libc::kill(pid, sig) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// True for the signals that ask the container to stop.
+pub fn is_shutdown(sig: c_int) -> bool {
+    sig == libc::SIGTERM || sig == libc::SIGINT
+}
+
+fn empty_set() -> libc::sigset_t {
+    let mut set = MaybeUninit::<libc::sigset_t>::zeroed();
+    // SAFETY: sigemptyset initialises the set it is given.
+    unsafe {
+        libc::sigemptyset(set.as_mut_ptr());
+        set.assume_init()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_term_and_int_stop_the_container() {
+        for (sig, stops) in [
+            (libc::SIGTERM, true),
+            (libc::SIGINT, true),
+            (libc::SIGHUP, false),
+            (libc::SIGQUIT, false),
+            (libc::SIGUSR1, false),
+        ] {
+            assert_eq!(is_shutdown(sig), stops, "signal {sig}");
+        }
+    }
+}
