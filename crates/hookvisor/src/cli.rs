@@ -11,7 +11,7 @@ pub struct Cli {
     /// Workspace root [default: $DISCOBOT_WORKSPACE, else the current directory].
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// State directory [default: $HOOKVISOR_STATE_DIR, else ~/.discobot/<session>/hooks].
+    /// State directory [default: $HOOKVISOR_STATE_DIR, else ~/.discobot/SESSION/hooks].
     #[arg(long, global = true, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// Session id [default: $DISCOBOT_SESSION_ID, else $SESSION_ID, else "default"].
@@ -146,6 +146,9 @@ pub struct InstallArgs {
     /// Change the user's settings instead of the workspace's.
     #[arg(long)]
     pub user_level: bool,
+    /// Install the adapter with --fail-closed (block the agent when hookvisor itself fails).
+    #[arg(long)]
+    pub fail_closed: bool,
 }
 
 /// Agents with a turn-end hook.

@@ -4,6 +4,9 @@
 mod cli;
 mod commands;
 mod error;
+mod interrupt;
+mod serve;
+mod turn_client;
 
 use std::process::ExitCode;
 

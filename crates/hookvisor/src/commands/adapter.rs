@@ -1,11 +1,441 @@
-//! The agent Stop-hook adapters.
+//! The agent turn-end adapters: `claude-stop`, `codex-stop` and `gemini-after-agent`.
+//!
+//! Each reads the agent's hook JSON on stdin, evaluates the file hooks (in-process, or through
+//! `hookvisor serve` when `HOOKVISOR_URL` is set) and answers in the one form that makes the
+//! agent keep working: exit 0 with `{"decision":"block","reason":...}` (`"deny"` for Gemini CLI),
+//! the reason becoming the model's next prompt. A non-zero exit would only be shown as a hook
+//! error, and `continue:false` would end the session; neither re-prompts. On a pass, or when
+//! the loop guard gives up, the adapter prints nothing and the agent stops.
+//!
+//! - `stop_hook_active: false` means a user message started the turn (trigger `user`), `true`
+//!   that a previous block did (trigger `hook`). The loop guard is hookvisor's own, counted per
+//!   session in the state dir, so it holds whatever the agent's own limits are.
+//! - The workspace is `--workspace`, else the agent's `cwd`. The session is `--session`, else
+//!   `$DISCOBOT_SESSION_ID`/`$SESSION_ID`, else the agent's `session_id`.
+//! - When hookvisor itself fails (unreadable input, unwritable state dir, server unreachable) it
+//!   fails open by default: the error goes to stderr and the agent stops. `--fail-closed` blocks
+//!   with the error as the reason instead.
 
-use crate::error::{CliError, CliResult};
+use std::env;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+
+use hookvisor_core::{
+    Action, Context, ContextError, ContextOverrides, EvalError, EvalOptions, EvalReport, Trigger,
+    evaluate,
+};
+use serde::Deserialize;
 
 use crate::cli::{AdapterArgs, Agent};
 use crate::commands::Globals;
+use crate::error::{CliResult, Exit};
+use crate::interrupt::cancel_on_signals;
+use crate::turn_client::{TurnClient, TurnClientError};
 
-/// `hookvisor claude-stop|codex-stop|gemini-after-agent`.
-pub fn run(_globals: &Globals, _agent: Agent, _args: &AdapterArgs) -> CliResult {
-    Err(CliError::usage("adapters are not built yet"))
+/// Longest reason handed to an agent, in characters: under Claude Code's 10,000-character cap
+/// on hook output, with room for the JSON around it.
+pub const REASON_LIMIT: usize = 9_500;
+/// Most bytes read from stdin; the agents send a few kilobytes, plus the last message.
+const MAX_INPUT: u64 = 16 * 1024 * 1024;
+
+/// How one agent speaks: its adapter's name, the events it may be wired to, its block word.
+#[derive(Debug, Clone, Copy)]
+struct Protocol {
+    /// The subcommand, as written in the agent's settings.
+    command: &'static str,
+    /// The agent, for messages.
+    agent: &'static str,
+    /// `hook_event_name` values this adapter answers.
+    events: &'static [&'static str],
+    /// The `decision` that re-prompts.
+    decision: &'static str,
+}
+
+impl Protocol {
+    fn of(agent: Agent) -> Protocol {
+        match agent {
+            Agent::Claude => Protocol {
+                command: "claude-stop",
+                agent: "Claude Code",
+                events: &["Stop", "SubagentStop"],
+                decision: "block",
+            },
+            Agent::Codex => Protocol {
+                command: "codex-stop",
+                agent: "Codex",
+                events: &["Stop", "SubagentStop"],
+                decision: "block",
+            },
+            Agent::Gemini => Protocol {
+                command: "gemini-after-agent",
+                agent: "Gemini CLI",
+                events: &["AfterAgent"],
+                decision: "deny",
+            },
+        }
+    }
+}
+
+/// The fields of the agents' turn-end JSON that matter here; every other field is ignored and
+/// every one of these may be missing.
+#[derive(Debug, Default, Deserialize)]
+struct TurnEnd {
+    session_id: Option<String>,
+    cwd: Option<PathBuf>,
+    hook_event_name: Option<String>,
+    stop_hook_active: Option<bool>,
+}
+
+/// Why the adapter could not decide; each says what to do.
+#[derive(Debug)]
+enum AdapterError {
+    Stdin(io::Error),
+    Empty,
+    Json(serde_json::Error),
+    WrongEvent { protocol: Protocol, event: String },
+    Context(ContextError),
+    Eval(EvalError),
+    Server(TurnClientError),
+}
+
+impl fmt::Display for AdapterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdapterError::Stdin(e) => write!(f, "cannot read the hook JSON on stdin: {e}"),
+            AdapterError::Empty => f.write_str(
+                "no hook JSON on stdin; run this command from the agent's turn-end hook \
+                 (`hookvisor install`)",
+            ),
+            AdapterError::Json(e) => write!(
+                f,
+                "the hook JSON on stdin is not a JSON object of the expected shape ({e}); \
+                 check that the agent's hook runs the matching adapter"
+            ),
+            AdapterError::WrongEvent { protocol, event } => write!(
+                f,
+                "{} got a '{event}' event; register it for {} only (`hookvisor install`)",
+                protocol.command,
+                protocol.events.join(" and ")
+            ),
+            AdapterError::Context(e) => e.fmt(f),
+            AdapterError::Eval(e) => e.fmt(f),
+            AdapterError::Server(e) => e.fmt(f),
+        }
+    }
+}
+
+/// What the agent is told.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Let it stop; print nothing.
+    Stop,
+    /// Keep it working on this prompt.
+    Block(String),
+}
+
+/// `hookvisor claude-stop|codex-stop|gemini-after-agent`: always exits 0 once arguments parse,
+/// since any other status is an error the agent shows, never a re-prompt.
+pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
+    let protocol = Protocol::of(agent);
+    let verdict = match decide(globals, protocol, args) {
+        Ok(verdict) => verdict,
+        Err(AdapterError::Eval(EvalError::Cancelled)) => {
+            // The agent stopped the hook (or the user interrupted): nobody reads an answer.
+            eprintln!("hookvisor: {}", EvalError::Cancelled);
+            Verdict::Stop
+        }
+        Err(err) if args.fail_closed => Verdict::Block(format!(
+            "hookvisor could not check this turn's changes: {err}. (The turn is blocked \
+             because the hook runs with --fail-closed.)"
+        )),
+        Err(err) => {
+            eprintln!(
+                "hookvisor: {err} (failing open: {} stops; --fail-closed blocks instead)",
+                protocol.agent
+            );
+            Verdict::Stop
+        }
+    };
+    if let Verdict::Block(reason) = verdict {
+        let answer = serde_json::json!({ "decision": protocol.decision, "reason": reason });
+        let mut out = io::stdout().lock();
+        writeln!(out, "{answer}")?;
+        out.flush()?;
+    }
+    Ok(Exit::Ok)
+}
+
+fn decide(
+    globals: &Globals,
+    protocol: Protocol,
+    args: &AdapterArgs,
+) -> Result<Verdict, AdapterError> {
+    let input = read_input(io::stdin().lock())?;
+    if let Some(event) = &input.hook_event_name
+        && !protocol.events.contains(&event.as_str())
+    {
+        return Err(AdapterError::WrongEvent {
+            protocol,
+            event: event.clone(),
+        });
+    }
+    let trigger = if input.stop_hook_active.unwrap_or(false) {
+        Trigger::Hook
+    } else {
+        Trigger::User
+    };
+    let report = match env::var("HOOKVISOR_URL").ok().filter(|url| !url.is_empty()) {
+        Some(url) => TurnClient::new(&url, env::var("HOOKVISOR_TOKEN").ok())
+            .and_then(|client| client.end_turn(trigger))
+            .map_err(AdapterError::Server)?,
+        None => {
+            let ctx = context(globals, &input, |name| env::var_os(name))
+                .map_err(AdapterError::Context)?;
+            let options = EvalOptions {
+                trigger,
+                max_retries: args.max_retries,
+                cancel: Some(cancel_on_signals()),
+            };
+            evaluate(&ctx, &options).map_err(AdapterError::Eval)?
+        }
+    };
+    Ok(verdict(&report))
+}
+
+/// Parses the agent's JSON; unknown fields are ignored, missing ones are `None`.
+fn read_input(input: impl Read) -> Result<TurnEnd, AdapterError> {
+    let mut bytes = Vec::new();
+    input
+        .take(MAX_INPUT)
+        .read_to_end(&mut bytes)
+        .map_err(AdapterError::Stdin)?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(AdapterError::Empty);
+    }
+    serde_json::from_slice(&bytes).map_err(AdapterError::Json)
+}
+
+/// The context of the turn: `--workspace` or the agent's `cwd`; the session from the command
+/// line or environment, else the agent's own session id, so each agent session keeps its own
+/// loop guard.
+fn context(
+    globals: &Globals,
+    input: &TurnEnd,
+    var: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<Context, ContextError> {
+    let env_session = ["DISCOBOT_SESSION_ID", "SESSION_ID"]
+        .iter()
+        .any(|name| var(name).is_some_and(|v| !v.is_empty()));
+    let session_id = globals.session.clone().or_else(|| {
+        if env_session {
+            None
+        } else {
+            input.session_id.as_deref().and_then(plain_session)
+        }
+    });
+    Context::resolve_with(
+        ContextOverrides {
+            workspace: globals.workspace.clone().or_else(|| input.cwd.clone()),
+            state_dir: globals.state_dir.clone(),
+            session_id,
+            home: None,
+        },
+        var,
+    )
+}
+
+/// An agent's session id as a state dir name: other characters become `_`; nothing usable
+/// gives `None` (the default session).
+fn plain_session(id: &str) -> Option<String> {
+    let name: String = id
+        .chars()
+        .take(128)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let name = name.trim_start_matches('.').to_owned();
+    (!name.is_empty()).then_some(name)
+}
+
+/// Turns an evaluation into what the agent is told, saying on stderr why a failure does not
+/// re-prompt.
+fn verdict(report: &EvalReport) -> Verdict {
+    let failed = report.results.iter().rev().find(|r| !r.success);
+    let failed_id = failed.map_or("a hook", |r| r.hook_id.as_str());
+    match report.action {
+        Action::Reprompt => Verdict::Block(reason(report)),
+        Action::Pass => Verdict::Stop,
+        Action::Failed => {
+            eprintln!(
+                "hookvisor: hook '{failed_id}' failed (notify_llm is false, so the model is \
+                 not re-prompted)"
+            );
+            Verdict::Stop
+        }
+        Action::GaveUp => {
+            eprintln!(
+                "hookvisor: hook '{failed_id}' still fails after {} re-prompts; letting the \
+                 agent stop, the hook stays pending until the next user turn",
+                report.max_attempts
+            );
+            Verdict::Stop
+        }
+    }
+}
+
+/// The re-prompt, never empty and at most [`REASON_LIMIT`] characters, the log path kept.
+fn reason(report: &EvalReport) -> String {
+    let message = if report.failure.is_some() {
+        report.message_within(REASON_LIMIT)
+    } else {
+        // An evaluation from the server carries only the text: cut its middle, keeping the
+        // header (hook, files, log path) and the closing request with the attempt count.
+        report.message.as_deref().map(|m| fit(m, REASON_LIMIT))
+    };
+    match message.filter(|m| !m.trim().is_empty()) {
+        Some(message) => message,
+        None => "A hookvisor hook failed after this turn; run `hookvisor status` to see which, \
+                 fix it, and make sure it passes."
+            .to_owned(),
+    }
+}
+
+/// `text` in at most `limit` characters: its start and its last paragraph around a marker.
+fn fit(text: &str, limit: usize) -> String {
+    let total = text.chars().count();
+    if total <= limit {
+        return text.to_owned();
+    }
+    const MARK: &str = "\n[… output shortened; see the log …]\n\n";
+    let tail = text
+        .rfind("\n\n")
+        .map(|at| &text[at + 2..])
+        .filter(|t| t.chars().count() + MARK.chars().count() < limit / 2)
+        .unwrap_or("");
+    let head = limit.saturating_sub(MARK.chars().count() + tail.chars().count());
+    let mut out: String = text.chars().take(head).collect();
+    out.push_str(MARK);
+    out.push_str(tail);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_what_the_agents_send() {
+        // The input, then its event and `stop_hook_active`, or None when it is refused.
+        type Case<'a> = (&'a str, Option<(Option<&'a str>, Option<bool>)>);
+        let cases: &[Case] = &[
+            (
+                r#"{"session_id":"s","cwd":"/w","hook_event_name":"Stop","stop_hook_active":true,"extra":[1]}"#,
+                Some((Some("Stop"), Some(true))),
+            ),
+            (
+                r#"{"hook_event_name":"AfterAgent"}"#,
+                Some((Some("AfterAgent"), None)),
+            ),
+            (
+                r#"{"stop_hook_active":null,"cwd":null}"#,
+                Some((None, None)),
+            ),
+            ("{}", Some((None, None))),
+            ("", None),
+            (" \n", None),
+            ("not json", None),
+            ("[1,2]", None),
+            (r#"{"stop_hook_active":"yes"}"#, None),
+        ];
+        for (raw, want) in cases {
+            let got = read_input(raw.as_bytes())
+                .ok()
+                .map(|i| (i.hook_event_name, i.stop_hook_active));
+            let want = want.map(|(e, s)| (e.map(str::to_owned), s));
+            assert_eq!(got, want, "{raw}");
+        }
+    }
+
+    #[test]
+    fn session_names_are_made_plain() {
+        let cases: &[(&str, Option<&str>)] = &[
+            (
+                "8f3a2c1e-1b2c-4d5e-9f00-123456789abc",
+                Some("8f3a2c1e-1b2c-4d5e-9f00-123456789abc"),
+            ),
+            ("a/b c", Some("a_b_c")),
+            ("..", None),
+            ("../x", Some("_x")),
+            ("", None),
+        ];
+        for (id, want) in cases {
+            assert_eq!(plain_session(id).as_deref(), *want, "{id}");
+        }
+    }
+
+    #[test]
+    fn context_takes_cwd_and_the_agent_session_unless_told_otherwise() {
+        let ws = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let input = TurnEnd {
+            session_id: Some("agent-session".into()),
+            cwd: Some(ws.path().into()),
+            ..Default::default()
+        };
+        let env_with = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        let ctx = context(&Globals::default(), &input, env_with(&[("HOME", "/h")])).unwrap();
+        assert_eq!(ctx.workspace, ws.path().canonicalize().unwrap());
+        assert_eq!(ctx.session_id, "agent-session");
+        assert_eq!(
+            ctx.state_dir,
+            PathBuf::from("/h/.discobot/agent-session/hooks")
+        );
+
+        let ctx = context(
+            &Globals::default(),
+            &input,
+            env_with(&[("HOME", "/h"), ("DISCOBOT_SESSION_ID", "pod")]),
+        )
+        .unwrap();
+        assert_eq!(ctx.session_id, "pod");
+
+        let globals = Globals {
+            workspace: Some(other.path().into()),
+            session: Some("cli".into()),
+            ..Default::default()
+        };
+        let ctx = context(&globals, &input, env_with(&[("HOME", "/h")])).unwrap();
+        assert_eq!(ctx.workspace, other.path().canonicalize().unwrap());
+        assert_eq!(ctx.session_id, "cli");
+    }
+
+    #[test]
+    fn fit_keeps_the_start_and_the_closing_paragraph() {
+        let short = "a\n\nb";
+        assert_eq!(fit(short, 100), short);
+        let long = format!(
+            "[Discobot Hook Failed] \"x\"\n\n{}\n\nPlease fix. (Attempt 1/3)",
+            "y".repeat(500)
+        );
+        let got = fit(&long, 200);
+        assert_eq!(got.chars().count(), 200);
+        assert!(got.starts_with("[Discobot Hook Failed]"));
+        assert!(got.ends_with("Please fix. (Attempt 1/3)"));
+        let no_paragraph = "z".repeat(300);
+        let got = fit(&no_paragraph, 100);
+        assert_eq!(got.chars().count(), 100);
+    }
 }

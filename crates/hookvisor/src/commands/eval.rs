@@ -1,21 +1,166 @@
-//! `eval`, `run` and `status`.
+//! `eval`, `run` and `status`: file-hook evaluation and one-off runs from the command line.
 
-use crate::error::{CliError, CliResult};
+use std::io::{self, Write};
 
-use crate::cli::EvalArgs;
+use hookvisor_core::{
+    Action, EvalError, EvalOptions, EvalReport, StatusStore, Trigger, discover, evaluate_with,
+    run_now,
+};
+
+use crate::cli::{self, EvalArgs};
 use crate::commands::Globals;
+use crate::error::{CliError, CliResult, Exit};
+use crate::interrupt::cancel_on_signals;
 
-/// `hookvisor eval`.
-pub fn run(_globals: &Globals, _args: &EvalArgs) -> CliResult {
-    Err(CliError::usage("eval is not built yet"))
+/// `hookvisor eval`: prints the re-prompt (or the JSON report); exit 0 only on `pass`.
+pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
+    let ctx = globals.context()?;
+    let options = EvalOptions {
+        trigger: match args.trigger {
+            cli::Trigger::User => Trigger::User,
+            cli::Trigger::Hook => Trigger::Hook,
+        },
+        max_retries: args.max_retries,
+        cancel: Some(cancel_on_signals()),
+    };
+    let discovery = discover(&ctx.hooks_dir());
+    super::precommit::ensure_installed(&ctx, &discovery);
+    let report = evaluate_with(&ctx, &discovery, &options).map_err(eval_error)?;
+    print_report(&report, args.json)?;
+    Ok(match report.action {
+        Action::Pass => Exit::Ok,
+        _ => Exit::Failed,
+    })
 }
 
-/// `hookvisor run ID`.
-pub fn run_one(_globals: &Globals, _id: &str, _json: bool) -> CliResult {
-    Err(CliError::usage("run is not built yet"))
+fn print_report(report: &EvalReport, json: bool) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    if json {
+        serde_json::to_writer(&mut out, report)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if let Some(message) = &report.message {
+        writeln!(out, "{message}")?;
+    }
+    let failed = report.results.iter().find(|r| !r.success);
+    match (report.action, failed) {
+        (Action::Failed, Some(result)) => eprintln!(
+            "hookvisor: hook '{}' failed with exit code {} (notify_llm is false, so no re-prompt)",
+            result.hook_id, result.exit_code
+        ),
+        (Action::GaveUp, Some(result)) => eprintln!(
+            "hookvisor: hook '{}' failed again; giving up after {} re-prompts, it stays pending \
+             until the next user turn",
+            result.hook_id, report.max_attempts
+        ),
+        _ => {}
+    }
+    Ok(())
 }
 
-/// `hookvisor status`.
-pub fn status(_globals: &Globals, _json: bool) -> CliResult {
-    Err(CliError::usage("status is not built yet"))
+/// `hookvisor run ID`: runs one hook of any type now and records it.
+pub fn run_one(globals: &Globals, id: &str, json: bool) -> CliResult {
+    let ctx = globals.context()?;
+    let discovery = discover(&ctx.hooks_dir());
+    let Some(hook) = discovery.get(id) else {
+        let known: Vec<&str> = discovery.hooks.iter().map(|h| h.id.as_str()).collect();
+        return Err(CliError::usage(format!(
+            "no hook '{id}' in {}; known ids: {} (see `hookvisor list`)",
+            ctx.hooks_dir().display(),
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        )));
+    };
+    let result = run_now(&ctx, hook, Some(&cancel_on_signals())).map_err(eval_error)?;
+    let mut out = io::stdout().lock();
+    if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({
+                "hookId": result.hook_id,
+                "exitCode": result.exit_code,
+                "success": result.success,
+                "timedOut": result.timed_out,
+            })
+        )?;
+    } else {
+        writeln!(
+            out,
+            "{}: {} (exit code {}{}); log: {}",
+            result.hook_id,
+            if result.success { "passed" } else { "failed" },
+            result.exit_code,
+            if result.timed_out { ", timed out" } else { "" },
+            ctx.log_path(&result.hook_id).display()
+        )?;
+    }
+    Ok(if result.success {
+        Exit::Ok
+    } else {
+        Exit::Failed
+    })
+}
+
+/// `hookvisor status`: a table, or status.json as stored.
+pub fn status(globals: &Globals, json: bool) -> CliResult {
+    let ctx = globals.context()?;
+    let store = StatusStore::for_context(&ctx);
+    let mut out = io::stdout().lock();
+    if json {
+        match std::fs::read(ctx.status_path()) {
+            Ok(bytes) => out.write_all(&bytes)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                serde_json::to_writer(&mut out, &store.load()?)?;
+                writeln!(out)?;
+            }
+            Err(e) => {
+                return Err(CliError::usage(format!(
+                    "cannot read {}: {e}",
+                    ctx.status_path().display()
+                )));
+            }
+        }
+        return Ok(Exit::Ok);
+    }
+    let status = store.load()?;
+    if status.hooks.is_empty() {
+        writeln!(out, "no hook has run yet ({})", ctx.status_path().display())?;
+        return Ok(Exit::Ok);
+    }
+    writeln!(
+        out,
+        "{:<24} {:<10} {:<8} {:>4} {:>5} {:>5}  {:<20} PENDING",
+        "ID", "TYPE", "RESULT", "EXIT", "RUNS", "FAILS", "LAST RUN"
+    )?;
+    for (id, hook) in &status.hooks {
+        writeln!(
+            out,
+            "{:<24} {:<10} {:<8} {:>4} {:>5} {:>5}  {:<20} {}",
+            id,
+            hook.kind.as_str(),
+            hook.last_result.as_str(),
+            hook.last_exit_code
+                .map_or("-".to_owned(), |c| c.to_string()),
+            hook.run_count,
+            hook.fail_count,
+            hook.last_run_at.as_deref().unwrap_or("-"),
+            if status.is_pending(id) { "yes" } else { "" }
+        )?;
+    }
+    Ok(Exit::Ok)
+}
+
+fn eval_error(err: EvalError) -> CliError {
+    match err {
+        EvalError::Cancelled => CliError {
+            message: err.to_string(),
+            exit: Exit::Failed,
+        },
+        other => CliError::usage(other),
+    }
 }

@@ -1,11 +1,178 @@
-//! `pre-commit install|uninstall|run`.
+//! `pre-commit install|uninstall|run`: the git side lives in hookvisor-core's precommit module;
+//! this file resolves the context and words the results.
 
-use crate::error::{CliError, CliResult};
+use std::io::{self, Write};
+
+use hookvisor_core::{
+    Context, ContextOverrides, Discovery, GitHook, HookKind, Installed, PreCommitEvent,
+    PreCommitSkip, RunOutcome, SKIP_VARIABLE, Uninstalled, ensure_pre_commit, repository_top,
+    run_pre_commit, uninstall_pre_commit,
+};
 
 use crate::cli::PreCommitCommand;
 use crate::commands::Globals;
+use crate::error::{CliError, CliResult, Exit};
 
 /// `hookvisor pre-commit ...`.
-pub fn run(_globals: &Globals, _command: &PreCommitCommand) -> CliResult {
-    Err(CliError::usage("pre-commit is not built yet"))
+pub fn run(globals: &Globals, command: &PreCommitCommand) -> CliResult {
+    match command {
+        PreCommitCommand::Install => install(globals),
+        PreCommitCommand::Uninstall => uninstall(globals),
+        PreCommitCommand::Run => run_hooks(globals),
+    }
+}
+
+/// What `eval` and `session` call so that adding the first pre-commit hook is enough: installs
+/// the git hook when there are pre-commit hooks. A failure is a warning; the command goes on.
+pub fn ensure_installed(ctx: &Context, discovery: &Discovery) {
+    if discovery.of_kind(HookKind::PreCommit).next().is_none() {
+        return;
+    }
+    if let Err(e) = ensure_pre_commit(ctx, discovery) {
+        eprintln!("hookvisor: warning: cannot install the git pre-commit hook: {e}");
+    }
+}
+
+fn install(globals: &Globals) -> CliResult {
+    let ctx = globals.context()?;
+    let installed = GitHook::for_context(&ctx)?.install(&ctx.workspace)?;
+    let path = installed.path().display();
+    match &installed {
+        Installed::Created(_) => println!("installed the pre-commit hook: {path}"),
+        Installed::Updated(_) => println!("updated the pre-commit hook: {path}"),
+        Installed::Unchanged(_) => println!("the pre-commit hook is already installed: {path}"),
+        Installed::Chained(_, original) => println!(
+            "installed the pre-commit hook: {path}; the previous hook, kept as {}, runs first",
+            original.display()
+        ),
+    }
+    Ok(Exit::Ok)
+}
+
+fn uninstall(globals: &Globals) -> CliResult {
+    let ctx = globals.context()?;
+    match uninstall_pre_commit(&ctx.workspace)? {
+        Uninstalled::Removed(path) => println!("removed the pre-commit hook: {}", path.display()),
+        Uninstalled::Restored(path) => println!(
+            "removed the pre-commit hook and put back the original: {}",
+            path.display()
+        ),
+        Uninstalled::NotOurs(path) => {
+            println!("{} is not hookvisor's; left it alone", path.display())
+        }
+        Uninstalled::NotInstalled(path) => {
+            println!("no pre-commit hook to remove at {}", path.display())
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// What the git hook calls. The workspace is the top level of the work tree git runs it in,
+/// never `$DISCOBOT_WORKSPACE`: a linked worktree or a submodule commits with its own hooks.
+fn run_hooks(globals: &Globals) -> CliResult {
+    let workspace = match &globals.workspace {
+        Some(dir) => dir.clone(),
+        None => repository_top(&std::env::current_dir()?)?,
+    };
+    let ctx = Context::resolve(ContextOverrides {
+        workspace: Some(workspace),
+        state_dir: globals.state_dir.clone(),
+        session_id: globals.session.clone(),
+        home: None,
+    })?;
+    let mut err = io::stderr().lock();
+    let report = run_pre_commit(&ctx, &PreCommitSkip::from_env(), |event| {
+        // A closed stderr must not change whether the commit goes through.
+        let _ = report_event(&mut err, &ctx, event);
+    })
+    .map_err(|e| {
+        CliError::usage(format!(
+            "{e} (to commit anyway, set {SKIP_VARIABLE}=1 or use git commit --no-verify)"
+        ))
+    })?;
+    match report.exit_code() {
+        0 => Ok(Exit::Ok),
+        1 => Ok(Exit::Failed),
+        // git passes our status on to nobody, but a wrapper may care which hook code it was;
+        // `Exit` knows only 0, 1 and 2, so leave with the hook's own code directly.
+        code => {
+            drop(err);
+            std::process::exit(code)
+        }
+    }
+}
+
+fn report_event(err: &mut impl Write, ctx: &Context, event: PreCommitEvent<'_>) -> io::Result<()> {
+    match event {
+        PreCommitEvent::Problem(problem) => {
+            writeln!(err, "hookvisor: warning: {problem} (not run)")
+        }
+        PreCommitEvent::SkippedAll => {
+            writeln!(
+                err,
+                "hookvisor: {SKIP_VARIABLE}=1: pre-commit hooks skipped"
+            )
+        }
+        PreCommitEvent::Skipped(hook) => writeln!(
+            err,
+            "hookvisor: skipped \"{}\" ({SKIP_VARIABLE} names {})",
+            hook.name, hook.id
+        ),
+        PreCommitEvent::UnknownSkip(id) => writeln!(
+            err,
+            "hookvisor: warning: {SKIP_VARIABLE} names '{id}', which is no pre-commit hook; \
+             see `hookvisor list` for the ids"
+        ),
+        PreCommitEvent::Started(..) => Ok(()),
+        PreCommitEvent::Finished(hook, files, outcome) if outcome.success() => writeln!(
+            err,
+            "hookvisor: passed \"{}\" ({}, {:.2}s)",
+            hook.name,
+            count_files(files),
+            outcome.duration.as_secs_f64()
+        ),
+        PreCommitEvent::Finished(hook, files, outcome) => {
+            report_failure(err, ctx, &hook.name, &hook.id, files, outcome)
+        }
+    }
+}
+
+fn report_failure(
+    err: &mut impl Write,
+    ctx: &Context,
+    name: &str,
+    id: &str,
+    files: &[String],
+    outcome: &RunOutcome,
+) -> io::Result<()> {
+    let why = if outcome.timed_out {
+        "timed out".to_owned()
+    } else {
+        format!("failed with exit code {}", outcome.exit_code)
+    };
+    writeln!(
+        err,
+        "hookvisor: pre-commit hook \"{name}\" {why} ({})",
+        count_files(files)
+    )?;
+    let tail = outcome.tail.trim_end();
+    if !tail.is_empty() {
+        if outcome.output_bytes > outcome.tail.len() as u64 {
+            writeln!(err, "[...]")?;
+        }
+        writeln!(err, "{tail}")?;
+    }
+    writeln!(
+        err,
+        "hookvisor: commit blocked; full output in {}. Fix it and commit again, or skip it \
+         once with {SKIP_VARIABLE}={id} ({SKIP_VARIABLE}=1 skips all)",
+        ctx.log_path(id).display()
+    )
+}
+
+fn count_files(files: &[String]) -> String {
+    match files.len() {
+        1 => "1 file".to_owned(),
+        n => format!("{n} files"),
+    }
 }

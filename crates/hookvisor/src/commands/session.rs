@@ -1,10 +1,125 @@
-//! `session`: run the session hooks.
+//! `session`: run the session hooks now, the way `hookvisor-init` does at container start,
+//! without the init: blocking ones first, then the others, one after the other.
 
-use crate::error::{CliError, CliResult};
+use std::io::{self, Write};
+
+use hookvisor_core::{
+    Context, ContextOverrides, Credentials, Hook, SessionOptions, SessionPlan, SessionRun,
+    StatusStore, discover, prepare_state_dir, run_session,
+};
+use nix::unistd::Uid;
 
 use crate::commands::Globals;
+use crate::error::{CliResult, Exit};
+use crate::interrupt::cancel_on_signals;
 
-/// `hookvisor session`.
-pub fn run(_globals: &Globals, _user: Option<&str>) -> CliResult {
-    Err(CliError::usage("session is not built yet"))
+/// `hookvisor session [--user NAME]`: exit 0 when every session hook passed, 1 otherwise.
+pub fn run(globals: &Globals, user: Option<&str>) -> CliResult {
+    let user = match user {
+        Some(name) if Uid::effective().is_root() => Some(Credentials::from_name(name)?),
+        Some(name) => {
+            let me = Credentials::current()?;
+            if me.user != name {
+                eprintln!(
+                    "hookvisor: warning: not running as root: hooks run as {} instead of --user {name}",
+                    me.user
+                );
+            }
+            None
+        }
+        None => None,
+    };
+    let ctx = Context::resolve(ContextOverrides {
+        workspace: globals.workspace.clone(),
+        state_dir: globals.state_dir.clone(),
+        session_id: globals.session.clone(),
+        home: user.as_ref().map(|u| u.home.clone()),
+    })?;
+    prepare_state_dir(&ctx, user.as_ref())?;
+    StatusStore::for_context(&ctx).recover_interrupted()?;
+
+    let discovery = discover(&ctx.hooks_dir());
+    for problem in &discovery.problems {
+        eprintln!("hookvisor: not run: {problem}");
+    }
+    super::precommit::ensure_installed(&ctx, &discovery);
+    let plan = SessionPlan::new(&discovery);
+    if plan.unprivileged_root_hooks() {
+        eprintln!(
+            "hookvisor: warning: not running as root: run_as: root session hooks run unprivileged"
+        );
+    }
+    let hooks: Vec<Hook> = plan.all().cloned().collect();
+    let options = SessionOptions {
+        user,
+        cancel: Some(cancel_on_signals()),
+        echo: true,
+        kill_grace: None,
+    };
+    let mut out = io::stdout().lock();
+    let runs = run_session(&ctx, &hooks, &options, |run| {
+        // A closed stdout must not stop the hooks after this one.
+        let _ = writeln!(out, "{}", summary(run));
+    });
+    if runs.len() == hooks.len() && runs.iter().all(|r| r.success) {
+        Ok(Exit::Ok)
+    } else {
+        Ok(Exit::Failed)
+    }
+}
+
+/// One line per hook: `ok`, or `FAIL` with how it failed and where the log is.
+fn summary(run: &SessionRun) -> String {
+    if run.success {
+        return format!("ok    {}", run.hook_id);
+    }
+    let how = match (run.exit_code, run.timed_out) {
+        (_, true) => "timed out".to_owned(),
+        (Some(code), false) => format!("exit {code}"),
+        (None, false) => "could not run".to_owned(),
+    };
+    let note = run
+        .note
+        .as_deref()
+        .map_or(String::new(), |n| format!("; {n}"));
+    format!(
+        "FAIL  {} ({how}{note}); log: {}",
+        run.hook_id,
+        run.log_path.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_says_how_a_hook_failed() {
+        let run = |exit_code, success, timed_out, note: Option<&str>| SessionRun {
+            hook_id: "setup".into(),
+            hook_name: "Setup".into(),
+            exit_code,
+            success,
+            timed_out,
+            note: note.map(str::to_owned),
+            log_path: "/s/output/setup.log".into(),
+        };
+        for (run, line) in [
+            (run(Some(0), true, false, None), "ok    setup"),
+            (
+                run(Some(3), false, false, None),
+                "FAIL  setup (exit 3); log: /s/output/setup.log",
+            ),
+            (
+                run(Some(124), false, true, None),
+                "FAIL  setup (timed out); log: /s/output/setup.log",
+            ),
+            (
+                run(None, false, false, Some("user 'x' does not exist")),
+                "FAIL  setup (could not run; user 'x' does not exist); log: /s/output/setup.log",
+            ),
+        ] {
+            assert_eq!(summary(&run), line);
+        }
+    }
 }

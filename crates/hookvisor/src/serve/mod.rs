@@ -1,0 +1,477 @@
+//! `hookvisor serve`: the HTTP API and dashboard over one workspace, file-hook evaluation at the
+//! end of each turn, pre-commit (re)installation, and optionally the agent as a child.
+//!
+//! The server runs on a current-thread tokio runtime: it mostly waits. Hook runs go to the
+//! blocking pool because the executor waits on processes synchronously. Everything it serves is
+//! read from the files the core writes (`status.json`, the logs, the hooks directory), so the
+//! API shows runs made by anyone, not only by this server.
+
+mod agent;
+mod events;
+mod listen;
+mod metrics;
+mod routes;
+mod watch;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hookvisor_core::{CancelToken, Context, Discovery, Hook, Status, StatusStore, discover};
+use tokio::sync::watch as channel;
+
+pub use events::Event;
+pub use listen::{Listen, ListenError};
+use routes::ServerError;
+
+/// How long a graceful shutdown waits for open connections before it exits anyway.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Everything `serve` needs, resolved from the command line and the environment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The workspace, session and state dir.
+    pub ctx: Context,
+    /// Where to listen.
+    pub listen: Listen,
+    /// `HOOKVISOR_TOKEN`: when set, every route but `/healthz` needs it as a bearer token.
+    pub token: Option<String>,
+    /// Hook-triggered re-prompts allowed per user turn.
+    pub max_retries: u32,
+    /// The agent command to supervise; empty for none.
+    pub agent: Vec<OsString>,
+}
+
+/// Why the server could not start.
+#[derive(Debug)]
+pub enum ServeError {
+    /// Listening failed.
+    Listen(ListenError),
+    /// The runtime, a signal handler or the agent could not be set up.
+    Setup {
+        /// What was being set up.
+        what: String,
+        /// What the system said.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for ServeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServeError::Listen(e) => e.fmt(f),
+            ServeError::Setup { what, source } => write!(f, "{what}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+impl From<ListenError> for ServeError {
+    fn from(e: ListenError) -> Self {
+        ServeError::Listen(e)
+    }
+}
+
+fn setup(what: impl Into<String>) -> impl FnOnce(io::Error) -> ServeError {
+    let what = what.into();
+    move |source| ServeError::Setup { what, source }
+}
+
+/// What the server is doing with the hooks; one thing at a time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobKind {
+    /// An end-of-turn evaluation.
+    Evaluation,
+    /// An explicit run of one hook.
+    Rerun(String),
+}
+
+impl fmt::Display for JobKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JobKind::Evaluation => f.write_str("an evaluation"),
+            JobKind::Rerun(id) => write!(f, "a run of '{id}'"),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Job {
+    kind: JobKind,
+    cancel: CancelToken,
+    /// Closes when the job ends, for whoever waits on a cancel.
+    done: channel::Receiver<()>,
+}
+
+/// Holds the job slot until dropped; dropping it frees the slot and wakes the waiters.
+#[derive(Debug)]
+pub struct JobGuard {
+    state: Arc<AppState>,
+    _done: channel::Sender<()>,
+}
+
+impl Drop for JobGuard {
+    fn drop(&mut self) {
+        *self.state.job.lock().expect("job lock") = None;
+        // The run changed status.json; announce it even if the file watch is unavailable.
+        self.state.refresh_status();
+    }
+}
+
+/// The state every handler shares.
+#[derive(Debug)]
+pub struct AppState {
+    ctx: Context,
+    token: Option<String>,
+    max_retries: u32,
+    discovery: RwLock<Arc<Discovery>>,
+    hub: events::Hub,
+    metrics: metrics::Metrics,
+    job: Mutex<Option<Job>>,
+    /// The last status.json seen, to turn the next one into events.
+    seen: Mutex<Status>,
+    shutdown: channel::Sender<bool>,
+}
+
+impl AppState {
+    /// Reads the hooks and the status of `ctx`, ready to serve.
+    pub fn new(ctx: Context, token: Option<String>, max_retries: u32) -> Arc<AppState> {
+        let discovery = discover(&ctx.hooks_dir());
+        let seen = StatusStore::for_context(&ctx).load().unwrap_or_default();
+        Arc::new(AppState {
+            token: token.filter(|t| !t.is_empty()),
+            max_retries,
+            discovery: RwLock::new(Arc::new(discovery)),
+            hub: events::Hub::default(),
+            metrics: metrics::Metrics::default(),
+            job: Mutex::new(None),
+            seen: Mutex::new(seen),
+            shutdown: channel::channel(false).0,
+            ctx,
+        })
+    }
+
+    fn store(&self) -> StatusStore {
+        StatusStore::for_context(&self.ctx)
+    }
+
+    /// The hooks as last discovered (the watcher keeps this fresh).
+    pub fn discovery(&self) -> Arc<Discovery> {
+        self.discovery.read().expect("discovery lock").clone()
+    }
+
+    /// Scans the hooks directory again; on a change, syncs the pre-commit hook and tells the
+    /// subscribers. Returns whether anything changed.
+    pub fn rediscover(&self) -> bool {
+        let fresh = discover(&self.ctx.hooks_dir());
+        let old = self.discovery();
+        let listing = crate::commands::list::list_json;
+        if listing(&old) == listing(&fresh) {
+            return false;
+        }
+        let (hooks, problems) = (fresh.hooks.len(), fresh.problems.len());
+        sync_precommit(&self.ctx, &fresh);
+        *self.discovery.write().expect("discovery lock") = Arc::new(fresh);
+        self.hub.publish(Event::HooksChanged { hooks, problems });
+        true
+    }
+
+    /// Reads status.json and publishes what changed since the last read.
+    pub fn refresh_status(&self) {
+        let mut seen = self.seen.lock().expect("status lock");
+        let fresh = match self.store().load() {
+            Ok(status) => status,
+            Err(e) => {
+                tracing::warn!("{e}");
+                return;
+            }
+        };
+        let (events, finished) = events::status_events(&seen, &fresh);
+        for run in finished {
+            if let Some(ms) = run.duration_ms {
+                self.metrics.observe_run(&run.hook_id, ms);
+            }
+        }
+        for event in events {
+            self.hub.publish(event);
+        }
+        *seen = fresh;
+    }
+
+    /// status.json with an entry for every discovered hook: one that never ran is `pending`.
+    fn status_with_discovered(&self) -> Result<Status, ServerError> {
+        let mut status = self
+            .store()
+            .load()
+            .map_err(|e| ServerError::Internal(e.to_string()))?;
+        for hook in &self.discovery().hooks {
+            if !status.hooks.contains_key(&hook.id) {
+                status.entry(hook, &self.ctx);
+            }
+        }
+        Ok(status)
+    }
+
+    /// [`AppState::rediscover`] off the runtime thread: it reads files and may run git.
+    async fn rediscover_blocking(self: &Arc<Self>) {
+        let state = self.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || state.rediscover()).await {
+            tracing::warn!("hook discovery failed: {e}");
+        }
+    }
+
+    /// The hook with this id, reading the directory again if the watcher has not caught up.
+    async fn hook(self: &Arc<Self>, id: &str) -> Result<Hook, ServerError> {
+        if let Some(hook) = self.discovery().get(id) {
+            return Ok(hook.clone());
+        }
+        self.rediscover_blocking().await;
+        self.discovery()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| ServerError::UnknownHook(id.to_owned()))
+    }
+
+    /// Accepts an id that names a hook now or one recorded in status.json (its log remains).
+    async fn known_id(self: &Arc<Self>, id: &str) -> Result<(), ServerError> {
+        let plain = !id.is_empty()
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        let recorded = || {
+            self.seen
+                .lock()
+                .expect("status lock")
+                .hooks
+                .contains_key(id)
+        };
+        if plain && (recorded() || self.hook(id).await.is_ok()) {
+            Ok(())
+        } else {
+            Err(ServerError::UnknownHook(id.to_owned()))
+        }
+    }
+
+    /// Takes the job slot, or says what holds it.
+    fn begin(self: &Arc<Self>, kind: JobKind) -> Result<(JobGuard, CancelToken), ServerError> {
+        let mut slot = self.job.lock().expect("job lock");
+        if let Some(job) = slot.as_ref() {
+            return Err(ServerError::Busy(job.kind.to_string()));
+        }
+        let cancel = CancelToken::new();
+        let (done_tx, done_rx) = channel::channel(());
+        *slot = Some(Job {
+            kind,
+            cancel: cancel.clone(),
+            done: done_rx,
+        });
+        let guard = JobGuard {
+            state: self.clone(),
+            _done: done_tx,
+        };
+        Ok((guard, cancel))
+    }
+
+    /// Cancels the running job if `which` selects it, and waits until it has ended (its hook
+    /// killed and recorded as pending). Returns whether a job was cancelled.
+    async fn cancel(&self, which: impl Fn(&JobKind) -> bool) -> bool {
+        let done = {
+            let slot = self.job.lock().expect("job lock");
+            match slot.as_ref() {
+                Some(job) if which(&job.kind) => {
+                    job.cancel.cancel();
+                    Some(job.done.clone())
+                }
+                _ => None,
+            }
+        };
+        match done {
+            Some(mut done) => {
+                // The sender never sends: `changed` fails exactly when the job's guard drops.
+                while done.changed().await.is_ok() {}
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Installs the git pre-commit hook when there are pre-commit hooks, removes ours when there are
+/// none. A failure is logged: the API keeps working without it.
+fn sync_precommit(ctx: &Context, discovery: &Discovery) {
+    match hookvisor_core::ensure_pre_commit(ctx, discovery) {
+        Ok(done) => tracing::debug!("pre-commit hook: {done:?}"),
+        Err(e) => tracing::warn!("{e}"),
+    }
+}
+
+/// The router: every route of DESIGN.md "HTTP API" over `state`.
+pub fn app(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/", get(routes::dashboard))
+        .route("/hooks/status", get(routes::status))
+        .route("/hooks/{id}/output", get(routes::output))
+        .route("/hooks/{id}/rerun", post(routes::rerun))
+        .route("/v1/hooks", get(routes::hooks))
+        .route("/v1/turns/end", post(routes::turn_end))
+        .route("/v1/turns/start", post(routes::turn_start))
+        .route("/v1/events", get(routes::events))
+        .route("/metrics", get(routes::metrics))
+        // Routes above need the token; routes below do not.
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .route("/healthz", get(routes::healthz))
+        .fallback(routes::not_found)
+        .with_state(state)
+}
+
+async fn require_token(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(expected) = state.token.as_deref() else {
+        return next.run(request).await;
+    };
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, token) = v.split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then_some(token.trim())
+        });
+    match given {
+        Some(given) if same_token(expected.as_bytes(), given.as_bytes()) => next.run(request).await,
+        _ => ServerError::Unauthorized.into_response(),
+    }
+}
+
+/// Compares in time that depends only on the expected token's length, so response timing does
+/// not reveal how much of a guess was right.
+fn same_token(expected: &[u8], given: &[u8]) -> bool {
+    let mut diff = expected.len() ^ given.len();
+    for (i, e) in expected.iter().enumerate() {
+        diff |= usize::from(e ^ given.get(i).copied().unwrap_or(0));
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// Runs the server until a signal (or, with an agent, until the agent exits); returns the exit
+/// status: 0, or the agent's.
+pub fn run(config: Config) -> Result<i32, ServeError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        // Hook runs are the only blocking work and run one at a time; a few threads cover the
+        // file reads of concurrent requests too. Idle threads go away quickly to keep RSS low.
+        .max_blocking_threads(4)
+        .thread_keep_alive(Duration::from_secs(2))
+        .build()
+        .map_err(setup("cannot start the async runtime"))?;
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: Config) -> Result<i32, ServeError> {
+    // 1. Signals first, so none that arrives from now on is lost.
+    let mut signals = agent::Signals::new().map_err(setup("cannot install signal handlers"))?;
+
+    // 2. Runs left `running` by a server that died are pending again; hooks read; git hook synced.
+    let store = StatusStore::for_context(&config.ctx);
+    if let Err(e) = store.recover_interrupted() {
+        tracing::warn!("{e}");
+    }
+    let state = AppState::new(config.ctx.clone(), config.token.clone(), config.max_retries);
+    sync_precommit(&state.ctx, &state.discovery());
+
+    // 3. Listen, and say where on the first line of stdout (tests and scripts read it).
+    let router = app(state.clone());
+    let mut shutdown = state.shutdown.subscribe();
+    let stop = async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    };
+    let (server, url, socket) = match &config.listen {
+        Listen::Tcp(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| ListenError::Bind {
+                    what: addr.to_string(),
+                    source,
+                })?;
+            let bound: SocketAddr = listener.local_addr().map_err(setup("local address"))?;
+            let server = axum::serve(listener, router).with_graceful_shutdown(stop);
+            let task = tokio::spawn(async move { server.await });
+            (task, format!("http://{bound}"), None)
+        }
+        Listen::Unix(path) => {
+            let listener = listen::bind_unix(path)?;
+            let server = axum::serve(listener, router).with_graceful_shutdown(stop);
+            let task = tokio::spawn(async move { server.await });
+            (task, format!("unix:{}", path.display()), Some(path.clone()))
+        }
+    };
+    announce(&url).map_err(setup("cannot write to stdout"))?;
+
+    // 4. Watch the hooks directory and status.json.
+    let watcher = watch::spawn(state.clone());
+
+    // 5. The agent, if any, then wait for the end.
+    let exit = if config.agent.is_empty() {
+        let signal = signals.next().await;
+        tracing::info!("{signal}: shutting down");
+        0
+    } else {
+        let env = agent_env(&url, socket.as_deref());
+        let child = agent::Agent::spawn(&config.agent, &env).map_err(setup(format!(
+            "cannot start {}",
+            config.agent[0].to_string_lossy()
+        )))?;
+        child.supervise(&mut signals).await
+    };
+
+    // 6. Graceful shutdown: stop the running hook (it is recorded as pending), close the event
+    //    streams, let requests in flight finish.
+    state.cancel(|_| true).await;
+    state.shutdown.send_replace(true);
+    watcher.abort();
+    match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
+        Ok(Ok(Err(e))) => tracing::warn!("server: {e}"),
+        Err(_) => tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing"),
+        _ => {}
+    }
+    if let Some(path) = socket {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(exit)
+}
+
+fn announce(url: &str) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    writeln!(out, "listening on {url}")?;
+    out.flush()
+}
+
+/// `HOOKVISOR_URL` (and `HOOKVISOR_SOCKET` for a socket, where the URL's host is a placeholder:
+/// `curl --unix-socket "$HOOKVISOR_SOCKET" "$HOOKVISOR_URL/healthz"`).
+fn agent_env(url: &str, socket: Option<&std::path::Path>) -> Vec<(OsString, OsString)> {
+    match socket {
+        None => vec![("HOOKVISOR_URL".into(), url.into())],
+        Some(path) => vec![
+            ("HOOKVISOR_URL".into(), "http://localhost".into()),
+            ("HOOKVISOR_SOCKET".into(), path.into()),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests;

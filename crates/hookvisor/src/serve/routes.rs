@@ -1,0 +1,314 @@
+//! The handlers: typed signatures over [`AppState`], one error type, JSON everywhere but the
+//! dashboard, `/healthz` and `/metrics`.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use hookvisor_core::{EvalError, EvalOptions, Trigger, evaluate, run_now};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::events::Event;
+use super::{AppState, JobKind, metrics};
+
+/// How much of a log `/hooks/{id}/output` returns: the end, where failures are reported.
+pub const OUTPUT_TAIL: u64 = 256 * 1024;
+
+/// Every way a request fails, each with its status; the body is always `{"error": "..."}`.
+#[derive(Debug)]
+pub enum ServerError {
+    /// No hook with this id.
+    UnknownHook(String),
+    /// No such route.
+    NoRoute(String),
+    /// Missing or wrong bearer token.
+    Unauthorized,
+    /// Another evaluation or run holds the hooks.
+    Busy(String),
+    /// A new turn cancelled this evaluation.
+    Cancelled,
+    /// The request body is not what the route takes.
+    BadRequest(String),
+    /// The core failed (status.json unwritable, ...).
+    Internal(String),
+}
+
+impl IntoResponse for ServerError {
+    fn into_response(self) -> Response {
+        let (status, message) = match &self {
+            ServerError::UnknownHook(id) => (
+                StatusCode::NOT_FOUND,
+                format!("no hook '{id}'; GET /v1/hooks lists the hooks"),
+            ),
+            ServerError::NoRoute(path) => (
+                StatusCode::NOT_FOUND,
+                format!("no route {path}; see DESIGN.md \"HTTP API\""),
+            ),
+            ServerError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong token; send Authorization: Bearer $HOOKVISOR_TOKEN".to_owned(),
+            ),
+            ServerError::Busy(what) => (
+                StatusCode::CONFLICT,
+                format!("{what} is running; one evaluation at a time, retry when it is done"),
+            ),
+            ServerError::Cancelled => (
+                StatusCode::CONFLICT,
+                "evaluation cancelled by a new turn; the running hook is pending again".to_owned(),
+            ),
+            ServerError::BadRequest(why) => (StatusCode::BAD_REQUEST, why.clone()),
+            ServerError::Internal(why) => (StatusCode::INTERNAL_SERVER_ERROR, why.clone()),
+        };
+        let mut body = json!({ "error": message });
+        if matches!(self, ServerError::Cancelled) {
+            body["cancelled"] = Value::Bool(true);
+        }
+        let mut response = (status, Json(body)).into_response();
+        if matches!(self, ServerError::Unauthorized) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("valid"));
+        }
+        response
+    }
+}
+
+impl From<EvalError> for ServerError {
+    fn from(err: EvalError) -> Self {
+        match err {
+            EvalError::Cancelled => ServerError::Cancelled,
+            other => ServerError::Internal(other.to_string()),
+        }
+    }
+}
+
+type Result<T, E = ServerError> = std::result::Result<T, E>;
+
+/// `GET /`: the dashboard, one self-contained page.
+pub async fn dashboard() -> Html<&'static str> {
+    Html(include_str!("dashboard.html"))
+}
+
+/// `GET /healthz`: answers while the server runs; never needs the token.
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /hooks/status`: status.json, with hooks that never ran listed as `pending`.
+pub async fn status(State(state): State<Arc<AppState>>) -> Result<Json<Value>> {
+    let status = state.status_with_discovered()?;
+    Ok(Json(
+        serde_json::to_value(status).expect("status serialises"),
+    ))
+}
+
+/// `GET /v1/hooks`: the `hookvisor list --json` shape, problems included.
+pub async fn hooks(State(state): State<Arc<AppState>>) -> Json<Value> {
+    Json(crate::commands::list::list_json(&state.discovery()))
+}
+
+/// `GET /hooks/{id}/output`: the end of the hook's last log.
+pub async fn output(
+    State(state): State<Arc<AppState>>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<Value>> {
+    state.known_id(&id).await?;
+    let (output, size, truncated) = read_tail(&state.ctx.log_path(&id), OUTPUT_TAIL)
+        .map_err(|e| ServerError::Internal(format!("cannot read the log of '{id}': {e}")))?;
+    Ok(Json(
+        json!({ "output": output, "sizeBytes": size, "truncated": truncated }),
+    ))
+}
+
+/// `POST /hooks/{id}/rerun`: runs the hook now and answers with its result.
+pub async fn rerun(
+    State(state): State<Arc<AppState>>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<Value>> {
+    let hook = state.hook(&id).await?;
+    let (job, cancel) = state.begin(JobKind::Rerun(id))?;
+    let ctx = state.ctx.clone();
+    let result = run_blocking(move || {
+        let result = run_now(&ctx, &hook, Some(&cancel));
+        drop(job);
+        result
+    })
+    .await?;
+    Ok(Json(json!({
+        "hookId": result.hook_id,
+        "success": result.success,
+        "exitCode": result.exit_code,
+        "timedOut": result.timed_out,
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnBody {
+    #[serde(default = "user")]
+    trigger: Trigger,
+}
+
+fn user() -> Trigger {
+    Trigger::User
+}
+
+/// `POST /v1/turns/end` `{"trigger":"user|hook"}`: the end-of-turn evaluation, as eval JSON.
+pub async fn turn_end(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Value>> {
+    let trigger = parse_turn(&body)?;
+    let (job, cancel) = state.begin(JobKind::Evaluation)?;
+    let ctx = state.ctx.clone();
+    let options = EvalOptions {
+        trigger,
+        max_retries: state.max_retries,
+        cancel: Some(cancel),
+    };
+    let outcome = run_blocking(move || {
+        let report = evaluate(&ctx, &options);
+        drop(job);
+        report
+    })
+    .await;
+    match outcome {
+        Ok(report) => {
+            state.metrics.record_evaluation(&report);
+            state.hub.publish(Event::EvaluationDone {
+                action: report.action,
+                pending: report.pending.clone(),
+            });
+            Ok(Json(
+                serde_json::to_value(&report).expect("reports serialise"),
+            ))
+        }
+        Err(ServerError::Cancelled) => {
+            state.hub.publish(Event::EvaluationCancelled);
+            Err(ServerError::Cancelled)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `POST /v1/turns/start`: a user message arrived; cancels a running evaluation and answers
+/// once its hook is killed and pending again.
+pub async fn turn_start(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Value>> {
+    parse_turn(&body)?;
+    let cancelled = state.cancel(|kind| *kind == JobKind::Evaluation).await;
+    Ok(Json(json!({ "cancelled": cancelled })))
+}
+
+/// `GET /v1/events`: server-sent events, see [`super::events`].
+pub async fn events(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    state.hub.stream(state.shutdown.subscribe())
+}
+
+/// `GET /metrics`: Prometheus text.
+pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response> {
+    let status = state
+        .store()
+        .load()
+        .map_err(|e| ServerError::Internal(e.to_string()))?;
+    let text = state.metrics.render(&status, &state.discovery());
+    Ok(([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response())
+}
+
+/// Any other path.
+pub async fn not_found(uri: axum::http::Uri) -> ServerError {
+    ServerError::NoRoute(uri.path().to_owned())
+}
+
+/// An empty body is a user turn; anything else must be `{"trigger": "user"|"hook"}`.
+fn parse_turn(body: &[u8]) -> Result<Trigger> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Trigger::User);
+    }
+    serde_json::from_slice::<TurnBody>(body)
+        .map(|b| b.trigger)
+        .map_err(|e| {
+            ServerError::BadRequest(format!(
+                "bad body ({e}); send {{\"trigger\": \"user\"}} or {{\"trigger\": \"hook\"}}"
+            ))
+        })
+}
+
+/// Runs hook work on the blocking pool: the executor waits on processes synchronously.
+async fn run_blocking<T: Send + 'static>(
+    work: impl FnOnce() -> std::result::Result<T, EvalError> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ServerError::Internal(format!("hook worker failed: {e}")))?
+        .map_err(ServerError::from)
+}
+
+/// The last `limit` bytes of a log as text (whole lines when cut), its size, and whether it was
+/// cut. A hook that never ran has an empty log.
+fn read_tail(path: &Path, limit: u64) -> io::Result<(String, u64, bool)> {
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((String::new(), 0, false)),
+        Err(e) => return Err(e),
+    };
+    let size = file.metadata()?.len();
+    let start = size.saturating_sub(limit);
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::with_capacity((size - start) as usize);
+    file.take(limit).read_to_end(&mut bytes)?;
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if start > 0
+        && let Some(newline) = text.find('\n')
+    {
+        text.drain(..=newline);
+    }
+    Ok((text, size, start > 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tails_keep_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.log");
+        let cases: [(&str, u64, &str, bool); 5] = [
+            ("", 10, "", false),
+            ("one\ntwo\n", 100, "one\ntwo\n", false),
+            ("one\ntwo\nthree\n", 8, "three\n", true),
+            ("one\ntwo\nthree\n", 6, "", true),
+            ("héllo\n", 6, "", true),
+        ];
+        for (content, limit, want, cut) in cases {
+            std::fs::write(&path, content).unwrap();
+            let (text, size, truncated) = read_tail(&path, limit).unwrap();
+            assert_eq!(
+                (text.as_str(), size, truncated),
+                (want, content.len() as u64, cut),
+                "{content:?} limit {limit}"
+            );
+        }
+        let missing = read_tail(&dir.path().join("none.log"), 10).unwrap();
+        assert_eq!(missing, (String::new(), 0, false));
+    }
+
+    #[test]
+    fn turn_bodies() {
+        let cases: [(&str, Option<Trigger>); 6] = [
+            ("", Some(Trigger::User)),
+            ("  \n", Some(Trigger::User)),
+            (r#"{"trigger":"hook"}"#, Some(Trigger::Hook)),
+            (r#"{"trigger":"user"}"#, Some(Trigger::User)),
+            (r#"{"trigger":"robot"}"#, None),
+            (r#"{"trigge":"user"}"#, None),
+        ];
+        for (body, want) in cases {
+            assert_eq!(parse_turn(body.as_bytes()).ok(), want, "{body:?}");
+        }
+    }
+}

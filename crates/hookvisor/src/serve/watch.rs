@@ -1,0 +1,159 @@
+//! Watching the files the server reflects: the hooks directory (hooks added, edited, removed:
+//! re-discover, sync the pre-commit hook, tell subscribers) and `status.json` (runs by anyone:
+//! publish their events).
+//!
+//! inotify events arrive on notify's thread and only ring a bell; the work is done on the
+//! runtime, once per burst however many events rang it (an editor's save is several events).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hookvisor_core::Context;
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::AppState;
+
+/// What a changed path means for the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    /// Something under `<workspace>/.discobot`, where the hooks live.
+    Hooks,
+    /// `status.json` was replaced.
+    Status,
+}
+
+/// Classifies one path from an event; `None` for paths the server does not reflect.
+fn classify(path: &Path, discobot: &Path, status: &Path, state_dir: &Path) -> Option<Change> {
+    if path == status {
+        return Some(Change::Status);
+    }
+    // The state dir may live under .discobot; its lock and temp files are not hooks.
+    if path.starts_with(state_dir) {
+        return None;
+    }
+    path.starts_with(discobot).then_some(Change::Hooks)
+}
+
+struct Bells {
+    hooks: Notify,
+    status: Notify,
+}
+
+/// Starts watching for `state`; the task re-discovers and re-reads as changes come. Without
+/// inotify (no watches left), the server still works: its own runs refresh the status.
+pub fn spawn(state: Arc<AppState>) -> JoinHandle<()> {
+    let bells = Arc::new(Bells {
+        hooks: Notify::new(),
+        status: Notify::new(),
+    });
+    let ctx = state.ctx.clone();
+    let watcher = match start(&ctx, bells.clone()) {
+        Ok(watcher) => Some(watcher),
+        Err(e) => {
+            tracing::warn!(
+                "cannot watch {} ({e}); hook changes show after a restart",
+                ctx.hooks_dir().display()
+            );
+            None
+        }
+    };
+    tokio::spawn(async move {
+        let mut watcher = watcher;
+        loop {
+            tokio::select! {
+                _ = bells.hooks.notified() => {
+                    if let Some(w) = watcher.as_mut() {
+                        w.follow_discobot();
+                    }
+                    state.rediscover_blocking().await;
+                }
+                _ = bells.status.notified() => state.refresh_status(),
+            }
+        }
+    })
+}
+
+struct Watch {
+    inner: RecommendedWatcher,
+    discobot: PathBuf,
+    watching_discobot: bool,
+}
+
+impl Watch {
+    /// Watches `.discobot` recursively once it exists (the workspace watch sees it appear).
+    fn follow_discobot(&mut self) {
+        let exists = self.discobot.is_dir();
+        if exists && !self.watching_discobot {
+            match self.inner.watch(&self.discobot, RecursiveMode::Recursive) {
+                Ok(()) => self.watching_discobot = true,
+                Err(e) => tracing::warn!("cannot watch {}: {e}", self.discobot.display()),
+            }
+        } else if !exists && self.watching_discobot {
+            // Its watch went with it; a new one is taken when it comes back.
+            let _ = self.inner.unwatch(&self.discobot);
+            self.watching_discobot = false;
+        }
+    }
+}
+
+fn start(ctx: &Context, bells: Arc<Bells>) -> notify::Result<Watch> {
+    let discobot = ctx.workspace.join(".discobot");
+    let status = ctx.status_path();
+    let state_dir = ctx.state_dir.clone();
+    let paths = (discobot.clone(), status, state_dir.clone());
+    let inner = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let Ok(event) = event else { return };
+        let (discobot, status, state_dir) = &paths;
+        for path in &event.paths {
+            match classify(path, discobot, status, state_dir) {
+                Some(Change::Hooks) => bells.hooks.notify_one(),
+                Some(Change::Status) => bells.status.notify_one(),
+                None => {}
+            }
+        }
+    })?;
+    let mut watch = Watch {
+        inner,
+        discobot,
+        watching_discobot: false,
+    };
+    // The workspace itself, not recursively: only to see `.discobot` appear.
+    watch
+        .inner
+        .watch(&ctx.workspace, RecursiveMode::NonRecursive)?;
+    std::fs::create_dir_all(&state_dir)?;
+    watch.inner.watch(&state_dir, RecursiveMode::NonRecursive)?;
+    watch.follow_discobot();
+    Ok(watch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_classified() {
+        let discobot = Path::new("/ws/.discobot");
+        let state = Path::new("/ws/.discobot/state");
+        let status = Path::new("/ws/.discobot/state/status.json");
+        let cases = [
+            ("/ws/.discobot/hooks/lint.sh", Some(Change::Hooks)),
+            ("/ws/.discobot/hooks", Some(Change::Hooks)),
+            ("/ws/.discobot", Some(Change::Hooks)),
+            ("/ws/.discobot/state/status.json", Some(Change::Status)),
+            ("/ws/.discobot/state/status.json.lock", None),
+            ("/ws/.discobot/state/.tmpXYZ", None),
+            ("/ws/src/main.rs", None),
+            ("/ws/.discobotx", None),
+        ];
+        for (path, want) in cases {
+            assert_eq!(
+                classify(Path::new(path), discobot, status, state),
+                want,
+                "{path}"
+            );
+        }
+    }
+}

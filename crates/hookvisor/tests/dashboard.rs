@@ -1,0 +1,261 @@
+//! The dashboard in a real browser: headless Chromium driven through chromedriver (WebDriver)
+//! with fantoccini, against the built `hookvisor serve`.
+//!
+//! Needs Debian's `chromium` and `chromium-driver`. Without them the test fails under CI=true
+//! and prints a note elsewhere. It leaves `target/dashboard.png` behind for people to look at.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::Workspace;
+use common::serve::{Addr, DEADLINE, Server, request};
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// A chromedriver on a free loopback port, killed on drop.
+struct Driver {
+    child: Child,
+    url: String,
+    _profile: tempfile::TempDir,
+}
+
+impl Driver {
+    /// Starts chromedriver, or returns `None` (outside CI only) when the browser is missing.
+    fn start() -> Option<Driver> {
+        if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{CHROMIUM} and {CHROMEDRIVER} are required: apt-get install chromium chromium-driver"
+            );
+            eprintln!("note: chromium or chromedriver not installed; skipping the browser test");
+            return None;
+        }
+        // chromedriver takes no port 0; a port just freed by the kernel is free enough.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        // Its own process group, so that dropping it also ends the browsers it started, even
+        // when a failed test never closed its session.
+        let mut child = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        // It says when it listens.
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let start = Instant::now();
+        loop {
+            let line = rx
+                .recv_timeout(DEADLINE.saturating_sub(start.elapsed()))
+                .expect("chromedriver starts");
+            if line.contains("started successfully") {
+                break;
+            }
+        }
+        Some(Driver {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            _profile: tempfile::tempdir().unwrap(),
+        })
+    }
+
+    async fn browser(&self) -> Client {
+        let profile = self._profile.path().display();
+        let capabilities = json!({
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    format!("--user-data-dir={profile}"), "--window-size=1280,760",
+                ],
+            }
+        });
+        let Value::Object(capabilities) = capabilities else {
+            unreachable!()
+        };
+        ClientBuilder::new(HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&self.url)
+            .await
+            .expect("a browser session")
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let group = Pid::from_raw(-(self.child.id() as i32));
+        let _ = kill(group, Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls the page until `css` matches an element whose text contains `needle`, returning that
+/// text; the page changes on its own (events), so there is nothing to await but the condition.
+async fn wait_for_text(client: &Client, css: &str, needle: &str) -> String {
+    let start = Instant::now();
+    loop {
+        if let Ok(element) = client.find(Locator::Css(css)).await {
+            let text = element.text().await.unwrap_or_default();
+            if text.contains(needle) {
+                return text;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "{css}: {text:?} never contained {needle:?}"
+            );
+        }
+        assert!(start.elapsed() < DEADLINE, "{css} never appeared");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn wait_for(client: &Client, css: &str) {
+    client
+        .wait()
+        .at_most(DEADLINE)
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"));
+}
+
+fn screenshot_path() -> PathBuf {
+    // CARGO_TARGET_TMPDIR is <target>/tmp.
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("dashboard.png")
+}
+
+#[tokio::test]
+async fn the_dashboard_lists_hooks_reruns_and_updates_live() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let ws = Workspace::git();
+    ws.hook(
+        "fails.sh",
+        "session",
+        "name: Database migrations\ndescription: apply pending migrations",
+        "echo 'migrating <b>users</b>'\necho 'error: relation \"users\" already exists' >&2\nexit 3",
+    );
+    ws.hook(
+        "lint.sh",
+        "file",
+        "name: Go format check\npattern: '*.go'",
+        "echo formatted\nexit 0",
+    );
+    ws.hook("types.sh", "pre-commit", "pattern: '*.ts'", "exit 0");
+    ws.hook("broken.sh", "nonsense", "", "exit 0");
+    let server = Server::tcp(&ws);
+    let Addr::Tcp(addr) = &server.addr else {
+        unreachable!()
+    };
+    let client = driver.browser().await;
+    client.goto(&format!("http://{addr}/")).await.unwrap();
+
+    // The page lists the hooks and the file that will not run.
+    wait_for(&client, "tr[data-hook='types']").await;
+    let mut ids = Vec::new();
+    for row in client
+        .find_all(Locator::Css("#hooks tbody tr"))
+        .await
+        .unwrap()
+    {
+        ids.push(row.attr("data-hook").await.unwrap().unwrap());
+    }
+    assert_eq!(ids, ["fails", "lint", "types"]);
+    let lint = client
+        .find(Locator::Css("tr[data-hook='lint']"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        lint.contains("Go format check") && lint.contains("*.go") && lint.contains("not run yet"),
+        "{lint}"
+    );
+    let problems = wait_for_text(&client, "#problems", "broken.sh").await;
+    assert!(problems.contains("nonsense"), "{problems}");
+
+    // Everything that follows happens without a reload: this mark would be gone.
+    client
+        .execute("window.hookvisorTestMark = 42; return 1;", vec![])
+        .await
+        .unwrap();
+    wait_for(&client, "#live.on").await;
+
+    // A rerun click: the hook shows as failed with its exit code and its output, as text.
+    client
+        .find(Locator::Css("tr[data-hook='fails'] button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(&client, "tr[data-hook='fails'][data-state='failure']").await;
+    let row = wait_for_text(&client, "tr[data-hook='fails'] td.exit", "3").await;
+    assert_eq!(row, "3");
+    let output = wait_for_text(&client, "#output", "already exists").await;
+    assert!(output.contains("migrating <b>users</b>"), "{output}");
+    assert!(
+        client
+            .find_all(Locator::Css("#output b"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "hook output was interpreted as HTML"
+    );
+
+    // A run made elsewhere (here through the API) appears live.
+    let rerun = request(&server.addr, "POST", "/hooks/lint/rerun", &[], "");
+    assert_eq!(rerun.status, 200, "{}", rerun.body);
+    wait_for(&client, "tr[data-hook='lint'][data-state='success']").await;
+    let runs = wait_for_text(&client, "tr[data-hook='lint'] td.num", "1").await;
+    assert_eq!(runs, "1");
+    let mark = client
+        .execute("return window.hookvisorTestMark;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(mark, json!(42), "the page reloaded");
+
+    // Back to the failing hook's output for the picture.
+    client
+        .find(Locator::Css("tr[data-hook='fails']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for_text(&client, "#output-title", "Database migrations").await;
+    let png = client.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"));
+    std::fs::write(screenshot_path(), png).unwrap();
+    client.close().await.unwrap();
+}

@@ -1,0 +1,450 @@
+//! `hookvisor install|uninstall claude|codex|gemini` on real settings files: ones that already
+//! hold other settings and hooks, run twice, corrupt, commented, symlinked; and the command
+//! written, run through a shell as the agents run it.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::{Workspace, check, stderr};
+use serde_json::{Value, json};
+
+/// One agent: its subcommand, settings file, events and timeout.
+struct Agent {
+    name: &'static str,
+    subcommand: &'static str,
+    file: &'static str,
+    events: &'static [&'static str],
+    timeout: u64,
+    /// Settings as a user might have them: other settings, other hooks on our event and others.
+    existing: &'static str,
+}
+
+const CLAUDE: Agent = Agent {
+    name: "claude",
+    subcommand: "claude-stop",
+    file: ".claude/settings.json",
+    events: &["Stop", "SubagentStop"],
+    timeout: 1800,
+    existing: r#"{
+  "permissions": {
+    "allow": ["Bash(npm run lint)"],
+    "deny": ["Read(./.env)"]
+  },
+  "model": "opus",
+  "hooks": {
+    "PreToolUse": [
+      {"matcher": "Bash", "hooks": [{"type": "command", "command": "./guard.sh"}]}
+    ],
+    "Stop": [
+      {"hooks": [{"type": "command", "command": "npx tsc --noEmit", "timeout": 120}]}
+    ]
+  },
+  "env": {"FOO": "1"}
+}
+"#,
+};
+const CODEX: Agent = Agent {
+    name: "codex",
+    subcommand: "codex-stop",
+    file: ".codex/hooks.json",
+    events: &["Stop"],
+    timeout: 1800,
+    existing: r#"{
+  "hooks": {
+    "SessionStart": [
+      {"matcher": "startup", "hooks": [{"type": "command", "command": "python3 .codex/hooks/session_start.py"}]}
+    ],
+    "Stop": [
+      {"hooks": [{"type": "command", "command": "uvx ruff check", "timeout": 30}]}
+    ]
+  }
+}
+"#,
+};
+const GEMINI: Agent = Agent {
+    name: "gemini",
+    subcommand: "gemini-after-agent",
+    file: ".gemini/settings.json",
+    events: &["AfterAgent"],
+    timeout: 1_800_000,
+    existing: r#"{
+  "theme": "GitHub",
+  "tools": {"enableHooks": true},
+  "hooks": {
+    "disabled": ["auto-test"],
+    "BeforeTool": [
+      {"matcher": "write_file|replace", "hooks": [{"name": "secret-scanner", "type": "command", "command": "$GEMINI_PROJECT_DIR/.gemini/hooks/scan.sh", "timeout": 5000}]}
+    ],
+    "AfterAgent": [
+      {"hooks": [{"name": "auto-test", "type": "command", "command": "npm test", "timeout": 60000}]}
+    ]
+  }
+}
+"#,
+};
+const AGENTS: [&Agent; 3] = [&CLAUDE, &CODEX, &GEMINI];
+
+fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_hookvisor")
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()))
+}
+
+/// The entries of ours under `event`, whatever group holds them.
+fn ours<'a>(settings: &'a Value, event: &str, subcommand: &str) -> Vec<&'a Value> {
+    settings["hooks"][event]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|group| group["hooks"].as_array().into_iter().flatten())
+        .filter(|hook| {
+            hook["command"]
+                .as_str()
+                .is_some_and(|c| c.contains("hookvisor") && c.contains(subcommand))
+        })
+        .collect()
+}
+
+/// `settings` with every entry of ours taken out (and the groups, events emptied by that).
+fn without_ours(mut settings: Value, subcommand: &str) -> Value {
+    if let Some(hooks) = settings.get_mut("hooks").and_then(Value::as_object_mut) {
+        for groups in hooks.values_mut() {
+            if let Some(groups) = groups.as_array_mut() {
+                groups.retain(|group| {
+                    !group["hooks"].as_array().is_some_and(|list| {
+                        list.iter().all(|h| {
+                            h["command"]
+                                .as_str()
+                                .is_some_and(|c| c.contains(subcommand))
+                        })
+                    })
+                });
+            }
+        }
+        hooks.retain(|_, groups| groups.as_array().is_none_or(|g| !g.is_empty()));
+    }
+    settings
+}
+
+fn install(ws: &Workspace, args: &[&str]) -> Output {
+    ws.hookvisor(&[&["install"], args].concat())
+}
+
+fn uninstall(ws: &Workspace, args: &[&str]) -> Output {
+    ws.hookvisor(&[&["uninstall"], args].concat())
+}
+
+fn backups(dir: &Path, file_name: &str) -> Vec<PathBuf> {
+    let prefix = format!("{file_name}.bak-");
+    let mut found: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with(&prefix)
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn install_keeps_every_other_setting_and_hook_and_is_idempotent() {
+    for agent in AGENTS {
+        let ws = Workspace::new();
+        let path = ws.write(agent.file, agent.existing);
+        let before: Value = serde_json::from_str(agent.existing).unwrap();
+
+        let said = check(install(&ws, &[agent.name]), "install");
+        assert!(said.contains(path.to_str().unwrap()), "{said}");
+        let after = read_json(&path);
+        for event in agent.events {
+            let entries = ours(&after, event, agent.subcommand);
+            assert_eq!(entries.len(), 1, "{}: {event}: {after:#}", agent.name);
+            assert_eq!(
+                entries[0]["command"],
+                format!("{} {}", exe(), agent.subcommand)
+            );
+            assert_eq!(entries[0]["type"], "command");
+            assert_eq!(entries[0]["timeout"], agent.timeout);
+        }
+        assert_eq!(
+            without_ours(after.clone(), agent.subcommand),
+            before,
+            "{}",
+            agent.name
+        );
+        // Keys stay where the user put them.
+        let text = fs::read_to_string(&path).unwrap();
+        let first_key = agent.existing.split('"').nth(1).unwrap();
+        assert!(
+            text.trim_start()
+                .starts_with(&format!("{{\n  \"{first_key}\"")),
+            "{text}"
+        );
+
+        let once = fs::read(&path).unwrap();
+        let said = check(install(&ws, &[agent.name]), "install again");
+        assert!(said.contains("already installed"), "{said}");
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            once,
+            "{}: second install changed the file",
+            agent.name
+        );
+
+        let said = check(uninstall(&ws, &[agent.name]), "uninstall");
+        assert!(
+            said.contains(&format!("removed {}", agent.events.len())),
+            "{said}"
+        );
+        assert_eq!(read_json(&path), before, "{}", agent.name);
+        let said = check(uninstall(&ws, &[agent.name]), "uninstall again");
+        assert!(said.contains("nothing to remove"), "{said}");
+        assert_eq!(read_json(&path), before);
+        assert!(backups(path.parent().unwrap(), "settings.json").is_empty());
+    }
+}
+
+#[test]
+fn install_creates_a_missing_file_and_uninstall_leaves_the_rest() {
+    for agent in AGENTS {
+        let ws = Workspace::new();
+        check(install(&ws, &[agent.name]), "install");
+        let path = ws.path().join(agent.file);
+        let settings = read_json(&path);
+        for event in agent.events {
+            assert_eq!(ours(&settings, event, agent.subcommand).len(), 1);
+        }
+        check(uninstall(&ws, &[agent.name]), "uninstall");
+        assert_eq!(read_json(&path), json!({}));
+    }
+}
+
+#[test]
+fn uninstall_removes_only_ours() {
+    let ws = Workspace::new();
+    let path = ws.write(
+        CLAUDE.file,
+        &format!(
+            r#"{{"hooks": {{"Stop": [{{"hooks": [
+                {{"type": "command", "command": "echo hookvisor rocks"}},
+                {{"type": "command", "command": "{exe} claude-stop --fail-closed"}},
+                {{"type": "command", "command": "{exe} codex-stop"}}
+            ]}}]}}}}"#,
+            exe = exe()
+        ),
+    );
+    let said = check(uninstall(&ws, &["claude"]), "uninstall");
+    assert!(said.contains("removed 1 "), "{said}");
+    let commands: Vec<String> = read_json(&path)["hooks"]["Stop"][0]["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["command"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        commands,
+        [
+            "echo hookvisor rocks".to_owned(),
+            format!("{} codex-stop", exe())
+        ]
+    );
+}
+
+#[test]
+fn a_corrupt_file_is_backed_up_not_overwritten() {
+    for agent in AGENTS {
+        let ws = Workspace::new();
+        let corrupt = "{\"hooks\": {\"Stop\": [ oops\n";
+        let path = ws.write(agent.file, corrupt);
+
+        let output = install(&ws, &[agent.name]);
+        check(output.clone(), "install over a corrupt file");
+        let dir = path.parent().unwrap();
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let saved = backups(dir, name);
+        assert_eq!(saved.len(), 1, "{}: {saved:?}", agent.name);
+        assert_eq!(fs::read_to_string(&saved[0]).unwrap(), corrupt);
+        assert!(
+            stderr(&output).contains(saved[0].to_str().unwrap()),
+            "must say where the original went: {}",
+            stderr(&output)
+        );
+        let settings = read_json(&path);
+        assert_eq!(ours(&settings, agent.events[0], agent.subcommand).len(), 1);
+
+        // Uninstall never rewrites what it cannot read.
+        fs::write(&path, corrupt).unwrap();
+        let output = uninstall(&ws, &[agent.name]);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("not valid JSON"),
+            "{}",
+            stderr(&output)
+        );
+        assert_eq!(fs::read_to_string(&path).unwrap(), corrupt);
+    }
+}
+
+#[test]
+fn a_commented_gemini_settings_file_is_kept_as_a_backup() {
+    let ws = Workspace::new();
+    let commented = "{\n  // my theme\n  \"theme\": \"GitHub\" /* dark later */\n}\n";
+    let path = ws.write(GEMINI.file, commented);
+    let output = install(&ws, &["gemini"]);
+    check(output.clone(), "install");
+    assert!(stderr(&output).contains("comments"), "{}", stderr(&output));
+    let saved = backups(path.parent().unwrap(), "settings.json");
+    assert_eq!(fs::read_to_string(&saved[0]).unwrap(), commented);
+    let settings = read_json(&path);
+    assert_eq!(settings["theme"], "GitHub");
+    assert_eq!(ours(&settings, "AfterAgent", "gemini-after-agent").len(), 1);
+}
+
+#[test]
+fn an_unexpected_shape_is_reported_and_left_alone() {
+    let ws = Workspace::new();
+    let odd = r#"{"hooks": {"Stop": {"hooks": []}}}"#;
+    let path = ws.write(CLAUDE.file, odd);
+    let output = install(&ws, &["claude"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("hooks.Stop"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(fs::read_to_string(&path).unwrap(), odd);
+}
+
+#[test]
+fn user_level_writes_the_home_settings() {
+    let ws = Workspace::new();
+    let home = ws.base().join("home");
+    for agent in [&CLAUDE, &GEMINI] {
+        check(
+            install(&ws, &[agent.name, "--user-level"]),
+            "install --user-level",
+        );
+        let settings = read_json(&home.join(agent.file));
+        assert_eq!(ours(&settings, agent.events[0], agent.subcommand).len(), 1);
+        assert!(!ws.path().join(agent.file).exists());
+    }
+    check(install(&ws, &["codex", "--user-level"]), "install codex");
+    assert!(home.join(".codex/hooks.json").is_file());
+
+    let codex_home = ws.base().join("codex-home");
+    let output = ws
+        .hookvisor_command()
+        .args(["install", "codex", "--user-level"])
+        .env("CODEX_HOME", &codex_home)
+        .output()
+        .unwrap();
+    check(output, "install codex with CODEX_HOME");
+    let settings = read_json(&codex_home.join("hooks.json"));
+    assert_eq!(ours(&settings, "Stop", "codex-stop").len(), 1);
+}
+
+#[test]
+fn a_symlinked_settings_file_stays_a_symlink_and_keeps_its_mode() {
+    let ws = Workspace::new();
+    let real = ws.base().join("dotfiles/claude-settings.json");
+    fs::create_dir_all(real.parent().unwrap()).unwrap();
+    fs::write(&real, r#"{"model": "opus"}"#).unwrap();
+    fs::set_permissions(&real, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::create_dir_all(ws.path().join(".claude")).unwrap();
+    let link = ws.path().join(CLAUDE.file);
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+
+    check(install(&ws, &["claude"]), "install");
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let settings = read_json(&real);
+    assert_eq!(settings["model"], "opus");
+    assert_eq!(ours(&settings, "Stop", "claude-stop").len(), 1);
+    assert_eq!(
+        fs::metadata(&real).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
+#[test]
+fn the_written_command_runs_the_adapter_through_a_shell() {
+    // Options given to install are repeated, quoted, in the command.
+    let ws = Workspace::git();
+    ws.stage("README.md", "hello\n");
+    check(ws.commit("initial"), "initial commit");
+    ws.hook(
+        "lint.sh",
+        "file",
+        "pattern: '*.txt'",
+        "echo bad notes; exit 1",
+    );
+    ws.write("notes.txt", "x\n");
+    let state = ws.base().join("state dir's");
+    check(
+        install(
+            &ws,
+            &[
+                "claude",
+                "--fail-closed",
+                "--state-dir",
+                state.to_str().unwrap(),
+            ],
+        ),
+        "install",
+    );
+    let settings = read_json(&ws.path().join(CLAUDE.file));
+    let command = ours(&settings, "Stop", "claude-stop")[0]["command"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(command.contains("--fail-closed"), "{command}");
+    assert!(command.contains(r"'\''"), "quoted: {command}");
+
+    // As Claude Code runs it: through a shell, the hook JSON on stdin.
+    let stdin = format!(
+        r#"{{"session_id":"s1","cwd":"{}","hook_event_name":"Stop","stop_hook_active":false}}"#,
+        ws.path().display()
+    );
+    let mut child = Command::new("sh")
+        .args(["-c", &command])
+        .env_remove("HOOKVISOR_URL")
+        .env_remove("HOOKVISOR_STATE_DIR")
+        .env("HOME", ws.base().join("home"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = check(output, "the installed command");
+    let answer: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(answer["decision"], "block");
+    assert!(answer["reason"].as_str().unwrap().contains("bad notes"));
+    assert!(
+        state.join("status.json").is_file(),
+        "the --state-dir given at install is used"
+    );
+}

@@ -1,0 +1,800 @@
+//! `hookvisor serve` end to end: the built binary on a loopback port or a Unix socket, real
+//! hooks, real signals, a small HTTP/1.0 client, server-sent events read as they arrive.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Instant;
+
+use common::Workspace;
+use common::serve::{DEADLINE, Events, Server, request, send};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+
+// ---------------------------------------------------------------------------------------------
+// Prometheus text format, checked line by line.
+
+/// Parses an exposition, failing on any line the text format does not allow; returns every
+/// sample by its series (`name{labels}` as written).
+fn parse_prometheus(text: &str) -> Result<BTreeMap<String, f64>, String> {
+    fn valid_name(name: &str) -> bool {
+        let mut chars = name.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    }
+    fn parse_labels(labels: &str) -> Result<Vec<(String, String)>, String> {
+        let mut out = Vec::new();
+        let mut rest = labels;
+        while !rest.is_empty() {
+            let (name, after) = rest.split_once("=\"").ok_or(format!("label {rest:?}"))?;
+            if !valid_name(name) {
+                return Err(format!("label name {name:?}"));
+            }
+            let mut value = String::new();
+            let mut chars = after.char_indices();
+            let end = loop {
+                match chars.next() {
+                    Some((_, '\\')) => match chars.next() {
+                        Some((_, 'n')) => value.push('\n'),
+                        Some((_, c @ ('\\' | '"'))) => value.push(c),
+                        other => return Err(format!("escape {other:?} in {labels:?}")),
+                    },
+                    Some((i, '"')) => break i,
+                    Some((_, c)) => value.push(c),
+                    None => return Err(format!("unterminated label value in {labels:?}")),
+                }
+            };
+            out.push((name.to_owned(), value));
+            rest = &after[end + 1..];
+            rest = rest.strip_prefix(',').unwrap_or(rest);
+        }
+        Ok(out)
+    }
+    let mut types: BTreeMap<String, String> = BTreeMap::new();
+    let mut samples = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let at = |why: String| format!("line {}: {why}: {line:?}", n + 1);
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(comment) = line.strip_prefix("# ") {
+            let mut parts = comment.splitn(3, ' ');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some("HELP"), Some(name), Some(_)) if valid_name(name) => {}
+                (Some("TYPE"), Some(name), Some(kind)) if valid_name(name) => {
+                    if !["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind) {
+                        return Err(at(format!("type {kind}")));
+                    }
+                    if types.insert(name.to_owned(), kind.to_owned()).is_some() {
+                        return Err(at("second TYPE".into()));
+                    }
+                }
+                _ => return Err(at("bad comment".into())),
+            }
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').ok_or_else(|| at("no value".into()))?;
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => v.parse().map_err(|_| at(format!("value {v:?}")))?,
+        };
+        let (name, labels) = match series.split_once('{') {
+            Some((name, rest)) => {
+                let labels = rest.strip_suffix('}').ok_or_else(|| at("labels".into()))?;
+                (name, parse_labels(labels).map_err(at)?)
+            }
+            None => (series, Vec::new()),
+        };
+        if !valid_name(name) {
+            return Err(at(format!("name {name:?}")));
+        }
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| {
+                name.strip_suffix(s)
+                    .filter(|f| types.get(*f).map(String::as_str) == Some("histogram"))
+            })
+            .unwrap_or(name);
+        if !types.contains_key(family) {
+            return Err(at(format!("sample before the TYPE of {family}")));
+        }
+        if name.ends_with("_bucket") && !labels.iter().any(|(k, _)| k == "le") {
+            return Err(at("bucket without le".into()));
+        }
+        if samples.insert(series.to_owned(), value).is_some() {
+            return Err(at("duplicate series".into()));
+        }
+    }
+    Ok(samples)
+}
+
+#[test]
+fn the_prometheus_checker_rejects_what_it_must() {
+    let good = "# HELP a_total A thing.\n# TYPE a_total counter\na_total{hook=\"x\\\"y\"} 3\n";
+    assert_eq!(
+        parse_prometheus(good).unwrap()["a_total{hook=\"x\\\"y\"}"],
+        3.0
+    );
+    let bad = [
+        "a_total 3\n",                                  // no TYPE
+        "# TYPE a counter\na{hook=\"x} 1\n",            // unterminated label
+        "# TYPE a counter\na 1.2.3\n",                  // bad value
+        "# TYPE a counter\n# TYPE a counter\n",         // second TYPE
+        "# TYPE a thing\n",                             // unknown type
+        "# TYPE 1a counter\n1a 1\n",                    // bad name
+        "# TYPE a counter\na 1\na 2\n",                 // duplicate
+        "# TYPE h histogram\nh_bucket{hook=\"x\"} 1\n", // bucket without le
+    ];
+    for text in bad {
+        assert!(parse_prometheus(text).is_err(), "accepted {text:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures.
+
+/// A git workspace with a failing session hook, a passing file hook, a noisy hook whose log is
+/// larger than what `/output` returns, and a file that is not a valid hook.
+fn workspace() -> Workspace {
+    let ws = Workspace::git();
+    ws.hook(
+        "fails.sh",
+        "session",
+        "name: Always fails",
+        "echo 'it <b>broke</b>'\nexit 3",
+    );
+    ws.hook("lint.sh", "file", "pattern: '*.rs'", "exit 0");
+    ws.hook(
+        "noisy.sh",
+        "session",
+        "",
+        "yes 'a line of output' | head -n 50000\necho the end",
+    );
+    ws.hook("broken.sh", "nonsense", "", "exit 0");
+    ws
+}
+
+/// A file hook on `*.txt` that tells its pid through a FIFO, then blocks reading another FIFO
+/// nobody writes: it runs until it is killed.
+struct BlockingHook {
+    started: PathBuf,
+}
+
+impl BlockingHook {
+    fn install(ws: &Workspace) -> BlockingHook {
+        let started = ws.base().join("started");
+        let never = ws.base().join("never-written");
+        for fifo in [&started, &never] {
+            let made = std::process::Command::new("mkfifo")
+                .arg(fifo)
+                .status()
+                .unwrap();
+            assert!(made.success());
+        }
+        ws.hook(
+            "slow.sh",
+            "file",
+            "pattern: '*.txt'",
+            &format!(
+                "echo $$ > '{}'\nread line < '{}'",
+                started.display(),
+                never.display()
+            ),
+        );
+        BlockingHook { started }
+    }
+
+    /// Waits until the hook process runs and returns its pid.
+    fn pid(&self) -> Pid {
+        let (tx, rx) = mpsc::channel();
+        let started = self.started.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(std::fs::read_to_string(started));
+        });
+        let text = rx.recv_timeout(DEADLINE).expect("the hook starts").unwrap();
+        Pid::from_raw(text.trim().parse().unwrap())
+    }
+}
+
+fn process_is_gone(pid: Pid) -> bool {
+    kill(pid, None).is_err()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests.
+
+#[test]
+fn every_route_answers_over_tcp() {
+    let ws = workspace();
+    let server = Server::tcp(&ws);
+
+    let health = server.get("/healthz");
+    assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
+
+    let page = server.get("/");
+    assert_eq!(page.status, 200);
+    assert!(
+        page.header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(page.body.contains("EventSource(\"/v1/events\")"));
+
+    let list = server.get("/v1/hooks");
+    assert_eq!(list.status, 200);
+    let list = list.json();
+    let ids: Vec<&str> = list["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["fails", "lint", "noisy"]);
+    assert_eq!(list["hooks"][0]["name"], "Always fails");
+    assert_eq!(list["problems"].as_array().unwrap().len(), 1, "{list}");
+    assert!(
+        list["problems"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("nonsense")
+    );
+
+    let status = server.get("/hooks/status");
+    assert_eq!(status.status, 200);
+    let status = status.json();
+    for id in ["fails", "lint", "noisy"] {
+        assert_eq!(
+            status["hooks"][id]["lastResult"], "pending",
+            "{id}: {status}"
+        );
+        assert_eq!(status["hooks"][id]["runCount"], 0);
+    }
+
+    let rerun = server.post("/hooks/fails/rerun", "");
+    assert_eq!(rerun.status, 200, "{}", rerun.body);
+    let rerun = rerun.json();
+    assert_eq!(
+        (&rerun["success"], &rerun["exitCode"]),
+        (&json!(false), &json!(3))
+    );
+
+    let output = server.get("/hooks/fails/output").json();
+    assert_eq!(
+        output,
+        json!({"output": "it <b>broke</b>\n", "sizeBytes": 16, "truncated": false})
+    );
+
+    let status = server.get("/hooks/status").json();
+    let entry = &status["hooks"]["fails"];
+    assert_eq!(
+        (
+            &entry["lastResult"],
+            &entry["lastExitCode"],
+            &entry["runCount"],
+            &entry["failCount"]
+        ),
+        (&json!("failure"), &json!(3), &json!(1), &json!(1))
+    );
+
+    // A huge log comes back as its end, in whole lines.
+    assert_eq!(
+        server.post("/hooks/noisy/rerun", "").json()["success"],
+        true
+    );
+    let output = server.get("/hooks/noisy/output").json();
+    let text = output["output"].as_str().unwrap();
+    assert_eq!(output["truncated"], true);
+    assert_eq!(output["sizeBytes"], 50000 * 17 + 8);
+    assert!(
+        text.len() <= 256 * 1024 && text.len() > 200 * 1024,
+        "{}",
+        text.len()
+    );
+    assert!(
+        text.starts_with("a line of output\n") && text.ends_with("a line of output\nthe end\n")
+    );
+
+    // Nothing changed since the start: the evaluation passes.
+    let eval = server.post("/v1/turns/end", r#"{"trigger":"user"}"#);
+    assert_eq!(eval.status, 200, "{}", eval.body);
+    let eval = eval.json();
+    assert_eq!(
+        (&eval["action"], &eval["attempt"], &eval["maxAttempts"]),
+        (&json!("pass"), &json!(1), &json!(3))
+    );
+    assert_eq!(
+        server
+            .post("/v1/turns/start", r#"{"trigger":"user"}"#)
+            .json(),
+        json!({"cancelled": false})
+    );
+
+    let bad = server.post("/v1/turns/end", r#"{"trigger":"sometimes"}"#);
+    assert_eq!(bad.status, 400);
+    assert!(bad.json()["error"].as_str().unwrap().contains("trigger"));
+
+    for (method, path) in [
+        ("POST", "/hooks/nope/rerun"),
+        ("GET", "/hooks/nope/output"),
+        ("GET", "/hooks/..%2Fstatus.json/output"),
+        ("GET", "/nowhere"),
+        ("DELETE", "/hooks/fails/rerun"),
+    ] {
+        let response = request(&server.addr, method, path, &[], "");
+        assert!(
+            matches!(response.status, 404 | 405),
+            "{method} {path}: {}",
+            response.status
+        );
+        if response.status == 404 {
+            assert!(response.json()["error"].is_string(), "{method} {path}");
+        }
+    }
+    assert_eq!(server.stop().code(), Some(0));
+}
+
+#[test]
+fn metrics_parse_as_prometheus_text() {
+    let ws = workspace();
+    let server = Server::tcp(&ws);
+    assert_eq!(server.post("/hooks/fails/rerun", "").status, 200);
+    assert_eq!(server.post("/hooks/fails/rerun", "").status, 200);
+    let response = server.get("/metrics");
+    assert_eq!(response.status, 200);
+    assert!(
+        response
+            .header("content-type")
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
+    let samples =
+        parse_prometheus(&response.body).unwrap_or_else(|e| panic!("{e}\n{}", response.body));
+    let value = |series: &str| {
+        *samples
+            .get(series)
+            .unwrap_or_else(|| panic!("no {series} in\n{}", response.body))
+    };
+    assert_eq!(value("hookvisor_hook_runs_total{hook=\"fails\"}"), 2.0);
+    assert_eq!(value("hookvisor_hook_failures_total{hook=\"fails\"}"), 2.0);
+    assert_eq!(value("hookvisor_hook_runs_total{hook=\"lint\"}"), 0.0);
+    assert_eq!(
+        value("hookvisor_hook_duration_seconds_count{hook=\"fails\"}"),
+        2.0
+    );
+    assert_eq!(
+        value("hookvisor_hook_duration_seconds_bucket{hook=\"fails\",le=\"+Inf\"}"),
+        2.0
+    );
+    assert_eq!(value("hookvisor_pending_hooks"), 0.0);
+    assert_eq!(value("hookvisor_hook_problems"), 1.0);
+    assert_eq!(value("hookvisor_hook_reprompts_total{hook=\"fails\"}"), 0.0);
+    assert_eq!(value("hookvisor_hook_gave_ups_total{hook=\"lint\"}"), 0.0);
+    // Buckets are cumulative.
+    let buckets: Vec<f64> = samples
+        .iter()
+        .filter(|(k, _)| k.starts_with("hookvisor_hook_duration_seconds_bucket{hook=\"fails\""))
+        .map(|(_, v)| *v)
+        .collect();
+    assert!(
+        buckets.len() > 5 && buckets.iter().all(|b| *b <= 2.0),
+        "{buckets:?}"
+    );
+}
+
+#[test]
+fn reprompts_and_gave_ups_are_counted_per_hook() {
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", "echo bad; exit 1");
+    ws.write("seed", "");
+    ws.git_ok(&["add", "."]);
+    ws.git_ok(&["commit", "-qm", "seed", "--no-verify"]);
+    let server = Server::tcp(&ws);
+    let mut results = Vec::new();
+    for (n, trigger) in ["user", "hook", "hook", "hook"].iter().enumerate() {
+        ws.write("a.txt", &format!("change {n}"));
+        let eval = server
+            .post("/v1/turns/end", &format!(r#"{{"trigger":"{trigger}"}}"#))
+            .json();
+        results.push(eval["action"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(results, ["reprompt", "reprompt", "reprompt", "gave_up"]);
+    let samples = parse_prometheus(&server.get("/metrics").body).unwrap();
+    assert_eq!(
+        samples["hookvisor_hook_reprompts_total{hook=\"check\"}"],
+        3.0
+    );
+    assert_eq!(
+        samples["hookvisor_hook_gave_ups_total{hook=\"check\"}"],
+        1.0
+    );
+    assert_eq!(
+        samples["hookvisor_evaluations_total{action=\"reprompt\"}"],
+        3.0
+    );
+    assert_eq!(samples["hookvisor_pending_hooks"], 1.0);
+}
+
+#[test]
+fn a_unix_socket_is_private_and_removed_on_exit() {
+    let ws = workspace();
+    let socket = ws.base().join("hv.sock");
+    let server = Server::start(&ws, &["--socket", socket.to_str().unwrap()], &[]);
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert_eq!(server.get("/healthz").body, "ok\n");
+    assert_eq!(
+        server.get("/hooks/status").json()["hooks"]["lint"]["lastResult"],
+        "pending"
+    );
+    let rerun = server.post("/hooks/fails/rerun", "").json();
+    assert_eq!(rerun["exitCode"], 3);
+    assert_eq!(server.stop().code(), Some(0));
+    assert!(!socket.exists());
+}
+
+#[test]
+fn the_token_is_required_everywhere_but_healthz() {
+    let ws = workspace();
+    let server = Server::start(
+        &ws,
+        &["--listen", "127.0.0.1:0"],
+        &[("HOOKVISOR_TOKEN", "open sesame")],
+    );
+    assert_eq!(server.get("/healthz").status, 200);
+    for path in [
+        "/",
+        "/hooks/status",
+        "/v1/hooks",
+        "/metrics",
+        "/v1/events",
+        "/hooks/fails/output",
+    ] {
+        let anonymous = server.get(path);
+        assert_eq!(anonymous.status, 401, "{path}");
+        assert!(
+            anonymous.json()["error"]
+                .as_str()
+                .unwrap()
+                .contains("HOOKVISOR_TOKEN")
+        );
+        let wrong = request(
+            &server.addr,
+            "GET",
+            path,
+            &[("Authorization", "Bearer open")],
+            "",
+        );
+        assert_eq!(wrong.status, 401, "{path}");
+    }
+    let rerun = request(&server.addr, "POST", "/hooks/fails/rerun", &[], "");
+    assert_eq!(rerun.status, 401);
+    assert!(
+        !ws.state_dir().join("output/fails.log").exists(),
+        "an unauthorised rerun ran"
+    );
+    let authorised = request(
+        &server.addr,
+        "GET",
+        "/v1/hooks",
+        &[("Authorization", "Bearer open sesame")],
+        "",
+    );
+    assert_eq!(authorised.status, 200);
+}
+
+#[test]
+fn remote_addresses_need_allow_remote_and_a_token() {
+    let ws = workspace();
+    type Case = (
+        &'static [&'static str],
+        &'static [(&'static str, &'static str)],
+        &'static str,
+    );
+    let cases: [Case; 4] = [
+        (&["--listen", "0.0.0.0:0"], &[], "not a loopback address"),
+        (
+            &["--listen", "0.0.0.0:0"],
+            &[("HOOKVISOR_TOKEN", "t")],
+            "not a loopback address",
+        ),
+        (
+            &["--listen", "0.0.0.0:0", "--allow-remote"],
+            &[],
+            "HOOKVISOR_TOKEN",
+        ),
+        (&["--listen", "not an address"], &[], "not an address"),
+    ];
+    for (args, env, message) in cases {
+        let mut cmd = ws.hookvisor_command();
+        cmd.arg("serve").args(args).stdin(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let output = cmd.output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = common::stderr(&output);
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(output.stdout.is_empty(), "{args:?} listened");
+    }
+}
+
+#[test]
+fn events_arrive_during_a_rerun() {
+    let ws = workspace();
+    let server = Server::tcp(&ws);
+    let mut events = server.events();
+    let rerun = server.post("/hooks/fails/rerun", "");
+    assert_eq!(rerun.status, 200);
+    let seen = events.until(|name, data| name == "hookFinished" && data["hookId"] == "fails");
+    let names: Vec<&str> = seen.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(names.contains(&"hookStarted"), "{seen:?}");
+    let started = names.iter().position(|n| *n == "hookStarted").unwrap();
+    assert_eq!(
+        seen[started].1,
+        json!({"type": "hookStarted", "hookId": "fails"})
+    );
+    let finished = &seen.last().unwrap().1;
+    assert_eq!(
+        (&finished["success"], &finished["exitCode"]),
+        (&json!(false), &json!(3))
+    );
+    assert!(finished["durationMs"].is_u64());
+}
+
+#[test]
+fn a_second_evaluation_gets_409_and_a_new_turn_cancels_the_first() {
+    let ws = Workspace::git();
+    let slow = BlockingHook::install(&ws);
+    ws.write("seed", "");
+    ws.git_ok(&["add", "."]);
+    ws.git_ok(&["commit", "-qm", "seed", "--no-verify"]);
+    let server = Server::tcp(&ws);
+    let mut events = server.events();
+    ws.write("notes.txt", "changed");
+
+    let addr = server.addr.clone();
+    let first = std::thread::spawn(move || {
+        request(&addr, "POST", "/v1/turns/end", &[], r#"{"trigger":"user"}"#)
+    });
+    events.until(|name, data| name == "hookStarted" && data["hookId"] == "slow");
+    let pid = slow.pid();
+    assert_eq!(
+        server.get("/hooks/status").json()["hooks"]["slow"]["lastResult"],
+        "running"
+    );
+
+    let second = server.post("/v1/turns/end", r#"{"trigger":"hook"}"#);
+    assert_eq!(second.status, 409, "{}", second.body);
+    assert!(
+        second.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("evaluation")
+    );
+    let rerun = server.post("/hooks/slow/rerun", "");
+    assert_eq!(
+        rerun.status, 409,
+        "a rerun is refused during an evaluation: {}",
+        rerun.body
+    );
+
+    // The new turn returns once the hook is dead and recorded as pending.
+    assert_eq!(
+        server
+            .post("/v1/turns/start", r#"{"trigger":"user"}"#)
+            .json(),
+        json!({"cancelled": true})
+    );
+    assert!(process_is_gone(pid), "the hook survived the cancel");
+    let status = server.get("/hooks/status").json();
+    assert_eq!(status["hooks"]["slow"]["lastResult"], "pending", "{status}");
+    assert_eq!(status["pendingHooks"], json!(["slow"]));
+    assert_eq!(
+        status["hooks"]["slow"]["runCount"], 0,
+        "a cancelled run is not a run"
+    );
+
+    let first = first.join().unwrap();
+    assert_eq!(first.status, 409);
+    assert_eq!(first.json()["cancelled"], true);
+    events.until(|name, _| name == "evaluationCancelled");
+
+    // The slot is free again: the next turn runs the still-pending hook.
+    let addr = server.addr.clone();
+    let third = std::thread::spawn(move || request(&addr, "POST", "/v1/turns/end", &[], ""));
+    events.until(|name, data| name == "hookStarted" && data["hookId"] == "slow");
+    let pid = slow.pid();
+    assert_eq!(
+        server.post("/v1/turns/start", "").json(),
+        json!({"cancelled": true})
+    );
+    assert!(process_is_gone(pid));
+    assert_eq!(third.join().unwrap().status, 409);
+}
+
+#[test]
+fn sigterm_cancels_the_running_hook_and_exits_0() {
+    let ws = Workspace::git();
+    let slow = BlockingHook::install(&ws);
+    let mut server = Server::tcp(&ws);
+    let mut events = server.events();
+    let addr = server.addr.clone();
+    let rerun = std::thread::spawn(move || {
+        let mut reader = send(&addr, "POST", "/hooks/slow/rerun", &[], "");
+        let mut text = String::new();
+        let _ = reader.read_to_string(&mut text);
+        text
+    });
+    events.until(|name, data| name == "hookStarted" && data["hookId"] == "slow");
+    let pid = slow.pid();
+    server.signal(Signal::SIGTERM);
+    assert_eq!(server.wait().code(), Some(0));
+    assert!(process_is_gone(pid));
+    let status = ws.status();
+    assert_eq!(status["hooks"]["slow"]["lastResult"], "pending", "{status}");
+    // The rerun in flight was answered before the server went away.
+    let answer = rerun.join().unwrap();
+    assert!(
+        answer.lines().next().is_some_and(|l| l.contains(" 409 ")),
+        "{answer}"
+    );
+}
+
+#[test]
+fn hook_files_are_watched_and_the_git_hook_follows() {
+    let ws = Workspace::git();
+    let server = Server::tcp(&ws);
+    let mut events = server.events();
+    let git_hook = ws.path().join(".git/hooks/pre-commit");
+    assert!(!git_hook.exists());
+
+    let wait_for = |events: &mut Events, what: &str, cond: &dyn Fn(&Value) -> bool| {
+        let start = Instant::now();
+        loop {
+            let list = server.get("/v1/hooks").json();
+            if cond(&list) {
+                return list;
+            }
+            assert!(start.elapsed() < DEADLINE, "{what}: {list}");
+            events.until(|name, _| name == "hooksChanged");
+        }
+    };
+
+    ws.hook("fmt.sh", "pre-commit", "", "exit 0");
+    wait_for(&mut events, "the new hook", &|l| {
+        l["hooks"][0]["id"] == "fmt"
+    });
+    let script = std::fs::read_to_string(&git_hook).expect("the git hook is installed");
+    assert!(script.contains("# discobot:managed"), "{script}");
+
+    ws.hook("bad.sh", "file", "", "exit 0");
+    // The watcher may see the file half written first; what counts is the state it settles in.
+    wait_for(&mut events, "the problem", &|l| {
+        l["problems"].as_array().is_some_and(|p| {
+            p.iter().any(|p| {
+                p["path"].as_str().unwrap().ends_with("bad.sh")
+                    && p["reason"].as_str().unwrap().contains("pattern")
+            })
+        })
+    });
+
+    std::fs::remove_file(ws.path().join(".discobot/hooks/fmt.sh")).unwrap();
+    wait_for(&mut events, "the hook gone", &|l| {
+        l["hooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["id"] != "fmt")
+    });
+    assert!(
+        !git_hook.exists(),
+        "our git hook stays without pre-commit hooks"
+    );
+}
+
+#[test]
+fn hooks_dir_created_after_start_is_watched() {
+    let ws = Workspace::new();
+    let server = Server::tcp(&ws);
+    let mut events = server.events();
+    assert_eq!(server.get("/v1/hooks").json()["hooks"], json!([]));
+    ws.hook("late.sh", "session", "", "exit 0");
+    let start = Instant::now();
+    while server.get("/v1/hooks").json()["hooks"][0]["id"] != "late" {
+        assert!(start.elapsed() < DEADLINE, "the new hooks dir was not seen");
+        events.until(|name, _| name == "hooksChanged");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent mode.
+
+fn agent(ws: &Workspace, extra: &[&str], script: &str) -> Server {
+    let mut args = vec!["--listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    args.extend(["--", "bash", "-c", script]);
+    Server::start(ws, &args, &[])
+}
+
+#[test]
+fn the_agent_reaches_the_server_and_its_status_is_ours() {
+    let ws = workspace();
+    let script = r#"hp=${HOOKVISOR_URL#http://}
+exec 3<>/dev/tcp/${hp%:*}/${hp##*:}
+printf 'GET /healthz HTTP/1.0\r\n\r\n' >&3
+tail -n 1 <&3 | grep -qx ok && exit 7
+exit 1"#;
+    let mut server = agent(&ws, &[], script);
+    assert_eq!(server.wait().code(), Some(7));
+}
+
+#[test]
+fn an_agent_killed_by_a_signal_gives_128_plus_n() {
+    let ws = workspace();
+    let mut server = agent(&ws, &[], "kill -KILL $$");
+    assert_eq!(server.wait().code(), Some(137));
+}
+
+#[test]
+fn signals_are_forwarded_to_the_agent() {
+    for (signal, code) in [
+        (Signal::SIGTERM, 42),
+        (Signal::SIGINT, 43),
+        (Signal::SIGHUP, 44),
+    ] {
+        let ws = workspace();
+        let script = r#"sleep 1000 & s=$!
+trap 'kill $s; exit 42' TERM
+trap 'kill $s; exit 43' INT
+trap 'kill $s; exit 44' HUP
+echo ready
+wait"#;
+        let mut server = agent(&ws, &[], script);
+        let ready = server.lines.recv_timeout(DEADLINE).unwrap();
+        assert_eq!(ready, "ready");
+        server.signal(signal);
+        assert_eq!(server.wait().code(), Some(code), "{signal}");
+    }
+}
+
+#[test]
+fn the_agent_reaches_a_socket_server() {
+    let ws = workspace();
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "curl is required (Debian package curl)"
+        );
+        eprintln!("note: curl not installed; skipping");
+        return;
+    }
+    let socket = ws.base().join("agent.sock");
+    let script = r#"curl -sf --unix-socket "$HOOKVISOR_SOCKET" "$HOOKVISOR_URL/healthz" | grep -qx ok && exit 5"#;
+    let mut server = Server::start(
+        &ws,
+        &[
+            "--socket",
+            socket.to_str().unwrap(),
+            "--",
+            "bash",
+            "-c",
+            script,
+        ],
+        &[],
+    );
+    assert_eq!(server.wait().code(), Some(5));
+    assert!(!socket.exists());
+}

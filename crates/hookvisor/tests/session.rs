@@ -1,0 +1,107 @@
+//! `hookvisor session`: the session hooks without the init.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use common::{Workspace, stderr};
+
+#[test]
+fn session_runs_blocking_hooks_first_records_them_and_fails_when_one_fails() {
+    let ws = Workspace::new();
+    let order = ws.base().join("order");
+    let o = order.display();
+    ws.hook("10-later.sh", "session", "", &format!("echo 10 >> {o}"));
+    ws.hook(
+        "20-early.sh",
+        "session",
+        "blocking: true",
+        &format!("echo 20 >> {o}; echo oops; exit 4"),
+    );
+    ws.hook("30-last.sh", "session", "", &format!("echo 30 >> {o}"));
+    ws.hook(
+        "40-file.sh",
+        "file",
+        "pattern: '*'",
+        &format!("echo 40 >> {o}"),
+    );
+    ws.hook(
+        "50-bad.sh",
+        "session",
+        "run_as: admin",
+        &format!("echo 50 >> {o}"),
+    );
+
+    let out = ws.hookvisor(&["session"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(fs::read_to_string(&order).unwrap(), "20\n10\n30\n");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout
+        .lines()
+        .map(|l| l.split("; log:").next().unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        ["FAIL  20-early (exit 4)", "ok    10-later", "ok    30-last"]
+    );
+    assert!(err.contains("[20-early] oops"), "{err}");
+    assert!(err.contains("50-bad.sh") && err.contains("run_as"), "{err}");
+
+    let status = ws.status();
+    for (id, result) in [
+        ("10-later", "success"),
+        ("20-early", "failure"),
+        ("30-last", "success"),
+    ] {
+        assert_eq!(status["hooks"][id]["type"], "session", "{id}");
+        assert_eq!(status["hooks"][id]["lastResult"], result, "{id}");
+    }
+    assert!(status["hooks"].get("40-file").is_none());
+    assert!(status["hooks"].get("50-bad").is_none());
+}
+
+#[test]
+fn session_as_root_runs_user_hooks_as_the_user() {
+    if !nix::unistd::Uid::effective().is_root() {
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v != "true"),
+            "CI=true but not root: cannot run hooks as hv-test"
+        );
+        eprintln!("note: not root; test skipped");
+        return;
+    }
+    let lock = fs::File::create("/tmp/hookvisor-test-user.lock").unwrap();
+    lock.lock().unwrap();
+    for cmd in [
+        "getent group hv-test-extra >/dev/null || groupadd hv-test-extra",
+        "id hv-test >/dev/null 2>&1 || useradd --create-home --groups hv-test-extra hv-test",
+        "id -nG hv-test | grep -qw hv-test-extra || usermod -aG hv-test-extra hv-test",
+    ] {
+        let status = Command::new("/bin/sh").args(["-c", cmd]).status().unwrap();
+        assert!(status.success(), "{cmd}: {status}");
+    }
+    drop(lock);
+    let user = nix::unistd::User::from_name("hv-test").unwrap().unwrap();
+
+    let ws = Workspace::new();
+    // The temp dir is private to root; the user must be able to reach the workspace.
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    ws.hook("10-root.sh", "session", "run_as: root", "id -u");
+    ws.hook("20-user.sh", "session", "run_as: user", "id -u; echo $HOME");
+    let out = ws.hookvisor(&["session", "--user", "hv-test"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = |id: &str| fs::read_to_string(ws.state_dir().join(format!("output/{id}.log")));
+    assert_eq!(log("10-root").unwrap(), "0\n");
+    assert_eq!(
+        log("20-user").unwrap(),
+        format!("{}\n{}\n", user.uid, user.dir.display())
+    );
+    use std::os::unix::fs::MetadataExt;
+    let owner = fs::metadata(ws.state_dir().join("status.json"))
+        .unwrap()
+        .uid();
+    assert_eq!(owner, user.uid.as_raw());
+}
