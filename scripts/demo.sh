@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The newcomer's first run: builds hookvisor, copies the sample workspace into a fresh git
 # repository and walks through one agent turn that fails a hook, the fix, and a commit.
+# With --serve it ends by starting `hookvisor serve` on the workspace: the dashboard is at
+# http://127.0.0.1:7433/ until Ctrl-C.
 set -euo pipefail
+serve=false
+[ "${1:-}" = "--serve" ] && serve=true
 here=$(cd "$(dirname "$0")/.." && pwd)
 need() { command -v "$1" >/dev/null || { echo "demo: '$1' is missing; install it (Debian: apt-get install $2)"; exit 2; }; }
 need git git
@@ -48,7 +52,7 @@ git add -A
 if git -c user.name=demo -c user.email=demo@example.com commit -qm "with fixme"; then
   echo "unexpected: the commit went through"; exit 1
 fi
-sed -i '/FIXME/d' src/app.txt
+sed -i "s/FIXME: later/later: done/" src/app.txt
 git add -A
 git -c user.name=demo -c user.email=demo@example.com commit -qm "clean" && echo "commit passed"
 
@@ -56,3 +60,8 @@ step "hookvisor status"
 "$hv" status
 echo
 echo "state dir: $HOOKVISOR_STATE_DIR (status.json, output/*.log); workspace: $ws"
+if $serve; then
+  step "hookvisor serve: dashboard at http://127.0.0.1:7433/ (Ctrl-C to stop)"
+  exec "$hv" serve
+fi
+echo "see it live: $hv --workspace $ws serve, then open http://127.0.0.1:7433/"

@@ -51,7 +51,7 @@ impl HookKind {
 
 impl fmt::Display for HookKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

@@ -11,11 +11,10 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(name = "hookvisor-init", version, about)]
 struct Args {
-    /// Run CMD and `run_as: user` session hooks as this account [env: HOOKVISOR_USER].
+    /// Run CMD and `run_as: user` session hooks as this account.
     #[arg(long, env = "HOOKVISOR_USER", value_name = "NAME")]
     user: Option<String>,
-    /// Workspace root [default: $HOOKVISOR_WORKSPACE, else $DISCOBOT_WORKSPACE, else the
-    /// current directory].
+    /// Workspace root [default: $DISCOBOT_WORKSPACE, else the current directory].
     #[arg(long, env = "HOOKVISOR_WORKSPACE", value_name = "DIR")]
     workspace: Option<PathBuf>,
     /// Seconds between forwarding TERM and killing whatever is left.
@@ -33,8 +32,7 @@ struct Args {
     /// Session id [default: $DISCOBOT_SESSION_ID, else $SESSION_ID, else "default"].
     #[arg(long = "session", value_name = "ID")]
     session: Option<String>,
-    /// Forward signals to CMD's whole process group instead of CMD alone
-    /// [env: HOOKVISOR_KILL_GROUP].
+    /// Forward signals to CMD's whole process group instead of CMD alone.
     #[arg(long, env = "HOOKVISOR_KILL_GROUP")]
     kill_group: bool,
     /// The command to run once the blocking session hooks are done.
