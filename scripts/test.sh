@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(git util-linux passwd procps curl chromium chromium-driver)
+packages=(git util-linux passwd procps curl debootstrap chromium chromium-driver)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -28,4 +28,13 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== cargo test"
-cargo test --workspace
+cargo test --workspace --no-fail-fast
+echo "== container smoke test (hookvisor-init as PID 1 in a Debian root)"
+if [ "$(id -u)" = 0 ]; then
+  scripts/container-smoke.sh
+elif [ "${CI:-}" = true ]; then
+  echo "test.sh: the container smoke test needs root, and CI=true" >&2
+  exit 1
+else
+  echo "test.sh: not root: skipping scripts/container-smoke.sh (run it as root)"
+fi
