@@ -29,7 +29,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::SystemTime;
 
 use nix::fcntl::{Flock, FlockArg};
@@ -405,18 +405,40 @@ pub fn repository_top(dir: &Path) -> Result<PathBuf, PreCommitError> {
 ///
 /// Names that are not UTF-8 are passed on lossily converted.
 pub fn staged_files(top: &Path) -> Result<Vec<String>, PreCommitError> {
-    let out = git(
-        top,
-        &[
-            "diff",
-            "--cached",
-            "--name-only",
-            "-z",
-            "--no-renames",
-            "--no-ext-diff",
-            "--diff-filter=ACMR",
-        ],
-    )?;
+    staged_from(top, git(top, &STAGED_ARGS))
+}
+
+/// The git command behind [`staged_files`]: the plumbing `diff-index`, which costs a commit
+/// about a third less than `git diff --cached` (same answer, less set-up).
+const STAGED_ARGS: [&str; 7] = [
+    "diff-index",
+    "--cached",
+    "--name-only",
+    "-z",
+    "--no-renames",
+    "--diff-filter=ACMR",
+    "HEAD",
+];
+
+/// The staged files from what `git diff-index ... HEAD` gave. Before the first commit there is
+/// no HEAD: every file of the index is staged, so compare with the empty tree instead.
+fn staged_from(
+    top: &Path,
+    against_head: Result<Vec<u8>, PreCommitError>,
+) -> Result<Vec<String>, PreCommitError> {
+    let out = match against_head {
+        Err(PreCommitError::Git { .. })
+            if git(top, &["rev-parse", "-q", "--verify", "HEAD"]).is_err() =>
+        {
+            // The empty tree's id depends on the repository's hash (SHA-1 or SHA-256).
+            let empty = git(top, &["hash-object", "-t", "tree", "/dev/null"])?;
+            let empty = String::from_utf8_lossy(&strip_newline(empty)).into_owned();
+            let mut args: [&str; 7] = STAGED_ARGS;
+            args[args.len() - 1] = &empty;
+            git(top, &args)?
+        }
+        other => other?,
+    };
     Ok(out
         .split(|&b| b == 0)
         .filter(|name| !name.is_empty())
@@ -528,6 +550,9 @@ pub fn run_pre_commit(
         on_event(PreCommitEvent::SkippedAll);
         return Ok(report);
     }
+    // git works out the staged files while the hooks are read: the commit waits for both, and
+    // the git process is the larger part of that wait. Its errors matter only if a hook runs.
+    let staged = spawn_git(&ctx.workspace, &STAGED_ARGS);
     let discovery = discover(&ctx.hooks_dir());
     for problem in discovery.problems.iter().filter(|p| concerns_pre_commit(p)) {
         on_event(PreCommitEvent::Problem(problem));
@@ -547,10 +572,13 @@ pub fn run_pre_commit(
         }
     }
     if to_run.is_empty() {
+        if let Ok(git) = staged {
+            git.abandon();
+        }
         return Ok(report);
     }
 
-    let staged = staged_files(&ctx.workspace)?;
+    let staged = staged_from(&ctx.workspace, staged.and_then(PendingGit::wait))?;
     let store = StatusStore::for_context(ctx);
     for hook in to_run {
         let files: Vec<String> = staged.iter().filter(|f| hook.matches(f)).cloned().collect();
@@ -598,11 +626,25 @@ fn concerns_pre_commit(problem: &Problem) -> bool {
 
 /// Runs git in `dir` and returns its stdout; a failure carries the first line of its stderr.
 fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, PreCommitError> {
-    let output = Command::new("git")
+    spawn_git(dir, args)?.wait()
+}
+
+/// A git command running in the background (see [`spawn_git`]).
+struct PendingGit<'a> {
+    child: Child,
+    dir: &'a Path,
+    args: &'a [&'a str],
+}
+
+/// Starts git in `dir`; [`PendingGit::wait`] collects what [`git`] returns.
+fn spawn_git<'a>(dir: &'a Path, args: &'a [&'a str]) -> Result<PendingGit<'a>, PreCommitError> {
+    let child = Command::new("git")
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| match e.kind() {
             io::ErrorKind::NotFound if !dir.is_dir() => PreCommitError::Io {
                 path: dir.to_owned(),
@@ -611,6 +653,30 @@ fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, PreCommitError> {
             },
             _ => PreCommitError::GitMissing(e),
         })?;
+    Ok(PendingGit { child, dir, args })
+}
+
+impl PendingGit<'_> {
+    /// Stops git when its answer is not needed after all; it only reads, so nothing is lost.
+    fn abandon(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn wait(self) -> Result<Vec<u8>, PreCommitError> {
+        let PendingGit { child, dir, args } = self;
+        let output = child
+            .wait_with_output()
+            .map_err(PreCommitError::GitMissing)?;
+        git_output(dir, args, output)
+    }
+}
+
+fn git_output(
+    dir: &Path,
+    args: &[&str],
+    output: std::process::Output,
+) -> Result<Vec<u8>, PreCommitError> {
     if output.status.success() {
         return Ok(output.stdout);
     }

@@ -80,10 +80,11 @@ fn run_hooks(globals: &Globals) -> CliResult {
         session_id: globals.session.clone(),
         home: None,
     })?;
-    let mut err = io::stderr().lock();
+    // Buffered, and flushed once per event: one write per line, not one per piece of it.
+    let mut err = io::BufWriter::new(io::stderr().lock());
     let report = run_pre_commit(&ctx, &PreCommitSkip::from_env(), |event| {
         // A closed stderr must not change whether the commit goes through.
-        let _ = report_event(&mut err, &ctx, event);
+        let _ = report_event(&mut err, &ctx, event).and_then(|()| err.flush());
     })
     .map_err(|e| {
         CliError::usage(format!(
