@@ -1,0 +1,366 @@
+//! End-to-end tests of `hookvisor list [--json]` and `hookvisor check`: the JSON shape of
+//! DESIGN.md, the exit statuses, and every file that will not run named with its reason.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::Workspace;
+use serde_json::{Value, json};
+
+/// Keys of each hook of `list --json`: DESIGN.md's, plus `description`.
+const HOOK_KEYS: &[&str] = &[
+    "id",
+    "name",
+    "type",
+    "path",
+    "runAs",
+    "pattern",
+    "notifyLlm",
+    "blocking",
+    "timeout",
+    "description",
+];
+
+fn code(output: &Output) -> i32 {
+    output.status.code().expect("exited")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Writes a hook file as is, with a mode.
+fn raw_hook(ws: &Workspace, file: &str, text: &str, mode: u32) -> PathBuf {
+    let dir = ws.path().join(".discobot/hooks");
+    fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(file);
+    fs::write(&path, text).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+/// Three valid hooks, one of each type, with non-default fields.
+fn valid_hooks(ws: &Workspace) -> [PathBuf; 3] {
+    [
+        ws.hook(
+            "10-lint.sh",
+            "file",
+            "name: Go lint\npattern: *.go\nnotify_llm: no\ntimeout: 60\ndescription: gofmt -l",
+            "exit 0",
+        ),
+        ws.hook(
+            "20-Setup.Env.sh",
+            "session",
+            "run_as: root\nblocking: true",
+            "exit 0",
+        ),
+        ws.hook("30-commit.py", "pre-commit", "", "exit 0"),
+    ]
+}
+
+/// The hooks dir's files that will not run, and a fragment of each reason.
+fn broken_hooks(ws: &Workspace) -> Vec<(PathBuf, &'static str)> {
+    vec![
+        (
+            raw_hook(
+                ws,
+                "crlf.sh",
+                "#!/bin/sh\r\n#---\r\n# type: session\r\n#---\r\n",
+                0o755,
+            ),
+            "CRLF line endings; run `sed -i",
+        ),
+        (
+            raw_hook(
+                ws,
+                "noexec.sh",
+                "#!/bin/sh\n#---\n# type: session\n#---\n",
+                0o644,
+            ),
+            "not executable; run `chmod +x",
+        ),
+        (
+            ws.hook("nopattern.sh", "file", "", "exit 0"),
+            "a file hook needs a 'pattern'",
+        ),
+        (
+            raw_hook(ws, "notype.sh", "#!/bin/sh\n#---\n# name: x\n#---\n", 0o755),
+            "missing 'type'",
+        ),
+        (
+            ws.hook("runas.sh", "session", "run_as: admin", "exit 0"),
+            "invalid run_as 'admin'",
+        ),
+    ]
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn list_json_has_the_exact_shape_with_hooks_and_problems() {
+    let ws = Workspace::git();
+    let [lint, setup, commit] = valid_hooks(&ws);
+    let broken = broken_hooks(&ws);
+    let warn = ws.hook("warn.sh", "session", "colour: red", "exit 0");
+    // Hidden files and directories are not hooks and not problems.
+    raw_hook(&ws, ".hidden.sh", "not a hook", 0o644);
+    fs::create_dir_all(ws.path().join(".discobot/hooks/lib")).unwrap();
+
+    let output = ws.hookvisor(&["list", "--json"]);
+    assert_eq!(code(&output), 0, "{}", common::stderr(&output));
+    let list: Value = serde_json::from_slice(&output.stdout).expect("list --json is JSON");
+    let top: BTreeSet<&str> = list
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(top, BTreeSet::from(["hooks", "problems", "warnings"]));
+
+    for hook in list["hooks"].as_array().unwrap() {
+        let keys: BTreeSet<&str> = hook
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(keys, HOOK_KEYS.iter().copied().collect(), "{hook}");
+    }
+    assert_eq!(
+        list["hooks"],
+        json!([
+            {"id": "10-lint", "name": "Go lint", "type": "file", "path": s(&lint),
+             "runAs": "user", "pattern": "*.go", "notifyLlm": false, "blocking": false,
+             "timeout": 60, "description": "gofmt -l"},
+            {"id": "20-setup-env", "name": "20-setup-env", "type": "session", "path": s(&setup),
+             "runAs": "root", "pattern": null, "notifyLlm": true, "blocking": true,
+             "timeout": 300, "description": null},
+            {"id": "30-commit", "name": "30-commit", "type": "pre-commit", "path": s(&commit),
+             "runAs": "user", "pattern": null, "notifyLlm": true, "blocking": false,
+             "timeout": 300, "description": null},
+            {"id": "warn", "name": "warn", "type": "session", "path": s(&warn),
+             "runAs": "user", "pattern": null, "notifyLlm": true, "blocking": false,
+             "timeout": 300, "description": null},
+        ])
+    );
+
+    let problems = list["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), broken.len(), "{problems:#?}");
+    for (problem, (path, reason)) in problems.iter().zip(&broken) {
+        let keys: BTreeSet<&str> = problem
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(keys, BTreeSet::from(["path", "reason"]));
+        assert_eq!(problem["path"], s(path));
+        let got = problem["reason"].as_str().unwrap();
+        assert!(
+            got.contains(reason),
+            "{}: {got:?} lacks {reason:?}",
+            path.display()
+        );
+    }
+
+    let warnings = list["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert_eq!(
+        warnings[0]["path"],
+        s(&ws.path().join(".discobot/hooks/warn.sh"))
+    );
+    assert!(warnings[0]["reason"].as_str().unwrap().contains("'colour'"));
+}
+
+#[test]
+fn a_file_hook_defaults_to_the_design_defaults() {
+    let ws = Workspace::new();
+    let path = ws.hook("fmt.sh", "file", "pattern: '*.rs, *.toml'", "exit 0");
+    let list: Value = serde_json::from_slice(&ws.hookvisor(&["list", "--json"]).stdout).unwrap();
+    assert_eq!(
+        list,
+        json!({
+            "hooks": [{"id": "fmt", "name": "fmt", "type": "file", "path": s(&path),
+                       "runAs": "user", "pattern": "*.rs, *.toml", "notifyLlm": true,
+                       "blocking": false, "timeout": 900, "description": null}],
+            "problems": [], "warnings": [],
+        })
+    );
+}
+
+#[test]
+fn check_exits_0_when_clean_and_1_naming_each_file_and_its_fix() {
+    let ws = Workspace::git();
+
+    // No hooks dir at all: nothing to report.
+    let output = ws.hookvisor(&["check"]);
+    assert_eq!((code(&output), stdout(&output)), (0, String::new()));
+
+    valid_hooks(&ws);
+    let output = ws.hookvisor(&["check"]);
+    assert_eq!((code(&output), stdout(&output)), (0, String::new()));
+
+    // A warning is reported but is not a failure.
+    let warn = ws.hook("warn.sh", "session", "colour: red", "exit 0");
+    let output = ws.hookvisor(&["check"]);
+    assert_eq!(code(&output), 0);
+    let text = stdout(&output);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.starts_with(&format!("{}: warning: ", warn.display())),
+        "{text}"
+    );
+
+    let broken = broken_hooks(&ws);
+    let output = ws.hookvisor(&["check"]);
+    assert_eq!(code(&output), 1);
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.len(),
+        broken.len() + 1,
+        "one line per problem and warning:\n{text}"
+    );
+    for (line, (path, reason)) in lines.iter().zip(&broken) {
+        let prefix = format!("{}: ", path.display());
+        assert!(
+            line.starts_with(&prefix),
+            "{line:?} does not start with {prefix:?}"
+        );
+        assert!(line.contains(reason), "{line:?} lacks {reason:?}");
+    }
+
+    // Following the fixes the messages give makes check pass again.
+    let crlf = &broken[0].0;
+    fs::write(
+        crlf,
+        fs::read_to_string(crlf).unwrap().replace("\r\n", "\n"),
+    )
+    .unwrap();
+    fs::set_permissions(&broken[1].0, fs::Permissions::from_mode(0o755)).unwrap();
+    for (path, _) in &broken[2..] {
+        fs::remove_file(path).unwrap();
+    }
+    fs::remove_file(&warn).unwrap();
+    let output = ws.hookvisor(&["check"]);
+    assert_eq!((code(&output), stdout(&output)), (0, String::new()));
+}
+
+#[test]
+fn duplicate_ids_are_reported_for_both_files_and_neither_runs() {
+    let ws = Workspace::new();
+    let a = ws.hook("dup.sh", "session", "", "exit 0");
+    let b = ws.hook("DUP.py", "session", "", "exit 0");
+    let output = ws.hookvisor(&["check"]);
+    assert_eq!(code(&output), 1);
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].starts_with(&format!("{}: ", b.display())),
+        "{text}"
+    );
+    assert!(lines[0].contains("dup.sh"), "{text}");
+    assert!(
+        lines[1].starts_with(&format!("{}: ", a.display())),
+        "{text}"
+    );
+    assert!(lines[1].contains("DUP.py"), "{text}");
+    let list: Value = serde_json::from_slice(&ws.hookvisor(&["list", "--json"]).stdout).unwrap();
+    assert_eq!(list["hooks"], json!([]));
+    let output = ws.hookvisor(&["run", "dup"]);
+    assert_eq!(code(&output), 2);
+}
+
+#[test]
+fn list_prints_a_table_then_the_problems() {
+    let ws = Workspace::git();
+    let output = ws.hookvisor(&["list"]);
+    assert_eq!(code(&output), 0);
+    assert_eq!(
+        stdout(&output),
+        format!(
+            "no hooks in {}\n",
+            ws.path().join(".discobot/hooks").display()
+        )
+    );
+
+    valid_hooks(&ws);
+    let noexec = raw_hook(
+        &ws,
+        "noexec.sh",
+        "#!/bin/sh\n#---\n# type: session\n#---\n",
+        0o644,
+    );
+    let output = ws.hookvisor(&["list"]);
+    assert_eq!(
+        code(&output),
+        0,
+        "list reports problems, check fails on them"
+    );
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    let words = |line: &str| {
+        line.split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(words(lines[0]), ["ID", "TYPE", "AS", "PATTERN", "NAME"]);
+    assert_eq!(
+        words(lines[1]),
+        ["10-lint", "file", "user", "*.go", "Go", "lint"]
+    );
+    assert_eq!(
+        words(lines[2]),
+        ["20-setup-env", "session", "root", "-", "20-setup-env"]
+    );
+    assert_eq!(
+        words(lines[3]),
+        ["30-commit", "pre-commit", "user", "-", "30-commit"]
+    );
+    assert!(
+        lines[4].starts_with(&format!("{}: not executable", noexec.display())),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_missing_workspace_is_a_usage_error_naming_it() {
+    let ws = Workspace::new();
+    for command in [&["list"][..], &["list", "--json"], &["check"]] {
+        let mut args = vec!["--workspace", "/nonexistent/hv-list-workspace"];
+        args.extend_from_slice(command);
+        let output = ws.hookvisor(&args);
+        assert_eq!(code(&output), 2, "{command:?}");
+        let stderr = common::stderr(&output);
+        assert!(
+            stderr.contains("/nonexistent/hv-list-workspace"),
+            "{stderr}"
+        );
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(output.stdout.is_empty());
+    }
+}
+
+#[test]
+fn the_workspace_comes_from_discobot_workspace() {
+    let ws = Workspace::new();
+    let path = ws.hook("a.sh", "session", "", "exit 0");
+    let output = ws
+        .hookvisor_command()
+        .current_dir("/")
+        .env("DISCOBOT_WORKSPACE", ws.path())
+        .args(["list", "--json"])
+        .output()
+        .unwrap();
+    let list: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(list["hooks"][0]["path"], s(&path));
+}
