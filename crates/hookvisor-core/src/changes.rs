@@ -27,7 +27,7 @@
 //!
 //! The types say nothing of git, so a file-system watcher can produce them as well.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::fs;
@@ -319,18 +319,23 @@ pub fn scan_with(
     options: &ScanOptions,
 ) -> Result<ChangeScan, ChangesError> {
     // Rule 1: before anything is looked at.
-    let cutoff = Timestamp::now();
-    let workspace = workspace
-        .canonicalize()
-        .map_err(|source| ChangesError::Workspace {
-            path: workspace.to_path_buf(),
-            source,
-        })?;
+    scan_at(workspace, journal, options, Timestamp::now())
+}
+
+/// [`scan_with`] with a cutoff the caller took (rule 1: before anything was looked at; a
+/// watcher takes it before it drains its events).
+pub fn scan_at(
+    workspace: &Path,
+    journal: &Path,
+    options: &ScanOptions,
+    cutoff: Timestamp,
+) -> Result<ChangeScan, ChangesError> {
+    let workspace = canonical_workspace(workspace)?;
     let excluded = Excluded::new(&workspace, &options.exclude);
     let (previous, reset) = Journal::load(journal, &workspace);
 
     let git = if options.use_git {
-        git_dirty(&workspace, &options.git, &excluded)?
+        git_dirty(&workspace, &options.git, &excluded, &[])?
     } else {
         None
     };
@@ -368,7 +373,108 @@ pub fn scan_with(
             (observed, Some(walked))
         }
     };
+    settle(
+        &workspace, journal, previous, reset, observed, walked, cutoff, from_git,
+    )
+}
 
+/// The scan `previous` would become if it were made again at `cutoff`, looking again only at
+/// `touched`: paths relative to the workspace, each a file or a directory (all it holds), that
+/// may have changed since `previous` was made. Every other path keeps what `previous` said.
+///
+/// This is what a file-system watcher asks for: the dirty set is the same as a full scan's as
+/// long as `touched` holds every path changed since `previous` and git's index and `HEAD` did
+/// not move. Outside git, or when git refuses a path (one inside a submodule), it is a full scan.
+pub fn rescan(
+    workspace: &Path,
+    journal: &Path,
+    options: &ScanOptions,
+    cutoff: Timestamp,
+    previous: &ChangeScan,
+    touched: &[String],
+) -> Result<ChangeScan, ChangesError> {
+    if !previous.git || !options.use_git {
+        return scan_at(workspace, journal, options, cutoff);
+    }
+    let workspace = canonical_workspace(workspace)?;
+    let excluded = Excluded::new(&workspace, &options.exclude);
+    let touched: BTreeSet<&str> = touched
+        .iter()
+        .map(|p| p.trim_end_matches('/'))
+        .filter(|p| !p.is_empty() && !excluded.contains(p))
+        .collect();
+    let (journal_before, reset) = Journal::load(journal, &workspace);
+    let is_touched = |path: &str| {
+        touched.contains(path)
+            || path
+                .match_indices('/')
+                .any(|(i, _)| touched.contains(&path[..i]))
+    };
+    let mut observed: BTreeMap<String, Observed> = previous
+        .files
+        .iter()
+        .filter(|f| !is_touched(&f.path))
+        .map(|f| {
+            let seen = match f.state {
+                FileState::Present { changed_at } => Observed::Present(changed_at),
+                FileState::Deleted { .. } => Observed::Deleted,
+            };
+            (f.path.clone(), seen)
+        })
+        .collect();
+    if !touched.is_empty() {
+        let pathspecs: Vec<&str> = touched.into_iter().collect();
+        match git_dirty(&workspace, &options.git, &excluded, &pathspecs) {
+            Ok(Some(found)) => observed.extend(found),
+            Ok(None) | Err(ChangesError::Git { .. }) => {
+                return scan_at(&workspace, journal, options, cutoff);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    // Deletions the previous scan dated keep their date even if the journal was reset since.
+    let mut journal_before = journal_before;
+    for f in &previous.files {
+        if let FileState::Deleted { noticed_at } = f.state {
+            journal_before
+                .deleted
+                .entry(f.path.clone())
+                .or_insert(noticed_at);
+        }
+    }
+    settle(
+        &workspace,
+        journal,
+        journal_before,
+        reset,
+        observed,
+        None,
+        cutoff,
+        true,
+    )
+}
+
+fn canonical_workspace(workspace: &Path) -> Result<PathBuf, ChangesError> {
+    workspace
+        .canonicalize()
+        .map_err(|source| ChangesError::Workspace {
+            path: workspace.to_path_buf(),
+            source,
+        })
+}
+
+/// Dates what a scan observed (rule 5) and writes the journal when it changed.
+#[allow(clippy::too_many_arguments)]
+fn settle(
+    workspace: &Path,
+    journal: &Path,
+    previous: Journal,
+    reset: bool,
+    observed: BTreeMap<String, Observed>,
+    walked: Option<Vec<String>>,
+    cutoff: Timestamp,
+    from_git: bool,
+) -> Result<ChangeScan, ChangesError> {
     // Rule 5: a deletion keeps the time it was first noticed.
     let mut next = Journal {
         version: JOURNAL_VERSION,
@@ -439,10 +545,14 @@ impl Excluded {
 
 /// The dirty set according to git, or `None` when the workspace is not in a work tree or git
 /// is not installed (rule 3).
+///
+/// With `pathspecs` (relative to the workspace, taken literally) only those paths are asked
+/// about; a path git cannot answer for makes it fail with [`ChangesError::Git`].
 fn git_dirty(
     workspace: &Path,
     git: &OsStr,
     excluded: &Excluded,
+    pathspecs: &[&str],
 ) -> Result<Option<BTreeMap<String, Observed>>, ChangesError> {
     let Some(prefix) = git_prefix(workspace, git)? else {
         return Ok(None);
@@ -454,7 +564,11 @@ fn git_dirty(
         "--untracked-files=all",
         "--no-renames",
     ];
-    if !prefix.is_empty() {
+    let literal: Vec<String> = pathspecs.iter().map(|p| format!(":(literal){p}")).collect();
+    if !literal.is_empty() {
+        args.push("--");
+        args.extend(literal.iter().map(String::as_str));
+    } else if !prefix.is_empty() {
         // Only the workspace's part of the repository; at the top, no pathspec keeps git's
         // fast paths (the untracked cache) open.
         args.extend(["--", "."]);

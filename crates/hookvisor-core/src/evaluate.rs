@@ -29,6 +29,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::change_watch::{ChangeWatcher, ScanKind};
 use crate::changes::{self, ChangeScan, DirtyFile, FileState, ScanOptions, Timestamp};
 use crate::context::Context;
 use crate::discover::{Discovery, discover};
@@ -227,15 +228,46 @@ impl Marker {
 
 /// Scans the workspace for changes, keeping the scan journal in the state dir.
 pub fn scan_workspace(ctx: &Context) -> Result<ChangeScan, EvalError> {
-    let options = ScanOptions {
-        exclude: vec![ctx.state_dir.clone()],
-        ..ScanOptions::default()
-    };
     Ok(changes::scan_with(
         &ctx.workspace,
-        &ctx.state_dir.join("changes.journal"),
-        &options,
+        &journal_path(ctx),
+        &scan_options(ctx),
     )?)
+}
+
+/// Starts a file-system watcher that keeps the workspace's dirty set warm, for a server; it
+/// answers as [`scan_workspace`] would, with the same journal (see [`ChangeWatcher`]).
+pub fn watch_workspace(ctx: &Context) -> Result<ChangeWatcher, EvalError> {
+    Ok(ChangeWatcher::start(
+        &ctx.workspace,
+        &journal_path(ctx),
+        scan_options(ctx),
+        &ctx.state_dir,
+    )?)
+}
+
+/// [`evaluate`] with the dirty set from `watcher`; also says how the scan was answered.
+pub fn evaluate_watched(
+    ctx: &Context,
+    watcher: &mut ChangeWatcher,
+    options: &EvalOptions,
+) -> Result<(EvalReport, ScanKind), EvalError> {
+    let _lock = EvalLock::acquire(ctx)?;
+    let (scan, kind) = watcher.scan()?;
+    let report = evaluate_scan(ctx, &discover(&ctx.hooks_dir()), &scan, options)?;
+    Ok((report, kind))
+}
+
+fn journal_path(ctx: &Context) -> PathBuf {
+    ctx.state_dir.join("changes.journal")
+}
+
+/// The state dir is never part of the dirty set, even when it lives in the workspace.
+fn scan_options(ctx: &Context) -> ScanOptions {
+    ScanOptions {
+        exclude: vec![ctx.state_dir.clone()],
+        ..ScanOptions::default()
+    }
 }
 
 /// Runs the end-of-turn evaluation of the file hooks (module docs give the steps).

@@ -5,6 +5,7 @@
 
 #![deny(missing_docs)]
 
+mod change_watch;
 mod changes;
 mod context;
 mod discover;
@@ -18,14 +19,16 @@ mod precommit;
 mod session;
 mod status;
 
+pub use change_watch::{ChangeWatcher, MAX_TOUCHED, ScanKind};
 pub use changes::{
-    ChangeScan, ChangesError, DirtyFile, FileState, ScanOptions, Timestamp, scan, scan_with,
+    ChangeScan, ChangesError, DirtyFile, FileState, ScanOptions, Timestamp, rescan, scan, scan_at,
+    scan_with,
 };
 pub use context::{Context, ContextError, ContextOverrides};
 pub use discover::{Discovery, discover, hook_id};
 pub use evaluate::{
     Action, EvalError, EvalLock, EvalOptions, EvalReport, HookResult, Trigger, evaluate,
-    evaluate_scan, evaluate_with, run_now, scan_workspace,
+    evaluate_scan, evaluate_watched, evaluate_with, run_now, scan_workspace, watch_workspace,
 };
 pub use exec::{
     CancelToken, Credentials, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,

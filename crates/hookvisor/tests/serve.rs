@@ -343,6 +343,67 @@ fn every_route_answers_over_tcp() {
 }
 
 #[test]
+fn turns_use_the_file_watcher_and_miss_no_edit() {
+    let ws = Workspace::git();
+    ws.hook(
+        "check.sh",
+        "file",
+        "pattern: '*.txt'",
+        "for f in $DISCOBOT_CHANGED_FILES; do echo \"checked $f\"; ! grep -q bad \"$f\" || exit 1; done",
+    );
+    ws.write("seed", "");
+    ws.git_ok(&["add", "."]);
+    ws.git_ok(&["commit", "-qm", "seed", "--no-verify"]);
+    let server = Server::tcp(&ws);
+    let metrics = || parse_prometheus(&server.get("/metrics").body).unwrap();
+    // The watcher starts in the background; until then turns scan in full.
+    let started = Instant::now();
+    while metrics()["hookvisor_watched_dirs"] == 0.0 {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the change watcher never started"
+        );
+        std::thread::yield_now();
+    }
+    let turn = || server.post("/v1/turns/end", r#"{"trigger":"user"}"#).json();
+    let files = |eval: &Value| -> Vec<Value> {
+        eval["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["files"].clone())
+            .collect()
+    };
+
+    // Each edit is made right before the request: the cookie sync must still see it.
+    ws.write("a.txt", "good");
+    let eval = turn();
+    assert_eq!(eval["action"], "pass", "{eval}");
+    assert_eq!(files(&eval), [json!(["a.txt"])], "{eval}");
+
+    let eval = turn();
+    assert_eq!(eval["action"], "pass", "{eval}");
+    assert_eq!(files(&eval), Vec::<Value>::new(), "nothing changed: {eval}");
+
+    ws.write("sub/dir/b.txt", "bad");
+    let eval = turn();
+    assert_eq!(eval["action"], "reprompt", "{eval}");
+    assert_eq!(files(&eval), [json!(["a.txt", "sub/dir/b.txt"])], "{eval}");
+
+    ws.write("sub/dir/b.txt", "fixed");
+    let eval = turn();
+    assert_eq!(eval["action"], "pass", "{eval}");
+    assert_eq!(files(&eval), [json!(["a.txt", "sub/dir/b.txt"])], "{eval}");
+
+    let samples = metrics();
+    assert!(
+        samples["hookvisor_scans_total{kind=\"unchanged\"}"] >= 1.0
+            && samples["hookvisor_scans_total{kind=\"touched\"}"] >= 3.0,
+        "the watcher answered too few turns: {samples:?}"
+    );
+}
+
+#[test]
 fn metrics_parse_as_prometheus_text() {
     let ws = workspace();
     let server = Server::tcp(&ws);

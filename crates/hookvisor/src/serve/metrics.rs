@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 
-use hookvisor_core::{Action, Discovery, EvalReport, RunResult, Status};
+use hookvisor_core::{Action, Discovery, EvalReport, RunResult, ScanKind, Status};
 
 /// Upper bounds of the duration buckets, in seconds: hooks take from milliseconds (a formatter)
 /// to their 15-minute default timeout (a test suite).
@@ -45,6 +45,9 @@ struct Inner {
     reprompts: BTreeMap<String, u64>,
     gave_ups: BTreeMap<String, u64>,
     evaluations: BTreeMap<&'static str, u64>,
+    scans: BTreeMap<&'static str, u64>,
+    /// Directories the change watcher watches; 0 while it starts or without inotify.
+    watched_dirs: usize,
 }
 
 /// What the server counted since it started.
@@ -62,6 +65,17 @@ impl Metrics {
             .entry(hook_id.to_owned())
             .or_default()
             .observe(duration_ms as f64 / 1000.0);
+    }
+
+    /// Records how many directories the change watcher watches.
+    pub fn set_watched_dirs(&self, n: usize) {
+        self.inner.lock().expect("metrics lock").watched_dirs = n;
+    }
+
+    /// Records how an evaluation's scan was answered (in full, from the touched paths, unchanged).
+    pub fn record_scan(&self, kind: ScanKind) {
+        let mut inner = self.inner.lock().expect("metrics lock");
+        *inner.scans.entry(scan_name(kind)).or_default() += 1;
     }
 
     /// Records the outcome of an evaluation: its action, and the hook that re-prompted or gave up.
@@ -211,6 +225,25 @@ impl Metrics {
             let n = inner.evaluations.get(name).copied().unwrap_or(0);
             let _ = writeln!(out, "hookvisor_evaluations_total{{action=\"{name}\"}} {n}");
         }
+        header(
+            &mut out,
+            "hookvisor_scans_total",
+            "counter",
+            "End-of-turn change scans by how they were answered: a full git status, git status of \
+             the paths the file watcher saw change, or nothing changed.",
+        );
+        for kind in [ScanKind::Full, ScanKind::Touched, ScanKind::Unchanged] {
+            let name = scan_name(kind);
+            let n = inner.scans.get(name).copied().unwrap_or(0);
+            let _ = writeln!(out, "hookvisor_scans_total{{kind=\"{name}\"}} {n}");
+        }
+        header(
+            &mut out,
+            "hookvisor_watched_dirs",
+            "gauge",
+            "Workspace directories watched for changes (0: every turn scans in full).",
+        );
+        let _ = writeln!(out, "hookvisor_watched_dirs {}", inner.watched_dirs);
         out
     }
 }
@@ -218,6 +251,14 @@ impl Metrics {
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn scan_name(kind: ScanKind) -> &'static str {
+    match kind {
+        ScanKind::Full => "full",
+        ScanKind::Touched => "touched",
+        ScanKind::Unchanged => "unchanged",
+    }
 }
 
 fn action_name(action: Action) -> &'static str {

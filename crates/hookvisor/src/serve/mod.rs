@@ -26,7 +26,9 @@ use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use hookvisor_core::{CancelToken, Context, Discovery, Hook, Status, StatusStore, discover};
+use hookvisor_core::{
+    CancelToken, ChangeWatcher, Context, Discovery, Hook, Status, StatusStore, discover,
+};
 use tokio::sync::watch as channel;
 
 pub use events::Event;
@@ -138,6 +140,8 @@ pub struct AppState {
     hub: events::Hub,
     metrics: metrics::Metrics,
     job: Mutex<Option<Job>>,
+    /// The dirty set kept warm by inotify; `None` until it has started (turns then scan in full).
+    changes: Mutex<Option<ChangeWatcher>>,
     /// The last status.json seen, to turn the next one into events.
     seen: Mutex<Status>,
     shutdown: channel::Sender<bool>,
@@ -155,6 +159,7 @@ impl AppState {
             hub: events::Hub::default(),
             metrics: metrics::Metrics::default(),
             job: Mutex::new(None),
+            changes: Mutex::new(None),
             seen: Mutex::new(seen),
             shutdown: channel::channel(false).0,
             ctx,
@@ -184,6 +189,47 @@ impl AppState {
         *self.discovery.write().expect("discovery lock") = Arc::new(fresh);
         self.hub.publish(Event::HooksChanged { hooks, problems });
         true
+    }
+
+    /// Starts the change watcher and makes its first (full) scan, so the first turn is quick.
+    /// Without it, turns scan the whole workspace.
+    fn start_change_watch(&self) {
+        let mut watcher = match hookvisor_core::watch_workspace(&self.ctx) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!("{e}; every turn scans the whole workspace");
+                return;
+            }
+        };
+        if let Err(e) = watcher.scan() {
+            tracing::warn!("{e}");
+        }
+        tracing::debug!("{watcher:?}");
+        self.metrics.set_watched_dirs(if watcher.is_watching() {
+            watcher.watched_dirs()
+        } else {
+            0
+        });
+        *self.changes.lock().expect("changes lock") = Some(watcher);
+    }
+
+    /// The end-of-turn evaluation, with the warm dirty set when the watcher is running.
+    fn evaluate(
+        &self,
+        options: &hookvisor_core::EvalOptions,
+    ) -> Result<hookvisor_core::EvalReport, hookvisor_core::EvalError> {
+        let mut changes = self.changes.lock().expect("changes lock");
+        match changes.as_mut() {
+            Some(watcher) => {
+                let (report, kind) = hookvisor_core::evaluate_watched(&self.ctx, watcher, options)?;
+                self.metrics.record_scan(kind);
+                Ok(report)
+            }
+            None => {
+                self.metrics.record_scan(hookvisor_core::ScanKind::Full);
+                hookvisor_core::evaluate(&self.ctx, options)
+            }
+        }
     }
 
     /// Reads status.json and publishes what changed since the last read.
@@ -422,8 +468,10 @@ async fn serve(config: Config) -> Result<i32, ServeError> {
     };
     announce(&url).map_err(setup("cannot write to stdout"))?;
 
-    // 4. Watch the hooks directory and status.json.
+    // 4. Watch the hooks directory and status.json, and the workspace for the turns' scans.
     let watcher = watch::spawn(state.clone());
+    let warm = state.clone();
+    tokio::task::spawn_blocking(move || warm.start_change_watch());
 
     // 5. The agent, if any, then wait for the end.
     let exit = if config.agent.is_empty() {

@@ -11,7 +11,7 @@ use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use hookvisor_core::{EvalError, EvalOptions, Trigger, evaluate, run_now};
+use hookvisor_core::{EvalError, EvalOptions, Trigger, run_now};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -164,14 +164,14 @@ fn user() -> Trigger {
 pub async fn turn_end(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Value>> {
     let trigger = parse_turn(&body)?;
     let (job, cancel) = state.begin(JobKind::Evaluation)?;
-    let ctx = state.ctx.clone();
     let options = EvalOptions {
         trigger,
         max_retries: state.max_retries,
         cancel: Some(cancel),
     };
+    let evaluator = state.clone();
     let outcome = run_blocking(move || {
-        let report = evaluate(&ctx, &options);
+        let report = evaluator.evaluate(&options);
         drop(job);
         report
     })

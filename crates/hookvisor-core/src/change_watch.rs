@@ -1,0 +1,594 @@
+//! A workspace's dirty set kept warm by inotify, for a long-running server: an end-of-turn scan
+//! looks again only at the paths that changed since the previous one, and a turn in which
+//! nothing changed costs no `git status` at all.
+//!
+//! The rules, written once here:
+//!
+//! 1. The cutoff is taken first; then a *cookie* file is created in a watched directory and the
+//!    scan waits for its event (watchman's sync). inotify delivers the events of one instance in
+//!    order, so every change made before the cutoff has been seen by then.
+//! 2. Every directory of the workspace that `git status` could report from is watched, one
+//!    non-recursive watch each: the directories the `.gitignore`-aware walk enters, plus those
+//!    holding tracked files that are ignored. `.git` is never watched; the state dir is watched
+//!    only for the cookies.
+//! 3. A path event marks that path (file or directory) *touched*. A new directory is watched
+//!    when the scan finds it, and stays touched until then, so what was written in it before
+//!    its watch is covered by the scan of the whole directory.
+//! 4. The watcher is not trusted, and the next scan is a full one, when: it starts; the kernel's
+//!    queue overflowed; notify reported an error or a watch could not be added; a `.gitignore`
+//!    changed; a directory was renamed (its watches keep the old names); the cookie did not come
+//!    back in time; more than [`MAX_TOUCHED`] paths were touched; or git's `HEAD`, refs, index or
+//!    `info/exclude` changed (a commit, `git add`, a reset change the dirty set without touching
+//!    a file). Without inotify (no watches left), every scan is a full one.
+//! 5. Whatever the path, the answer is the one [`crate::scan_at`] would give: a touched-only
+//!    scan is [`crate::rescan`] of the previous result.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use notify::event::{CreateKind, ModifyKind, RenameMode};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+
+use crate::changes::{ChangeScan, ChangesError, ScanOptions, Timestamp, rescan, scan_at};
+
+/// More touched paths than this between two scans make the next scan a full one: the list is
+/// bounded whatever a build writes, and past this many paths git's own scan is the cheaper.
+pub const MAX_TOUCHED: usize = 2048;
+
+/// How long a scan waits for its cookie before it stops trusting the watcher.
+const COOKIE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The prefix of cookie file names (rule 1).
+const COOKIE_PREFIX: &str = ".hookvisor-cookie-";
+
+/// How a scan was answered, for logs, metrics and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanKind {
+    /// `git status` (or the walk) over the whole workspace.
+    Full,
+    /// `git status` limited to the touched paths.
+    Touched,
+    /// Nothing changed: the previous dirty set, with the new cutoff.
+    Unchanged,
+}
+
+/// Keeps a workspace's dirty set warm between scans (module docs give the rules).
+pub struct ChangeWatcher {
+    workspace: PathBuf,
+    journal: PathBuf,
+    options: ScanOptions,
+    cookie_dir: PathBuf,
+    seen: Arc<Shared>,
+    /// `None` when inotify is unavailable: every scan is then a full one.
+    watcher: Option<RecommendedWatcher>,
+    watched: BTreeSet<PathBuf>,
+    git: Option<GitDirs>,
+    previous: Option<(ChangeScan, Option<Fingerprint>)>,
+    cookies: u64,
+}
+
+impl std::fmt::Debug for ChangeWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChangeWatcher")
+            .field("workspace", &self.workspace)
+            .field("watching", &self.watcher.is_some())
+            .field("watched", &self.watched.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the event handler collects for the next scan.
+#[derive(Debug, Default)]
+struct Seen {
+    touched: BTreeSet<String>,
+    new_dirs: BTreeSet<PathBuf>,
+    /// Rule 4: the next scan is a full one.
+    distrust: Option<String>,
+    /// The watches must be made again (a directory renamed, a `.gitignore` changed, an error).
+    rewatch: bool,
+    /// The highest cookie number seen.
+    cookie: u64,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    seen: Mutex<Seen>,
+    cookie_arrived: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl ChangeWatcher {
+    /// Starts watching `workspace`; `journal` and `options` are those of [`crate::scan_with`],
+    /// `cookie_dir` a directory of ours outside `.git` (the state dir) for the sync cookies.
+    ///
+    /// Watching that cannot start is logged and leaves a watcher that always scans in full.
+    pub fn start(
+        workspace: &Path,
+        journal: &Path,
+        options: ScanOptions,
+        cookie_dir: &Path,
+    ) -> Result<ChangeWatcher, ChangesError> {
+        let workspace = workspace
+            .canonicalize()
+            .map_err(|source| ChangesError::Workspace {
+                path: workspace.to_path_buf(),
+                source,
+            })?;
+        fs::create_dir_all(cookie_dir).map_err(|source| ChangesError::Journal {
+            path: cookie_dir.to_path_buf(),
+            source,
+        })?;
+        let cookie_dir = cookie_dir
+            .canonicalize()
+            .unwrap_or_else(|_| cookie_dir.to_path_buf());
+        let mut watcher = ChangeWatcher {
+            git: options
+                .use_git
+                .then(|| GitDirs::find(&workspace, &options))
+                .flatten(),
+            workspace,
+            journal: journal.to_path_buf(),
+            options,
+            cookie_dir,
+            seen: Arc::new(Shared::default()),
+            watcher: None,
+            watched: BTreeSet::new(),
+            previous: None,
+            cookies: 0,
+        };
+        watcher.rewatch();
+        Ok(watcher)
+    }
+
+    /// Whether inotify is in use (`false`: every scan is a full one).
+    pub fn is_watching(&self) -> bool {
+        self.watcher.is_some()
+    }
+
+    /// How many directories are watched.
+    pub fn watched_dirs(&self) -> usize {
+        self.watched.len()
+    }
+
+    /// The dirty set now, as [`crate::scan_at`] would give it, and how it was answered.
+    pub fn scan(&mut self) -> Result<(ChangeScan, ScanKind), ChangesError> {
+        // Rule 1: the cutoff, then the cookie.
+        let cutoff = Timestamp::now();
+        let mut distrust = self.sync().err();
+        let seen = std::mem::take(&mut *self.seen.lock());
+        distrust = distrust.or(seen.distrust);
+        if seen.rewatch {
+            self.rewatch();
+        } else {
+            for dir in &seen.new_dirs {
+                if let Err(e) = self.watch_tree(dir) {
+                    distrust.get_or_insert(e);
+                }
+            }
+        }
+        let fingerprint = self.git.as_ref().map(GitDirs::fingerprint);
+        let previous = match self.previous.take() {
+            None => {
+                distrust.get_or_insert_with(|| "first scan".to_owned());
+                None
+            }
+            Some((scan, before)) if before != fingerprint => {
+                distrust.get_or_insert_with(|| "git's index or HEAD moved".to_owned());
+                Some(scan)
+            }
+            Some((scan, _)) => Some(scan),
+        };
+        if self.watcher.is_none() {
+            distrust = Some("not watching".to_owned());
+        }
+        let (scan, kind) = match (previous, distrust) {
+            (Some(previous), None) if seen.touched.is_empty() => {
+                let mut scan = previous;
+                scan.cutoff = cutoff;
+                (scan, ScanKind::Unchanged)
+            }
+            (Some(previous), None) => {
+                let touched: Vec<String> = seen.touched.into_iter().collect();
+                let scan = rescan(
+                    &self.workspace,
+                    &self.journal,
+                    &self.options,
+                    cutoff,
+                    &previous,
+                    &touched,
+                )?;
+                (scan, ScanKind::Touched)
+            }
+            (_, why) => {
+                let why = why.as_deref().unwrap_or("first scan");
+                tracing::debug!("full scan of {}: {why}", self.workspace.display());
+                let scan = scan_at(&self.workspace, &self.journal, &self.options, cutoff)?;
+                (scan, ScanKind::Full)
+            }
+        };
+        self.previous = Some((scan.clone(), fingerprint));
+        Ok((scan, kind))
+    }
+
+    /// Rule 1: writes a cookie and waits for its event. `Err` says why the watcher cannot be
+    /// trusted for this scan.
+    fn sync(&mut self) -> Result<(), String> {
+        if self.watcher.is_none() {
+            return Ok(());
+        }
+        self.cookies += 1;
+        let number = self.cookies;
+        let cookie = self
+            .cookie_dir
+            .join(format!("{COOKIE_PREFIX}{}-{number}", std::process::id()));
+        fs::write(&cookie, b"").map_err(|e| format!("cookie {}: {e}", cookie.display()))?;
+        let deadline = Instant::now() + COOKIE_TIMEOUT;
+        let mut seen = self.seen.lock();
+        let arrived = loop {
+            if seen.cookie >= number {
+                break true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break false;
+            }
+            seen = self
+                .seen
+                .cookie_arrived
+                .wait_timeout(seen, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        };
+        drop(seen);
+        let _ = fs::remove_file(&cookie);
+        if arrived {
+            Ok(())
+        } else {
+            tracing::warn!(
+                "the file watcher did not see {} within {COOKIE_TIMEOUT:?}; scanning in full",
+                cookie.display()
+            );
+            Err("the cookie did not come back".to_owned())
+        }
+    }
+
+    /// Starts over: a new inotify instance watching every directory of rule 2.
+    fn rewatch(&mut self) {
+        self.watcher = None;
+        self.watched.clear();
+        self.seen = Arc::new(Shared::default());
+        self.git = self
+            .options
+            .use_git
+            .then(|| GitDirs::find(&self.workspace, &self.options))
+            .flatten();
+        let handler = Handler {
+            shared: self.seen.clone(),
+            workspace: self.workspace.clone(),
+            cookie_dir: self.cookie_dir.clone(),
+            excluded: self.excluded(),
+        };
+        let watcher = match notify::recommended_watcher(move |event| handler.handle(event)) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!("cannot watch files ({e}); every turn scans the whole workspace");
+                return;
+            }
+        };
+        self.watcher = Some(watcher);
+        let mut dirs = vec![self.cookie_dir.clone()];
+        dirs.extend(self.walk_dirs(&self.workspace));
+        dirs.extend(self.ignored_tracked_dirs());
+        for dir in dirs {
+            if let Err(e) = self.watch_one(&dir) {
+                tracing::warn!("{e}; every turn scans the whole workspace");
+                self.watcher = None;
+                self.watched.clear();
+                return;
+            }
+        }
+    }
+
+    /// Watches `dir` and every directory under it the walk enters (rule 2, 3).
+    fn watch_tree(&mut self, dir: &Path) -> Result<(), String> {
+        if !dir.is_dir() || self.is_ignored_dir(dir) {
+            return Ok(());
+        }
+        for d in self.walk_dirs(dir) {
+            self.watch_one(&d)?;
+        }
+        Ok(())
+    }
+
+    fn watch_one(&mut self, dir: &Path) -> Result<(), String> {
+        let Some(watcher) = self.watcher.as_mut() else {
+            return Ok(());
+        };
+        // Watched again even if watched before: it may be a new directory under an old name.
+        match watcher.watch(dir, RecursiveMode::NonRecursive) {
+            Ok(()) => {
+                self.watched.insert(dir.to_path_buf());
+                Ok(())
+            }
+            // Gone again before it could be watched: nothing in it to miss.
+            Err(e) if matches!(e.kind, notify::ErrorKind::PathNotFound) => Ok(()),
+            Err(e) => Err(format!(
+                "cannot watch {} ({e}); raise fs.inotify.max_user_watches",
+                dir.display()
+            )),
+        }
+    }
+
+    /// The directories at and under `root` that the `.gitignore`-aware walk enters.
+    fn walk_dirs(&self, root: &Path) -> Vec<PathBuf> {
+        let excluded = self.excluded();
+        ignore::WalkBuilder::new(root)
+            .hidden(false)
+            .ignore(false)
+            .git_ignore(true)
+            .git_exclude(true)
+            .git_global(true)
+            .require_git(false)
+            .parents(true)
+            .follow_links(false)
+            .filter_entry(move |e| {
+                e.file_name() != ".git" && !excluded.iter().any(|ex| e.path() == ex)
+            })
+            .build()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_some_and(|t| t.is_dir()))
+            .map(ignore::DirEntry::into_path)
+            .collect()
+    }
+
+    /// The excluded paths of the options, absolute.
+    fn excluded(&self) -> Vec<PathBuf> {
+        self.options
+            .exclude
+            .iter()
+            .map(|p| {
+                let p = if p.is_absolute() {
+                    p.clone()
+                } else {
+                    self.workspace.join(p)
+                };
+                p.canonicalize().unwrap_or(p)
+            })
+            .collect()
+    }
+
+    /// Whether the walk of `dir`'s parent would skip `dir` (ignored, or `.git`).
+    fn is_ignored_dir(&self, dir: &Path) -> bool {
+        let Some(parent) = dir.parent() else {
+            return false;
+        };
+        if !dir.starts_with(&self.workspace) || dir == self.workspace {
+            return false;
+        }
+        !ignore::WalkBuilder::new(parent)
+            .hidden(false)
+            .ignore(false)
+            .git_ignore(true)
+            .git_exclude(true)
+            .git_global(true)
+            .require_git(false)
+            .parents(true)
+            .max_depth(Some(1))
+            .filter_entry(|e| e.file_name() != ".git")
+            .build()
+            .filter_map(Result::ok)
+            .any(|e| e.path() == dir)
+    }
+
+    /// The directories holding tracked files that `.gitignore` would skip (rule 2): a change
+    /// there is still a change to git.
+    fn ignored_tracked_dirs(&self) -> BTreeSet<PathBuf> {
+        if self.git.is_none() {
+            return BTreeSet::new();
+        }
+        let out = Command::new(&self.options.git)
+            .args([
+                "ls-files",
+                "-z",
+                "--cached",
+                "--ignored",
+                "--exclude-standard",
+            ])
+            .current_dir(&self.workspace)
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output();
+        let Some(out) = out.ok().filter(|o| o.status.success()) else {
+            return BTreeSet::new();
+        };
+        let mut dirs = BTreeSet::new();
+        for name in out.stdout.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+            let path = self.workspace.join(OsStr::from_bytes(name));
+            for dir in path.ancestors().skip(1) {
+                if !dir.starts_with(&self.workspace) || !dirs.insert(dir.to_path_buf()) {
+                    break;
+                }
+            }
+        }
+        dirs
+    }
+}
+
+/// The event handler, on notify's thread: records, never blocks on the scan.
+struct Handler {
+    shared: Arc<Shared>,
+    workspace: PathBuf,
+    cookie_dir: PathBuf,
+    excluded: Vec<PathBuf>,
+}
+
+impl Handler {
+    fn handle(&self, event: notify::Result<notify::Event>) {
+        let mut seen = self.shared.lock();
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                seen.distrust = Some(format!("watcher error: {e}"));
+                seen.rewatch = true;
+                return;
+            }
+        };
+        if event.need_rescan() {
+            seen.distrust = Some("the kernel's event queue overflowed".to_owned());
+        }
+        if matches!(event.kind, EventKind::Access(_)) {
+            return;
+        }
+        let renamed_dir = matches!(
+            event.kind,
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both))
+        ) && event.paths.last().is_some_and(|p| p.is_dir());
+        if renamed_dir {
+            // Rule 4: the renamed directory's sub-watches report their old names.
+            seen.distrust = Some("a directory was renamed".to_owned());
+            seen.rewatch = true;
+        }
+        let new_dir = match event.kind {
+            EventKind::Create(CreateKind::Folder) => true,
+            EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {
+                event.paths.first().is_some_and(|p| p.is_dir())
+            }
+            _ => false,
+        };
+        for path in &event.paths {
+            if path.parent() == Some(self.cookie_dir.as_path()) {
+                if let Some(n) = cookie_number(path) {
+                    seen.cookie = seen.cookie.max(n);
+                    self.shared.cookie_arrived.notify_all();
+                }
+                continue;
+            }
+            let Ok(rel) = path.strip_prefix(&self.workspace) else {
+                continue;
+            };
+            let Some(rel) = rel.to_str().map(str::to_owned).or_else(|| {
+                // Not UTF-8: the scan cannot name it exactly, so it looks at everything.
+                seen.distrust = Some("a file name is not UTF-8".to_owned());
+                None
+            }) else {
+                continue;
+            };
+            if rel.is_empty()
+                || rel == ".git"
+                || rel.starts_with(".git/")
+                || self.excluded.iter().any(|ex| path.starts_with(ex))
+            {
+                continue;
+            }
+            if path.file_name().is_some_and(|n| n == ".gitignore") {
+                seen.distrust = Some(format!("{rel} changed"));
+                seen.rewatch = true;
+            }
+            if new_dir {
+                seen.new_dirs.insert(path.clone());
+            }
+            if seen.touched.len() >= MAX_TOUCHED {
+                if seen.distrust.is_none() {
+                    seen.distrust = Some(format!("more than {MAX_TOUCHED} paths changed"));
+                }
+                continue;
+            }
+            seen.touched.insert(rel);
+        }
+    }
+}
+
+fn cookie_number(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    let rest = name.strip_prefix(COOKIE_PREFIX)?;
+    let (pid, n) = rest.split_once('-')?;
+    (pid == std::process::id().to_string())
+        .then(|| n.parse().ok())
+        .flatten()
+}
+
+/// Where git keeps what decides the dirty set besides the files (rule 4).
+#[derive(Debug, Clone)]
+struct GitDirs {
+    git_dir: PathBuf,
+    common_dir: PathBuf,
+}
+
+/// A cheap summary of `HEAD`, the refs, the index and `info/exclude`: equal summaries mean git
+/// would compare the files with the same commit and the same index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fingerprint(Vec<Option<(u64, i64, i64, u64)>>, Vec<u8>, Option<Vec<u8>>);
+
+impl GitDirs {
+    fn find(workspace: &Path, options: &ScanOptions) -> Option<GitDirs> {
+        let out = Command::new(&options.git)
+            .args(["rev-parse", "--absolute-git-dir", "--git-common-dir"])
+            .current_dir(workspace)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())?;
+        let text = String::from_utf8(out.stdout).ok()?;
+        let mut lines = text.lines();
+        let git_dir = PathBuf::from(lines.next()?);
+        let common = PathBuf::from(lines.next()?);
+        let common_dir = if common.is_absolute() {
+            common
+        } else {
+            workspace.join(common)
+        };
+        Some(GitDirs {
+            git_dir,
+            common_dir,
+        })
+    }
+
+    fn fingerprint(&self) -> Fingerprint {
+        let stat = |p: PathBuf| -> Option<(u64, i64, i64, u64)> {
+            let m = fs::metadata(p).ok()?;
+            Some((m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
+        };
+        let head = fs::read(self.git_dir.join("HEAD")).unwrap_or_default();
+        let target = std::str::from_utf8(&head)
+            .ok()
+            .and_then(|h| h.strip_prefix("ref: "))
+            .map(str::trim)
+            .and_then(|r| read_ref(&self.common_dir, &self.git_dir, r));
+        let stats = vec![
+            stat(self.git_dir.join("index")),
+            stat(self.common_dir.join("packed-refs")),
+            stat(self.common_dir.join("reftable").join("tables.list")),
+            stat(self.common_dir.join("info").join("exclude")),
+        ];
+        Fingerprint(stats, head, target)
+    }
+}
+
+/// The contents of a loose ref, if there is one (a packed one is in `packed-refs`'s stat).
+fn read_ref(common_dir: &Path, git_dir: &Path, name: &str) -> Option<Vec<u8>> {
+    fs::read(git_dir.join(name))
+        .or_else(|_| fs::read(common_dir.join(name)))
+        .or_else(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                Ok(Vec::new())
+            } else {
+                Err(e)
+            }
+        })
+        .ok()
+}
