@@ -61,7 +61,7 @@ flock -u 9
 
 # 2. Release binaries, as the Dockerfile's builder stage makes them.
 say "building release binaries"
-cargo build --release --quiet -p hookvisor -p hookvisor-init
+scripts/build-release.sh
 target="${CARGO_TARGET_DIR:-$repo/target}/release"
 
 # A fresh root for this run: an overlay on the cached one (a copy where overlays cannot go).

@@ -5,6 +5,12 @@
 //! as the unprivileged user, and records them in `status.json`. It is single-threaded and
 //! synchronous: one loop of `sigtimedwait` + `waitpid(-1)` (see `supervise`).
 
+// The C runtime calls our `main` directly, skipping std's start-up: a stack-overflow handler
+// whose set-up has glibc read and parse /proc/self/maps, an alternate signal stack, SIGPIPE
+// ignored. The init needs none of it and starts CMD measurably sooner (BENCHMARKS.md, case 4).
+// std works as usual; the arguments come from glibc. Unit tests keep the harness's `main`.
+#![cfg_attr(not(test), no_main)]
+
 mod config;
 mod runner;
 mod signals;
@@ -14,7 +20,6 @@ mod sweep;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
-use std::process::ExitCode;
 
 use hookvisor_core::{
     Context, ContextOverrides, Credentials, SessionPlan, StatusStore, discover, hand_over,
@@ -25,7 +30,9 @@ use nix::unistd::Uid;
 use config::Config;
 use supervise::Supervisor;
 
-fn main() -> ExitCode {
+/// The entry point the C runtime calls (see the `no_main` note above).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     let config = Config::from_args();
     let code = match run(config) {
         Ok(code) => code,
@@ -36,7 +43,7 @@ fn main() -> ExitCode {
     };
     let _ = io::stdout().flush();
     let _ = io::stderr().flush();
-    ExitCode::from(code.clamp(0, 255) as u8)
+    code.clamp(0, 255)
 }
 
 /// The init, step by step; returns the exit status, or the one line to print for an error
@@ -74,12 +81,15 @@ fn run(config: Config) -> Result<i32, String> {
             None
         }
     };
-    if let Some(ctx) = &ctx
+    // Without a hooks dir there is nothing to run or record, so CMD starts as cheaply as under
+    // tini; `hookvisor serve` creates and recovers the state dir itself when it starts.
+    let hooks = ctx.as_ref().filter(|ctx| ctx.hooks_dir().is_dir());
+    if let Some(ctx) = hooks
         && let Err(e) = prepare_state_dir(ctx, user.as_ref())
     {
         warn(format_args!("{e}"));
     }
-    let plan = ctx.as_ref().map(prepare).unwrap_or_default();
+    let plan = hooks.map(prepare).unwrap_or_default();
 
     let mut supervisor = Supervisor::new(blocked, config.grace, config.kill_group, ctx.clone());
 
@@ -137,7 +147,7 @@ fn run(config: Config) -> Result<i32, String> {
 
     // 9. Nothing outlives CMD: TERM, grace, KILL for whatever is left.
     supervisor.stop_everything();
-    finish(ctx.as_ref(), user.as_ref());
+    finish(hooks, user.as_ref());
     Ok(code)
 }
 

@@ -30,16 +30,18 @@ const SYNCHRONOUS: [c_int; 7] = [
 /// them back at their default through the raw system call.
 const RESERVED: [c_int; 2] = [32, 33];
 
-/// The highest signal number on Linux (`_NSIG - 1`).
-const MAX_SIGNAL: c_int = 64;
-
 /// The state the init found its signals in, to hand back to CMD.
+///
+/// `exec` resets every caught signal to its default and keeps the ignored ones, and the init
+/// changes no disposition itself (it skips std's runtime, which would ignore SIGPIPE: see
+/// `main.rs`). What a child has to put back is the mask, the reserved pair, and SIGPIPE, which
+/// std's `Command` sets to its default in every child it starts.
 #[derive(Clone, Copy)]
 pub struct Inherited {
     /// The mask the init was started with.
     mask: libc::sigset_t,
-    /// Bit `n` set: signal `n` was ignored when the init started.
-    ignored: u64,
+    /// Whether SIGPIPE was ignored when the init started.
+    pipe_ignored: bool,
 }
 
 /// The set the init blocks and waits on.
@@ -64,23 +66,20 @@ pub fn block_all() -> io::Result<(Blocked, Inherited)> {
             return Err(io::Error::last_os_error());
         }
     }
-    let mut ignored = 0u64;
-    for sig in 1..=MAX_SIGNAL {
-        if sig == libc::SIGPIPE {
-            // The Rust runtime ignored SIGPIPE before main; what was there before is lost, and
-            // the default is what every program expects.
-            continue;
-        }
-        let mut action = MaybeUninit::<libc::sigaction>::zeroed();
-        // SAFETY: a null new action only queries; `action` is valid writable memory.
-        let queried = unsafe { libc::sigaction(sig, std::ptr::null(), action.as_mut_ptr()) } == 0;
-        // SAFETY: sigaction filled `action` when it returned 0; zeroed memory is a valid
-        // sigaction otherwise.
-        if queried && unsafe { action.assume_init() }.sa_sigaction == libc::SIG_IGN {
-            ignored |= 1 << (sig - 1);
-        }
-    }
-    Ok((Blocked { set }, Inherited { mask: old, ignored }))
+    let mut pipe = MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: a null new action only queries; `pipe` is valid writable memory, and zeroed
+    // memory is a valid sigaction if the query fails.
+    let pipe_ignored = unsafe {
+        libc::sigaction(libc::SIGPIPE, std::ptr::null(), pipe.as_mut_ptr()) == 0
+            && pipe.assume_init().sa_sigaction == libc::SIG_IGN
+    };
+    Ok((
+        Blocked { set },
+        Inherited {
+            mask: old,
+            pipe_ignored,
+        },
+    ))
 }
 
 impl Blocked {
@@ -110,22 +109,14 @@ impl Inherited {
     /// Meant for a freshly forked child before `exec`: it only calls async-signal-safe functions
     /// and allocates nothing.
     pub fn restore_in_child(&self) -> io::Result<()> {
-        for sig in 1..=MAX_SIGNAL {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                continue;
-            }
-            if RESERVED.contains(&sig) {
-                reset_reserved(sig);
-                continue;
-            }
-            let handler = if self.ignored & (1 << (sig - 1)) != 0 {
-                libc::SIG_IGN
-            } else {
-                libc::SIG_DFL
-            };
-            // SAFETY: signal() is async-signal-safe; numbers the C library reserves for itself
-            // fail with EINVAL, which is ignored because they cannot be set anyway.
-            unsafe { libc::signal(sig, handler) };
+        // Every other disposition is still the one the init was given, so it is left alone
+        // rather than set again one system call per signal on CMD's start-up path.
+        if self.pipe_ignored {
+            // SAFETY: signal() is async-signal-safe.
+            unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+        }
+        for sig in RESERVED {
+            reset_reserved(sig);
         }
         // SAFETY: `self.mask` is a valid sigset_t copied from sigprocmask; sigprocmask is
         // async-signal-safe.

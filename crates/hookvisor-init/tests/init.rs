@@ -7,6 +7,7 @@
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
@@ -52,6 +53,23 @@ fn pid1(args: &[&str]) -> Command {
     command
         .args(["--pid", "--fork", "--mount-proc", "--kill-child", INIT])
         .args(args);
+    // The init is given the default signal state, whatever this test was started with (a shell's
+    // background job ignores INT and QUIT, nohup ignores HUP): the tests check what it does
+    // with a known state, and that CMD gets that state back.
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            for sig in 1..=31 {
+                if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            Ok(())
+        });
+    }
     for var in [
         "DISCOBOT_WORKSPACE",
         "DISCOBOT_SESSION_ID",
@@ -463,11 +481,39 @@ fn a_child_ignoring_term_is_killed_after_the_grace() {
 }
 
 #[test]
+fn signals_the_init_was_given_ignored_stay_ignored_in_cmd() {
+    if !namespaces() {
+        return;
+    }
+    // As under nohup: HUP and PIPE ignored by whoever started the init.
+    let mut command = pid1(&["--", "cat", "/proc/self/status"]);
+    // SAFETY: signal() is async-signal-safe; runs after pid1's own reset.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success());
+    let status = String::from_utf8(out.stdout).unwrap();
+    let ignored = status
+        .lines()
+        .find(|l| l.starts_with("SigIgn"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .map(|hex| u64::from_str_radix(hex, 16).unwrap());
+    let want = (1u64 << (libc::SIGHUP - 1)) | (1u64 << (libc::SIGPIPE - 1));
+    assert_eq!(ignored, Some(want), "{status}");
+}
+
+#[test]
 fn cmd_starts_with_the_signal_state_the_init_was_given() {
     if !namespaces() {
         return;
     }
-    // The init blocks every signal and Rust ignores SIGPIPE; CMD must see neither.
+    // The init blocks every signal and skips std's runtime (which ignores SIGPIPE); CMD must
+    // see neither, only the default state `pid1` gives the init.
     let out = pid1(&["--", "cat", "/proc/self/status"]).output().unwrap();
     assert!(out.status.success());
     let status = String::from_utf8(out.stdout).unwrap();
