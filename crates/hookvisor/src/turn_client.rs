@@ -5,8 +5,10 @@
 //! few dozen lines over `std` sockets serve it better than an HTTP client stack: nothing to
 //! start, nothing to configure, and the adapter stays as quick to launch as the rest of the CLI.
 //!
-//! `HOOKVISOR_URL` is `http://host:port[/prefix]` or `unix:/path/to.sock`; `HOOKVISOR_TOKEN`,
-//! when set, is sent as `Authorization: Bearer <token>`.
+//! `HOOKVISOR_URL` is `http://host:port[/prefix]` or `unix:/path/to.sock`; `HOOKVISOR_SOCKET`,
+//! when set, is the socket to reach it through (what `serve --socket PATH -- AGENT` gives the
+//! agent, beside a placeholder URL); `HOOKVISOR_TOKEN`, when set, is sent as
+//! `Authorization: Bearer <token>`.
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -197,6 +199,29 @@ pub struct TurnClient {
 }
 
 impl TurnClient {
+    /// The server the environment names (`HOOKVISOR_URL`, `HOOKVISOR_SOCKET`,
+    /// `HOOKVISOR_TOKEN`, read through `var`), or `None` when `HOOKVISOR_URL` is unset or empty.
+    pub fn from_env(
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Option<Result<TurnClient, TurnClientError>> {
+        let url = var("HOOKVISOR_URL").filter(|u| !u.is_empty())?;
+        let token = var("HOOKVISOR_TOKEN");
+        Some(match var("HOOKVISOR_SOCKET").filter(|s| !s.is_empty()) {
+            Some(socket) if socket.starts_with('/') => Ok(TurnClient {
+                url: format!("{url} (through {socket})"),
+                addr: ServerAddr::Unix {
+                    path: socket.into(),
+                },
+                token: token.filter(|t| !t.is_empty()),
+            }),
+            Some(socket) => Err(TurnClientError::BadUrl {
+                url: socket,
+                why: "HOOKVISOR_SOCKET must be an absolute socket path",
+            }),
+            None => TurnClient::new(&url, token),
+        })
+    }
+
     /// A client for `url` that sends `token` as a bearer token when there is one.
     pub fn new(url: &str, token: Option<String>) -> Result<TurnClient, TurnClientError> {
         Ok(TurnClient {

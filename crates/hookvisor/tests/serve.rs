@@ -859,3 +859,79 @@ fn the_agent_reaches_a_socket_server() {
     assert_eq!(server.wait().code(), Some(5));
     assert!(!socket.exists());
 }
+
+#[test]
+fn eval_and_adapters_reach_a_socket_server_through_hookvisor_socket() {
+    let ws = Workspace::git();
+    ws.hook(
+        "check.sh",
+        "file",
+        "pattern: '*.txt'",
+        "echo 'a.txt is wrong'; exit 1",
+    );
+    ws.write("seed", "");
+    ws.git_ok(&["add", "."]);
+    ws.git_ok(&["commit", "-qm", "seed", "--no-verify"]);
+    let socket = ws.base().join("hv.sock");
+    let server = Server::start(&ws, &["--socket", socket.to_str().unwrap()], &[]);
+    // What `serve --socket PATH -- AGENT` gives the agent: a placeholder URL and the socket.
+    let agent_env = [
+        ("HOOKVISOR_URL", "http://localhost"),
+        ("HOOKVISOR_SOCKET", socket.to_str().unwrap()),
+    ];
+    let before = server.get("/metrics").body;
+    assert!(before.contains("hookvisor_evaluations_total{action=\"reprompt\"} 0"));
+
+    ws.write("a.txt", "one");
+    let out = ws
+        .hookvisor_command()
+        .env_remove("HOOKVISOR_STATE_DIR")
+        .envs(agent_env)
+        .args(["eval", "--json"])
+        .output()
+        .unwrap();
+    let eval: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&out)));
+    assert_eq!(eval["action"], "reprompt", "{eval}");
+    assert_eq!(out.status.code(), Some(1));
+
+    ws.write("a.txt", "two");
+    let mut adapter = ws
+        .hookvisor_command()
+        .env_remove("HOOKVISOR_STATE_DIR")
+        .envs(agent_env)
+        .arg("claude-stop")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stop = format!(
+        r#"{{"session_id":"s","cwd":"{}","hook_event_name":"Stop","stop_hook_active":true}}"#,
+        ws.path().display()
+    );
+    std::io::Write::write_all(adapter.stdin.as_mut().unwrap(), stop.as_bytes()).unwrap();
+    let out = adapter.wait_with_output().unwrap();
+    let verdict: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: stdout {:?}, stderr {}",
+            out.stdout,
+            common::stderr(&out)
+        )
+    });
+    assert_eq!(verdict["decision"], "block", "{verdict}");
+    assert!(
+        verdict["reason"]
+            .as_str()
+            .unwrap()
+            .contains("a.txt is wrong"),
+        "{verdict}"
+    );
+
+    // Both turns were the server's: its counters moved.
+    let after = server.get("/metrics").body;
+    assert!(
+        after.contains("hookvisor_evaluations_total{action=\"reprompt\"} 2"),
+        "{after}"
+    );
+}

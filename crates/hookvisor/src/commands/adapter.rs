@@ -185,8 +185,8 @@ fn decide(
     } else {
         Trigger::User
     };
-    let report = match env::var("HOOKVISOR_URL").ok().filter(|url| !url.is_empty()) {
-        Some(url) => TurnClient::new(&url, env::var("HOOKVISOR_TOKEN").ok())
+    let report = match TurnClient::from_env(|name| env::var(name).ok()) {
+        Some(client) => client
             .and_then(|client| client.end_turn(trigger))
             .map_err(AdapterError::Server)?,
         None => {

@@ -11,21 +11,39 @@ use crate::cli::{self, EvalArgs};
 use crate::commands::Globals;
 use crate::error::{CliError, CliResult, Exit};
 use crate::interrupt::cancel_on_signals;
+use crate::turn_client::TurnClient;
 
 /// `hookvisor eval`: prints the re-prompt (or the JSON report); exit 0 only on `pass`.
+///
+/// With `HOOKVISOR_URL` set (an agent started by `hookvisor serve -- AGENT`) and no
+/// `--workspace`, `--state-dir` or `--session` given, the running server evaluates: its file
+/// watcher answers quicker than a scan, and its events and dashboard see the turn.
 pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
-    let ctx = globals.context()?;
-    let options = EvalOptions {
-        trigger: match args.trigger {
-            cli::Trigger::User => Trigger::User,
-            cli::Trigger::Hook => Trigger::Hook,
-        },
-        max_retries: args.max_retries,
-        cancel: Some(cancel_on_signals()),
+    let trigger = match args.trigger {
+        cli::Trigger::User => Trigger::User,
+        cli::Trigger::Hook => Trigger::Hook,
     };
-    let discovery = discover(&ctx.hooks_dir());
-    super::precommit::ensure_installed(&ctx, &discovery);
-    let report = evaluate_with(&ctx, &discovery, &options).map_err(eval_error)?;
+    let explicit =
+        globals.workspace.is_some() || globals.state_dir.is_some() || globals.session.is_some();
+    let server = (!explicit)
+        .then(|| TurnClient::from_env(|name| std::env::var(name).ok()))
+        .flatten();
+    let report = match server {
+        Some(client) => client
+            .and_then(|client| client.end_turn(trigger))
+            .map_err(|e| CliError::usage(e.to_string()))?,
+        None => {
+            let ctx = globals.context()?;
+            let options = EvalOptions {
+                trigger,
+                max_retries: args.max_retries,
+                cancel: Some(cancel_on_signals()),
+            };
+            let discovery = discover(&ctx.hooks_dir());
+            super::precommit::ensure_installed(&ctx, &discovery);
+            evaluate_with(&ctx, &discovery, &options).map_err(eval_error)?
+        }
+    };
     print_report(&report, args.json)?;
     Ok(match report.action {
         Action::Pass => Exit::Ok,
