@@ -19,6 +19,8 @@ hv="$here/target/release/hookvisor"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/hookvisor-demo.XXXXXX")
 export HOOKVISOR_STATE_DIR="$work/state"
+# The demo evaluates in-process, even if a server is announced in this shell.
+unset HOOKVISOR_URL HOOKVISOR_SOCKET
 ws="$work/workspace"
 cp -r "$here/examples/sample-workspace" "$ws"
 cd "$ws"

@@ -135,10 +135,8 @@ impl ChangeWatcher {
             .canonicalize()
             .unwrap_or_else(|_| cookie_dir.to_path_buf());
         let mut watcher = ChangeWatcher {
-            git: options
-                .use_git
-                .then(|| GitDirs::find(&workspace, &options))
-                .flatten(),
+            // Found by `rewatch`, like everything else that a restart renews.
+            git: None,
             workspace,
             journal: journal.to_path_buf(),
             options,
@@ -499,7 +497,15 @@ impl Handler {
                 seen.rewatch = true;
             }
             if new_dir {
-                seen.new_dirs.insert(path.clone());
+                if seen.new_dirs.len() < MAX_TOUCHED {
+                    seen.new_dirs.insert(path.clone());
+                } else {
+                    // Bounded like `touched`: past this, watching everything again is cheaper.
+                    seen.rewatch = true;
+                    seen.distrust.get_or_insert_with(|| {
+                        format!("more than {MAX_TOUCHED} directories created")
+                    });
+                }
             }
             if seen.touched.len() >= MAX_TOUCHED {
                 if seen.distrust.is_none() {

@@ -36,7 +36,7 @@ use crate::discover::{Discovery, discover};
 use crate::exec::{CancelToken, ExecError, RunOptions, run_hook};
 use crate::hook::{Hook, HookKind};
 use crate::message::Failure;
-use crate::status::{RunResult, StatusError, StatusStore, rfc3339, write_atomic};
+use crate::status::{RunResult, StatusError, StatusStore, rfc3339, write_replacing};
 
 /// Who started the turn that just ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -222,7 +222,8 @@ impl Marker {
     fn save(&self, ctx: &Context) -> Result<(), EvalError> {
         let path = Self::path(ctx);
         let bytes = serde_json::to_vec(self).expect("a marker always serialises");
-        write_atomic(&path, &bytes).map_err(|source| EvalError::Marker { path, source })
+        // Losing the cutoffs in a crash only makes hooks run again, so no fsync on every turn.
+        write_replacing(&path, &bytes).map_err(|source| EvalError::Marker { path, source })
     }
 }
 
@@ -303,7 +304,7 @@ pub fn evaluate_scan(
 
     // Steps 1, 2 and 5 (counting): one read-modify-write of status.json.
     let changed: Vec<&DirtyFile> = scan.changed_since(marker.cutoff).collect();
-    let hook_turns = store.update(|status| {
+    let (hook_turns, nothing_pending) = store.update(|status| {
         status.consecutive_hook_turns = match options.trigger {
             Trigger::User => 0,
             Trigger::Hook => status.consecutive_hook_turns.saturating_add(1),
@@ -321,7 +322,12 @@ pub fn evaluate_scan(
         }
         let known: Vec<String> = file_hooks.iter().map(|h| h.id.clone()).collect();
         status.pending_hooks.retain(|id| known.contains(id));
-        status.consecutive_hook_turns
+        let nothing_pending = status.pending_hooks.is_empty();
+        if nothing_pending {
+            // Nothing will run: this is the evaluation's only write of status.json.
+            status.last_evaluated_at = Some(rfc3339(SystemTime::now()));
+        }
+        (status.consecutive_hook_turns, nothing_pending)
     })?;
     marker.cutoff = Some(scan.cutoff);
     marker.save(ctx)?;
@@ -336,6 +342,9 @@ pub fn evaluate_scan(
         results: Vec::new(),
         failure: None,
     };
+    if nothing_pending {
+        return Ok(report);
+    }
 
     // Steps 3 and 4.
     for hook in file_hooks {

@@ -516,6 +516,18 @@ const TEMP_SUFFIX: &str = ".tmp";
 /// The file keeps the mode of the one it replaces; a new file gets 0644. Concurrent writers of
 /// the same path must serialise themselves (the last rename wins).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, true)
+}
+
+/// [`write_atomic`] without the two fsyncs: readers still never see a partial file, but after a
+/// crash the file may be the old one or empty. For state whose loss is harmless (the
+/// evaluator's cutoffs: without them hooks run again, none is skipped), where a sync on every
+/// turn would cost more than it saves.
+pub fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let dir = parent_dir(path);
     let prefix = temp_prefix(path)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
@@ -531,9 +543,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     // tempfile creates 0600; dashboards running as other users must read the result.
     temp.as_file()
         .set_permissions(fs::Permissions::from_mode(mode))?;
-    temp.as_file().sync_all()?;
+    if durable {
+        temp.as_file().sync_all()?;
+    }
     temp.persist(path).map_err(|e| e.error)?;
-    File::open(dir)?.sync_all()
+    if durable {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 fn parent_dir(path: &Path) -> &Path {
