@@ -403,6 +403,44 @@ fn turns_use_the_file_watcher_and_miss_no_edit() {
     );
 }
 
+/// CPU time (user + system, in clock ticks) the process has used so far.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn an_idle_server_uses_no_cpu() {
+    let ws = workspace();
+    let server = Server::tcp(&ws);
+    // What used to start a loop: reading the hooks and status.json raised inotify events that
+    // the watcher took for changes, and answered by reading them again.
+    let started = Instant::now();
+    while parse_prometheus(&server.get("/metrics").body).unwrap()["hookvisor_watched_dirs"] == 0.0 {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the change watcher never started"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(server.post("/hooks/fails/rerun", "").status, 200);
+    assert_eq!(server.get("/hooks/status").status, 200);
+    assert_eq!(server.get("/hooks/noisy/output").status, 200);
+    // Not a synchronisation: the window over which an idle server's CPU time is observed.
+    // A loop uses a whole core (100 ticks a second); an idle server, none.
+    let pid = server.child.id();
+    let before = cpu_ticks(pid);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let used = cpu_ticks(pid) - before;
+    assert!(
+        used <= 10,
+        "an idle server used {used} ticks of CPU in one second"
+    );
+}
+
 #[test]
 fn metrics_parse_as_prometheus_text() {
     let ws = workspace();

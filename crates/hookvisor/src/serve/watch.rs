@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hookvisor_core::Context;
-use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -34,6 +34,13 @@ fn classify(path: &Path, discobot: &Path, status: &Path, state_dir: &Path) -> Op
         return None;
     }
     path.starts_with(discobot).then_some(Change::Hooks)
+}
+
+/// Whether an event can mean the files changed. notify also reports opens and closes: reading
+/// the hooks or `status.json` in answer to an event raises more of those, so counting them
+/// would make the server re-read forever. A write always comes with a `Modify` event too.
+fn is_change(kind: &EventKind) -> bool {
+    !matches!(kind, EventKind::Access(_))
 }
 
 struct Bells {
@@ -105,6 +112,9 @@ fn start(ctx: &Context, bells: Arc<Bells>) -> notify::Result<Watch> {
     let paths = (discobot.clone(), status, state_dir.clone());
     let inner = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
+        if !is_change(&event.kind) {
+            return;
+        }
         let (discobot, status, state_dir) = &paths;
         for path in &event.paths {
             match classify(path, discobot, status, state_dir) {
@@ -132,6 +142,27 @@ fn start(ctx: &Context, bells: Arc<Bells>) -> notify::Result<Watch> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn opens_and_closes_are_not_changes() {
+        use notify::event::{AccessKind, AccessMode, CreateKind, DataChange, ModifyKind};
+        assert!(!is_change(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(!is_change(&EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
+        assert!(!is_change(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        assert!(is_change(&EventKind::Modify(ModifyKind::Data(
+            DataChange::Any
+        ))));
+        assert!(is_change(&EventKind::Create(CreateKind::File)));
+        assert!(is_change(&EventKind::Remove(
+            notify::event::RemoveKind::Any
+        )));
+    }
 
     #[test]
     fn paths_are_classified() {
