@@ -7,23 +7,29 @@
 //! 1. The cutoff is taken first; then a *cookie* file is created in a watched directory and the
 //!    scan waits for its event (watchman's sync). inotify delivers the events of one instance in
 //!    order, so every change made before the cutoff has been seen by then.
-//! 2. Every directory of the workspace that `git status` could report from is watched, one
+//! 2. The kernel is asked only for events that change files: creations, deletions, writes,
+//!    attribute changes, moves. Not opens, reads or closes, so a `git status` (or anything else
+//!    that reads the workspace) costs the watcher nothing. That is why inotify is driven directly
+//!    (the `inotify` crate) and not through `notify`, whose mask always includes `IN_OPEN`: with
+//!    it, each `git status` of a 100k-file repository queued a thousand events and took 10 %
+//!    longer while the server watched (BENCHMARKS.md, case 2).
+//! 3. Every directory of the workspace that `git status` could report from is watched, one
 //!    non-recursive watch each: the directories the `.gitignore`-aware walk enters, plus those
 //!    holding tracked files that are ignored. `.git` is never watched; the state dir is watched
 //!    only for the cookies.
-//! 3. A path event marks that path (file or directory) *touched*. A new directory is watched
+//! 4. A path event marks that path (file or directory) *touched*. A new directory is watched
 //!    when the scan finds it, and stays touched until then, so what was written in it before
 //!    its watch is covered by the scan of the whole directory.
-//! 4. The watcher is not trusted, and the next scan is a full one, when: it starts; the kernel's
-//!    queue overflowed; notify reported an error or a watch could not be added; a `.gitignore`
-//!    changed; a directory was renamed (its watches keep the old names); the cookie did not come
+//! 5. The watcher is not trusted, and the next scan is a full one, when: it starts; the kernel's
+//!    queue overflowed; reading events failed or a watch could not be added; a `.gitignore`
+//!    changed; a directory was moved (the watches below it keep the old names); the cookie did not come
 //!    back in time; more than [`MAX_TOUCHED`] paths were touched; or git's `HEAD`, refs, index or
 //!    `info/exclude` changed (a commit, `git add`, a reset change the dirty set without touching
 //!    a file). Without inotify (no watches left), every scan is a full one.
-//! 5. Whatever the path, the answer is the one [`crate::scan_at`] would give: a touched-only
+//! 6. Whatever the path, the answer is the one [`crate::scan_at`] would give: a touched-only
 //!    scan is [`crate::rescan`] of the previous result.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
@@ -31,11 +37,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use notify::event::{CreateKind, ModifyKind, RenameMode};
-use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 
 use crate::changes::{ChangeScan, ChangesError, ScanOptions, Timestamp, rescan, scan_at};
 
@@ -48,6 +54,21 @@ const COOKIE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The prefix of cookie file names (rule 1).
 const COOKIE_PREFIX: &str = ".hookvisor-cookie-";
+
+/// Rule 2: what changes files, and nothing that only reads them. `EXCL_UNLINK`: no events for
+/// files already unlinked; `ONLYDIR`: a path that is no longer a directory is not watched.
+fn watch_mask() -> WatchMask {
+    WatchMask::CREATE
+        | WatchMask::DELETE
+        | WatchMask::MODIFY
+        | WatchMask::ATTRIB
+        | WatchMask::MOVED_FROM
+        | WatchMask::MOVED_TO
+        | WatchMask::MOVE_SELF
+        | WatchMask::DONT_FOLLOW
+        | WatchMask::EXCL_UNLINK
+        | WatchMask::ONLYDIR
+}
 
 /// How a scan was answered, for logs, metrics and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,10 +87,8 @@ pub struct ChangeWatcher {
     journal: PathBuf,
     options: ScanOptions,
     cookie_dir: PathBuf,
-    seen: Arc<Shared>,
     /// `None` when inotify is unavailable: every scan is then a full one.
-    watcher: Option<RecommendedWatcher>,
-    watched: BTreeSet<PathBuf>,
+    watcher: Option<Reader>,
     git: Option<GitDirs>,
     previous: Option<(ChangeScan, Option<Fingerprint>)>,
     cookies: u64,
@@ -80,7 +99,7 @@ impl std::fmt::Debug for ChangeWatcher {
         f.debug_struct("ChangeWatcher")
             .field("workspace", &self.workspace)
             .field("watching", &self.watcher.is_some())
-            .field("watched", &self.watched.len())
+            .field("watched", &self.watched_dirs())
             .finish_non_exhaustive()
     }
 }
@@ -96,12 +115,32 @@ struct Seen {
     rewatch: bool,
     /// The highest cookie number seen.
     cookie: u64,
+    /// The directory of each watch, to name the paths of its events.
+    dirs: HashMap<WatchDescriptor, PathBuf>,
 }
 
 #[derive(Debug, Default)]
 struct Shared {
     seen: Mutex<Seen>,
     cookie_arrived: Condvar,
+    /// Tells the reader thread to end at its next event.
+    stop: AtomicBool,
+}
+
+/// One inotify instance: its watches, and the thread that reads its events.
+struct Reader {
+    watches: Watches,
+    shared: Arc<Shared>,
+    /// The cookie dir's watch: removing it wakes the reader to stop.
+    cookie_watch: WatchDescriptor,
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Its IN_IGNORED event wakes the reader, which then closes the instance.
+        let _ = self.watches.remove(self.cookie_watch.clone());
+    }
 }
 
 impl Shared {
@@ -141,9 +180,7 @@ impl ChangeWatcher {
             journal: journal.to_path_buf(),
             options,
             cookie_dir,
-            seen: Arc::new(Shared::default()),
             watcher: None,
-            watched: BTreeSet::new(),
             previous: None,
             cookies: 0,
         };
@@ -156,9 +193,11 @@ impl ChangeWatcher {
         self.watcher.is_some()
     }
 
-    /// How many directories are watched.
+    /// How many directories are watched, the state dir's included.
     pub fn watched_dirs(&self) -> usize {
-        self.watched.len()
+        self.watcher
+            .as_ref()
+            .map_or(0, |r| r.shared.lock().dirs.len())
     }
 
     /// The dirty set now, as [`crate::scan_at`] would give it, and how it was answered.
@@ -166,7 +205,19 @@ impl ChangeWatcher {
         // Rule 1: the cutoff, then the cookie.
         let cutoff = Timestamp::now();
         let mut distrust = self.sync().err();
-        let seen = std::mem::take(&mut *self.seen.lock());
+        let seen = match &self.watcher {
+            Some(reader) => {
+                let mut shared = reader.shared.lock();
+                Seen {
+                    touched: std::mem::take(&mut shared.touched),
+                    new_dirs: std::mem::take(&mut shared.new_dirs),
+                    distrust: shared.distrust.take(),
+                    rewatch: std::mem::take(&mut shared.rewatch),
+                    ..Seen::default()
+                }
+            }
+            None => Seen::default(),
+        };
         distrust = distrust.or(seen.distrust);
         if seen.rewatch {
             self.rewatch();
@@ -224,9 +275,9 @@ impl ChangeWatcher {
     /// Rule 1: writes a cookie and waits for its event. `Err` says why the watcher cannot be
     /// trusted for this scan.
     fn sync(&mut self) -> Result<(), String> {
-        if self.watcher.is_none() {
+        let Some(shared) = self.watcher.as_ref().map(|r| r.shared.clone()) else {
             return Ok(());
-        }
+        };
         self.cookies += 1;
         let number = self.cookies;
         let cookie = self
@@ -234,7 +285,7 @@ impl ChangeWatcher {
             .join(format!("{COOKIE_PREFIX}{}-{number}", std::process::id()));
         fs::write(&cookie, b"").map_err(|e| format!("cookie {}: {e}", cookie.display()))?;
         let deadline = Instant::now() + COOKIE_TIMEOUT;
-        let mut seen = self.seen.lock();
+        let mut seen = shared.lock();
         let arrived = loop {
             if seen.cookie >= number {
                 break true;
@@ -243,8 +294,7 @@ impl ChangeWatcher {
             if left.is_zero() {
                 break false;
             }
-            seen = self
-                .seen
+            seen = shared
                 .cookie_arrived
                 .wait_timeout(seen, left)
                 .unwrap_or_else(|e| e.into_inner())
@@ -263,38 +313,28 @@ impl ChangeWatcher {
         }
     }
 
-    /// Starts over: a new inotify instance watching every directory of rule 2.
+    /// Starts over: a new inotify instance watching every directory of rule 3.
     fn rewatch(&mut self) {
+        // Dropping the old reader stops its thread and closes its instance.
         self.watcher = None;
-        self.watched.clear();
-        self.seen = Arc::new(Shared::default());
         self.git = self
             .options
             .use_git
             .then(|| GitDirs::find(&self.workspace, &self.options))
             .flatten();
-        let handler = Handler {
-            shared: self.seen.clone(),
-            workspace: self.workspace.clone(),
-            cookie_dir: self.cookie_dir.clone(),
-            excluded: self.excluded(),
-        };
-        let watcher = match notify::recommended_watcher(move |event| handler.handle(event)) {
-            Ok(w) => w,
+        match Reader::start(&self.workspace, &self.cookie_dir, self.excluded()) {
+            Ok(reader) => self.watcher = Some(reader),
             Err(e) => {
                 tracing::warn!("cannot watch files ({e}); every turn scans the whole workspace");
                 return;
             }
-        };
-        self.watcher = Some(watcher);
-        let mut dirs = vec![self.cookie_dir.clone()];
-        dirs.extend(self.walk_dirs(&self.workspace));
+        }
+        let mut dirs = self.walk_dirs(&self.workspace);
         dirs.extend(self.ignored_tracked_dirs());
         for dir in dirs {
             if let Err(e) = self.watch_one(&dir) {
                 tracing::warn!("{e}; every turn scans the whole workspace");
                 self.watcher = None;
-                self.watched.clear();
                 return;
             }
         }
@@ -312,17 +352,14 @@ impl ChangeWatcher {
     }
 
     fn watch_one(&mut self, dir: &Path) -> Result<(), String> {
-        let Some(watcher) = self.watcher.as_mut() else {
+        let Some(reader) = self.watcher.as_mut() else {
             return Ok(());
         };
-        // Watched again even if watched before: it may be a new directory under an old name.
-        match watcher.watch(dir, RecursiveMode::NonRecursive) {
-            Ok(()) => {
-                self.watched.insert(dir.to_path_buf());
-                Ok(())
-            }
-            // Gone again before it could be watched: nothing in it to miss.
-            Err(e) if matches!(e.kind, notify::ErrorKind::PathNotFound) => Ok(()),
+        match reader.watch(dir) {
+            Ok(()) => Ok(()),
+            // Gone again (or no longer a directory) before it could be watched: nothing in it
+            // to miss, and its parent's event says it changed.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => Ok(()),
             Err(e) => Err(format!(
                 "cannot watch {} ({e}); raise fs.inotify.max_user_watches",
                 dir.display()
@@ -426,95 +463,147 @@ impl ChangeWatcher {
     }
 }
 
-/// The event handler, on notify's thread: records, never blocks on the scan.
-struct Handler {
+impl Reader {
+    /// A new inotify instance watching `cookie_dir`, and its reader thread.
+    fn start(workspace: &Path, cookie_dir: &Path, excluded: Vec<PathBuf>) -> io::Result<Reader> {
+        let inotify = Inotify::init()?;
+        let mut watches = inotify.watches();
+        let shared = Arc::new(Shared::default());
+        let cookie_watch = {
+            let mut seen = shared.lock();
+            let wd = watches.add(cookie_dir, watch_mask())?;
+            seen.dirs.insert(wd.clone(), cookie_dir.to_path_buf());
+            wd
+        };
+        let events = Events {
+            shared: shared.clone(),
+            workspace: workspace.to_path_buf(),
+            cookie_dir: cookie_dir.to_path_buf(),
+            excluded,
+        };
+        std::thread::Builder::new()
+            .name("hv-inotify".to_owned())
+            .spawn(move || events.read(inotify))?;
+        Ok(Reader {
+            watches,
+            shared,
+            cookie_watch,
+        })
+    }
+
+    /// Watches `dir`. The map is updated under the lock the reader takes for each batch, so no
+    /// event of the new watch can be read before its directory is known.
+    fn watch(&mut self, dir: &Path) -> io::Result<()> {
+        let mut seen = self.shared.lock();
+        let wd = self.watches.add(dir, watch_mask())?;
+        seen.dirs.insert(wd, dir.to_path_buf());
+        Ok(())
+    }
+}
+
+/// The reader thread's side: turns events into touched paths, never blocks on the scan.
+struct Events {
     shared: Arc<Shared>,
     workspace: PathBuf,
     cookie_dir: PathBuf,
     excluded: Vec<PathBuf>,
 }
 
-impl Handler {
-    fn handle(&self, event: notify::Result<notify::Event>) {
-        let mut seen = self.shared.lock();
-        let event = match event {
-            Ok(event) => event,
-            Err(e) => {
-                seen.distrust = Some(format!("watcher error: {e}"));
-                seen.rewatch = true;
+impl Events {
+    fn read(self, mut inotify: Inotify) {
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            let events = inotify.read_events_blocking(&mut buffer);
+            let mut seen = self.shared.lock();
+            if self.shared.stop.load(Ordering::SeqCst) {
                 return;
             }
-        };
-        if event.need_rescan() {
-            seen.distrust = Some("the kernel's event queue overflowed".to_owned());
+            match events {
+                Ok(events) => {
+                    for event in events {
+                        self.record(&mut seen, event.wd, event.mask, event.name);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    seen.distrust = Some(format!("reading file events: {e}"));
+                    seen.rewatch = true;
+                    return;
+                }
+            }
+            self.shared.cookie_arrived.notify_all();
         }
-        if matches!(event.kind, EventKind::Access(_)) {
+    }
+
+    fn record(&self, seen: &mut Seen, wd: WatchDescriptor, mask: EventMask, name: Option<&OsStr>) {
+        if mask.contains(EventMask::Q_OVERFLOW) {
+            seen.distrust = Some("the kernel's event queue overflowed".to_owned());
             return;
         }
-        let renamed_dir = matches!(
-            event.kind,
-            EventKind::Modify(ModifyKind::Name(RenameMode::Both))
-        ) && event.paths.last().is_some_and(|p| p.is_dir());
-        if renamed_dir {
-            // Rule 4: the renamed directory's sub-watches report their old names.
-            seen.distrust = Some("a directory was renamed".to_owned());
+        if mask.contains(EventMask::IGNORED) {
+            seen.dirs.remove(&wd);
+            return;
+        }
+        let Some(dir) = seen.dirs.get(&wd) else {
+            return;
+        };
+        let path = match name {
+            Some(name) => dir.join(name),
+            None => dir.clone(),
+        };
+        if mask.contains(EventMask::MOVE_SELF) {
+            // Rule 5: this directory and its watches now answer to another name.
+            seen.distrust = Some(format!("{} was moved", path.display()));
+            seen.rewatch = true;
+            return;
+        }
+        if path.parent() == Some(self.cookie_dir.as_path()) {
+            if let Some(n) = cookie_number(&path) {
+                seen.cookie = seen.cookie.max(n);
+            }
+            return;
+        }
+        let Ok(rel) = path.strip_prefix(&self.workspace) else {
+            return;
+        };
+        let Some(rel) = rel.to_str().map(str::to_owned) else {
+            // Not UTF-8: the scan cannot name it exactly, so it looks at everything.
+            seen.distrust = Some("a file name is not UTF-8".to_owned());
+            return;
+        };
+        if rel.is_empty()
+            || rel == ".git"
+            || rel.starts_with(".git/")
+            || self.excluded.iter().any(|ex| path.starts_with(ex))
+        {
+            return;
+        }
+        let is_dir = mask.contains(EventMask::ISDIR);
+        if is_dir && mask.contains(EventMask::MOVED_FROM) {
+            // Rule 5: the watches below it keep the old names.
+            seen.distrust = Some(format!("{rel} was moved"));
             seen.rewatch = true;
         }
-        let new_dir = match event.kind {
-            EventKind::Create(CreateKind::Folder) => true,
-            EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {
-                event.paths.first().is_some_and(|p| p.is_dir())
-            }
-            _ => false,
-        };
-        for path in &event.paths {
-            if path.parent() == Some(self.cookie_dir.as_path()) {
-                if let Some(n) = cookie_number(path) {
-                    seen.cookie = seen.cookie.max(n);
-                    self.shared.cookie_arrived.notify_all();
-                }
-                continue;
-            }
-            let Ok(rel) = path.strip_prefix(&self.workspace) else {
-                continue;
-            };
-            let Some(rel) = rel.to_str().map(str::to_owned).or_else(|| {
-                // Not UTF-8: the scan cannot name it exactly, so it looks at everything.
-                seen.distrust = Some("a file name is not UTF-8".to_owned());
-                None
-            }) else {
-                continue;
-            };
-            if rel.is_empty()
-                || rel == ".git"
-                || rel.starts_with(".git/")
-                || self.excluded.iter().any(|ex| path.starts_with(ex))
-            {
-                continue;
-            }
-            if path.file_name().is_some_and(|n| n == ".gitignore") {
-                seen.distrust = Some(format!("{rel} changed"));
-                seen.rewatch = true;
-            }
-            if new_dir {
-                if seen.new_dirs.len() < MAX_TOUCHED {
-                    seen.new_dirs.insert(path.clone());
-                } else {
-                    // Bounded like `touched`: past this, watching everything again is cheaper.
-                    seen.rewatch = true;
-                    seen.distrust.get_or_insert_with(|| {
-                        format!("more than {MAX_TOUCHED} directories created")
-                    });
-                }
-            }
-            if seen.touched.len() >= MAX_TOUCHED {
-                if seen.distrust.is_none() {
-                    seen.distrust = Some(format!("more than {MAX_TOUCHED} paths changed"));
-                }
-                continue;
-            }
-            seen.touched.insert(rel);
+        if path.file_name().is_some_and(|n| n == ".gitignore") {
+            seen.distrust = Some(format!("{rel} changed"));
+            seen.rewatch = true;
         }
+        if is_dir && mask.intersects(EventMask::CREATE | EventMask::MOVED_TO) {
+            if seen.new_dirs.len() < MAX_TOUCHED {
+                seen.new_dirs.insert(path.clone());
+            } else {
+                // Bounded like `touched`: past this, watching everything again is cheaper.
+                seen.rewatch = true;
+                seen.distrust
+                    .get_or_insert_with(|| format!("more than {MAX_TOUCHED} directories created"));
+            }
+        }
+        if seen.touched.len() >= MAX_TOUCHED {
+            seen.distrust
+                .get_or_insert_with(|| format!("more than {MAX_TOUCHED} paths changed"));
+            return;
+        }
+        seen.touched.insert(rel);
     }
 }
 

@@ -123,6 +123,21 @@ fn every_kind_of_change_gives_what_a_full_scan_gives() {
     assert_eq!(pair.check("start"), ScanKind::Full);
     assert_eq!(pair.check("nothing"), ScanKind::Unchanged);
 
+    // Reading is not changing: git status, a read of every file, a listing of every directory.
+    // (A git status that may write the index moves git's state, which is rule 5's full scan;
+    // this one only reads.)
+    let status = Command::new("git")
+        .args(["status", "--porcelain"])
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    for entry in walk_files(&ws) {
+        fs::read(&entry).unwrap();
+    }
+    assert_eq!(pair.check("only reads"), ScanKind::Unchanged);
+
     write(&ws, "a.txt", "a2\n");
     assert_eq!(pair.check("a tracked file modified"), ScanKind::Touched);
     assert_eq!(pair.check("nothing again"), ScanKind::Unchanged);
@@ -200,6 +215,58 @@ fn many_changes_fall_back_to_a_full_scan_with_the_same_answer() {
     assert_eq!(pair.check("more paths than the bound"), ScanKind::Full);
     write(&ws, "gen/f1.txt", "y\n");
     assert_eq!(pair.check("one more after"), ScanKind::Touched);
+}
+
+/// Every file under `dir`, `.git` left out.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if entry.file_name() == ".git" {
+            continue;
+        }
+        if path.is_dir() {
+            files.extend(walk_files(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// The threads of this process that read inotify events for a watcher.
+fn reader_threads() -> usize {
+    fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|t| {
+            fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "hv-inotify")
+        })
+        .count()
+}
+
+#[test]
+fn restarts_and_drops_leave_no_reader_thread_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = repo(tmp.path());
+    let mut pair = Pair::new(&ws, &tmp.path().join("state"));
+    pair.check("start");
+    // Each .gitignore edit makes the watcher start over with a new instance and thread.
+    for i in 0..5 {
+        write(&ws, ".gitignore", &format!("build/\n*.tmp{i}\n"));
+        assert_eq!(pair.check(&format!(".gitignore edit {i}")), ScanKind::Full);
+    }
+    drop(pair);
+    // Other tests of this binary run watchers at the same time; theirs end too. Wait for ours.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while reader_threads() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} inotify reader threads still running",
+            reader_threads()
+        );
+        std::thread::yield_now();
+    }
 }
 
 /// A small deterministic generator (xorshift64*), so a failure replays exactly.

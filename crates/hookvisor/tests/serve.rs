@@ -812,6 +812,24 @@ fn hooks_dir_created_after_start_is_watched() {
         assert!(start.elapsed() < DEADLINE, "the new hooks dir was not seen");
         events.until(|name, _| name == "hooksChanged");
     }
+    // Once `.discobot` exists the workspace itself is no longer watched; removing it and
+    // making it again must still be seen.
+    std::fs::remove_dir_all(ws.path().join(".discobot")).unwrap();
+    while server.get("/v1/hooks").json()["hooks"] != json!([]) {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the removed hooks dir was not seen"
+        );
+        events.until(|name, _| name == "hooksChanged");
+    }
+    ws.hook("again.sh", "session", "", "exit 0");
+    while server.get("/v1/hooks").json()["hooks"][0]["id"] != "again" {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the hooks dir made again was not seen"
+        );
+        events.until(|name, _| name == "hooksChanged");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -84,23 +84,46 @@ pub fn spawn(state: Arc<AppState>) -> JoinHandle<()> {
 
 struct Watch {
     inner: RecommendedWatcher,
+    workspace: PathBuf,
     discobot: PathBuf,
     watching_discobot: bool,
+    watching_workspace: bool,
 }
 
 impl Watch {
-    /// Watches `.discobot` recursively once it exists (the workspace watch sees it appear).
+    /// Watches `.discobot` recursively while it exists, and the workspace itself (not
+    /// recursively) only while it does not, to see it appear. notify asks the kernel for opens
+    /// too, so a watched workspace turned every listing of a top-level directory (a thousand
+    /// per `git status` of a large repository) into an event for this server to read.
     fn follow_discobot(&mut self) {
-        let exists = self.discobot.is_dir();
-        if exists && !self.watching_discobot {
-            match self.inner.watch(&self.discobot, RecursiveMode::Recursive) {
-                Ok(()) => self.watching_discobot = true,
-                Err(e) => tracing::warn!("cannot watch {}: {e}", self.discobot.display()),
+        // Twice at most: `.discobot` may appear again while the workspace watch is being set up.
+        for _ in 0..2 {
+            let exists = self.discobot.is_dir();
+            if exists && !self.watching_discobot {
+                match self.inner.watch(&self.discobot, RecursiveMode::Recursive) {
+                    Ok(()) => self.watching_discobot = true,
+                    Err(e) => tracing::warn!("cannot watch {}: {e}", self.discobot.display()),
+                }
+            } else if !exists && self.watching_discobot {
+                // Its watch went with it; a new one is taken when it comes back.
+                let _ = self.inner.unwatch(&self.discobot);
+                self.watching_discobot = false;
             }
-        } else if !exists && self.watching_discobot {
-            // Its watch went with it; a new one is taken when it comes back.
-            let _ = self.inner.unwatch(&self.discobot);
-            self.watching_discobot = false;
+            if self.watching_discobot && self.watching_workspace {
+                let _ = self.inner.unwatch(&self.workspace);
+                self.watching_workspace = false;
+            } else if !self.watching_discobot && !self.watching_workspace {
+                match self
+                    .inner
+                    .watch(&self.workspace, RecursiveMode::NonRecursive)
+                {
+                    Ok(()) => self.watching_workspace = true,
+                    Err(e) => tracing::warn!("cannot watch {}: {e}", self.workspace.display()),
+                }
+            }
+            if self.watching_discobot == self.discobot.is_dir() {
+                return;
+            }
         }
     }
 }
@@ -126,13 +149,11 @@ fn start(ctx: &Context, bells: Arc<Bells>) -> notify::Result<Watch> {
     })?;
     let mut watch = Watch {
         inner,
+        workspace: ctx.workspace.clone(),
         discobot,
         watching_discobot: false,
+        watching_workspace: false,
     };
-    // The workspace itself, not recursively: only to see `.discobot` appear.
-    watch
-        .inner
-        .watch(&ctx.workspace, RecursiveMode::NonRecursive)?;
     std::fs::create_dir_all(&state_dir)?;
     watch.inner.watch(&state_dir, RecursiveMode::NonRecursive)?;
     watch.follow_discobot();
