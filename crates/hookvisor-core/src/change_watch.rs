@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 
-use crate::changes::{ChangeScan, ChangesError, ScanOptions, Timestamp, rescan, scan_at};
+use crate::changes::{ChangeScan, ChangesError, ScanOptions, Timestamp, git_walk, rescan, scan_at};
 
 /// More touched paths than this between two scans make the next scan a full one: the list is
 /// bounded whatever a build writes, and past this many paths git's own scan is the cheaper.
@@ -369,19 +369,7 @@ impl ChangeWatcher {
 
     /// The directories at and under `root` that the `.gitignore`-aware walk enters.
     fn walk_dirs(&self, root: &Path) -> Vec<PathBuf> {
-        let excluded = self.excluded();
-        ignore::WalkBuilder::new(root)
-            .hidden(false)
-            .ignore(false)
-            .git_ignore(true)
-            .git_exclude(true)
-            .git_global(true)
-            .require_git(false)
-            .parents(true)
-            .follow_links(false)
-            .filter_entry(move |e| {
-                e.file_name() != ".git" && !excluded.iter().any(|ex| e.path() == ex)
-            })
+        git_walk(root, self.excluded())
             .build()
             .filter_map(Result::ok)
             .filter(|e| e.file_type().is_some_and(|t| t.is_dir()))
@@ -413,16 +401,8 @@ impl ChangeWatcher {
         if !dir.starts_with(&self.workspace) || dir == self.workspace {
             return false;
         }
-        !ignore::WalkBuilder::new(parent)
-            .hidden(false)
-            .ignore(false)
-            .git_ignore(true)
-            .git_exclude(true)
-            .git_global(true)
-            .require_git(false)
-            .parents(true)
+        !git_walk(parent, Vec::new())
             .max_depth(Some(1))
-            .filter_entry(|e| e.file_name() != ".git")
             .build()
             .filter_map(Result::ok)
             .any(|e| e.path() == dir)

@@ -771,19 +771,7 @@ fn walk(workspace: &Path, excluded: &Excluded) -> Vec<(String, Timestamp)> {
         .iter()
         .map(|rel| workspace.join(OsStr::from_bytes(rel)))
         .collect();
-    let walker = ignore::WalkBuilder::new(workspace)
-        .hidden(false)
-        // `.ignore` files are ripgrep's, not git's.
-        .ignore(false)
-        .git_ignore(true)
-        .git_exclude(true)
-        .git_global(true)
-        .require_git(false)
-        .follow_links(false)
-        .filter_entry(move |entry| {
-            entry.file_name() != ".git" && !excluded.iter().any(|ex| entry.path() == ex)
-        })
-        .build_parallel();
+    let walker = git_walk(workspace, excluded).build_parallel();
     let found = Mutex::new(Vec::new());
     walker.run(|| {
         let mut local = Collector {
@@ -816,6 +804,27 @@ fn walk(workspace: &Path, excluded: &Excluded) -> Vec<(String, Timestamp)> {
         })
     });
     found.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A walk of `root` that enters what git would look at: `.gitignore`, `info/exclude` and the
+/// global excludes honoured (also above `root`, up to the repository's top), hidden files
+/// included, `.git`, links and the `excluded` paths (absolute) left out.
+pub(crate) fn git_walk(root: &Path, excluded: Vec<PathBuf>) -> ignore::WalkBuilder {
+    let mut builder = ignore::WalkBuilder::new(root);
+    builder
+        .hidden(false)
+        // `.ignore` files are ripgrep's, not git's.
+        .ignore(false)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(true)
+        .require_git(false)
+        .parents(true)
+        .follow_links(false)
+        .filter_entry(move |entry| {
+            entry.file_name() != ".git" && !excluded.iter().any(|ex| entry.path() == ex)
+        });
+    builder
 }
 
 /// A walker thread's findings, handed over once when the thread is done.

@@ -344,27 +344,12 @@ fn every_route_answers_over_tcp() {
 
 #[test]
 fn turns_use_the_file_watcher_and_miss_no_edit() {
-    let ws = Workspace::git();
-    ws.hook(
-        "check.sh",
-        "file",
-        "pattern: '*.txt'",
+    let ws = txt_hook_workspace(
         "for f in $DISCOBOT_CHANGED_FILES; do echo \"checked $f\"; ! grep -q bad \"$f\" || exit 1; done",
     );
-    ws.write("seed", "");
-    ws.git_ok(&["add", "."]);
-    ws.git_ok(&["commit", "-qm", "seed", "--no-verify"]);
     let server = Server::tcp(&ws);
     let metrics = || parse_prometheus(&server.get("/metrics").body).unwrap();
-    // The watcher starts in the background; until then turns scan in full.
-    let started = Instant::now();
-    while metrics()["hookvisor_watched_dirs"] == 0.0 {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "the change watcher never started"
-        );
-        std::thread::yield_now();
-    }
+    wait_for_change_watcher(&server);
     let turn = || server.post("/v1/turns/end", r#"{"trigger":"user"}"#).json();
     let files = |eval: &Value| -> Vec<Value> {
         eval["results"]
@@ -403,6 +388,29 @@ fn turns_use_the_file_watcher_and_miss_no_edit() {
     );
 }
 
+/// A git workspace with one commit and a file hook `check` on `*.txt` running `body`.
+fn txt_hook_workspace(body: &str) -> Workspace {
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", body);
+    ws.write("seed", "");
+    ws.git_ok(&["add", "."]);
+    ws.git_ok(&["commit", "-qm", "seed", "--no-verify"]);
+    ws
+}
+
+/// Waits until the server's workspace watcher runs: it starts in the background, and until
+/// then turns scan in full.
+fn wait_for_change_watcher(server: &Server) {
+    let started = Instant::now();
+    while parse_prometheus(&server.get("/metrics").body).unwrap()["hookvisor_watched_dirs"] == 0.0 {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the change watcher never started"
+        );
+        std::thread::yield_now();
+    }
+}
+
 /// CPU time (user + system, in clock ticks) the process has used so far.
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -418,14 +426,7 @@ fn an_idle_server_uses_no_cpu() {
     let server = Server::tcp(&ws);
     // What used to start a loop: reading the hooks and status.json raised inotify events that
     // the watcher took for changes, and answered by reading them again.
-    let started = Instant::now();
-    while parse_prometheus(&server.get("/metrics").body).unwrap()["hookvisor_watched_dirs"] == 0.0 {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "the change watcher never started"
-        );
-        std::thread::yield_now();
-    }
+    wait_for_change_watcher(&server);
     assert_eq!(server.post("/hooks/fails/rerun", "").status, 200);
     assert_eq!(server.get("/hooks/status").status, 200);
     assert_eq!(server.get("/hooks/noisy/output").status, 200);
@@ -491,11 +492,7 @@ fn metrics_parse_as_prometheus_text() {
 
 #[test]
 fn reprompts_and_gave_ups_are_counted_per_hook() {
-    let ws = Workspace::git();
-    ws.hook("check.sh", "file", "pattern: '*.txt'", "echo bad; exit 1");
-    ws.write("seed", "");
-    ws.git_ok(&["add", "."]);
-    ws.git_ok(&["commit", "-qm", "seed", "--no-verify"]);
+    let ws = txt_hook_workspace("echo bad; exit 1");
     let server = Server::tcp(&ws);
     let mut results = Vec::new();
     for (n, trigger) in ["user", "hook", "hook", "hook"].iter().enumerate() {
@@ -918,16 +915,7 @@ fn the_agent_reaches_a_socket_server() {
 
 #[test]
 fn eval_and_adapters_reach_a_socket_server_through_hookvisor_socket() {
-    let ws = Workspace::git();
-    ws.hook(
-        "check.sh",
-        "file",
-        "pattern: '*.txt'",
-        "echo 'a.txt is wrong'; exit 1",
-    );
-    ws.write("seed", "");
-    ws.git_ok(&["add", "."]);
-    ws.git_ok(&["commit", "-qm", "seed", "--no-verify"]);
+    let ws = txt_hook_workspace("echo 'a.txt is wrong'; exit 1");
     let socket = ws.base().join("hv.sock");
     let server = Server::start(&ws, &["--socket", socket.to_str().unwrap()], &[]);
     // What `serve --socket PATH -- AGENT` gives the agent: a placeholder URL and the socket.
