@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(git util-linux passwd procps curl debootstrap chromium chromium-driver)
+packages=(git util-linux passwd procps curl debootstrap chromium chromium-driver libc6-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

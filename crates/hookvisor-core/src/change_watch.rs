@@ -667,3 +667,57 @@ fn read_ref(common_dir: &Path, git_dir: &Path, name: &str) -> Option<Vec<u8>> {
         })
         .ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_queue_overflow_makes_the_next_scan_a_full_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        fs::create_dir_all(ws.join("d")).unwrap();
+        let options = ScanOptions::new().use_git(false);
+        let mut watcher = ChangeWatcher::start(
+            &ws,
+            &tmp.path().join("journal"),
+            options.clone(),
+            &tmp.path().join("cookies"),
+        )
+        .unwrap();
+        assert!(watcher.is_watching(), "inotify must work here");
+        assert_eq!(watcher.scan().unwrap().1, ScanKind::Full);
+        assert_eq!(watcher.scan().unwrap().1, ScanKind::Unchanged);
+
+        let limit: usize = fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(16_384);
+        let shared = watcher.watcher.as_ref().unwrap().shared.clone();
+        {
+            // The reader blocks on this lock after its next read, so the kernel's queue fills:
+            // more writes than it holds, to few enough files that the touched bound stays far.
+            let _held = shared.lock();
+            let mut files: Vec<fs::File> = (0..100)
+                .map(|i| fs::File::create(ws.join(format!("d/f{i}"))).unwrap())
+                .collect();
+            for round in 0..limit / 100 + 50 {
+                for f in &mut files {
+                    write!(f, "{round}").unwrap();
+                }
+            }
+        }
+        let (scan, kind) = watcher.scan().unwrap();
+        assert_eq!(
+            kind,
+            ScanKind::Full,
+            "an overflowed queue cannot be trusted"
+        );
+        assert_eq!(scan.files.len(), 100, "{:?}", scan.files);
+        // Trusted again afterwards.
+        assert_eq!(watcher.scan().unwrap().1, ScanKind::Unchanged);
+        fs::write(ws.join("d/f0"), "again").unwrap();
+        assert_eq!(watcher.scan().unwrap().1, ScanKind::Touched);
+    }
+}
