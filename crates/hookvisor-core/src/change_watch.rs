@@ -86,6 +86,8 @@ pub struct ChangeWatcher {
     workspace: PathBuf,
     journal: PathBuf,
     options: ScanOptions,
+    /// The options' excluded paths, absolute (the walks and the reader skip them).
+    excluded: Vec<PathBuf>,
     cookie_dir: PathBuf,
     /// `None` when inotify is unavailable: every scan is then a full one.
     watcher: Option<Reader>,
@@ -104,15 +106,21 @@ impl std::fmt::Debug for ChangeWatcher {
     }
 }
 
-/// What the event handler collects for the next scan.
+/// What the reader collected for the next scan, which takes it whole.
 #[derive(Debug, Default)]
-struct Seen {
+struct Pending {
     touched: BTreeSet<String>,
     new_dirs: BTreeSet<PathBuf>,
-    /// Rule 4: the next scan is a full one.
+    /// Rule 5: the next scan is a full one.
     distrust: Option<String>,
-    /// The watches must be made again (a directory renamed, a `.gitignore` changed, an error).
+    /// The watches must be made again (a directory moved, a `.gitignore` changed, an error).
     rewatch: bool,
+}
+
+/// The reader's state, shared with the scan under one lock.
+#[derive(Debug, Default)]
+struct Seen {
+    pending: Pending,
     /// The highest cookie number seen.
     cookie: u64,
     /// The directory of each watch, to name the paths of its events.
@@ -173,12 +181,25 @@ impl ChangeWatcher {
         let cookie_dir = cookie_dir
             .canonicalize()
             .unwrap_or_else(|_| cookie_dir.to_path_buf());
+        let excluded = options
+            .exclude
+            .iter()
+            .map(|p| {
+                let p = if p.is_absolute() {
+                    p.clone()
+                } else {
+                    workspace.join(p)
+                };
+                p.canonicalize().unwrap_or(p)
+            })
+            .collect();
         let mut watcher = ChangeWatcher {
             // Found by `rewatch`, like everything else that a restart renews.
             git: None,
             workspace,
             journal: journal.to_path_buf(),
             options,
+            excluded,
             cookie_dir,
             watcher: None,
             previous: None,
@@ -193,7 +214,7 @@ impl ChangeWatcher {
         self.watcher.is_some()
     }
 
-    /// How many directories are watched, the state dir's included.
+    /// How many directories are watched, the state dir's included; 0 when not watching.
     pub fn watched_dirs(&self) -> usize {
         self.watcher
             .as_ref()
@@ -205,24 +226,16 @@ impl ChangeWatcher {
         // Rule 1: the cutoff, then the cookie.
         let cutoff = Timestamp::now();
         let mut distrust = self.sync().err();
-        let seen = match &self.watcher {
-            Some(reader) => {
-                let mut shared = reader.shared.lock();
-                Seen {
-                    touched: std::mem::take(&mut shared.touched),
-                    new_dirs: std::mem::take(&mut shared.new_dirs),
-                    distrust: shared.distrust.take(),
-                    rewatch: std::mem::take(&mut shared.rewatch),
-                    ..Seen::default()
-                }
-            }
-            None => Seen::default(),
-        };
-        distrust = distrust.or(seen.distrust);
-        if seen.rewatch {
+        let pending = self
+            .watcher
+            .as_ref()
+            .map(|reader| std::mem::take(&mut reader.shared.lock().pending))
+            .unwrap_or_default();
+        distrust = distrust.or(pending.distrust);
+        if pending.rewatch {
             self.rewatch();
         } else {
-            for dir in &seen.new_dirs {
+            for dir in &pending.new_dirs {
                 if let Err(e) = self.watch_tree(dir) {
                     distrust.get_or_insert(e);
                 }
@@ -244,13 +257,13 @@ impl ChangeWatcher {
             distrust = Some("not watching".to_owned());
         }
         let (scan, kind) = match (previous, distrust) {
-            (Some(previous), None) if seen.touched.is_empty() => {
+            (Some(previous), None) if pending.touched.is_empty() => {
                 let mut scan = previous;
                 scan.cutoff = cutoff;
                 (scan, ScanKind::Unchanged)
             }
             (Some(previous), None) => {
-                let touched: Vec<String> = seen.touched.into_iter().collect();
+                let touched: Vec<String> = pending.touched.into_iter().collect();
                 let scan = rescan(
                     &self.workspace,
                     &self.journal,
@@ -322,7 +335,7 @@ impl ChangeWatcher {
             .use_git
             .then(|| GitDirs::find(&self.workspace, &self.options))
             .flatten();
-        match Reader::start(&self.workspace, &self.cookie_dir, self.excluded()) {
+        match Reader::start(&self.workspace, &self.cookie_dir, self.excluded.clone()) {
             Ok(reader) => self.watcher = Some(reader),
             Err(e) => {
                 tracing::warn!("cannot watch files ({e}); every turn scans the whole workspace");
@@ -369,7 +382,7 @@ impl ChangeWatcher {
 
     /// The directories at and under `root` that the `.gitignore`-aware walk enters.
     fn walk_dirs(&self, root: &Path) -> Vec<PathBuf> {
-        git_walk(root, self.excluded())
+        git_walk(root, self.excluded.clone())
             .build()
             .filter_map(Result::ok)
             .filter(|e| e.file_type().is_some_and(|t| t.is_dir()))
@@ -377,23 +390,7 @@ impl ChangeWatcher {
             .collect()
     }
 
-    /// The excluded paths of the options, absolute.
-    fn excluded(&self) -> Vec<PathBuf> {
-        self.options
-            .exclude
-            .iter()
-            .map(|p| {
-                let p = if p.is_absolute() {
-                    p.clone()
-                } else {
-                    self.workspace.join(p)
-                };
-                p.canonicalize().unwrap_or(p)
-            })
-            .collect()
-    }
-
-    /// Whether the walk of `dir`'s parent would skip `dir` (ignored, or `.git`).
+    /// Whether the walk of `dir`'s parent would skip `dir` (ignored, excluded or `.git`).
     fn is_ignored_dir(&self, dir: &Path) -> bool {
         let Some(parent) = dir.parent() else {
             return false;
@@ -401,7 +398,7 @@ impl ChangeWatcher {
         if !dir.starts_with(&self.workspace) || dir == self.workspace {
             return false;
         }
-        !git_walk(parent, Vec::new())
+        !git_walk(parent, self.excluded.clone())
             .max_depth(Some(1))
             .build()
             .filter_map(Result::ok)
@@ -506,8 +503,8 @@ impl Events {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    seen.distrust = Some(format!("reading file events: {e}"));
-                    seen.rewatch = true;
+                    seen.pending.distrust = Some(format!("reading file events: {e}"));
+                    seen.pending.rewatch = true;
                     return;
                 }
             }
@@ -517,7 +514,7 @@ impl Events {
 
     fn record(&self, seen: &mut Seen, wd: WatchDescriptor, mask: EventMask, name: Option<&OsStr>) {
         if mask.contains(EventMask::Q_OVERFLOW) {
-            seen.distrust = Some("the kernel's event queue overflowed".to_owned());
+            seen.pending.distrust = Some("the kernel's event queue overflowed".to_owned());
             return;
         }
         if mask.contains(EventMask::IGNORED) {
@@ -533,8 +530,8 @@ impl Events {
         };
         if mask.contains(EventMask::MOVE_SELF) {
             // Rule 5: this directory and its watches now answer to another name.
-            seen.distrust = Some(format!("{} was moved", path.display()));
-            seen.rewatch = true;
+            seen.pending.distrust = Some(format!("{} was moved", path.display()));
+            seen.pending.rewatch = true;
             return;
         }
         if path.parent() == Some(self.cookie_dir.as_path()) {
@@ -548,7 +545,7 @@ impl Events {
         };
         let Some(rel) = rel.to_str().map(str::to_owned) else {
             // Not UTF-8: the scan cannot name it exactly, so it looks at everything.
-            seen.distrust = Some("a file name is not UTF-8".to_owned());
+            seen.pending.distrust = Some("a file name is not UTF-8".to_owned());
             return;
         };
         if rel.is_empty()
@@ -561,29 +558,31 @@ impl Events {
         let is_dir = mask.contains(EventMask::ISDIR);
         if is_dir && mask.contains(EventMask::MOVED_FROM) {
             // Rule 5: the watches below it keep the old names.
-            seen.distrust = Some(format!("{rel} was moved"));
-            seen.rewatch = true;
+            seen.pending.distrust = Some(format!("{rel} was moved"));
+            seen.pending.rewatch = true;
         }
         if path.file_name().is_some_and(|n| n == ".gitignore") {
-            seen.distrust = Some(format!("{rel} changed"));
-            seen.rewatch = true;
+            seen.pending.distrust = Some(format!("{rel} changed"));
+            seen.pending.rewatch = true;
         }
         if is_dir && mask.intersects(EventMask::CREATE | EventMask::MOVED_TO) {
-            if seen.new_dirs.len() < MAX_TOUCHED {
-                seen.new_dirs.insert(path.clone());
+            if seen.pending.new_dirs.len() < MAX_TOUCHED {
+                seen.pending.new_dirs.insert(path.clone());
             } else {
                 // Bounded like `touched`: past this, watching everything again is cheaper.
-                seen.rewatch = true;
-                seen.distrust
+                seen.pending.rewatch = true;
+                seen.pending
+                    .distrust
                     .get_or_insert_with(|| format!("more than {MAX_TOUCHED} directories created"));
             }
         }
-        if seen.touched.len() >= MAX_TOUCHED {
-            seen.distrust
+        if seen.pending.touched.len() >= MAX_TOUCHED {
+            seen.pending
+                .distrust
                 .get_or_insert_with(|| format!("more than {MAX_TOUCHED} paths changed"));
             return;
         }
-        seen.touched.insert(rel);
+        seen.pending.touched.insert(rel);
     }
 }
 
@@ -606,7 +605,18 @@ struct GitDirs {
 /// A cheap summary of `HEAD`, the refs, the index and `info/exclude`: equal summaries mean git
 /// would compare the files with the same commit and the same index.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Fingerprint(Vec<Option<(u64, i64, i64, u64)>>, Vec<u8>, Option<Vec<u8>>);
+struct Fingerprint {
+    /// `HEAD` as written: a ref name or a commit id.
+    head: Vec<u8>,
+    /// The loose ref `HEAD` names, when there is one.
+    target: Option<Vec<u8>>,
+    /// Size, mtime and inode of the index, `packed-refs`, `reftable/tables.list` and
+    /// `info/exclude` (`None`: absent).
+    stamps: [Option<FileStamp>; 4],
+}
+
+/// What `fs::metadata` says changed about a file: size, mtime (seconds, nanoseconds), inode.
+type FileStamp = (u64, i64, i64, u64);
 
 impl GitDirs {
     fn find(workspace: &Path, options: &ScanOptions) -> Option<GitDirs> {
@@ -634,7 +644,7 @@ impl GitDirs {
     }
 
     fn fingerprint(&self) -> Fingerprint {
-        let stat = |p: PathBuf| -> Option<(u64, i64, i64, u64)> {
+        let stat = |p: PathBuf| -> Option<FileStamp> {
             let m = fs::metadata(p).ok()?;
             Some((m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
         };
@@ -644,13 +654,16 @@ impl GitDirs {
             .and_then(|h| h.strip_prefix("ref: "))
             .map(str::trim)
             .and_then(|r| read_ref(&self.common_dir, &self.git_dir, r));
-        let stats = vec![
-            stat(self.git_dir.join("index")),
-            stat(self.common_dir.join("packed-refs")),
-            stat(self.common_dir.join("reftable").join("tables.list")),
-            stat(self.common_dir.join("info").join("exclude")),
-        ];
-        Fingerprint(stats, head, target)
+        Fingerprint {
+            stamps: [
+                stat(self.git_dir.join("index")),
+                stat(self.common_dir.join("packed-refs")),
+                stat(self.common_dir.join("reftable").join("tables.list")),
+                stat(self.common_dir.join("info").join("exclude")),
+            ],
+            head,
+            target,
+        }
     }
 }
 
@@ -658,13 +671,6 @@ impl GitDirs {
 fn read_ref(common_dir: &Path, git_dir: &Path, name: &str) -> Option<Vec<u8>> {
     fs::read(git_dir.join(name))
         .or_else(|_| fs::read(common_dir.join(name)))
-        .or_else(|e| {
-            if e.kind() == io::ErrorKind::NotFound {
-                Ok(Vec::new())
-            } else {
-                Err(e)
-            }
-        })
         .ok()
 }
 

@@ -339,7 +339,6 @@ pub fn scan_at(
     } else {
         None
     };
-    let from_git = git.is_some();
     let (observed, walked) = match git {
         Some(observed) => (observed, None),
         None => {
@@ -374,7 +373,7 @@ pub fn scan_at(
         }
     };
     settle(
-        &workspace, journal, previous, reset, observed, walked, cutoff, from_git,
+        &workspace, journal, previous, reset, observed, walked, cutoff,
     )
 }
 
@@ -403,7 +402,7 @@ pub fn rescan(
         .map(|p| p.trim_end_matches('/'))
         .filter(|p| !p.is_empty() && !excluded.contains(p))
         .collect();
-    let (journal_before, reset) = Journal::load(journal, &workspace);
+    let (mut journal_before, reset) = Journal::load(journal, &workspace);
     let is_touched = |path: &str| {
         touched.contains(path)
             || path
@@ -433,7 +432,6 @@ pub fn rescan(
         }
     }
     // Deletions the previous scan dated keep their date even if the journal was reset since.
-    let mut journal_before = journal_before;
     for f in &previous.files {
         if let FileState::Deleted { noticed_at } = f.state {
             journal_before
@@ -450,7 +448,6 @@ pub fn rescan(
         observed,
         None,
         cutoff,
-        true,
     )
 }
 
@@ -463,8 +460,8 @@ fn canonical_workspace(workspace: &Path) -> Result<PathBuf, ChangesError> {
         })
 }
 
-/// Dates what a scan observed (rule 5) and writes the journal when it changed.
-#[allow(clippy::too_many_arguments)]
+/// Dates what a scan observed (rule 5) and writes the journal when it changed. `walked` is the
+/// walk's file list outside git, `None` when git gave the dirty set.
 fn settle(
     workspace: &Path,
     journal: &Path,
@@ -473,8 +470,8 @@ fn settle(
     observed: BTreeMap<String, Observed>,
     walked: Option<Vec<String>>,
     cutoff: Timestamp,
-    from_git: bool,
 ) -> Result<ChangeScan, ChangesError> {
+    let from_git = walked.is_none();
     // Rule 5: a deletion keeps the time it was first noticed.
     let mut next = Journal {
         version: JOURNAL_VERSION,

@@ -7,8 +7,8 @@ mod common;
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
-use std::path::Path;
-use std::process::{Output, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use common::Workspace;
@@ -556,30 +556,17 @@ fn huge_output_keeps_memory_bounded_caps_the_log_and_shows_the_tail() {
     const LINES: u64 = 12_000_000;
     const LOG_LIMIT: u64 = 8 * 1024 * 1024;
     let ws = Workspace::git();
-    ws.hook(
+    // The hook announces itself once all its output went through, then waits.
+    let BlockedEval { child, go, .. } = blocked_eval(
+        &ws,
         "big.sh",
-        "file",
-        "pattern: '*.txt'",
-        &format!("seq 1 {LINES}; touch \"$HV_DONE\"; read line < \"$HV_GO\"; exit 3"),
+        &format!("seq 1 {LINES}; touch \"$HV_STARTED\"; read line < \"$HV_GO\"; exit 3"),
+        "x\n",
     );
-    edit(&ws, "a.txt", "x\n");
-    let done = ws.base().join("done");
-    let go = ws.base().join("go");
-    mkfifo(&go);
-    let child = ws
-        .hookvisor_command()
-        .args(["eval", "--json"])
-        .env("HV_DONE", &done)
-        .env("HV_GO", &go)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // The peak resident set of the hookvisor process itself, from /proc (getrusage of children
     // would also count this test process: a child spawned with vfork records its parent's peak
     // when it execs). First once all the output went through, while the hook waits...
     let status = format!("/proc/{}/status", child.id());
-    wait_for_file(&done);
     let mut peak_kib = peak_rss_kib(&status).expect("hookvisor is running");
     fs::OpenOptions::new()
         .write(true)
@@ -692,21 +679,22 @@ fn wait_for_file(path: &Path) {
     }
 }
 
-#[test]
-fn an_edit_made_while_a_hook_runs_is_caught_next_turn() {
-    let ws = Workspace::git();
-    // The hook says it started, then waits for the test to let it finish.
-    ws.hook(
-        "wait.sh",
-        "file",
-        "pattern: '*.txt'",
-        "echo \"$DISCOBOT_CHANGED_FILES\" > \"$HV_STARTED\"; read line < \"$HV_GO\"; exit 0",
-    );
+/// An `eval --json` caught in the middle of a file hook on `*.txt` (the file `hook` of the hooks
+/// dir): the hook runs `script`, which announces itself by making `$HV_STARTED` and then blocks
+/// reading `$HV_GO`, a FIFO. `a.txt` is written with `contents` first; returns once the hook
+/// has announced itself.
+struct BlockedEval {
+    child: Child,
+    started: PathBuf,
+    go: PathBuf,
+}
+
+fn blocked_eval(ws: &Workspace, hook: &str, script: &str, contents: &str) -> BlockedEval {
+    ws.hook(hook, "file", "pattern: '*.txt'", script);
     let started = ws.base().join("started");
     let go = ws.base().join("go");
     mkfifo(&go);
-    edit(&ws, "a.txt", "first\n");
-
+    edit(ws, "a.txt", contents);
     let child = ws
         .hookvisor_command()
         .args(["eval", "--json"])
@@ -717,6 +705,19 @@ fn an_edit_made_while_a_hook_runs_is_caught_next_turn() {
         .spawn()
         .unwrap();
     wait_for_file(&started);
+    BlockedEval { child, started, go }
+}
+
+#[test]
+fn an_edit_made_while_a_hook_runs_is_caught_next_turn() {
+    let ws = Workspace::git();
+    // The hook says it started, then waits for the test to let it finish.
+    let BlockedEval { child, started, go } = blocked_eval(
+        &ws,
+        "wait.sh",
+        "echo \"$DISCOBOT_CHANGED_FILES\" > \"$HV_STARTED\"; read line < \"$HV_GO\"; exit 0",
+        "first\n",
+    );
     assert_eq!(entry(&ws, "wait")["lastResult"], "running");
     // The model's edit lands while the hook runs.
     ws.write("a.txt", "edited during the run\n");
@@ -1038,27 +1039,13 @@ fn a_timed_out_hook_says_so_in_the_message() {
 fn a_terminated_evaluation_kills_the_hook_and_leaves_it_pending() {
     let ws = Workspace::git();
     // The hook records its pid, then blocks on a FIFO nobody writes to.
-    ws.hook(
+    let BlockedEval { child, started, .. } = blocked_eval(
+        &ws,
         "wait.sh",
-        "file",
-        "pattern: '*.txt'",
         "echo $$ > \"$HV_STARTED.tmp\"; mv \"$HV_STARTED.tmp\" \"$HV_STARTED\"; \
          read line < \"$HV_GO\"; exit 0",
+        "x\n",
     );
-    let started = ws.base().join("started");
-    let go = ws.base().join("go");
-    mkfifo(&go);
-    edit(&ws, "a.txt", "x\n");
-    let child = ws
-        .hookvisor_command()
-        .args(["eval", "--json"])
-        .env("HV_STARTED", &started)
-        .env("HV_GO", &go)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_file(&started);
     let hook_pid: i32 = fs::read_to_string(&started)
         .unwrap()
         .trim()

@@ -205,11 +205,7 @@ impl AppState {
             tracing::warn!("{e}");
         }
         tracing::debug!("{watcher:?}");
-        self.metrics.set_watched_dirs(if watcher.is_watching() {
-            watcher.watched_dirs()
-        } else {
-            0
-        });
+        self.metrics.set_watched_dirs(watcher.watched_dirs());
         *self.changes.lock().expect("changes lock") = Some(watcher);
     }
 
@@ -223,6 +219,8 @@ impl AppState {
             Some(watcher) => {
                 let (report, kind) = hookvisor_core::evaluate_watched(&self.ctx, watcher, options)?;
                 self.metrics.record_scan(kind);
+                // A scan may have made the watches again (a `.gitignore` edit, a moved directory).
+                self.metrics.set_watched_dirs(watcher.watched_dirs());
                 Ok(report)
             }
             None => {
