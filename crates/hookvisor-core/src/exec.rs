@@ -28,7 +28,7 @@ use std::ffi::{CString, OsString};
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -47,6 +47,7 @@ use nix::unistd::{Gid, Pid, Uid, User};
 
 use crate::context::Context;
 use crate::hook::{Hook, HookKind};
+use crate::seal::SealedScript;
 
 /// How many bytes of output a run keeps in memory for messages.
 const TAIL_LIMIT: usize = 64 * 1024;
@@ -215,6 +216,9 @@ pub struct RunOptions {
     pub kill_grace: Duration,
     /// Variables added last, over every other. Default none.
     pub extra_env: Vec<(OsString, OsString)>,
+    /// Execute these sealed bytes instead of opening the program's path (root hooks, see
+    /// [`SealedScript`]). Default `None`.
+    pub sealed: Option<Arc<SealedScript>>,
 }
 
 impl Default for RunOptions {
@@ -226,6 +230,7 @@ impl Default for RunOptions {
             log_limit: 8 * 1024 * 1024,
             kill_grace: Duration::from_secs(2),
             extra_env: Vec::new(),
+            sealed: None,
         }
     }
 }
@@ -372,6 +377,8 @@ pub fn run_hook(
         ("DISCOBOT_SESSION_ID".into(), ctx.session_id.clone().into()),
         ("DISCOBOT_WORKSPACE".into(), ctx.workspace.clone().into()),
         ("HOOKVISOR_HOOK_ID".into(), hook.id.clone().into()),
+        // A sealed root hook sees `/dev/fd/N` as `$0`; this is where it came from.
+        ("HOOKVISOR_HOOK_PATH".into(), hook.path.clone().into()),
     ];
     // The API token is the server's secret, not the repository's: hooks never see it.
     let mut env_remove: Vec<OsString> = vec!["HOOKVISOR_TOKEN".into()];
@@ -413,7 +420,11 @@ pub fn run_command(invocation: &Invocation, options: &RunOptions) -> Result<RunO
     }
 
     let env = child_env(invocation, options);
-    let program = match resolve_program(&invocation.program, &env) {
+    let resolved = match &options.sealed {
+        Some(sealed) => Some(sealed.path.clone()),
+        None => resolve_program(&invocation.program, &env),
+    };
+    let program = match resolved {
         Some(program) => program,
         None => {
             sink.note(&format!(
@@ -442,7 +453,8 @@ pub fn run_command(invocation: &Invocation, options: &RunOptions) -> Result<RunO
         }
     })?;
 
-    let exec = ExecArgs::new(&program, invocation, &env, options.credentials.as_ref());
+    let mut exec = ExecArgs::new(&program, invocation, &env, options.credentials.as_ref());
+    exec.sealed = options.sealed.as_ref().map(|s| s.fd().as_raw_fd());
     let mut child = match spawn(&program, invocation, write, exec) {
         Ok(child) => child,
         Err(err) => {
@@ -649,6 +661,9 @@ struct ExecArgs {
     switch: Option<(Vec<libc::gid_t>, libc::gid_t, libc::uid_t)>,
     /// Highest descriptor to mark close-on-exec when `close_range` is missing (Linux < 5.11).
     fd_limit: libc::c_int,
+    /// A sealed memfd to execute instead of `program`; kept open across exec, since a script's
+    /// interpreter opens it again as `/dev/fd/N`.
+    sealed: Option<libc::c_int>,
 }
 
 // SAFETY: the raw pointers in `argv` and `envp` point into `_strings`, which the struct owns and
@@ -703,6 +718,7 @@ impl ExecArgs {
             envp,
             switch,
             fd_limit,
+            sealed: None,
         }
     }
 }
@@ -801,11 +817,26 @@ fn child_setup(exec: &ExecArgs) -> io::Result<()> {
             check(libc::setuid(*uid))?;
         }
 
-        libc::execve(
-            exec.program.as_ptr(),
-            exec.argv.as_ptr(),
-            exec.envp.as_ptr(),
-        );
+        match exec.sealed {
+            Some(fd) => {
+                check(libc::fcntl(fd, libc::F_SETFD, 0))?;
+                libc::syscall(
+                    libc::SYS_execveat,
+                    fd,
+                    c"".as_ptr(),
+                    exec.argv.as_ptr(),
+                    exec.envp.as_ptr(),
+                    libc::AT_EMPTY_PATH,
+                );
+            }
+            None => {
+                libc::execve(
+                    exec.program.as_ptr(),
+                    exec.argv.as_ptr(),
+                    exec.envp.as_ptr(),
+                );
+            }
+        }
     }
     Err(io::Error::last_os_error())
 }
@@ -1130,7 +1161,7 @@ struct LineEcho {
 impl LineEcho {
     fn new(name: &str) -> LineEcho {
         LineEcho {
-            prefix: format!("[{name}] ").into_bytes(),
+            prefix: format!("[{}] ", crate::message::sanitize(name)).into_bytes(),
             line: Vec::new(),
         }
     }
@@ -1164,9 +1195,12 @@ impl LineEcho {
 
     fn emit(&mut self, out: &mut impl Write) {
         // One write per line, so lines of hooks echoing at the same time do not mix.
-        let mut whole = Vec::with_capacity(self.prefix.len() + self.line.len() + 1);
+        // Escape sequences could rewrite the terminal around the line (or the init's own
+        // messages); they are removed as in the re-prompt.
+        let line = crate::message::sanitize(&String::from_utf8_lossy(&self.line));
+        let mut whole = Vec::with_capacity(self.prefix.len() + line.len() + 1);
         whole.extend_from_slice(&self.prefix);
-        whole.extend_from_slice(&self.line);
+        whole.extend_from_slice(line.as_bytes());
         whole.push(b'\n');
         let _ = out.write_all(&whole);
         self.line.clear();

@@ -16,8 +16,10 @@ mod hook;
 mod message;
 mod pattern;
 mod precommit;
+mod seal;
 mod session;
 mod status;
+mod user_fs;
 
 pub use change_watch::{ChangeWatcher, MAX_TOUCHED, ScanKind};
 pub use changes::{
@@ -42,11 +44,13 @@ pub use precommit::{
     PreCommitSkip, SKIP_VARIABLE, Uninstalled, ensure_pre_commit, git_hooks_dir, repository_top,
     run_pre_commit, staged_files, uninstall_pre_commit,
 };
+pub use seal::{RootHooks, SEAL_LIMIT, SealError, SealedScript};
 pub use session::{
-    NOTE_FIELD, STOPPED_NOTE, SessionError, SessionOptions, SessionPlan, SessionRun,
-    credentials_for, fail_interrupted, hand_over, prepare_state_dir, run_session,
+    NOTE_FIELD, RootImages, STOPPED_NOTE, SessionError, SessionOptions, SessionPlan, SessionRun,
+    credentials_for, fail_interrupted, prepare_state_dir, run_session,
 };
 pub use status::{
     HookStatus, RunResult, Status, StatusError, StatusStore, parse_rfc3339, rfc3339,
     rfc3339_millis, write_atomic,
 };
+pub use user_fs::{ActingAs, act_as, writable_by};

@@ -4,24 +4,30 @@
 //!
 //! 1. Session hooks run in discovery order (file name order), the `blocking: true` ones first:
 //!    the init waits for those before it starts the agent command, and runs the others in the
-//!    background, still in order, while the command starts ([`SessionPlan`]).
+//!    background, still in order, while the command starts ([`SessionPlan`]). A `run_as: root`
+//!    hook is always blocking: no root hook ever runs while the agent's processes exist.
 //! 2. `run_as: root` runs as root, `run_as: user` as the run user (supplementary groups, gid,
 //!    uid, and HOME, USER, LOGNAME, SHELL from its passwd entry). A process that is not root
 //!    runs everything as itself; [`SessionPlan::unprivileged_root_hooks`] lets the caller say so.
+//!    A root process runs a root hook only from the bytes it read into a [`SealedScript`] when
+//!    the plan was made, and only as `--root-hooks` ([`RootHooks`]) allows.
 //! 3. Each hook has its own timeout (default 300 s) after which its whole process group is
 //!    killed. A failure is recorded and reported and never stops the hooks after it.
 //! 4. Every run is recorded in `status.json` as type `session`: `running` when it starts, then
 //!    its result. A run stopped because the session ended (the agent command exited or the
 //!    container is stopping) is a failure with a `note` field saying so, and so is a run whose
 //!    runner was killed before it could record it ([`fail_interrupted`]).
-//! 5. When root runs hooks for an unprivileged user, the state dir belongs to that user
-//!    ([`prepare_state_dir`], [`hand_over`]), so the user's supervisor can write it later.
+//! 5. When root runs hooks for an unprivileged user, it acts on the state dir with that user's
+//!    file-system credentials ([`act_as`](crate::act_as)): what it creates is the user's, and a
+//!    link the agent planted there leads nowhere the user could not go. Nothing is chowned.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::lchown;
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, lchown};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use nix::unistd::Uid;
@@ -31,7 +37,9 @@ use crate::context::Context;
 use crate::discover::Discovery;
 use crate::exec::{CancelToken, Credentials, RunOptions, run_hook};
 use crate::hook::{Hook, HookKind, RunAs};
+use crate::seal::{RootHooks, SealedScript};
 use crate::status::{RunResult, StatusError, StatusStore};
+use crate::user_fs::{act_as, writable_by};
 
 /// The field of a `status.json` entry that says why a run ended the way it did, when the exit
 /// code alone does not (an extra field; discobot's dashboards ignore it).
@@ -43,23 +51,54 @@ pub const STOPPED_NOTE: &str = "stopped before it finished: the session ended (t
 /// The session hooks of a workspace, split the way they run (rule 1 of the module docs).
 #[derive(Debug, Clone, Default)]
 pub struct SessionPlan {
-    /// Hooks with `blocking: true`, in order: they finish before the agent command starts.
+    /// Hooks with `blocking: true`, and every `run_as: root` hook, in order: they finish before
+    /// the agent command starts.
     pub blocking: Vec<Hook>,
     /// The other session hooks, in order: they run while the agent command starts.
     pub background: Vec<Hook>,
+    /// `run_as: root` hooks that said `blocking: false` and run before the agent all the same.
+    pub promoted: Vec<Hook>,
+    /// What each root hook runs from when this process is root, by hook id: its sealed bytes,
+    /// or why it will not run. Passed on to [`SessionOptions::root_images`].
+    pub root_images: RootImages,
 }
 
+/// Sealed root hooks by id, or the reason one will not run (see [`SessionPlan::root_images`]).
+pub type RootImages = BTreeMap<String, Result<Arc<SealedScript>, String>>;
+
 impl SessionPlan {
-    /// Picks the session hooks out of a discovery, keeping its order.
+    /// Picks the session hooks out of a discovery, keeping its order; every root hook runs
+    /// (`--root-hooks all`) and there is no unprivileged user.
     pub fn new(discovery: &Discovery) -> SessionPlan {
-        let (blocking, background) = discovery
-            .of_kind(HookKind::Session)
-            .cloned()
-            .partition(|h| h.blocking);
-        SessionPlan {
-            blocking,
-            background,
+        SessionPlan::with_policy(discovery, RootHooks::All, None)
+    }
+
+    /// Picks the session hooks out of a discovery for a run whose agent is `user`, sealing
+    /// each root hook as `policy` allows when this process is root.
+    pub fn with_policy(
+        discovery: &Discovery,
+        policy: RootHooks,
+        user: Option<&Credentials>,
+    ) -> SessionPlan {
+        let mut plan = SessionPlan::default();
+        for hook in discovery.of_kind(HookKind::Session) {
+            let root = hook.run_as == RunAs::Root;
+            if root && !hook.blocking {
+                plan.promoted.push(hook.clone());
+            }
+            if root && Uid::effective().is_root() {
+                let image = SealedScript::seal(hook, policy, user)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string());
+                plan.root_images.insert(hook.id.clone(), image);
+            }
+            if hook.blocking || root {
+                plan.blocking.push(hook.clone());
+            } else {
+                plan.background.push(hook.clone());
+            }
         }
+        plan
     }
 
     /// Every session hook in the order `hookvisor session` runs them: blocking ones first.
@@ -92,6 +131,9 @@ pub struct SessionOptions {
     pub echo: bool,
     /// Time between SIGTERM and SIGKILL when a hook is stopped. Default: the executor's.
     pub kill_grace: Option<Duration>,
+    /// What root hooks run from when this process is root ([`SessionPlan::root_images`]); a
+    /// root hook missing here is not run. Default empty.
+    pub root_images: RootImages,
 }
 
 /// What one session hook did.
@@ -125,15 +167,17 @@ pub enum SessionError {
         /// What the file system said.
         source: io::Error,
     },
-    /// A file of the state dir could not be given to the run user.
+    /// A directory of the state dir's path could not be given to the run user.
     HandOver {
-        /// The file or directory.
+        /// The directory.
         path: PathBuf,
         /// The user it was for.
         uid: u32,
         /// What the file system said.
         source: io::Error,
     },
+    /// The user's file-system credentials could not be taken.
+    ActAs(io::Error),
     /// `status.json` could not be written.
     Status(StatusError),
 }
@@ -151,6 +195,10 @@ impl fmt::Display for SessionError {
                 "cannot give {} to uid {uid}: {source}; run as root or pass a --state-dir the user owns",
                 path.display()
             ),
+            SessionError::ActAs(e) => write!(
+                f,
+                "cannot act as the run user on the state dir: {e}; run hookvisor-init as root"
+            ),
             SessionError::Status(e) => e.fmt(f),
         }
     }
@@ -159,9 +207,9 @@ impl fmt::Display for SessionError {
 impl std::error::Error for SessionError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            SessionError::CreateDir { source, .. } | SessionError::HandOver { source, .. } => {
-                Some(source)
-            }
+            SessionError::CreateDir { source, .. }
+            | SessionError::HandOver { source, .. }
+            | SessionError::ActAs(source) => Some(source),
             SessionError::Status(e) => Some(e),
         }
     }
@@ -176,15 +224,32 @@ impl From<StatusError> for SessionError {
 /// The credentials a hook runs with (rule 2): `None` keeps ours.
 ///
 /// Only a root process switches: `run_as: user` to `user` when one is given, `run_as: root`
-/// stays root. A process that is not root never switches.
+/// to root's own account (a thread acting as the user must not lend the hook its file-system
+/// ids). A process that is not root never switches.
 pub fn credentials_for(run_as: RunAs, user: Option<&Credentials>) -> Option<Credentials> {
     if !Uid::effective().is_root() {
         return None;
     }
+    let user = user.filter(|u| u.uid != 0);
     match run_as {
-        RunAs::Root => None,
-        RunAs::User => user.filter(|u| u.uid != 0).cloned(),
+        RunAs::Root => user.map(|_| root_account()),
+        RunAs::User => user.cloned(),
     }
+}
+
+/// Root's account, for root hooks: its passwd entry when there is one.
+fn root_account() -> Credentials {
+    Credentials::from_name("root")
+        .ok()
+        .filter(|c| c.uid == 0)
+        .unwrap_or_else(|| Credentials {
+            user: "root".to_owned(),
+            uid: 0,
+            gid: 0,
+            groups: vec![0],
+            home: PathBuf::from("/root"),
+            shell: PathBuf::from("/bin/sh"),
+        })
 }
 
 /// Runs `hooks` one after the other (rules 2-4), recording each in `status.json` and calling
@@ -193,6 +258,8 @@ pub fn credentials_for(run_as: RunAs, user: Option<&Credentials>) -> Option<Cred
 ///
 /// A status that cannot be written does not stop the hooks; `on_finish` sees the run anyway and
 /// the returned runs carry the error in their note.
+///
+/// The calling thread acts on the file system as `options.user` for the whole call (rule 5).
 pub fn run_session(
     ctx: &Context,
     hooks: &[Hook],
@@ -200,7 +267,7 @@ pub fn run_session(
     mut on_finish: impl FnMut(&SessionRun),
 ) -> Vec<SessionRun> {
     let store = StatusStore::for_context(ctx);
-    let owner = owner(options.user.as_ref());
+    let acting = act_as(options.user.as_ref());
     let mut runs = Vec::with_capacity(hooks.len());
     for hook in hooks {
         if cancelled(options) {
@@ -218,8 +285,32 @@ pub fn run_session(
         if let Some(grace) = options.kill_grace {
             run_options.kill_grace = grace;
         }
+        let refused = match &acting {
+            Err(e) => Some(format!(
+                "not run: cannot act as the run user on the state dir: {e}"
+            )),
+            Ok(_) if hook.run_as == RunAs::Root && Uid::effective().is_root() => {
+                match options.root_images.get(&hook.id) {
+                    Some(Ok(image)) => {
+                        run_options.sealed = Some(Arc::clone(image));
+                        None
+                    }
+                    Some(Err(reason)) => Some(reason.clone()),
+                    None => Some(format!(
+                        "{}: not run: a root hook runs only from the bytes read when the \
+                         session started",
+                        hook.path.display()
+                    )),
+                }
+            }
+            Ok(_) => None,
+        };
         let started = SystemTime::now();
-        let mut run = match run_hook(ctx, hook, &[], &run_options) {
+        let result = match refused {
+            Some(reason) => Err(reason),
+            None => run_hook(ctx, hook, &[], &run_options).map_err(|e| e.to_string()),
+        };
+        let mut run = match result {
             Ok(outcome) => SessionRun {
                 hook_id: hook.id.clone(),
                 hook_name: hook.name.clone(),
@@ -232,13 +323,13 @@ pub fn run_session(
                     .then(|| STOPPED_NOTE.to_owned()),
                 log_path: ctx.log_path(&hook.id),
             },
-            Err(e) => SessionRun {
+            Err(reason) => SessionRun {
                 hook_id: hook.id.clone(),
                 hook_name: hook.name.clone(),
                 exit_code: None,
                 success: false,
                 timed_out: false,
-                note: Some(e.to_string()),
+                note: Some(reason),
                 log_path: ctx.log_path(&hook.id),
             },
         };
@@ -259,11 +350,6 @@ pub fn run_session(
             let note = run.note.take().map_or(String::new(), |n| format!("{n}; "));
             run.note = Some(format!("{note}not recorded: {e}"));
         }
-        if let Some((uid, gid)) = owner {
-            // Best effort: the next hook may still succeed, and the init hands over again at
-            // the end.
-            let _ = hand_over(&ctx.state_dir, uid, gid);
-        }
         on_finish(&run);
         runs.push(run);
     }
@@ -272,12 +358,14 @@ pub fn run_session(
 
 /// Records every hook of `hooks` still `running` in `status.json` as a failure with `note`,
 /// and appends the note to its log. For a runner that was killed before it could record its
-/// hooks itself. Returns the ids changed.
+/// hooks itself. Acts on the state dir as `user` (rule 5). Returns the ids changed.
 pub fn fail_interrupted(
     ctx: &Context,
     hooks: &[Hook],
     note: &str,
-) -> Result<Vec<String>, StatusError> {
+    user: Option<&Credentials>,
+) -> Result<Vec<String>, SessionError> {
+    let _acting = act_as(user).map_err(SessionError::ActAs)?;
     let store = StatusStore::for_context(ctx);
     let now = SystemTime::now();
     let failed = store.update(|s| {
@@ -316,62 +404,74 @@ pub fn fail_interrupted(
     Ok(failed)
 }
 
-/// Creates the state dir of `ctx` (and its missing parents) with an empty `status.json` and
-/// its lock, and gives what it created to `user` when we are root and `user` is not, so the
-/// user's own processes can write the state later.
+/// Creates the state dir of `ctx` (and its missing parents) with an empty `status.json`, its
+/// lock and `output/`, so that the user's own processes can write the state later.
+///
+/// When we are root and `user` is not, root creates only the missing directories whose parent
+/// the user cannot write (no one but root can interfere there) and gives each to the user as it
+/// makes it; from the first directory the user can write, everything is done with the user's
+/// file-system credentials (rule 5). Nothing that exists is chowned.
 pub fn prepare_state_dir(ctx: &Context, user: Option<&Credentials>) -> Result<(), SessionError> {
-    let mut created = Vec::new();
-    let mut dir = ctx.state_dir.as_path();
-    while !dir.exists() {
-        created.push(dir.to_owned());
-        match dir.parent() {
-            Some(parent) => dir = parent,
-            None => break,
-        }
+    let user = user.filter(|u| u.uid != 0 && Uid::effective().is_root());
+    if let Some(user) = user {
+        root_part_of_path(&ctx.state_dir, user)?;
     }
-    fs::create_dir_all(&ctx.state_dir).map_err(|source| SessionError::CreateDir {
-        path: ctx.state_dir.clone(),
-        source,
-    })?;
+    let _acting = act_as(user).map_err(SessionError::ActAs)?;
     let output = ctx.state_dir.join("output");
     fs::create_dir_all(&output).map_err(|source| SessionError::CreateDir {
         path: output,
         source,
     })?;
-    // An update that changes nothing still creates the lock file and a valid status.json:
-    // made now, they get handed over before any writer running as the user needs them.
+    // An update that changes nothing still creates the lock file and a valid status.json.
     StatusStore::for_context(ctx).update(|_| ())?;
-    if let Some((uid, gid)) = owner(user) {
-        for dir in &created {
-            lchown(dir, Some(uid), Some(gid)).map_err(|source| SessionError::HandOver {
-                path: dir.clone(),
-                uid,
-                source,
-            })?;
-        }
-        hand_over(&ctx.state_dir, uid, gid)?;
-    }
     Ok(())
 }
 
-/// Gives `dir` and everything under it to `uid:gid`, without following symbolic links.
-pub fn hand_over(dir: &Path, uid: u32, gid: u32) -> Result<(), SessionError> {
-    let fail = |path: &Path, source| SessionError::HandOver {
+/// Walks `dir` from `/` while no one but root can change what each name on the way refers to
+/// (its parent is closed to `user`, or is sticky like `/tmp` and root owns the entry), creates
+/// the first missing directory as root and gives it to `user`, and stops there or at the first
+/// name the user could change (a link is followed only with the user's credentials).
+fn root_part_of_path(dir: &Path, user: &Credentials) -> Result<(), SessionError> {
+    let create_error = |path: &Path, source| SessionError::CreateDir {
         path: path.to_owned(),
-        uid,
         source,
     };
-    lchown(dir, Some(uid), Some(gid)).map_err(|e| fail(dir, e))?;
-    let meta = fs::symlink_metadata(dir).map_err(|e| fail(dir, e))?;
-    if meta.is_dir() {
-        for entry in fs::read_dir(dir).map_err(|e| fail(dir, e))? {
-            let entry = entry.map_err(|e| fail(dir, e))?;
-            match hand_over(&entry.path(), uid, gid) {
-                // A temp file renamed away meanwhile is nothing to hand over.
-                Err(SessionError::HandOver { source, .. })
-                    if source.kind() == io::ErrorKind::NotFound => {}
-                other => other?,
+    let mut path = PathBuf::from("/");
+    let mut parent = fs::metadata(&path).map_err(|e| create_error(&path, e))?;
+    for component in dir.components() {
+        let name = match component {
+            Component::RootDir => continue,
+            Component::Normal(name) => name,
+            // `..` or `.` in the path: leave the rest to the user.
+            _ => return Ok(()),
+        };
+        let child = path.join(name);
+        let parent_open = writable_by(&parent, user);
+        let sticky = parent.mode() & 0o1000 != 0;
+        match fs::symlink_metadata(&child) {
+            Ok(meta) if meta.is_dir() && (!parent_open || (sticky && meta.uid() == 0)) => {
+                path = child;
+                parent = meta;
             }
+            Err(e) if e.kind() == io::ErrorKind::NotFound && (!parent_open || sticky) => {
+                match fs::DirBuilder::new().mode(0o755).create(&child) {
+                    // Someone made it first: whatever it is, the user's credentials handle it.
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+                    other => other.map_err(|e| create_error(&child, e))?,
+                }
+                // Ours, in a directory where the user can neither remove nor rename it.
+                return lchown(&child, Some(user.uid), Some(user.gid)).map_err(|source| {
+                    SessionError::HandOver {
+                        path: child.clone(),
+                        uid: user.uid,
+                        source,
+                    }
+                });
+            }
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(create_error(&child, e));
+            }
+            _ => return Ok(()),
         }
     }
     Ok(())
@@ -382,12 +482,6 @@ fn cancelled(options: &SessionOptions) -> bool {
         .cancel
         .as_ref()
         .is_some_and(CancelToken::is_cancelled)
-}
-
-/// The uid and gid the state belongs to: the run user's when we are root and it is not.
-fn owner(user: Option<&Credentials>) -> Option<(u32, u32)> {
-    user.filter(|u| u.uid != 0 && Uid::effective().is_root())
-        .map(|u| (u.uid, u.gid))
 }
 
 fn set_note(extra: &mut serde_json::Map<String, Value>, note: Option<&str>) {
@@ -566,7 +660,8 @@ mod tests {
         fs::create_dir_all(f.ctx.log_path("x").parent().unwrap()).unwrap();
         fs::write(f.ctx.log_path("10-a"), "partial output\n").unwrap();
 
-        let failed = fail_interrupted(&f.ctx, hooks, "killed after the grace period").unwrap();
+        let failed =
+            fail_interrupted(&f.ctx, hooks, "killed after the grace period", None).unwrap();
         assert_eq!(failed, ["10-a"]);
         let status = f.status();
         for (id, result, note) in [
@@ -624,41 +719,95 @@ mod tests {
             shell: "/bin/sh".into(),
         };
         let root = Uid::effective().is_root();
-        for (run_as, user, switches) in [
-            (RunAs::Root, Some(&other), false),
-            (RunAs::User, Some(&other), root),
-            (RunAs::User, None, false),
+        // A root hook switches to root's own account: the thread may be acting as the user.
+        for (run_as, user, switches_to) in [
+            (RunAs::Root, Some(&other), root.then_some(0)),
+            (RunAs::Root, None, None),
+            (RunAs::User, Some(&other), root.then_some(4242)),
+            (RunAs::User, None, None),
         ] {
             assert_eq!(
-                credentials_for(run_as, user).is_some(),
-                switches,
+                credentials_for(run_as, user).map(|c| c.uid),
+                switches_to,
                 "{run_as:?} {user:?}"
             );
         }
     }
 
     #[test]
-    fn hand_over_chowns_the_whole_tree_without_following_links() {
+    fn root_prepares_a_state_dir_as_the_user_and_follows_no_planted_link() {
         if !Uid::effective().is_root() {
             assert!(
                 std::env::var_os("CI").is_none(),
                 "CI must run this test as root"
             );
-            eprintln!("note: hand_over test needs root; skipped");
+            eprintln!("note: needs root; skipped");
             return;
         }
-        let f = Fixture::new();
-        let outside = f.ctx.workspace.join("outside");
-        fs::write(&outside, "").unwrap();
-        fs::create_dir_all(f.ctx.state_dir.join("output")).unwrap();
-        fs::write(f.ctx.state_dir.join("output/a.log"), "").unwrap();
-        std::os::unix::fs::symlink(&outside, f.ctx.state_dir.join("link")).unwrap();
-        hand_over(&f.ctx.state_dir, 4242, 4343).unwrap();
         use std::os::unix::fs::MetadataExt;
-        for path in ["", "output", "output/a.log", "link"] {
-            let meta = fs::symlink_metadata(f.ctx.state_dir.join(path)).unwrap();
+        let user = Credentials {
+            user: "someone".into(),
+            uid: 4242,
+            gid: 4343,
+            groups: vec![4343],
+            home: "/nonexistent".into(),
+            shell: "/bin/sh".into(),
+        };
+        let f = Fixture::new();
+        fs::set_permissions(f._dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        // Missing directories under root's: made by root for the user, the rest by the user.
+        let ctx = Context {
+            state_dir: f._dir.path().join("state/deep"),
+            ..f.ctx.clone()
+        };
+        // A separate thread: acting as the user changes the calling thread's credentials.
+        let prepared = std::thread::scope(|s| {
+            s.spawn(|| prepare_state_dir(&ctx, Some(&user)))
+                .join()
+                .unwrap()
+        });
+        prepared.unwrap();
+        for path in [
+            "state",
+            "state/deep",
+            "state/deep/output",
+            "state/deep/status.json",
+        ] {
+            let meta = fs::symlink_metadata(f._dir.path().join(path)).unwrap();
             assert_eq!((meta.uid(), meta.gid()), (4242, 4343), "{path}");
         }
-        assert_eq!(fs::metadata(&outside).unwrap().uid(), 0);
+
+        // The user points its state dir's output at a directory of root's: nothing is made there.
+        let root_only = f._dir.path().join("root-only");
+        fs::create_dir(&root_only).unwrap();
+        fs::set_permissions(&root_only, fs::Permissions::from_mode(0o700)).unwrap();
+        let planted = f._dir.path().join("planted");
+        fs::create_dir(&planted).unwrap();
+        std::os::unix::fs::lchown(&planted, Some(4242), Some(4343)).unwrap();
+        std::os::unix::fs::symlink(&root_only, planted.join("output")).unwrap();
+        let ctx = Context {
+            state_dir: planted.clone(),
+            ..f.ctx.clone()
+        };
+        f.hook("10-a.sh", "", "echo hello");
+        let plan = f.plan();
+        let options = SessionOptions {
+            user: Some(user.clone()),
+            ..SessionOptions::default()
+        };
+        let runs = std::thread::scope(|s| {
+            s.spawn(|| {
+                prepare_state_dir(&ctx, Some(&user)).unwrap();
+                run_session(&ctx, &plan.background, &options, |_| {})
+            })
+            .join()
+            .unwrap()
+        });
+        // The log cannot be made where the link points: the run fails, saying why.
+        assert!(!runs[0].success, "{runs:?}");
+        let note = runs[0].note.as_deref().unwrap_or_default();
+        assert!(note.contains("Permission denied"), "{note}");
+        assert_eq!(fs::read_dir(&root_only).unwrap().count(), 0);
+        assert_eq!(fs::metadata(&root_only).unwrap().uid(), 0);
     }
 }

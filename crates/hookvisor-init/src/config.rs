@@ -8,6 +8,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use hookvisor_core::RootHooks;
+
 const USAGE: &str = "\
 PID 1 for hookvisor containers: reaps zombies, forwards signals, runs the session hooks of
 the workspace, then runs CMD as the unprivileged user and exits with its status.
@@ -27,6 +29,9 @@ Options:
                          \"default\"]
       --kill-group       Forward signals to CMD's whole process group instead of CMD alone
                          [env: HOOKVISOR_KILL_GROUP]
+      --root-hooks WHICH Which run_as: root session hooks run: all; owned (only those whose
+                         file and directories the user cannot write); none
+                         [env: HOOKVISOR_ROOT_HOOKS; default: all]
   -h, --help             Print help
   -V, --version          Print version
 ";
@@ -46,6 +51,8 @@ pub struct Config {
     pub grace: Duration,
     /// Signal CMD's process group rather than CMD alone.
     pub kill_group: bool,
+    /// Which root hooks run.
+    pub root_hooks: RootHooks,
     /// CMD and its arguments; never empty.
     pub cmd: Vec<OsString>,
 }
@@ -90,6 +97,7 @@ pub fn parse(
     let mut state_dir = None;
     let mut session = None;
     let mut kill_group = None;
+    let mut root_hooks = None;
     let mut cmd = Vec::new();
     while let Some(arg) = args.next() {
         let Some(text) = arg.to_str().filter(|t| t.starts_with('-')) else {
@@ -123,6 +131,7 @@ pub fn parse(
             "--grace" => value(&mut grace)?,
             "--state-dir" => value(&mut state_dir)?,
             "--session" => value(&mut session)?,
+            "--root-hooks" => value(&mut root_hooks)?,
             "--kill-group" if inline.is_none() => kill_group = Some(true),
             _ => {
                 return Err(format!(
@@ -140,6 +149,10 @@ pub fn parse(
     let user = user.or_else(|| env("HOOKVISOR_USER"));
     let workspace = workspace.or_else(|| env("HOOKVISOR_WORKSPACE"));
     let grace = grace.or_else(|| env("HOOKVISOR_GRACE"));
+    let root_hooks = match root_hooks.or_else(|| env("HOOKVISOR_ROOT_HOOKS")) {
+        Some(text) => RootHooks::parse(&text.to_string_lossy())?,
+        None => RootHooks::All,
+    };
     let kill_group = match kill_group {
         Some(yes) => yes,
         None => env("HOOKVISOR_KILL_GROUP").is_some_and(|v| truthy(&v)),
@@ -157,6 +170,7 @@ pub fn parse(
             None => Duration::from_secs(10),
         },
         kill_group,
+        root_hooks,
         cmd,
     }))
 }
@@ -228,7 +242,13 @@ mod tests {
         assert_eq!(c.state_dir, Some(PathBuf::from("/s")));
         assert_eq!(c.session.as_deref(), Some("x"));
         assert!(c.kill_group);
+        assert_eq!(c.root_hooks, RootHooks::All);
         assert_eq!(c.cmd, ["sh", "-c", "true"]);
+        let c = run(&["--root-hooks", "owned", "true"], &[]).unwrap();
+        assert_eq!(c.root_hooks, RootHooks::Owned);
+        let c = run(&["true"], &[("HOOKVISOR_ROOT_HOOKS", "none")]).unwrap();
+        assert_eq!(c.root_hooks, RootHooks::None);
+        assert!(run(&["--root-hooks", "some", "true"], &[]).is_err());
     }
 
     #[test]
@@ -296,6 +316,7 @@ mod tests {
             "--state-dir",
             "--session",
             "--kill-group",
+            "--root-hooks",
         ] {
             assert!(help.contains(option), "{option} missing from --help");
         }

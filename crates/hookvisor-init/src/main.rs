@@ -22,7 +22,7 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 
 use hookvisor_core::{
-    Context, ContextOverrides, Credentials, SessionPlan, StatusStore, discover, hand_over,
+    Context, ContextOverrides, Credentials, RootHooks, SessionPlan, StatusStore, act_as, discover,
     prepare_state_dir,
 };
 use nix::unistd::Uid;
@@ -89,16 +89,32 @@ fn run(config: Config) -> Result<i32, String> {
     {
         warn(format_args!("{e}"));
     }
-    let plan = hooks.map(prepare).unwrap_or_default();
+    let mut plan = hooks
+        .map(|ctx| prepare(ctx, config.root_hooks, user.as_ref()))
+        .unwrap_or_default();
 
-    let mut supervisor = Supervisor::new(blocked, config.grace, config.kill_group, ctx.clone());
+    let mut supervisor = Supervisor::new(
+        blocked,
+        config.grace,
+        config.kill_group,
+        ctx.clone(),
+        user.clone(),
+    );
 
-    // 5. Blocking session hooks finish before CMD starts. A TERM meanwhile stops them, and
-    //    the container stops without ever starting CMD.
+    // 5. Blocking session hooks, and every root hook, finish before CMD starts: no root hook
+    //    ever runs beside the agent. A TERM meanwhile stops them, and the container stops
+    //    without ever starting CMD.
     if let Some(ctx) = &ctx
         && !plan.blocking.is_empty()
     {
-        match runner::start(ctx, plan.blocking.clone(), user.as_ref(), config.grace) {
+        let root_images = std::mem::take(&mut plan.root_images);
+        match runner::start(
+            ctx,
+            plan.blocking.clone(),
+            user.as_ref(),
+            root_images,
+            config.grace,
+        ) {
             Ok(runner) => {
                 let pid = runner.pid;
                 supervisor.adopt_runner(runner);
@@ -109,7 +125,6 @@ fn run(config: Config) -> Result<i32, String> {
     }
     if let Some(sig) = supervisor.stop_signal() {
         supervisor.stop_everything();
-        finish(ctx.as_ref(), user.as_ref());
         return Ok(128 + sig);
     }
 
@@ -123,7 +138,14 @@ fn run(config: Config) -> Result<i32, String> {
             if let Some(ctx) = &ctx
                 && !plan.background.is_empty()
             {
-                match runner::start(ctx, plan.background.clone(), user.as_ref(), config.grace) {
+                let no_root_hooks = Default::default();
+                match runner::start(
+                    ctx,
+                    plan.background.clone(),
+                    user.as_ref(),
+                    no_root_hooks,
+                    config.grace,
+                ) {
                     Ok(runner) => supervisor.adopt_runner(runner),
                     Err(e) => warn(format_args!("cannot start the session hooks: {e}")),
                 }
@@ -147,7 +169,6 @@ fn run(config: Config) -> Result<i32, String> {
 
     // 9. Nothing outlives CMD: TERM, grace, KILL for whatever is left.
     supervisor.stop_everything();
-    finish(hooks, user.as_ref());
     Ok(code)
 }
 
@@ -171,20 +192,31 @@ fn account(config: &Config) -> Result<Option<Credentials>, String> {
     Ok(None)
 }
 
-/// Finds the session hooks, reports the files that will not run, and recovers the records of
-/// runs a previous init left unfinished.
-fn prepare(ctx: &Context) -> SessionPlan {
+/// Finds the session hooks, seals the root ones, reports the files that will not run, and
+/// recovers the records of runs a previous init left unfinished.
+fn prepare(ctx: &Context, policy: RootHooks, user: Option<&Credentials>) -> SessionPlan {
     let discovery = discover(&ctx.hooks_dir());
     for problem in &discovery.problems {
         warn(format_args!("not run: {problem}"));
     }
-    let plan = SessionPlan::new(&discovery);
+    let plan = SessionPlan::with_policy(&discovery, policy, user);
     if plan.unprivileged_root_hooks() {
         warn(format_args!(
             "not running as root: run_as: root session hooks run unprivileged"
         ));
     }
-    if let Err(e) = StatusStore::for_context(ctx).recover_interrupted() {
+    for hook in &plan.promoted {
+        warn(format_args!(
+            "{}: run_as: root hooks run before CMD starts, blocking: false notwithstanding",
+            hook.path.display()
+        ));
+    }
+    let recovered = act_as(user).and_then(|_acting| {
+        StatusStore::for_context(ctx)
+            .recover_interrupted()
+            .map_err(std::io::Error::other)
+    });
+    if let Err(e) = recovered {
         warn(format_args!("{e}"));
     }
     plan
@@ -206,18 +238,6 @@ fn cmd_env(ctx: Option<&Context>, user: Option<&Credentials>) -> Vec<(OsString, 
         env.push(("HOOKVISOR_STATE_DIR".into(), ctx.state_dir.clone().into()));
     }
     env
-}
-
-/// Leaves the state dir to the run user: root wrote some of it last.
-fn finish(ctx: Option<&Context>, user: Option<&Credentials>) {
-    if let (Some(ctx), Some(u)) = (ctx, user)
-        && u.uid != 0
-        && Uid::effective().is_root()
-        && ctx.state_dir.exists()
-        && let Err(e) = hand_over(&ctx.state_dir, u.uid, u.gid)
-    {
-        warn(format_args!("{e}"));
-    }
 }
 
 fn warn(message: std::fmt::Arguments<'_>) {

@@ -5,14 +5,26 @@
 //! init's `waitpid(-1)` live in different processes and can never steal each other's child.
 //! The init reaps a runner like any other child; a runner that is told to stop (SIGTERM or
 //! SIGINT) cancels its hook, records it as stopped, and exits.
+//!
+//! A runner is a child subreaper: what a hook leaves running (a daemon started with `setsid`,
+//! a double fork) comes back to it and is killed as soon as the hook ends, before the next one
+//! starts. So nothing a root hook starts outlives it as root, and nothing a user hook starts is
+//! left to interfere with the root hooks after it.
 
 use std::time::Duration;
 
-use hookvisor_core::{CancelToken, Context, Credentials, Hook, SessionOptions, run_session};
+use hookvisor_core::{
+    CancelToken, Context, Credentials, Hook, RootImages, SessionOptions, run_session,
+};
 use nix::sys::signal::{SigSet, Signal};
 use nix::unistd::Pid;
 
 use crate::spawn;
+use crate::sweep;
+
+/// How many sweeps of leftovers a runner makes before it gives up on a process that forks
+/// faster than it is killed (each sweep kills everything it found).
+const LEFTOVER_SWEEPS: usize = 100;
 
 /// A runner the init started and has not reaped yet.
 #[derive(Debug)]
@@ -29,6 +41,7 @@ pub fn start(
     ctx: &Context,
     hooks: Vec<Hook>,
     user: Option<&Credentials>,
+    root_images: RootImages,
     grace: Duration,
 ) -> std::io::Result<Runner> {
     let options = SessionOptions {
@@ -36,6 +49,7 @@ pub fn start(
         cancel: None,
         echo: true,
         kill_grace: Some(grace / 2),
+        root_images,
     };
     let pid = spawn::fork_runner(|| body(ctx, &hooks, options))?;
     Ok(Runner { pid, hooks })
@@ -45,6 +59,12 @@ pub fn start(
 fn body(ctx: &Context, hooks: &[Hook], mut options: SessionOptions) -> i32 {
     let cancel = CancelToken::new();
     options.cancel = Some(cancel.clone());
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        eprintln!(
+            "hookvisor-init: warning: a session runner cannot become a subreaper ({e}); \
+             processes a hook leaves behind may outlive it"
+        );
+    }
     // The runner inherited the init's mask, every signal blocked; this thread takes the two
     // that mean "stop" and turns them into a cancel of the running hook.
     let mut stop = SigSet::empty();
@@ -56,7 +76,21 @@ fn body(ctx: &Context, hooks: &[Hook], mut options: SessionOptions) -> i32 {
         }
     });
     let runs = run_session(ctx, hooks, &options, |run| {
+        let killed = kill_leftovers();
+        if killed > 0 {
+            eprintln!(
+                "hookvisor-init: session hook \"{}\" left {killed} process(es) running; killed",
+                run.hook_name
+            );
+        }
         if run.success {
+            // A success that could not be recorded (a full disk) still says so.
+            if let Some(note) = &run.note {
+                eprintln!(
+                    "hookvisor-init: session hook \"{}\" succeeded; {note}",
+                    run.hook_name
+                );
+            }
             return;
         }
         let how = match (run.exit_code, run.timed_out) {
@@ -79,4 +113,30 @@ fn body(ctx: &Context, hooks: &[Hook], mut options: SessionOptions) -> i32 {
     } else {
         1
     }
+}
+
+/// Kills every descendant of this runner (what the hook that just ended left behind) and reaps
+/// them; returns how many were found.
+fn kill_leftovers() -> usize {
+    let mut found = 0;
+    for _ in 0..LEFTOVER_SWEEPS {
+        let signalled = sweep::signal_all(libc::SIGKILL);
+        // Reap until no child is left: the killed, and orphans of the killed that come to us.
+        loop {
+            let mut status = 0;
+            // SAFETY: `status` is a valid c_int for waitpid to write.
+            let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+            if pid < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            if pid <= 0 {
+                break;
+            }
+        }
+        if signalled == 0 {
+            break;
+        }
+        found += signalled;
+    }
+    found
 }

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use hookvisor_core::{Context, fail_interrupted};
+use hookvisor_core::{Context, Credentials, fail_interrupted};
 use libc::c_int;
 use nix::unistd::Pid;
 
@@ -29,6 +29,8 @@ pub struct Supervisor {
     kill_group: bool,
     /// Where the runners record their hooks, for the records of a killed runner.
     ctx: Option<Context>,
+    /// The run user, whose credentials those records are written with.
+    user: Option<Credentials>,
     /// CMD while it runs.
     cmd: Option<Pid>,
     /// CMD's exit status (128+n for signal n) once it is reaped.
@@ -50,12 +52,19 @@ struct Stop {
 
 impl Supervisor {
     /// A supervisor with no child yet; `signals` must already be blocked.
-    pub fn new(signals: Blocked, grace: Duration, kill_group: bool, ctx: Option<Context>) -> Self {
+    pub fn new(
+        signals: Blocked,
+        grace: Duration,
+        kill_group: bool,
+        ctx: Option<Context>,
+        user: Option<Credentials>,
+    ) -> Self {
         Supervisor {
             signals,
             grace,
             kill_group,
             ctx,
+            user,
             cmd: None,
             cmd_status: None,
             runners: Vec::new(),
@@ -224,7 +233,7 @@ impl Supervisor {
         } else {
             "the session runner exited before recording the hook"
         };
-        match fail_interrupted(ctx, &runner.hooks, note) {
+        match fail_interrupted(ctx, &runner.hooks, note, self.user.as_ref()) {
             Ok(ids) if !ids.is_empty() => {
                 eprintln!(
                     "hookvisor-init: session hook(s) {} recorded as failed: {note}",

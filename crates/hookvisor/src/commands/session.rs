@@ -4,8 +4,8 @@
 use std::io::{self, Write};
 
 use hookvisor_core::{
-    Context, ContextOverrides, Credentials, Hook, SessionOptions, SessionPlan, SessionRun,
-    StatusStore, discover, prepare_state_dir, run_session,
+    Context, ContextOverrides, Credentials, Hook, RootHooks, SessionOptions, SessionPlan,
+    SessionRun, StatusStore, act_as, discover, prepare_state_dir, run_session,
 };
 use nix::unistd::Uid;
 
@@ -36,14 +36,17 @@ pub fn run(globals: &Globals, user: Option<&str>) -> CliResult {
         home: user.as_ref().map(|u| u.home.clone()),
     })?;
     prepare_state_dir(&ctx, user.as_ref())?;
-    StatusStore::for_context(&ctx).recover_interrupted()?;
+    {
+        let _acting = act_as(user.as_ref())?;
+        StatusStore::for_context(&ctx).recover_interrupted()?;
+    }
 
     let discovery = discover(&ctx.hooks_dir());
     for problem in &discovery.problems {
         eprintln!("hookvisor: not run: {problem}");
     }
     super::precommit::ensure_installed(&ctx, &discovery);
-    let plan = SessionPlan::new(&discovery);
+    let plan = SessionPlan::with_policy(&discovery, RootHooks::All, user.as_ref());
     if plan.unprivileged_root_hooks() {
         eprintln!(
             "hookvisor: warning: not running as root: run_as: root session hooks run unprivileged"
@@ -55,6 +58,7 @@ pub fn run(globals: &Globals, user: Option<&str>) -> CliResult {
         cancel: Some(cancel_on_signals()),
         echo: true,
         kill_grace: None,
+        root_images: plan.root_images,
     };
     let mut out = io::stdout().lock();
     let runs = run_session(&ctx, &hooks, &options, |run| {

@@ -1,0 +1,172 @@
+//! A root process acting on the file system with the run user's credentials.
+//!
+//! The state dir and the workspace are the user's: the agent, running as that user, can put a
+//! symlink, a FIFO or a hard link anywhere in them. A root process that opened, created, read or
+//! chowned a path there with its own credentials could be pointed at any file of the machine.
+//! So root never does: while an [`ActingAs`] guard lives, the calling thread's file-system uid
+//! and gid are the user's and its supplementary groups are the user's groups. Every `open`,
+//! `mkdir`, `rename` or `unlink` is then checked as if the user made it (a link to a root-only
+//! file fails with `EACCES`), and what it creates belongs to the user, so nothing needs a chown.
+//!
+//! The real and effective ids stay root, so the agent can neither signal nor trace the process,
+//! and a child it spawns can still become root again (`setuid(0)` resets the file-system ids).
+//! Everything here changes the calling thread only: `setfsuid` always does, and the groups are
+//! set with the raw system call, since glibc's `setgroups` changes every thread of the process.
+
+use std::fs::Metadata;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+
+use nix::unistd::Uid;
+
+use crate::exec::Credentials;
+
+/// While alive, the calling thread acts on the file system as a user; dropping it restores root.
+#[derive(Debug)]
+#[must_use = "the user's credentials last only as long as the guard"]
+pub struct ActingAs {
+    groups: Vec<libc::gid_t>,
+    fsgid: libc::gid_t,
+}
+
+/// Takes `user`'s file-system credentials when this process is root and `user` is not root.
+///
+/// `Ok(None)` when there is nothing to switch: no user, the user is root, or we are not root
+/// (an unprivileged process already acts as itself).
+pub fn act_as(user: Option<&Credentials>) -> io::Result<Option<ActingAs>> {
+    let Some(user) = user.filter(|u| u.uid != 0) else {
+        return Ok(None);
+    };
+    if !Uid::effective().is_root() {
+        return Ok(None);
+    }
+    let groups: Vec<libc::gid_t> = nix::unistd::getgroups()?
+        .into_iter()
+        .map(|g| g.as_raw())
+        .collect();
+    // SAFETY: getegid has no preconditions.
+    let fsgid = unsafe { libc::getegid() };
+    let guard = ActingAs { groups, fsgid };
+    let user_groups: Vec<libc::gid_t> = user.groups.clone();
+    // SAFETY: setgroups reads `user_groups.len()` ids from a live slice; setfsgid and setfsuid
+    // take plain integers. Groups first, in the order of a real switch.
+    unsafe {
+        if thread_setgroups(&user_groups) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        libc::setfsgid(user.gid);
+        libc::setfsuid(user.uid);
+    }
+    // setfsuid and setfsgid report the previous id, never an error: ask again to be sure.
+    // SAFETY: an invalid id (-1) changes nothing and returns the current one.
+    let (now_uid, now_gid) = unsafe { (libc::setfsuid(u32::MAX), libc::setfsgid(u32::MAX)) };
+    if now_uid as u32 != user.uid || now_gid as u32 != user.gid {
+        drop(guard);
+        return Err(io::Error::other(format!(
+            "cannot take the file-system credentials of {} (uid {})",
+            user.user, user.uid
+        )));
+    }
+    Ok(Some(guard))
+}
+
+impl Drop for ActingAs {
+    fn drop(&mut self) {
+        // SAFETY: as in `act_as`; restoring root's ids cannot fail while we are root.
+        unsafe {
+            libc::setfsuid(0);
+            libc::setfsgid(self.fsgid);
+            thread_setgroups(&self.groups);
+        }
+    }
+}
+
+/// `setgroups(2)` for the calling thread alone.
+///
+/// # Safety
+/// Changes the thread's credentials; callers restore them.
+unsafe fn thread_setgroups(groups: &[libc::gid_t]) -> libc::c_long {
+    // SAFETY: the kernel reads `groups.len()` ids from a live slice.
+    unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) }
+}
+
+/// True when `user` can write what `meta` describes (for a directory: create, remove or rename
+/// its entries): it owns it, or a group of its or everyone has write permission. The owner
+/// counts whatever the mode says, since it may chmod. (POSIX ACLs are not read.)
+pub fn writable_by(meta: &Metadata, user: &Credentials) -> bool {
+    let mode = meta.mode();
+    meta.uid() == user.uid
+        || mode & 0o002 != 0
+        || (mode & 0o020 != 0 && (meta.gid() == user.gid || user.groups.contains(&meta.gid())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn someone() -> Credentials {
+        Credentials {
+            user: "someone".into(),
+            uid: 4242,
+            gid: 4242,
+            groups: vec![4242, 4343],
+            home: "/nonexistent".into(),
+            shell: "/bin/sh".into(),
+        }
+    }
+
+    #[test]
+    fn writable_by_owner_group_or_everyone() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = Credentials::current().unwrap();
+        let meta = |mode| {
+            fs::set_permissions(dir.path(), fs::Permissions::from_mode(mode)).unwrap();
+            fs::metadata(dir.path()).unwrap()
+        };
+        assert!(writable_by(&meta(0o700), &me), "the owner");
+        assert!(!writable_by(&meta(0o755), &someone()), "a stranger");
+        assert!(writable_by(&meta(0o757), &someone()), "everyone may write");
+        assert!(writable_by(&meta(0o1777), &someone()), "sticky /tmp-like");
+        let in_group = Credentials {
+            groups: vec![4242, me.gid],
+            ..someone()
+        };
+        assert!(
+            writable_by(&meta(0o775), &in_group),
+            "a member of the group"
+        );
+        assert!(!writable_by(&meta(0o755), &in_group), "group without write");
+    }
+
+    #[test]
+    fn acting_as_a_user_is_checked_as_that_user_and_restored() {
+        if !Uid::effective().is_root() {
+            assert!(std::env::var_os("CI").is_none(), "CI must run this as root");
+            eprintln!("note: needs root; skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        fs::write(&secret, "root only").unwrap();
+        fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        // A thread of its own: the file-system ids are per thread, and the test harness runs
+        // other tests beside this one.
+        std::thread::spawn(move || {
+            {
+                let _guard = act_as(Some(&someone())).unwrap().expect("switched");
+                let err = fs::read(&secret).unwrap_err();
+                assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+                let made = secret.with_file_name("made");
+                fs::write(&made, "").unwrap();
+                let meta = fs::metadata(&made).unwrap();
+                assert_eq!((meta.uid(), meta.gid()), (4242, 4242));
+            }
+            assert_eq!(fs::read(&secret).unwrap(), b"root only");
+        })
+        .join()
+        .unwrap();
+    }
+}
