@@ -53,4 +53,4 @@ pub use status::{
     HookStatus, RunResult, Status, StatusError, StatusStore, parse_rfc3339, rfc3339,
     rfc3339_millis, write_atomic,
 };
-pub use user_fs::{ActingAs, act_as, writable_by};
+pub use user_fs::{ActingAs, act_as, first_reachable, writable_by};

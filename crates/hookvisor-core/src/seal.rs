@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use crate::exec::Credentials;
 use crate::frontmatter;
 use crate::hook::{Hook, HookKind};
-use crate::user_fs::writable_by;
+use crate::user_fs::first_reachable;
 
 /// The largest hook file that is sealed; a root hook is a script, not a toolchain.
 pub const SEAL_LIMIT: u64 = 64 * 1024 * 1024;
@@ -175,7 +175,7 @@ impl SealedScript {
         if policy == RootHooks::Owned
             && let Some(user) = user
         {
-            owned_check(&path, &meta, user)?;
+            owned_check(&path, user)?;
         }
         let memfd = memfd(&hook.id).map_err(io_error)?;
         let mut sealed = File::from(memfd);
@@ -222,33 +222,23 @@ fn declares_root_session(head: &[u8]) -> bool {
 
 /// `--root-hooks owned`: the file and every directory from `/` down to it, through the hook's
 /// path as given and through the links it resolves to, are out of the user's reach.
-fn owned_check(path: &Path, meta: &std::fs::Metadata, user: &Credentials) -> Result<(), SealError> {
-    let refuse = |what: &Path, why: &str| SealError::Refused {
-        path: path.to_owned(),
-        reason: format!(
-            "--root-hooks owned and {} {why} {}; make it root's and not writable by others, or use --root-hooks all",
-            what.display(),
-            user.user
-        ),
-    };
-    if writable_by(meta, user) {
-        return Err(refuse(path, "can be written by"));
+fn owned_check(path: &Path, user: &Credentials) -> Result<(), SealError> {
+    match first_reachable(path, user) {
+        Ok(None) => Ok(()),
+        Ok(Some(reachable)) => Err(SealError::Refused {
+            path: path.to_owned(),
+            reason: format!(
+                "--root-hooks owned and {} can be changed by {}; make the hook and the \
+                 directories above it root's and closed to others, or use --root-hooks all",
+                reachable.display(),
+                user.user
+            ),
+        }),
+        Err(source) => Err(SealError::Io {
+            path: path.to_owned(),
+            source,
+        }),
     }
-    let resolved = path.canonicalize().map_err(|source| SealError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    for candidate in [path, resolved.as_path()] {
-        for dir in candidate.ancestors().skip(1) {
-            let Ok(dir_meta) = std::fs::metadata(dir) else {
-                continue;
-            };
-            if writable_by(&dir_meta, user) {
-                return Err(refuse(dir, "is a directory writable by"));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A new memfd that may be sealed and executed, closed on exec (the executor opens it for the

@@ -16,6 +16,7 @@
 use std::fs::Metadata;
 use std::io;
 use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 
 use nix::unistd::Uid;
 
@@ -98,6 +99,34 @@ pub fn writable_by(meta: &Metadata, user: &Credentials) -> bool {
     meta.uid() == user.uid
         || mode & 0o002 != 0
         || (mode & 0o020 != 0 && (meta.gid() == user.gid || user.groups.contains(&meta.gid())))
+}
+
+/// The first name on the way from `/` to `path` (the file itself included) that `user` could
+/// change: an entry of a directory it can write (unless the directory is sticky, like `/tmp`,
+/// and someone else owns the entry), or a file or directory it can write. `None` when every
+/// step is out of its reach. Links on the way are followed, each checked the same way.
+pub fn first_reachable(path: &Path, user: &Credentials) -> io::Result<Option<PathBuf>> {
+    let resolved = path.canonicalize()?;
+    for candidate in [path, resolved.as_path()] {
+        let mut parent: Option<Metadata> = None;
+        let mut at = PathBuf::new();
+        for component in candidate.components() {
+            at.push(component);
+            let meta = std::fs::symlink_metadata(&at)?;
+            if let Some(parent) = &parent {
+                let sticky = parent.mode() & 0o1000 != 0;
+                if writable_by(parent, user) && !(sticky && meta.uid() != user.uid) {
+                    return Ok(Some(at));
+                }
+            }
+            // A link in a directory out of reach is root's doing; the target is walked too.
+            parent = Some(std::fs::metadata(&at)?);
+        }
+        if parent.is_some_and(|meta| writable_by(&meta, user)) {
+            return Ok(Some(candidate.to_owned()));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

@@ -1,0 +1,339 @@
+//! The privilege boundary, tried as the agent would: each test is an attack by CMD (or by a
+//! user hook), running as the unprivileged test user under the real init as PID 1, and checks
+//! that it gets nothing from root. Each one succeeded against hookvisor-init before 2026-11-23.
+//!
+//! Needs root (PID namespaces, `useradd`); with CI=true a test that cannot run fails.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+/// The test user's uid and gid.
+fn test_user() -> (u32, u32) {
+    let user = nix::unistd::User::from_name("hv-test").unwrap().unwrap();
+    (user.uid.as_raw(), user.gid.as_raw())
+}
+
+/// Gives `path` and everything under it to the test user, as a workspace checked out for the
+/// agent is.
+fn give_to_test_user(path: &Path) {
+    let status = Command::new("chown")
+        .args(["-R", "hv-test:hv-test"])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// A root-owned directory the user cannot enter, holding one root-only file.
+fn root_only_dir(w: &Workspace, name: &str) -> std::path::PathBuf {
+    let dir = w.path(name);
+    fs::create_dir(&dir).unwrap();
+    fs::write(dir.join("secret"), "root's\n").unwrap();
+    fs::set_permissions(dir.join("secret"), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = pid1(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Item 1: a root hook that said `blocking: false` used to run in the background after CMD
+/// started, so CMD could rewrite it first. It now runs before CMD.
+#[test]
+fn cmd_cannot_swap_a_root_hook_that_is_not_blocking() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    let pwned = w.path("pwned");
+    w.hook("10-root.sh", "# run_as: root\n", "echo original");
+    give_to_test_user(&w.ws);
+    // CMD puts its own root hook in place, then waits until the hook has run (bounded).
+    let evil = format!(
+        "#!/bin/sh\n#---\n# type: session\n# run_as: root\n#---\nid -u > {}\n",
+        pwned.display()
+    );
+    let hook = w.ws.join(".discobot/hooks/10-root.sh");
+    let script = format!(
+        "printf '%s' '{evil}' > {hook}.new && chmod +x {hook}.new && mv {hook}.new {hook}; \
+         for i in $(seq 100); do grep -q '\"lastResult\": \"\\(success\\|failure\\)\"' \
+         {status} 2>/dev/null && break; sleep 0.05; done",
+        hook = hook.display(),
+        status = w.state.join("status.json").display(),
+    );
+    let (code, _, err) = run(&w.args(&["--user", "hv-test", "--", "sh", "-c", &script]));
+    assert_eq!(code, 0, "{err}");
+    assert!(!pwned.exists(), "CMD's script ran as root: {err}");
+    assert_eq!(w.log("10-root"), "original\n");
+    assert!(
+        err.contains("run before CMD starts, blocking: false notwithstanding"),
+        "{err}"
+    );
+}
+
+/// Item 1: a root hook runs from the bytes read when the init started, even when a user hook
+/// before it rewrites the file; and what a user hook leaves running is killed before the next
+/// hook starts, so it cannot rewrite anything later.
+#[test]
+fn a_root_hook_runs_the_bytes_read_at_start_and_user_leftovers_are_killed() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    let pwned = w.path("pwned");
+    let pid_file = w.ws.join("leftover.pid");
+    let root_hook = w.ws.join(".discobot/hooks/20-root.sh");
+    let evil = format!(
+        "#!/bin/sh\n#---\n# type: session\n# run_as: root\n# blocking: true\n#---\nid -u > {}\n",
+        pwned.display()
+    );
+    w.hook(
+        "10-user.sh",
+        "# blocking: true\n",
+        &format!(
+            "printf '%s' '{evil}' > {root}.new && chmod +x {root}.new && mv {root}.new {root}\n\
+             setsid sh -c 'echo $$ > {pid}; exec sleep 1000' </dev/null >/dev/null 2>&1 &\n\
+             while [ ! -s {pid} ]; do :; done",
+            root = root_hook.display(),
+            pid = pid_file.display(),
+        ),
+    );
+    w.hook(
+        "20-root.sh",
+        "# blocking: true\n# run_as: root\n",
+        &format!(
+            "echo \"original, as $(id -u), \\$0 is $0, path $HOOKVISOR_HOOK_PATH\"\n\
+             if kill -0 \"$(cat {})\" 2>/dev/null; then echo leftover alive; fi",
+            pid_file.display()
+        ),
+    );
+    give_to_test_user(&w.ws);
+    let (code, _, err) = run(&w.args(&["--user", "hv-test", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(!pwned.exists(), "the rewritten hook ran as root: {err}");
+    let log = w.log("20-root");
+    assert!(log.starts_with("original, as 0, $0 is /dev/fd/"), "{log}");
+    assert!(
+        log.contains(&format!("path {}", root_hook.display())),
+        "{log}"
+    );
+    assert!(!log.contains("leftover alive"), "{log}");
+    assert!(err.contains("process(es) running; killed"), "{err}");
+}
+
+/// `--root-hooks owned` runs a root hook only when the user can write neither the file nor a
+/// directory above it; `none` runs none. Either way the refusal is recorded.
+#[test]
+fn root_hooks_policy_owned_and_none() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    w.hook("10-root.sh", "# blocking: true\n# run_as: root\n", "id -u");
+    // Root's workspace, closed to the user: `owned` runs it.
+    let (code, _, err) =
+        run(&w.args(&["--user", "hv-test", "--root-hooks", "owned", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(w.log("10-root"), "0\n");
+
+    // The agent's workspace: `owned` refuses, and says why.
+    give_to_test_user(&w.ws);
+    let (code, _, err) =
+        run(&w.args(&["--user", "hv-test", "--root-hooks", "owned", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    let entry = &w.status()["hooks"]["10-root"];
+    assert_eq!(entry["lastResult"], "failure", "{entry}");
+    let note = entry["note"].as_str().unwrap();
+    assert!(
+        note.contains("--root-hooks owned") && note.contains("hv-test"),
+        "{note}"
+    );
+    assert_eq!(entry["runCount"], 2, "{entry}");
+
+    let (code, _, err) = run(&w.args(&["--user", "hv-test", "--root-hooks", "none", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    let entry = &w.status()["hooks"]["10-root"];
+    assert!(
+        entry["note"]
+            .as_str()
+            .unwrap()
+            .contains("--root-hooks none"),
+        "{entry}"
+    );
+}
+
+/// Item 2: the state dir used to be chowned to the user recursively at exit, through whatever
+/// links CMD had put on its path. Nothing is chowned now.
+#[test]
+fn no_chown_follows_a_link_cmd_put_on_the_state_path() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    let (uid, gid) = test_user();
+    let home = w.path("home");
+    fs::create_dir(&home).unwrap();
+    nix::unistd::chown(&home, Some(uid.into()), Some(gid.into())).unwrap();
+    let state = home.join("session/hooks");
+    // Root's directory, shaped like a state dir, that CMD will link the session to.
+    let target = w.path("root-dir");
+    fs::create_dir_all(target.join("hooks")).unwrap();
+    fs::write(target.join("hooks/secret"), "root's\n").unwrap();
+    w.hook("10-user.sh", "# blocking: true\n", "true");
+    let script = format!(
+        "mv {home}/session {home}/old && ln -s {target} {home}/session",
+        home = home.display(),
+        target = target.display()
+    );
+    let (code, _, err) = run(&[
+        "--workspace",
+        w.ws.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--user",
+        "hv-test",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        fs::symlink_metadata(home.join("session"))
+            .unwrap()
+            .is_symlink()
+    );
+    for path in ["", "hooks", "hooks/secret"] {
+        let meta = fs::symlink_metadata(target.join(path)).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (0, 0), "{path} was given away");
+    }
+}
+
+/// Item 3: links the agent planted in its state dir before the init started: `output/` to a
+/// root-only directory, and a dangling `status.json.lock`. Root used to create files through
+/// both (and give the log to the user).
+#[test]
+fn root_writes_nothing_through_links_planted_in_the_state_dir() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    let (uid, gid) = test_user();
+    let root_only = root_only_dir(&w, "root-only");
+    fs::create_dir(&w.state).unwrap();
+    std::os::unix::fs::symlink(&root_only, w.state.join("output")).unwrap();
+    let created_by_root = w.path("lock-target");
+    std::os::unix::fs::symlink(&created_by_root, w.state.join("status.json.lock")).unwrap();
+    nix::unistd::chown(&w.state, Some(uid.into()), Some(gid.into())).unwrap();
+    w.hook("10-user.sh", "# blocking: true\n", "echo hello");
+    w.hook(
+        "20-root.sh",
+        "# blocking: true\n# run_as: root\n",
+        "echo hello",
+    );
+    let (code, _, err) = run(&w.args(&["--user", "hv-test", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    let made: Vec<_> = fs::read_dir(&root_only)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        made,
+        ["secret"],
+        "root wrote into a directory the agent pointed at"
+    );
+    assert!(!created_by_root.exists(), "root created the lock's target");
+}
+
+/// Item 4: `status.json` linked to a root-only JSON file holding a secret: root used to read
+/// it, keep its unknown fields and write them into a status.json the agent can read.
+#[test]
+fn root_reads_nothing_through_a_status_link() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    let (uid, gid) = test_user();
+    let secret = w.path("secret.json");
+    fs::write(&secret, r#"{"hooks": {}, "apiKey": "TOPSECRET"}"#).unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::create_dir(&w.state).unwrap();
+    std::os::unix::fs::symlink(&secret, w.state.join("status.json")).unwrap();
+    nix::unistd::chown(&w.state, Some(uid.into()), Some(gid.into())).unwrap();
+    w.hook("10-root.sh", "# blocking: true\n# run_as: root\n", "true");
+    let (code, _, err) = run(&w.args(&["--user", "hv-test", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    for entry in fs::read_dir(&w.state).unwrap() {
+        let path = entry.unwrap().path();
+        if fs::symlink_metadata(&path).unwrap().is_file() {
+            let text = fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                !text.contains("TOPSECRET"),
+                "{} holds the secret",
+                path.display()
+            );
+        }
+    }
+    assert_eq!(fs::metadata(&secret).unwrap().uid(), 0);
+}
+
+/// Low: a hook's output echoed by the init cannot rewrite the terminal.
+#[test]
+fn echoed_hook_output_carries_no_escape_sequences() {
+    if !namespaces() {
+        return;
+    }
+    let w = Workspace::new();
+    w.hook(
+        "10-noisy.sh",
+        "# blocking: true\n",
+        r"printf '\033]0;owned\007visible\033[2J\033[1;31m red\r\n'",
+    );
+    let (code, _, err) = run(&w.args(&["--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("[10-noisy] visible red\n"), "{err:?}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+}
+
+/// Low: on a full disk, a session hook that succeeded but could not be recorded says so.
+#[test]
+fn a_success_that_cannot_be_recorded_is_reported() {
+    if !namespaces() {
+        return;
+    }
+    let w = Workspace::new();
+    fs::create_dir(&w.state).unwrap();
+    w.hook("10-fine.sh", "# blocking: true\n", "true");
+    // A tiny file system for the state dir, filled once the init has prepared it.
+    let args = w.args(&["--", "true"]);
+    let fill = format!(
+        "mount -t tmpfs -o size=64k tmpfs {state} && \
+         dd if=/dev/zero of={state}/filler bs=1k count=60 2>/dev/null; \
+         exec unshare --pid --fork --mount-proc --kill-child {init} \"$@\"",
+        state = w.state.display(),
+        init = INIT,
+    );
+    let mut command = Command::new("unshare");
+    command
+        .args(["--mount", "sh", "-c", &fill, "sh"])
+        .args(&args);
+    let out = command.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("session hook \"10-fine\" succeeded; not recorded"),
+        "{err}"
+    );
+}
