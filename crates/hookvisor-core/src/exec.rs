@@ -20,7 +20,8 @@
 //!    `[hook timed out after Ns]` line in the log.
 //! 4. When the direct child exits, whatever is left of its group is killed; output still in the
 //!    pipe is read for at most 200 ms more, so a descendant that escaped the group cannot hold
-//!    the run open.
+//!    the run open. Then every process still carrying the run's `HOOKVISOR_RUN` marker (one
+//!    that left the group with `setsid`, a daemon) is killed too (see `leftovers`).
 //! 5. Exit codes: the child's own; 128+n for death by signal n; 127 when the program or its
 //!    interpreter does not exist; 126 for any other failure to start, with the reason in the log.
 
@@ -47,6 +48,7 @@ use nix::unistd::{Gid, Pid, Uid, User};
 
 use crate::context::Context;
 use crate::hook::{Hook, HookKind};
+use crate::leftovers::{self, RUN_MARKER_VARIABLE};
 use crate::seal::SealedScript;
 
 /// How many bytes of output a run keeps in memory for messages.
@@ -419,7 +421,9 @@ pub fn run_command(invocation: &Invocation, options: &RunOptions) -> Result<RunO
         return Ok(sink.finish(128 + libc::SIGTERM, Ending::Cancelled, start));
     }
 
-    let env = child_env(invocation, options);
+    let mut env = child_env(invocation, options);
+    let marker = leftovers::new_marker();
+    env.push((RUN_MARKER_VARIABLE.into(), marker.clone().into()));
     let resolved = match &options.sealed {
         Some(sealed) => Some(sealed.path.clone()),
         None => resolve_program(&invocation.program, &env),
@@ -468,6 +472,12 @@ pub fn run_command(invocation: &Invocation, options: &RunOptions) -> Result<RunO
     };
 
     let supervised = supervise(&mut child, read, &mut sink, invocation.timeout, options);
+    let left = leftovers::kill(&marker);
+    if left > 0 {
+        sink.note(&format!(
+            "[hookvisor: killed {left} process(es) the hook left running]"
+        ));
+    }
     let (status, ending) = match supervised {
         Ok(done) => done,
         Err(source) => {
@@ -1588,7 +1598,7 @@ printf '%s' "$DISCOBOT_CHANGED_FILES" > spaced.txt"#,
     }
 
     #[test]
-    fn an_escaped_descendant_holding_the_pipe_does_not_hang_the_run() {
+    fn an_escaped_descendant_holding_the_pipe_is_killed_and_does_not_hang_the_run() {
         let f = fixture();
         let pid_file = f.ctx.workspace.join("daemon.pid");
         let hook = f.hook(
@@ -1605,9 +1615,24 @@ printf '%s' "$DISCOBOT_CHANGED_FILES" > spaced.txt"#,
             .trim()
             .parse()
             .unwrap();
+        // Killed before the run returned; it may take a moment to finish dying, and stays a
+        // zombie until its new parent reaps it.
+        let state = |pid: i32| {
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|stat| stat[stat.rfind(')').unwrap() + 2..].chars().next().unwrap())
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !matches!(state(daemon), Err(_) | Ok('Z')) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let last = state(daemon);
         let _ = nix::sys::signal::kill(Pid::from_raw(daemon), Signal::SIGKILL);
+        assert!(matches!(last, Err(_) | Ok('Z')), "daemon state {last:?}");
         assert!(out.success(), "{out:?}");
-        assert_eq!(out.tail, "done\n");
+        assert_eq!(
+            out.tail,
+            "done\n[hookvisor: killed 1 process(es) the hook left running]\n"
+        );
         assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
     }
 

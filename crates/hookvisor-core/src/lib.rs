@@ -13,6 +13,7 @@ mod evaluate;
 mod exec;
 mod frontmatter;
 mod hook;
+mod leftovers;
 mod message;
 mod pattern;
 mod precommit;
@@ -37,6 +38,7 @@ pub use exec::{
 };
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use hook::{Hook, HookKind, Problem, RunAs};
+pub use leftovers::{RUN_MARKER_VARIABLE, become_subreaper};
 pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};
 pub use precommit::{

@@ -32,6 +32,14 @@ fn run(cli: Cli) -> CliResult {
         state_dir: cli.state_dir,
         session: cli.session,
     };
+    // What a hook leaves running comes back to a command that runs hooks one at a time, which
+    // kills it (hookvisor-core's `leftovers`). A server is not a subreaper: it finds them in
+    // /proc and leaves the reaping to the init.
+    if !matches!(cli.command, Command::Serve(_))
+        && let Err(e) = hookvisor_core::become_subreaper()
+    {
+        eprintln!("hookvisor: warning: cannot become a child subreaper: {e}");
+    }
     match cli.command {
         Command::List { json } => commands::list::run(&globals, json),
         Command::Check => commands::list::check(&globals),

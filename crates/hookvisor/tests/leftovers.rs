@@ -1,0 +1,88 @@
+//! What a hook leaves running (a `setsid` daemon, out of its process group) is killed when the
+//! hook ends, for every way a hook runs: `hookvisor run`, a real `git commit`, and `serve`.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::serve::Server;
+use common::{Workspace, check};
+
+/// A hook body that starts a daemon in a session of its own and waits until it wrote its pid.
+fn daemon_body(pid_file: &Path) -> String {
+    format!(
+        "setsid sh -c 'echo $$ > {pid}; exec sleep 1000' </dev/null >/dev/null 2>&1 &\n\
+         while [ ! -s {pid} ]; do :; done",
+        pid = pid_file.display()
+    )
+}
+
+/// Waits (bounded) until the daemon whose pid is in `pid_file` is gone or a zombie.
+fn assert_killed(pid_file: &Path) {
+    let pid: i32 = fs::read_to_string(pid_file)
+        .expect("the hook started its daemon")
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let state = fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .map(|stat| stat[stat.rfind(')').unwrap() + 2..].chars().next().unwrap());
+        if matches!(state, None | Some('Z')) {
+            return;
+        }
+        if Instant::now() > deadline {
+            // Do not leave it behind for the next test run.
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            panic!("the hook's daemon {pid} outlived it");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn run_kills_what_a_file_hook_left_running() {
+    let ws = Workspace::new();
+    let pid_file = ws.base().join("daemon.pid");
+    ws.hook("daemon.sh", "file", "pattern: '*'", &daemon_body(&pid_file));
+    let out = ws.hookvisor(&["run", "daemon"]);
+    check(out, "hookvisor run daemon");
+    assert_killed(&pid_file);
+    let log = fs::read_to_string(ws.state_dir().join("output/daemon.log")).unwrap();
+    assert!(
+        log.contains("killed 1 process(es) the hook left running"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_commit_kills_what_a_pre_commit_hook_left_running() {
+    let ws = Workspace::git();
+    let pid_file = ws.base().join("daemon.pid");
+    ws.hook("daemon.sh", "pre-commit", "", &daemon_body(&pid_file));
+    check(
+        ws.hookvisor(&["pre-commit", "install"]),
+        "pre-commit install",
+    );
+    ws.stage("a.txt", "a\n");
+    check(ws.commit("first"), "git commit");
+    assert_killed(&pid_file);
+}
+
+#[test]
+fn serve_kills_what_a_rerun_hook_left_running() {
+    let ws = Workspace::new();
+    let pid_file = ws.base().join("daemon.pid");
+    ws.hook("daemon.sh", "file", "pattern: '*'", &daemon_body(&pid_file));
+    let server = Server::tcp(&ws);
+    let rerun = server.post("/hooks/daemon/rerun", "{}");
+    assert_eq!(rerun.status, 200, "{}", rerun.body);
+    assert_killed(&pid_file);
+    server.stop();
+}
