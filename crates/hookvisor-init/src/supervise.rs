@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 
 use crate::runner::Runner;
 use crate::signals::{self, Blocked};
-use crate::sweep;
+use crate::{spawn, sweep};
 
 /// How often the final SIGKILL is repeated while something is still alive: a process forked
 /// between two sweeps escapes one, never two.
@@ -218,30 +218,48 @@ impl Supervisor {
                 self.cmd_status = Some(code);
             } else if let Some(i) = self.runners.iter().position(|r| r.pid == pid) {
                 let runner = self.runners.swap_remove(i);
-                self.runner_ended(&runner, libc::WIFSIGNALED(status));
+                self.runner_ended(runner, libc::WIFSIGNALED(status));
             }
         }
     }
 
-    /// A runner that was killed could not record its running hook; do it for it.
-    fn runner_ended(&self, runner: &Runner, killed: bool) {
+    /// A runner that was killed could not record its running hook; a recorder does it for it.
+    ///
+    /// The recorder is a forked child, never the init itself: the state dir is the agent's, so
+    /// the agent can hold the status lock, and PID 1 must never wait on anything the agent
+    /// controls while it has signals to forward.
+    fn runner_ended(&mut self, runner: Runner, killed: bool) {
         let Some(ctx) = &self.ctx else {
             return;
         };
+        if runner.hooks.is_empty() {
+            return;
+        }
         let note = if killed {
             KILLED_NOTE
         } else {
             "the session runner exited before recording the hook"
         };
-        match fail_interrupted(ctx, &runner.hooks, note, self.user.as_ref()) {
-            Ok(ids) if !ids.is_empty() => {
-                eprintln!(
-                    "hookvisor-init: session hook(s) {} recorded as failed: {note}",
-                    ids.join(", ")
-                );
+        let user = self.user.as_ref();
+        let recorder = spawn::fork_runner(|| {
+            match fail_interrupted(ctx, &runner.hooks, note, user) {
+                Ok(ids) if !ids.is_empty() => {
+                    eprintln!(
+                        "hookvisor-init: session hook(s) {} recorded as failed: {note}",
+                        ids.join(", ")
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => eprintln!("hookvisor-init: warning: {e}"),
             }
-            Ok(_) => {}
-            Err(e) => eprintln!("hookvisor-init: warning: {e}"),
+            0
+        });
+        match recorder {
+            Ok(pid) => self.adopt_runner(Runner {
+                pid,
+                hooks: Vec::new(),
+            }),
+            Err(e) => eprintln!("hookvisor-init: warning: cannot record the stopped hooks: {e}"),
         }
     }
 }

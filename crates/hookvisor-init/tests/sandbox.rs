@@ -341,3 +341,49 @@ fn a_success_that_cannot_be_recorded_is_reported() {
         "{err}"
     );
 }
+
+/// Item 7 (PID 1 never waits on the agent): CMD holds the status lock, so a background session
+/// runner waits for it, and dies. The init used to record the runner's hook itself, waiting for
+/// the lock, and so stopped forwarding signals: TERM never reached CMD, which never let go.
+#[test]
+fn pid1_keeps_forwarding_signals_while_the_agent_holds_the_status_lock() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    let started = w.path("bg-started");
+    let locked = w.path("locked");
+    fs::create_dir(&w.state).unwrap();
+    let (uid, gid) = test_user();
+    nix::unistd::chown(&w.state, Some(uid.into()), Some(gid.into())).unwrap();
+    fs::set_permissions(w.path(""), fs::Permissions::from_mode(0o777)).unwrap();
+    w.hook(
+        "10-bg.sh",
+        "",
+        &format!("touch {}; exec sleep 1000", started.display()),
+    );
+    let script = format!(
+        "exec flock {lock} sh -c 'touch {locked}; exec sleep 1000'",
+        lock = w.state.join("status.json.lock").display(),
+        locked = locked.display()
+    );
+    let init = Running::start(pid1(&w.args(&[
+        "--user", "hv-test", "--grace", "2", "--", "sh", "-c", &script,
+    ])));
+    // The background runner now waits for the lock CMD holds.
+    wait_for_file(&locked);
+    let runner = poll(
+        || {
+            children_of(init.init_pid()).into_iter().find(|&pid| {
+                fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|comm| comm.trim() == "hookvisor-init")
+            })
+        },
+        "the session runner",
+    );
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(runner, libc::SIGKILL) }, 0);
+    init.signal(libc::SIGTERM);
+    let (status, _, err) = init.finish();
+    assert_eq!(code(status), 128 + libc::SIGTERM, "{err}");
+}
