@@ -44,8 +44,10 @@ use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
-use nix::unistd::{Gid, Pid, Uid, User};
+use nix::unistd::{Gid, Pid, Uid};
 
+// Lives in account.rs; session.rs and the tests below name it through here.
+pub(crate) use crate::account::Credentials;
 use crate::context::Context;
 use crate::hook::{Hook, HookKind};
 use crate::leftovers::{self, RUN_MARKER_VARIABLE};
@@ -65,88 +67,6 @@ const ECHO_LINE_LIMIT: usize = 8 * 1024;
 const LAST_SIGNAL: libc::c_int = 64;
 /// Size of the kernel's signal set (`_NSIG / 8`), as `rt_sigaction` wants it.
 const KERNEL_SIGSET_SIZE: libc::size_t = 8;
-
-/// The account a hook runs as: what `setgroups`/`setgid`/`setuid` and `HOME`, `USER`, `LOGNAME`
-/// and `SHELL` are set to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Credentials {
-    /// Login name.
-    pub user: String,
-    /// User id.
-    pub uid: u32,
-    /// Primary group id.
-    pub gid: u32,
-    /// Every group the user is in, the primary one included.
-    pub groups: Vec<u32>,
-    /// Home directory, given to the hook as `HOME`.
-    pub home: PathBuf,
-    /// Login shell, given to the hook as `SHELL`.
-    pub shell: PathBuf,
-}
-
-impl Credentials {
-    /// Looks a user up in the passwd database, with the supplementary groups of the group database.
-    pub fn from_name(name: &str) -> Result<Credentials, ExecError> {
-        let lookup = |source: Errno| ExecError::UserLookup {
-            user: name.to_owned(),
-            source,
-        };
-        let user = User::from_name(name)
-            .map_err(lookup)?
-            .ok_or_else(|| ExecError::UnknownUser(name.to_owned()))?;
-        let c_name = CString::new(name).map_err(|_| ExecError::UnknownUser(name.to_owned()))?;
-        let groups = nix::unistd::getgrouplist(&c_name, user.gid).map_err(lookup)?;
-        Ok(Credentials {
-            user: user.name,
-            uid: user.uid.as_raw(),
-            gid: user.gid.as_raw(),
-            groups: groups.into_iter().map(Gid::as_raw).collect(),
-            home: user.dir,
-            shell: user.shell,
-        })
-    }
-
-    /// The identity this process runs with now.
-    ///
-    /// A uid without a passwd entry (common in containers) still works: the name is the number,
-    /// the home `$HOME` (else `/`) and the shell `/bin/sh`.
-    pub fn current() -> Result<Credentials, ExecError> {
-        let uid = Uid::current();
-        let gid = Gid::current();
-        let groups = nix::unistd::getgroups()
-            .map_err(|source| ExecError::UserLookup {
-                user: uid.to_string(),
-                source,
-            })?
-            .into_iter()
-            .map(Gid::as_raw)
-            .collect();
-        let entry = User::from_uid(uid).map_err(|source| ExecError::UserLookup {
-            user: uid.to_string(),
-            source,
-        })?;
-        Ok(match entry {
-            Some(user) => Credentials {
-                user: user.name,
-                uid: uid.as_raw(),
-                gid: gid.as_raw(),
-                groups,
-                home: user.dir,
-                shell: user.shell,
-            },
-            None => Credentials {
-                user: uid.to_string(),
-                uid: uid.as_raw(),
-                gid: gid.as_raw(),
-                groups,
-                home: std::env::var_os("HOME")
-                    .filter(|h| !h.is_empty())
-                    .map_or_else(|| PathBuf::from("/"), PathBuf::from),
-                shell: PathBuf::from("/bin/sh"),
-            },
-        })
-    }
-}
 
 /// Stops a running hook from another thread (or, across `fork`, another process).
 ///
@@ -1858,7 +1778,7 @@ printf '%s' "$DISCOBOT_CHANGED_FILES" > spaced.txt"#,
             Credentials::from_name("hv-no-such-user")
                 .unwrap_err()
                 .to_string(),
-            "user 'hv-no-such-user' does not exist; create it (useradd hv-no-such-user) or name another with --user"
+            "no user 'hv-no-such-user' in /etc/passwd; create it (useradd hv-no-such-user) or pass --user UID[:GID]"
         );
     }
 

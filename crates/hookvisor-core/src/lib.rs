@@ -5,6 +5,7 @@
 
 #![deny(missing_docs)]
 
+mod account;
 mod change_watch;
 mod changes;
 mod context;
@@ -22,6 +23,7 @@ mod session;
 mod status;
 mod user_fs;
 
+pub use account::{AccountError, Credentials};
 pub use change_watch::{ChangeWatcher, MAX_TOUCHED, ScanKind};
 pub use changes::{
     ChangeScan, ChangesError, DirtyFile, FileState, ScanOptions, Timestamp, rescan, scan, scan_at,
@@ -33,9 +35,7 @@ pub use evaluate::{
     Action, EvalError, EvalLock, EvalOptions, EvalReport, HookResult, Trigger, evaluate,
     evaluate_scan, evaluate_watched, evaluate_with, run_now, scan_workspace, watch_workspace,
 };
-pub use exec::{
-    CancelToken, Credentials, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,
-};
+pub use exec::{CancelToken, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use hook::{Hook, HookKind, Problem, RunAs};
 pub use leftovers::{RUN_MARKER_VARIABLE, become_subreaper};

@@ -17,8 +17,10 @@ the workspace, then runs CMD as the unprivileged user and exits with its status.
 Usage: hookvisor-init [OPTIONS] [--] CMD [ARGS]...
 
 Options:
-      --user NAME        Run CMD and `run_as: user` session hooks as this account
-                         [env: HOOKVISOR_USER]
+      --user USER[:GROUP]
+                         Run CMD and `run_as: user` session hooks as this account: a name
+                         or uid, optionally :group or :gid, read from /etc/passwd and
+                         /etc/group (never NSS); a uid needs no entry [env: HOOKVISOR_USER]
       --workspace DIR    Workspace root [env: HOOKVISOR_WORKSPACE; default: $DISCOBOT_WORKSPACE,
                          else the current directory]
       --grace SECS       Seconds between forwarding TERM and killing whatever is left

@@ -173,20 +173,24 @@ fn run(config: Config) -> Result<i32, String> {
 }
 
 /// The account of CMD and `run_as: user` hooks, when we can switch to it.
+///
+/// `--user` is read from /etc/passwd and /etc/group, never through NSS (`hookvisor_core`'s
+/// account module says why and how): PID 1 works whatever the image's nsswitch.conf says.
 fn account(config: &Config) -> Result<Option<Credentials>, String> {
-    let Some(name) = &config.user else {
+    let Some(spec) = &config.user else {
         return Ok(None);
     };
     if Uid::effective().is_root() {
-        return Credentials::from_name(name)
+        return Credentials::from_name(spec)
             .map(Some)
             .map_err(|e| e.to_string());
     }
-    let me = Credentials::current().map_err(|e| e.to_string())?;
-    if &me.user != name {
+    // Anyone else runs everything as itself, and says so unless --user names that account.
+    let uid = Uid::current().as_raw();
+    if !Credentials::from_name(spec).is_ok_and(|them| them.uid == uid) {
+        let me = Credentials::current().map_or_else(|_| uid.to_string(), |me| me.user);
         warn(format_args!(
-            "not running as root: CMD and every hook run as {} instead of --user {name}",
-            me.user
+            "not running as root: CMD and every hook run as {me} instead of --user {spec}"
         ));
     }
     Ok(None)

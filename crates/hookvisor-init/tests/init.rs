@@ -647,7 +647,7 @@ fn an_unknown_user_is_a_usage_error_naming_it() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("user 'hv-no-such-user' does not exist"),
+        stderr.contains("no user 'hv-no-such-user' in /etc/passwd"),
         "{stderr}"
     );
 }
