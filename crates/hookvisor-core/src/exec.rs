@@ -203,15 +203,6 @@ pub enum ExecError {
         /// What the file system said.
         source: io::Error,
     },
-    /// No passwd entry for this user name.
-    UnknownUser(String),
-    /// The passwd or group database could not be read.
-    UserLookup {
-        /// The user looked up.
-        user: String,
-        /// What the lookup said.
-        source: Errno,
-    },
     /// The output pipe or the wait for the child failed (out of descriptors or processes).
     System {
         /// What was being done, e.g. "create the output pipe".
@@ -234,14 +225,6 @@ impl fmt::Display for ExecError {
                 "cannot write changed-files list {}: {source}; make the state dir writable or pass --state-dir",
                 path.display()
             ),
-            ExecError::UnknownUser(user) => write!(
-                f,
-                "user '{user}' does not exist; create it (useradd {user}) or name another with --user"
-            ),
-            ExecError::UserLookup { user, source } => write!(
-                f,
-                "cannot look up user '{user}': {source}; check /etc/passwd, /etc/group and nsswitch.conf"
-            ),
             ExecError::System { what, source } => write!(
                 f,
                 "cannot {what} for a hook: {source}; raise the descriptor or process limit (ulimit -n, ulimit -u)"
@@ -256,8 +239,6 @@ impl std::error::Error for ExecError {
             ExecError::Log { source, .. }
             | ExecError::ChangedList { source, .. }
             | ExecError::System { source, .. } => Some(source),
-            ExecError::UserLookup { source, .. } => Some(source),
-            ExecError::UnknownUser(_) => None,
         }
     }
 }
