@@ -16,12 +16,12 @@
 //! 4. A key given twice is an error, whichever reader reads the body: no value silently wins.
 //! 5. Scalars become strings, a key without a value the empty string; a YAML list becomes a
 //!    comma-separated string (for `pattern`).
-//! 6. The fields that say how a hook runs ([`WORD_FIELDS`]: `type`, `run_as`, `blocking`,
-//!    `notify_llm`, `timeout`) are read word for word from their own line, `key: value` at the
-//!    block's left margin, with the flat reading of rule 3: what the line shows is what runs. A
-//!    list, a value that YAML takes from elsewhere (a flow mapping, an explicit `?` key, an
-//!    escape sequence, a block scalar) or such a line that YAML reads as part of another value
-//!    is an error, so `run_as: "\x72oot"` or `run_as: >-` never mean `root`.
+//! 6. The fields that say how a hook runs (`type`, `run_as`, `blocking`, `notify_llm`,
+//!    `timeout`) are read word for word from their own line, `key: value` at the block's left
+//!    margin, with the flat reading of rule 3: what the line shows is what runs. A list, a value
+//!    that YAML takes from elsewhere (a flow mapping, an explicit `?` key, an escape sequence, a
+//!    block scalar) or such a line that YAML reads as part of another value is an error, so
+//!    `run_as: "\x72oot"` or `run_as: >-` never mean `root`.
 //! 7. CRLF line endings are an error that says how to fix them.
 
 use std::collections::BTreeMap;
@@ -31,7 +31,7 @@ use std::fmt;
 pub type Fields = BTreeMap<String, String>;
 
 /// The fields read word for word from their line (rule 6).
-pub const WORD_FIELDS: [&str; 5] = ["type", "run_as", "blocking", "notify_llm", "timeout"];
+const WORD_FIELDS: [&str; 5] = ["type", "run_as", "blocking", "notify_llm", "timeout"];
 
 /// Why a script has no usable front matter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +54,8 @@ pub enum FrontMatterError {
         /// What is wrong.
         message: String,
     },
-    /// A field of [`WORD_FIELDS`] is not written on a line of its own (rule 6).
+    /// A field read word for word (`type`, `run_as`, `blocking`, `notify_llm`, `timeout`) is
+    /// not written on a line of its own (rule 6).
     NotOnItsLine {
         /// The field.
         key: &'static str,
