@@ -109,7 +109,8 @@ impl std::fmt::Debug for ChangeWatcher {
 /// What the reader collected for the next scan, which takes it whole.
 #[derive(Debug, Default)]
 struct Pending {
-    touched: BTreeSet<String>,
+    /// Relative to the workspace, as bytes (a name need not be UTF-8).
+    touched: BTreeSet<PathBuf>,
     new_dirs: BTreeSet<PathBuf>,
     /// Rule 5: the next scan is a full one.
     distrust: Option<String>,
@@ -263,7 +264,7 @@ impl ChangeWatcher {
                 (scan, ScanKind::Unchanged)
             }
             (Some(previous), None) => {
-                let touched: Vec<String> = pending.touched.into_iter().collect();
+                let touched: Vec<PathBuf> = pending.touched.into_iter().collect();
                 let scan = rescan(
                     &self.workspace,
                     &self.journal,
@@ -543,14 +544,9 @@ impl Events {
         let Ok(rel) = path.strip_prefix(&self.workspace) else {
             return;
         };
-        let Some(rel) = rel.to_str().map(str::to_owned) else {
-            // Not UTF-8: the scan cannot name it exactly, so it looks at everything.
-            seen.pending.distrust = Some("a file name is not UTF-8".to_owned());
-            return;
-        };
-        if rel.is_empty()
-            || rel == ".git"
-            || rel.starts_with(".git/")
+        let rel = rel.to_path_buf();
+        if rel.as_os_str().is_empty()
+            || rel.starts_with(".git")
             || self.excluded.iter().any(|ex| path.starts_with(ex))
         {
             return;
@@ -558,11 +554,11 @@ impl Events {
         let is_dir = mask.contains(EventMask::ISDIR);
         if is_dir && mask.contains(EventMask::MOVED_FROM) {
             // Rule 5: the watches below it keep the old names.
-            seen.pending.distrust = Some(format!("{rel} was moved"));
+            seen.pending.distrust = Some(format!("{} was moved", rel.display()));
             seen.pending.rewatch = true;
         }
         if path.file_name().is_some_and(|n| n == ".gitignore") {
-            seen.pending.distrust = Some(format!("{rel} changed"));
+            seen.pending.distrust = Some(format!("{} changed", rel.display()));
             seen.pending.rewatch = true;
         }
         if is_dir && mask.intersects(EventMask::CREATE | EventMask::MOVED_TO) {

@@ -22,17 +22,20 @@
 //!    deletion was committed) leaves the journal. A hook whose cutoff is later has already seen
 //!    the deletion. Outside git, where a deletion never ends, the journal forgets it after
 //!    [`ScanOptions::deleted_retention`].
-//! 6. Paths are relative to the workspace, with `/` separators. A name that is not UTF-8 is kept
-//!    with its bad bytes replaced by U+FFFD and a warning, so that its hooks still run.
+//! 6. Paths are relative to the workspace, with `/` separators, and kept as bytes: a name that
+//!    is not UTF-8 reaches the hooks exactly as it is on disk. Where a path is serialised (the
+//!    journal, [`DirtyFile`]), such a name is written as a NUL followed by the hex of its bytes;
+//!    no file name holds a NUL, so the two spellings never meet.
 //!
 //! The types say nothing of git, so a file-system watcher can produce them as well.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -40,7 +43,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A point in time, in nanoseconds since the Unix epoch (serialised as that number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -122,7 +125,8 @@ impl Timestamp {
 #[serde(rename_all = "camelCase")]
 pub struct DirtyFile {
     /// Relative to the workspace, `/`-separated, never starting with `./` (module rule 6).
-    pub path: String,
+    #[serde(with = "name")]
+    pub path: PathBuf,
     /// Whether it exists, and since when it is as it is.
     pub state: FileState,
 }
@@ -174,8 +178,8 @@ impl ChangeScan {
     }
 
     /// Every dirty path, deletions included, sorted.
-    pub fn dirty_paths(&self) -> impl Iterator<Item = &str> {
-        self.files.iter().map(|f| f.path.as_str())
+    pub fn dirty_paths(&self) -> impl Iterator<Item = &Path> {
+        self.files.iter().map(|f| f.path.as_path())
     }
 }
 
@@ -343,7 +347,7 @@ pub fn scan_at(
         Some(observed) => (observed, None),
         None => {
             let present = walk(&workspace, &excluded);
-            let mut observed: BTreeMap<String, Observed> = present
+            let mut observed: BTreeMap<OsString, Observed> = present
                 .into_iter()
                 .map(|(path, at)| (path, Observed::Present(at)))
                 .collect();
@@ -358,13 +362,13 @@ pub fn scan_at(
             for path in gone {
                 // A file the walk no longer sees may only have become ignored: not a deletion.
                 if !observed.contains_key(path)
-                    && !excluded.contains(path)
+                    && !excluded.contains(path.as_bytes())
                     && fs::symlink_metadata(workspace.join(path)).is_err()
                 {
                     observed.insert(path.clone(), Observed::Deleted);
                 }
             }
-            let walked: Vec<String> = observed
+            let walked: Vec<OsString> = observed
                 .iter()
                 .filter(|(_, o)| matches!(o, Observed::Present(_)))
                 .map(|(p, _)| p.clone())
@@ -390,39 +394,40 @@ pub fn rescan(
     options: &ScanOptions,
     cutoff: Timestamp,
     previous: &ChangeScan,
-    touched: &[String],
+    touched: &[PathBuf],
 ) -> Result<ChangeScan, ChangesError> {
     if !previous.git || !options.use_git {
         return scan_at(workspace, journal, options, cutoff);
     }
     let workspace = canonical_workspace(workspace)?;
     let excluded = Excluded::new(&workspace, &options.exclude);
-    let touched: BTreeSet<&str> = touched
+    let touched: BTreeSet<&[u8]> = touched
         .iter()
-        .map(|p| p.trim_end_matches('/'))
+        .map(|p| trim_slashes(p.as_os_str().as_bytes()))
         .filter(|p| !p.is_empty() && !excluded.contains(p))
         .collect();
     let (mut journal_before, reset) = Journal::load(journal, &workspace);
-    let is_touched = |path: &str| {
+    let is_touched = |path: &[u8]| {
         touched.contains(path)
             || path
-                .match_indices('/')
-                .any(|(i, _)| touched.contains(&path[..i]))
+                .iter()
+                .enumerate()
+                .any(|(i, &b)| b == b'/' && touched.contains(&path[..i]))
     };
-    let mut observed: BTreeMap<String, Observed> = previous
+    let mut observed: BTreeMap<OsString, Observed> = previous
         .files
         .iter()
-        .filter(|f| !is_touched(&f.path))
+        .filter(|f| !is_touched(f.path.as_os_str().as_bytes()))
         .map(|f| {
             let seen = match f.state {
                 FileState::Present { changed_at } => Observed::Present(changed_at),
                 FileState::Deleted { .. } => Observed::Deleted,
             };
-            (f.path.clone(), seen)
+            (f.path.clone().into_os_string(), seen)
         })
         .collect();
     if !touched.is_empty() {
-        let pathspecs: Vec<&str> = touched.into_iter().collect();
+        let pathspecs: Vec<&OsStr> = touched.into_iter().map(OsStr::from_bytes).collect();
         match git_dirty(&workspace, &options.git, &excluded, &pathspecs) {
             Ok(Some(found)) => observed.extend(found),
             Ok(None) | Err(ChangesError::Git { .. }) => {
@@ -436,7 +441,7 @@ pub fn rescan(
         if let FileState::Deleted { noticed_at } = f.state {
             journal_before
                 .deleted
-                .entry(f.path.clone())
+                .entry(f.path.clone().into_os_string())
                 .or_insert(noticed_at);
         }
     }
@@ -449,6 +454,13 @@ pub fn rescan(
         None,
         cutoff,
     )
+}
+
+fn trim_slashes(mut path: &[u8]) -> &[u8] {
+    while let Some(rest) = path.strip_suffix(b"/") {
+        path = rest;
+    }
+    path
 }
 
 fn canonical_workspace(workspace: &Path) -> Result<PathBuf, ChangesError> {
@@ -467,8 +479,8 @@ fn settle(
     journal: &Path,
     previous: Journal,
     reset: bool,
-    observed: BTreeMap<String, Observed>,
-    walked: Option<Vec<String>>,
+    observed: BTreeMap<OsString, Observed>,
+    walked: Option<Vec<OsString>>,
     cutoff: Timestamp,
 ) -> Result<ChangeScan, ChangesError> {
     let from_git = walked.is_none();
@@ -490,7 +502,10 @@ fn settle(
                     FileState::Deleted { noticed_at }
                 }
             };
-            DirtyFile { path, state }
+            DirtyFile {
+                path: PathBuf::from(path),
+                state,
+            }
         })
         .collect();
     if reset || next != previous {
@@ -549,26 +564,31 @@ fn git_dirty(
     workspace: &Path,
     git: &OsStr,
     excluded: &Excluded,
-    pathspecs: &[&str],
-) -> Result<Option<BTreeMap<String, Observed>>, ChangesError> {
+    pathspecs: &[&OsStr],
+) -> Result<Option<BTreeMap<OsString, Observed>>, ChangesError> {
     let Some(prefix) = git_prefix(workspace, git)? else {
         return Ok(None);
     };
-    let mut args = vec![
+    let mut args: Vec<OsString> = [
         "status",
         "--porcelain=v1",
         "-z",
         "--untracked-files=all",
         "--no-renames",
-    ];
-    let literal: Vec<String> = pathspecs.iter().map(|p| format!(":(literal){p}")).collect();
-    if !literal.is_empty() {
-        args.push("--");
-        args.extend(literal.iter().map(String::as_str));
+    ]
+    .map(OsString::from)
+    .into();
+    if !pathspecs.is_empty() {
+        args.push("--".into());
+        args.extend(pathspecs.iter().map(|p| {
+            let mut literal = OsString::from(":(literal)");
+            literal.push(p);
+            literal
+        }));
     } else if !prefix.is_empty() {
         // Only the workspace's part of the repository; at the top, no pathspec keeps git's
         // fast paths (the untracked cache) open.
-        args.extend(["--", "."]);
+        args.extend(["--".into(), ".".into()]);
     }
     let Some(stdout) = run_git(workspace, git, &args)? else {
         return Ok(None);
@@ -606,7 +626,12 @@ fn git_prefix(workspace: &Path, git: &OsStr) -> Result<Option<Vec<u8>>, ChangesE
             return Ok(None);
         }
     }
-    let Some(out) = run_git(workspace, git, &["rev-parse", "--show-prefix"])? else {
+    let Some(out) = run_git(
+        workspace,
+        git,
+        &["rev-parse".into(), "--show-prefix".into()],
+    )?
+    else {
         return Ok(None);
     };
     let line = out.strip_suffix(b"\n").unwrap_or(&out);
@@ -614,7 +639,11 @@ fn git_prefix(workspace: &Path, git: &OsStr) -> Result<Option<Vec<u8>>, ChangesE
 }
 
 /// Runs git in `workspace`; `None` when git is missing or the workspace is in no work tree.
-fn run_git(workspace: &Path, git: &OsStr, args: &[&str]) -> Result<Option<Vec<u8>>, ChangesError> {
+fn run_git(
+    workspace: &Path,
+    git: &OsStr,
+    args: &[OsString],
+) -> Result<Option<Vec<u8>>, ChangesError> {
     let output = Command::new(git)
         .args(args)
         .current_dir(workspace)
@@ -653,7 +682,8 @@ fn run_git(workspace: &Path, git: &OsStr, args: &[&str]) -> Result<Option<Vec<u8
     })
 }
 
-fn describe(git: &OsStr, args: &[&str], workspace: &Path) -> String {
+fn describe(git: &OsStr, args: &[OsString], workspace: &Path) -> String {
+    let args: Vec<Cow<'_, str>> = args.iter().map(|a| a.to_string_lossy()).collect();
     format!(
         "{} {} (in {})",
         git.to_string_lossy(),
@@ -698,16 +728,16 @@ fn parse_porcelain<'a>(out: &'a [u8], prefix: &[u8]) -> Result<Vec<&'a [u8]>, St
 }
 
 /// Stats the dirty paths (never the clean ones), in parallel when there are many.
-fn stat_all(workspace: &Path, paths: &[&[u8]]) -> BTreeMap<String, Observed> {
+fn stat_all(workspace: &Path, paths: &[&[u8]]) -> BTreeMap<OsString, Observed> {
     const PER_THREAD: usize = 256;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(paths.len().div_ceil(PER_THREAD))
         .max(1);
-    let stat_chunk = |chunk: &[&[u8]]| -> Vec<(String, Observed)> {
+    let stat_chunk = |chunk: &[&[u8]]| -> Vec<(OsString, Observed)> {
         chunk
             .iter()
-            .map(|rel| (path_string(rel), stat_one(workspace, rel)))
+            .map(|rel| (OsStr::from_bytes(rel).to_owned(), stat_one(workspace, rel)))
             .collect()
     };
     if threads == 1 {
@@ -746,22 +776,8 @@ fn stat_one(workspace: &Path, rel: &[u8]) -> Observed {
     }
 }
 
-/// A relative path as a `String` (module rule 6).
-fn path_string(rel: &[u8]) -> String {
-    match std::str::from_utf8(rel) {
-        Ok(s) => s.to_owned(),
-        Err(_) => {
-            let lossy = String::from_utf8_lossy(rel).into_owned();
-            tracing::warn!(
-                "{lossy}: file name is not UTF-8; hooks see it with U+FFFD in place of the bad bytes"
-            );
-            lossy
-        }
-    }
-}
-
 /// Every file of the workspace with its change time, honouring `.gitignore` (rule 3).
-fn walk(workspace: &Path, excluded: &Excluded) -> Vec<(String, Timestamp)> {
+fn walk(workspace: &Path, excluded: &Excluded) -> Vec<(OsString, Timestamp)> {
     let root = workspace.to_path_buf();
     let excluded: Vec<PathBuf> = excluded
         .0
@@ -794,9 +810,7 @@ fn walk(workspace: &Path, excluded: &Excluded) -> Vec<(String, Timestamp)> {
                 Ok(meta) => Timestamp::of_metadata(&meta),
                 Err(_) => Timestamp::now(),
             };
-            local
-                .local
-                .push((path_string(rel.as_os_str().as_bytes()), at));
+            local.local.push((rel.as_os_str().to_owned(), at));
             ignore::WalkState::Continue
         })
     });
@@ -826,8 +840,8 @@ pub(crate) fn git_walk(root: &Path, excluded: Vec<PathBuf>) -> ignore::WalkBuild
 
 /// A walker thread's findings, handed over once when the thread is done.
 struct Collector<'a> {
-    found: &'a Mutex<Vec<(String, Timestamp)>>,
-    local: Vec<(String, Timestamp)>,
+    found: &'a Mutex<Vec<(OsString, Timestamp)>>,
+    local: Vec<(OsString, Timestamp)>,
 }
 
 impl Drop for Collector<'_> {
@@ -842,14 +856,107 @@ const JOURNAL_VERSION: u32 = 1;
 /// What a scan leaves for the next: deletions with the time they were noticed, and outside git
 /// the files the walk found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(into = "JournalFile", try_from = "JournalFile")]
 struct Journal {
     version: u32,
     /// Lossy when not UTF-8: it only tells whose journal this is.
     workspace: String,
+    deleted: BTreeMap<OsString, Timestamp>,
+    walk: Option<Vec<OsString>>,
+}
+
+/// The journal as written: names in the spelling of module rule 6.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JournalFile {
+    version: u32,
+    workspace: String,
     deleted: BTreeMap<String, Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     walk: Option<Vec<String>>,
+}
+
+impl From<Journal> for JournalFile {
+    fn from(j: Journal) -> JournalFile {
+        let encode = |n: &OsString| name::encode(n).into_owned();
+        JournalFile {
+            version: j.version,
+            workspace: j.workspace,
+            deleted: j.deleted.iter().map(|(n, t)| (encode(n), *t)).collect(),
+            walk: j.walk.as_ref().map(|w| w.iter().map(encode).collect()),
+        }
+    }
+}
+
+impl TryFrom<JournalFile> for Journal {
+    type Error = String;
+
+    fn try_from(j: JournalFile) -> Result<Journal, String> {
+        Ok(Journal {
+            version: j.version,
+            workspace: j.workspace,
+            deleted: j
+                .deleted
+                .iter()
+                .map(|(n, t)| Ok((name::decode(n)?, *t)))
+                .collect::<Result<_, String>>()?,
+            walk: j
+                .walk
+                .map(|w| w.iter().map(|n| name::decode(n)).collect())
+                .transpose()?,
+        })
+    }
+}
+
+/// The serialised spelling of a relative path (module rule 6): itself when it is UTF-8, else a
+/// NUL followed by the hex of its bytes.
+mod name {
+    use super::*;
+
+    pub(super) fn encode(name: &OsStr) -> Cow<'_, str> {
+        match name.to_str() {
+            Some(text) => Cow::Borrowed(text),
+            None => {
+                let mut text = String::from("\0");
+                for byte in name.as_bytes() {
+                    text.push_str(&format!("{byte:02x}"));
+                }
+                Cow::Owned(text)
+            }
+        }
+    }
+
+    pub(super) fn decode(text: &str) -> Result<OsString, String> {
+        let Some(hex) = text.strip_prefix('\0') else {
+            return Ok(OsString::from(text));
+        };
+        let bad = || format!("{text:?} is not a NUL and hex digits");
+        if hex.len() % 2 != 0 {
+            return Err(bad());
+        }
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| {
+                hex.get(i..i + 2)
+                    .and_then(|b| u8::from_str_radix(b, 16).ok())
+            })
+            .collect::<Option<Vec<u8>>>()
+            .map(OsString::from_vec)
+            .ok_or_else(bad)
+    }
+
+    pub(super) fn serialize<S: Serializer>(path: &Path, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&encode(path.as_os_str()))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<PathBuf, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        decode(&text)
+            .map(PathBuf::from)
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 impl Journal {
@@ -1014,7 +1121,8 @@ mod tests {
         fx
     }
 
-    /// The dirty set as `(path, "present" | "deleted")`, sorted.
+    /// The dirty set as `(path, "present" | "deleted")`, sorted, each byte of a path that is
+    /// not UTF-8 written `\xNN` (so that the exact bytes are checked, not U+FFFD).
     fn summary(scan: &ChangeScan) -> Vec<(String, &'static str)> {
         scan.files
             .iter()
@@ -1023,9 +1131,20 @@ mod tests {
                     FileState::Present { .. } => "present",
                     FileState::Deleted { .. } => "deleted",
                 };
-                (f.path.clone(), state)
+                (escaped(&f.path), state)
             })
             .collect()
+    }
+
+    fn escaped(path: &Path) -> String {
+        let mut text = String::new();
+        for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+            text.push_str(chunk.valid());
+            for byte in chunk.invalid() {
+                text.push_str(&format!("\\x{byte:02x}"));
+            }
+        }
+        text
     }
 
     fn expect(list: &[(&str, &'static str)]) -> Vec<(String, &'static str)> {
@@ -1159,9 +1278,9 @@ mod tests {
                 ],
             ),
             (
-                "a name that is not UTF-8 is kept, lossy",
+                "a name that is not UTF-8 is kept, byte for byte",
                 |r| fs::write(r.join(non_utf8_name()), "x").unwrap(),
-                &[("caf\u{FFFD}.txt", "present")],
+                &[("caf\\xe9.txt", "present")],
             ),
             (
                 "a deleted name that is not UTF-8",
@@ -1171,7 +1290,7 @@ mod tests {
                     git(r, &["commit", "-q", "-m", "latin-1"]);
                     fs::remove_file(r.join(non_utf8_name())).unwrap();
                 },
-                &[("caf\u{FFFD}.txt", "deleted")],
+                &[("caf\\xe9.txt", "deleted")],
             ),
             (
                 "nested repository",
@@ -1264,7 +1383,7 @@ mod tests {
             (".config/tool.toml", "present"),
             (".env", "present"),
             (".gitignore", "present"),
-            ("caf\u{FFFD}.txt", "present"),
+            ("caf\\xe9.txt", "present"),
             ("src/.gitignore", "present"),
             ("src/main.rs", "present"),
             ("with space.txt", "present"),
@@ -1327,7 +1446,10 @@ mod tests {
             let journal = journal_in(&tmp);
             let options = ScanOptions::new().use_git(use_git);
             let deleted_at = |scan: &ChangeScan, path: &str| {
-                scan.files.iter().find(|f| f.path == path).map(|f| f.state)
+                scan.files
+                    .iter()
+                    .find(|f| f.path == Path::new(path))
+                    .map(|f| f.state)
             };
 
             let first = scan_with(root, &journal, &options).unwrap();
@@ -1352,11 +1474,12 @@ mod tests {
             );
             // A hook that ran after the deletion was noticed has seen it.
             let later = Timestamp::from_nanos(second.cutoff.as_nanos() + 1);
-            assert!(third.changed_since(Some(later)).all(|f| f.path != "a.txt"));
+            let a = Path::new("a.txt");
+            assert!(third.changed_since(Some(later)).all(|f| f.path != a));
             assert!(
                 third
                     .changed_since(Some(second.cutoff))
-                    .any(|f| f.path == "a.txt")
+                    .any(|f| f.path == a)
             );
 
             write(root, "a.txt", "a\n");
@@ -1471,7 +1594,7 @@ mod tests {
             for exclude in [state.clone(), PathBuf::from(".discobot/state")] {
                 let options = ScanOptions::new().use_git(use_git).exclude(&exclude);
                 let scan = scan_with(root, &journal, &options).unwrap();
-                let paths: Vec<&str> = scan.dirty_paths().collect();
+                let paths: Vec<&str> = scan.dirty_paths().map(|p| p.to_str().unwrap()).collect();
                 assert!(
                     paths.contains(&".discobot/stateful.txt"),
                     "git: {use_git}: {paths:?}"
@@ -1513,7 +1636,7 @@ mod tests {
         let after = scan_with(&root, &journal, &options).unwrap();
         let changed: Vec<&str> = after
             .changed_since(Some(before.cutoff))
-            .map(|f| f.path.as_str())
+            .map(|f| f.path.to_str().unwrap())
             .collect();
         assert_eq!(changed, ["a.txt"]);
     }
@@ -1601,12 +1724,14 @@ mod tests {
         for &(since, expected) in table {
             let got: Vec<&str> = scan
                 .changed_since(since.map(t))
-                .map(|f| f.path.as_str())
+                .map(|f| f.path.to_str().unwrap())
                 .collect();
             assert_eq!(got, expected, "since {since:?}");
         }
         assert_eq!(
-            scan.dirty_paths().collect::<Vec<_>>(),
+            scan.dirty_paths()
+                .map(|p| p.to_str().unwrap())
+                .collect::<Vec<_>>(),
             ["old", "edge", "new", "gone-early", "gone-late"]
         );
     }
@@ -1670,6 +1795,59 @@ mod tests {
         }
     }
 
+    /// Rule 6: a name that is not UTF-8 goes through the journal byte for byte: outside git
+    /// its deletion is noticed and keeps its date, as any other's.
+    #[test]
+    fn a_deleted_name_that_is_not_utf8_keeps_its_date_through_the_journal() {
+        let tmp = Fixture::plain();
+        let root = tmp.path().to_path_buf();
+        fs::write(root.join(non_utf8_name()), "x").unwrap();
+        let journal = journal_in(&tmp);
+        let options = ScanOptions::new().use_git(false);
+        let first = scan_with(&root, &journal, &options).unwrap();
+        assert_eq!(summary(&first), expect(&[("caf\\xe9.txt", "present")]));
+        fs::remove_file(root.join(non_utf8_name())).unwrap();
+        let second = scan_with(&root, &journal, &options).unwrap();
+        let third = scan_with(&root, &journal, &options).unwrap();
+        for scan in [&second, &third] {
+            assert_eq!(
+                scan.files,
+                [DirtyFile {
+                    path: PathBuf::from(non_utf8_name()),
+                    state: FileState::Deleted {
+                        noticed_at: second.cutoff
+                    },
+                }]
+            );
+        }
+    }
+
+    #[test]
+    fn serialised_names_table() {
+        let table: &[(&[u8], &str)] = &[
+            (b"a.txt", "a.txt"),
+            (b"dir/\xc3\xbc.txt", "dir/\u{fc}.txt"),
+            (b"caf\xe9.txt", "\x00636166e92e747874"),
+            (b"\xff", "\0ff"),
+        ];
+        for &(bytes, text) in table {
+            let path = PathBuf::from(OsStr::from_bytes(bytes));
+            assert_eq!(name::encode(path.as_os_str()), text);
+            assert_eq!(name::decode(text).unwrap(), path.as_os_str());
+            let file = DirtyFile {
+                path: path.clone(),
+                state: FileState::Present {
+                    changed_at: Timestamp::from_nanos(1),
+                },
+            };
+            let json = serde_json::to_string(&file).unwrap();
+            assert_eq!(serde_json::from_str::<DirtyFile>(&json).unwrap(), file);
+        }
+        for bad in ["\0abc", "\0zz", "\0é"] {
+            assert!(name::decode(bad).is_err(), "{bad:?}");
+        }
+    }
+
     #[test]
     fn corrupt_journal_is_reset_with_a_warning() {
         let tmp = Fixture::plain();
@@ -1682,7 +1860,7 @@ mod tests {
         assert_eq!(summary(&scan), expect(&[("a.txt", "present")]));
         let text = fs::read_to_string(&journal).unwrap();
         let parsed: Journal = serde_json::from_str(&text).unwrap();
-        assert_eq!(parsed.walk, Some(vec!["a.txt".to_owned()]));
+        assert_eq!(parsed.walk, Some(vec![OsString::from("a.txt")]));
     }
 
     #[test]

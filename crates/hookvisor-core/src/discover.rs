@@ -239,39 +239,56 @@ fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
 }
 
 /// Turns front matter fields into a hook, applying the defaults of DESIGN.md.
+///
+/// `name` and `description` are free text: trimmed, and empty means absent. Every other field
+/// is taken as written (front matter rule 6) and must have a value when it is given: an odd
+/// value is a problem, never a default, and only `run_as: root` gives root.
 fn hook_from_fields(id: String, path: &Path, fields: &Fields) -> Result<Hook, String> {
-    let field = |key: &str| fields.get(key).map(|v| v.trim()).filter(|v| !v.is_empty());
-    let kind: HookKind = field("type")
+    let text = |key: &str| {
+        fields
+            .get(key)
+            .map(|v| v.trim_matches([' ', '\t', '\n']))
+            .filter(|v| !v.is_empty())
+    };
+    let field = |key: &str| -> Result<Option<&str>, String> {
+        match fields.get(key).map(String::as_str) {
+            Some("") => Err(format!(
+                "'{key}' has no value; give it one or remove the line"
+            )),
+            other => Ok(other),
+        }
+    };
+    let kind: HookKind = field("type")?
         .ok_or("missing 'type'; add 'type: session', 'type: file' or 'type: pre-commit'")?
         .parse()?;
-    let run_as = match field("run_as") {
+    let run_as = match field("run_as")? {
         Some(value) => value.parse::<RunAs>()?,
         None => RunAs::User,
     };
-    let pattern = match field("pattern") {
+    let pattern = match field("pattern")? {
         Some(source) => Some(Pattern::new(source).map_err(|e| e.to_string())?),
         None if kind == HookKind::File => {
             return Err("a file hook needs a 'pattern', such as 'pattern: \"*.go\"'".into());
         }
         None => None,
     };
-    let timeout = match field("timeout") {
+    let timeout = match field("timeout")? {
         Some(value) => parse_timeout(value)?,
         None => kind.default_timeout(),
     };
     Ok(Hook {
-        name: field("name").map_or_else(|| id.clone(), str::to_owned),
+        name: text("name").map_or_else(|| id.clone(), str::to_owned),
         id,
         kind,
         path: path.to_owned(),
-        description: field("description").map(str::to_owned),
+        description: text("description").map(str::to_owned),
         run_as,
-        blocking: field("blocking")
+        blocking: field("blocking")?
             .map(|v| parse_bool("blocking", v))
             .transpose()?
             .unwrap_or(false),
         pattern,
-        notify_llm: field("notify_llm")
+        notify_llm: field("notify_llm")?
             .map(|v| parse_bool("notify_llm", v))
             .transpose()?
             .unwrap_or(true),
@@ -296,8 +313,13 @@ fn parse_timeout(value: &str) -> Result<Duration, String> {
         Some((i, 'h')) => (&value[..i], 3600),
         _ => (value, 1),
     };
-    match digits.trim().parse::<u64>() {
-        Ok(n) if n > 0 => Ok(Duration::from_secs(n.saturating_mul(unit))),
+    // `parse` takes a leading `+`; a timeout is digits only.
+    match digits
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| digits.parse::<u64>())
+    {
+        Some(Ok(n)) if n > 0 => Ok(Duration::from_secs(n.saturating_mul(unit))),
         _ => Err(format!(
             "invalid timeout '{value}'; use a positive number of seconds such as 'timeout: 120'"
         )),
@@ -504,6 +526,160 @@ mod tests {
                 .reason
                 .contains("unknown front matter field 'patern'")
         );
+    }
+
+    /// Discovers one hook whose front matter (after `#!/bin/sh`, between `---` lines) is `body`:
+    /// the hook, or the reason it is a problem.
+    fn one_hook(body: &str) -> Result<Hook, String> {
+        let dir = Dir::new();
+        dir.write(
+            "h.sh",
+            &format!("#!/bin/sh\n---\n{body}\n---\nexit 0\n"),
+            0o755,
+        );
+        let mut d = dir.discover();
+        match (d.hooks.pop(), d.problems.pop()) {
+            (Some(hook), None) => Ok(hook),
+            (None, Some(problem)) => Err(problem.reason),
+            other => panic!("{body:?}: {other:?}"),
+        }
+    }
+
+    /// Only `run_as: root` written as such gives root. Each other spelling that YAML or the flat
+    /// reader could turn into "root" (padding, trailing text, lists, merge keys, aliases,
+    /// escapes, block scalars, repeated keys) is a problem naming the fix, never root.
+    #[test]
+    fn run_as_is_root_only_when_written_root() {
+        use RunAs::{Root, User};
+        let table: &[(&str, Result<RunAs, &str>)] = &[
+            ("run_as: root", Ok(Root)),
+            ("run_as: \"root\"", Ok(Root)),
+            ("run_as: 'root'  # needs apt", Ok(Root)),
+            ("run_as: root\npattern: *.go", Ok(Root)),
+            ("run_as: user", Ok(User)),
+            ("name: x", Ok(User)),
+            (
+                "run_as: \" root\"",
+                Err("invalid run_as ' root'; use 'root' or 'user'"),
+            ),
+            ("run_as: 'root '", Err("invalid run_as 'root '")),
+            ("run_as: root\u{3000}", Err("invalid run_as 'root\u{3000}'")),
+            ("run_as: Root", Err("invalid run_as 'Root'")),
+            ("run_as: 'root'x", Err("text after the closing quote")),
+            ("run_as: \"root\" x", Err("text after the closing quote")),
+            (
+                "run_as: 'root'x\npattern: *.go",
+                Err("text after the closing quote"),
+            ),
+            ("run_as: [root]", Err("'run_as' is a list")),
+            ("run_as:\n  - root", Err("'run_as' is a list")),
+            ("<<: {run_as: root}", Err("merge key")),
+            ("base: &b root\nrun_as: *b", Err("invalid run_as '*b'")),
+            ("run_as: user\nrun_as: root", Err("'run_as' is given twice")),
+            ("run_as: root\nrun_as: root", Err("'run_as' is given twice")),
+            ("run_as: \"\\x72oot\"", Err("invalid run_as '\\x72oot'")),
+            ("run_as: >-\n  root", Err("invalid run_as '>-'")),
+            ("run_as: |\n  root", Err("invalid run_as '|'")),
+            (
+                "? run_as\n: root",
+                Err("'run_as: VALUE' on a line of its own"),
+            ),
+            ("{run_as: root}", Err("'{run_as' is not a field name")),
+            ("run_as: !custom root", Err("invalid run_as '!custom root'")),
+            ("run_as: ~", Err("invalid run_as '~'")),
+            ("run_as:", Err("'run_as' has no value")),
+            ("name: \"x\nrun_as: root\"", Err("invalid run_as 'root\"'")),
+        ];
+        let mut wrong = Vec::new();
+        let flow = one_hook("{type: session, run_as: root}").map(|h| h.run_as);
+        if !flow
+            .as_ref()
+            .is_err_and(|r| r.contains("on a line of its own"))
+        {
+            wrong.push(format!("a flow mapping: got {flow:?}"));
+        }
+        for (field, expected) in table {
+            let got = one_hook(&format!("type: session\n{field}")).map(|h| h.run_as);
+            let ok = match (&got, expected) {
+                (Ok(a), Ok(b)) => a == b,
+                (Err(reason), Err(fragment)) => reason.contains(fragment),
+                _ => false,
+            };
+            if !ok {
+                wrong.push(format!("{field:?}: got {got:?}, want {expected:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    }
+
+    /// `notify_llm`, `blocking`, `type` and `timeout` take one word from their line: odd values
+    /// (padding, lists, floats, empty, null, trailing text, repeats) are problems, not defaults.
+    #[test]
+    fn odd_values_of_the_other_word_fields_are_problems() {
+        // (front matter after `type: file` + `pattern`, or a whole one, and the expected
+        // (notify_llm, blocking) or a fragment of the reason)
+        type Expected = Result<(bool, bool), &'static str>;
+        let table: &[(&str, Expected)] = &[
+            ("notify_llm: false", Ok((false, false))),
+            ("notify_llm: No", Ok((false, false))),
+            ("notify_llm: 0", Ok((false, false))),
+            ("notify_llm: \"false\"", Ok((false, false))),
+            ("notify_llm: true", Ok((true, false))),
+            ("description: x", Ok((true, false))),
+            ("blocking: yes", Ok((true, true))),
+            ("notify_llm: \"false \"", Err("invalid notify_llm 'false '")),
+            ("notify_llm: [false]", Err("'notify_llm' is a list")),
+            ("notify_llm: 0.0", Err("invalid notify_llm '0.0'")),
+            ("notify_llm: 00", Err("invalid notify_llm '00'")),
+            ("notify_llm:", Err("'notify_llm' has no value")),
+            ("notify_llm: ~", Err("invalid notify_llm '~'")),
+            ("notify_llm: ''", Err("'notify_llm' has no value")),
+            ("notify_llm: 'false'x", Err("text after the closing quote")),
+            (
+                "notify_llm: false\nnotify_llm: true",
+                Err("'notify_llm' is given twice"),
+            ),
+            ("notify_llm: maybe", Err("invalid notify_llm 'maybe'")),
+            ("blocking: 1.0", Err("invalid blocking '1.0'")),
+            ("blocking:", Err("'blocking' has no value")),
+            ("blocking: [true]", Err("'blocking' is a list")),
+            (
+                "blocking: true\nblocking: false",
+                Err("'blocking' is given twice"),
+            ),
+            ("timeout: 1e3", Err("invalid timeout '1e3'")),
+            ("timeout: [30]", Err("'timeout' is a list")),
+            ("timeout:", Err("'timeout' has no value")),
+            ("type: session", Err("'type' is given twice")),
+            ("pattern: '*.rs'", Err("'pattern' is given twice")),
+            ("pattern:", Err("'pattern' is given twice")),
+        ];
+        let mut wrong = Vec::new();
+        for (field, expected) in table {
+            let got = one_hook(&format!("type: file\npattern: '*.go'\n{field}"))
+                .map(|h| (h.notify_llm, h.blocking));
+            let ok = match (&got, expected) {
+                (Ok(a), Ok(b)) => a == b,
+                (Err(reason), Err(fragment)) => reason.contains(fragment),
+                _ => false,
+            };
+            if !ok {
+                wrong.push(format!("{field:?}: got {got:?}, want {expected:?}"));
+            }
+        }
+        let whole: &[(&str, &str)] = &[
+            ("type: [session]", "'type' is a list"),
+            ("type: ' session'", "unknown type ' session'"),
+            ("type: pre-commit\npattern:", "'pattern' has no value"),
+            ("type: pre-commit\npattern: ''", "'pattern' has no value"),
+        ];
+        for (body, fragment) in whole {
+            let got = one_hook(body).map(|h| h.id);
+            if !got.as_ref().is_err_and(|r| r.contains(fragment)) {
+                wrong.push(format!("{body:?}: got {got:?}, want {fragment:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
     }
 
     #[test]

@@ -27,7 +27,7 @@ use std::fs;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::change_watch::{ChangeWatcher, ScanKind};
 use crate::changes::{self, ChangeScan, DirtyFile, FileState, ScanOptions, Timestamp};
@@ -95,8 +95,16 @@ pub struct HookResult {
     pub success: bool,
     /// Whether it was killed for exceeding its timeout.
     pub timed_out: bool,
-    /// The files it ran on.
-    pub files: Vec<String>,
+    /// The files it ran on, workspace-relative, exactly as named on disk. In JSON a name that is
+    /// not UTF-8 shows its bad bytes as U+FFFD; the hook itself got the exact bytes.
+    #[serde(serialize_with = "lossy")]
+    pub files: Vec<PathBuf>,
+}
+
+/// Paths as strings, bytes that are not UTF-8 replaced by U+FFFD (`Path`'s own `Serialize`
+/// fails on them, and the eval JSON must always be written).
+fn lossy<S: Serializer>(paths: &[PathBuf], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(paths.iter().map(|p| p.to_string_lossy()))
 }
 
 /// The outcome of an evaluation, serialised as DESIGN.md's eval JSON.
@@ -368,7 +376,7 @@ pub fn evaluate_scan(
         {
             continue;
         }
-        let files: Vec<String> = dirty
+        let files: Vec<PathBuf> = dirty
             .iter()
             .filter(|f| matches!(f.state, FileState::Present { .. }))
             .map(|f| f.path.clone())
@@ -425,7 +433,7 @@ fn run_recorded(
     ctx: &Context,
     store: &StatusStore,
     hook: &Hook,
-    files: &[String],
+    files: &[PathBuf],
     cancel: Option<&CancelToken>,
 ) -> Result<crate::exec::RunOutcome, EvalError> {
     store.update(|s| s.entry(hook, ctx).begin(SystemTime::now()))?;
@@ -470,7 +478,7 @@ pub fn run_now(
 ) -> Result<HookResult, EvalError> {
     let _lock = EvalLock::acquire(ctx)?;
     let store = StatusStore::for_context(ctx);
-    let files: Vec<String> = if hook.kind == HookKind::File {
+    let files: Vec<PathBuf> = if hook.kind == HookKind::File {
         scan_workspace(ctx)?
             .files
             .iter()

@@ -272,7 +272,7 @@ pub struct Invocation {
 pub fn run_hook(
     ctx: &Context,
     hook: &Hook,
-    files: &[String],
+    files: &[PathBuf],
     options: &RunOptions,
 ) -> Result<RunOutcome, ExecError> {
     let mut env: Vec<(OsString, OsString)> = vec![
@@ -288,7 +288,11 @@ pub fn run_hook(
     if matches!(hook.kind, HookKind::File | HookKind::PreCommit) {
         let list = ctx.state_dir.join("changed").join(&hook.id);
         write_changed_list(&list, files, options.credentials.as_ref())?;
-        env.push(("DISCOBOT_CHANGED_FILES".into(), files.join(" ").into()));
+        let spaced: Vec<&[u8]> = files.iter().map(|f| f.as_os_str().as_bytes()).collect();
+        env.push((
+            "DISCOBOT_CHANGED_FILES".into(),
+            std::ffi::OsStr::from_bytes(&spaced.join(&b' ')).to_os_string(),
+        ));
         env.push(("HOOKVISOR_CHANGED_FILES_NUL".into(), list.into()));
     } else {
         // A hook started from inside another hook's run must not see that run's files.
@@ -436,14 +440,16 @@ fn create_log(path: &Path, credentials: Option<&Credentials>) -> Result<File, Ex
     })
 }
 
+/// Writes each name's exact bytes followed by a NUL.
 fn write_changed_list(
     path: &Path,
-    files: &[String],
+    files: &[PathBuf],
     credentials: Option<&Credentials>,
 ) -> Result<(), ExecError> {
-    let mut content = Vec::with_capacity(files.iter().map(|f| f.len() + 1).sum());
-    for file in files {
-        content.extend_from_slice(file.as_bytes());
+    let names = files.iter().map(|f| f.as_os_str().as_bytes());
+    let mut content = Vec::with_capacity(names.clone().map(|n| n.len() + 1).sum());
+    for name in names {
+        content.extend_from_slice(name);
         content.push(0);
     }
     fresh_file(path, credentials)
@@ -1299,11 +1305,11 @@ mod tests {
     #[test]
     fn environment_and_working_directory() {
         let f = fixture();
-        let files = vec![
-            "plain.go".to_string(),
-            "with space.go".to_string(),
-            "quo\"te's.go".to_string(),
-            "new\nline.go".to_string(),
+        let files: Vec<PathBuf> = vec![
+            "plain.go".into(),
+            "with space.go".into(),
+            "quo\"te's.go".into(),
+            "new\nline.go".into(),
         ];
         let hook = f.hook(
             "env-check",
@@ -1325,16 +1331,16 @@ printf '%s' "$DISCOBOT_CHANGED_FILES" > spaced.txt"#,
             format!("file|s-test|{ws}|env-check|{ws}|extra value\n")
         );
         let list = fs::read(f.ctx.workspace.join("list.bin")).unwrap();
-        let names: Vec<String> = list
+        let names: Vec<PathBuf> = list
             .split(|&b| b == 0)
             .filter(|n| !n.is_empty())
-            .map(|n| String::from_utf8(n.to_vec()).unwrap())
+            .map(|n| String::from_utf8(n.to_vec()).unwrap().into())
             .collect();
         assert_eq!(names, files);
         assert!(list.ends_with(&[0]), "each name is NUL-terminated");
         assert_eq!(
             fs::read_to_string(f.ctx.workspace.join("spaced.txt")).unwrap(),
-            files.join(" ")
+            "plain.go with space.go quo\"te's.go new\nline.go"
         );
 
         let session = f.hook(

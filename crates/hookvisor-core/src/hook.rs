@@ -2,11 +2,11 @@
 //! with their defaults applied.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::pattern::Pattern;
 
@@ -141,10 +141,11 @@ impl Hook {
             .unwrap_or_default()
     }
 
-    /// True when a workspace-relative path is one this hook cares about.
+    /// True when a workspace-relative path is one this hook cares about (as bytes: see
+    /// [`Pattern`]'s rules).
     ///
     /// A hook without a pattern matches every file.
-    pub fn matches(&self, relative_path: &str) -> bool {
+    pub fn matches(&self, relative_path: impl AsRef<Path>) -> bool {
         self.pattern
             .as_ref()
             .is_none_or(|p| p.is_match(relative_path))
@@ -152,9 +153,12 @@ impl Hook {
 }
 
 /// A file in the hooks directory that will not run, and why.
+///
+/// It serialises with its path lossily converted to UTF-8: the name may be the very problem.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
     /// The hook file at fault.
+    #[serde(serialize_with = "lossy")]
     pub path: PathBuf,
     /// What is wrong and how to fix it, in one line.
     pub reason: String,
@@ -164,6 +168,12 @@ impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.path.display(), self.reason)
     }
+}
+
+/// A path as a string, its bytes that are not UTF-8 replaced by U+FFFD: `Path`'s own
+/// `Serialize` fails on them, and a failure there has aborted a server.
+fn lossy<S: Serializer>(path: &Path, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&path.to_string_lossy())
 }
 
 #[cfg(test)]
@@ -185,5 +195,21 @@ mod tests {
         for bad in ["Root", "ROOT", "admin", "", "root "] {
             assert!(bad.parse::<RunAs>().is_err(), "{bad:?} must be rejected");
         }
+    }
+
+    #[test]
+    fn a_problem_with_a_name_that_is_not_utf8_serialises_lossily() {
+        use std::os::unix::ffi::OsStrExt;
+        let problem = Problem {
+            path: PathBuf::from(std::ffi::OsStr::from_bytes(b"/hooks/bad\xff.sh")),
+            reason: "the file name is not UTF-8; rename the file".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&problem).unwrap(),
+            serde_json::json!({
+                "path": "/hooks/bad\u{FFFD}.sh",
+                "reason": "the file name is not UTF-8; rename the file",
+            })
+        );
     }
 }

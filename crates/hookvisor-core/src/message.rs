@@ -39,8 +39,8 @@ pub struct Failure {
     pub hook_name: String,
     /// The hook's pattern as written, if it has one.
     pub pattern: Option<String>,
-    /// The files the hook ran on, workspace-relative.
-    pub files: Vec<String>,
+    /// The files the hook ran on, workspace-relative (shown lossily when not UTF-8).
+    pub files: Vec<PathBuf>,
     /// The exit status (124 on timeout).
     pub exit_code: i32,
     /// The timeout, when the run was killed for exceeding it.
@@ -99,7 +99,7 @@ impl Failure {
                 .files
                 .iter()
                 .take(MAX_FILES)
-                .map(|f| sanitize(f))
+                .map(|f| sanitize(&f.to_string_lossy()))
                 .collect();
             let _ = write!(text, "Files: {}", named.join(", "));
             if self.files.len() > MAX_FILES {
@@ -255,7 +255,7 @@ mod tests {
     #[test]
     fn files_are_capped_at_twenty() {
         let mut f = failure("x");
-        f.files = (0..25).map(|i| format!("f{i}.go")).collect();
+        f.files = (0..25).map(|i| format!("f{i}.go").into()).collect();
         let text = f.message();
         assert!(text.contains("f19.go and 5 more\n"), "{text}");
         assert!(!text.contains("f20.go"));

@@ -10,8 +10,13 @@
 //!    `src/**/*.ts` matches `src/a/b.ts` but not `lib/a.ts`.
 //! 5. `{a,b}` alternates; a comma outside braces separates globs, and the pattern is their
 //!    union: `a.md, b.md` matches either file.
+//! 6. Paths are matched as bytes: a name that is not UTF-8 is matched like any other (`*.txt`
+//!    matches `caf\xe9.txt`).
 
+use std::ffi::OsStr;
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -87,8 +92,12 @@ impl Pattern {
     }
 
     /// True when the workspace-relative path matches any glob of the list.
-    pub fn is_match(&self, relative_path: &str) -> bool {
-        self.set.is_match(relative_path.trim_start_matches("./"))
+    pub fn is_match(&self, relative_path: impl AsRef<Path>) -> bool {
+        let mut bytes = relative_path.as_ref().as_os_str().as_bytes();
+        while let Some(rest) = bytes.strip_prefix(b"./") {
+            bytes = rest;
+        }
+        self.set.is_match(Path::new(OsStr::from_bytes(bytes)))
     }
 }
 
@@ -175,6 +184,32 @@ mod tests {
                 compiled.is_match(path),
                 expected,
                 "pattern {pattern:?} against {path:?}"
+            );
+        }
+    }
+
+    /// Rule 6: globset matches bytes, so a name that is not UTF-8 is no exception.
+    #[test]
+    fn names_that_are_not_utf8_match_on_their_bytes() {
+        let table: &[(&str, &[u8], bool)] = &[
+            ("*.txt", b"\xff.txt", true),
+            ("*.txt", b"sub/caf\xe9.txt", true),
+            ("*.txt", b"./d/\xff\xfe.txt", true),
+            ("sub/*", b"sub/\xff", true),
+            ("sub/*", b"sub/\xff/x", false),
+            ("*.go", b"\xff.txt", false),
+            ("?.txt", b"\xff.txt", true),
+            ("**", b"\x80/\x81", true),
+            // The name is not "\u{FFFD}.txt", which lossy matching would have said.
+            ("\u{FFFD}.txt", b"\xff.txt", false),
+        ];
+        for &(pattern, path, expected) in table {
+            let compiled = Pattern::new(pattern).unwrap();
+            assert_eq!(
+                compiled.is_match(Path::new(OsStr::from_bytes(path))),
+                expected,
+                "pattern {pattern:?} against {:?}",
+                path.escape_ascii().to_string()
             );
         }
     }

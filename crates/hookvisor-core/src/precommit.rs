@@ -403,8 +403,8 @@ pub fn repository_top(dir: &Path) -> Result<PathBuf, PreCommitError> {
 /// The staged files of the index git uses (`GIT_INDEX_FILE` during a commit), relative to the
 /// top level `top`: added, copied, modified and renamed files (new path), never deletions.
 ///
-/// Names that are not UTF-8 are passed on lossily converted.
-pub fn staged_files(top: &Path) -> Result<Vec<String>, PreCommitError> {
+/// Names are kept as bytes: one that is not UTF-8 reaches the hooks exactly.
+pub fn staged_files(top: &Path) -> Result<Vec<PathBuf>, PreCommitError> {
     staged_from(top, git(top, &STAGED_ARGS))
 }
 
@@ -425,7 +425,7 @@ const STAGED_ARGS: [&str; 7] = [
 fn staged_from(
     top: &Path,
     against_head: Result<Vec<u8>, PreCommitError>,
-) -> Result<Vec<String>, PreCommitError> {
+) -> Result<Vec<PathBuf>, PreCommitError> {
     let out = match against_head {
         Err(PreCommitError::Git { .. })
             if git(top, &["rev-parse", "-q", "--verify", "HEAD"]).is_err() =>
@@ -442,7 +442,7 @@ fn staged_from(
     Ok(out
         .split(|&b| b == 0)
         .filter(|name| !name.is_empty())
-        .map(|name| String::from_utf8_lossy(name).into_owned())
+        .map(|name| PathBuf::from(OsStr::from_bytes(name)))
         .collect())
 }
 
@@ -510,9 +510,9 @@ pub enum PreCommitEvent<'a> {
     /// `HOOKVISOR_SKIP` names an id that is no pre-commit hook (a typo would skip nothing).
     UnknownSkip(&'a str),
     /// The hook is about to run on these files.
-    Started(&'a Hook, &'a [String]),
+    Started(&'a Hook, &'a [PathBuf]),
     /// The hook finished.
-    Finished(&'a Hook, &'a [String], &'a RunOutcome),
+    Finished(&'a Hook, &'a [PathBuf], &'a RunOutcome),
 }
 
 /// The result of [`run_pre_commit`].
@@ -581,7 +581,7 @@ pub fn run_pre_commit(
     let staged = staged_from(&ctx.workspace, staged.and_then(PendingGit::wait))?;
     let store = StatusStore::for_context(ctx);
     for hook in to_run {
-        let files: Vec<String> = staged.iter().filter(|f| hook.matches(f)).cloned().collect();
+        let files: Vec<PathBuf> = staged.iter().filter(|f| hook.matches(f)).cloned().collect();
         if hook.pattern.is_some() && files.is_empty() {
             continue;
         }

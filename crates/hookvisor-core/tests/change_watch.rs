@@ -38,7 +38,7 @@ fn write(root: &Path, rel: &str, text: &str) {
 
 /// `(path, Some(changed_at))` for a present file, `(path, None)` for a deleted one. The dates
 /// of deletions are left out: each journal dates them at its own first sight.
-fn summary(scan: &ChangeScan) -> Vec<(String, Option<i64>)> {
+fn summary(scan: &ChangeScan) -> Vec<(PathBuf, Option<i64>)> {
     scan.files
         .iter()
         .map(|f| {
@@ -352,4 +352,41 @@ fn a_workspace_without_git() {
     fs::remove_file(ws.join("a.txt")).unwrap();
     pair.check("a deletion");
     assert_eq!(pair.check("nothing again"), ScanKind::Unchanged);
+}
+
+/// Issue 12: a name that is not UTF-8 is touched like any other: answered from the events (it
+/// used to make the watcher distrust itself and scan in full), with the exact bytes, created,
+/// edited and deleted (the deletion through the journal).
+#[test]
+fn a_name_that_is_not_utf8_is_answered_from_the_events_byte_for_byte() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = repo(tmp.path());
+    let mut pair = Pair::new(&ws, &tmp.path().join("state"));
+    assert_eq!(pair.check("start"), ScanKind::Full);
+    let name = OsStr::from_bytes(b"src/caf\xe9.rs");
+    fs::write(ws.join(name), "x").unwrap();
+    assert_eq!(pair.check("create"), ScanKind::Touched);
+    let (scan, _) = pair.watcher.scan().unwrap();
+    assert!(
+        scan.files.iter().any(|f| f.path.as_os_str() == name),
+        "{:?}",
+        scan.files
+    );
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "odd"]);
+    assert_eq!(pair.check("commit"), ScanKind::Full);
+    fs::write(ws.join(name), "edited").unwrap();
+    assert_eq!(pair.check("edit"), ScanKind::Touched);
+    fs::remove_file(ws.join(name)).unwrap();
+    assert_eq!(pair.check("delete"), ScanKind::Touched);
+    let (scan, _) = pair.watcher.scan().unwrap();
+    assert!(
+        scan.files
+            .iter()
+            .any(|f| f.path.as_os_str() == name && matches!(f.state, FileState::Deleted { .. })),
+        "{:?}",
+        scan.files
+    );
 }

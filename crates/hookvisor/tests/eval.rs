@@ -5,8 +5,10 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::fs;
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -881,6 +883,50 @@ fn odd_file_names_reach_the_hook_intact_through_the_nul_list() {
         .map(|f| f.as_str().unwrap())
         .collect();
     assert_eq!(reported, got, "the NUL list and the report agree, in order");
+}
+
+/// Issue 12: a file name that is not UTF-8 reaches the hook byte for byte through the NUL list
+/// (it used to arrive with U+FFFD in place of the bad byte, naming a file that does not exist),
+/// is matched by `*.txt` like any other, and shows lossily in the JSON report.
+#[test]
+fn a_name_that_is_not_utf8_reaches_the_hook_byte_for_byte() {
+    let ws = Workspace::git();
+    let copy = ws.base().join("changed.nul");
+    let spaced = ws.base().join("changed.txt");
+    ws.hook(
+        "names.sh",
+        "file",
+        "pattern: '*.txt'",
+        &format!(
+            "cp \"$HOOKVISOR_CHANGED_FILES_NUL\" '{}'\n\
+             printf '%s' \"$DISCOBOT_CHANGED_FILES\" > '{}'\n\
+             xargs -0 -n1 test -f < \"$HOOKVISOR_CHANGED_FILES_NUL\" || exit 5",
+            copy.display(),
+            spaced.display()
+        ),
+    );
+    ws.write("plain.txt", "x\n");
+    fs::create_dir_all(ws.path().join("sub")).unwrap();
+    fs::write(ws.path().join(OsStr::from_bytes(b"\xff.txt")), "x\n").unwrap();
+    fs::write(ws.path().join(OsStr::from_bytes(b"sub/caf\xe9.txt")), "x\n").unwrap();
+    tick();
+    let report = eval_json(&ws, &[]);
+    assert_eq!(report["action"], "pass", "{report}");
+    assert_eq!(
+        fs::read(&copy).unwrap(),
+        b"plain.txt\0sub/caf\xe9.txt\0\xff.txt\0",
+        "the NUL list holds the exact bytes of each name"
+    );
+    assert_eq!(
+        fs::read(&spaced).unwrap(),
+        b"plain.txt sub/caf\xe9.txt \xff.txt",
+        "DISCOBOT_CHANGED_FILES too"
+    );
+    assert_eq!(
+        report["results"][0]["files"],
+        json!(["plain.txt", "sub/caf\u{FFFD}.txt", "\u{FFFD}.txt"]),
+        "JSON shows the names lossily"
+    );
 }
 
 #[test]

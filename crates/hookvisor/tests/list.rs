@@ -4,7 +4,9 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -363,4 +365,66 @@ fn the_workspace_comes_from_discobot_workspace() {
         .unwrap();
     let list: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(list["hooks"][0]["path"], s(&path));
+}
+
+/// Issue 12: a hook file whose name is not UTF-8 used to make `list --json` panic (exit 134 in
+/// the release build, and `serve`, which lists the same JSON, aborted). It is a problem like any
+/// other: named lossily, with the fix, in JSON, in the table and in `check`.
+#[test]
+fn a_hook_file_name_that_is_not_utf8_is_a_problem_not_a_crash() {
+    let ws = Workspace::git();
+    ws.hook("ok.sh", "session", "", "exit 0");
+    let dir = ws.path().join(".discobot/hooks");
+    let bad = dir.join(OsStr::from_bytes(b"bad\xff.sh"));
+    fs::write(&bad, "#!/bin/sh\n#---\n# type: session\n#---\nexit 0\n").unwrap();
+    fs::set_permissions(&bad, fs::Permissions::from_mode(0o755)).unwrap();
+    let shown = format!("{}/bad\u{FFFD}.sh", dir.display());
+    let reason = "the file name is not UTF-8; rename the file";
+
+    let output = ws.hookvisor(&["list", "--json"]);
+    assert_eq!(code(&output), 0, "{}", common::stderr(&output));
+    let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(listed["hooks"].as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(
+        listed["problems"],
+        json!([{ "path": shown, "reason": reason }])
+    );
+
+    let output = ws.hookvisor(&["list"]);
+    assert_eq!(code(&output), 0, "{}", common::stderr(&output));
+    assert!(
+        stdout(&output).contains(&format!("{shown}: {reason}")),
+        "{}",
+        stdout(&output)
+    );
+
+    let output = ws.hookvisor(&["check"]);
+    assert_eq!(code(&output), 1);
+    assert_eq!(stdout(&output), format!("{shown}: {reason}\n"));
+}
+
+/// A workspace whose own path is not UTF-8 lists its hooks, paths shown lossily.
+#[test]
+fn a_workspace_path_that_is_not_utf8_lists_its_hooks() {
+    let ws = Workspace::new();
+    let odd = ws.base().join(OsStr::from_bytes(b"ws\xfe"));
+    let hooks = odd.join(".discobot/hooks");
+    fs::create_dir_all(&hooks).unwrap();
+    let hook = hooks.join("ok.sh");
+    fs::write(&hook, "#!/bin/sh\n#---\n# type: session\n#---\nexit 0\n").unwrap();
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    let output = ws
+        .hookvisor_command()
+        .arg("--workspace")
+        .arg(&odd)
+        .args(["list", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&output), 0, "{}", common::stderr(&output));
+    let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        listed["hooks"][0]["path"],
+        json!(hook.to_string_lossy()),
+        "{listed}"
+    );
 }

@@ -2,7 +2,9 @@
 
 mod common;
 
+use std::ffi::OsStr;
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -623,4 +625,28 @@ fn without_pre_commit_hooks_run_does_nothing_not_even_git() {
     check(out.clone(), "run without pre-commit hooks");
     assert_eq!(stderr(&out), "");
     assert!(!ws.state_dir().join("status.json").exists());
+}
+
+/// Issue 12: a staged file whose name is not UTF-8 reaches the pre-commit hook byte for byte (it
+/// used to arrive with U+FFFD in place of the bad byte) and is matched by `*.txt`.
+#[test]
+fn a_staged_name_that_is_not_utf8_reaches_the_hook_byte_for_byte() {
+    let ws = repo_with_commit();
+    let copy = ws.base().join("staged.nul");
+    ws.hook(
+        "names.sh",
+        "pre-commit",
+        "pattern: '*.txt'",
+        &format!(
+            "cp \"$HOOKVISOR_CHANGED_FILES_NUL\" '{}'\n\
+             xargs -0 -n1 test -f < \"$HOOKVISOR_CHANGED_FILES_NUL\" || exit 5",
+            copy.display()
+        ),
+    );
+    install(&ws);
+    ws.stage("plain.txt", "x\n");
+    fs::write(ws.path().join(OsStr::from_bytes(b"\xff.txt")), "x\n").unwrap();
+    ws.git_ok(&["add", "-A"]);
+    check(ws.commit("odd name"), "commit");
+    assert_eq!(fs::read(&copy).unwrap(), b"plain.txt\0\xff.txt\0");
 }

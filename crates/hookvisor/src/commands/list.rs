@@ -69,7 +69,9 @@ fn write_problems(out: &mut impl Write, discovery: &Discovery) -> io::Result<()>
     Ok(())
 }
 
-/// The JSON of `list --json` (DESIGN.md), also served by the HTTP API.
+/// The JSON of `list --json` (DESIGN.md), also served by the HTTP API. Paths are shown lossily
+/// (U+FFFD for bytes that are not UTF-8): a name that is not UTF-8 is itself a listed problem,
+/// and `Path`'s own `Serialize` would fail on it.
 pub fn list_json(discovery: &Discovery) -> Value {
     json!({
         "hooks": discovery.hooks.iter().map(hook_json).collect::<Vec<_>>(),
@@ -83,7 +85,7 @@ fn hook_json(hook: &Hook) -> Value {
         "id": hook.id,
         "name": hook.name,
         "type": hook.kind.as_str(),
-        "path": hook.path,
+        "path": hook.path.to_string_lossy(),
         "runAs": hook.run_as.as_str(),
         "pattern": hook.pattern.as_ref().map(|p| p.as_str()),
         "notifyLlm": hook.notify_llm,
@@ -94,5 +96,5 @@ fn hook_json(hook: &Hook) -> Value {
 }
 
 fn problem_json(problem: &Problem) -> Value {
-    json!({ "path": problem.path, "reason": problem.reason })
+    json!({ "path": problem.path.to_string_lossy(), "reason": problem.reason })
 }

@@ -2,6 +2,7 @@
 //! this file resolves the context and words the results.
 
 use std::io::{self, Write};
+use std::path::PathBuf;
 
 use hookvisor_core::{
     Context, ContextOverrides, Discovery, GitHook, HookKind, Installed, PreCommitEvent,
@@ -143,7 +144,7 @@ fn report_failure(
     ctx: &Context,
     name: &str,
     id: &str,
-    files: &[String],
+    files: &[PathBuf],
     outcome: &RunOutcome,
 ) -> io::Result<()> {
     let why = if outcome.timed_out {
@@ -171,7 +172,7 @@ fn report_failure(
     )
 }
 
-fn count_files(files: &[String]) -> String {
+fn count_files(files: &[PathBuf]) -> String {
     match files.len() {
         1 => "1 file".to_owned(),
         n => format!("{n} files"),
