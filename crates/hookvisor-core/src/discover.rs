@@ -30,6 +30,11 @@ const KNOWN_FIELDS: [&str; 8] = [
     "timeout",
 ];
 
+/// The warning for a root session hook that is not `blocking`: it is run as if it were.
+const ROOT_RUNS_BLOCKING: &str = "run_as: root session hooks finish before the agent starts, as if \
+     blocking: true (no root hook runs beside the agent; README, Security); add 'blocking: true' \
+     to say so";
+
 /// The result of scanning a hooks directory.
 #[derive(Debug, Clone, Default)]
 pub struct Discovery {
@@ -90,6 +95,12 @@ pub fn discover(hooks_dir: &Path) -> Discovery {
                             "unknown front matter field '{key}' is ignored; known fields: {}",
                             KNOWN_FIELDS.join(", ")
                         ),
+                    });
+                }
+                if hook.kind == HookKind::Session && hook.run_as == RunAs::Root && !hook.blocking {
+                    discovery.warnings.push(Problem {
+                        path: path.clone(),
+                        reason: ROOT_RUNS_BLOCKING.to_owned(),
                     });
                 }
                 candidates.push(hook);
@@ -511,6 +522,23 @@ mod tests {
         assert!(d.problems.is_empty());
         let missing = discover(&dir.0.path().join("nope"));
         assert!(missing.hooks.is_empty() && missing.problems.is_empty());
+    }
+
+    #[test]
+    fn a_root_session_hook_that_is_not_blocking_warns() {
+        let dir = Dir::new();
+        dir.hook("a.sh", "# type: session\n# run_as: root");
+        dir.hook("b.sh", "# type: session\n# run_as: root\n# blocking: false");
+        dir.hook("c.sh", "# type: session\n# run_as: root\n# blocking: true");
+        dir.hook("d.sh", "# type: session");
+        let d = dir.discover();
+        let warned: Vec<String> = d
+            .warnings
+            .iter()
+            .filter(|w| w.reason == ROOT_RUNS_BLOCKING)
+            .map(|w| w.path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(warned, ["a.sh", "b.sh"]);
     }
 
     #[test]
