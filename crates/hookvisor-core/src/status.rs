@@ -6,22 +6,36 @@
 //!
 //! 1. Writers serialise on an exclusive `flock` of `status.json.lock`, a file that is never
 //!    deleted (deleting a lock file lets two writers lock two different inodes). The kernel drops
-//!    the lock when its holder dies, so a killed writer never blocks the next one.
+//!    the lock when its holder dies, so a killed writer never blocks the next one. A writer holds
+//!    the lock for milliseconds, so one held for long is held on purpose: a writer waits for it
+//!    at most its store's lock timeout, 10 s unless [`StatusStore::with_lock_timeout`] says
+//!    otherwise, and then fails with [`StatusError::LockTimeout`].
 //! 2. Under the lock a writer reads, modifies and writes a temp file in the same directory,
 //!    fsyncs it, renames it over `status.json` and fsyncs the directory. Readers take no lock:
 //!    the rename means they see the old file or the new one, never a torn one.
-//! 3. A file that does not parse is moved aside to `status.json.corrupt-<UTC time>` by the next
-//!    writer, with a warning, and a fresh status is started; readers treat it as empty.
-//! 4. Fields and hook entries this version does not know are kept through a read-modify-write,
+//! 3. The state dir belongs to the run user, so whatever code the agent ran may have left
+//!    anything there, and the init (root, PID 1) reads it before CMD starts. `status.json` and
+//!    its lock are opened without following a symbolic link and without blocking
+//!    (`O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC`) and used only when they are regular
+//!    files with at most one link: never a FIFO, a device, a socket, a directory or a hard link
+//!    to a file elsewhere. `status.json` is read up to 8 MiB, hundreds of times a real one.
+//! 4. A `status.json` that breaks rule 3 or does not parse is moved aside to
+//!    `status.json.corrupt-<UTC time>` by the next writer, with a warning, and a fresh status is
+//!    started; readers treat it as empty. A lock file that breaks rule 3 is moved aside the same
+//!    way (`status.json.lock.corrupt-<UTC time>`) and made again: no writer ever locked it, so
+//!    rule 1 holds. Warnings go to `tracing`, or to stderr when no subscriber listens (the init
+//!    installs none).
+//! 5. Fields and hook entries this version does not know are kept through a read-modify-write,
 //!    so a newer hookvisor or another tool sharing the file loses nothing.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -32,6 +46,18 @@ use crate::hook::{Hook, HookKind};
 /// Mode of `status.json`, its lock and new files of [`write_atomic`]: dashboards running as other
 /// users read them.
 const FILE_MODE: u32 = 0o644;
+
+/// The largest `status.json` read (rule 3); a bigger one is moved aside like a corrupt one.
+const MAX_STATUS_BYTES: u64 = 8 << 20;
+
+/// How long a writer waits for the lock unless told otherwise (rule 1).
+const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest pause between two tries of a lock someone holds.
+const LOCK_RETRY_MAX: Duration = Duration::from_millis(10);
+
+/// How `status.json` and its lock are opened (rule 3). std adds `O_CLOEXEC`.
+const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY;
 
 /// The contents of `status.json`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -261,12 +287,33 @@ impl HookStatus {
 #[derive(Debug, Clone)]
 pub struct StatusStore {
     path: PathBuf,
+    lock_timeout: Duration,
+}
+
+/// What [`StatusStore::read`] found at `status.json`.
+enum Found {
+    Missing,
+    /// The status and the bytes it was parsed from.
+    Parsed(Status, Vec<u8>),
+    /// Something not to read as a status, and why ("is a FIFO, not a regular file").
+    Unusable(String),
 }
 
 impl StatusStore {
-    /// A store for the `status.json` at `path`. Nothing is touched until the first call.
+    /// A store for the `status.json` at `path`. Nothing is touched until the first call. Its
+    /// writers wait for the lock at most 10 s.
     pub fn new(path: impl Into<PathBuf>) -> StatusStore {
-        StatusStore { path: path.into() }
+        StatusStore {
+            path: path.into(),
+            lock_timeout: LOCK_TIMEOUT,
+        }
+    }
+
+    /// Sets how long [`StatusStore::update`] waits for the lock another process holds before
+    /// it fails with [`StatusError::LockTimeout`]. The default is 10 s.
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> StatusStore {
+        self.lock_timeout = timeout;
+        self
     }
 
     /// The store of a context: `<state>/status.json`.
@@ -279,29 +326,26 @@ impl StatusStore {
         &self.path
     }
 
-    /// Reads the status without locking. A missing file is an empty status; so is a corrupt one,
-    /// with a warning (the next writer moves it aside; a reader leaves it for inspection).
+    /// Reads the status without locking and without ever blocking. A missing file is an empty
+    /// status; so is a corrupt, oversized or non-regular one (rules 3 and 4), with a warning:
+    /// the next writer moves it aside, a reader leaves it for inspection.
     pub fn load(&self) -> Result<Status, StatusError> {
-        match fs::read(&self.path) {
-            Ok(bytes) => Ok(Status::from_json(&bytes).unwrap_or_else(|e| {
-                tracing::warn!(
-                    path = %self.path.display(),
-                    error = %e,
-                    "status file is corrupt; reading it as empty until the next write replaces it"
-                );
+        Ok(match self.read()? {
+            Found::Missing => Status::default(),
+            Found::Parsed(status, _) => status,
+            Found::Unusable(why) => {
+                warn(format_args!(
+                    "{} {why}; reading it as empty until the next write moves it aside",
+                    self.path.display()
+                ));
                 Status::default()
-            })),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Status::default()),
-            Err(source) => Err(StatusError::Read {
-                path: self.path.clone(),
-                source,
-            }),
-        }
+            }
+        })
     }
 
     /// Applies `f` to the current status under the exclusive lock and writes the result
     /// atomically; the file is not rewritten when `f` changed nothing. Creates the state dir
-    /// if needed. Blocks while another writer holds the lock.
+    /// if needed. Waits while another writer holds the lock, at most the lock timeout.
     pub fn update<T>(&self, f: impl FnOnce(&mut Status) -> T) -> Result<T, StatusError> {
         let dir = parent_dir(&self.path);
         fs::DirBuilder::new()
@@ -314,20 +358,15 @@ impl StatusStore {
             })?;
         let _lock = self.lock()?;
         self.remove_dead_temp_files();
-        let (mut status, before) = match fs::read(&self.path) {
-            Ok(bytes) => match Status::from_json(&bytes) {
-                Ok(status) => (status, Some(bytes)),
-                Err(e) => {
-                    self.move_corrupt_aside(&e)?;
-                    (Status::default(), None)
-                }
-            },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => (Status::default(), None),
-            Err(source) => {
-                return Err(StatusError::Read {
+        let (mut status, before) = match self.read()? {
+            Found::Missing => (Status::default(), None),
+            Found::Parsed(status, bytes) => (status, Some(bytes)),
+            Found::Unusable(why) => {
+                move_aside(&self.path, &why).map_err(|source| StatusError::Write {
                     path: self.path.clone(),
                     source,
-                });
+                })?;
+                (Status::default(), None)
             }
         };
         let value = f(&mut status);
@@ -362,43 +401,110 @@ impl StatusStore {
         self.path.with_file_name(name)
     }
 
-    /// Takes the exclusive lock; it is released when the returned file is dropped or the
-    /// process dies.
-    fn lock(&self) -> Result<File, StatusError> {
+    /// Reads `status.json` following rule 3: a regular file, opened without following or
+    /// blocking, read up to [`MAX_STATUS_BYTES`].
+    fn read(&self) -> Result<Found, StatusError> {
+        let read_error = |source| StatusError::Read {
+            path: self.path.clone(),
+            source,
+        };
+        let file = match open_regular(&self.path) {
+            Ok(Ok(file)) => file,
+            Ok(Err(why)) => return Ok(Found::Unusable(why)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Found::Missing),
+            Err(e) => return Err(read_error(e)),
+        };
+        let mut bytes = Vec::new();
+        file.take(MAX_STATUS_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(read_error)?;
+        if bytes.len() as u64 > MAX_STATUS_BYTES {
+            return Ok(Found::Unusable(format!(
+                "is over the limit of {} MiB",
+                MAX_STATUS_BYTES >> 20
+            )));
+        }
+        Ok(match Status::from_json(&bytes) {
+            Ok(status) => Found::Parsed(status, bytes),
+            Err(e) => Found::Unusable(format!("does not parse ({e})")),
+        })
+    }
+
+    /// Takes the exclusive lock (rules 1 and 3); it is released when the returned guard is
+    /// dropped or the process dies.
+    fn lock(&self) -> Result<Locked, StatusError> {
         let lock_path = self.lock_path();
+        let deadline = Instant::now() + self.lock_timeout;
         let lock_error = |source| StatusError::Lock {
             path: lock_path.clone(),
             source,
         };
         // A lock file made by another user (the init runs as root) may not be writable by us;
-        // flock needs only an open descriptor, so open read-only when it exists.
-        let file = match File::open(&lock_path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let file = OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .mode(FILE_MODE)
-                    .open(&lock_path)
-                    .map_err(lock_error)?;
-                // Whatever the umask, other users of the state dir must be able to open it.
-                file.set_permissions(fs::Permissions::from_mode(FILE_MODE))
-                    .map_err(lock_error)?;
-                file
-            }
-            Err(e) => return Err(lock_error(e)),
-        };
-        loop {
-            match file.lock() {
-                Ok(()) => return Ok(file),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+        // flock needs only an open descriptor, so an existing one is opened read-only.
+        let file = loop {
+            match open_regular(&lock_path) {
+                Ok(Ok(file)) => break file,
+                Ok(Err(_)) => self.replace_lock(&lock_path, deadline)?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => match create_lock(&lock_path) {
+                    Ok(file) => break file,
+                    // Another writer made it just now: open theirs.
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(lock_error(e)),
+                },
                 Err(e) => return Err(lock_error(e)),
             }
+            if Instant::now() >= deadline {
+                return Err(self.lock_timeout_error());
+            }
+        };
+        match lock_until(&file, deadline) {
+            Ok(true) => Ok(Locked(Some(file))),
+            Ok(false) => Err(self.lock_timeout_error()),
+            Err(e) => Err(lock_error(e)),
         }
     }
 
-    /// Under the lock, any temp file of ours belongs to a writer that died mid-write.
+    /// Moves aside a lock file that breaks rule 3 and makes a new one (rule 4). Writers that
+    /// both found the bad file must not both replace it: the second would move aside the good
+    /// lock the first made, and the two would lock different inodes. So this runs under a lock
+    /// of the state dir and looks again first.
+    fn replace_lock(&self, lock_path: &Path, deadline: Instant) -> Result<(), StatusError> {
+        let lock_error = |source| StatusError::Lock {
+            path: lock_path.to_owned(),
+            source,
+        };
+        let dir = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY)
+            .open(parent_dir(lock_path))
+            .map_err(lock_error)?;
+        if !lock_until(&dir, deadline).map_err(lock_error)? {
+            return Err(self.lock_timeout_error());
+        }
+        match open_regular(lock_path) {
+            // Another writer replaced it first.
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(why)) => move_aside(lock_path, &why).map_err(lock_error)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(lock_error(e)),
+        }
+        match create_lock(lock_path) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(lock_error(e)),
+        }
+    }
+
+    fn lock_timeout_error(&self) -> StatusError {
+        StatusError::LockTimeout {
+            path: self.lock_path(),
+            waited: self.lock_timeout,
+        }
+    }
+
+    /// Under the lock, any temp file of ours belongs to a writer that died mid-write. Removing
+    /// unlinks the name itself: a symbolic link planted under such a name goes, its target
+    /// stays.
     fn remove_dead_temp_files(&self) {
         let Some(prefix) = temp_prefix(&self.path) else {
             return;
@@ -414,26 +520,195 @@ impl StatusStore {
             }
         }
     }
+}
 
-    fn move_corrupt_aside(&self, error: &serde_json::Error) -> Result<(), StatusError> {
-        let stamp = rfc3339_millis(SystemTime::now()).replace([':', '-'], "");
-        let mut aside = PathBuf::from(format!("{}.corrupt-{stamp}", self.path.display()));
-        let mut n = 1;
-        while aside.exists() {
-            aside = PathBuf::from(format!("{}.corrupt-{stamp}-{n}", self.path.display()));
-            n += 1;
+/// The lock of a writer, held until dropped.
+struct Locked(Option<File>);
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        if let Some(file) = self.0.take() {
+            // Unlock before the close: the close wakes the waiters (see `lock_until`), and
+            // they must find the lock free.
+            let _ = file.unlock();
+            drop(file);
+            // Let a waiter just woken run before this process can take the lock again.
+            thread::yield_now();
         }
-        fs::rename(&self.path, &aside).map_err(|source| StatusError::Write {
-            path: self.path.clone(),
-            source,
-        })?;
-        tracing::warn!(
-            path = %self.path.display(),
-            moved_to = %aside.display(),
-            error = %error,
-            "status file was corrupt; moved it aside and started a fresh one"
-        );
-        Ok(())
+    }
+}
+
+/// Opens `path` read-only if it is a regular file with at most one link (rule 3), never
+/// following a symbolic link and never blocking; `Ok(Err(why))` says what it is instead.
+fn open_regular(path: &Path) -> io::Result<Result<File, String>> {
+    // Looking first keeps us from opening a device or a FIFO at all; looking at what was opened
+    // closes the race with whoever swaps the file in between.
+    if let Some(why) = not_ours(&fs::symlink_metadata(path)?) {
+        return Ok(Err(why));
+    }
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(OPEN_FLAGS)
+        .open(path)
+    {
+        Ok(file) => file,
+        // Swapped since: a symbolic link now (ELOOP), or a socket (ENXIO)...
+        Err(e) => {
+            return match fs::symlink_metadata(path).ok().as_ref().and_then(not_ours) {
+                Some(why) => Ok(Err(why)),
+                None => Err(e),
+            };
+        }
+    };
+    Ok(match not_ours(&file.metadata()?) {
+        Some(why) => Err(why),
+        None => Ok(file),
+    })
+}
+
+/// Why a file of the state dir is not one this store could have made (rule 3), or `None`.
+///
+/// A regular file with no link is fine: a reader may open `status.json` just before a writer
+/// renames a new one over it.
+fn not_ours(meta: &fs::Metadata) -> Option<String> {
+    let kind = meta.file_type();
+    let what = if kind.is_file() {
+        if meta.nlink() <= 1 {
+            return None;
+        }
+        return Some(format!(
+            "is a regular file with {} hard links, not one hookvisor made",
+            meta.nlink()
+        ));
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_dir() {
+        "a directory"
+    } else {
+        "something else"
+    };
+    Some(format!("is {what}, not a regular file"))
+}
+
+/// Makes a new lock file, failing if anything is already there (so never through a symbolic
+/// link).
+fn create_lock(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .custom_flags(OPEN_FLAGS)
+        .open(path)?;
+    // Whatever the umask, other users of the state dir must be able to open it.
+    file.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
+    Ok(file)
+}
+
+/// Takes an exclusive `flock` of `file` without ever blocking in `flock`, trying again until
+/// `deadline`. False when it is still taken then.
+///
+/// Between tries a waiter sleeps until someone closes the file (a writer unlocks by closing it;
+/// inotify says so at once) or [`LOCK_RETRY_MAX`] has passed. Waking at the close matters: a
+/// waiter that merely slept would nearly always find the lock taken again by the writer that
+/// just dropped it, and under many back-to-back writers could starve past its deadline.
+fn lock_until(file: &File, deadline: Instant) -> io::Result<bool> {
+    let mut closes = None;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(false);
+        }
+        let pause = left.min(LOCK_RETRY_MAX);
+        match closes.get_or_insert_with(|| watch_closes(file)) {
+            Some(inotify) => wait_for_close(inotify, pause),
+            None => thread::sleep(pause),
+        }
+    }
+}
+
+/// An inotify instance reporting every close of `file`, or `None` without inotify (or /proc):
+/// then waiters only sleep.
+fn watch_closes(file: &File) -> Option<inotify::Inotify> {
+    use std::os::fd::AsRawFd;
+    let inotify = inotify::Inotify::init().ok()?;
+    // Through /proc, the watch is on the inode we opened, whatever the path names now.
+    inotify
+        .watches()
+        .add(
+            format!("/proc/self/fd/{}", file.as_raw_fd()),
+            inotify::WatchMask::CLOSE_WRITE | inotify::WatchMask::CLOSE_NOWRITE,
+        )
+        .ok()?;
+    Some(inotify)
+}
+
+/// Waits until `inotify` has events or `pause` has passed, and drops the events.
+fn wait_for_close(inotify: &mut inotify::Inotify, pause: Duration) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let timeout = PollTimeout::try_from(pause).unwrap_or(PollTimeout::MAX);
+    let mut fds = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
+    // An error (EINTR) only ends the pause early.
+    let _ = poll(&mut fds, timeout);
+    let mut buffer = [0u8; 1024];
+    while inotify
+        .read_events(&mut buffer)
+        .is_ok_and(|mut events| events.next().is_some())
+    {}
+}
+
+/// Renames `path`, which `why` describes, to `<path>.corrupt-<UTC time>` with a warning
+/// (rule 4). Nothing there any more is no error: someone moved it first.
+fn move_aside(path: &Path, why: &str) -> io::Result<()> {
+    let stamp = rfc3339_millis(SystemTime::now()).replace([':', '-'], "");
+    let mut aside = PathBuf::from(format!("{}.corrupt-{stamp}", path.display()));
+    let mut n = 1;
+    while fs::symlink_metadata(&aside).is_ok() {
+        aside = PathBuf::from(format!("{}.corrupt-{stamp}-{n}", path.display()));
+        n += 1;
+    }
+    match fs::rename(path, &aside) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    warn(format_args!(
+        "{} {why}; moved it aside to {} and started a fresh one",
+        path.display(),
+        aside.display()
+    ));
+    Ok(())
+}
+
+/// Warns through `tracing`, or, when no subscriber listens (the init installs none), on stderr
+/// as `<program>: warning: ...`: a status file moved aside is for a person to see.
+fn warn(message: fmt::Arguments<'_>) {
+    let listening =
+        tracing::dispatcher::get_default(|d| !d.is::<tracing::subscriber::NoSubscriber>());
+    if listening {
+        tracing::warn!("{message}");
+    } else {
+        let program = std::env::args_os()
+            .next()
+            .and_then(|arg0| {
+                Path::new(&arg0)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "hookvisor".to_owned());
+        eprintln!("{program}: warning: {message}");
     }
 }
 
@@ -453,6 +728,15 @@ pub enum StatusError {
         path: PathBuf,
         /// What the file system said.
         source: io::Error,
+    },
+    /// Another process held the lock for the whole lock timeout. hookvisor's writers hold it
+    /// for milliseconds, so the holder is stuck or holds it on purpose: most likely a process
+    /// of the agent, which owns the state dir.
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// How long the writer waited.
+        waited: Duration,
     },
     /// `status.json` exists but could not be read.
     Read {
@@ -483,6 +767,14 @@ impl fmt::Display for StatusError {
                 "cannot lock {}: {source}; make the state dir writable or pass --state-dir",
                 path.display()
             ),
+            StatusError::LockTimeout { path, waited } => write!(
+                f,
+                "{path} is still locked after {secs}s; hookvisor holds it for milliseconds, so \
+                 another process keeps it, most likely one of the agent's: find it with \
+                 `fuser -v {path}` and stop it, or pass --state-dir",
+                path = path.display(),
+                secs = waited.as_secs_f64()
+            ),
             StatusError::Read { path, source } => write!(
                 f,
                 "cannot read {}: {source}; make it readable by this user or pass --state-dir",
@@ -504,6 +796,7 @@ impl std::error::Error for StatusError {
             | StatusError::Lock { source, .. }
             | StatusError::Read { source, .. }
             | StatusError::Write { source, .. } => Some(source),
+            StatusError::LockTimeout { .. } => None,
         }
     }
 }
@@ -513,7 +806,10 @@ const TEMP_SUFFIX: &str = ".tmp";
 /// Replaces `path` with `bytes` so that no reader and no crash ever sees a partial file: write a
 /// temp file in the same directory, fsync it, rename it over, fsync the directory.
 ///
-/// The file keeps the mode of the one it replaces; a new file gets 0644. Concurrent writers of
+/// The file keeps the permission bits of the regular file it replaces; a new file, or one
+/// replacing a symbolic link, a hard link or anything else, gets 0644 (a link's target is not
+/// read, nor its mode copied). The temp file is created with `O_EXCL`, so never through a
+/// symbolic link, and the rename replaces a link instead of following it. Concurrent writers of
 /// the same path must serialise themselves (the last rename wins).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     replace(path, bytes, true)
@@ -531,9 +827,9 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let dir = parent_dir(path);
     let prefix = temp_prefix(path)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-    let mode = match fs::metadata(path) {
-        Ok(meta) => meta.permissions().mode() & 0o7777,
-        Err(_) => FILE_MODE,
+    let mode = match fs::symlink_metadata(path) {
+        Ok(meta) if not_ours(&meta).is_none() => meta.permissions().mode() & 0o777,
+        _ => FILE_MODE,
     };
     let mut temp = tempfile::Builder::new()
         .prefix(&prefix)
@@ -1237,9 +1533,12 @@ mod tests {
         );
         assert!(err.ends_with("or pass --state-dir"), "{err}");
         assert!(!err.contains('\n'));
-        let err = StatusStore::new(dir.path()).load().unwrap_err().to_string();
+        // (A directory named status.json is no error but a corrupt file: see the tests of a
+        // hostile state dir below.)
+        let path = blocker.join("status.json");
+        let err = StatusStore::new(&path).load().unwrap_err().to_string();
         assert!(
-            err.starts_with(&format!("cannot read {}", dir.path().display())),
+            err.starts_with(&format!("cannot read {}", path.display())),
             "{err}"
         );
     }
@@ -1366,5 +1665,325 @@ mod tests {
                 (expected.0 + 1, 1, 1)
             };
         }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // A state dir the agent controls (issue 12, item 7): nothing in it may block, bloat or leak.
+
+    /// Longer than any lock timeout below: a store still busy after this is stuck for good.
+    const STUCK: Duration = Duration::from_secs(20);
+
+    /// Runs `f` on a thread and returns what it gives, failing the test if it is still busy
+    /// after [`STUCK`]: a store that blocks on a hostile file fails the test instead of hanging
+    /// it (the thread stays blocked until the test binary exits).
+    fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (done, result) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(f());
+        });
+        match result.recv_timeout(STUCK) {
+            Ok(value) => value,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("{what}: still blocked after {STUCK:?}")
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
+        }
+    }
+
+    /// The files `<name>.corrupt-*` of `dir`.
+    fn set_aside(dir: &Path, name: &str) -> Vec<PathBuf> {
+        let prefix = format!("{name}.corrupt-");
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&prefix)
+            })
+            .collect()
+    }
+
+    /// The reader sees an empty status and moves nothing; the next writer moves the hostile
+    /// `status.json` aside (returned) and writes a fresh regular one. Neither blocks.
+    fn assert_status_moved_aside(dir: &Path) -> PathBuf {
+        let store = StatusStore::new(dir.join("status.json"));
+        let reader = store.clone();
+        // Not assert_eq: an oversized status would fill the terminal.
+        let loaded = within("load", move || reader.load()).unwrap();
+        assert!(loaded == Status::default(), "the reader read it");
+        assert_eq!(set_aside(dir, "status.json"), Vec::<PathBuf>::new());
+        let writer = store.clone();
+        within("update", move || {
+            writer.update(|s| s.set_pending("a", true))
+        })
+        .unwrap();
+        let meta = fs::symlink_metadata(store.path()).unwrap();
+        assert!(meta.file_type().is_file(), "{meta:?}");
+        assert_eq!(store.load().unwrap().pending_hooks, ["a"]);
+        let aside = set_aside(dir, "status.json");
+        assert_eq!(aside.len(), 1, "{aside:?}");
+        aside.into_iter().next().unwrap()
+    }
+
+    fn mkfifo(path: &Path) {
+        nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_status_json_is_moved_aside_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        mkfifo(&dir.path().join("status.json"));
+        let aside = assert_status_moved_aside(dir.path());
+        assert!(fs::symlink_metadata(aside).unwrap().file_type().is_fifo());
+    }
+
+    #[test]
+    fn a_directory_named_status_json_is_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("status.json")).unwrap();
+        fs::write(dir.path().join("status.json/inside"), "kept").unwrap();
+        let aside = assert_status_moved_aside(dir.path());
+        assert_eq!(fs::read_to_string(aside.join("inside")).unwrap(), "kept");
+    }
+
+    #[test]
+    fn a_symlinked_status_json_is_not_followed_and_its_target_not_leaked() {
+        let dir = tempfile::tempdir().unwrap();
+        // A root-only file that happens to be JSON: followed, its fields would be kept as
+        // unknown ones and written into the new status.json, which dashboards and the user read.
+        let secret = dir.path().join("secret.json");
+        fs::write(&secret, r#"{"apiKey":"hunter2"}"#).unwrap();
+        fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::symlink(&secret, dir.path().join("status.json")).unwrap();
+
+        let store = StatusStore::new(dir.path().join("status.json"));
+        assert!(
+            store.load().unwrap().extra.is_empty(),
+            "the reader followed"
+        );
+        let aside = assert_status_moved_aside(dir.path());
+        assert_eq!(fs::read_link(aside).unwrap(), secret);
+        let written = fs::read_to_string(store.path()).unwrap();
+        assert!(!written.contains("hunter2"), "{written}");
+        assert_eq!(
+            fs::metadata(store.path()).unwrap().permissions().mode() & 0o777,
+            0o644,
+            "the mode is not the target's either"
+        );
+        assert_eq!(
+            fs::read_to_string(&secret).unwrap(),
+            r#"{"apiKey":"hunter2"}"#
+        );
+        assert_eq!(
+            fs::metadata(&secret).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn a_status_json_linked_to_dev_zero_is_not_read_forever() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("status.json")).unwrap();
+        let aside = assert_status_moved_aside(dir.path());
+        assert_eq!(fs::read_link(aside).unwrap(), Path::new("/dev/zero"));
+    }
+
+    #[test]
+    fn sockets_devices_and_hard_links_at_status_json_are_moved_aside() {
+        // A socket cannot even be opened; a hard link may be to any file of the file system
+        // (every status.json this code writes has one link).
+        let dir = tempfile::tempdir().unwrap();
+        let _socket =
+            std::os::unix::net::UnixListener::bind(dir.path().join("status.json")).unwrap();
+        let aside = assert_status_moved_aside(dir.path());
+        assert!(fs::symlink_metadata(aside).unwrap().file_type().is_socket());
+
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere.json");
+        fs::write(&elsewhere, r#"{"apiKey":"hunter2"}"#).unwrap();
+        fs::hard_link(&elsewhere, dir.path().join("status.json")).unwrap();
+        assert_status_moved_aside(dir.path());
+        let written = fs::read_to_string(dir.path().join("status.json")).unwrap();
+        assert!(!written.contains("hunter2"), "{written}");
+        assert_eq!(
+            fs::read_to_string(&elsewhere).unwrap(),
+            r#"{"apiKey":"hunter2"}"#
+        );
+
+        // Only root can make a device node (then it is the same /dev/zero, without a symlink).
+        if nix::unistd::Uid::effective().is_root() {
+            let dir = tempfile::tempdir().unwrap();
+            nix::sys::stat::mknod(
+                &dir.path().join("status.json"),
+                nix::sys::stat::SFlag::S_IFCHR,
+                nix::sys::stat::Mode::from_bits_truncate(0o666),
+                nix::sys::stat::makedev(1, 5),
+            )
+            .unwrap();
+            let aside = assert_status_moved_aside(dir.path());
+            assert!(
+                fs::symlink_metadata(aside)
+                    .unwrap()
+                    .file_type()
+                    .is_char_device()
+            );
+        }
+    }
+
+    #[test]
+    fn a_status_json_over_the_size_limit_is_moved_aside() {
+        // Valid JSON of exactly `len` bytes.
+        let json = |len: u64| {
+            let mut bytes = br#"{"padding":""#.to_vec();
+            bytes.resize(len as usize - 2, b'x');
+            bytes.extend_from_slice(b"\"}");
+            bytes
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = StatusStore::new(dir.path().join("status.json"));
+        fs::write(store.path(), json(MAX_STATUS_BYTES)).unwrap();
+        assert!(
+            store.load().unwrap().extra.contains_key("padding"),
+            "a file at the limit is read"
+        );
+        let padding = store
+            .update(|s| s.extra.remove("padding").is_some())
+            .unwrap();
+        assert!(padding, "and updated");
+        assert_eq!(set_aside(dir.path(), "status.json"), Vec::<PathBuf>::new());
+
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("status.json"), json(MAX_STATUS_BYTES + 1)).unwrap();
+        let aside = assert_status_moved_aside(dir.path());
+        assert_eq!(fs::metadata(aside).unwrap().len(), MAX_STATUS_BYTES + 1);
+    }
+
+    #[test]
+    fn a_fifo_lock_file_is_moved_aside_and_recreated() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StatusStore::new(dir.path().join("status.json"));
+        mkfifo(&store.lock_path());
+        let writer = store.clone();
+        within("update", move || {
+            writer.update(|s| s.set_pending("a", true))
+        })
+        .unwrap();
+        assert_eq!(store.load().unwrap().pending_hooks, ["a"]);
+        let meta = fs::symlink_metadata(store.lock_path()).unwrap();
+        assert!(meta.file_type().is_file(), "{meta:?}");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o644);
+        let aside = set_aside(dir.path(), "status.json.lock");
+        assert_eq!(aside.len(), 1, "{aside:?}");
+        assert!(
+            fs::symlink_metadata(&aside[0])
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+    }
+
+    #[test]
+    fn a_symlinked_lock_file_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StatusStore::new(dir.path().join("status.json"));
+        // Dangling: following it, root would create a file wherever the agent points.
+        let target = dir.path().join("made-by-root");
+        std::os::unix::fs::symlink(&target, store.lock_path()).unwrap();
+        store.update(|s| s.set_pending("a", true)).unwrap();
+        assert!(
+            fs::symlink_metadata(&target).is_err(),
+            "the lock was followed"
+        );
+        assert!(
+            fs::symlink_metadata(store.lock_path())
+                .unwrap()
+                .file_type()
+                .is_file()
+        );
+        let aside = set_aside(dir.path(), "status.json.lock");
+        assert_eq!(aside.len(), 1, "{aside:?}");
+        assert_eq!(fs::read_link(&aside[0]).unwrap(), target);
+        assert_eq!(store.load().unwrap().pending_hooks, ["a"]);
+    }
+
+    #[test]
+    fn a_lock_held_by_another_process_fails_in_bounded_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StatusStore::new(dir.path().join("status.json"))
+            .with_lock_timeout(Duration::from_millis(300));
+        // What an agent can do: take the lock and keep it. The shell execs into sleep, which
+        // inherits the locked descriptor; it says "locked" once it holds the lock.
+        struct KillOnDrop(std::process::Child);
+        impl Drop for KillOnDrop {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let mut holder = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "exec 9>>\"$1\"; flock 9; echo locked; exec sleep 120",
+                "sh",
+            ])
+            .arg(store.lock_path())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .map(KillOnDrop)
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(holder.0.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line, "locked\n");
+
+        let writer = store.clone();
+        let started = std::time::Instant::now();
+        let err = within("update", move || {
+            writer.update(|s| s.set_pending("a", true))
+        })
+        .unwrap_err();
+        let waited = started.elapsed();
+        assert!(matches!(err, StatusError::LockTimeout { .. }), "{err:?}");
+        assert!(waited >= Duration::from_millis(300), "{waited:?}");
+        let message = err.to_string();
+        assert!(
+            message.starts_with(&format!(
+                "{} is still locked after 0.3s",
+                store.lock_path().display()
+            )),
+            "{message}"
+        );
+        assert!(message.contains("fuser -v"), "{message}");
+        assert!(!message.contains('\n'), "{message}");
+        assert!(
+            !store.path().exists(),
+            "nothing was written without the lock"
+        );
+
+        // Once the holder is gone, the next writer gets the lock at once.
+        drop(holder);
+        store.update(|s| s.set_pending("a", true)).unwrap();
+        assert_eq!(store.load().unwrap().pending_hooks, ["a"]);
+    }
+
+    #[test]
+    fn dead_temp_file_cleanup_does_not_follow_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StatusStore::new(dir.path().join("status.json"));
+        let target = dir.path().join("target");
+        fs::write(&target, "kept").unwrap();
+        let planted = dir.path().join(".status.json.abcdef.tmp");
+        std::os::unix::fs::symlink(&target, &planted).unwrap();
+        store.update(|s| s.set_pending("a", true)).unwrap();
+        assert!(
+            fs::symlink_metadata(&planted).is_err(),
+            "the temp name is cleaned"
+        );
+        assert_eq!(fs::read_to_string(&target).unwrap(), "kept");
     }
 }

@@ -21,6 +21,7 @@ const WORKER_VAR: &str = "HOOKVISOR_TEST_WORKER";
 const STATUS_VAR: &str = "HOOKVISOR_TEST_STATUS";
 const INDEX_VAR: &str = "HOOKVISOR_TEST_INDEX";
 const ROUNDS_VAR: &str = "HOOKVISOR_TEST_ROUNDS";
+const BARRIER_VAR: &str = "HOOKVISOR_TEST_BARRIER";
 
 /// Size of the status the `big` worker writes: large enough that a write takes a while.
 const PADDING: usize = 256 << 10;
@@ -60,6 +61,12 @@ fn worker_entry() {
         return;
     };
     let status_path = PathBuf::from(env::var(STATUS_VAR).unwrap());
+    // Held until the test lets every worker go at once (see `Barrier`).
+    let _barrier = env::var_os(BARRIER_VAR).map(|path| {
+        let file = fs::File::open(path).unwrap();
+        file.lock_shared().unwrap();
+        file
+    });
     let store = StatusStore::new(&status_path);
     let ctx = context(&status_path);
     match mode.as_str() {
@@ -221,6 +228,112 @@ fn concurrent_writer_processes_lose_no_update_and_readers_never_see_a_torn_file(
     // The last round of each worker is 49, a success: nobody is left pending.
     assert_eq!(status.pending_hooks, Vec::<String>::new());
     assert_eq!(temp_files(path.parent().unwrap()), Vec::<String>::new());
+}
+
+/// Lets workers start at the same moment: each takes a shared lock of a file the test holds
+/// exclusively, and the test lets go once all of them are waiting.
+struct Barrier {
+    path: PathBuf,
+    held: fs::File,
+}
+
+impl Barrier {
+    fn new(dir: &Path) -> Barrier {
+        let path = dir.join("barrier");
+        let held = fs::File::create(&path).unwrap();
+        held.lock().unwrap();
+        Barrier { path, held }
+    }
+
+    fn var(&self) -> (&'static str, String) {
+        (BARRIER_VAR, self.path.display().to_string())
+    }
+
+    /// Waits until `n` processes wait for the barrier (their blocked locks show in
+    /// /proc/locks), then lets them all go.
+    fn release_when_waited_by(self, n: usize) {
+        use std::os::unix::fs::MetadataExt;
+        let ino = format!(":{} ", fs::metadata(&self.path).unwrap().ino());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let locks = fs::read_to_string("/proc/locks").unwrap();
+            let waiting = locks
+                .lines()
+                .filter(|l| l.contains(" -> ") && l.contains(&ino))
+                .count();
+            if waiting >= n {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{waiting} of {n} workers at the barrier"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+        drop(self.held);
+    }
+}
+
+/// Waits for every worker to exit, failing the test if they have not after `limit`.
+fn wait_all(workers: &mut [Worker], limit: Duration) {
+    let deadline = Instant::now() + limit;
+    for (i, worker) in workers.iter_mut().enumerate() {
+        let exit = loop {
+            if let Some(exit) = worker.0.try_wait().unwrap() {
+                break exit;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "worker {i} still running after {limit:?}"
+            );
+            thread::sleep(Duration::from_millis(10));
+        };
+        assert!(exit.success(), "worker {i} failed: {exit}");
+    }
+}
+
+/// The agent left a FIFO where the lock file goes, and many writers find it at once: exactly
+/// one of them moves it aside and makes the new lock, and all of them then serialise on that
+/// one lock (two writers each replacing it would lock different files and lose updates).
+#[test]
+fn writers_racing_to_replace_a_fifo_lock_lose_no_update() {
+    const WRITERS: usize = 16;
+    const ROUNDS: u64 = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("status.json");
+    let lock = StatusStore::new(&path).lock_path();
+    nix::unistd::mkfifo(&lock, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+
+    let barrier = Barrier::new(dir.path());
+    let mut workers: Vec<Worker> = (0..WRITERS)
+        .map(|i| {
+            spawn_worker(
+                "increment",
+                &path,
+                &[
+                    (INDEX_VAR, i.to_string()),
+                    (ROUNDS_VAR, ROUNDS.to_string()),
+                    barrier.var(),
+                ],
+            )
+        })
+        .collect();
+    barrier.release_when_waited_by(WRITERS);
+    wait_all(&mut workers, Duration::from_secs(60));
+
+    let status = Status::from_json(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(
+        status.consecutive_hook_turns as u64,
+        WRITERS as u64 * ROUNDS,
+        "an update of the shared counter was lost"
+    );
+    assert!(fs::symlink_metadata(&lock).unwrap().is_file());
+    let aside: Vec<String> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("status.json.lock.corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "replaced more than once: {aside:?}");
 }
 
 #[test]
