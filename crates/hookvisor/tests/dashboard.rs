@@ -1,12 +1,13 @@
-//! The dashboard in a real browser: headless Chromium driven through chromedriver (WebDriver)
-//! with fantoccini, against the built `hookvisor serve`.
+//! The dashboard in a real browser, and web pages that try to drive the server from one:
+//! headless Chromium driven through chromedriver (WebDriver) with fantoccini, against the built
+//! `hookvisor serve`.
 //!
 //! Needs Debian's `chromium` and `chromium-driver`. Without them the test fails under CI=true
 //! and prints a note elsewhere. It leaves `target/dashboard.png` behind for people to look at.
 
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -84,17 +85,28 @@ impl Driver {
     }
 
     async fn browser(&self) -> Client {
+        self.browser_with(&[]).await
+    }
+
+    /// A browser session with extra command-line switches.
+    async fn browser_with(&self, extra: &[&str]) -> Client {
         let profile = self._profile.path().display();
+        let mut args = vec![
+            "--headless".to_owned(),
+            "--no-sandbox".to_owned(),
+            "--disable-gpu".to_owned(),
+            "--disable-quic".to_owned(),
+            "--no-first-run".to_owned(),
+            "--disable-background-networking".to_owned(),
+            "--disable-component-update".to_owned(),
+            "--disable-sync".to_owned(),
+            "--no-proxy-server".to_owned(),
+            format!("--user-data-dir={profile}"),
+            "--window-size=1280,760".to_owned(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
         let capabilities = json!({
-            "goog:chromeOptions": {
-                "binary": CHROMIUM,
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                    "--no-first-run", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync",
-                    format!("--user-data-dir={profile}"), "--window-size=1280,760",
-                ],
-            }
+            "goog:chromeOptions": { "binary": CHROMIUM, "args": args }
         });
         let Value::Object(capabilities) = capabilities else {
             unreachable!()
@@ -257,5 +269,175 @@ async fn the_dashboard_lists_hooks_reruns_and_updates_live() {
     let png = client.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"));
     std::fs::write(screenshot_path(), png).unwrap();
+    client.close().await.unwrap();
+}
+
+/// A workspace whose hooks leave traces: `marker` writes a file when it runs, `secret` prints
+/// what a page must not read. Returns the workspace and the marker's path.
+fn attacked_workspace() -> (Workspace, PathBuf) {
+    let ws = Workspace::git();
+    let marker = ws.base().join("marker-ran");
+    ws.hook(
+        "marker.sh",
+        "session",
+        "",
+        &format!("echo ran >> '{}'", marker.display()),
+    );
+    ws.hook("secret.sh", "session", "", "echo 'the secret is 42'");
+    (ws, marker)
+}
+
+/// The hostile site: a second loopback HTTP server, on its own port, that serves `page` for
+/// `/` and 404 for anything else. Returns its URL.
+fn hostile_site(page: String) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let mut reader = BufReader::new(stream);
+            let mut first = String::new();
+            if reader.read_line(&mut first).is_err() {
+                continue;
+            }
+            // The rest of the head; the requests are GETs without a body.
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let (status, body) = if first.starts_with("GET / ") {
+                ("200 OK", page.as_str())
+            } else {
+                ("404 Not Found", "")
+            };
+            let response = format!(
+                "HTTP/1.0 {status}\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = reader.get_mut().write_all(response.as_bytes());
+        }
+    });
+    url
+}
+
+/// The server's status as its own clients see it.
+fn status(server: &Server) -> Value {
+    request(&server.addr, "GET", "/hooks/status", &[], "").json()
+}
+
+#[tokio::test]
+async fn a_page_on_another_origin_cannot_drive_the_server() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let (ws, marker) = attacked_workspace();
+    let server = Server::tcp(&ws);
+    let Addr::Tcp(addr) = &server.addr else {
+        unreachable!()
+    };
+    // What any site can do without the server's consent: "simple" POSTs (no-cors, text/plain)
+    // whose answers it cannot see but whose effects happen, and a read it hopes is allowed.
+    let page = format!(
+        r#"<!doctype html><title>hostile</title><script>
+const target = "http://{addr}";
+const post = (path, body) => fetch(target + path, {{ method: "POST", mode: "no-cors", body }})
+  .then(() => "sent", (e) => "error: " + e);
+(async () => {{
+  const results = {{ rerun: await post("/hooks/marker/rerun", "{{}}"), turns: [] }};
+  for (let i = 0; i < 5; i++) results.turns.push(await post("/v1/turns/end", '{{"trigger":"hook"}}'));
+  try {{
+    const response = await fetch(target + "/hooks/secret/output");
+    results.read = "read: " + await response.text();
+  }} catch (e) {{
+    results.read = "error: " + e;
+  }}
+  window.results = results;
+  const done = document.createElement("p");
+  done.id = "done";
+  document.body.appendChild(done);
+}})();
+</script>"#
+    );
+    let site = hostile_site(page);
+    let secret = request(&server.addr, "POST", "/hooks/secret/rerun", &[], "");
+    assert_eq!(secret.status, 200, "{}", secret.body);
+
+    let client = driver.browser().await;
+    client.goto(&site).await.unwrap();
+    // Every fetch has settled once the page says so; the server answered each before that.
+    wait_for(&client, "#done").await;
+    let results = client
+        .execute("return window.results;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(results["rerun"], "sent", "{results}");
+    let read = results["read"].as_str().unwrap();
+    assert!(
+        read.starts_with("error"),
+        "the page read the output: {read}"
+    );
+
+    assert!(!marker.exists(), "the page reran a hook");
+    let status = status(&server);
+    assert_eq!(status["hooks"]["marker"]["runCount"], 0, "{status}");
+    assert!(
+        status
+            .get("consecutiveHookTurns")
+            .is_none_or(|n| *n == json!(0)),
+        "the page moved the loop guard: {status}"
+    );
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_rebound_name_cannot_read_or_drive_the_server() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let (ws, marker) = attacked_workspace();
+    let server = Server::tcp(&ws);
+    let Addr::Tcp(addr) = &server.addr else {
+        unreachable!()
+    };
+    let port = addr.rsplit(':').next().unwrap();
+    let secret = request(&server.addr, "POST", "/hooks/secret/rerun", &[], "");
+    assert_eq!(secret.status, 200, "{}", secret.body);
+
+    // DNS rebinding, after the switch: the attacker's name now resolves to this machine, so its
+    // page and the server are one origin to the browser, and only the Host header tells them
+    // apart.
+    let client = driver
+        .browser_with(&["--host-resolver-rules=MAP evil.test 127.0.0.1"])
+        .await;
+    client
+        .goto(&format!("http://evil.test:{port}/"))
+        .await
+        .unwrap();
+    let script = r#"
+const done = arguments[arguments.length - 1];
+const outcome = async (request) => {
+  try {
+    const response = await request;
+    return [response.status, await response.text()];
+  } catch (e) {
+    return [0, String(e)];
+  }
+};
+(async () => done({
+  read: await outcome(fetch("/hooks/secret/output")),
+  rerun: await outcome(fetch("/hooks/marker/rerun", {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: "{}",
+  })),
+}))();
+"#;
+    let results = client.execute_async(script, vec![]).await.unwrap();
+    assert_eq!(results["read"][0], 403, "{results}");
+    assert!(
+        !results["read"][1].as_str().unwrap().contains("the secret"),
+        "{results}"
+    );
+    assert_eq!(results["rerun"][0], 403, "{results}");
+    assert!(!marker.exists(), "the page reran a hook");
+    assert_eq!(status(&server)["hooks"]["marker"]["runCount"], 0);
     client.close().await.unwrap();
 }

@@ -4,15 +4,18 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::mpsc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::Workspace;
-use common::serve::{DEADLINE, Events, Server, request, send};
+use common::serve::{Addr, DEADLINE, Events, Server, request, send};
+use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
@@ -978,4 +981,280 @@ fn eval_and_adapters_reach_a_socket_server_through_hookvisor_socket() {
         after.contains("hookvisor_evaluations_total{action=\"reprompt\"} 2"),
         "{after}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sandbox: web pages, stuck clients and slow files cannot take the server over.
+
+/// The port of a TCP server.
+fn port(server: &Server) -> String {
+    let Addr::Tcp(addr) = &server.addr else {
+        panic!("not a TCP server")
+    };
+    addr.rsplit(':').next().unwrap().to_owned()
+}
+
+/// Whether status.json (if there is one) shows no hook-triggered turn.
+fn loop_guard_untouched(server: &Server) -> bool {
+    let status = server.get("/hooks/status").json();
+    status
+        .get("consecutiveHookTurns")
+        .is_none_or(|n| *n == json!(0))
+}
+
+#[test]
+fn foreign_hosts_and_origins_are_403_and_posts_must_be_json() {
+    let ws = workspace();
+    let server = Server::tcp(&ws);
+    let port = port(&server);
+    let ran = || ws.state_dir().join("output/fails.log").exists();
+    let error = |r: &common::serve::Response| r.json()["error"].as_str().unwrap().to_owned();
+
+    // A DNS-rebinding page reaches the server under its own name.
+    let foreign_hosts = [
+        "evil.example".to_owned(),
+        format!("evil.example:{port}"),
+        format!("127.0.0.1.evil.example:{port}"),
+        format!("localhost.evil.example:{port}"),
+        format!("[::2]:{port}"),
+        format!("10.0.0.1:{port}"),
+    ];
+    for host in &foreign_hosts {
+        for (method, path) in [
+            ("GET", "/healthz"),
+            ("GET", "/"),
+            ("GET", "/hooks/fails/output"),
+            ("POST", "/hooks/fails/rerun"),
+        ] {
+            let response = request(&server.addr, method, path, &[("Host", host)], "");
+            assert_eq!(response.status, 403, "Host {host}: {method} {path}");
+            assert!(error(&response).contains("Host"), "{}", response.body);
+        }
+    }
+
+    // A page on another origin, another port of this machine, a sandboxed frame or a file.
+    let foreign_origins = [
+        "http://evil.example".to_owned(),
+        format!("http://evil.example:{port}"),
+        "http://127.0.0.1:1".to_owned(),
+        format!("https://localhost.evil.example:{port}"),
+        "null".to_owned(),
+        "file://".to_owned(),
+    ];
+    for origin in &foreign_origins {
+        for (method, path) in [
+            ("POST", "/hooks/fails/rerun"),
+            ("POST", "/v1/turns/end"),
+            ("GET", "/hooks/fails/output"),
+        ] {
+            let headers = [("Origin", origin.as_str())];
+            let response = request(
+                &server.addr,
+                method,
+                path,
+                &headers,
+                r#"{"trigger":"hook"}"#,
+            );
+            assert_eq!(response.status, 403, "Origin {origin}: {method} {path}");
+            assert!(error(&response).contains("Origin"), "{}", response.body);
+        }
+    }
+
+    // What a no-cors fetch or a form can send is not JSON: 415.
+    for content_type in [
+        "text/plain;charset=UTF-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/jsonp",
+        "",
+    ] {
+        for path in ["/v1/turns/end", "/hooks/fails/rerun", "/v1/turns/start"] {
+            let headers = [("Content-Type", content_type)];
+            let response = request(
+                &server.addr,
+                "POST",
+                path,
+                &headers,
+                r#"{"trigger":"hook"}"#,
+            );
+            assert_eq!(response.status, 415, "{content_type:?}: {path}");
+            assert!(
+                error(&response).contains("Content-Type: application/json"),
+                "{}",
+                response.body
+            );
+        }
+    }
+    assert!(!ran(), "a refused request ran the hook");
+    assert!(loop_guard_untouched(&server), "a refused turn counted");
+
+    // What the server's own clients send is accepted.
+    for host in [
+        "localhost".to_owned(),
+        format!("LocalHost:{port}"),
+        "127.0.0.1".to_owned(),
+        format!("127.0.0.1:{port}"),
+        format!("127.1.2.3:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let response = request(&server.addr, "GET", "/healthz", &[("Host", &host)], "");
+        assert_eq!(response.status, 200, "Host {host}");
+    }
+    for origin in [
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+        format!("http://[::1]:{port}"),
+    ] {
+        let headers = [("Origin", origin.as_str())];
+        let response = request(&server.addr, "POST", "/v1/turns/start", &headers, "");
+        assert_eq!(response.status, 200, "Origin {origin}: {}", response.body);
+    }
+    let headers = [("Content-Type", "Application/JSON; charset=utf-8")];
+    let body = r#"{"trigger":"user"}"#;
+    let response = request(&server.addr, "POST", "/v1/turns/end", &headers, body);
+    assert_eq!(response.status, 200, "{}", response.body);
+    assert_eq!(server.post("/hooks/fails/rerun", "").status, 200);
+    assert!(ran());
+}
+
+#[test]
+fn over_a_socket_any_host_will_do_but_posts_must_still_be_json() {
+    let ws = workspace();
+    let socket = ws.base().join("hv.sock");
+    let server = Server::start(&ws, &["--socket", socket.to_str().unwrap()], &[]);
+    // No browser reaches a socket: a client names the server as it likes, or not at all.
+    for host in ["hookvisor", "evil.example:80", ""] {
+        let response = request(&server.addr, "GET", "/healthz", &[("Host", host)], "");
+        assert_eq!(response.status, 200, "Host {host:?}");
+    }
+    let headers = [("Content-Type", "text/plain")];
+    let response = request(
+        &server.addr,
+        "POST",
+        "/v1/turns/end",
+        &headers,
+        r#"{"trigger":"hook"}"#,
+    );
+    assert_eq!(response.status, 415, "{}", response.body);
+    assert!(loop_guard_untouched(&server));
+}
+
+/// Answers `GET /healthz` on its own thread: `None` if that takes longer than `within`.
+fn healthz_within(addr: &Addr, within: Duration) -> Option<u16> {
+    let (tx, rx) = mpsc::channel();
+    let addr = addr.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(request(&addr, "GET", "/healthz", &[], "").status);
+    });
+    rx.recv_timeout(within).ok()
+}
+
+/// Idle connections, half-sent heads and half-sent bodies: clients that never finish. The
+/// server gets 300 file descriptors, as a small container might give it; 300 such clients used
+/// to take them all, and then nothing was accepted any more.
+#[test]
+fn idle_and_half_sent_connections_do_not_stall_the_server() {
+    const CLIENTS: usize = 300;
+    let ws = workspace();
+    let mut cmd = ws.hookvisor_command();
+    cmd.args(["serve", "--listen", "127.0.0.1:0"]);
+    // SAFETY: between fork and exec the child calls only setrlimit, which is async-signal-safe
+    // and touches no memory shared with the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            setrlimit(Resource::RLIMIT_NOFILE, CLIENTS as u64, CLIENTS as u64)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let server = Server::spawn(cmd);
+    let Addr::Tcp(addr) = &server.addr else {
+        unreachable!()
+    };
+    let mut clients = Vec::new();
+    for i in 0..CLIENTS {
+        let mut client = TcpStream::connect(addr).unwrap();
+        let start: &[u8] = match i % 3 {
+            0 => b"",
+            1 => b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n",
+            _ => {
+                b"POST /v1/turns/end HTTP/1.1\r\nHost: localhost\r\n\
+                   Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+            }
+        };
+        client.write_all(start).unwrap();
+        clients.push(client);
+    }
+
+    // The server reads a request in 5 s at most: the stuck clients make it wait that long,
+    // but not forever.
+    let bound = Duration::from_secs(20);
+    let started = Instant::now();
+    assert_eq!(
+        healthz_within(&server.addr, bound),
+        Some(200),
+        "/healthz did not answer within {bound:?} of {CLIENTS} stuck connections"
+    );
+    eprintln!("/healthz answered after {:?}", started.elapsed());
+
+    // Every stuck client was let go: an end of stream (after a 408 for the half-sent bodies).
+    for (i, mut client) in clients.into_iter().enumerate() {
+        let left = (started + 2 * bound).saturating_duration_since(Instant::now());
+        client
+            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .unwrap();
+        let mut rest = Vec::new();
+        match client.read_to_end(&mut rest) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("client {i} ({} bytes sent) still open: {e}", i % 3),
+        }
+    }
+    eprintln!("all {CLIENTS} closed after {:?}", started.elapsed());
+    assert_eq!(healthz_within(&server.addr, bound), Some(200));
+}
+
+/// A read of status.json that blocks (a FIFO stands in for a hung disk) holds a thread of the
+/// blocking pool, not the server's runtime: other routes answer meanwhile.
+#[test]
+fn a_file_read_that_blocks_does_not_stall_other_routes() {
+    let ws = workspace();
+    let server = Server::tcp(&ws);
+    let status = ws.state_dir().join("status.json");
+    let fifo = ws.state_dir().join("status.fifo");
+    std::fs::create_dir_all(ws.state_dir()).unwrap();
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    std::fs::rename(&fifo, &status).unwrap();
+
+    // Reads of it: the watcher's (the rename is a change) and this request's.
+    let (status_tx, status_rx) = mpsc::channel();
+    let addr = server.addr.clone();
+    std::thread::spawn(move || {
+        let _ = status_tx.send(request(&addr, "GET", "/hooks/status", &[], "").status);
+    });
+    // Opening the FIFO for writing returns once the server has opened it to read; holding it
+    // open without writing keeps that read waiting.
+    let (open_tx, open_rx) = mpsc::channel();
+    let path = status.clone();
+    std::thread::spawn(move || {
+        let _ = open_tx.send(std::fs::OpenOptions::new().write(true).open(path));
+    });
+    let writer = open_rx
+        .recv_timeout(DEADLINE)
+        .expect("the server reads status.json")
+        .unwrap();
+
+    let bound = Duration::from_secs(10);
+    assert_eq!(
+        healthz_within(&server.addr, bound),
+        Some(200),
+        "/healthz waited for a read of status.json"
+    );
+    assert_eq!(server.get("/v1/hooks").status, 200);
+
+    // A file again, and the end of the FIFO: the waiting reads finish.
+    std::fs::write(&fifo, "{}").unwrap();
+    std::fs::rename(&fifo, &status).unwrap();
+    drop(writer);
+    assert_eq!(status_rx.recv_timeout(DEADLINE), Ok(200));
+    assert_eq!(server.get("/hooks/status").status, 200);
 }

@@ -1,13 +1,19 @@
 //! `hookvisor serve`: the HTTP API and dashboard over one workspace, file-hook evaluation at the
 //! end of each turn, pre-commit (re)installation, and optionally the agent as a child.
 //!
-//! The server runs on a current-thread tokio runtime: it mostly waits. Hook runs go to the
-//! blocking pool because the executor waits on processes synchronously. Everything it serves is
-//! read from the files the core writes (`status.json`, the logs, the hooks directory), so the
-//! API shows runs made by anyone, not only by this server.
+//! The server runs on a current-thread tokio runtime: it mostly waits. Hook runs and every file
+//! read go to the blocking pool: the executor waits on processes synchronously, and one read
+//! of a slow disk on the runtime thread would stall every route. Everything it serves is read
+//! from the files the core writes (`status.json`, the logs, the hooks directory), so the API
+//! shows runs made by anyone, not only by this server.
+//!
+//! What keeps the server to its own clients: the token when one is set, [`guard`] against web
+//! pages, [`conn`]'s limits against clients that never finish a request.
 
 mod agent;
+mod conn;
 mod events;
+mod guard;
 mod listen;
 mod metrics;
 mod routes;
@@ -32,6 +38,7 @@ use hookvisor_core::{
 use tokio::sync::watch as channel;
 
 pub use events::Event;
+pub use guard::Guard;
 pub use listen::{Listen, ListenError};
 use routes::ServerError;
 
@@ -144,6 +151,9 @@ pub struct AppState {
     changes: Mutex<Option<ChangeWatcher>>,
     /// The last status.json seen, to turn the next one into events.
     seen: Mutex<Status>,
+    /// Held across a refresh's read of status.json, so that the read last is the one kept;
+    /// handlers never take it, so a slow read cannot block the runtime thread through it.
+    refreshing: Mutex<()>,
     shutdown: channel::Sender<bool>,
 }
 
@@ -161,6 +171,7 @@ impl AppState {
             job: Mutex::new(None),
             changes: Mutex::new(None),
             seen: Mutex::new(seen),
+            refreshing: Mutex::new(()),
             shutdown: channel::channel(false).0,
             ctx,
         })
@@ -230,9 +241,10 @@ impl AppState {
         }
     }
 
-    /// Reads status.json and publishes what changed since the last read.
+    /// Reads status.json and publishes what changed since the last read. It blocks: on the
+    /// runtime, call [`AppState::refresh_status_blocking`].
     pub fn refresh_status(&self) {
-        let mut seen = self.seen.lock().expect("status lock");
+        let _refreshing = self.refreshing.lock().expect("refresh lock");
         let fresh = match self.store().load() {
             Ok(status) => status,
             Err(e) => {
@@ -240,6 +252,7 @@ impl AppState {
                 return;
             }
         };
+        let mut seen = self.seen.lock().expect("status lock");
         let (events, finished) = events::status_events(&seen, &fresh);
         for run in finished {
             if let Some(ms) = run.duration_ms {
@@ -252,7 +265,16 @@ impl AppState {
         *seen = fresh;
     }
 
+    /// [`AppState::refresh_status`] off the runtime thread.
+    async fn refresh_status_blocking(self: &Arc<Self>) {
+        let state = self.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || state.refresh_status()).await {
+            tracing::warn!("reading status.json failed: {e}");
+        }
+    }
+
     /// status.json with an entry for every discovered hook: one that never ran is `pending`.
+    /// It blocks (a file read).
     fn status_with_discovered(&self) -> Result<Status, ServerError> {
         let mut status = self
             .store()
@@ -359,8 +381,9 @@ fn sync_precommit(ctx: &Context, discovery: &Discovery) {
     }
 }
 
-/// The router: every route of DESIGN.md "HTTP API" over `state`.
-pub fn app(state: Arc<AppState>) -> Router {
+/// The router: every route of DESIGN.md "HTTP API" over `state`, for a server listening where
+/// `guard` says.
+pub fn app(state: Arc<AppState>, guard: Guard) -> Router {
     Router::new()
         .route("/", get(routes::dashboard))
         .route("/hooks/status", get(routes::status))
@@ -376,6 +399,10 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/healthz", get(routes::healthz))
         .fallback(routes::not_found)
         .with_state(state)
+        // Layers below wrap those above, and apply to every route and the fallback: the guard
+        // refuses a web page's request before its body is read.
+        .layer(middleware::from_fn(conn::read_body_in_time))
+        .layer(middleware::from_fn_with_state(guard, guard::guard))
 }
 
 async fn require_token(
@@ -423,7 +450,10 @@ pub fn run(config: Config) -> Result<i32, ServeError> {
         .thread_keep_alive(Duration::from_secs(2))
         .build()
         .map_err(setup("cannot start the async runtime"))?;
-    runtime.block_on(serve(config))
+    let result = runtime.block_on(serve(config));
+    // A read stuck on a hung file keeps its blocking thread; it must not keep the process.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    result
 }
 
 async fn serve(config: Config) -> Result<i32, ServeError> {
@@ -438,13 +468,12 @@ async fn serve(config: Config) -> Result<i32, ServeError> {
     let state = AppState::new(config.ctx.clone(), config.token.clone(), config.max_retries);
     sync_precommit(&state.ctx, &state.discovery());
 
-    // 3. Listen, and say where on the first line of stdout (tests and scripts read it).
-    let router = app(state.clone());
-    let mut shutdown = state.shutdown.subscribe();
-    let stop = async move {
-        let _ = shutdown.wait_for(|stop| *stop).await;
-    };
-    let (server, url, socket) = match &config.listen {
+    // 3. Listen; nothing is accepted yet.
+    enum Bound {
+        Tcp(tokio::net::TcpListener, SocketAddr),
+        Unix(tokio::net::UnixListener, std::path::PathBuf),
+    }
+    let bound = match &config.listen {
         Listen::Tcp(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
@@ -452,26 +481,36 @@ async fn serve(config: Config) -> Result<i32, ServeError> {
                     what: addr.to_string(),
                     source,
                 })?;
-            let bound: SocketAddr = listener.local_addr().map_err(setup("local address"))?;
-            let server = axum::serve(listener, router).with_graceful_shutdown(stop);
-            let task = tokio::spawn(async move { server.await });
-            (task, format!("http://{bound}"), None)
+            let local = listener.local_addr().map_err(setup("local address"))?;
+            Bound::Tcp(listener, local)
         }
-        Listen::Unix(path) => {
-            let listener = listen::bind_unix(path)?;
-            let server = axum::serve(listener, router).with_graceful_shutdown(stop);
-            let task = tokio::spawn(async move { server.await });
-            (task, format!("unix:{}", path.display()), Some(path.clone()))
+        Listen::Unix(path) => Bound::Unix(listen::bind_unix(path)?, path.clone()),
+    };
+
+    // 4. Watch the hooks directory and status.json before answering anyone, so that a change
+    //    made once the server answers is seen; the workspace watch for the turns' scans warms up
+    //    in the background.
+    let watcher = watch::spawn(state.clone()).await;
+    let warm = state.clone();
+    tokio::task::spawn_blocking(move || warm.start_change_watch());
+
+    // 5. Serve, and say where on the first line of stdout (tests and scripts read it).
+    let stop = state.shutdown.subscribe();
+    let (server, url, socket) = match bound {
+        Bound::Tcp(listener, local) => {
+            let router = app(state.clone(), Guard::Tcp(local));
+            let task = tokio::spawn(conn::serve(listener, router, stop));
+            (task, format!("http://{local}"), None)
+        }
+        Bound::Unix(listener, path) => {
+            let router = app(state.clone(), Guard::Unix);
+            let task = tokio::spawn(conn::serve(listener, router, stop));
+            (task, format!("unix:{}", path.display()), Some(path))
         }
     };
     announce(&url).map_err(setup("cannot write to stdout"))?;
 
-    // 4. Watch the hooks directory and status.json, and the workspace for the turns' scans.
-    let watcher = watch::spawn(state.clone());
-    let warm = state.clone();
-    tokio::task::spawn_blocking(move || warm.start_change_watch());
-
-    // 5. The agent, if any, then wait for the end.
+    // 6. The agent, if any, then wait for the end.
     let exit = if config.agent.is_empty() {
         let signal = signals.next().await;
         tracing::info!("{signal}: shutting down");
@@ -485,15 +524,15 @@ async fn serve(config: Config) -> Result<i32, ServeError> {
         child.supervise(&mut signals).await
     };
 
-    // 6. Graceful shutdown: stop the running hook (it is recorded as pending), close the event
+    // 7. Graceful shutdown: stop the running hook (it is recorded as pending), close the event
     //    streams, let requests in flight finish.
     state.cancel(|_| true).await;
     state.shutdown.send_replace(true);
     watcher.abort();
     match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
-        Ok(Ok(Err(e))) => tracing::warn!("server: {e}"),
+        Ok(Err(e)) => tracing::warn!("server: {e}"),
         Err(_) => tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing"),
-        _ => {}
+        Ok(Ok(())) => {}
     }
     if let Some(path) = socket {
         let _ = std::fs::remove_file(path);

@@ -34,6 +34,24 @@ pub enum ServerError {
     Busy(String),
     /// A new turn cancelled this evaluation.
     Cancelled,
+    /// The `Host` header names another server (DNS rebinding): see [`super::guard`].
+    ForeignHost {
+        /// The header as sent.
+        host: String,
+        /// The port the server listens on, for the advice.
+        port: u16,
+    },
+    /// The request comes from a page of another origin: see [`super::guard`].
+    ForeignOrigin {
+        /// The header as sent.
+        origin: String,
+        /// The server's own origin, for the advice.
+        own: String,
+    },
+    /// A request that changes something is not JSON (the `Content-Type` given, or "none").
+    NotJson(String),
+    /// The request did not arrive in time: see [`super::conn`].
+    SlowRequest,
     /// The request body is not what the route takes.
     BadRequest(String),
     /// The core failed (status.json unwritable, ...).
@@ -62,6 +80,32 @@ impl IntoResponse for ServerError {
             ServerError::Cancelled => (
                 StatusCode::CONFLICT,
                 "evaluation cancelled by a new turn; the running hook is pending again".to_owned(),
+            ),
+            ServerError::ForeignHost { host, port } => (
+                StatusCode::FORBIDDEN,
+                format!(
+                    "Host '{host}' is not this server; name it localhost:{port} or \
+                     127.0.0.1:{port} (a web page that reached it under another name is refused)"
+                ),
+            ),
+            ServerError::ForeignOrigin { origin, own } => (
+                StatusCode::FORBIDDEN,
+                format!(
+                    "Origin '{origin}' is not this server; web pages other than the dashboard \
+                     at {own}/ cannot use the API, clients should send no Origin"
+                ),
+            ),
+            ServerError::NotJson(given) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "Content-Type {given} refused; send Content-Type: application/json with \
+                     every POST, even with an empty body"
+                ),
+            ),
+            ServerError::SlowRequest => (
+                StatusCode::REQUEST_TIMEOUT,
+                "the request body did not arrive in time; send the whole request at once"
+                    .to_owned(),
             ),
             ServerError::BadRequest(why) => (StatusCode::BAD_REQUEST, why.clone()),
             ServerError::Internal(why) => (StatusCode::INTERNAL_SERVER_ERROR, why.clone()),
@@ -103,7 +147,7 @@ pub async fn healthz() -> &'static str {
 
 /// `GET /hooks/status`: status.json, with hooks that never ran listed as `pending`.
 pub async fn status(State(state): State<Arc<AppState>>) -> Result<Json<Value>> {
-    let status = state.status_with_discovered()?;
+    let status = blocking(move || state.status_with_discovered()).await??;
     Ok(Json(
         serde_json::to_value(status).expect("status serialises"),
     ))
@@ -120,7 +164,9 @@ pub async fn output(
     UrlPath(id): UrlPath<String>,
 ) -> Result<Json<Value>> {
     state.known_id(&id).await?;
-    let (output, size, truncated) = read_tail(&state.ctx.log_path(&id), OUTPUT_TAIL)
+    let path = state.ctx.log_path(&id);
+    let (output, size, truncated) = blocking(move || read_tail(&path, OUTPUT_TAIL))
+        .await?
         .map_err(|e| ServerError::Internal(format!("cannot read the log of '{id}': {e}")))?;
     Ok(Json(
         json!({ "output": output, "sizeBytes": size, "truncated": truncated }),
@@ -210,9 +256,9 @@ pub async fn events(State(state): State<Arc<AppState>>) -> impl IntoResponse {
 
 /// `GET /metrics`: Prometheus text.
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response> {
-    let status = state
-        .store()
-        .load()
+    let store = state.store();
+    let status = blocking(move || store.load())
+        .await?
         .map_err(|e| ServerError::Internal(e.to_string()))?;
     let text = state.metrics.render(&status, &state.discovery());
     Ok(([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response())
@@ -241,10 +287,15 @@ fn parse_turn(body: &[u8]) -> Result<Trigger> {
 async fn run_blocking<T: Send + 'static>(
     work: impl FnOnce() -> std::result::Result<T, EvalError> + Send + 'static,
 ) -> Result<T> {
+    blocking(work).await?.map_err(ServerError::from)
+}
+
+/// Runs `work`, which reads files or waits on processes, on the blocking pool: on the runtime
+/// thread, one slow read would stall every route.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| ServerError::Internal(format!("hook worker failed: {e}")))?
-        .map_err(ServerError::from)
+        .map_err(|e| ServerError::Internal(format!("worker failed: {e}")))
 }
 
 /// The last `limit` bytes of a log as text (whole lines when cut), its size, and whether it was

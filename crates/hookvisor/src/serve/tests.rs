@@ -47,17 +47,25 @@ fn fixture(token: Option<&str>) -> Fixture {
     }
 }
 
+/// The guard of a server on the default address.
+fn guard() -> Guard {
+    Guard::Tcp(listen::DEFAULT_ADDR.parse().unwrap())
+}
+
 async fn call(
     state: &Arc<AppState>,
     method: Method,
     path: &str,
     token: Option<&str>,
 ) -> (StatusCode, Value) {
-    let mut request = Request::builder().method(method).uri(path);
+    let mut request = Request::builder().method(method.clone()).uri(path);
     if let Some(token) = token {
         request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
     }
-    let response = app(state.clone())
+    if method == Method::POST {
+        request = request.header(header::CONTENT_TYPE, "application/json");
+    }
+    let response = app(state.clone(), guard())
         .oneshot(request.body(Body::empty()).unwrap())
         .await
         .unwrap();
@@ -209,10 +217,59 @@ async fn a_second_job_is_refused_with_409() {
 async fn bad_turn_bodies_are_400() {
     let f = fixture(None);
     let request = Request::post("/v1/turns/end")
+        .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(r#"{"trigger":"robot"}"#))
         .unwrap();
-    let response = app(f.state.clone()).oneshot(request).await.unwrap();
+    let response = app(f.state.clone(), guard())
+        .oneshot(request)
+        .await
+        .unwrap();
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn the_guard_covers_every_route_and_the_fallback() {
+    let f = fixture(Some("t"));
+    let send = |method: Method, path: &str, headers: &[(header::HeaderName, &str)]| {
+        let mut request = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            request = request.header(name, *value);
+        }
+        app(f.state.clone(), guard()).oneshot(request.body(Body::empty()).unwrap())
+    };
+    let routes = [
+        (Method::GET, "/"),
+        (Method::GET, "/healthz"),
+        (Method::GET, "/hooks/status"),
+        (Method::GET, "/hooks/fails/output"),
+        (Method::POST, "/hooks/fails/rerun"),
+        (Method::GET, "/v1/hooks"),
+        (Method::POST, "/v1/turns/end"),
+        (Method::POST, "/v1/turns/start"),
+        (Method::GET, "/v1/events"),
+        (Method::GET, "/metrics"),
+        (Method::GET, "/nowhere"),
+        (Method::PUT, "/nowhere"),
+    ];
+    let json = (header::CONTENT_TYPE, "application/json");
+    for (method, path) in routes {
+        // Refused before the token is looked at: no route answers a foreign page at all.
+        let host = [(header::HOST, "evil.example"), json.clone()];
+        let response = send(method.clone(), path, &host).await.unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN, "{method} {path}");
+        let origin = [(header::ORIGIN, "http://evil.example"), json.clone()];
+        let response = send(method.clone(), path, &origin).await.unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN, "{method} {path}");
+        if method == Method::POST {
+            let plain = [(header::CONTENT_TYPE, "text/plain")];
+            let response = send(method.clone(), path, &plain).await.unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "{method} {path}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //! re-discover, sync the pre-commit hook, tell subscribers) and `status.json` (runs by anyone:
 //! publish their events).
 //!
-//! inotify events arrive on notify's thread and only ring a bell; the work is done on the
-//! runtime, once per burst however many events rang it (an editor's save is several events).
+//! inotify events arrive on notify's thread and only ring a bell; the work is done once per
+//! burst however many events rang it (an editor's save is several events), on the blocking
+//! pool: it reads files, and adding watches walks directories.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,35 +49,48 @@ struct Bells {
     status: Notify,
 }
 
-/// Starts watching for `state`; the task re-discovers and re-reads as changes come. Without
-/// inotify (no watches left), the server still works: its own runs refresh the status.
-pub fn spawn(state: Arc<AppState>) -> JoinHandle<()> {
+/// Starts watching for `state` and returns once the watches are in place; the task it returns
+/// re-discovers and re-reads as changes come. Without inotify (no watches left), the server
+/// still works: its own runs refresh the status.
+pub async fn spawn(state: Arc<AppState>) -> JoinHandle<()> {
     let bells = Arc::new(Bells {
         hooks: Notify::new(),
         status: Notify::new(),
     });
-    let ctx = state.ctx.clone();
-    let watcher = match start(&ctx, bells.clone()) {
-        Ok(watcher) => Some(watcher),
-        Err(e) => {
+    let (ctx, ringing) = (state.ctx.clone(), bells.clone());
+    let mut watcher = match tokio::task::spawn_blocking(move || start(&ctx, ringing)).await {
+        Ok(Ok(watcher)) => Some(watcher),
+        Ok(Err(e)) => {
             tracing::warn!(
                 "cannot watch {} ({e}); hook changes show after a restart",
-                ctx.hooks_dir().display()
+                state.ctx.hooks_dir().display()
             );
+            None
+        }
+        Err(e) => {
+            tracing::warn!("cannot watch the hooks: {e}");
             None
         }
     };
     tokio::spawn(async move {
-        let mut watcher = watcher;
         loop {
             tokio::select! {
                 _ = bells.hooks.notified() => {
-                    if let Some(w) = watcher.as_mut() {
-                        w.follow_discobot();
+                    // The watch goes to the blocking pool with the work and comes back.
+                    let (mut moved, rediscover) = (watcher.take(), state.clone());
+                    let followed = tokio::task::spawn_blocking(move || {
+                        if let Some(w) = moved.as_mut() {
+                            w.follow_discobot();
+                        }
+                        rediscover.rediscover();
+                        moved
+                    });
+                    match followed.await {
+                        Ok(back) => watcher = back,
+                        Err(e) => tracing::warn!("hook discovery failed: {e}"),
                     }
-                    state.rediscover_blocking().await;
                 }
-                _ = bells.status.notified() => state.refresh_status(),
+                _ = bells.status.notified() => state.refresh_status_blocking().await,
             }
         }
     })

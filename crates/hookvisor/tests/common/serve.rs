@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -64,13 +64,16 @@ impl Server {
     /// Starts `hookvisor serve ARGS` in `ws` with `env` added; returns once it listens.
     pub fn start(ws: &Workspace, args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut cmd = ws.hookvisor_command();
-        cmd.arg("serve")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped());
+        cmd.arg("serve").args(args);
         for (k, v) in env {
             cmd.env(k, v);
         }
+        Server::spawn(cmd)
+    }
+
+    /// Starts `cmd`, a `hookvisor serve` command made by the caller; returns once it listens.
+    pub fn spawn(mut cmd: Command) -> Server {
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn hookvisor serve");
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
@@ -190,6 +193,10 @@ impl Response {
 }
 
 /// Sends a request; returns the connection to read the response from.
+///
+/// The request says `Host: localhost`, and a POST says `Content-Type: application/json`, as
+/// the server requires; a header in `headers` replaces these, and one with an empty value leaves
+/// them out.
 pub fn send(
     addr: &Addr,
     method: &str,
@@ -199,14 +206,19 @@ pub fn send(
 ) -> BufReader<Box<dyn Stream>> {
     let mut stream = addr.connect();
     let mut head = format!(
-        "{method} {path} HTTP/1.0\r\nHost: localhost\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.0\r\nContent-Length: {}\r\n",
         body.len()
     );
-    if !body.is_empty() {
-        head.push_str("Content-Type: application/json\r\n");
+    let mut defaults = vec![("Host", "localhost")];
+    if method == "POST" {
+        defaults.push(("Content-Type", "application/json"));
     }
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
+    let given = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+    let defaults = defaults.into_iter().filter(|(k, _)| !given(k));
+    for (k, v) in defaults.chain(headers.iter().copied()) {
+        if !v.is_empty() {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).unwrap();
