@@ -364,7 +364,7 @@ if wants 5; then
 	) &
 	sampler=$!
 	started=$(date +%s.%N)
-	curl -sf -X POST "http://127.0.0.1:$port/hooks/big/rerun" >"$scratch/runs/rerun.json" ||
+	curl -sf -X POST -H "Content-Type: application/json" "http://127.0.0.1:$port/hooks/big/rerun" >"$scratch/runs/rerun.json" ||
 		die "POST /hooks/big/rerun failed; see $scratch/runs/serve5.log"
 	took=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 	touch "$scratch/runs/rerun.done"
