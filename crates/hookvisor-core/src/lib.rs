@@ -55,4 +55,6 @@ pub use status::{
     HookStatus, RunResult, Status, StatusError, StatusStore, parse_rfc3339, rfc3339,
     rfc3339_millis, write_atomic,
 };
-pub use user_fs::{ActingAs, act_as, first_reachable, writable_by};
+pub use user_fs::{
+    ActingAs, act_as, agent_running, first_reachable, guarded_by_sticky, processes_of, writable_by,
+};

@@ -39,7 +39,7 @@ use crate::exec::{CancelToken, Credentials, RunOptions, run_hook};
 use crate::hook::{Hook, HookKind, RunAs};
 use crate::seal::{RootHooks, SealedScript};
 use crate::status::{RunResult, StatusError, StatusStore};
-use crate::user_fs::{act_as, writable_by};
+use crate::user_fs::{act_as, guarded_by_sticky, writable_by};
 
 /// The field of a `status.json` entry that says why a run ended the way it did, when the exit
 /// code alone does not (an extra field; discobot's dashboards ignore it).
@@ -447,7 +447,7 @@ fn root_part_of_path(dir: &Path, user: &Credentials) -> Result<(), SessionError>
         };
         let child = path.join(name);
         let parent_open = writable_by(&parent, user);
-        let sticky = parent.mode() & 0o1000 != 0;
+        let sticky = guarded_by_sticky(&parent, user);
         match fs::symlink_metadata(&child) {
             Ok(meta) if meta.is_dir() && (!parent_open || (sticky && meta.uid() == 0)) => {
                 path = child;
@@ -732,6 +732,42 @@ mod tests {
                 "{run_as:?} {user:?}"
             );
         }
+    }
+
+    #[test]
+    fn root_makes_nothing_in_a_sticky_directory_the_user_owns() {
+        if !Uid::effective().is_root() {
+            assert!(std::env::var_os("CI").is_none(), "CI must run this as root");
+            eprintln!("note: needs root; skipped");
+            return;
+        }
+        let user = Credentials {
+            user: "someone".into(),
+            uid: 4242,
+            gid: 4343,
+            groups: vec![4343],
+            home: "/nonexistent".into(),
+            shell: "/bin/sh".into(),
+        };
+        let f = Fixture::new();
+        fs::set_permissions(f._dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        // The user's own home, sticky and read-only to it: the sticky bit does not stop its
+        // owner from moving entries, so root must not create anything there; the user cannot.
+        let home = f._dir.path().join("home");
+        fs::create_dir(&home).unwrap();
+        std::os::unix::fs::lchown(&home, Some(4242), Some(4343)).unwrap();
+        fs::set_permissions(&home, fs::Permissions::from_mode(0o1555)).unwrap();
+        let ctx = Context {
+            state_dir: home.join(".discobot/s/hooks"),
+            ..f.ctx.clone()
+        };
+        let prepared = std::thread::scope(|s| {
+            s.spawn(|| prepare_state_dir(&ctx, Some(&user)))
+                .join()
+                .unwrap()
+        });
+        assert!(prepared.is_err(), "{prepared:?}");
+        assert!(!home.join(".discobot").exists());
     }
 
     #[test]

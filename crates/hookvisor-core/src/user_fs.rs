@@ -101,9 +101,50 @@ pub fn writable_by(meta: &Metadata, user: &Credentials) -> bool {
         || (mode & 0o020 != 0 && (meta.gid() == user.gid || user.groups.contains(&meta.gid())))
 }
 
+/// True when the sticky bit of the directory `meta` describes keeps `user` from renaming or
+/// removing the entries it does not own: the directory is sticky and not the user's own (the
+/// owner of a sticky directory may still move anything in it).
+pub fn guarded_by_sticky(meta: &Metadata, user: &Credentials) -> bool {
+    meta.mode() & 0o1000 != 0 && meta.uid() != user.uid
+}
+
+/// The pids of the processes running as `uid` (real, effective, saved or file-system id): the
+/// agent's, when `uid` is its user. Root hooks never run beside them.
+pub fn processes_of(uid: u32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix("Uid:"))
+                    .is_some_and(|ids| ids.split_whitespace().any(|id| id == uid.to_string()))
+            })
+        })
+        .collect()
+}
+
+/// Why root hooks must not run now, when processes of the unprivileged `user` exist (the
+/// agent's): a note naming one of them. `None` when there is no such user or process.
+pub fn agent_running(user: Option<&Credentials>) -> Option<String> {
+    let user = user.filter(|u| u.uid != 0)?;
+    let running = processes_of(user.uid);
+    (!running.is_empty()).then(|| {
+        format!(
+            "not run: processes of {} are running (pid {}); root hooks run only before the \
+             agent starts",
+            user.user, running[0]
+        )
+    })
+}
+
 /// The first name on the way from `/` to `path` (the file itself included) that `user` could
-/// change: an entry of a directory it can write (unless the directory is sticky, like `/tmp`,
-/// and someone else owns the entry), or a file or directory it can write. `None` when every
+/// change: an entry of a directory it can write (unless the directory is sticky like `/tmp`,
+/// not the user's, and someone else owns the entry), or a file or directory it can write. `None` when every
 /// step is out of its reach. Links on the way are followed, each checked the same way.
 pub fn first_reachable(path: &Path, user: &Credentials) -> io::Result<Option<PathBuf>> {
     let resolved = path.canonicalize()?;
@@ -113,11 +154,11 @@ pub fn first_reachable(path: &Path, user: &Credentials) -> io::Result<Option<Pat
         for component in candidate.components() {
             at.push(component);
             let meta = std::fs::symlink_metadata(&at)?;
-            if let Some(parent) = &parent {
-                let sticky = parent.mode() & 0o1000 != 0;
-                if writable_by(parent, user) && !(sticky && meta.uid() != user.uid) {
-                    return Ok(Some(at));
-                }
+            if let Some(parent) = &parent
+                && writable_by(parent, user)
+                && !(guarded_by_sticky(parent, user) && meta.uid() != user.uid)
+            {
+                return Ok(Some(at));
             }
             // A link in a directory out of reach is root's doing; the target is walked too.
             parent = Some(std::fs::metadata(&at)?);
@@ -167,6 +208,33 @@ mod tests {
             "a member of the group"
         );
         assert!(!writable_by(&meta(0o755), &in_group), "group without write");
+    }
+
+    #[test]
+    fn a_sticky_directory_guards_only_when_it_is_not_the_users() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = Credentials::current().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o1777)).unwrap();
+        let meta = fs::metadata(dir.path()).unwrap();
+        assert!(
+            guarded_by_sticky(&meta, &someone()),
+            "/tmp-like, someone else's"
+        );
+        assert!(
+            !guarded_by_sticky(&meta, &me),
+            "the owner moves anything in it"
+        );
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        let meta = fs::metadata(dir.path()).unwrap();
+        assert!(!guarded_by_sticky(&meta, &someone()), "not sticky");
+    }
+
+    #[test]
+    fn processes_of_finds_our_own() {
+        let me = Credentials::current().unwrap();
+        let mine = processes_of(me.uid);
+        assert!(mine.contains(&(std::process::id() as i32)), "{mine:?}");
+        assert!(processes_of(4_000_000_000).is_empty());
     }
 
     #[test]

@@ -22,8 +22,8 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 
 use hookvisor_core::{
-    Context, ContextOverrides, Credentials, RootHooks, SessionPlan, StatusStore, act_as, discover,
-    prepare_state_dir,
+    Context, ContextOverrides, Credentials, RootHooks, SessionPlan, StatusStore, act_as,
+    agent_running, discover, prepare_state_dir,
 };
 use nix::unistd::Uid;
 
@@ -199,11 +199,30 @@ fn account(config: &Config) -> Result<Option<Credentials>, String> {
 /// Finds the session hooks, seals the root ones, reports the files that will not run, and
 /// recovers the records of runs a previous init left unfinished.
 fn prepare(ctx: &Context, policy: RootHooks, user: Option<&Credentials>) -> SessionPlan {
+    // The hooks dir is in the agent's workspace: it is read, root hooks included, with the
+    // user's credentials, so a link there to a root-only file reads nothing.
+    let acting = match act_as(user) {
+        Ok(acting) => acting,
+        Err(e) => {
+            warn(format_args!("session hooks skipped: {e}"));
+            return SessionPlan::default();
+        }
+    };
     let discovery = discover(&ctx.hooks_dir());
     for problem in &discovery.problems {
         warn(format_args!("not run: {problem}"));
     }
-    let plan = SessionPlan::with_policy(&discovery, policy, user);
+    let mut plan = SessionPlan::with_policy(&discovery, policy, user);
+    drop(acting);
+    // As PID 1 of a new container nothing of the agent's runs yet; as a subreaper elsewhere
+    // the user may have processes, and root hooks never run beside them.
+    if std::process::id() != 1
+        && let Some(reason) = agent_running(user)
+    {
+        for image in plan.root_images.values_mut() {
+            *image = Err(reason.clone());
+        }
+    }
     if plan.unprivileged_root_hooks() {
         warn(format_args!(
             "not running as root: run_as: root session hooks run unprivileged"

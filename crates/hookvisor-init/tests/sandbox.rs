@@ -387,3 +387,26 @@ fn pid1_keeps_forwarding_signals_while_the_agent_holds_the_status_lock() {
     let (status, _, err) = init.finish();
     assert_eq!(code(status), 128 + libc::SIGTERM, "{err}");
 }
+
+/// A hook file linked to a root-only file: the init read it as root and quoted its lines in a
+/// front matter error. It reads the hooks dir with the user's credentials now.
+#[test]
+fn a_hook_linked_to_a_root_only_file_reveals_nothing() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    let secret = w.path("secret");
+    fs::write(&secret, "#!/bin/sh\n---\nAPI_TOKEN=hunter2-secret\n---\n").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&secret, w.ws.join(".discobot/hooks/05-leak.sh")).unwrap();
+    w.hook("10-user.sh", "# blocking: true\n", "true");
+    give_to_test_user(&w.ws);
+    let (code, _, err) = run(&w.args(&["--user", "hv-test", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+    assert!(
+        err.contains("05-leak.sh"),
+        "the file is still reported: {err}"
+    );
+}

@@ -51,9 +51,13 @@ pub enum Command {
     },
     /// Run the session hooks, as the init does.
     Session {
-        /// Account for `run_as: user` hooks when running as root.
-        #[arg(long, value_name = "NAME")]
+        /// Account for `run_as: user` hooks when running as root: a name or a uid, with an
+        /// optional group (USER[:GROUP]).
+        #[arg(long, value_name = "USER[:GROUP]")]
         user: Option<String>,
+        /// Which run_as: root hooks run: all, owned (only those the user cannot change), none.
+        #[arg(long, value_name = "WHICH", env = "HOOKVISOR_ROOT_HOOKS")]
+        root_hooks: Option<String>,
     },
     /// Manage and run the git pre-commit hook.
     #[command(name = "pre-commit", subcommand)]

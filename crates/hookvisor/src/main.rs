@@ -46,7 +46,9 @@ fn run(cli: Cli) -> CliResult {
         Command::Eval(args) => commands::eval::run(&globals, &args),
         Command::Run { id, json } => commands::eval::run_one(&globals, &id, json),
         Command::Status { json } => commands::eval::status(&globals, json),
-        Command::Session { user } => commands::session::run(&globals, user.as_deref()),
+        Command::Session { user, root_hooks } => {
+            commands::session::run(&globals, user.as_deref(), root_hooks.as_deref())
+        }
         Command::PreCommit(sub) => commands::precommit::run(&globals, &sub),
         Command::Serve(args) => commands::serve::run(&globals, args),
         Command::ClaudeStop(args) => commands::adapter::run(&globals, Agent::Claude, &args),

@@ -63,16 +63,20 @@ fn session_runs_blocking_hooks_first_records_them_and_fails_when_one_fails() {
     assert!(status["hooks"].get("50-bad").is_none());
 }
 
-#[test]
-fn session_as_root_runs_user_hooks_as_the_user() {
+/// Creates the test user `hv-test` once (safely when tests race) and returns a guard that keeps
+/// the other tests of this file from running processes as hv-test meanwhile (a root hook is
+/// refused while any exists). Needs root: `None` outside CI, a failure with CI=true.
+fn ensure_test_user() -> Option<std::sync::MutexGuard<'static, ()>> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     if !nix::unistd::Uid::effective().is_root() {
         assert!(
             std::env::var_os("CI").is_none_or(|v| v != "true"),
             "CI=true but not root: cannot run hooks as hv-test"
         );
         eprintln!("note: not root; test skipped");
-        return;
+        return None;
     }
+    let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let lock = fs::File::create("/tmp/hookvisor-test-user.lock").unwrap();
     lock.lock().unwrap();
     for cmd in [
@@ -83,7 +87,14 @@ fn session_as_root_runs_user_hooks_as_the_user() {
         let status = Command::new("/bin/sh").args(["-c", cmd]).status().unwrap();
         assert!(status.success(), "{cmd}: {status}");
     }
-    drop(lock);
+    Some(guard)
+}
+
+#[test]
+fn session_as_root_runs_user_hooks_as_the_user() {
+    let Some(_one_at_a_time) = ensure_test_user() else {
+        return;
+    };
     let user = nix::unistd::User::from_name("hv-test").unwrap().unwrap();
 
     let ws = Workspace::new();
@@ -104,4 +115,94 @@ fn session_as_root_runs_user_hooks_as_the_user() {
         .unwrap()
         .uid();
     assert_eq!(owner, user.uid.as_raw());
+}
+
+/// Attack: the agent, still running, writes a root hook, and someone runs `hookvisor session
+/// --user` as root. Root hooks never run beside the agent's processes; `--root-hooks none`
+/// (or `HOOKVISOR_ROOT_HOOKS`) is honoured.
+#[test]
+fn session_as_root_runs_no_root_hook_while_the_agent_runs() {
+    let Some(_one_at_a_time) = ensure_test_user() else {
+        return;
+    };
+    let ws = Workspace::new();
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let pwned = ws.base().join("pwned");
+    ws.hook(
+        "05-agent.sh",
+        "session",
+        "run_as: root",
+        &format!("id -u > {}", pwned.display()),
+    );
+    ws.hook("10-user.sh", "session", "", "true");
+    let mut agent = Command::new("setpriv")
+        .args(["--reuid", "hv-test", "--regid", "hv-test", "--init-groups"])
+        .args(["sleep", "60"])
+        .spawn()
+        .unwrap();
+    let out = ws.hookvisor(&["session", "--user", "hv-test"]);
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!pwned.exists(), "a root hook ran beside the agent");
+    let entry = &ws.status()["hooks"]["05-agent"];
+    let note = entry["note"].as_str().unwrap_or_default();
+    assert!(note.contains("processes of hv-test are running"), "{entry}");
+    assert_eq!(ws.status()["hooks"]["10-user"]["lastResult"], "success");
+
+    // No agent: `--root-hooks none` still keeps it from running.
+    let out = ws
+        .hookvisor_command()
+        .args(["session", "--user", "hv-test"])
+        .env("HOOKVISOR_ROOT_HOOKS", "none")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!pwned.exists());
+    let note = ws.status()["hooks"]["05-agent"]["note"].clone();
+    assert!(
+        note.as_str().unwrap().contains("--root-hooks none"),
+        "{note}"
+    );
+
+    let out = ws.hookvisor(&["session", "--user", "hv-test"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(fs::read_to_string(&pwned).unwrap(), "0\n");
+}
+
+/// Attack: links planted in the agent's `.git/hooks` under the names the pre-commit installer
+/// writes. Run as root, `session` used to install the git hook itself, writing through them.
+#[test]
+fn session_as_root_writes_nothing_into_the_agents_git_dir() {
+    let Some(_one_at_a_time) = ensure_test_user() else {
+        return;
+    };
+    let ws = Workspace::git();
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let victim = ws.base().join("victim");
+    fs::write(&victim, "root's\n").unwrap();
+    fs::set_permissions(&victim, fs::Permissions::from_mode(0o600)).unwrap();
+    ws.hook("check.sh", "pre-commit", "", "true");
+    let hooks = ws.path().join(".git/hooks");
+    fs::create_dir_all(&hooks).unwrap();
+    for name in ["pre-commit"] {
+        std::os::unix::fs::symlink(&victim, hooks.join(name)).unwrap();
+    }
+    let out = ws
+        .hookvisor_command()
+        .args(["session", "--user", "hv-test"])
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "safe.directory")
+        .env("GIT_CONFIG_VALUE_0", "*")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "root's\n");
+    let mode = fs::metadata(&victim).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(
+        fs::symlink_metadata(hooks.join("pre-commit"))
+            .unwrap()
+            .is_symlink()
+    );
 }

@@ -5,16 +5,21 @@ use std::io::{self, Write};
 
 use hookvisor_core::{
     Context, ContextOverrides, Credentials, Hook, RootHooks, SessionOptions, SessionPlan,
-    SessionRun, StatusStore, act_as, discover, prepare_state_dir, run_session,
+    SessionRun, StatusStore, act_as, agent_running, discover, prepare_state_dir, run_session,
 };
 use nix::unistd::Uid;
 
 use crate::commands::Globals;
-use crate::error::{CliResult, Exit};
+use crate::error::{CliError, CliResult, Exit};
 use crate::interrupt::cancel_on_signals;
 
-/// `hookvisor session [--user NAME]`: exit 0 when every session hook passed, 1 otherwise.
-pub fn run(globals: &Globals, user: Option<&str>) -> CliResult {
+/// `hookvisor session [--user USER[:GROUP]] [--root-hooks WHICH]`: exit 0 when every session
+/// hook passed, 1 otherwise.
+pub fn run(globals: &Globals, user: Option<&str>, root_hooks: Option<&str>) -> CliResult {
+    let policy = match root_hooks {
+        Some(text) => RootHooks::parse(text).map_err(CliError::usage)?,
+        None => RootHooks::All,
+    };
     let user = match user {
         Some(name) if Uid::effective().is_root() => Some(Credentials::from_name(name)?),
         Some(name) => {
@@ -41,12 +46,29 @@ pub fn run(globals: &Globals, user: Option<&str>) -> CliResult {
         StatusStore::for_context(&ctx).recover_interrupted()?;
     }
 
-    let discovery = discover(&ctx.hooks_dir());
+    // The hooks are the workspace's, which the agent can write: read them (root hooks
+    // included) with the user's credentials.
+    let (discovery, mut plan) = {
+        let _acting = act_as(user.as_ref())?;
+        let discovery = discover(&ctx.hooks_dir());
+        let plan = SessionPlan::with_policy(&discovery, policy, user.as_ref());
+        (discovery, plan)
+    };
     for problem in &discovery.problems {
         eprintln!("hookvisor: not run: {problem}");
     }
-    super::precommit::ensure_installed(&ctx, &discovery);
-    let plan = SessionPlan::with_policy(&discovery, RootHooks::All, user.as_ref());
+    // Unlike the init, this command may run while the agent does: root hooks never run
+    // beside the agent's processes.
+    if let Some(reason) = agent_running(user.as_ref()) {
+        for image in plan.root_images.values_mut() {
+            *image = Err(reason.clone());
+        }
+    }
+    // Root never writes the agent's .git (links there could point anywhere); `serve`, as
+    // the user, installs the pre-commit hook.
+    if !Uid::effective().is_root() {
+        super::precommit::ensure_installed(&ctx, &discovery);
+    }
     if plan.unprivileged_root_hooks() {
         eprintln!(
             "hookvisor: warning: not running as root: run_as: root session hooks run unprivileged"
