@@ -1219,42 +1219,49 @@ fn idle_and_half_sent_connections_do_not_stall_the_server() {
 fn a_file_read_that_blocks_does_not_stall_other_routes() {
     let ws = workspace();
     let server = Server::tcp(&ws);
-    let status = ws.state_dir().join("status.json");
-    let fifo = ws.state_dir().join("status.fifo");
-    std::fs::create_dir_all(ws.state_dir()).unwrap();
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    std::fs::rename(&fifo, &status).unwrap();
+    // status.json is never opened in a way that blocks (hookvisor-core refuses a FIFO there);
+    // a hook's log is opened as it is, so a FIFO in its place blocks that one request until
+    // something opens the other end.
+    let output = ws.state_dir().join("output");
+    std::fs::create_dir_all(&output).unwrap();
+    let log = output.join("lint.log");
+    nix::unistd::mkfifo(&log, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
 
-    // Reads of it: the watcher's (the rename is a change) and this request's.
-    let (status_tx, status_rx) = mpsc::channel();
+    let (output_tx, output_rx) = mpsc::channel();
     let addr = server.addr.clone();
     std::thread::spawn(move || {
-        let _ = status_tx.send(request(&addr, "GET", "/hooks/status", &[], "").status);
+        let _ = output_tx.send(request(&addr, "GET", "/hooks/lint/output", &[], "").status);
     });
-    // Opening the FIFO for writing returns once the server has opened it to read; holding it
-    // open without writing keeps that read waiting.
-    let (open_tx, open_rx) = mpsc::channel();
-    let path = status.clone();
-    std::thread::spawn(move || {
-        let _ = open_tx.send(std::fs::OpenOptions::new().write(true).open(path));
-    });
-    let writer = open_rx
-        .recv_timeout(DEADLINE)
-        .expect("the server reads status.json")
-        .unwrap();
+    // Until a thread of the server sits in the FIFO's open, waiting for a writer.
+    let pid = server.child.id();
+    let deadline = Instant::now() + DEADLINE;
+    while !blocked_in_fifo_open(pid) {
+        assert!(Instant::now() < deadline, "the server never opened the log");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 
     let bound = Duration::from_secs(10);
     assert_eq!(
         healthz_within(&server.addr, bound),
         Some(200),
-        "/healthz waited for a read of status.json"
+        "/healthz waited for a read of a log"
     );
     assert_eq!(server.get("/v1/hooks").status, 200);
-
-    // A file again, and the end of the FIFO: the waiting reads finish.
-    std::fs::write(&fifo, "{}").unwrap();
-    std::fs::rename(&fifo, &status).unwrap();
-    drop(writer);
-    assert_eq!(status_rx.recv_timeout(DEADLINE), Ok(200));
     assert_eq!(server.get("/hooks/status").status, 200);
+
+    // The other end: the waiting request finishes (a FIFO has no tail: an error answer).
+    let writer = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+    drop(writer);
+    let answered = output_rx.recv_timeout(DEADLINE);
+    assert!(answered.is_ok(), "the log request never finished");
+}
+
+/// True when a thread of `pid` waits in the open of a FIFO for its other end.
+fn blocked_in_fifo_open(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("wchan")).is_ok_and(|w| w == "wait_for_partner")
+    })
 }
