@@ -133,7 +133,7 @@ fn a_root_hook_runs_the_bytes_read_at_start_and_user_leftovers_are_killed() {
     let user_log = w.log("10-user");
     assert!(
         user_log.contains("process(es) the hook left running]"),
-        "{user_log}"
+        "log {user_log:?}; stderr {err}"
     );
 }
 
@@ -217,7 +217,8 @@ fn no_chown_follows_a_link_cmd_put_on_the_state_path() {
     assert!(
         fs::symlink_metadata(home.join("session"))
             .unwrap()
-            .is_symlink()
+            .is_symlink(),
+        "CMD could not link the session: {err}"
     );
     for path in ["", "hooks", "hooks/secret"] {
         let meta = fs::symlink_metadata(target.join(path)).unwrap();
