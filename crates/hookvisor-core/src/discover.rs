@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::frontmatter::{self, Fields, FrontMatterError};
+use crate::frontmatter::{self, Fields, FrontMatterError, Note, Other, WORD_FIELDS};
 use crate::hook::{Hook, HookKind, Problem, RunAs};
 use crate::pattern::Pattern;
 
@@ -19,7 +19,7 @@ const HEAD_LIMIT: u64 = 64 * 1024;
 const SCRIPT_EXTENSIONS: [&str; 9] = ["sh", "bash", "zsh", "py", "js", "ts", "rb", "pl", "php"];
 
 /// Front matter keys hookvisor reads; others are reported as warnings.
-const KNOWN_FIELDS: [&str; 8] = [
+const KNOWN_FIELDS: [&str; 9] = [
     "name",
     "type",
     "description",
@@ -28,7 +28,11 @@ const KNOWN_FIELDS: [&str; 8] = [
     "pattern",
     "notify_llm",
     "timeout",
+    "retries",
 ];
+
+/// The most `retries` a session hook may ask for.
+const MAX_RETRIES: u32 = 100;
 
 /// The warning for a root session hook that is not `blocking`: it is run as if it were.
 const ROOT_RUNS_BLOCKING: &str = "run_as: root session hooks finish before the agent starts, as if \
@@ -42,8 +46,12 @@ pub struct Discovery {
     pub hooks: Vec<Hook>,
     /// Files that will not run, with the reason, in file-name order.
     pub problems: Vec<Problem>,
-    /// Things that do not stop a hook but are probably mistakes (unknown front matter keys).
+    /// Things that do not stop a hook but are probably mistakes (unknown front matter keys,
+    /// values YAML reads otherwise than the line shows).
     pub warnings: Vec<Problem>,
+    /// Front matter `retries` of the session hooks that give it, by hook id; the others get
+    /// [`DEFAULT_RETRIES`](crate::DEFAULT_RETRIES).
+    pub retries: BTreeMap<String, u32>,
 }
 
 impl Discovery {
@@ -87,15 +95,39 @@ pub fn discover(hooks_dir: &Path) -> Discovery {
     let mut candidates = Vec::new();
     for path in paths {
         match read_hook(&path) {
-            Ok(Some((hook, unknown))) => {
-                for key in unknown {
+            Ok(Some(read)) => {
+                let HookFile {
+                    hook,
+                    unknown,
+                    notes,
+                    retries,
+                } = read;
+                let mut warn = |reason: String| {
                     discovery.warnings.push(Problem {
                         path: path.clone(),
-                        reason: format!(
-                            "unknown front matter field '{key}' is ignored; known fields: {}",
-                            KNOWN_FIELDS.join(", ")
-                        ),
+                        reason,
                     });
+                };
+                for key in unknown {
+                    warn(format!(
+                        "unknown front matter field '{key}' is ignored; known fields: {}",
+                        KNOWN_FIELDS.join(", ")
+                    ));
+                }
+                for note in &notes {
+                    if let Some(reason) = disagreement(note) {
+                        warn(reason);
+                    }
+                }
+                match retries {
+                    Some(retries) if hook.kind == HookKind::Session => {
+                        discovery.retries.insert(hook.id.clone(), retries);
+                    }
+                    Some(_) => warn(format!(
+                        "retries applies to session hooks only; it is ignored for a {} hook",
+                        hook.kind
+                    )),
+                    None => {}
                 }
                 if hook.kind == HookKind::Session && hook.run_as == RunAs::Root && !hook.blocking {
                     discovery.warnings.push(Problem {
@@ -140,6 +172,9 @@ pub fn discover(hooks_dir: &Path) -> Discovery {
             });
         }
     }
+    for (id, _) in &duplicated {
+        discovery.retries.remove(id);
+    }
     discovery.hooks = candidates
         .into_iter()
         .filter(|h| !duplicated.iter().any(|(id, _)| *id == h.id))
@@ -181,8 +216,67 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// What a hook file says besides the [`Hook`] itself.
+struct HookFile {
+    hook: Hook,
+    /// Front matter keys hookvisor does not know.
+    unknown: Vec<String>,
+    /// Where the front matter's readings disagree (front matter rule 7).
+    notes: Vec<Note>,
+    /// Front matter `retries`, when given.
+    retries: Option<u32>,
+}
+
+/// The warning for a field read otherwise than another reader would (front matter rule 7), or
+/// `None` when both readings configure the hook alike (`notify_llm: False` is `false` either
+/// way) or the value is a problem already reported.
+fn disagreement(note: &Note) -> Option<String> {
+    let Note {
+        key, line, used, ..
+    } = note;
+    match &note.other {
+        Other::Discobot(discobot) => Some(format!(
+            "line {line}: '{key}' is read as the globs '{used}'; discobot read the line as the \
+             one glob '{discobot}'; write '{key}: \"{used}\"' to say the same to both"
+        )),
+        Other::Yaml(yaml) => {
+            let meaning = meaning(key, used)?;
+            if yaml.as_deref().and_then(|y| self::meaning(key, y)) == Some(meaning) {
+                return None;
+            }
+            let yaml = yaml
+                .as_ref()
+                .map_or_else(|| "no value".to_owned(), |y| format!("'{y}'"));
+            Some(format!(
+                "line {line}: '{key}' is taken as written, '{used}', as discobot did; YAML reads \
+                 {yaml}; quote the value so that both read it alike"
+            ))
+        }
+    }
+}
+
+/// What a field's value configures, to compare two readings of it; `None` for a value that is
+/// a problem (or, for text, empty).
+fn meaning(key: &str, value: &str) -> Option<String> {
+    if !WORD_FIELDS.contains(&key) {
+        let text = value.trim_matches([' ', '\t', '\n']);
+        return (!text.is_empty()).then(|| text.to_owned());
+    }
+    match key {
+        "type" => value
+            .parse::<HookKind>()
+            .ok()
+            .map(|k| k.as_str().to_owned()),
+        "run_as" => value.parse::<RunAs>().ok().map(|r| r.as_str().to_owned()),
+        "blocking" | "notify_llm" => parse_bool(key, value).ok().map(|b| b.to_string()),
+        "timeout" => parse_timeout(value).ok().map(|t| t.as_secs().to_string()),
+        "retries" => parse_retries(value).ok().map(|r| r.to_string()),
+        _ => Some(value.to_owned()),
+    }
+}
+
 /// Reads one entry: `Ok(None)` for a directory, `Err(reason)` for a file that will not run.
-fn read_hook(path: &Path) -> Result<Option<(Hook, Vec<String>)>, String> {
+fn read_hook(path: &Path) -> Result<Option<HookFile>, String> {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -220,7 +314,7 @@ fn read_hook(path: &Path) -> Result<Option<(Hook, Vec<String>)>, String> {
         }
         return Err("no #! line; start the file with one such as #!/bin/sh".into());
     }
-    let fields = frontmatter::parse(&text).map_err(|e| match e {
+    let front = frontmatter::read(&text).map_err(|e| match e {
         FrontMatterError::Crlf => {
             format!(
                 "CRLF line endings; run `sed -i 's/\\r$//' {}`",
@@ -232,13 +326,19 @@ fn read_hook(path: &Path) -> Result<Option<(Hook, Vec<String>)>, String> {
     if meta.permissions().mode() & 0o111 == 0 {
         return Err(format!("not executable; run `chmod +x {}`", path.display()));
     }
-    let hook = hook_from_fields(id, path, &fields)?;
+    let fields = &front.fields;
+    let (hook, retries) = hook_from_fields(id, path, fields)?;
     let unknown = fields
         .keys()
         .filter(|k| !KNOWN_FIELDS.contains(&k.as_str()))
         .cloned()
         .collect();
-    Ok(Some((hook, unknown)))
+    Ok(Some(HookFile {
+        hook,
+        unknown,
+        notes: front.notes,
+        retries,
+    }))
 }
 
 fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
@@ -249,12 +349,17 @@ fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(head)
 }
 
-/// Turns front matter fields into a hook, applying the defaults of DESIGN.md.
+/// Turns front matter fields into a hook, applying the defaults of DESIGN.md, and its
+/// `retries` when given.
 ///
 /// `name` and `description` are free text: trimmed, and empty means absent. Every other field
-/// is taken as written (front matter rule 6) and must have a value when it is given: an odd
-/// value is a problem, never a default, and only `run_as: root` gives root.
-fn hook_from_fields(id: String, path: &Path, fields: &Fields) -> Result<Hook, String> {
+/// is taken as written (front matter rules 6 and 7) and must have a value when it is given: an
+/// odd value is a problem, never a default, and only `run_as: root` gives root.
+fn hook_from_fields(
+    id: String,
+    path: &Path,
+    fields: &Fields,
+) -> Result<(Hook, Option<u32>), String> {
     let text = |key: &str| {
         fields
             .get(key)
@@ -287,7 +392,8 @@ fn hook_from_fields(id: String, path: &Path, fields: &Fields) -> Result<Hook, St
         Some(value) => parse_timeout(value)?,
         None => kind.default_timeout(),
     };
-    Ok(Hook {
+    let retries = field("retries")?.map(parse_retries).transpose()?;
+    let hook = Hook {
         name: text("name").map_or_else(|| id.clone(), str::to_owned),
         id,
         kind,
@@ -304,7 +410,23 @@ fn hook_from_fields(id: String, path: &Path, fields: &Fields) -> Result<Hook, St
             .transpose()?
             .unwrap_or(true),
         timeout,
-    })
+    };
+    Ok((hook, retries))
+}
+
+/// How many times a failed session hook is run again: a whole number from 0 to
+/// [`MAX_RETRIES`], digits only.
+fn parse_retries(value: &str) -> Result<u32, String> {
+    match value
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| value.parse::<u32>())
+    {
+        Some(Ok(n)) if n <= MAX_RETRIES => Ok(n),
+        _ => Err(format!(
+            "invalid retries '{value}'; use a whole number from 0 (run once) to {MAX_RETRIES}"
+        )),
+    }
 }
 
 /// `true|yes|1|on` and `false|no|0|off`, in any case.
@@ -705,6 +827,122 @@ mod tests {
             let got = one_hook(body).map(|h| h.id);
             if !got.as_ref().is_err_and(|r| r.contains(fragment)) {
                 wrong.push(format!("{body:?}: got {got:?}, want {fragment:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    }
+
+    /// Discovers one hook whose front matter (after `#!/bin/sh`, between `---` lines) is `body`:
+    /// the hook or the reason it is a problem, and the warnings.
+    fn one_hook_warned(body: &str) -> (Result<Hook, String>, Vec<String>) {
+        let dir = Dir::new();
+        dir.write(
+            "h.sh",
+            &format!("#!/bin/sh\n---\n{body}\n---\nexit 0\n"),
+            0o755,
+        );
+        let mut d = dir.discover();
+        let warnings = d.warnings.iter().map(|w| w.reason.clone()).collect();
+        match (d.hooks.pop(), d.problems.pop()) {
+            (Some(hook), None) => (Ok(hook), warnings),
+            (None, Some(problem)) => (Err(problem.reason), warnings),
+            other => panic!("{body:?}: {other:?}"),
+        }
+    }
+
+    /// Front matter rule 7: where YAML would read a discobot-era field otherwise than its line
+    /// shows, the line wins and `check` says so; where both agree, or only the meaning of the
+    /// spelling differs, nothing is said.
+    #[test]
+    fn readings_that_disagree_keep_the_line_and_warn() {
+        // (front matter after `type: file`, name, pattern, a fragment of the one warning)
+        let table: &[(&str, &str, &str, Option<&str>)] = &[
+            (
+                "name: 1.10\npattern: x",
+                "1.10",
+                "x",
+                Some("YAML reads '1.1'"),
+            ),
+            (
+                "name: True\npattern: x",
+                "True",
+                "x",
+                Some("YAML reads 'true'"),
+            ),
+            (
+                "name: null\npattern: x",
+                "null",
+                "x",
+                Some("YAML reads no value"),
+            ),
+            ("name: '1.10'\npattern: x", "1.10", "x", None),
+            ("name: Go fmt\npattern: '*.go'", "Go fmt", "*.go", None),
+            ("pattern: 1.10", "h", "1.10", Some("as written, '1.10'")),
+            (
+                "pattern: '*.go', '*.ts'",
+                "h",
+                "*.go, *.ts",
+                Some("read as the globs '*.go, *.ts'; discobot read"),
+            ),
+            ("pattern: x\nnotify_llm: False", "h", "x", None),
+            ("pattern: x\ntimeout: 010", "h", "x", None),
+            ("pattern: x\nnotify_llm: no", "h", "x", None),
+        ];
+        let mut wrong = Vec::new();
+        for &(body, name, pattern, warning) in table {
+            let (hook, warnings) = one_hook_warned(&format!("type: file\n{body}"));
+            let got = hook.map(|h| (h.name, h.pattern.map(|p| p.as_str().to_owned())));
+            if got != Ok((name.to_owned(), Some(pattern.to_owned()))) {
+                wrong.push(format!("{body:?}: got {got:?}"));
+            }
+            let ok = match warning {
+                None => warnings.is_empty(),
+                Some(fragment) => warnings.len() == 1 && warnings[0].contains(fragment),
+            };
+            if !ok {
+                wrong.push(format!("{body:?}: warnings {warnings:?}, want {warning:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    }
+
+    /// `retries` takes a whole number from 0 to 100, written on its own line; other hooks than
+    /// session hooks ignore it, with a warning.
+    #[test]
+    fn retries_spellings() {
+        let table: &[(&str, Result<Option<&str>, &str>)] = &[
+            ("type: session\nretries: 0", Ok(None)),
+            ("type: session\nretries: 3", Ok(None)),
+            ("type: session\nretries: 100", Ok(None)),
+            ("type: session\nretries: 101", Err("invalid retries '101'")),
+            ("type: session\nretries: -1", Err("invalid retries '-1'")),
+            ("type: session\nretries: 1.5", Err("invalid retries '1.5'")),
+            (
+                "type: session\nretries: three",
+                Err("invalid retries 'three'"),
+            ),
+            ("type: session\nretries:", Err("'retries' has no value")),
+            ("type: session\nretries: [1]", Err("'retries' is a list")),
+            (
+                "type: file\npattern: x\nretries: 2",
+                Ok(Some("retries applies to session hooks only")),
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for &(body, expected) in table {
+            let (hook, warnings) = one_hook_warned(body);
+            let ok = match (&hook, expected) {
+                (Ok(_), Ok(None)) => warnings.is_empty(),
+                (Ok(_), Ok(Some(fragment))) => {
+                    warnings.len() == 1 && warnings[0].contains(fragment)
+                }
+                (Err(reason), Err(fragment)) => reason.contains(fragment),
+                _ => false,
+            };
+            if !ok {
+                wrong.push(format!(
+                    "{body:?}: got {hook:?} {warnings:?}, want {expected:?}"
+                ));
             }
         }
         assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));

@@ -15,14 +15,22 @@
 //!    `pattern: *.go` works unquoted. A key is letters, digits, `_` and `-`.
 //! 4. A key given twice is an error, whichever reader reads the body: no value silently wins.
 //! 5. Scalars become strings, a key without a value the empty string; a YAML list becomes a
-//!    comma-separated string (for `pattern`).
+//!    comma-separated string (for `pattern`). A `pattern` line holding a comma-separated list of
+//!    quoted globs (`pattern: '*.go', '*.ts'`) is read as that list, `*.go, *.ts`.
 //! 6. The fields that say how a hook runs (`type`, `run_as`, `blocking`, `notify_llm`,
-//!    `timeout`) are read word for word from their own line, `key: value` at the block's left
-//!    margin, with the flat reading of rule 3: what the line shows is what runs. A list, a value
-//!    that YAML takes from elsewhere (a flow mapping, an explicit `?` key, an escape sequence, a
-//!    block scalar) or such a line that YAML reads as part of another value is an error, so
-//!    `run_as: "\x72oot"` or `run_as: >-` never mean `root`.
-//! 7. CRLF line endings are an error that says how to fix them.
+//!    `timeout`, `retries`) are read word for word from their own line, `key: value` at the
+//!    block's left margin, with the flat reading of rule 3: what the line shows is what runs. A
+//!    list, a value that YAML takes from elsewhere (a flow mapping, an explicit `?` key, an escape
+//!    sequence, a block scalar) or such a line that YAML reads as part of another value is an
+//!    error, so `run_as: "\x72oot"` or `run_as: >-` never mean `root`.
+//! 7. The text fields discobot read flat (`name`, `description`, `pattern`) are the text
+//!    written on their own line too, where YAML would retype it or read only part of it:
+//!    `name: 1.10` is `1.10`, not `1.1`; `True` stays `True`, `null` stays `null`. What only
+//!    YAML can say stays YAML's: a block scalar (`|`, `>`), a list, a value continued on the
+//!    next lines, a value the flat reading refuses (`'it''s'`). Every line where hookvisor's
+//!    reading and YAML's (or discobot's, rule 5) differ is noted ([`FrontMatter::notes`]), for
+//!    `hookvisor check` to warn about.
+//! 8. CRLF line endings are an error that says how to fix them.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,7 +39,49 @@ use std::fmt;
 pub type Fields = BTreeMap<String, String>;
 
 /// The fields read word for word from their line (rule 6).
-const WORD_FIELDS: [&str; 5] = ["type", "run_as", "blocking", "notify_llm", "timeout"];
+pub(crate) const WORD_FIELDS: [&str; 6] = [
+    "type",
+    "run_as",
+    "blocking",
+    "notify_llm",
+    "timeout",
+    "retries",
+];
+
+/// The text fields that keep the text written on their line (rule 7).
+const TEXT_FIELDS: [&str; 3] = ["name", "description", "pattern"];
+
+/// A front matter block as read: its fields, and the lines read otherwise than YAML or
+/// discobot would (rule 7).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct FrontMatter {
+    /// The fields.
+    pub fields: Fields,
+    /// The fields whose value differs from another reader's, in line order.
+    pub notes: Vec<Note>,
+}
+
+/// A field whose value hookvisor reads otherwise than another reader of the same line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Note {
+    /// The field.
+    pub key: &'static str,
+    /// 1-based line in the file.
+    pub line: usize,
+    /// The value hookvisor uses.
+    pub used: String,
+    /// What the other reader makes of the line.
+    pub other: Other,
+}
+
+/// The reader a [`Note`] compares with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Other {
+    /// YAML's value; `None` when YAML reads no value (`null`, `~`) or none on this line.
+    Yaml(Option<String>),
+    /// discobot's flat parser's, where hookvisor reads a list of quoted globs (rule 5).
+    Discobot(String),
+}
 
 /// Why a script has no usable front matter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +147,11 @@ const BLANK: [char; 2] = [' ', '\t'];
 
 /// Extracts and parses the front matter of a script's text.
 pub fn parse(text: &str) -> Result<Fields, FrontMatterError> {
+    read(text).map(|front| front.fields)
+}
+
+/// [`parse`], with the notes of rule 7.
+pub(crate) fn read(text: &str) -> Result<FrontMatter, FrontMatterError> {
     let mut lines = text.split('\n');
     let first = lines.next().unwrap_or("");
     if first.ends_with('\r') {
@@ -140,12 +195,22 @@ pub fn parse(text: &str) -> Result<Fields, FrontMatterError> {
     }
     let body = dedent(&body);
     let first_body_line = open_line + 1;
-    let (mut fields, lists) = match parse_yaml(&body, first_body_line)? {
-        Some(read) => read,
-        None => (parse_flat(&body, first_body_line)?, Vec::new()),
+    let mut notes = Vec::new();
+    let fields = match parse_yaml(&body, first_body_line)? {
+        Some(yaml) => {
+            let mut fields = yaml.fields.clone();
+            read_word_fields(&body, first_body_line, &mut fields, Some(&yaml), &mut notes)?;
+            read_text_fields(&body, first_body_line, &mut fields, &yaml, &mut notes)?;
+            fields
+        }
+        None => {
+            let mut fields = parse_flat(&body, first_body_line, &mut notes)?;
+            read_word_fields(&body, first_body_line, &mut fields, None, &mut notes)?;
+            fields
+        }
     };
-    read_word_fields(&body, first_body_line, &mut fields, &lists)?;
-    Ok(fields)
+    notes.sort_by_key(|note| note.line);
+    Ok(FrontMatter { fields, notes })
 }
 
 /// Removes the indentation common to every non-blank line.
@@ -195,15 +260,34 @@ impl YamlScalar {
     }
 }
 
-/// The fields YAML read, and the keys whose value was a list.
-type YamlFields = (Fields, Vec<String>);
+/// The fields YAML read, with the keys whose value was a list and those whose value was null.
+#[derive(Default)]
+struct YamlFields {
+    fields: Fields,
+    lists: Vec<String>,
+    nulls: Vec<String>,
+}
 
-/// Reads the body as a YAML mapping of scalars (or lists of scalars), with the keys whose value
-/// is a list; `None` when it is not one. Repeated keys and merge keys are errors (rules 3, 4).
+impl YamlFields {
+    /// YAML's value of `key`: `None` when it has none (null, or not given).
+    fn value(&self, key: &str) -> Option<&str> {
+        if self.nulls.iter().any(|k| k == key) {
+            return None;
+        }
+        self.fields.get(key).map(String::as_str)
+    }
+
+    fn is_list(&self, key: &str) -> bool {
+        self.lists.iter().any(|k| k == key)
+    }
+}
+
+/// Reads the body as a YAML mapping of scalars (or lists of scalars); `None` when it is not
+/// one. Repeated keys and merge keys are errors (rules 3, 4).
 fn parse_yaml(body: &[String], first_line: usize) -> Result<Option<YamlFields>, FrontMatterError> {
     use serde_saphyr::{DuplicateKeyPolicy, Error, MergeKeyPolicy};
     if body.iter().all(|line| line.is_empty()) {
-        return Ok(Some((Fields::new(), Vec::new())));
+        return Ok(Some(YamlFields::default()));
     }
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! { max_anchors: 0, max_aliases: 0 },
@@ -233,11 +317,15 @@ fn parse_yaml(body: &[String], first_line: usize) -> Result<Option<YamlFields>, 
             Err(_) => return Ok(None),
         };
     let mut lists = Vec::new();
+    let mut nulls = Vec::new();
     let fields = map
         .into_iter()
         .map(|(key, value)| {
             let value = match value {
-                None => String::new(),
+                None => {
+                    nulls.push(key.clone());
+                    String::new()
+                }
                 Some(YamlValue::Scalar(s)) => s.into_string(),
                 Some(YamlValue::List(items)) => {
                     lists.push(key.clone());
@@ -251,7 +339,11 @@ fn parse_yaml(body: &[String], first_line: usize) -> Result<Option<YamlFields>, 
             (key, value)
         })
         .collect();
-    Ok(Some((fields, lists)))
+    Ok(Some(YamlFields {
+        fields,
+        lists,
+        nulls,
+    }))
 }
 
 const MERGE_KEY: &str =
@@ -262,7 +354,11 @@ fn repeated(key: &str) -> String {
 }
 
 /// discobot's flat `key: value` reading, for bodies that are not valid YAML.
-fn parse_flat(body: &[String], first_line: usize) -> Result<Fields, FrontMatterError> {
+fn parse_flat(
+    body: &[String],
+    first_line: usize,
+    notes: &mut Vec<Note>,
+) -> Result<Fields, FrontMatterError> {
     let mut fields = Fields::new();
     for (offset, line) in body.iter().enumerate() {
         let line_number = first_line + offset;
@@ -289,7 +385,15 @@ fn parse_flat(body: &[String], first_line: usize) -> Result<Fields, FrontMatterE
         if fields.contains_key(key) {
             return Err(syntax(repeated(key)));
         }
-        let value = flat_value(value.trim_matches(BLANK)).map_err(syntax)?;
+        let (value, discobot) = text_value(key, value.trim_matches(BLANK)).map_err(syntax)?;
+        if let (Some(discobot), Some(key)) = (discobot, TEXT_FIELDS.iter().find(|k| **k == key)) {
+            notes.push(Note {
+                key,
+                line: line_number,
+                used: value.clone(),
+                other: Other::Discobot(discobot),
+            });
+        }
         fields.insert(key.to_owned(), value);
     }
     Ok(fields)
@@ -327,25 +431,114 @@ fn flat_value(value: &str) -> Result<String, String> {
     Ok(without_comment.trim_matches(BLANK).to_owned())
 }
 
-/// Rule 6: each field of [`WORD_FIELDS`] takes the flat reading of its own line.
+/// The flat reading of a value (rule 3), and for `pattern`, a list of quoted globs (rule 5)
+/// with discobot's reading of it.
+fn text_value(key: &str, value: &str) -> Result<(String, Option<String>), String> {
+    match flat_value(value) {
+        Ok(text) => Ok((text, None)),
+        Err(e) if key == "pattern" => match glob_list(value) {
+            Some(globs) => Ok((globs, Some(discobot_value(value)))),
+            None => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// Two or more globs, each quoted or bare, separated by commas, then maybe a comment:
+/// `'*.go', "*.ts"` → `*.go, *.ts`. `None` for anything else.
+fn glob_list(value: &str) -> Option<String> {
+    let mut globs = Vec::new();
+    let mut rest = value;
+    loop {
+        rest = rest.trim_start_matches(BLANK);
+        let quote = rest.chars().next().filter(|c| matches!(c, '"' | '\''));
+        let (glob, after) = match quote {
+            Some(quote) => {
+                let end = rest[1..].find(quote)? + 1;
+                (&rest[1..end], &rest[end + 1..])
+            }
+            None => {
+                let end = bare_glob_end(rest);
+                (rest[..end].trim_end_matches(BLANK), &rest[end..])
+            }
+        };
+        if glob.is_empty() || (quote.is_none() && glob.contains(['"', '\''])) {
+            return None;
+        }
+        globs.push(glob);
+        let after = after.trim_start_matches(BLANK);
+        if after.is_empty() || after.starts_with('#') {
+            break;
+        }
+        rest = after.strip_prefix(',')?;
+    }
+    (globs.len() > 1).then(|| globs.join(", "))
+}
+
+/// Where an unquoted glob of a list ends: at a comma outside braces, a ` #` comment or the end.
+fn bare_glob_end(text: &str) -> usize {
+    let mut depth = 0usize;
+    let mut previous = ' ';
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => return i,
+            '#' if BLANK.contains(&previous) => return i,
+            _ => {}
+        }
+        previous = c;
+    }
+    text.len()
+}
+
+/// discobot's reading of a value: one pair of quotes removed when they open and close it.
+fn discobot_value(value: &str) -> String {
+    let bytes = value.as_bytes();
+    match (bytes.first(), bytes.last()) {
+        (Some(&open), Some(&close))
+            if bytes.len() >= 2 && open == close && matches!(open, b'"' | b'\'') =>
+        {
+            value[1..value.len() - 1].to_owned()
+        }
+        _ => value.to_owned(),
+    }
+}
+
+/// The lines where `key` is written at the left margin, `key: value`, with their line numbers;
+/// an error when there are two.
+fn key_line<'a>(
+    body: &'a [String],
+    first_line: usize,
+    key: &str,
+) -> Result<Option<(usize, &'a str)>, FrontMatterError> {
+    let mut on_lines = body.iter().enumerate().filter_map(|(offset, line)| {
+        let (name, value) = line.split_once(':')?;
+        (name.trim_end_matches(BLANK) == key).then_some((offset, value))
+    });
+    let found = on_lines.next();
+    if let Some((again, _)) = on_lines.next() {
+        return Err(FrontMatterError::Syntax {
+            line: first_line + again,
+            message: repeated(key),
+        });
+    }
+    Ok(found)
+}
+
+/// Rule 6: each field of [`WORD_FIELDS`] takes the flat reading of its own line; where `yaml`
+/// read another value, a note says so.
 fn read_word_fields(
     body: &[String],
     first_line: usize,
     fields: &mut Fields,
-    lists: &[String],
+    yaml: Option<&YamlFields>,
+    notes: &mut Vec<Note>,
 ) -> Result<(), FrontMatterError> {
     for key in WORD_FIELDS {
-        let mut on_lines = body.iter().enumerate().filter_map(|(offset, line)| {
-            let (name, value) = line.split_once(':')?;
-            (name.trim_end_matches(BLANK) == key).then_some((first_line + offset, value))
-        });
-        let line = on_lines.next();
-        if let Some((again, _)) = on_lines.next() {
-            return Err(FrontMatterError::Syntax {
-                line: again,
-                message: repeated(key),
-            });
-        }
+        let line =
+            key_line(body, first_line, key)?.map(|(offset, value)| (first_line + offset, value));
+        let is_list = yaml.is_some_and(|yaml| yaml.is_list(key));
         match (line, fields.contains_key(key)) {
             (None, false) => {}
             (None, true) => return Err(FrontMatterError::NotOnItsLine { key }),
@@ -358,7 +551,7 @@ fn read_word_fields(
                     ),
                 });
             }
-            (Some((line, _)), true) if lists.iter().any(|l| l == key) => {
+            (Some((line, _)), true) if is_list => {
                 return Err(FrontMatterError::Syntax {
                     line,
                     message: format!("'{key}' is a list; give one value, as in '{key}: VALUE'"),
@@ -367,11 +560,78 @@ fn read_word_fields(
             (Some((line, value)), true) => {
                 let value = flat_value(value.trim_matches(BLANK))
                     .map_err(|message| FrontMatterError::Syntax { line, message })?;
+                if let Some(yaml) = yaml
+                    && yaml.value(key) != Some(value.as_str())
+                {
+                    notes.push(Note {
+                        key,
+                        line,
+                        used: value.clone(),
+                        other: Other::Yaml(yaml.value(key).map(str::to_owned)),
+                    });
+                }
                 fields.insert(key.to_owned(), value);
             }
         }
     }
     Ok(())
+}
+
+/// Rule 7: each field of [`TEXT_FIELDS`] written on one line of its own takes the flat reading
+/// of that line, with a note where YAML read another value.
+fn read_text_fields(
+    body: &[String],
+    first_line: usize,
+    fields: &mut Fields,
+    yaml: &YamlFields,
+    notes: &mut Vec<Note>,
+) -> Result<(), FrontMatterError> {
+    for key in TEXT_FIELDS {
+        let Some((offset, value)) = key_line(body, first_line, key)? else {
+            continue;
+        };
+        let value = value.trim_matches(BLANK);
+        let yaml_only = yaml.is_list(key)
+            || value.is_empty()
+            || value.starts_with(['|', '>'])
+            || continues(body, offset);
+        if yaml_only {
+            continue;
+        }
+        // A value the flat reading refuses (`'it''s'`) is YAML's to read.
+        let Ok((text, discobot)) = text_value(key, value) else {
+            continue;
+        };
+        let other = match discobot {
+            Some(discobot) => Some(Other::Discobot(discobot)),
+            None if yaml.value(key).unwrap_or_default() != text => {
+                Some(Other::Yaml(yaml.value(key).map(str::to_owned)))
+            }
+            None => None,
+        };
+        if let Some(other) = other {
+            notes.push(Note {
+                key,
+                line: first_line + offset,
+                used: text.clone(),
+                other,
+            });
+        }
+        fields.insert(key.to_owned(), text);
+    }
+    Ok(())
+}
+
+/// True when the value on line `offset` goes on to the next lines: the next line that is
+/// neither blank nor a comment is indented.
+fn continues(body: &[String], offset: usize) -> bool {
+    body[offset + 1..]
+        .iter()
+        .find(|line| {
+            let trimmed = line.trim_start_matches(BLANK);
+            !trimmed.is_empty() && !trimmed.starts_with('#')
+        })
+        .is_some_and(|line| line.starts_with(BLANK))
 }
 
 #[cfg(test)]
@@ -454,7 +714,7 @@ mod tests {
         );
         assert_eq!(parse("---\n---\n"), Ok(Fields::new()));
         assert_eq!(
-            parse("---\ntype:\nname: ~\n---\n"),
+            parse("---\ntype:\nname:\n---\n"),
             Ok(fields(&[("name", ""), ("type", "")])),
             "a key without a value is kept, empty: discovery says whether that is a problem"
         );
@@ -531,6 +791,67 @@ mod tests {
                 _ => panic!("{body:?}: got {got:?}, want {expected:?}"),
             }
         }
+    }
+
+    /// Rule 7: `name`, `description` and `pattern` are the text written on their line, as
+    /// discobot's flat parser read them, where YAML would retype it (`1.10` → `1.1`, `True` →
+    /// `true`, `null` → nothing) or take only part of it. What only YAML can say (block scalars,
+    /// lists, values continued on the next lines, `''` escapes) stays YAML's.
+    #[test]
+    fn text_fields_keep_the_text_written() {
+        // (front matter lines after `type: file`, the key, its value)
+        let table: &[(&str, &str, &str)] = &[
+            ("name: 1.10", "name", "1.10"),
+            ("name: True", "name", "True"),
+            ("name: null", "name", "null"),
+            ("name: ~", "name", "~"),
+            ("name: 0x1F", "name", "0x1F"),
+            ("name: 1e3", "name", "1e3"),
+            ("name: 010 # octal?", "name", "010"),
+            ("name: !!str 1.10", "name", "!!str 1.10"),
+            ("description: yes", "description", "yes"),
+            ("description: \"a\\tb\"", "description", "a\\tb"),
+            ("pattern: 1.10", "pattern", "1.10"),
+            ("pattern: !*.md", "pattern", "!*.md"),
+            ("pattern: '*.go', '*.ts'", "pattern", "*.go, *.ts"),
+            ("pattern: \"*.go\", '*.ts' # both", "pattern", "*.go, *.ts"),
+            (
+                "pattern: '{a,b}.go', \"*.ts\"\nname: 1.0",
+                "pattern",
+                "{a,b}.go, *.ts",
+            ),
+            ("name: Go fmt", "name", "Go fmt"),
+            ("name: \"1.10\"", "name", "1.10"),
+            ("name: 'it''s'", "name", "it's"),
+            (
+                "description: |\n  two\n  lines",
+                "description",
+                "two\nlines\n",
+            ),
+            (
+                "description: first\n  second",
+                "description",
+                "first second",
+            ),
+            ("pattern:\n  - '*.go'\n  - go.mod", "pattern", "*.go,go.mod"),
+            ("pattern: ['*.go', go.mod]", "pattern", "*.go,go.mod"),
+            ("name: [a, b]", "name", "a,b"),
+        ];
+        let mut wrong = Vec::new();
+        for &(lines, key, want) in table {
+            for (open, prefix) in [("---", ""), ("#---", "# ")] {
+                let body: String = format!("type: file\n{lines}")
+                    .lines()
+                    .map(|l| format!("{prefix}{l}\n"))
+                    .collect();
+                let text = format!("#!/bin/sh\n{open}\n{body}{open}\n");
+                let got = parse(&text).map(|f| f.get(key).cloned());
+                if got != Ok(Some(want.to_owned())) {
+                    wrong.push(format!("{open} {lines:?}: got {got:?}, want {want:?}"));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
     }
 
     /// Any key given twice, and YAML merge keys, are errors, whichever reader reads the body:

@@ -48,8 +48,9 @@ pub use precommit::{
 };
 pub use seal::{RootHooks, SEAL_LIMIT, SealError, SealedScript};
 pub use session::{
-    NOTE_FIELD, RootImages, STOPPED_NOTE, SessionError, SessionOptions, SessionPlan, SessionRun,
-    credentials_for, fail_interrupted, prepare_state_dir, run_session,
+    Attempt, Backoff, DEFAULT_RETRIES, NOTE_FIELD, RootImages, STOPPED_NOTE, SessionError,
+    SessionHook, SessionOptions, SessionPlan, SessionRun, credentials_for, fail_interrupted,
+    prepare_state_dir, run_session,
 };
 pub use status::{
     HookStatus, RunResult, Status, StatusError, StatusStore, parse_rfc3339, rfc3339,

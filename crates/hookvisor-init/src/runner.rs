@@ -7,14 +7,16 @@
 //! SIGINT) cancels its hook, records it as stopped, and exits.
 //!
 //! A runner is a child subreaper: what a hook leaves running (a daemon started with `setsid`,
-//! a double fork) comes back to it and is killed as soon as the hook ends, before the next one
-//! starts. So nothing a root hook starts outlives it as root, and nothing a user hook starts is
-//! left to interfere with the root hooks after it.
+//! a double fork) comes back to it and is killed as soon as each attempt of the hook ends,
+//! before the next attempt or the next hook starts. So nothing a root hook starts outlives it
+//! as root, and nothing a user hook starts is left to interfere with its next attempt or with
+//! the root hooks after it.
 
 use std::time::Duration;
 
 use hookvisor_core::{
-    CancelToken, Context, Credentials, Hook, RootImages, SessionOptions, run_session,
+    Attempt, CancelToken, Context, Credentials, Hook, RootImages, SessionHook, SessionOptions,
+    run_session,
 };
 use nix::sys::signal::{SigSet, Signal};
 use nix::unistd::Pid;
@@ -39,7 +41,7 @@ pub struct Runner {
 /// TERM and KILL, so that the runner has time to record it before the init kills the runner.
 pub fn start(
     ctx: &Context,
-    hooks: Vec<Hook>,
+    hooks: Vec<SessionHook>,
     user: Option<&Credentials>,
     root_images: RootImages,
     grace: Duration,
@@ -50,13 +52,16 @@ pub fn start(
         echo: true,
         kill_grace: Some(grace / 2),
         root_images,
+        after_attempt: Some(after_attempt),
+        ..SessionOptions::default()
     };
     let pid = spawn::fork_runner(|| body(ctx, &hooks, options))?;
+    let hooks = hooks.into_iter().map(|h| h.hook).collect();
     Ok(Runner { pid, hooks })
 }
 
 /// The runner process: exit status 0 when every hook succeeded, 1 otherwise.
-fn body(ctx: &Context, hooks: &[Hook], mut options: SessionOptions) -> i32 {
+fn body(ctx: &Context, hooks: &[SessionHook], mut options: SessionOptions) -> i32 {
     let cancel = CancelToken::new();
     options.cancel = Some(cancel.clone());
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
@@ -76,13 +81,6 @@ fn body(ctx: &Context, hooks: &[Hook], mut options: SessionOptions) -> i32 {
         }
     });
     let runs = run_session(ctx, hooks, &options, |run| {
-        let killed = kill_leftovers();
-        if killed > 0 {
-            eprintln!(
-                "hookvisor-init: session hook \"{}\" left {killed} process(es) running; killed",
-                run.hook_name
-            );
-        }
         if run.success {
             // A success that could not be recorded (a full disk) still says so.
             if let Some(note) = &run.note {
@@ -93,17 +91,17 @@ fn body(ctx: &Context, hooks: &[Hook], mut options: SessionOptions) -> i32 {
             }
             return;
         }
-        let how = match (run.exit_code, run.timed_out) {
-            (_, true) => "timed out".to_owned(),
-            (Some(code), false) => format!("failed with exit code {code}"),
-            (None, false) => "could not run".to_owned(),
+        let how = how(run.exit_code, run.timed_out);
+        let attempts = match run.attempts {
+            0 | 1 => String::new(),
+            n => format!(" after {n} attempts"),
         };
         let note = run
             .note
             .as_deref()
             .map_or(String::new(), |n| format!(" ({n})"));
         eprintln!(
-            "hookvisor-init: session hook \"{}\" {how}{note}; log: {}",
+            "hookvisor-init: session hook \"{}\" {how}{attempts}{note}; log: {}",
             run.hook_name,
             run.log_path.display()
         );
@@ -112,6 +110,35 @@ fn body(ctx: &Context, hooks: &[Hook], mut options: SessionOptions) -> i32 {
         0
     } else {
         1
+    }
+}
+
+/// After each attempt of a hook: kill what it left running, and say when it is tried again.
+fn after_attempt(attempt: &Attempt<'_>) {
+    let name = &attempt.hook.name;
+    let killed = kill_leftovers();
+    if killed > 0 {
+        eprintln!(
+            "hookvisor-init: session hook \"{name}\" left {killed} process(es) running; killed"
+        );
+    }
+    if let Some(wait) = attempt.retry_in {
+        eprintln!(
+            "hookvisor-init: session hook \"{name}\" {} (attempt {}/{}); trying again in {}s",
+            how(Some(attempt.exit_code), attempt.timed_out),
+            attempt.number,
+            attempt.of,
+            wait.as_secs_f64()
+        );
+    }
+}
+
+/// How a run or an attempt failed, for the init's lines.
+fn how(exit_code: Option<i32>, timed_out: bool) -> String {
+    match (exit_code, timed_out) {
+        (_, true) => "timed out".to_owned(),
+        (Some(code), false) => format!("failed with exit code {code}"),
+        (None, false) => "could not run".to_owned(),
     }
 }
 

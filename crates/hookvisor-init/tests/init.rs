@@ -356,14 +356,15 @@ fn hooks_run_in_order_blocking_first_and_failures_do_not_stop_the_rest() {
         "# blocking: true\n",
         &format!("echo 10 >> {o}"),
     );
+    // `retries: 0`: one attempt each (retries have their own tests, in retries.rs).
     w.hook(
         "20-fails.sh",
-        "# blocking: true\n",
+        "# blocking: true\n# retries: 0\n",
         &format!("echo 20 >> {o}; echo broken; exit 7"),
     );
     w.hook(
         "30-slow.sh",
-        "# blocking: true\n# timeout: 1\n",
+        "# blocking: true\n# timeout: 1\n# retries: 0\n",
         &format!("echo 30 >> {o}; exec sleep 1000"),
     );
     // A background hook that can only finish once CMD runs: proof they overlap.

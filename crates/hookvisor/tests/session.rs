@@ -17,7 +17,7 @@ fn session_runs_blocking_hooks_first_records_them_and_fails_when_one_fails() {
     ws.hook(
         "20-early.sh",
         "session",
-        "blocking: true",
+        "blocking: true\nretries: 0",
         &format!("echo 20 >> {o}; echo oops; exit 4"),
     );
     ws.hook("30-last.sh", "session", "", &format!("echo 30 >> {o}"));

@@ -4,8 +4,9 @@
 use std::io::{self, Write};
 
 use hookvisor_core::{
-    Context, ContextOverrides, Credentials, Hook, RootHooks, SessionOptions, SessionPlan,
-    SessionRun, StatusStore, act_as, agent_running, discover, prepare_state_dir, run_session,
+    Attempt, Context, ContextOverrides, Credentials, RootHooks, SessionHook, SessionOptions,
+    SessionPlan, SessionRun, StatusStore, act_as, agent_running, discover, prepare_state_dir,
+    run_session,
 };
 use nix::unistd::Uid;
 
@@ -74,13 +75,14 @@ pub fn run(globals: &Globals, user: Option<&str>, root_hooks: Option<&str>) -> C
             "hookvisor: warning: not running as root: run_as: root session hooks run unprivileged"
         );
     }
-    let hooks: Vec<Hook> = plan.all().cloned().collect();
+    let hooks: Vec<SessionHook> = plan.all().cloned().collect();
     let options = SessionOptions {
         user,
         cancel: Some(cancel_on_signals()),
         echo: true,
-        kill_grace: None,
         root_images: plan.root_images,
+        after_attempt: Some(say_retry),
+        ..SessionOptions::default()
     };
     let mut out = io::stdout().lock();
     let runs = run_session(&ctx, &hooks, &options, |run| {
@@ -94,16 +96,30 @@ pub fn run(globals: &Globals, user: Option<&str>, root_hooks: Option<&str>) -> C
     }
 }
 
+/// Says on stderr that a failed attempt is made again, and when.
+fn say_retry(attempt: &Attempt<'_>) {
+    let Some(wait) = attempt.retry_in else {
+        return;
+    };
+    eprintln!(
+        "hookvisor: session hook \"{}\" {} (attempt {}/{}); trying again in {}s",
+        attempt.hook.name,
+        how(Some(attempt.exit_code), attempt.timed_out),
+        attempt.number,
+        attempt.of,
+        wait.as_secs_f64()
+    );
+}
+
 /// One line per hook: `ok`, or `FAIL` with how it failed and where the log is.
 fn summary(run: &SessionRun) -> String {
     if run.success {
         return format!("ok    {}", run.hook_id);
     }
-    let how = match (run.exit_code, run.timed_out) {
-        (_, true) => "timed out".to_owned(),
-        (Some(code), false) => format!("exit {code}"),
-        (None, false) => "could not run".to_owned(),
-    };
+    let mut how = how(run.exit_code, run.timed_out);
+    if run.attempts > 1 {
+        how.push_str(&format!(" after {} attempts", run.attempts));
+    }
     let note = run
         .note
         .as_deref()
@@ -115,6 +131,15 @@ fn summary(run: &SessionRun) -> String {
     )
 }
 
+/// How a run or an attempt failed.
+fn how(exit_code: Option<i32>, timed_out: bool) -> String {
+    match (exit_code, timed_out) {
+        (_, true) => "timed out".to_owned(),
+        (Some(code), false) => format!("exit {code}"),
+        (None, false) => "could not run".to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +147,7 @@ mod tests {
     #[test]
     fn summary_says_how_a_hook_failed() {
         let run = |exit_code, success, timed_out, note: Option<&str>| SessionRun {
+            attempts: 1,
             hook_id: "setup".into(),
             hook_name: "Setup".into(),
             exit_code,
@@ -143,6 +169,13 @@ mod tests {
             (
                 run(None, false, false, Some("user 'x' does not exist")),
                 "FAIL  setup (could not run; user 'x' does not exist); log: /s/output/setup.log",
+            ),
+            (
+                SessionRun {
+                    attempts: 10,
+                    ..run(Some(17), false, false, None)
+                },
+                "FAIL  setup (exit 17 after 10 attempts); log: /s/output/setup.log",
             ),
         ] {
             assert_eq!(summary(&run), line);
