@@ -18,8 +18,16 @@
 //!    otherwise the action is `gave_up` and the hook stays pending for the next user turn.
 //! 6. A cancel (a user message arriving) kills the running hook's process group; the hook goes
 //!    back to pending and nothing else is recorded for it.
+//! 7. Files of the hooks directory that do not load (a [`Problem`] of discovery) are all in the
+//!    report's `problems`. Those the model broke re-prompt like a failing hook, under the same
+//!    loop guard: a file that changed this turn (step 1's changed set, so at the first
+//!    evaluation every dirty file), or whose problem was not there at the previous evaluation
+//!    (a broken file committed in the turn, a new file taking its id). Any other problem is
+//!    older than the turn: it is reported, never re-prompted. The re-prompt names the files
+//!    before a failing hook's message, if there is one.
 //!
-//! The action is `pass` when the evaluation ran no failing hook, even if hooks stay pending.
+//! The action is `pass` when the evaluation ran no failing hook and re-prompts for no hook
+//! file, even if hooks stay pending or other files do not load.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,15 +35,15 @@ use std::fs;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::change_watch::{ChangeWatcher, ScanKind};
 use crate::changes::{self, ChangeScan, DirtyFile, FileState, ScanOptions, Timestamp};
 use crate::context::Context;
 use crate::discover::{Discovery, discover};
 use crate::exec::{CancelToken, ExecError, RunOptions, run_hook};
-use crate::hook::{Hook, HookKind};
-use crate::message::Failure;
+use crate::hook::{Hook, HookKind, Problem};
+use crate::message::{Failure, broken_hooks_message};
 use crate::status::{RunResult, StatusError, StatusStore, rfc3339, write_replacing};
 
 /// Who started the turn that just ended.
@@ -123,20 +131,55 @@ pub struct EvalReport {
     pub pending: Vec<String>,
     /// The hooks that ran, in order.
     pub results: Vec<HookResult>,
+    /// Every file of the hooks directory that does not load, as `hookvisor check` lists it
+    /// (module step 7), whether or not it re-prompts.
+    #[serde(default, deserialize_with = "read_problems")]
+    pub problems: Vec<Problem>,
     /// The failure behind `message`, for callers that must shorten it.
     #[serde(skip)]
     pub failure: Option<Failure>,
+    /// The hook files behind `message` (paths workspace-relative), for callers that must
+    /// shorten it; a subset of `problems`.
+    #[serde(skip)]
+    pub broken: Vec<Problem>,
 }
 
 impl EvalReport {
     /// The message shortened to `limit` characters (an agent's limit), keeping the log path.
     pub fn message_within(&self, limit: usize) -> Option<String> {
-        match (&self.failure, &self.message) {
-            (Some(failure), Some(_)) => Some(failure.message_within(limit)),
-            (None, Some(message)) => Some(message.chars().take(limit).collect()),
-            _ => None,
+        let message = self.message.as_ref()?;
+        if self.broken.is_empty() {
+            return Some(match &self.failure {
+                Some(failure) => failure.message_within(limit),
+                None => message.chars().take(limit).collect(),
+            });
         }
+        let head = broken_hooks_message(&self.broken, self.attempt, self.max_attempts);
+        let used = head.chars().count() + 2;
+        Some(match &self.failure {
+            Some(failure) if used < limit => {
+                format!("{head}\n\n{}", failure.message_within(limit - used))
+            }
+            _ => head.chars().take(limit).collect(),
+        })
     }
+}
+
+/// `problems` as a server sends them; a server from before they were reported sends none.
+fn read_problems<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Problem>, D::Error> {
+    #[derive(Deserialize)]
+    struct Sent {
+        path: String,
+        reason: String,
+    }
+    let sent = Option::<Vec<Sent>>::deserialize(d)?.unwrap_or_default();
+    Ok(sent
+        .into_iter()
+        .map(|p| Problem {
+            path: p.path.into(),
+            reason: p.reason,
+        })
+        .collect())
 }
 
 /// Why an evaluation could not complete.
@@ -206,6 +249,10 @@ struct Marker {
     /// Per file hook: the time taken just before its last run.
     #[serde(default)]
     hooks: BTreeMap<String, Timestamp>,
+    /// The problems of the previous evaluation, reason by path (module step 7); `None` before
+    /// one recorded them, when no problem counts as new.
+    #[serde(default)]
+    problems: Option<BTreeMap<String, String>>,
 }
 
 impl Marker {
@@ -312,6 +359,7 @@ pub fn evaluate_scan(
 
     // Steps 1, 2 and 5 (counting): one read-modify-write of status.json.
     let changed: Vec<&DirtyFile> = scan.changed_since(marker.cutoff).collect();
+    let broken = broken_this_turn(ctx, discovery, &changed, marker.problems.as_ref());
     let (hook_turns, nothing_pending) = store.update(|status| {
         status.consecutive_hook_turns = match options.trigger {
             Trigger::User => 0,
@@ -338,6 +386,9 @@ pub fn evaluate_scan(
         (status.consecutive_hook_turns, nothing_pending)
     })?;
     marker.cutoff = Some(scan.cutoff);
+    // The files to re-prompt for count as seen only once this evaluation has said so: a cancel
+    // must not lose them, and the cutoff has moved past their change.
+    marker.problems = Some(seen_problems(ctx, discovery, &broken));
     marker.save(ctx)?;
 
     let attempt = hook_turns.saturating_add(1);
@@ -348,14 +399,97 @@ pub fn evaluate_scan(
         max_attempts: options.max_retries,
         pending: Vec::new(),
         results: Vec::new(),
+        problems: discovery.problems.clone(),
         failure: None,
+        broken: Vec::new(),
     };
-    if nothing_pending {
-        return Ok(report);
+    if !nothing_pending {
+        run_pending(
+            ctx,
+            &store,
+            &mut marker,
+            scan,
+            &file_hooks,
+            options,
+            &mut report,
+        )?;
     }
 
-    // Steps 3 and 4.
-    for hook in file_hooks {
+    // Step 7: hook files the model broke re-prompt like a failing hook, under the same guard.
+    if !broken.is_empty() {
+        marker.problems = Some(seen_problems(ctx, discovery, &[]));
+        marker.save(ctx)?;
+    }
+    if !broken.is_empty() && report.action != Action::GaveUp {
+        if attempt <= options.max_retries {
+            let head = broken_hooks_message(&broken, attempt, options.max_retries);
+            report.message = Some(match &report.failure {
+                Some(failure) => format!("{head}\n\n{}", failure.message()),
+                None => head,
+            });
+            report.action = Action::Reprompt;
+            report.broken = broken;
+        } else {
+            report.action = Action::GaveUp;
+        }
+    }
+    Ok(report)
+}
+
+/// Module step 7: the problems of the hook files the model broke, paths workspace-relative.
+fn broken_this_turn(
+    ctx: &Context,
+    discovery: &Discovery,
+    changed: &[&DirtyFile],
+    before: Option<&BTreeMap<String, String>>,
+) -> Vec<Problem> {
+    let hooks_dir = ctx.hooks_dir();
+    discovery
+        .problems
+        .iter()
+        .filter(|p| p.path.parent() == Some(hooks_dir.as_path()))
+        .filter_map(|p| {
+            let relative = p.path.strip_prefix(&ctx.workspace).ok()?;
+            let touched = changed.iter().any(|f| f.path == relative);
+            let new = before.is_some_and(|before| {
+                before.get(p.path.to_string_lossy().as_ref()) != Some(&p.reason)
+            });
+            (touched || new).then(|| Problem {
+                path: relative.to_owned(),
+                reason: p.reason.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The problems to remember as seen by this evaluation, reason by path, but for `unsaid` (with
+/// workspace-relative paths, as [`broken_this_turn`] gives them).
+fn seen_problems(
+    ctx: &Context,
+    discovery: &Discovery,
+    unsaid: &[Problem],
+) -> BTreeMap<String, String> {
+    discovery
+        .problems
+        .iter()
+        .filter(|p| !unsaid.iter().any(|u| ctx.workspace.join(&u.path) == p.path))
+        .map(|p| (p.path.to_string_lossy().into_owned(), p.reason.clone()))
+        .collect()
+}
+
+/// Steps 3 and 4: runs the pending hooks in discovery order, stopping at the first failure,
+/// and records the outcome in `report`; a failure re-prompts while `report.attempt` is within
+/// `max_retries` (step 5).
+fn run_pending(
+    ctx: &Context,
+    store: &StatusStore,
+    marker: &mut Marker,
+    scan: &ChangeScan,
+    file_hooks: &[&Hook],
+    options: &EvalOptions,
+    report: &mut EvalReport,
+) -> Result<(), EvalError> {
+    for &hook in file_hooks {
         if !store.load()?.is_pending(&hook.id) {
             continue;
         }
@@ -382,7 +516,7 @@ pub fn evaluate_scan(
             .map(|f| f.path.clone())
             .collect();
         let cutoff = Timestamp::now();
-        let outcome = run_recorded(ctx, &store, hook, &files, options.cancel.as_ref())?;
+        let outcome = run_recorded(ctx, store, hook, &files, options.cancel.as_ref())?;
         marker.hooks.insert(hook.id.clone(), cutoff);
         marker.save(ctx)?;
         report.results.push(HookResult {
@@ -405,12 +539,12 @@ pub fn evaluate_scan(
             output_tail: outcome.tail.clone(),
             output_cut: outcome.output_bytes > outcome.tail.len() as u64,
             log_path: ctx.log_path(&hook.id),
-            attempt,
+            attempt: report.attempt,
             max_attempts: options.max_retries,
         };
         if !hook.notify_llm {
             report.action = Action::Failed;
-        } else if hook_turns < options.max_retries {
+        } else if report.attempt <= options.max_retries {
             report.action = Action::Reprompt;
             report.message = Some(failure.message());
             report.failure = Some(failure);
@@ -424,7 +558,7 @@ pub fn evaluate_scan(
         s.last_evaluated_at = Some(rfc3339(SystemTime::now()));
         s.pending_hooks.clone()
     })?;
-    Ok(report)
+    Ok(())
 }
 
 /// Runs one hook with its status entry marked running, then records the outcome. A cancelled
@@ -531,5 +665,74 @@ impl EvalLock {
             .map_err(marker_error)?;
         file.lock().map_err(marker_error)?;
         Ok(EvalLock { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(path: &str, reason: &str) -> Problem {
+        Problem {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn problems_travel_as_json_and_an_older_server_sends_none() {
+        let old = r#"{"action":"pass","message":null,"attempt":1,"maxAttempts":3,"pending":[],"results":[]}"#;
+        let report: EvalReport = serde_json::from_str(old).unwrap();
+        assert!(report.problems.is_empty());
+
+        let sent = r#"{"action":"pass","message":null,"attempt":1,"maxAttempts":3,"pending":[],
+            "results":[],"problems":[{"path":"/w/.discobot/hooks/x.sh","reason":"bad"}]}"#;
+        let report: EvalReport = serde_json::from_str(sent).unwrap();
+        assert_eq!(report.problems, [problem("/w/.discobot/hooks/x.sh", "bad")]);
+        let back = serde_json::to_value(&report).unwrap();
+        assert_eq!(
+            back["problems"],
+            serde_json::json!([{"path": "/w/.discobot/hooks/x.sh", "reason": "bad"}])
+        );
+    }
+
+    #[test]
+    fn a_message_naming_broken_files_and_a_failure_shortens_the_failure() {
+        let broken = vec![problem(".discobot/hooks/x.sh", "invalid run_as 'admin'")];
+        let failure = Failure {
+            hook_name: "lint".into(),
+            pattern: Some("*.txt".into()),
+            files: vec!["a.txt".into()],
+            exit_code: 1,
+            timed_out_after: None,
+            output_tail: (0..400)
+                .map(|i| format!("line {i} {}\n", "x".repeat(60)))
+                .collect(),
+            output_cut: true,
+            log_path: "/state/output/lint.log".into(),
+            attempt: 2,
+            max_attempts: 3,
+        };
+        let head = broken_hooks_message(&broken, 2, 3);
+        let report = EvalReport {
+            action: Action::Reprompt,
+            message: Some(format!("{head}\n\n{}", failure.message())),
+            attempt: 2,
+            max_attempts: 3,
+            pending: vec!["lint".into()],
+            results: Vec::new(),
+            problems: broken.clone(),
+            failure: Some(failure),
+            broken,
+        };
+        let text = report.message_within(1_000).unwrap();
+        assert!(text.chars().count() <= 1_000, "{}", text.len());
+        assert!(text.starts_with(&format!("{head}\n\n[Discobot Hook Failed] \"lint\"")));
+        assert!(text.contains("/state/output/lint.log"), "{text}");
+        assert!(text.ends_with("(Attempt 2/3)"), "{text}");
+
+        // Too small for both: the hook files come first.
+        let text = report.message_within(40).unwrap();
+        assert_eq!(text, head.chars().take(40).collect::<String>());
     }
 }

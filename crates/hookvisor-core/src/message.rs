@@ -23,6 +23,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::hook::Problem;
+
 /// Most lines of output inlined in a message.
 pub const INLINE_MAX_LINES: usize = 200;
 /// Most bytes of output inlined in a message.
@@ -31,6 +33,9 @@ pub const INLINE_MAX_BYTES: usize = 5 * 1024;
 pub const TAIL_LINES: usize = 15;
 /// Files named before "and N more".
 pub const MAX_FILES: usize = 20;
+/// Characters of a hook file's problem quoted in a re-prompt; a reason is one line, and this
+/// bounds one that quotes an odd value at length.
+const MAX_REASON_CHARS: usize = 500;
 
 /// Everything a re-prompt says about one failed run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,6 +149,44 @@ impl Failure {
         );
         text
     }
+}
+
+/// The re-prompt for hook files the model broke this turn, in the seed format's conventions:
+///
+/// ```text
+/// [Discobot Hook Failed] hook file .discobot/hooks/x.sh does not load
+///
+/// Reason: invalid run_as 'admin'; use root or user
+///
+/// Please fix the hook file. (Attempt 1/3)
+/// ```
+///
+/// One header and reason per file, at most [`MAX_FILES`] then "and N more", and one closing
+/// line. `broken` holds workspace-relative paths; paths and reasons are sanitised like output.
+pub(crate) fn broken_hooks_message(broken: &[Problem], attempt: u32, max_attempts: u32) -> String {
+    let mut text = String::new();
+    for problem in broken.iter().take(MAX_FILES) {
+        let reason: String = problem.reason.chars().take(MAX_REASON_CHARS).collect();
+        let _ = write!(
+            text,
+            "[Discobot Hook Failed] hook file {} does not load\n\nReason: {}\n\n",
+            sanitize(&problem.path.to_string_lossy()),
+            sanitize(&reason).replace('\n', " ")
+        );
+    }
+    if broken.len() > MAX_FILES {
+        let _ = write!(
+            text,
+            "And {} more hook files do not load; `hookvisor check` lists them.\n\n",
+            broken.len() - MAX_FILES
+        );
+    }
+    let _ = write!(
+        text,
+        "Please fix the hook {}. (Attempt {attempt}/{max_attempts})",
+        if broken.len() == 1 { "file" } else { "files" }
+    );
+    text
 }
 
 enum Shown<'a> {
@@ -286,6 +329,47 @@ mod tests {
                 .chars()
                 .any(|c| c.is_control() && c != '\n' && c != '\t')
         );
+    }
+
+    #[test]
+    fn broken_hook_files_in_the_seed_conventions() {
+        let problem = |path: &str, reason: &str| Problem {
+            path: path.into(),
+            reason: reason.into(),
+        };
+        let one = [problem(
+            ".discobot/hooks/x.sh",
+            "invalid run_as 'admin'; use root or user",
+        )];
+        assert_eq!(
+            broken_hooks_message(&one, 2, 3),
+            "[Discobot Hook Failed] hook file .discobot/hooks/x.sh does not load\n\n\
+             Reason: invalid run_as 'admin'; use root or user\n\n\
+             Please fix the hook file. (Attempt 2/3)"
+        );
+
+        let hostile = [
+            problem(".discobot/hooks/\u{1b}[2Jwipe.sh", "bad\u{7}\nvalue"),
+            problem(".discobot/hooks/y.sh", &"long ".repeat(200)),
+        ];
+        let text = broken_hooks_message(&hostile, 1, 3);
+        assert!(
+            text.starts_with(
+                "[Discobot Hook Failed] hook file .discobot/hooks/wipe.sh does not load\n\n\
+                 Reason: bad value\n\n[Discobot Hook Failed] hook file .discobot/hooks/y.sh"
+            ),
+            "{text:?}"
+        );
+        assert!(text.contains(&format!("Reason: {}\n\n", "long ".repeat(100))));
+        assert!(text.ends_with("\n\nPlease fix the hook files. (Attempt 1/3)"));
+
+        let many: Vec<Problem> = (0..23)
+            .map(|i| problem(&format!(".discobot/hooks/h{i}.sh"), "r"))
+            .collect();
+        let text = broken_hooks_message(&many, 1, 3);
+        assert!(text.contains("h19.sh does not load"), "{text}");
+        assert!(!text.contains("h20.sh"), "{text}");
+        assert!(text.contains("And 3 more hook files do not load"), "{text}");
     }
 
     #[test]

@@ -64,9 +64,12 @@ const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY;
 pub struct Status {
     /// The last run of every hook that has been recorded, by hook id.
     pub hooks: BTreeMap<String, HookStatus>,
-    /// File hooks waiting to run, in the order they became pending, without duplicates.
+    /// File hooks waiting to run, sorted by id as strings (`hook-1`, `hook-10`, `hook-2`, as
+    /// discobot keeps them), without duplicates. Only membership matters: pending hooks run in
+    /// discovery order (see `evaluate`), never in this order.
     pub pending_hooks: Vec<String>,
-    /// When the last end-of-turn evaluation finished (RFC 3339).
+    /// When the last end-of-turn evaluation finished (RFC 3339); written as `""` while unset,
+    /// as discobot does, whose readers expect a string.
     pub last_evaluated_at: Option<String>,
     /// Loop guard: turns in a row started by a hook re-prompt (DESIGN.md, evaluation step 5).
     pub consecutive_hook_turns: u32,
@@ -171,12 +174,13 @@ impl Status {
         entry
     }
 
-    /// Adds `id` to the pending set (at the end, once) or removes it. Returns whether the set
-    /// changed.
+    /// Adds `id` to the pending set (in its sorted place, once) or removes it. Returns whether
+    /// the set changed.
     pub fn set_pending(&mut self, id: &str, pending: bool) -> bool {
         match (pending, self.is_pending(id)) {
             (true, false) => {
-                self.pending_hooks.push(id.to_owned());
+                let at = self.pending_hooks.partition_point(|p| p.as_str() < id);
+                self.pending_hooks.insert(at, id.to_owned());
                 true
             }
             (false, true) => {
@@ -1076,7 +1080,7 @@ impl Serialize for Status {
         struct Out<'a> {
             hooks: BTreeMap<&'a str, Entry<'a>>,
             pending_hooks: &'a [String],
-            last_evaluated_at: &'a Option<String>,
+            last_evaluated_at: &'a str,
             #[serde(skip_serializing_if = "is_zero")]
             consecutive_hook_turns: u32,
             #[serde(flatten)]
@@ -1095,7 +1099,7 @@ impl Serialize for Status {
         Out {
             hooks,
             pending_hooks: &self.pending_hooks,
-            last_evaluated_at: &self.last_evaluated_at,
+            last_evaluated_at: self.last_evaluated_at.as_deref().unwrap_or(""),
             consecutive_hook_turns: self.consecutive_hook_turns,
             extra: &self.extra,
         }
@@ -1377,15 +1381,17 @@ mod tests {
     }
 
     #[test]
-    fn pending_set_keeps_order_and_has_no_duplicates() {
-        // (set_pending calls in order, the set afterwards)
+    fn pending_set_is_sorted_and_has_no_duplicates() {
+        // (set_pending calls in order, the set afterwards). The set is sorted by id, as
+        // discobot keeps it, not in the order hooks became pending: rows 2 and 3 used to expect
+        // ["b", "a"]. Nothing takes the run order from it (evaluate.rs walks discovery order).
         type Ops = &'static [(&'static str, bool)];
         let table: [(Ops, &[&str]); 5] = [
             (&[("a", true), ("b", true), ("c", true)], &["a", "b", "c"]),
-            (&[("b", true), ("a", true), ("b", true)], &["b", "a"]),
+            (&[("b", true), ("a", true), ("b", true)], &["a", "b"]),
             (
                 &[("a", true), ("b", true), ("a", false), ("a", true)],
-                &["b", "a"],
+                &["a", "b"],
             ),
             (
                 &[("a", true), ("b", true), ("c", true), ("b", false)],
@@ -1408,6 +1414,40 @@ mod tests {
         assert!(!status.set_pending("a", true));
         assert!(status.set_pending("a", false));
         assert!(!status.set_pending("a", false));
+    }
+
+    #[test]
+    fn pending_ids_sort_as_strings() {
+        // Written from discobot's TestAddPendingHooks_SortsHookIDsAlphaNumerically.
+        let mut status = Status::default();
+        for id in ["hook-2", "hook-10", "hook-1", "hook-2"] {
+            status.set_pending(id, true);
+        }
+        assert_eq!(status.pending_hooks, ["hook-1", "hook-10", "hook-2"]);
+
+        // A file another writer left unsorted reads, and is written back, sorted.
+        let read =
+            Status::from_json(br#"{"pendingHooks":["z","hook-2","a","hook-10","a"]}"#).unwrap();
+        assert_eq!(read.pending_hooks, ["a", "hook-10", "hook-2", "z"]);
+        let out: Value = serde_json::from_slice(&read.to_json()).unwrap();
+        assert_eq!(
+            out["pendingHooks"],
+            serde_json::json!(["a", "hook-10", "hook-2", "z"])
+        );
+    }
+
+    #[test]
+    fn last_evaluated_at_is_an_empty_string_until_an_evaluation() {
+        // discobot's StatusFile.LastEvaluatedAt is a plain string, "" until the first
+        // evaluation, and its TypeScript reader asserts a string: never null, never missing.
+        let out: Value = serde_json::from_slice(&Status::default().to_json()).unwrap();
+        assert_eq!(out["lastEvaluatedAt"], "", "{out}");
+        let mut status = Status::from_json(br#"{"lastEvaluatedAt":null}"#).unwrap();
+        let out: Value = serde_json::from_slice(&status.to_json()).unwrap();
+        assert_eq!(out["lastEvaluatedAt"], "", "{out}");
+        status.last_evaluated_at = Some("2026-11-22T05:09:11Z".into());
+        let out: Value = serde_json::from_slice(&status.to_json()).unwrap();
+        assert_eq!(out["lastEvaluatedAt"], "2026-11-22T05:09:11Z");
     }
 
     #[test]
@@ -1442,8 +1482,8 @@ mod tests {
         assert_eq!(status.hooks["ok"].last_result, RunResult::Success);
         assert_eq!(
             status.pending_hooks,
-            ["lint", "fmt"],
-            "session hooks are not requeued"
+            ["fmt", "lint"],
+            "session hooks are not requeued; the set is sorted by id"
         );
         assert_eq!(store.recover_interrupted().unwrap(), Vec::<String>::new());
     }

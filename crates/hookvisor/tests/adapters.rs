@@ -230,6 +230,50 @@ fn an_unchanged_workspace_does_not_re_prompt_the_same_failure() {
 }
 
 #[test]
+fn a_hook_file_the_model_broke_blocks_naming_it_and_a_known_one_only_warns() {
+    for agent in AGENTS {
+        let ws = workspace_with_lint("echo all good");
+        silent(agent, &feed(&ws, agent, agent.user_turn, &[]));
+
+        // The model breaks the hook file with a value discobot would have run.
+        ws.hook(
+            "lint.sh",
+            "file",
+            "name: lint\npattern: '*.txt'\nnotify_llm: maybe",
+            "echo all good",
+        );
+        let output = feed(&ws, agent, agent.user_turn, &[]);
+        let reason = blocked(agent, &output);
+        assert!(
+            reason.starts_with(
+                "[Discobot Hook Failed] hook file .discobot/hooks/lint.sh does not load\n\n\
+                 Reason: invalid notify_llm 'maybe'"
+            ),
+            "{}: {reason}",
+            agent.command
+        );
+        assert!(
+            reason.ends_with("Please fix the hook file. (Attempt 1/3)"),
+            "{reason}"
+        );
+        assert!(
+            stderr(&output).contains("lint.sh: invalid notify_llm 'maybe'"),
+            "{}",
+            stderr(&output)
+        );
+
+        // The model answers without touching it: a known problem, said on stderr only.
+        let output = feed(&ws, agent, agent.hook_turn, &[]);
+        silent(agent, &output);
+        assert!(
+            stderr(&output).contains("lint.sh: invalid notify_llm 'maybe'"),
+            "{}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
 fn subagent_stop_is_evaluated_like_stop() {
     for agent in [&CLAUDE, &CODEX] {
         let ws = workspace_with_lint(FAILING_LINT);

@@ -25,9 +25,12 @@ const REPORT_KEYS: &[&str] = &[
     "maxAttempts",
     "pending",
     "results",
+    "problems",
 ];
 /// Keys of each entry of its `results`.
 const RESULT_KEYS: &[&str] = &["hookId", "exitCode", "success", "timedOut", "files"];
+/// Keys of each entry of its `problems` (the shape of `list --json`).
+const PROBLEM_KEYS: &[&str] = &["path", "reason"];
 
 /// Waits until the coarse clock the kernel stamps files with has moved on, so that every file
 /// written before the call is strictly older than any cutoff taken after it. Without this a hook
@@ -134,6 +137,16 @@ fn assert_shape(report: &Value) {
                 .all(Value::is_string)
         );
     }
+    for problem in report["problems"].as_array().unwrap() {
+        let keys: BTreeSet<&str> = problem
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, PROBLEM_KEYS.iter().copied().collect(), "{problem}");
+        assert!(problem["path"].is_string() && problem["reason"].is_string());
+    }
 }
 
 /// The ids of the hooks that ran, in order.
@@ -238,6 +251,7 @@ fn failure_reprompts_then_the_fix_passes_with_status_json_at_every_step() {
             "pending": ["check"],
             "results": [{"hookId": "check", "exitCode": 1, "success": false, "timedOut": false,
                          "files": ["notes/a.txt"]}],
+            "problems": [],
         })
     );
     let status = ws.status();
@@ -290,6 +304,7 @@ fn failure_reprompts_then_the_fix_passes_with_status_json_at_every_step() {
             "action": "pass", "message": null, "attempt": 3, "maxAttempts": 3, "pending": [],
             "results": [{"hookId": "check", "exitCode": 0, "success": true, "timedOut": false,
                          "files": ["notes/a.txt"]}],
+            "problems": [],
         })
     );
     assert_eq!(pending(&ws), json!([]));
@@ -515,6 +530,7 @@ fn notify_llm_false_fails_without_a_message() {
             "pending": ["quiet"],
             "results": [{"hookId": "quiet", "exitCode": 7, "success": false, "timedOut": false,
                          "files": ["a.txt"]}],
+            "problems": [],
         })
     );
     assert_counters(&ws, "quiet", ("failure", Some(7), 1, 1, 1));
@@ -1041,7 +1057,7 @@ fn eval_json_with_nothing_to_do_and_usage_errors() {
     assert_eq!(
         report,
         json!({"action": "pass", "message": null, "attempt": 1, "maxAttempts": 3,
-               "pending": [], "results": []})
+               "pending": [], "results": [], "problems": []})
     );
     let report = eval_json(&ws, &["--trigger", "hook", "--max-retries", "5"]);
     assert_eq!(
@@ -1194,4 +1210,433 @@ fn staged_renamed_and_deleted_files_count_and_a_commit_clears_them() {
     let report = eval_json(&ws, &[]);
     assert_eq!(ran(&report), Vec::<String>::new());
     assert_eq!(report["pending"], json!([]));
+}
+
+// ---------------------------------------------------------------------------------------------
+// discobot compatibility (issue 14): the pending set's order, lastEvaluatedAt, and hook files
+// that do not load.
+
+#[test]
+fn pending_is_sorted_by_id_but_hooks_run_in_file_name_order() {
+    // discobot sorts pendingHooks (TestAddPendingHooks_SortsHookIDsAlphaNumerically) and runs
+    // pending hooks in discovery order; here the two orders differ: file names sort capitals
+    // first (Z-first.sh before a-second.sh), ids are lowercase (a-second before z-first).
+    let ws = Workspace::git();
+    ws.hook("Z-first.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.hook("a-second.sh", "file", "pattern: '*.txt'", "exit 0");
+    edit(&ws, "a.txt", "bad\n");
+    let report = eval_json(&ws, &[]);
+    assert_eq!(report["action"], "reprompt", "{report}");
+    assert_eq!(
+        ran(&report),
+        ["z-first"],
+        "file-name order runs Z-first.sh first"
+    );
+    assert_eq!(report["pending"], json!(["a-second", "z-first"]));
+    assert_eq!(pending(&ws), json!(["a-second", "z-first"]));
+
+    edit(&ws, "a.txt", "good\n");
+    let report = eval_json(&ws, &["--trigger", "hook"]);
+    assert_eq!(report["action"], "pass", "{report}");
+    assert_eq!(ran(&report), ["z-first", "a-second"]);
+    assert_eq!(pending(&ws), json!([]));
+}
+
+#[test]
+fn last_evaluated_at_is_an_empty_string_until_the_first_evaluation() {
+    // discobot's reader asserts a string: "" before the first evaluation, never null.
+    let ws = Workspace::git();
+    ws.hook("setup.sh", "session", "", "exit 0");
+    let output = ws.hookvisor(&["status", "--json"]);
+    assert_eq!(code(&output), 0);
+    let status: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(status["lastEvaluatedAt"], "", "{status}");
+
+    // A run writes status.json, and no evaluation has happened yet.
+    common::check(ws.hookvisor(&["run", "setup"]), "run setup");
+    assert_eq!(ws.status()["lastEvaluatedAt"], "", "{}", ws.status());
+
+    eval_json(&ws, &[]);
+    let status = ws.status();
+    let at = status["lastEvaluatedAt"].as_str().unwrap();
+    assert!(parse_rfc3339(at).is_some(), "{status}");
+}
+
+/// The re-prompt for hook files that do not load: one block per file, workspace-relative.
+fn broken_message(files: &[(&str, &str)], n: u32) -> String {
+    let mut text = String::new();
+    for (file, reason) in files {
+        text.push_str(&format!(
+            "[Discobot Hook Failed] hook file .discobot/hooks/{file} does not load\n\n\
+             Reason: {reason}\n\n"
+        ));
+    }
+    let what = if files.len() == 1 { "file" } else { "files" };
+    format!("{text}Please fix the hook {what}. (Attempt {n}/3)")
+}
+
+/// The problems of a report as (file name, reason).
+fn problems(report: &Value) -> Vec<(String, String)> {
+    report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let path = Path::new(p["path"].as_str().unwrap());
+            (
+                path.file_name().unwrap().to_string_lossy().into_owned(),
+                p["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A committed git workspace with the file hook `check.sh` on `*.txt`, and one evaluation done.
+fn committed_check_hook() -> Workspace {
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.stage("README.md", "hello\n");
+    ws.git_ok(&["add", "-A"]);
+    common::check(ws.commit("initial"), "initial commit");
+    tick();
+    let report = eval_json(&ws, &[]);
+    assert_eq!(
+        (&report["action"], &report["problems"]),
+        (&json!("pass"), &json!([]))
+    );
+    ws
+}
+
+#[test]
+fn a_hook_file_broken_this_turn_reprompts_until_the_loop_guard_gives_up() {
+    let ws = committed_check_hook();
+    let path = ws.path().join(".discobot/hooks/check.sh");
+
+    // Turn 1 (user): the model breaks the hook with a value discobot would have run.
+    ws.hook(
+        "check.sh",
+        "file",
+        "pattern: '*.txt'\nrun_as: admin",
+        CHECK_BODY,
+    );
+    tick();
+    let report = eval_json(&ws, &["--trigger", "user"]);
+    let reason = report["problems"][0]["reason"].as_str().unwrap().to_owned();
+    assert!(reason.contains("invalid run_as 'admin'"), "{reason}");
+    assert_eq!(
+        report,
+        json!({
+            "action": "reprompt", "message": broken_message(&[("check.sh", &reason)], 1),
+            "attempt": 1, "maxAttempts": 3, "pending": [], "results": [],
+            "problems": [{"path": path.to_str().unwrap(), "reason": reason}],
+        })
+    );
+
+    // Turn 2 (the re-prompt): another value it refuses; the text mode prints the re-prompt
+    // and a stderr line for the problem.
+    ws.hook(
+        "check.sh",
+        "file",
+        "pattern: '*.txt'\nnotify_llm: maybe",
+        CHECK_BODY,
+    );
+    tick();
+    let reason = listed_reason(&ws, "check.sh");
+    assert!(reason.contains("invalid notify_llm 'maybe'"), "{reason}");
+    let output = ws.hookvisor(&["eval", "--trigger", "hook"]);
+    assert_eq!(code(&output), 1, "{}", common::stderr(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!("{}\n", broken_message(&[("check.sh", &reason)], 2))
+    );
+    let stderr = common::stderr(&output);
+    assert!(
+        stderr.contains(&format!("{}: {reason}", path.display())),
+        "{stderr}"
+    );
+    assert_eq!(hook_turns(&ws), 1);
+
+    // Turn 3: CRLF line endings.
+    fs::write(
+        &path,
+        "#!/bin/sh\r\n#---\r\n# type: file\r\n# pattern: '*.txt'\r\n#---\r\nexit 0\r\n",
+    )
+    .unwrap();
+    tick();
+    let report = eval_json(&ws, &["--trigger", "hook"]);
+    let reason = listed_reason(&ws, "check.sh");
+    assert!(reason.contains("CRLF line endings; run `sed"), "{reason}");
+    assert_eq!(report["action"], "reprompt", "{report}");
+    assert_eq!(
+        report["message"],
+        broken_message(&[("check.sh", &reason)], 3)
+    );
+
+    // Turn 4: still broken after three re-prompts; the loop guard gives up, as for any hook.
+    ws.hook(
+        "check.sh",
+        "file",
+        "pattern: '*.txt'\nrun_as: admin",
+        CHECK_BODY,
+    );
+    tick();
+    let output = ws.hookvisor(&["eval", "--json", "--trigger", "hook"]);
+    let report = report_of(&output);
+    assert_eq!(
+        (&report["action"], &report["message"], &report["attempt"]),
+        (&json!("gave_up"), &Value::Null, &json!(4)),
+        "{report}"
+    );
+    assert_eq!(problems(&report).len(), 1, "{report}");
+    assert!(
+        common::stderr(&output).contains("check.sh: invalid run_as 'admin'"),
+        "{}",
+        common::stderr(&output)
+    );
+    assert_eq!(hook_turns(&ws), 3);
+
+    // Turn 5: so does a further hook turn; the text mode says why nothing is printed.
+    ws.hook(
+        "check.sh",
+        "file",
+        "pattern: '*.txt'\nrun_as: admin\n",
+        "exit 0",
+    );
+    tick();
+    let output = ws.hookvisor(&["eval", "--trigger", "hook"]);
+    assert_eq!(code(&output), 1, "{}", common::stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+    assert!(
+        common::stderr(&output).contains("still do not load; giving up after 3 re-prompts"),
+        "{}",
+        common::stderr(&output)
+    );
+
+    // The user's next turn: the file is untouched, so it is a known problem: stderr only.
+    let output = ws.hookvisor(&["eval"]);
+    assert_eq!(code(&output), 0, "{}", common::stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+    assert!(
+        common::stderr(&output).contains("check.sh: invalid run_as 'admin'"),
+        "{}",
+        common::stderr(&output)
+    );
+
+    // Fixed: the hook is back and runs on the next change.
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    edit(&ws, "a.txt", "fine\n");
+    let report = eval_json(&ws, &[]);
+    assert_eq!(
+        (&report["action"], &report["problems"], ran(&report)),
+        (&json!("pass"), &json!([]), vec!["check".to_owned()])
+    );
+}
+
+/// The reason `list --json` gives for a file of the hooks directory.
+fn listed_reason(ws: &Workspace, file: &str) -> String {
+    let list: Value =
+        serde_json::from_str(&common::check(ws.hookvisor(&["list", "--json"]), "list")).unwrap();
+    problems(&list)
+        .into_iter()
+        .find(|(name, _)| name == file)
+        .unwrap_or_else(|| panic!("no problem for {file}: {list}"))
+        .1
+}
+
+#[test]
+fn hook_files_broken_before_the_turn_are_reported_but_do_not_reprompt() {
+    // What a discobot user moving over has committed: files discobot runs and hookvisor refuses.
+    let ws = Workspace::git();
+    ws.hook(
+        "bad-run-as.sh",
+        "file",
+        "pattern: '*.txt'\nrun_as: admin",
+        "exit 1",
+    );
+    ws.hook(
+        "bad-notify.sh",
+        "file",
+        "pattern: '*.txt'\nnotify_llm: maybe",
+        "exit 1",
+    );
+    ws.hook(
+        "bad-blocking.sh",
+        "session",
+        "blocking: sometimes",
+        "exit 0",
+    );
+    let crlf = ws.path().join(".discobot/hooks/crlf.sh");
+    fs::write(
+        &crlf,
+        "#!/bin/sh\r\n#---\r\n# type: file\r\n# pattern: '*.txt'\r\n#---\r\nexit 1\r\n",
+    )
+    .unwrap();
+    fs::set_permissions(&crlf, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    ws.hook("lint.sh", "file", "pattern: '*.txt'", "exit 1");
+    ws.hook("LINT.py", "file", "pattern: '*.txt'", "exit 1");
+    ws.hook("ok.sh", "file", "pattern: '*.txt'", "exit 0");
+    ws.git_ok(&["add", "-A"]);
+    common::check(ws.commit("hooks"), "commit the hooks");
+    tick();
+
+    edit(&ws, "a.txt", "x\n");
+    let report = eval_json(&ws, &[]);
+    assert_eq!(report["action"], "pass", "{report}");
+    assert_eq!(report["message"], Value::Null);
+    assert_eq!(ran(&report), ["ok"]);
+    let found = problems(&report);
+    let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "LINT.py",
+            "bad-blocking.sh",
+            "bad-notify.sh",
+            "bad-run-as.sh",
+            "crlf.sh",
+            "lint.sh"
+        ]
+    );
+    for ((name, reason), want) in found.iter().zip([
+        "hook id 'lint' is also the id of lint.sh",
+        "invalid blocking 'sometimes'",
+        "invalid notify_llm 'maybe'",
+        "invalid run_as 'admin'",
+        "CRLF line endings",
+        "hook id 'lint' is also the id of LINT.py",
+    ]) {
+        assert!(reason.contains(want), "{name}: {reason}");
+    }
+
+    // The text mode: exit 0, no re-prompt, one stderr line per problem.
+    edit(&ws, "a.txt", "y\n");
+    let output = ws.hookvisor(&["eval"]);
+    assert_eq!(code(&output), 0, "{}", common::stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+    let stderr = common::stderr(&output);
+    for (name, reason) in &found {
+        let line = format!(
+            "{}: {reason}",
+            ws.path().join(".discobot/hooks").join(name).display()
+        );
+        assert_eq!(
+            stderr.lines().filter(|l| l.contains(&line)).count(),
+            1,
+            "{name}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_hook_file_broken_and_committed_in_one_turn_still_reprompts() {
+    // Not dirty, but its problem is new since the last evaluation: the model made it.
+    let ws = committed_check_hook();
+    ws.hook(
+        "check.sh",
+        "file",
+        "pattern: '*.txt'\nrun_as: admin",
+        CHECK_BODY,
+    );
+    ws.git_ok(&["commit", "-qam", "break the hook"]);
+    tick();
+    let reason = listed_reason(&ws, "check.sh");
+    let report = eval_json(&ws, &[]);
+    assert_eq!(report["action"], "reprompt", "{report}");
+    assert_eq!(
+        report["message"],
+        broken_message(&[("check.sh", &reason)], 1)
+    );
+
+    // The next turn changed nothing: known now, reported only.
+    let report = eval_json(&ws, &["--trigger", "hook"]);
+    assert_eq!(
+        (&report["action"], problems(&report).len()),
+        (&json!("pass"), 1),
+        "{report}"
+    );
+
+    // Fixed and committed; then a new file takes its id: both files are named, the one the
+    // model did not touch too, since its problem is new.
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.git_ok(&["commit", "-qam", "fix the hook"]);
+    tick();
+    assert_eq!(eval_json(&ws, &[])["problems"], json!([]));
+    ws.hook("check.py", "file", "pattern: '*.md'", "exit 0");
+    tick();
+    let report = eval_json(&ws, &[]);
+    let (py, sh) = (
+        listed_reason(&ws, "check.py"),
+        listed_reason(&ws, "check.sh"),
+    );
+    assert_eq!(
+        report["message"],
+        broken_message(&[("check.py", &py), ("check.sh", &sh)], 1),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_broken_hook_file_and_a_failing_hook_share_one_reprompt() {
+    let ws = committed_check_hook();
+    ws.hook(
+        "new.sh",
+        "file",
+        "pattern: '*.md'\nblocking: perhaps",
+        "exit 0",
+    );
+    edit(&ws, "a.txt", "bad\n");
+    let reason = listed_reason(&ws, "new.sh");
+    let report = eval_json(&ws, &[]);
+    assert_eq!(ran(&report), ["check"]);
+    assert_eq!(
+        report["message"],
+        format!(
+            "{}\n\n{}",
+            broken_message(&[("new.sh", &reason)], 1),
+            seed_message("check", "*.txt", "a.txt", 1, "a.txt: contains bad", 1)
+        ),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_cancelled_evaluation_does_not_lose_a_broken_hook_file() {
+    let ws = Workspace::git();
+    ws.hook(
+        "broken.sh",
+        "file",
+        "pattern: '*.md'\nrun_as: admin",
+        "exit 0",
+    );
+    let BlockedEval { child, started, .. } = blocked_eval(
+        &ws,
+        "wait.sh",
+        "touch \"$HV_STARTED\"; read line < \"$HV_GO\"; exit 0",
+        "x\n",
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        common::stderr(&output).contains("cancelled"),
+        "{}",
+        common::stderr(&output)
+    );
+
+    // The next evaluation still re-prompts for the file, though its change is behind the cutoff.
+    let env = [
+        ("HV_STARTED", started.to_str().unwrap()),
+        ("HV_GO", "/dev/null"),
+    ];
+    let reason = listed_reason(&ws, "broken.sh");
+    let report = eval_json_env(&ws, &["--trigger", "user"], &env);
+    assert_eq!(ran(&report), ["wait"]);
+    assert_eq!(
+        report["message"],
+        broken_message(&[("broken.sh", &reason)], 1),
+        "{report}"
+    );
 }

@@ -146,7 +146,9 @@ fn the_prometheus_checker_rejects_what_it_must() {
 // Fixtures.
 
 /// A git workspace with a failing session hook, a passing file hook, a noisy hook whose log is
-/// larger than what `/output` returns, and a file that is not a valid hook.
+/// larger than what `/output` returns, and a file that is not a valid hook, all committed as a
+/// repository's hooks are (an uncommitted file that does not load would be taken as one the
+/// model broke in the first turn, and re-prompt).
 fn workspace() -> Workspace {
     let ws = Workspace::git();
     ws.hook(
@@ -163,6 +165,8 @@ fn workspace() -> Workspace {
         "yes 'a line of output' | head -n 50000\necho the end",
     );
     ws.hook("broken.sh", "nonsense", "", "exit 0");
+    ws.git_ok(&["add", "."]);
+    ws.git_ok(&["commit", "-qm", "hooks", "--no-verify"]);
     ws
 }
 
@@ -273,7 +277,8 @@ fn every_route_answers_over_tcp() {
     let output = server.get("/hooks/fails/output").json();
     assert_eq!(
         output,
-        json!({"output": "it <b>broke</b>\n", "sizeBytes": 16, "truncated": false})
+        json!({"output": "it <b>broke</b>\n", "sizeBytes": 16, "displayedBytes": 16,
+               "tooLarge": false, "truncated": false})
     );
 
     let status = server.get("/hooks/status").json();
@@ -298,7 +303,7 @@ fn every_route_answers_over_tcp() {
     assert_eq!(output["truncated"], true);
     assert_eq!(output["sizeBytes"], 50000 * 17 + 8);
     assert!(
-        text.len() <= 256 * 1024 && text.len() > 200 * 1024,
+        text.len() <= 200 * 1024 && text.len() > 200 * 1024 - 17,
         "{}",
         text.len()
     );
@@ -343,6 +348,111 @@ fn every_route_answers_over_tcp() {
         }
     }
     assert_eq!(server.stop().code(), Some(0));
+}
+
+#[test]
+fn output_answers_discobots_shape_with_a_200_kib_tail() {
+    // discobot's GET /hooks/{id}/output: the log's last 200 KiB, its size, how much is shown
+    // and whether it is cut; `truncated` stays as the older name of `tooLarge`.
+    let ws = workspace();
+    let server = Server::tcp(&ws);
+    let empty = json!({"output": "", "sizeBytes": 0, "displayedBytes": 0, "tooLarge": false,
+                       "truncated": false});
+    assert_eq!(server.get("/hooks/fails/output").json(), empty, "never ran");
+
+    assert_eq!(server.post("/hooks/fails/rerun", "").status, 200);
+    assert_eq!(
+        server.get("/hooks/fails/output").json(),
+        json!({"output": "it <b>broke</b>\n", "sizeBytes": 16, "displayedBytes": 16,
+               "tooLarge": false, "truncated": false})
+    );
+
+    assert_eq!(server.post("/hooks/noisy/rerun", "").status, 200);
+    let output = server.get("/hooks/noisy/output").json();
+    let text = output["output"].as_str().unwrap();
+    let size = 50000 * 17 + 8;
+    assert_eq!(
+        (
+            &output["sizeBytes"],
+            &output["displayedBytes"],
+            &output["tooLarge"],
+            &output["truncated"]
+        ),
+        (&json!(size), &json!(text.len()), &json!(true), &json!(true)),
+        "{}",
+        &output["output"].as_str().unwrap()[..100]
+    );
+    assert!(
+        text.len() <= 200 * 1024 && text.len() > 200 * 1024 - 17,
+        "the last 200 KiB in whole lines: {}",
+        text.len()
+    );
+    assert!(text.starts_with("a line of output\n") && text.ends_with("output\nthe end\n"));
+
+    let unknown = server.get("/hooks/nope/output");
+    assert_eq!(unknown.status, 404);
+    let body = unknown.json();
+    assert_eq!(body.as_object().unwrap().len(), 1, "{body}");
+    assert!(body["error"].is_string());
+}
+
+#[test]
+fn turn_end_reports_hook_files_that_do_not_load() {
+    let ws = txt_hook_workspace("exit 0");
+    ws.hook("old.sh", "nonsense", "", "exit 0");
+    ws.git_ok(&["add", "."]);
+    ws.git_ok(&["commit", "-qm", "an old problem", "--no-verify"]);
+    let server = Server::tcp(&ws);
+    let turn = || {
+        let eval = server.post("/v1/turns/end", r#"{"trigger":"user"}"#);
+        assert_eq!(eval.status, 200, "{}", eval.body);
+        eval.json()
+    };
+    let files = |eval: &Value| -> Vec<String> {
+        eval["problems"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no problems array: {eval}"))
+            .iter()
+            .map(|p| {
+                let path = p["path"].as_str().unwrap();
+                assert!(p["reason"].is_string(), "{p}");
+                path.rsplit('/').next().unwrap().to_owned()
+            })
+            .collect()
+    };
+
+    // A file that was already broken is reported, not re-prompted.
+    let eval = turn();
+    assert_eq!(
+        (&eval["action"], &eval["message"]),
+        (&json!("pass"), &Value::Null),
+        "{eval}"
+    );
+    assert_eq!(files(&eval), ["old.sh"]);
+
+    // The model breaks the file hook: the turn re-prompts, naming it.
+    ws.hook(
+        "check.sh",
+        "file",
+        "pattern: '*.txt'\nrun_as: admin",
+        "exit 0",
+    );
+    let eval = turn();
+    assert_eq!(eval["action"], "reprompt", "{eval}");
+    let message = eval["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "[Discobot Hook Failed] hook file .discobot/hooks/check.sh does not load\n\n\
+             Reason: invalid run_as 'admin'"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.ends_with("Please fix the hook file. (Attempt 1/3)"),
+        "{message}"
+    );
+    assert!(!message.contains("old.sh"), "{message}");
+    assert_eq!(files(&eval), ["check.sh", "old.sh"]);
 }
 
 #[test]

@@ -263,9 +263,10 @@ fn plain_session(id: &str) -> Option<String> {
     (!name.is_empty()).then_some(name)
 }
 
-/// Turns an evaluation into what the agent is told, saying on stderr why a failure does not
-/// re-prompt.
+/// Turns an evaluation into what the agent is told, saying on stderr which hook files do not
+/// load and why a failure does not re-prompt.
 fn verdict(report: &EvalReport) -> Verdict {
+    super::eval::warn_problems(report);
     let failed = report.results.iter().rev().find(|r| !r.success);
     let failed_id = failed.map_or("a hook", |r| r.hook_id.as_str());
     match report.action {
@@ -275,6 +276,14 @@ fn verdict(report: &EvalReport) -> Verdict {
             eprintln!(
                 "hookvisor: hook '{failed_id}' failed (notify_llm is false, so the model is \
                  not re-prompted)"
+            );
+            Verdict::Stop
+        }
+        Action::GaveUp if failed.is_none() => {
+            eprintln!(
+                "hookvisor: the hook files above still do not load after {} re-prompts; \
+                 letting the agent stop",
+                report.max_attempts
             );
             Verdict::Stop
         }
@@ -291,7 +300,7 @@ fn verdict(report: &EvalReport) -> Verdict {
 
 /// The re-prompt, never empty and at most [`REASON_LIMIT`] characters, the log path kept.
 fn reason(report: &EvalReport) -> String {
-    let message = if report.failure.is_some() {
+    let message = if report.failure.is_some() || !report.broken.is_empty() {
         report.message_within(REASON_LIMIT)
     } else {
         // An evaluation from the server carries only the text: cut its middle, keeping the

@@ -51,7 +51,10 @@ pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
     })
 }
 
+/// Prints the JSON report, or the message; either way each hook file that does not load gets a
+/// line on stderr, so a hook that stopped running never goes unsaid.
 fn print_report(report: &EvalReport, json: bool) -> io::Result<()> {
+    warn_problems(report);
     let mut out = io::stdout().lock();
     if json {
         serde_json::to_writer(&mut out, report)?;
@@ -72,9 +75,25 @@ fn print_report(report: &EvalReport, json: bool) -> io::Result<()> {
              until the next user turn",
             result.hook_id, report.max_attempts
         ),
+        (Action::GaveUp, None) => eprintln!(
+            "hookvisor: the hook files above still do not load; giving up after {} re-prompts \
+             until the next user turn",
+            report.max_attempts
+        ),
         _ => {}
     }
     Ok(())
+}
+
+/// One stderr line per file of the hooks directory that does not load (eval and the adapters).
+pub fn warn_problems(report: &EvalReport) {
+    for problem in &report.problems {
+        eprintln!(
+            "hookvisor: hook file does not load, it is not run: {}: {}",
+            problem.path.display(),
+            problem.reason
+        );
+    }
 }
 
 /// `hookvisor run ID`: runs one hook of any type now and records it.

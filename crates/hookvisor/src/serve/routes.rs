@@ -18,8 +18,9 @@ use serde_json::{Value, json};
 use super::events::Event;
 use super::{AppState, JobKind, metrics};
 
-/// How much of a log `/hooks/{id}/output` returns: the end, where failures are reported.
-pub const OUTPUT_TAIL: u64 = 256 * 1024;
+/// How much of a log `/hooks/{id}/output` returns: the end, where failures are reported; 200 KiB
+/// as in discobot.
+pub const OUTPUT_TAIL: u64 = 200 * 1024;
 
 /// Every way a request fails, each with its status; the body is always `{"error": "..."}`.
 #[derive(Debug)]
@@ -158,19 +159,26 @@ pub async fn hooks(State(state): State<Arc<AppState>>) -> Json<Value> {
     Json(crate::commands::list::list_json(&state.discovery()))
 }
 
-/// `GET /hooks/{id}/output`: the end of the hook's last log.
+/// `GET /hooks/{id}/output`: the end of the hook's last log, in discobot's shape: `output` (the
+/// last [`OUTPUT_TAIL`] bytes, in whole lines), `sizeBytes` (the whole log), `displayedBytes`
+/// (the UTF-8 length of `output`) and `tooLarge` (whether `output` is only the end);
+/// `truncated` is the older name of `tooLarge`, kept for clients that read it.
 pub async fn output(
     State(state): State<Arc<AppState>>,
     UrlPath(id): UrlPath<String>,
 ) -> Result<Json<Value>> {
     state.known_id(&id).await?;
     let path = state.ctx.log_path(&id);
-    let (output, size, truncated) = blocking(move || read_tail(&path, OUTPUT_TAIL))
+    let (output, size, too_large) = blocking(move || read_tail(&path, OUTPUT_TAIL))
         .await?
         .map_err(|e| ServerError::Internal(format!("cannot read the log of '{id}': {e}")))?;
-    Ok(Json(
-        json!({ "output": output, "sizeBytes": size, "truncated": truncated }),
-    ))
+    Ok(Json(json!({
+        "displayedBytes": output.len(),
+        "output": output,
+        "sizeBytes": size,
+        "tooLarge": too_large,
+        "truncated": too_large,
+    })))
 }
 
 /// `POST /hooks/{id}/rerun`: runs the hook now and answers with its result.

@@ -109,7 +109,8 @@ async fn routes_answer_with_their_shapes() {
     assert_eq!(code, StatusCode::OK);
     assert_eq!(
         out,
-        serde_json::json!({"output": "", "sizeBytes": 0, "truncated": false})
+        serde_json::json!({"output": "", "sizeBytes": 0, "displayedBytes": 0, "tooLarge": false,
+                           "truncated": false})
     );
 
     let (code, page) = call(&f.state, Method::GET, "/", None).await;
