@@ -116,6 +116,31 @@ impl CancelToken {
         self.inner.cancelled.load(Ordering::SeqCst)
     }
 
+    /// Waits until the token is cancelled or `timeout` has passed; true when it was cancelled.
+    /// Wakes at once on a cancel (the token's pipe), without polling.
+    pub fn wait_for(&self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        loop {
+            if self.is_cancelled() {
+                return true;
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            // Round up, so the loop never spins through the last partial millisecond.
+            let ms = left.as_micros().div_ceil(1000).min(u128::from(u16::MAX)) as u16;
+            match self.wake_fd() {
+                Some(fd) => {
+                    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+                    let _ = poll(&mut fds, PollTimeout::from(ms));
+                }
+                // No pipe could be made: look every tick.
+                None => std::thread::sleep(left.min(TICK)),
+            }
+        }
+    }
+
     fn wake_fd(&self) -> Option<&OwnedFd> {
         self.inner.wake.as_ref().map(|(read, _)| read)
     }

@@ -42,7 +42,7 @@ use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt, lchown};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use nix::unistd::Uid;
 use serde_json::Value;
@@ -65,9 +65,6 @@ pub const STOPPED_NOTE: &str = "stopped before it finished: the session ended (t
 /// How many times a failed session hook is run again when its front matter names no `retries`:
 /// 9, so 10 attempts in all, as discobot's init makes (`sessionHookMaxAttempts`).
 pub const DEFAULT_RETRIES: u32 = 9;
-
-/// How often a session runner looks at the cancel token while it waits between two attempts.
-const CANCEL_TICK: Duration = Duration::from_millis(10);
 
 /// A session hook, with what only session hooks have.
 #[derive(Debug, Clone)]
@@ -516,23 +513,15 @@ fn attempt_until_done(
     }
 }
 
-/// Sleeps for `wait` unless `options.cancel` is cancelled first, looking every
-/// [`CANCEL_TICK`]; true when it slept the whole wait.
+/// Sleeps for `wait` unless `options.cancel` is cancelled first; true when it slept the whole
+/// wait.
 fn sleep_unless_cancelled(options: &SessionOptions, wait: Duration) -> bool {
-    let Some(cancel) = &options.cancel else {
-        std::thread::sleep(wait);
-        return true;
-    };
-    let end = Instant::now() + wait;
-    loop {
-        if cancel.is_cancelled() {
-            return false;
+    match &options.cancel {
+        Some(cancel) => !cancel.wait_for(wait),
+        None => {
+            std::thread::sleep(wait);
+            true
         }
-        let left = end.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return true;
-        }
-        std::thread::sleep(left.min(CANCEL_TICK));
     }
 }
 
@@ -844,6 +833,7 @@ fn set_note(extra: &mut serde_json::Map<String, Value>, note: Option<&str>) {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+    use std::time::Instant;
 
     use crate::discover::discover;
     use crate::status::Status;

@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use hookvisor_core::{Discovery, Hook, Problem, discover};
+use hookvisor_core::{DEFAULT_RETRIES, Discovery, Hook, HookKind, Problem, discover};
 use serde_json::{Value, json};
 
 use crate::commands::Globals;
@@ -74,14 +74,18 @@ fn write_problems(out: &mut impl Write, discovery: &Discovery) -> io::Result<()>
 /// and `Path`'s own `Serialize` would fail on it.
 pub fn list_json(discovery: &Discovery) -> Value {
     json!({
-        "hooks": discovery.hooks.iter().map(hook_json).collect::<Vec<_>>(),
+        "hooks": discovery
+            .hooks
+            .iter()
+            .map(|hook| hook_json(hook, discovery))
+            .collect::<Vec<_>>(),
         "problems": discovery.problems.iter().map(problem_json).collect::<Vec<_>>(),
         "warnings": discovery.warnings.iter().map(problem_json).collect::<Vec<_>>(),
     })
 }
 
-fn hook_json(hook: &Hook) -> Value {
-    json!({
+fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
+    let mut json = json!({
         "id": hook.id,
         "name": hook.name,
         "type": hook.kind.as_str(),
@@ -92,7 +96,13 @@ fn hook_json(hook: &Hook) -> Value {
         "blocking": hook.blocking,
         "timeout": hook.timeout.as_secs(),
         "description": hook.description,
-    })
+    });
+    // Only session hooks are retried, so only they carry the field.
+    if hook.kind == HookKind::Session {
+        let retries = discovery.retries.get(&hook.id).copied();
+        json["retries"] = json!(retries.unwrap_or(DEFAULT_RETRIES));
+    }
+    json
 }
 
 fn problem_json(problem: &Problem) -> Value {
