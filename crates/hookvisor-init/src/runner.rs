@@ -143,16 +143,21 @@ fn how(exit_code: Option<i32>, timed_out: bool) -> String {
 }
 
 /// Kills every descendant of this runner (what the hook that just ended left behind) and reaps
-/// them; returns how many were found.
+/// them; returns how many were found at first.
+///
+/// Never waits for a child that is still alive: a process forked between a sweep and its kill
+/// is caught by the next sweep, and a tree that outlives [`LEFTOVER_SWEEPS`] sweeps is left to
+/// the init's final stop rather than holding the runner forever.
 fn kill_leftovers() -> usize {
-    let mut found = 0;
+    let mut found = None;
     for _ in 0..LEFTOVER_SWEEPS {
         let signalled = sweep::signal_all(libc::SIGKILL);
-        // Reap until no child is left: the killed, and orphans of the killed that come to us.
+        found.get_or_insert(signalled);
+        // Reap what is dead already: the killed, and orphans of the killed that came to us.
         loop {
             let mut status = 0;
             // SAFETY: `status` is a valid c_int for waitpid to write.
-            let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
             if pid < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                 continue;
             }
@@ -163,7 +168,6 @@ fn kill_leftovers() -> usize {
         if signalled == 0 {
             break;
         }
-        found += signalled;
     }
-    found
+    found.unwrap_or(0)
 }
