@@ -1272,6 +1272,18 @@ mod tests {
         }
     }
 
+    /// An unprivileged account with no passwd entry, for the tests that run as root.
+    fn someone() -> Credentials {
+        Credentials {
+            user: "someone".into(),
+            uid: 4242,
+            gid: 4343,
+            groups: vec![4343],
+            home: "/nonexistent".into(),
+            shell: "/bin/sh".into(),
+        }
+    }
+
     #[test]
     fn root_makes_nothing_in_a_sticky_directory_the_user_owns() {
         if !Uid::effective().is_root() {
@@ -1279,14 +1291,7 @@ mod tests {
             eprintln!("note: needs root; skipped");
             return;
         }
-        let user = Credentials {
-            user: "someone".into(),
-            uid: 4242,
-            gid: 4343,
-            groups: vec![4343],
-            home: "/nonexistent".into(),
-            shell: "/bin/sh".into(),
-        };
+        let user = someone();
         let f = Fixture::new();
         fs::set_permissions(f._dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
         // The user's own home, sticky and read-only to it: the sticky bit does not stop its
@@ -1319,14 +1324,7 @@ mod tests {
             return;
         }
         use std::os::unix::fs::MetadataExt;
-        let user = Credentials {
-            user: "someone".into(),
-            uid: 4242,
-            gid: 4343,
-            groups: vec![4343],
-            home: "/nonexistent".into(),
-            shell: "/bin/sh".into(),
-        };
+        let user = someone();
         let f = Fixture::new();
         fs::set_permissions(f._dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
         // Missing directories under root's: made by root for the user, the rest by the user.

@@ -52,7 +52,7 @@ pub enum Command {
     /// Run the session hooks, as the init does.
     Session {
         /// Account for `run_as: user` hooks when running as root: a name or a uid, with an
-        /// optional group (USER[:GROUP]).
+        /// optional group (`USER[:GROUP]`).
         #[arg(long, value_name = "USER[:GROUP]")]
         user: Option<String>,
         /// Which run_as: root hooks run: all, owned (only those the user cannot change), none.
