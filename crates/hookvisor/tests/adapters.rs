@@ -242,6 +242,8 @@ fn a_hook_file_the_model_broke_blocks_naming_it_and_a_known_one_only_warns() {
             "name: lint\npattern: '*.txt'\nnotify_llm: maybe",
             "echo all good",
         );
+        // Strictly before this turn's cutoff, so the next turn does not see it changed again.
+        common::tick();
         let output = feed(&ws, agent, agent.user_turn, &[]);
         let reason = blocked(agent, &output);
         assert!(

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use common::Workspace;
-use hookvisor_core::{Timestamp, parse_rfc3339};
+use common::{Workspace, tick};
+use hookvisor_core::parse_rfc3339;
 use serde_json::{Value, json};
 
 /// Keys of `eval --json` (DESIGN.md, "End-of-turn evaluation").
@@ -31,19 +31,6 @@ const REPORT_KEYS: &[&str] = &[
 const RESULT_KEYS: &[&str] = &["hookId", "exitCode", "success", "timedOut", "files"];
 /// Keys of each entry of its `problems` (the shape of `list --json`).
 const PROBLEM_KEYS: &[&str] = &["path", "reason"];
-
-/// Waits until the coarse clock the kernel stamps files with has moved on, so that every file
-/// written before the call is strictly older than any cutoff taken after it. Without this a hook
-/// run within the same clock tick as the test's last write would (correctly, by design) see that
-/// write as a change and run again; the tests that count runs must not depend on luck.
-fn tick() {
-    let start = Timestamp::now();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Timestamp::now() <= start {
-        assert!(Instant::now() < deadline, "the coarse clock did not move");
-        std::thread::yield_now();
-    }
-}
 
 /// What the model does in a turn: writes a workspace file, then lets the clock tick.
 fn edit(ws: &Workspace, relative: &str, contents: &str) {

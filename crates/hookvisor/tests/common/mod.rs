@@ -211,6 +211,22 @@ impl Workspace {
     }
 }
 
+/// Waits until the coarse clock the kernel stamps files with has moved on, so that every file
+/// written before the call is strictly older than any cutoff taken after it. Without this a hook
+/// run within the same clock tick as the test's last write would (correctly, by design) see that
+/// write as a change and run again; the tests that count runs must not depend on luck.
+pub fn tick() {
+    let start = hookvisor_core::Timestamp::now();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while hookvisor_core::Timestamp::now() <= start {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the coarse clock did not move"
+        );
+        std::thread::yield_now();
+    }
+}
+
 /// Panics with the command's output unless it succeeded; returns its stdout.
 pub fn check(output: Output, what: &str) -> String {
     assert!(
