@@ -19,6 +19,9 @@ struct Agent {
     file: &'static str,
     events: &'static [&'static str],
     timeout: u64,
+    /// The event that announces a user's prompt, and its timeout.
+    prompt_event: &'static str,
+    prompt_timeout: u64,
     /// Settings as a user might have them: other settings, other hooks on our event and others.
     existing: &'static str,
 }
@@ -29,6 +32,8 @@ const CLAUDE: Agent = Agent {
     file: ".claude/settings.json",
     events: &["Stop", "SubagentStop"],
     timeout: 1800,
+    prompt_event: "UserPromptSubmit",
+    prompt_timeout: 60,
     existing: r#"{
   "permissions": {
     "allow": ["Bash(npm run lint)"],
@@ -53,6 +58,8 @@ const CODEX: Agent = Agent {
     file: ".codex/hooks.json",
     events: &["Stop"],
     timeout: 1800,
+    prompt_event: "UserPromptSubmit",
+    prompt_timeout: 60,
     existing: r#"{
   "hooks": {
     "SessionStart": [
@@ -71,6 +78,8 @@ const GEMINI: Agent = Agent {
     file: ".gemini/settings.json",
     events: &["AfterAgent"],
     timeout: 1_800_000,
+    prompt_event: "BeforeAgent",
+    prompt_timeout: 60_000,
     existing: r#"{
   "theme": "GitHub",
   "tools": {"enableHooks": true},
@@ -178,6 +187,17 @@ fn install_keeps_every_other_setting_and_hook_and_is_idempotent() {
             assert_eq!(entries[0]["type"], "command");
             assert_eq!(entries[0]["timeout"], agent.timeout);
         }
+        let prompt = ours(&after, agent.prompt_event, agent.subcommand);
+        assert_eq!(prompt.len(), 1, "{}: {after:#}", agent.name);
+        assert_eq!(
+            prompt[0]["command"],
+            format!("{} {}", exe(), agent.subcommand)
+        );
+        assert_eq!(prompt[0]["timeout"], agent.prompt_timeout);
+        assert!(
+            said.contains(agent.prompt_event),
+            "install names every event: {said}"
+        );
         assert_eq!(
             without_ours(after.clone(), agent.subcommand),
             before,
@@ -205,7 +225,7 @@ fn install_keeps_every_other_setting_and_hook_and_is_idempotent() {
 
         let said = check(uninstall(&ws, &[agent.name]), "uninstall");
         assert!(
-            said.contains(&format!("removed {}", agent.events.len())),
+            said.contains(&format!("removed {}", agent.events.len() + 1)),
             "{said}"
         );
         assert_eq!(read_json(&path), before, "{}", agent.name);
@@ -223,7 +243,7 @@ fn install_creates_a_missing_file_and_uninstall_leaves_the_rest() {
         check(install(&ws, &[agent.name]), "install");
         let path = ws.path().join(agent.file);
         let settings = read_json(&path);
-        for event in agent.events {
+        for event in agent.events.iter().chain([&agent.prompt_event]) {
             assert_eq!(ours(&settings, event, agent.subcommand).len(), 1);
         }
         check(uninstall(&ws, &[agent.name]), "uninstall");
@@ -447,4 +467,99 @@ fn the_written_command_runs_the_adapter_through_a_shell() {
         state.join("status.json").is_file(),
         "the --state-dir given at install is used"
     );
+}
+
+/// Runs an installed `command` as the agents do: through a shell, `input` on stdin.
+fn run_installed(ws: &Workspace, command: &str, input: &Value) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new("sh")
+        .args(["-c", command])
+        .current_dir(ws.path())
+        .env_remove("HOOKVISOR_URL")
+        .env("HOOKVISOR_STATE_DIR", ws.state_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = input.to_string();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn the_installed_prompt_event_bounds_re_prompts_whatever_the_flag_says() {
+    // Each agent's turn end as its real client sends it in a re-prompted turn where the model
+    // used a tool: Gemini CLI 0.61 says stop_hook_active false there. The prompt event that
+    // `install` registered is what tells the user's turn apart.
+    for agent in AGENTS {
+        let ws = Workspace::git();
+        ws.stage("README.md", "hello\n");
+        check(ws.commit("initial"), "initial commit");
+        ws.hook(
+            "lint.sh",
+            "file",
+            "pattern: '*.txt'",
+            "echo bad notes; exit 1",
+        );
+        check(install(&ws, &[agent.name]), "install");
+        let settings = read_json(&ws.path().join(agent.file));
+        let command = |event: &str| {
+            ours(&settings, event, agent.subcommand)[0]["command"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let (prompt, stop) = (command(agent.prompt_event), command(agent.events[0]));
+        let session = json!({"session_id": "s1", "cwd": ws.path()});
+        let event = |name: &str, extra: Value| {
+            let mut input = session.clone();
+            input["hook_event_name"] = json!(name);
+            for (k, v) in extra.as_object().unwrap() {
+                input[k] = v.clone();
+            }
+            input
+        };
+        let said = run_installed(
+            &ws,
+            &prompt,
+            &event(agent.prompt_event, json!({"prompt": "add notes"})),
+        );
+        assert_eq!(check(said, "the prompt event"), "", "{}", agent.name);
+        let mut seen = Vec::new();
+        for turn in 0..5 {
+            ws.write("notes.txt", &format!("edit {turn}\n"));
+            let input = event(
+                agent.events[0],
+                json!({"stop_hook_active": false, "prompt": "add notes"}),
+            );
+            let stdout = check(run_installed(&ws, &stop, &input), "the turn end");
+            seen.push(if stdout.is_empty() {
+                "stop".to_owned()
+            } else {
+                let reason = serde_json::from_str::<Value>(&stdout).unwrap()["reason"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+                reason[reason.rfind("(Attempt ").unwrap()..].to_owned()
+            });
+        }
+        assert_eq!(
+            seen,
+            [
+                "(Attempt 1/3)",
+                "(Attempt 2/3)",
+                "(Attempt 3/3)",
+                "stop",
+                "stop"
+            ],
+            "{}",
+            agent.name
+        );
+    }
 }
