@@ -56,7 +56,7 @@ const CODEX: Agent = Agent {
     name: "codex",
     subcommand: "codex-stop",
     file: ".codex/hooks.json",
-    events: &["Stop"],
+    events: &["Stop", "SubagentStop"],
     timeout: 1800,
     prompt_event: "UserPromptSubmit",
     prompt_timeout: 60,
@@ -142,8 +142,16 @@ fn without_ours(mut settings: Value, subcommand: &str) -> Value {
     settings
 }
 
+/// `hookvisor install`, with no `codex` on PATH and a private CODEX_HOME (the real-client
+/// suite covers trust through a real Codex).
 fn install(ws: &Workspace, args: &[&str]) -> Output {
-    ws.hookvisor(&[&["install"], args].concat())
+    ws.hookvisor_command()
+        .arg("install")
+        .args(args)
+        .env("PATH", "/usr/bin:/bin")
+        .env("CODEX_HOME", ws.base().join("codex-home"))
+        .output()
+        .expect("run hookvisor install")
 }
 
 fn uninstall(ws: &Workspace, args: &[&str]) -> Output {
@@ -360,13 +368,21 @@ fn user_level_writes_the_home_settings() {
         assert_eq!(ours(&settings, agent.events[0], agent.subcommand).len(), 1);
         assert!(!ws.path().join(agent.file).exists());
     }
-    check(install(&ws, &["codex", "--user-level"]), "install codex");
+    let output = ws
+        .hookvisor_command()
+        .args(["install", "codex", "--user-level"])
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("CODEX_HOME")
+        .output()
+        .unwrap();
+    check(output, "install codex");
     assert!(home.join(".codex/hooks.json").is_file());
 
     let codex_home = ws.base().join("codex-home");
     let output = ws
         .hookvisor_command()
         .args(["install", "codex", "--user-level"])
+        .env("PATH", "/usr/bin:/bin")
         .env("CODEX_HOME", &codex_home)
         .output()
         .unwrap();
@@ -562,4 +578,35 @@ fn the_installed_prompt_event_bounds_re_prompts_whatever_the_flag_says() {
             agent.name
         );
     }
+}
+
+#[test]
+fn install_codex_says_how_to_trust_the_project_and_the_hooks() {
+    let ws = Workspace::new();
+    let said = check(install(&ws, &["codex"]), "install codex");
+    let config = ws.base().join("codex-home/config.toml");
+    let want = [
+        "Codex runs these hooks only once it trusts them, and skips them silently".to_owned(),
+        format!("add to {}", config.display()),
+        format!("[projects.\"{}\"]", ws.path().display()),
+        "trust_level = \"trusted\"".to_owned(),
+        "type /hooks and trust the hookvisor entries".to_owned(),
+        "run `hookvisor install codex` again".to_owned(),
+        "`codex` is not on PATH".to_owned(),
+    ];
+    for line in want {
+        assert!(said.contains(&line), "missing {line:?} in:\n{said}");
+    }
+    // Said again when nothing changed: the hooks may still be untrusted.
+    let again = check(install(&ws, &["codex"]), "install codex again");
+    assert!(again.contains("type /hooks"), "{again}");
+    // The user's own hooks file needs no project trust.
+    let user = check(
+        install(&ws, &["codex", "--user-level"]),
+        "install --user-level",
+    );
+    assert!(!user.contains("Trust the project"), "{user}");
+    assert!(user.contains("install codex` again --user-level"), "{user}");
+    // Other agents need no such step.
+    assert!(!check(install(&ws, &["claude"]), "install claude").contains("trust"));
 }

@@ -4,7 +4,7 @@
 //! | agent | file (workspace, or home with `--user-level`) | turn end | prompt | timeout |
 //! |---|---|---|---|---|
 //! | Claude Code | `.claude/settings.json` | `Stop`, `SubagentStop` | `UserPromptSubmit` | seconds |
-//! | Codex | `.codex/hooks.json` (`$CODEX_HOME/hooks.json` at user level) | `Stop` | `UserPromptSubmit` | seconds |
+//! | Codex | `.codex/hooks.json` (`$CODEX_HOME/hooks.json` at user level) | `Stop`, `SubagentStop` | `UserPromptSubmit` | seconds |
 //! | Gemini CLI | `.gemini/settings.json` | `AfterAgent` | `BeforeAgent` | milliseconds |
 //!
 //! The prompt event runs the same adapter, which records the user's prompt for the loop guard
@@ -26,6 +26,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
+
+mod codex_trust;
 
 use crate::cli::{Agent, InstallArgs};
 use crate::commands::Globals;
@@ -91,7 +93,7 @@ impl Target {
                 };
                 Target {
                     path: dir.join("hooks.json"),
-                    events: &["Stop"],
+                    events: &["Stop", "SubagentStop"],
                     prompt_event: "UserPromptSubmit",
                     subcommand: "codex-stop",
                     timeout: TIMEOUT_SECS,
@@ -266,7 +268,79 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
             path.display()
         )?;
     }
+    if args.agent == Agent::Codex {
+        let cwd = if args.user_level {
+            path.parent().unwrap_or(Path::new("/")).to_owned()
+        } else {
+            workspace(globals, args)?
+        };
+        report_codex_trust(&mut out, &cwd, &path, &command, args.user_level)?;
+    }
     Ok(Exit::Ok)
+}
+
+/// Trusts our Codex hooks through Codex's app server when it can, and otherwise prints the
+/// exact steps: Codex skips an untrusted hook without a word.
+fn report_codex_trust(
+    out: &mut impl Write,
+    cwd: &Path,
+    settings: &Path,
+    command: &str,
+    user_level: bool,
+) -> io::Result<()> {
+    let outcome = codex_trust::trust(cwd, settings, command);
+    match &outcome {
+        codex_trust::Outcome::Trusted { keys, config } => {
+            writeln!(
+                out,
+                "Codex now trusts these hooks ({}, recorded in {config}). Their hash covers the \
+                 command: install again whenever hookvisor moves.",
+                keys.join(", ")
+            )?;
+            return Ok(());
+        }
+        codex_trust::Outcome::AlreadyTrusted => {
+            writeln!(out, "Codex already trusts these hooks.")?;
+            return Ok(());
+        }
+        codex_trust::Outcome::NotListed => {}
+        codex_trust::Outcome::NoCodex => {}
+        codex_trust::Outcome::Failed(why) => {
+            writeln!(out, "hookvisor could not record Codex's trust: {why}")?;
+        }
+    }
+    let codex_home = env::var_os("CODEX_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")))
+        .unwrap_or_else(|| PathBuf::from("~/.codex"));
+    writeln!(
+        out,
+        "Codex runs these hooks only once it trusts them, and skips them silently until then:"
+    )?;
+    let mut step = 1;
+    if !user_level {
+        writeln!(
+            out,
+            "  {step}. Trust the project: add to {}\n       [projects.{}]\n       \
+             trust_level = \"trusted\"\n     (or accept Codex's trust prompt when you start \
+             `codex` in it).",
+            codex_home.join("config.toml").display(),
+            serde_json::to_string(&cwd.to_string_lossy()).expect("a string serialises"),
+        )?;
+        step += 1;
+    }
+    writeln!(
+        out,
+        "  {step}. Trust the hooks: run `codex`, type /hooks and trust the hookvisor entries; \
+         or, with `codex` on PATH, run `hookvisor install codex` again{}, which records the \
+         trust through `codex app-server`.",
+        if user_level { " --user-level" } else { "" }
+    )?;
+    if matches!(outcome, codex_trust::Outcome::NoCodex) {
+        writeln!(out, "     (`codex` is not on PATH.)")?;
+    }
+    Ok(())
 }
 
 /// `hookvisor uninstall AGENT`: removes our entries only; prints how many.
