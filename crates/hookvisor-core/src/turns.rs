@@ -48,6 +48,9 @@ pub const MAX_TURN_LOG_BYTES: u64 = 1 << 20;
 #[derive(Debug, Clone)]
 pub struct TurnLog {
     path: PathBuf,
+    /// The workspace recorded with every write, so `hookvisor status` finds the agent
+    /// sessions of a workspace.
+    workspace: Option<PathBuf>,
 }
 
 /// What a prompt event announced.
@@ -134,6 +137,9 @@ struct Block {
 /// The file's contents.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Book {
+    /// The workspace the sessions worked in.
+    #[serde(default)]
+    workspace: Option<PathBuf>,
     #[serde(default)]
     sessions: BTreeMap<String, Session>,
 }
@@ -141,12 +147,28 @@ struct Book {
 impl TurnLog {
     /// The turn log at `path`. Nothing is touched until the first call.
     pub fn new(path: impl Into<PathBuf>) -> TurnLog {
-        TurnLog { path: path.into() }
+        TurnLog {
+            path: path.into(),
+            workspace: None,
+        }
     }
 
-    /// The turn log of a context: `<state>/agent-turns.json`.
+    /// The turn log of a context, `<state>/agent-turns.json`, which records its workspace.
     pub fn for_context(ctx: &Context) -> TurnLog {
-        TurnLog::new(ctx.state_dir.join("agent-turns.json"))
+        TurnLog {
+            workspace: Some(ctx.workspace.clone()),
+            ..TurnLog::in_state_dir(&ctx.state_dir)
+        }
+    }
+
+    /// The turn log of a state dir, to read.
+    pub fn in_state_dir(state_dir: &Path) -> TurnLog {
+        TurnLog::new(state_dir.join("agent-turns.json"))
+    }
+
+    /// The workspace the last write recorded, if any; reads without locking.
+    pub fn workspace(&self) -> Option<PathBuf> {
+        self.read().ok().and_then(|book| book.workspace)
     }
 
     /// Its path.
@@ -245,6 +267,9 @@ impl TurnLog {
         fs::create_dir_all(dir).map_err(|e| error("create the directory of", e))?;
         let _lock = self.lock().map_err(|e| error("lock", e))?;
         let mut book = self.read().map_err(|e| error("read", e))?;
+        if self.workspace.is_some() {
+            book.workspace.clone_from(&self.workspace);
+        }
         let entry = book.sessions.entry(session.to_owned()).or_default();
         let value = f(entry);
         entry.seen = now();

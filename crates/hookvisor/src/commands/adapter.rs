@@ -330,7 +330,8 @@ fn verdict(report: &EvalReport) -> Verdict {
         Action::GaveUp => {
             eprintln!(
                 "hookvisor: hook '{failed_id}' still fails after {} re-prompts; letting the \
-                 agent stop, the hook stays pending until the next user turn",
+                 agent stop. It stays pending and runs again at a turn end once a file it \
+                 matches changes (or now: `hookvisor run {failed_id}`)",
                 report.max_attempts
             );
             Verdict::Stop
