@@ -13,6 +13,7 @@
 mod common;
 
 mod claude;
+mod gemini;
 mod clients;
 mod model;
 

@@ -273,6 +273,22 @@ fn respond(script: Script, request: &Request, body: &Value) -> Response {
         };
         return ("200 OK", kind, payload, Some(reply), last);
     }
+    if request.method == "POST" && path.contains(":streamGenerateContent") {
+        let (last, tools) = gemini::last(body);
+        let reply = decide(script, &last, tools);
+        let payload = format!("data: {}\r\n\r\n", gemini::response(&reply));
+        return ("200 OK", "text/event-stream", payload, Some(reply), last);
+    }
+    if request.method == "POST" && path.contains(":generateContent") {
+        let (last, tools) = gemini::last(body);
+        let reply = decide(script, &last, tools);
+        let payload = gemini::response(&reply).to_string();
+        return ("200 OK", "application/json", payload, Some(reply), last);
+    }
+    if request.method == "POST" && path.contains(":countTokens") {
+        let payload = json!({"totalTokens": 10}).to_string();
+        return ("200 OK", "application/json", payload, None, Last::None);
+    }
     if request.method == "POST" && path.ends_with("/count_tokens") {
         return (
             "200 OK",
@@ -401,5 +417,52 @@ mod anthropic {
             .iter()
             .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
             .collect()
+    }
+}
+
+/// Gemini API (`generateContent`, `streamGenerateContent?alt=sse`).
+mod gemini {
+    use super::{Last, Reply};
+    use serde_json::{Value, json};
+
+    /// The last input of a request, and whether it offers tools.
+    pub fn last(body: &Value) -> (Last, bool) {
+        let tools = body["tools"].as_array().is_some_and(|tools| {
+            tools
+                .iter()
+                .any(|t| t["functionDeclarations"].as_array().is_some_and(|f| !f.is_empty()))
+        });
+        let Some(content) = body["contents"].as_array().and_then(|c| c.last()) else {
+            return (Last::None, tools);
+        };
+        let parts = content["parts"].as_array().cloned().unwrap_or_default();
+        if parts.iter().any(|p| p.get("functionResponse").is_some()) {
+            return (Last::ToolResult, tools);
+        }
+        let text = parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        (Last::Text(text), tools)
+    }
+
+    pub fn response(reply: &Reply) -> Value {
+        let part = match reply {
+            Reply::Shell(command) => json!({"functionCall": {
+                "name": "run_shell_command",
+                "args": {"command": command, "description": "Write notes.txt"},
+            }}),
+            Reply::Say(text) => json!({"text": text}),
+        };
+        json!({
+            "candidates": [{
+                "content": {"role": "model", "parts": [part]},
+                "finishReason": "STOP",
+                "index": 0,
+            }],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+            "modelVersion": "gemini-scripted",
+        })
     }
 }
