@@ -25,7 +25,14 @@ fn run(script: Script) -> Option<(Workspace, ModelServer, Output)> {
     fs::write(user.join("settings.json"), settings.to_string()).unwrap();
     let server = ModelServer::start(script);
     let output = client_command(&ws, &bin)
-        .args(["-p", PROMPT, "--approval-mode", "yolo", "-m", "gemini-2.5-flash"])
+        .args([
+            "-p",
+            PROMPT,
+            "--approval-mode",
+            "yolo",
+            "-m",
+            "gemini-2.5-flash",
+        ])
         .env("GOOGLE_GEMINI_BASE_URL", &server.url)
         .env("GEMINI_API_KEY", "test-key")
         // Project hooks run only in a trusted folder.
@@ -66,7 +73,11 @@ fn gemini_never_fixing_gets_exactly_three_re_prompts_then_stops() {
     assert_eq!(task[7].reply, Some(Reply::Say("done")), "{log}");
     assert_eq!(notes(&ws), "bad notes 3\n");
     let status = status_json(&ws);
-    assert_eq!(status["pendingHooks"], serde_json::json!(["lint"]), "{status}");
+    assert_eq!(
+        status["pendingHooks"],
+        serde_json::json!(["lint"]),
+        "{status}"
+    );
     // BeforeAgent fired for the task and for each re-prompt; only the task was a user's.
     let sessions = turn_sessions(&ws);
     let session = sessions.values().next().expect("a session");

@@ -7,14 +7,16 @@
 //! (update checks and telemetry off), and is bounded by `timeout`. Assertions read the model
 //! server's request log: which re-prompts reached the model, their attempt numbers, and that
 //! nothing was asked after the loop guard gave up. A client that is not installed is skipped,
-//! or fails under `CI=true`.
+//! or fails under `CI=true`. With `HOOKVISOR_MODEL_DUMP=<dir>` the model server also writes
+//! every request it gets there, numbered, to see what a new client release sends.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod claude;
-mod gemini;
 mod clients;
+mod codex;
+mod gemini;
 mod model;
 
 use std::fs;
@@ -31,8 +33,8 @@ pub const PROMPT: &str = "HOOKVISOR-TASK: write notes.txt";
 const CLIENT_TIMEOUT: &str = "150";
 
 /// A git workspace with one commit and a file hook `lint` on `*.txt` that fails while
-/// `notes.txt` says "bad", with `hookvisor install <agent>` done.
-pub fn agent_workspace(agent: &str) -> Workspace {
+/// `notes.txt` says "bad".
+pub fn lint_workspace() -> Workspace {
     let ws = Workspace::git();
     ws.stage("README.md", "hello\n");
     check(ws.commit("initial"), "initial commit");
@@ -42,10 +44,14 @@ pub fn agent_workspace(agent: &str) -> Workspace {
         "name: lint\npattern: '*.txt'",
         r#"if grep -q bad notes.txt; then echo "lint: notes.txt: says bad"; exit 1; fi"#,
     );
-    check(
-        plain(&ws).args(["install", agent]).output().unwrap(),
-        "install",
-    );
+    ws
+}
+
+/// [`lint_workspace`] with `hookvisor install <agent>` done.
+pub fn agent_workspace(agent: &str) -> Workspace {
+    let ws = lint_workspace();
+    let install = plain(&ws).args(["install", agent]).output().unwrap();
+    check(install, "install");
     ws
 }
 

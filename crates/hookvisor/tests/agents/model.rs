@@ -273,6 +273,12 @@ fn respond(script: Script, request: &Request, body: &Value) -> Response {
         };
         return ("200 OK", kind, payload, Some(reply), last);
     }
+    if request.method == "POST" && path.ends_with("/responses") {
+        let (last, tools) = openai::last(body);
+        let reply = decide(script, &last, !tools.is_empty());
+        let payload = openai::stream(&reply, &tools);
+        return ("200 OK", "text/event-stream", payload, Some(reply), last);
+    }
     if request.method == "POST" && path.contains(":streamGenerateContent") {
         let (last, tools) = gemini::last(body);
         let reply = decide(script, &last, tools);
@@ -428,9 +434,11 @@ mod gemini {
     /// The last input of a request, and whether it offers tools.
     pub fn last(body: &Value) -> (Last, bool) {
         let tools = body["tools"].as_array().is_some_and(|tools| {
-            tools
-                .iter()
-                .any(|t| t["functionDeclarations"].as_array().is_some_and(|f| !f.is_empty()))
+            tools.iter().any(|t| {
+                t["functionDeclarations"]
+                    .as_array()
+                    .is_some_and(|f| !f.is_empty())
+            })
         });
         let Some(content) = body["contents"].as_array().and_then(|c| c.last()) else {
             return (Last::None, tools);
@@ -464,5 +472,80 @@ mod gemini {
             "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
             "modelVersion": "gemini-scripted",
         })
+    }
+}
+
+/// OpenAI Responses API, streamed, as Codex calls it through a custom provider.
+mod openai {
+    use super::{Last, Reply, unique};
+    use serde_json::{Value, json};
+
+    /// The last input item of a request, and the names of the function tools it offers.
+    pub fn last(body: &Value) -> (Last, Vec<String>) {
+        let tools = body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect();
+        let Some(item) = body["input"].as_array().and_then(|i| i.last()) else {
+            return (Last::None, tools);
+        };
+        let last = match item["type"].as_str() {
+            Some("function_call_output" | "custom_tool_call_output") => Last::ToolResult,
+            _ => match &item["content"] {
+                Value::String(text) => Last::Text(text.clone()),
+                Value::Array(parts) => Last::Text(
+                    parts
+                        .iter()
+                        .filter_map(|p| p["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                ),
+                _ => Last::None,
+            },
+        };
+        (last, tools)
+    }
+
+    /// The call of whichever shell tool the client offers.
+    fn shell_call(command: &str, tools: &[String]) -> Value {
+        let (name, arguments) = if tools.iter().any(|t| t == "shell_command") {
+            ("shell_command", json!({"command": command}))
+        } else if tools.iter().any(|t| t == "exec_command") {
+            ("exec_command", json!({"cmd": command}))
+        } else {
+            ("shell", json!({"command": ["bash", "-c", command]}))
+        };
+        json!({
+            "type": "function_call", "id": unique("fc"), "call_id": unique("call"),
+            "name": name, "arguments": arguments.to_string(), "status": "completed",
+        })
+    }
+
+    pub fn stream(reply: &Reply, tools: &[String]) -> String {
+        let id = unique("resp");
+        let item = match reply {
+            Reply::Shell(command) => shell_call(command, tools),
+            Reply::Say(text) => json!({
+                "type": "message", "id": unique("msg"), "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }),
+        };
+        let events = [
+            json!({"type": "response.created", "response": {"id": id, "status": "in_progress", "output": []}}),
+            json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+            json!({"type": "response.completed", "response": {
+                "id": id, "status": "completed", "output": [item],
+                "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+                          "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
+                          "total_tokens": 15},
+            }}),
+        ];
+        events
+            .iter()
+            .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+            .collect()
     }
 }
