@@ -1,9 +1,10 @@
 //! Claude Code (`claude -p`) through `ANTHROPIC_BASE_URL`.
 
+use std::path::Path;
 use std::process::Output;
 
 use crate::common::Workspace;
-use crate::model::{ModelServer, Reply, Script};
+use crate::model::{ModelServer, Reply, SUBTASK, Script};
 use crate::{
     PROMPT, agent_workspace, client_command, clients, notes, shown, status_json, status_text,
     turn_sessions,
@@ -11,10 +12,29 @@ use crate::{
 
 /// Runs `claude -p` on the task against a model server with `script`.
 fn run(script: Script) -> Option<(Workspace, ModelServer, Output)> {
+    run_as(script, false)
+}
+
+/// [`run`], under `hookvisor serve --socket PATH -- claude ...` when `serve` is set: the
+/// adapter then asks the server to evaluate, in the state dir the server was given.
+fn run_as(script: Script, serve: bool) -> Option<(Workspace, ModelServer, Output)> {
     let bin = clients::client("claude")?;
     let ws = agent_workspace("claude");
     let server = ModelServer::start(script);
-    let output = client_command(&ws, &bin)
+    let mut cmd = if serve {
+        let socket = ws.base().join("hv.sock");
+        let mut cmd = client_command(&ws, Path::new(env!("CARGO_BIN_EXE_hookvisor")));
+        cmd.arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--")
+            .arg(&bin)
+            .env("HOOKVISOR_STATE_DIR", ws.state_dir());
+        cmd
+    } else {
+        client_command(&ws, &bin)
+    };
+    let output = cmd
         .args(["-p", PROMPT, "--permission-mode", "bypassPermissions"])
         .args(["--model", "claude-sonnet-4-5"])
         .env("ANTHROPIC_BASE_URL", &server.url)
@@ -75,6 +95,61 @@ fn claude_never_fixing_gets_three_re_prompts_then_stops() {
     assert_eq!(notes(&ws), "bad notes 3\n");
     let status = status_json(&ws);
     assert_eq!(status["hooks"]["lint"]["lastResult"], "failure", "{status}");
+    assert_eq!(
+        status["pendingHooks"],
+        serde_json::json!(["lint"]),
+        "{status}"
+    );
+}
+
+/// A subagent (the Agent tool) that ends with a failing hook is re-prompted through
+/// SubagentStop and fixes it; the main agent then stops cleanly.
+#[test]
+fn claude_subagent_stop_re_prompts_the_subagent() {
+    let Some((ws, server, output)) = run(Script::Subagent) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    let sub: Vec<_> = server
+        .log()
+        .into_iter()
+        .filter(|l| l.in_conversation(SUBTASK) && !l.in_task())
+        .collect();
+    let attempts: Vec<String> = sub.iter().filter_map(|l| l.attempt()).collect();
+    assert_eq!(attempts, ["1/3"], "{log}");
+    assert!(
+        server.attempts().is_empty(),
+        "the main agent was not re-prompted: {log}"
+    );
+    assert!(
+        server
+            .task()
+            .iter()
+            .any(|l| matches!(l.reply, Some(Reply::Subagent(_)))),
+        "{log}"
+    );
+    assert_eq!(notes(&ws), "good notes\n");
+    let status = status_json(&ws);
+    assert_eq!(status["hooks"]["lint"]["lastResult"], "success", "{status}");
+}
+
+/// Under `hookvisor serve --socket -- claude`, the adapter asks the server, which counts the
+/// re-prompts the same way; serve exits with the agent's status.
+#[test]
+fn claude_under_serve_gets_three_re_prompts_then_stops() {
+    let Some((ws, server, output)) = run_as(Script::NeverFixes, true) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    assert_eq!(server.attempts(), ["1/3", "2/3", "3/3"], "{log}");
+    assert_eq!(server.task().len(), 8, "{log}");
+    // The server evaluated, in the state dir it was given.
+    let status: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(ws.state_dir().join("status.json")).unwrap())
+            .unwrap();
+    assert_eq!(status["hooks"]["lint"]["runCount"], 4, "{status}");
     assert_eq!(
         status["pendingHooks"],
         serde_json::json!(["lint"]),

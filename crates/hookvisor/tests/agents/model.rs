@@ -19,6 +19,8 @@ use serde_json::{Value, json};
 
 /// The marker of the task prompt the tests give the clients.
 pub const TASK: &str = "HOOKVISOR-TASK";
+/// The marker of the task a subagent gets ([`Script::Subagent`]).
+pub const SUBTASK: &str = "HOOKVISOR-SUBTASK";
 /// What marks our re-prompt.
 pub const REPROMPT: &str = "[Discobot Hook Failed]";
 
@@ -29,6 +31,9 @@ pub enum Script {
     FixesAtOnce,
     /// Write another bad `notes.txt`, every time.
     NeverFixes,
+    /// Hand the task to a subagent (Claude Code's Agent tool), which writes a bad
+    /// `notes.txt` and fixes it when re-prompted.
+    Subagent,
 }
 
 /// What the script decided for one request.
@@ -38,6 +43,8 @@ pub enum Reply {
     Shell(String),
     /// Say this and end the turn.
     Say(&'static str),
+    /// Start a subagent with this prompt (Anthropic's Agent tool only).
+    Subagent(String),
 }
 
 /// One logged request.
@@ -78,8 +85,16 @@ impl Logged {
 
     /// Whether this request belongs to the task's conversation (not a side request).
     pub fn in_task(&self) -> bool {
-        self.body.to_string().contains(TASK)
-            && matches!(self.reply, Some(Reply::Shell(_)) | Some(Reply::Say("done")))
+        self.in_conversation(TASK)
+    }
+
+    /// Whether this request belongs to the conversation whose prompt holds `marker`.
+    pub fn in_conversation(&self, marker: &str) -> bool {
+        self.body.to_string().contains(marker)
+            && matches!(
+                self.reply,
+                Some(Reply::Shell(_) | Reply::Subagent(_) | Reply::Say("done"))
+            )
     }
 }
 
@@ -158,9 +173,13 @@ fn decide(script: Script, last: &Last, has_tools: bool) -> Reply {
                 })
                 .unwrap_or_else(|| "?".to_owned());
             Reply::Shell(write_notes(&match script {
-                Script::FixesAtOnce => "good notes".to_owned(),
+                Script::FixesAtOnce | Script::Subagent => "good notes".to_owned(),
                 Script::NeverFixes => format!("bad notes {attempt}"),
             }))
+        }
+        Last::Text(text) if text.contains(SUBTASK) => Reply::Shell(write_notes("bad notes 0")),
+        Last::Text(text) if text.contains(TASK) && script == Script::Subagent => {
+            Reply::Subagent(format!("{SUBTASK}: write notes.txt"))
         }
         Last::Text(text) if text.contains(TASK) => Reply::Shell(write_notes("bad notes 0")),
         _ => Reply::Say("ok"),
@@ -352,13 +371,22 @@ mod anthropic {
                 "type": "tool_use", "id": unique("toolu"), "name": "Bash",
                 "input": {"command": command, "description": "Write notes.txt"},
             }),
+            Reply::Subagent(prompt) => json!({
+                "type": "tool_use", "id": unique("toolu"), "name": "Agent", "input": agent(prompt),
+            }),
             Reply::Say(text) => json!({"type": "text", "text": text}),
         }
     }
 
+    /// The Agent tool's input: a foreground general-purpose subagent.
+    fn agent(prompt: &str) -> Value {
+        json!({"description": "Write notes.txt", "prompt": prompt,
+               "subagent_type": "general-purpose", "run_in_background": false})
+    }
+
     fn stop_reason(reply: &Reply) -> &'static str {
         match reply {
-            Reply::Shell(_) => "tool_use",
+            Reply::Shell(_) | Reply::Subagent(_) => "tool_use",
             Reply::Say(_) => "end_turn",
         }
     }
@@ -380,22 +408,29 @@ mod anthropic {
                 "usage": {"input_tokens": 10, "output_tokens": 1},
             }}),
         )];
-        match reply {
-            Reply::Shell(command) => {
+        let tool = match reply {
+            Reply::Shell(command) => Some((
+                "Bash",
+                json!({"command": command, "description": "Write notes.txt"}),
+            )),
+            Reply::Subagent(prompt) => Some(("Agent", agent(prompt))),
+            Reply::Say(_) => None,
+        };
+        match (reply, tool) {
+            (_, Some((name, input))) => {
                 events.push((
                     "content_block_start",
                     json!({"type": "content_block_start", "index": 0, "content_block": {
-                        "type": "tool_use", "id": unique("toolu"), "name": "Bash", "input": {}}}),
+                        "type": "tool_use", "id": unique("toolu"), "name": name, "input": {}}}),
                 ));
-                let input =
-                    json!({"command": command, "description": "Write notes.txt"}).to_string();
+                let input = input.to_string();
                 events.push((
                     "content_block_delta",
                     json!({"type": "content_block_delta", "index": 0, "delta": {
                         "type": "input_json_delta", "partial_json": input}}),
                 ));
             }
-            Reply::Say(text) => {
+            (Reply::Say(text), None) => {
                 events.push((
                     "content_block_start",
                     json!({"type": "content_block_start", "index": 0, "content_block": {
@@ -407,6 +442,7 @@ mod anthropic {
                         "type": "text_delta", "text": text}}),
                 ));
             }
+            _ => unreachable!("a tool reply has a tool"),
         }
         events.push((
             "content_block_stop",
@@ -462,6 +498,7 @@ mod gemini {
                 "args": {"command": command, "description": "Write notes.txt"},
             }}),
             Reply::Say(text) => json!({"text": text}),
+            Reply::Subagent(_) => unreachable!("Script::Subagent is for Claude Code"),
         };
         json!({
             "candidates": [{
@@ -527,6 +564,7 @@ mod openai {
         let id = unique("resp");
         let item = match reply {
             Reply::Shell(command) => shell_call(command, tools),
+            Reply::Subagent(_) => unreachable!("Script::Subagent is for Claude Code"),
             Reply::Say(text) => json!({
                 "type": "message", "id": unique("msg"), "role": "assistant", "status": "completed",
                 "content": [{"type": "output_text", "text": text, "annotations": []}],
