@@ -100,6 +100,14 @@ fn claude_never_fixing_gets_three_re_prompts_then_stops() {
         serde_json::json!(["lint"]),
         "{status}"
     );
+    // The prompt event ran once, for the task: no re-prompt was taken for a user's message.
+    let sessions = turn_sessions(&ws);
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(
+        sessions.values().next().unwrap()["prompts"],
+        1,
+        "{sessions:?}"
+    );
 }
 
 /// A subagent (the Agent tool) that ends with a failing hook is re-prompted through

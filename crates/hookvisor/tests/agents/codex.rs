@@ -6,7 +6,10 @@ use std::process::Output;
 
 use crate::common::{Workspace, check};
 use crate::model::{ModelServer, Reply, Script};
-use crate::{PROMPT, client_command, clients, lint_workspace, notes, plain, shown, status_json};
+use crate::{
+    PROMPT, client_command, clients, lint_workspace, notes, plain, shown, status_json,
+    turn_sessions,
+};
 
 /// Runs `codex exec` on the task against a model server with `script`; also returns what
 /// `hookvisor install codex` said.
@@ -108,5 +111,13 @@ fn codex_never_fixing_gets_three_re_prompts_then_stops() {
         status["pendingHooks"],
         serde_json::json!(["lint"]),
         "{status}"
+    );
+    // The prompt event ran once, for the task: no re-prompt was taken for a user's message.
+    let sessions = turn_sessions(&ws);
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(
+        sessions.values().next().unwrap()["prompts"],
+        1,
+        "{sessions:?}"
     );
 }
