@@ -24,6 +24,27 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# The real agent clients of tests/agents (crates/hookvisor/tests/agents), at the versions pinned
+# in its clients.json, installed with npm into a cache outside the checkout; reinstalled when the
+# pins change. Without npm the suite skips them, unless CI=true (then it fails).
+clients_json=crates/hookvisor/tests/agents/clients.json
+clients_dir="${HOOKVISOR_AGENT_CLIENTS:-${HOOKVISOR_CACHE:-/var/cache/hookvisor-test}/npm}"
+export HOOKVISOR_AGENT_CLIENTS="$clients_dir"
+if command -v npm >/dev/null 2>&1; then
+  if ! cmp -s "$clients_json" "$clients_dir/package.json" || [ ! -d "$clients_dir/node_modules" ]; then
+    echo "== npm install the pinned agent clients into $clients_dir"
+    mkdir -p "$clients_dir"
+    cp "$clients_json" "$clients_dir/package.json"
+    rm -f "$clients_dir/package-lock.json"
+    (cd "$clients_dir" && npm install --no-audit --no-fund --loglevel=error)
+  fi
+elif [ "${CI:-}" = true ]; then
+  echo "test.sh: npm is missing, and CI=true: the agent clients cannot be installed" >&2
+  exit 1
+else
+  echo "test.sh: npm is missing: the real-client suite (tests/agents) will skip"
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"

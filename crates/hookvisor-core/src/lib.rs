@@ -21,6 +21,7 @@ mod precommit;
 mod seal;
 mod session;
 mod status;
+mod turns;
 mod user_fs;
 
 pub use account::{AccountError, Credentials};
@@ -56,6 +57,7 @@ pub use status::{
     HookStatus, RunResult, Status, StatusError, StatusStore, parse_rfc3339, rfc3339,
     rfc3339_millis, write_atomic,
 };
+pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
 pub use user_fs::{
     ActingAs, act_as, agent_running, first_reachable, guarded_by_sticky, processes_of, writable_by,
 };

@@ -8,13 +8,16 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(name = "hookvisor", version, about, propagate_version = true)]
 pub struct Cli {
-    /// Workspace root [default: $DISCOBOT_WORKSPACE, else the current directory].
+    /// Workspace root [default: $DISCOBOT_WORKSPACE, else the current directory; the adapters
+    /// take the agent's cwd first].
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// State directory [default: $HOOKVISOR_STATE_DIR, else ~/.discobot/SESSION/hooks].
     #[arg(long, global = true, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Session id [default: $DISCOBOT_SESSION_ID, else $SESSION_ID, else "default"].
+    /// Session id [default: $DISCOBOT_SESSION_ID, else $SESSION_ID, else: the adapters use
+    /// the agent's session_id, `status` the latest agent session of the workspace, the others
+    /// "default"].
     #[arg(long = "session", global = true, value_name = "ID")]
     pub session: Option<String>,
     /// What to do.
@@ -43,7 +46,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show the recorded status of every hook.
+    /// Show the recorded status of every hook; without a session given, of the latest agent
+    /// session of the workspace (naming the others).
     Status {
         /// Print status.json as is.
         #[arg(long)]
@@ -64,15 +68,24 @@ pub enum Command {
     PreCommit(PreCommitCommand),
     /// Serve the HTTP API and dashboard, optionally supervising the agent.
     Serve(ServeArgs),
-    /// Claude Code Stop / SubagentStop hook adapter (JSON on stdin).
+    /// Claude Code adapter: Stop, SubagentStop and UserPromptSubmit hook (JSON on stdin).
+    ///
+    /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
+    /// $SESSION_ID or --state-dir say otherwise.
     ClaudeStop(AdapterArgs),
-    /// Codex Stop hook adapter (JSON on stdin).
+    /// Codex adapter: Stop, SubagentStop and UserPromptSubmit hook (JSON on stdin).
+    ///
+    /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
+    /// $SESSION_ID or --state-dir say otherwise.
     CodexStop(AdapterArgs),
-    /// Gemini CLI AfterAgent hook adapter (JSON on stdin).
+    /// Gemini CLI adapter: AfterAgent and BeforeAgent hook (JSON on stdin).
+    ///
+    /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
+    /// $SESSION_ID or --state-dir say otherwise.
     GeminiAfterAgent(AdapterArgs),
-    /// Add hookvisor's Stop hook to an agent's settings.
+    /// Add hookvisor's turn-end and prompt hooks to an agent's settings.
     Install(InstallArgs),
-    /// Remove hookvisor's Stop hook from an agent's settings.
+    /// Remove hookvisor's hooks from an agent's settings.
     Uninstall(InstallArgs),
 }
 

@@ -69,6 +69,14 @@ fn workspace_with_lint(body: &str) -> Workspace {
     ws
 }
 
+/// The fixture of the agent's prompt event: a new user message.
+fn prompt_event(agent: &Agent) -> &'static str {
+    match agent.dir {
+        "gemini" => "before-agent.json",
+        _ => "user-prompt-submit.json",
+    }
+}
+
 /// A fixture's text with the recorded `cwd` pointed at `workspace`.
 fn fixture(agent: &Agent, name: &str, workspace: &Path) -> Vec<u8> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -216,6 +224,8 @@ fn the_loop_guard_releases_the_agent_after_max_retries_and_resets_on_a_user_turn
             stderr(&released)
         );
         assert_eq!(ws.status()["pendingHooks"], serde_json::json!(["lint"]));
+        // A new user message: Gemini CLI repeats the old prompt until its prompt event says so.
+        feed(&ws, agent, prompt_event(agent), &[]);
         let again = blocked(agent, &turn(agent.user_turn, 4));
         assert!(again.ends_with("(Attempt 1/2)"), "{again}");
     }
@@ -521,6 +531,7 @@ fn with_hookvisor_url_the_server_evaluates_over_tcp() {
         );
 
         let (url, server) = tcp_server("200 OK", SERVER_PASS);
+        feed(&ws, agent, prompt_event(agent), &[]);
         silent(agent, &feed_server(&ws, agent, agent.user_turn, &url, &[]));
         assert_eq!(server.join().unwrap().1, r#"{"trigger":"user"}"#);
     }

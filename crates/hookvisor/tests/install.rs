@@ -19,6 +19,9 @@ struct Agent {
     file: &'static str,
     events: &'static [&'static str],
     timeout: u64,
+    /// The event that announces a user's prompt, and its timeout.
+    prompt_event: &'static str,
+    prompt_timeout: u64,
     /// Settings as a user might have them: other settings, other hooks on our event and others.
     existing: &'static str,
 }
@@ -29,6 +32,8 @@ const CLAUDE: Agent = Agent {
     file: ".claude/settings.json",
     events: &["Stop", "SubagentStop"],
     timeout: 1800,
+    prompt_event: "UserPromptSubmit",
+    prompt_timeout: 60,
     existing: r#"{
   "permissions": {
     "allow": ["Bash(npm run lint)"],
@@ -51,8 +56,10 @@ const CODEX: Agent = Agent {
     name: "codex",
     subcommand: "codex-stop",
     file: ".codex/hooks.json",
-    events: &["Stop"],
+    events: &["Stop", "SubagentStop"],
     timeout: 1800,
+    prompt_event: "UserPromptSubmit",
+    prompt_timeout: 60,
     existing: r#"{
   "hooks": {
     "SessionStart": [
@@ -71,6 +78,8 @@ const GEMINI: Agent = Agent {
     file: ".gemini/settings.json",
     events: &["AfterAgent"],
     timeout: 1_800_000,
+    prompt_event: "BeforeAgent",
+    prompt_timeout: 60_000,
     existing: r#"{
   "theme": "GitHub",
   "tools": {"enableHooks": true},
@@ -133,8 +142,16 @@ fn without_ours(mut settings: Value, subcommand: &str) -> Value {
     settings
 }
 
+/// `hookvisor install`, with no `codex` on PATH and a private CODEX_HOME (the real-client
+/// suite covers trust through a real Codex).
 fn install(ws: &Workspace, args: &[&str]) -> Output {
-    ws.hookvisor(&[&["install"], args].concat())
+    ws.hookvisor_command()
+        .arg("install")
+        .args(args)
+        .env("PATH", "/usr/bin:/bin")
+        .env("CODEX_HOME", ws.base().join("codex-home"))
+        .output()
+        .expect("run hookvisor install")
 }
 
 fn uninstall(ws: &Workspace, args: &[&str]) -> Output {
@@ -178,6 +195,17 @@ fn install_keeps_every_other_setting_and_hook_and_is_idempotent() {
             assert_eq!(entries[0]["type"], "command");
             assert_eq!(entries[0]["timeout"], agent.timeout);
         }
+        let prompt = ours(&after, agent.prompt_event, agent.subcommand);
+        assert_eq!(prompt.len(), 1, "{}: {after:#}", agent.name);
+        assert_eq!(
+            prompt[0]["command"],
+            format!("{} {}", exe(), agent.subcommand)
+        );
+        assert_eq!(prompt[0]["timeout"], agent.prompt_timeout);
+        assert!(
+            said.contains(agent.prompt_event),
+            "install names every event: {said}"
+        );
         assert_eq!(
             without_ours(after.clone(), agent.subcommand),
             before,
@@ -205,7 +233,7 @@ fn install_keeps_every_other_setting_and_hook_and_is_idempotent() {
 
         let said = check(uninstall(&ws, &[agent.name]), "uninstall");
         assert!(
-            said.contains(&format!("removed {}", agent.events.len())),
+            said.contains(&format!("removed {}", agent.events.len() + 1)),
             "{said}"
         );
         assert_eq!(read_json(&path), before, "{}", agent.name);
@@ -223,7 +251,7 @@ fn install_creates_a_missing_file_and_uninstall_leaves_the_rest() {
         check(install(&ws, &[agent.name]), "install");
         let path = ws.path().join(agent.file);
         let settings = read_json(&path);
-        for event in agent.events {
+        for event in agent.events.iter().chain([&agent.prompt_event]) {
             assert_eq!(ours(&settings, event, agent.subcommand).len(), 1);
         }
         check(uninstall(&ws, &[agent.name]), "uninstall");
@@ -340,13 +368,21 @@ fn user_level_writes_the_home_settings() {
         assert_eq!(ours(&settings, agent.events[0], agent.subcommand).len(), 1);
         assert!(!ws.path().join(agent.file).exists());
     }
-    check(install(&ws, &["codex", "--user-level"]), "install codex");
+    let output = ws
+        .hookvisor_command()
+        .args(["install", "codex", "--user-level"])
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("CODEX_HOME")
+        .output()
+        .unwrap();
+    check(output, "install codex");
     assert!(home.join(".codex/hooks.json").is_file());
 
     let codex_home = ws.base().join("codex-home");
     let output = ws
         .hookvisor_command()
         .args(["install", "codex", "--user-level"])
+        .env("PATH", "/usr/bin:/bin")
         .env("CODEX_HOME", &codex_home)
         .output()
         .unwrap();
@@ -447,4 +483,130 @@ fn the_written_command_runs_the_adapter_through_a_shell() {
         state.join("status.json").is_file(),
         "the --state-dir given at install is used"
     );
+}
+
+/// Runs an installed `command` as the agents do: through a shell, `input` on stdin.
+fn run_installed(ws: &Workspace, command: &str, input: &Value) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new("sh")
+        .args(["-c", command])
+        .current_dir(ws.path())
+        .env_remove("HOOKVISOR_URL")
+        .env("HOOKVISOR_STATE_DIR", ws.state_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = input.to_string();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn the_installed_prompt_event_bounds_re_prompts_whatever_the_flag_says() {
+    // Each agent's turn end as its real client sends it in a re-prompted turn where the model
+    // used a tool: Gemini CLI 0.61 says stop_hook_active false there. The prompt event that
+    // `install` registered is what tells the user's turn apart.
+    for agent in AGENTS {
+        let ws = Workspace::git();
+        ws.stage("README.md", "hello\n");
+        check(ws.commit("initial"), "initial commit");
+        ws.hook(
+            "lint.sh",
+            "file",
+            "pattern: '*.txt'",
+            "echo bad notes; exit 1",
+        );
+        check(install(&ws, &[agent.name]), "install");
+        let settings = read_json(&ws.path().join(agent.file));
+        let command = |event: &str| {
+            ours(&settings, event, agent.subcommand)[0]["command"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let (prompt, stop) = (command(agent.prompt_event), command(agent.events[0]));
+        let session = json!({"session_id": "s1", "cwd": ws.path()});
+        let event = |name: &str, extra: Value| {
+            let mut input = session.clone();
+            input["hook_event_name"] = json!(name);
+            for (k, v) in extra.as_object().unwrap() {
+                input[k] = v.clone();
+            }
+            input
+        };
+        let said = run_installed(
+            &ws,
+            &prompt,
+            &event(agent.prompt_event, json!({"prompt": "add notes"})),
+        );
+        assert_eq!(check(said, "the prompt event"), "", "{}", agent.name);
+        let mut seen = Vec::new();
+        for turn in 0..5 {
+            ws.write("notes.txt", &format!("edit {turn}\n"));
+            let input = event(
+                agent.events[0],
+                json!({"stop_hook_active": false, "prompt": "add notes"}),
+            );
+            let stdout = check(run_installed(&ws, &stop, &input), "the turn end");
+            seen.push(if stdout.is_empty() {
+                "stop".to_owned()
+            } else {
+                let reason = serde_json::from_str::<Value>(&stdout).unwrap()["reason"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+                reason[reason.rfind("(Attempt ").unwrap()..].to_owned()
+            });
+        }
+        assert_eq!(
+            seen,
+            [
+                "(Attempt 1/3)",
+                "(Attempt 2/3)",
+                "(Attempt 3/3)",
+                "stop",
+                "stop"
+            ],
+            "{}",
+            agent.name
+        );
+    }
+}
+
+#[test]
+fn install_codex_says_how_to_trust_the_project_and_the_hooks() {
+    let ws = Workspace::new();
+    let said = check(install(&ws, &["codex"]), "install codex");
+    let config = ws.base().join("codex-home/config.toml");
+    let want = [
+        "Codex runs these hooks only once it trusts them, and skips them silently".to_owned(),
+        format!("add to {}", config.display()),
+        format!("[projects.\"{}\"]", ws.path().display()),
+        "trust_level = \"trusted\"".to_owned(),
+        "type /hooks and trust the hookvisor entries".to_owned(),
+        "run `hookvisor install codex` again".to_owned(),
+        "`codex` is not on PATH".to_owned(),
+    ];
+    for line in want {
+        assert!(said.contains(&line), "missing {line:?} in:\n{said}");
+    }
+    // Said again when nothing changed: the hooks may still be untrusted.
+    let again = check(install(&ws, &["codex"]), "install codex again");
+    assert!(again.contains("type /hooks"), "{again}");
+    // The user's own hooks file needs no project trust.
+    let user = check(
+        install(&ws, &["codex", "--user-level"]),
+        "install --user-level",
+    );
+    assert!(!user.contains("Trust the project"), "{user}");
+    assert!(user.contains("install codex` again --user-level"), "{user}");
+    // Other agents need no such step.
+    assert!(!check(install(&ws, &["claude"]), "install claude").contains("trust"));
 }

@@ -7,9 +7,13 @@
 //! error, and `continue:false` would end the session; neither re-prompts. On a pass, or when
 //! the loop guard gives up, the adapter prints nothing and the agent stops.
 //!
-//! - `stop_hook_active: false` means a user message started the turn (trigger `user`), `true`
-//!   that a previous block did (trigger `hook`). The loop guard is hookvisor's own, counted per
-//!   session in the state dir, so it holds whatever the agent's own limits are.
+//! - The same adapter answers the agent's prompt event (`UserPromptSubmit`, Gemini CLI's
+//!   `BeforeAgent`) silently, recording it in the state dir's turn log. A stop that follows one
+//!   of our blocks with no user prompt in between is hook-triggered, whatever the agent's
+//!   `stop_hook_active` says; without prompt events (older settings) the flag decides, helped
+//!   by Gemini CLI's `prompt` field (hookvisor-core's `turns` module has the rules). The loop
+//!   guard is hookvisor's own, counted in the state dir, so it holds whatever the agent's own
+//!   limits are. A failure to record a prompt never blocks the prompt.
 //! - The workspace is `--workspace`, else the agent's `cwd`. The session is `--session`, else
 //!   `$DISCOBOT_SESSION_ID`/`$SESSION_ID`, else the agent's `session_id`.
 //! - When hookvisor itself fails (unreadable input, unwritable state dir, server unreachable) it
@@ -22,8 +26,8 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
 use hookvisor_core::{
-    Action, Context, ContextError, ContextOverrides, EvalError, EvalOptions, EvalReport, Trigger,
-    evaluate,
+    Action, Answer, Context, ContextError, ContextOverrides, EvalError, EvalOptions, EvalReport,
+    TurnLog, TurnLogError, evaluate,
 };
 use serde::Deserialize;
 
@@ -48,6 +52,8 @@ struct Protocol {
     agent: &'static str,
     /// `hook_event_name` values this adapter answers.
     events: &'static [&'static str],
+    /// The event that announces a user's prompt (see [`prompt_event`]).
+    prompt_event: &'static str,
     /// The `decision` that re-prompts.
     decision: &'static str,
 }
@@ -58,19 +64,22 @@ impl Protocol {
             Agent::Claude => Protocol {
                 command: "claude-stop",
                 agent: "Claude Code",
-                events: &["Stop", "SubagentStop"],
+                events: &["Stop", "SubagentStop", "UserPromptSubmit"],
+                prompt_event: "UserPromptSubmit",
                 decision: "block",
             },
             Agent::Codex => Protocol {
                 command: "codex-stop",
                 agent: "Codex",
-                events: &["Stop", "SubagentStop"],
+                events: &["Stop", "SubagentStop", "UserPromptSubmit"],
+                prompt_event: "UserPromptSubmit",
                 decision: "block",
             },
             Agent::Gemini => Protocol {
                 command: "gemini-after-agent",
                 agent: "Gemini CLI",
-                events: &["AfterAgent"],
+                events: &["AfterAgent", "BeforeAgent"],
+                prompt_event: "BeforeAgent",
                 decision: "deny",
             },
         }
@@ -85,6 +94,8 @@ struct TurnEnd {
     cwd: Option<PathBuf>,
     hook_event_name: Option<String>,
     stop_hook_active: Option<bool>,
+    /// The user's prompt: on a prompt event, and on Gemini CLI's `AfterAgent`.
+    prompt: Option<String>,
 }
 
 /// Why the adapter could not decide; each says what to do.
@@ -93,10 +104,16 @@ enum AdapterError {
     Stdin(io::Error),
     Empty,
     Json(serde_json::Error),
-    WrongEvent { protocol: Protocol, event: String },
+    WrongEvent {
+        protocol: Protocol,
+        event: String,
+    },
     Context(ContextError),
     Eval(EvalError),
     Server(TurnClientError),
+    Turns(TurnLogError),
+    /// A failure while recording a prompt event: always fails open.
+    Prompt(Box<AdapterError>),
 }
 
 impl fmt::Display for AdapterError {
@@ -121,6 +138,8 @@ impl fmt::Display for AdapterError {
             AdapterError::Context(e) => e.fmt(f),
             AdapterError::Eval(e) => e.fmt(f),
             AdapterError::Server(e) => e.fmt(f),
+            AdapterError::Turns(e) => e.fmt(f),
+            AdapterError::Prompt(e) => write!(f, "cannot record the prompt: {e}"),
         }
     }
 }
@@ -143,6 +162,11 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
         Err(AdapterError::Eval(EvalError::Cancelled)) => {
             // The agent stopped the hook (or the user interrupted): nobody reads an answer.
             eprintln!("hookvisor: {}", EvalError::Cancelled);
+            Verdict::Stop
+        }
+        Err(err @ AdapterError::Prompt(_)) => {
+            // Blocking a prompt event would throw the user's prompt away: never.
+            eprintln!("hookvisor: {err} (the prompt goes on)");
             Verdict::Stop
         }
         Err(err) if args.fail_closed => Verdict::Block(format!(
@@ -180,18 +204,23 @@ fn decide(
             event: event.clone(),
         });
     }
-    let trigger = if input.stop_hook_active.unwrap_or(false) {
-        Trigger::Hook
-    } else {
-        Trigger::User
-    };
+    let ctx = context(globals, &input, |name| env::var_os(name)).map_err(AdapterError::Context);
+    if input.hook_event_name.as_deref() == Some(protocol.prompt_event) {
+        prompt_event(&ctx?, &input).map_err(|e| AdapterError::Prompt(Box::new(e)))?;
+        return Ok(Verdict::Stop);
+    }
+    let ctx = ctx?;
+    let turns = TurnLog::for_context(&ctx);
+    let session = input.session_id.as_deref().unwrap_or_default();
+    let stop = turns
+        .stop(session, input.stop_hook_active, input.prompt.as_deref())
+        .map_err(AdapterError::Turns)?;
+    let trigger = stop.trigger;
     let report = match TurnClient::from_env(|name| env::var(name).ok()) {
         Some(client) => client
             .and_then(|client| client.end_turn(trigger))
             .map_err(AdapterError::Server)?,
         None => {
-            let ctx = context(globals, &input, |name| env::var_os(name))
-                .map_err(AdapterError::Context)?;
             let options = EvalOptions {
                 trigger,
                 max_retries: args.max_retries,
@@ -200,7 +229,27 @@ fn decide(
             evaluate(&ctx, &options).map_err(AdapterError::Eval)?
         }
     };
-    Ok(verdict(&report))
+    let verdict = verdict(&report);
+    let answer = match (&verdict, report.action) {
+        (Verdict::Block(reason), _) => Answer::Block(reason),
+        (Verdict::Stop, Action::GaveUp) => Answer::GaveUp,
+        (Verdict::Stop, _) => Answer::Stop,
+    };
+    turns
+        .answered(session, &stop, answer)
+        .map_err(AdapterError::Turns)?;
+    Ok(verdict)
+}
+
+/// A prompt event (`UserPromptSubmit`, `BeforeAgent`): recorded in the turn log, so that the
+/// loop guard knows a user turn from a re-prompted one whatever the agent's `stop_hook_active`
+/// says (hookvisor-core's `turns` module has the rules). The agent is told nothing.
+fn prompt_event(ctx: &Context, input: &TurnEnd) -> Result<(), AdapterError> {
+    let session = input.session_id.as_deref().unwrap_or_default();
+    TurnLog::for_context(ctx)
+        .prompt(session, input.prompt.as_deref())
+        .map_err(AdapterError::Turns)?;
+    Ok(())
 }
 
 /// Parses the agent's JSON; unknown fields are ignored, missing ones are `None`.
@@ -290,7 +339,8 @@ fn verdict(report: &EvalReport) -> Verdict {
         Action::GaveUp => {
             eprintln!(
                 "hookvisor: hook '{failed_id}' still fails after {} re-prompts; letting the \
-                 agent stop, the hook stays pending until the next user turn",
+                 agent stop. It stays pending and runs again at a turn end once a file it \
+                 matches changes (or now: `hookvisor run {failed_id}`)",
                 report.max_attempts
             );
             Verdict::Stop

@@ -71,8 +71,8 @@ fn print_report(report: &EvalReport, json: bool) -> io::Result<()> {
             result.hook_id, result.exit_code
         ),
         (Action::GaveUp, Some(result)) => eprintln!(
-            "hookvisor: hook '{}' failed again; giving up after {} re-prompts, it stays pending \
-             until the next user turn",
+            "hookvisor: hook '{}' failed again; giving up after {} re-prompts. It stays pending \
+             and runs again at a turn end once a file it matches changes",
             result.hook_id, report.max_attempts
         ),
         (Action::GaveUp, None) => eprintln!(
@@ -143,11 +143,18 @@ pub fn run_one(globals: &Globals, id: &str, json: bool) -> CliResult {
     })
 }
 
-/// `hookvisor status`: a table, or status.json as stored.
+/// `hookvisor status`: a table, or status.json as stored. Without a session or state dir
+/// given, the latest agent session of the workspace (see [`workspace_session`]).
 pub fn status(globals: &Globals, json: bool) -> CliResult {
-    let ctx = globals.context()?;
+    let (ctx, found) = match workspace_session(globals)? {
+        Some((ctx, found)) => (ctx, Some(found)),
+        None => (globals.context()?, None),
+    };
     let store = StatusStore::for_context(&ctx);
     let mut out = io::stdout().lock();
+    if let Some(found) = found.filter(|_| !json) {
+        writeln!(out, "{found}")?;
+    }
     if json {
         // Through the store, which reads a bounded regular file and nothing a link points at;
         // unknown fields survive, so this is status.json as stored.
@@ -180,6 +187,80 @@ pub fn status(globals: &Globals, json: bool) -> CliResult {
         )?;
     }
     Ok(Exit::Ok)
+}
+
+/// The agent sessions an adapter recorded for this workspace, when nothing names a session or
+/// state dir (no `--session`, `--state-dir`, `$DISCOBOT_SESSION_ID`, `$SESSION_ID`,
+/// `$HOOKVISOR_STATE_DIR`): the adapters key their state by the agent's session id, under
+/// `~/.discobot/<session>/hooks`, each with a turn log that names its workspace. Returns the
+/// context of the latest (by its status.json) and a line naming it and the others, or `None`
+/// when there is none (then `default` applies, as for every other command).
+fn workspace_session(
+    globals: &Globals,
+) -> Result<Option<(hookvisor_core::Context, String)>, CliError> {
+    use hookvisor_core::TurnLog;
+    use std::fs;
+    use std::path::PathBuf;
+    use std::time::SystemTime;
+
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    if globals.session.is_some()
+        || globals.state_dir.is_some()
+        || ["DISCOBOT_SESSION_ID", "SESSION_ID", "HOOKVISOR_STATE_DIR"]
+            .iter()
+            .any(|name| set(name))
+    {
+        return Ok(None);
+    }
+    let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
+        return Ok(None);
+    };
+    let workspace = globals.context()?.workspace;
+    let root = PathBuf::from(home).join(".discobot");
+    let Ok(entries) = fs::read_dir(&root) else {
+        return Ok(None);
+    };
+    let mut sessions: Vec<(SystemTime, String)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let state = entry.path().join("hooks");
+            let changed = fs::symlink_metadata(state.join("status.json"))
+                .and_then(|m| m.modified())
+                .ok()?;
+            let recorded = TurnLog::in_state_dir(&state).workspace()?;
+            (recorded == workspace).then_some((changed, name))
+        })
+        .collect();
+    sessions.sort_by(|a, b| b.cmp(a));
+    let Some((_, latest)) = sessions.first() else {
+        return Ok(None);
+    };
+    let ctx = Globals {
+        session: Some(latest.clone()),
+        ..globals.clone()
+    }
+    .context()?;
+    let mut line = format!(
+        "session {latest} ({}; state in {})",
+        if sessions.len() == 1 {
+            "the one agent session of this workspace".to_owned()
+        } else {
+            format!(
+                "the latest of {} agent sessions of this workspace",
+                sessions.len()
+            )
+        },
+        ctx.state_dir.display()
+    );
+    if sessions.len() > 1 {
+        let others: Vec<&str> = sessions[1..].iter().map(|(_, n)| n.as_str()).collect();
+        line.push_str(&format!(
+            "\nothers, newest first: {}; pick one with --session ID",
+            others.join(", ")
+        ));
+    }
+    Ok(Some((ctx, line)))
 }
 
 fn eval_error(err: EvalError) -> CliError {

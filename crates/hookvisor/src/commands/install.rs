@@ -1,11 +1,14 @@
 //! `install` and `uninstall`: put hookvisor's turn-end adapter into an agent's settings, or take
 //! it out, leaving every other setting and hook as it was.
 //!
-//! | agent | file (workspace, or home with `--user-level`) | events | timeout |
-//! |---|---|---|---|
-//! | Claude Code | `.claude/settings.json` | `Stop`, `SubagentStop` | seconds |
-//! | Codex | `.codex/hooks.json` (`$CODEX_HOME/hooks.json` at user level) | `Stop` | seconds |
-//! | Gemini CLI | `.gemini/settings.json` | `AfterAgent` | milliseconds |
+//! | agent | file (workspace, or home with `--user-level`) | turn end | prompt | timeout |
+//! |---|---|---|---|---|
+//! | Claude Code | `.claude/settings.json` | `Stop`, `SubagentStop` | `UserPromptSubmit` | seconds |
+//! | Codex | `.codex/hooks.json` (`$CODEX_HOME/hooks.json` at user level) | `Stop`, `SubagentStop` | `UserPromptSubmit` | seconds |
+//! | Gemini CLI | `.gemini/settings.json` | `AfterAgent` | `BeforeAgent` | milliseconds |
+//!
+//! The prompt event runs the same adapter, which records the user's prompt for the loop guard
+//! and answers nothing (see the adapter's docs).
 //!
 //! All three take `{"hooks": {"<Event>": [{"hooks": [{"type": "command", "command": ...,
 //! "timeout": ...}]}]}}`. An entry is ours when its command mentions `hookvisor` and the
@@ -24,6 +27,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+mod codex_trust;
+
 use crate::cli::{Agent, InstallArgs};
 use crate::commands::Globals;
 use crate::error::{CliError, CliResult, Exit};
@@ -32,17 +37,24 @@ use crate::error::{CliError, CliResult, Exit};
 /// explicit so an agent's shorter default never kills an evaluation half-way.
 pub const TIMEOUT_SECS: u64 = 1800;
 
+/// The prompt event's timeout: it only records the prompt in the state dir.
+pub const PROMPT_TIMEOUT_SECS: u64 = 60;
+
 /// Where and how one agent is configured.
 #[derive(Debug, Clone)]
 struct Target {
     /// The settings file.
     path: PathBuf,
-    /// The events the adapter is registered for.
+    /// The turn-end events the adapter is registered for.
     events: &'static [&'static str],
+    /// The event that announces a user's prompt, registered too.
+    prompt_event: &'static str,
     /// The adapter subcommand.
     subcommand: &'static str,
-    /// The timeout value, in the agent's unit.
+    /// The turn-end timeout, in the agent's unit.
     timeout: u64,
+    /// The prompt event's timeout, in the agent's unit.
+    prompt_timeout: u64,
     /// Whether the agent names hooks (Gemini CLI's `/hooks enable|disable <name>`).
     named: bool,
 }
@@ -67,8 +79,10 @@ impl Target {
             Agent::Claude => Target {
                 path: root(".claude")?.join("settings.json"),
                 events: &["Stop", "SubagentStop"],
+                prompt_event: "UserPromptSubmit",
                 subcommand: "claude-stop",
                 timeout: TIMEOUT_SECS,
+                prompt_timeout: PROMPT_TIMEOUT_SECS,
                 named: false,
             },
             Agent::Codex => {
@@ -79,38 +93,66 @@ impl Target {
                 };
                 Target {
                     path: dir.join("hooks.json"),
-                    events: &["Stop"],
+                    events: &["Stop", "SubagentStop"],
+                    prompt_event: "UserPromptSubmit",
                     subcommand: "codex-stop",
                     timeout: TIMEOUT_SECS,
+                    prompt_timeout: PROMPT_TIMEOUT_SECS,
                     named: false,
                 }
             }
             Agent::Gemini => Target {
                 path: root(".gemini")?.join("settings.json"),
                 events: &["AfterAgent"],
+                prompt_event: "BeforeAgent",
                 subcommand: "gemini-after-agent",
                 timeout: TIMEOUT_SECS * 1000,
+                prompt_timeout: PROMPT_TIMEOUT_SECS * 1000,
                 named: true,
             },
         })
     }
 
-    /// Our hook entry, running `command`, its keys in the order the agents' documents use.
+    /// Our turn-end entry, running `command`.
     fn entry(&self, command: &str) -> Json {
+        self.entry_with(
+            command,
+            self.timeout,
+            "hookvisor: run the workspace's file hooks; re-prompt on a failure",
+        )
+    }
+
+    /// Our prompt-event entry, running `command`.
+    fn prompt_entry(&self, command: &str) -> Json {
+        self.entry_with(
+            command,
+            self.prompt_timeout,
+            "hookvisor: note a user's prompt, so re-prompts are counted per user turn",
+        )
+    }
+
+    /// A hook entry, its keys in the order the agents' documents use.
+    fn entry_with(&self, command: &str, timeout: u64, description: &str) -> Json {
         let mut entry = Object::default();
         if self.named {
             entry.insert("name", Json::from("hookvisor"));
         }
         entry.insert("type", Json::from("command"));
         entry.insert("command", Json::from(command));
-        entry.insert("timeout", Json::Number(self.timeout.into()));
+        entry.insert("timeout", Json::Number(timeout.into()));
         if self.named {
-            entry.insert(
-                "description",
-                Json::from("hookvisor: run the workspace's file hooks; re-prompt on a failure"),
-            );
+            entry.insert("description", Json::from(description));
         }
         Json::Object(entry)
+    }
+
+    /// A timeout in the agent's unit, for messages.
+    fn show_timeout(&self, timeout: u64) -> String {
+        if self.named {
+            format!("{timeout} ms")
+        } else {
+            format!("{timeout} s")
+        }
     }
 }
 
@@ -188,30 +230,36 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
             Json::Object(Object::default())
         }
     };
-    let changed = add_entry(
+    let shape_error = |(key, want)| SettingsError::Shape {
+        path: path.clone(),
+        key,
+        want,
+    };
+    let mut changed = add_entry(
         &mut settings,
         target.events,
         target.subcommand,
         &target.entry(&command),
     )
-    .map_err(|(key, want)| SettingsError::Shape {
-        path: path.clone(),
-        key,
-        want,
-    })?;
+    .map_err(shape_error)?;
+    changed |= add_entry(
+        &mut settings,
+        &[target.prompt_event],
+        target.subcommand,
+        &target.prompt_entry(&command),
+    )
+    .map_err(shape_error)?;
     let mut out = io::stdout().lock();
     if changed {
         write_atomic(&path, &settings)?;
         writeln!(
             out,
-            "installed `{command}` in {} ({}; timeout {})",
+            "installed `{command}` in {} for {} (timeout {}) and {} (timeout {})",
             path.display(),
             target.events.join(", "),
-            if target.named {
-                format!("{} ms", target.timeout)
-            } else {
-                format!("{} s", target.timeout)
-            }
+            target.show_timeout(target.timeout),
+            target.prompt_event,
+            target.show_timeout(target.prompt_timeout),
         )?;
     } else {
         writeln!(
@@ -220,7 +268,79 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
             path.display()
         )?;
     }
+    if args.agent == Agent::Codex {
+        let cwd = if args.user_level {
+            path.parent().unwrap_or(Path::new("/")).to_owned()
+        } else {
+            workspace(globals, args)?
+        };
+        report_codex_trust(&mut out, &cwd, &path, &command, args.user_level)?;
+    }
     Ok(Exit::Ok)
+}
+
+/// Trusts our Codex hooks through Codex's app server when it can, and otherwise prints the
+/// exact steps: Codex skips an untrusted hook without a word.
+fn report_codex_trust(
+    out: &mut impl Write,
+    cwd: &Path,
+    settings: &Path,
+    command: &str,
+    user_level: bool,
+) -> io::Result<()> {
+    let outcome = codex_trust::trust(cwd, settings, command);
+    match &outcome {
+        codex_trust::Outcome::Trusted { keys, config } => {
+            writeln!(
+                out,
+                "Codex now trusts these hooks ({}, recorded in {config}). Their hash covers the \
+                 command: install again whenever hookvisor moves.",
+                keys.join(", ")
+            )?;
+            return Ok(());
+        }
+        codex_trust::Outcome::AlreadyTrusted => {
+            writeln!(out, "Codex already trusts these hooks.")?;
+            return Ok(());
+        }
+        codex_trust::Outcome::NotListed => {}
+        codex_trust::Outcome::NoCodex => {}
+        codex_trust::Outcome::Failed(why) => {
+            writeln!(out, "hookvisor could not record Codex's trust: {why}")?;
+        }
+    }
+    let codex_home = env::var_os("CODEX_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")))
+        .unwrap_or_else(|| PathBuf::from("~/.codex"));
+    writeln!(
+        out,
+        "Codex runs these hooks only once it trusts them, and skips them silently until then:"
+    )?;
+    let mut step = 1;
+    if !user_level {
+        writeln!(
+            out,
+            "  {step}. Trust the project: add to {}\n       [projects.{}]\n       \
+             trust_level = \"trusted\"\n     (or accept Codex's trust prompt when you start \
+             `codex` in it).",
+            codex_home.join("config.toml").display(),
+            serde_json::to_string(&cwd.to_string_lossy()).expect("a string serialises"),
+        )?;
+        step += 1;
+    }
+    writeln!(
+        out,
+        "  {step}. Trust the hooks: run `codex`, type /hooks and trust the hookvisor entries; \
+         or, with `codex` on PATH, run `hookvisor install codex` again{}, which records the \
+         trust through `codex app-server`.",
+        if user_level { " --user-level" } else { "" }
+    )?;
+    if matches!(outcome, codex_trust::Outcome::NoCodex) {
+        writeln!(out, "     (`codex` is not on PATH.)")?;
+    }
+    Ok(())
 }
 
 /// `hookvisor uninstall AGENT`: removes our entries only; prints how many.

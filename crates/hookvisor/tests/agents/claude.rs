@@ -1,0 +1,166 @@
+//! Claude Code (`claude -p`) through `ANTHROPIC_BASE_URL`.
+
+use std::path::Path;
+use std::process::Output;
+
+use crate::common::Workspace;
+use crate::model::{ModelServer, Reply, SUBTASK, Script};
+use crate::{
+    PROMPT, agent_workspace, client_command, clients, notes, shown, status_json, status_text,
+    turn_sessions,
+};
+
+/// Runs `claude -p` on the task against a model server with `script`.
+fn run(script: Script) -> Option<(Workspace, ModelServer, Output)> {
+    run_as(script, false)
+}
+
+/// [`run`], under `hookvisor serve --socket PATH -- claude ...` when `serve` is set: the
+/// adapter then asks the server to evaluate, in the state dir the server was given.
+fn run_as(script: Script, serve: bool) -> Option<(Workspace, ModelServer, Output)> {
+    let bin = clients::client("claude")?;
+    let ws = agent_workspace("claude");
+    let server = ModelServer::start(script);
+    let mut cmd = if serve {
+        let socket = ws.base().join("hv.sock");
+        let mut cmd = client_command(&ws, Path::new(env!("CARGO_BIN_EXE_hookvisor")));
+        cmd.arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--")
+            .arg(&bin)
+            .env("HOOKVISOR_STATE_DIR", ws.state_dir());
+        cmd
+    } else {
+        client_command(&ws, &bin)
+    };
+    let output = cmd
+        .args(["-p", PROMPT, "--permission-mode", "bypassPermissions"])
+        .args(["--model", "claude-sonnet-4-5"])
+        .env("ANTHROPIC_BASE_URL", &server.url)
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("CLAUDE_CONFIG_DIR", ws.base().join("home/.claude"))
+        // Root may bypass permissions only in a sandbox, which this is.
+        .env("IS_SANDBOX", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .output()
+        .expect("run claude");
+    Some((ws, server, output))
+}
+
+#[test]
+fn claude_fixes_after_one_re_prompt() {
+    let Some((ws, server, output)) = run(Script::FixesAtOnce) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    assert_eq!(server.attempts(), ["1/3"], "{log}");
+    assert_eq!(notes(&ws), "good notes\n");
+    let last = server.task().pop().expect("task requests");
+    assert_eq!(last.reply, Some(Reply::Say("done")), "{log}");
+    // The session's runs, found by a plain `hookvisor status`.
+    let status = status_json(&ws);
+    assert_eq!(status["hooks"]["lint"]["runCount"], 2, "{status}");
+    assert_eq!(status["hooks"]["lint"]["lastResult"], "success", "{status}");
+    assert!(
+        status_text(&ws).starts_with("session "),
+        "{}",
+        status_text(&ws)
+    );
+    // UserPromptSubmit ran once, for the task; the re-prompt was not taken for a prompt.
+    let sessions = turn_sessions(&ws);
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let session = sessions.values().next().unwrap();
+    assert_eq!(session["promptEvents"], true, "{session}");
+    assert_eq!(session["prompts"], 1, "{session}");
+}
+
+#[test]
+fn claude_never_fixing_gets_three_re_prompts_then_stops() {
+    let Some((ws, server, output)) = run(Script::NeverFixes) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    assert_eq!(server.attempts(), ["1/3", "2/3", "3/3"], "{log}");
+    // Four turns (the user's and three re-prompted), each a tool call and a "done": nothing
+    // was asked after the guard gave up.
+    let task = server.task();
+    assert_eq!(task.len(), 8, "{log}");
+    assert_eq!(task[7].reply, Some(Reply::Say("done")), "{log}");
+    assert_eq!(notes(&ws), "bad notes 3\n");
+    let status = status_json(&ws);
+    assert_eq!(status["hooks"]["lint"]["lastResult"], "failure", "{status}");
+    assert_eq!(
+        status["pendingHooks"],
+        serde_json::json!(["lint"]),
+        "{status}"
+    );
+    // The prompt event ran once, for the task: no re-prompt was taken for a user's message.
+    let sessions = turn_sessions(&ws);
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(
+        sessions.values().next().unwrap()["prompts"],
+        1,
+        "{sessions:?}"
+    );
+}
+
+/// A subagent (the Agent tool) that ends with a failing hook is re-prompted through
+/// SubagentStop and fixes it; the main agent then stops cleanly.
+#[test]
+fn claude_subagent_stop_re_prompts_the_subagent() {
+    let Some((ws, server, output)) = run(Script::Subagent) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    let sub: Vec<_> = server
+        .log()
+        .into_iter()
+        .filter(|l| l.in_conversation(SUBTASK) && !l.in_task())
+        .collect();
+    let attempts: Vec<String> = sub.iter().filter_map(|l| l.attempt()).collect();
+    assert_eq!(attempts, ["1/3"], "{log}");
+    assert!(
+        server.attempts().is_empty(),
+        "the main agent was not re-prompted: {log}"
+    );
+    assert!(
+        server
+            .task()
+            .iter()
+            .any(|l| matches!(l.reply, Some(Reply::Subagent(_)))),
+        "{log}"
+    );
+    assert_eq!(notes(&ws), "good notes\n");
+    let status = status_json(&ws);
+    assert_eq!(status["hooks"]["lint"]["lastResult"], "success", "{status}");
+}
+
+/// Under `hookvisor serve --socket -- claude`, the adapter asks the server, which counts the
+/// re-prompts the same way; serve exits with the agent's status.
+#[test]
+fn claude_under_serve_gets_three_re_prompts_then_stops() {
+    let Some((ws, server, output)) = run_as(Script::NeverFixes, true) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    assert_eq!(server.attempts(), ["1/3", "2/3", "3/3"], "{log}");
+    assert_eq!(server.task().len(), 8, "{log}");
+    // The server evaluated, in the state dir it was given.
+    let status: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(ws.state_dir().join("status.json")).unwrap())
+            .unwrap();
+    assert_eq!(status["hooks"]["lint"]["runCount"], 4, "{status}");
+    assert_eq!(
+        status["pendingHooks"],
+        serde_json::json!(["lint"]),
+        "{status}"
+    );
+}

@@ -1,0 +1,123 @@
+//! Codex (`codex exec`) through a custom model provider whose `base_url` is our server.
+
+use std::fs;
+use std::path::Path;
+use std::process::Output;
+
+use crate::common::{Workspace, check};
+use crate::model::{ModelServer, Reply, Script};
+use crate::{
+    PROMPT, client_command, clients, lint_workspace, notes, plain, shown, status_json,
+    turn_sessions,
+};
+
+/// Runs `codex exec` on the task against a model server with `script`; also returns what
+/// `hookvisor install codex` said.
+fn run(script: Script) -> Option<(Workspace, ModelServer, Output, String)> {
+    let bin = clients::client("codex")?;
+    let ws = lint_workspace();
+    let server = ModelServer::start(script);
+    let codex_home = ws.base().join("home/.codex");
+    fs::create_dir_all(&codex_home).unwrap();
+    // The project is trusted (the user's decision; install only prints it as a step), the
+    // model is ours, update checks and analytics are off.
+    let config = format!(
+        r#"model = "gpt-5.1-codex"
+model_provider = "scripted"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[model_providers.scripted]
+name = "scripted"
+base_url = "{url}/v1"
+wire_api = "responses"
+env_key = "SCRIPTED_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+
+[projects.{ws}]
+trust_level = "trusted"
+"#,
+        url = server.url,
+        ws = serde_json::to_string(&ws.path()).unwrap(),
+    );
+    fs::write(codex_home.join("config.toml"), config).unwrap();
+    // Install with `codex` on PATH: install records the hooks' trust through codex app-server.
+    let bin_dir = bin.parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let said = check(
+        plain(&ws)
+            .args(["install", "codex"])
+            .env("PATH", &path)
+            .env("CODEX_HOME", &codex_home)
+            .output()
+            .unwrap(),
+        "install codex",
+    );
+    let output = client_command(&ws, &bin)
+        .args(["exec", "--dangerously-bypass-approvals-and-sandbox", PROMPT])
+        .env("PATH", &path)
+        .env("CODEX_HOME", &codex_home)
+        .env("SCRIPTED_API_KEY", "test-key")
+        .output()
+        .expect("run codex");
+    Some((ws, server, output, said))
+}
+
+fn trusted(said: &str, codex_home: &Path) {
+    assert!(
+        said.contains("Codex now trusts these hooks")
+            && said.contains(&codex_home.join("config.toml").display().to_string()),
+        "{said}"
+    );
+}
+
+#[test]
+fn codex_fixes_after_one_re_prompt() {
+    let Some((ws, server, output, said)) = run(Script::FixesAtOnce) else {
+        return;
+    };
+    trusted(&said, &ws.base().join("home/.codex"));
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    assert_eq!(server.attempts(), ["1/3"], "{log}");
+    assert_eq!(notes(&ws), "good notes\n");
+    let last = server.task().pop().expect("task requests");
+    assert_eq!(last.reply, Some(Reply::Say("done")), "{log}");
+    let status = status_json(&ws);
+    assert_eq!(status["hooks"]["lint"]["lastResult"], "success", "{status}");
+}
+
+#[test]
+fn codex_never_fixing_gets_three_re_prompts_then_stops() {
+    let Some((ws, server, output, _)) = run(Script::NeverFixes) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    assert_eq!(server.attempts(), ["1/3", "2/3", "3/3"], "{log}");
+    let task = server.task();
+    assert_eq!(task.len(), 8, "{log}");
+    assert_eq!(task[7].reply, Some(Reply::Say("done")), "{log}");
+    assert_eq!(notes(&ws), "bad notes 3\n");
+    let status = status_json(&ws);
+    assert_eq!(
+        status["pendingHooks"],
+        serde_json::json!(["lint"]),
+        "{status}"
+    );
+    // The prompt event ran once, for the task: no re-prompt was taken for a user's message.
+    let sessions = turn_sessions(&ws);
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(
+        sessions.values().next().unwrap()["prompts"],
+        1,
+        "{sessions:?}"
+    );
+}

@@ -1,0 +1,85 @@
+//! Gemini CLI (`gemini -p`) through `GOOGLE_GEMINI_BASE_URL`.
+
+use std::fs;
+use std::process::Output;
+
+use crate::common::Workspace;
+use crate::model::{ModelServer, Reply, Script};
+use crate::{
+    PROMPT, agent_workspace, client_command, clients, notes, shown, status_json, turn_sessions,
+};
+
+/// Runs `gemini -p` on the task against a model server with `script`.
+fn run(script: Script) -> Option<(Workspace, ModelServer, Output)> {
+    let bin = clients::client("gemini")?;
+    let ws = agent_workspace("gemini");
+    // The user's settings: API-key auth, no usage statistics, telemetry or update checks.
+    let user = ws.base().join("home/.gemini");
+    fs::create_dir_all(&user).unwrap();
+    let settings = serde_json::json!({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": false},
+        "telemetry": {"enabled": false},
+        "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
+    });
+    fs::write(user.join("settings.json"), settings.to_string()).unwrap();
+    let server = ModelServer::start(script);
+    let output = client_command(&ws, &bin)
+        .args([
+            "-p",
+            PROMPT,
+            "--approval-mode",
+            "yolo",
+            "-m",
+            "gemini-2.5-flash",
+        ])
+        .env("GOOGLE_GEMINI_BASE_URL", &server.url)
+        .env("GEMINI_API_KEY", "test-key")
+        // Project hooks run only in a trusted folder.
+        .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+        .env("GEMINI_TELEMETRY_ENABLED", "false")
+        .output()
+        .expect("run gemini");
+    Some((ws, server, output))
+}
+
+#[test]
+fn gemini_fixes_after_one_re_prompt() {
+    let Some((ws, server, output)) = run(Script::FixesAtOnce) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    assert_eq!(server.attempts(), ["1/3"], "{log}");
+    assert_eq!(notes(&ws), "good notes\n");
+    let last = server.task().pop().expect("task requests");
+    assert_eq!(last.reply, Some(Reply::Say("done")), "{log}");
+    let status = status_json(&ws);
+    assert_eq!(status["hooks"]["lint"]["lastResult"], "success", "{status}");
+}
+
+/// The bug: Gemini CLI sends `stop_hook_active: false` after a re-prompted turn in
+/// which the model used a tool, and hookvisor used to re-prompt without end.
+#[test]
+fn gemini_never_fixing_gets_exactly_three_re_prompts_then_stops() {
+    let Some((ws, server, output)) = run(Script::NeverFixes) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    assert_eq!(server.attempts(), ["1/3", "2/3", "3/3"], "{log}");
+    let task = server.task();
+    assert_eq!(task.len(), 8, "{log}");
+    assert_eq!(task[7].reply, Some(Reply::Say("done")), "{log}");
+    assert_eq!(notes(&ws), "bad notes 3\n");
+    let status = status_json(&ws);
+    assert_eq!(
+        status["pendingHooks"],
+        serde_json::json!(["lint"]),
+        "{status}"
+    );
+    // BeforeAgent fired for the task and for each re-prompt; only the task was a user's.
+    let sessions = turn_sessions(&ws);
+    let session = sessions.values().next().expect("a session");
+    assert_eq!(session["prompts"], 1, "{session}");
+}
