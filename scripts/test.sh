@@ -6,9 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # libnss-systemd: its NSS module is what a static glibc crashes on (tests/account.rs of the init);
-# binutils: nm, to check that no passwd or group lookup is linked into the shipped init.
+# binutils: nm, to check that no passwd or group lookup is linked into the shipped init;
+# locales: the de_DE source a test compiles to make git speak German (LC_ALL=C must win).
 packages=(git util-linux passwd procps curl debootstrap chromium chromium-driver libc6-dev
-  libnss-systemd binutils)
+  libnss-systemd binutils locales)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

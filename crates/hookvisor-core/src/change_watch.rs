@@ -422,6 +422,7 @@ impl ChangeWatcher {
             ])
             .current_dir(&self.workspace)
             .env("GIT_OPTIONAL_LOCKS", "0")
+            .env("LC_ALL", "C")
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .output();
@@ -619,6 +620,7 @@ impl GitDirs {
         let out = Command::new(&options.git)
             .args(["rev-parse", "--absolute-git-dir", "--git-common-dir"])
             .current_dir(workspace)
+            .env("LC_ALL", "C")
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .output()

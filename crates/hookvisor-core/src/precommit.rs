@@ -641,6 +641,9 @@ fn spawn_git<'a>(dir: &'a Path, args: &'a [&'a str]) -> Result<PendingGit<'a>, P
     let child = Command::new("git")
         .args(args)
         .current_dir(dir)
+        // Its messages are matched below ("not a git repository"): never a translation.
+        .env("LC_ALL", "C")
+        .env_remove("LANGUAGE")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

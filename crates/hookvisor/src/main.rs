@@ -17,6 +17,7 @@ use error::CliResult;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    log_to_stderr();
     match run(cli) {
         Ok(exit) => exit.into(),
         Err(err) => {
@@ -24,6 +25,24 @@ fn main() -> ExitCode {
             err.exit.into()
         }
     }
+}
+
+/// Diagnostics (`tracing`) go to stderr, filtered by `HOOKVISOR_LOG` (default `warn`; e.g.
+/// `HOOKVISOR_LOG=debug`), without timestamps when a person reads them on a terminal.
+fn log_to_stderr() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKVISOR_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let format = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    // A second subscriber cannot be installed; there is none before this one.
+    let _ = if std::io::stderr().is_terminal() {
+        format.without_time().try_init()
+    } else {
+        format.try_init()
+    };
 }
 
 fn run(cli: Cli) -> CliResult {

@@ -1627,3 +1627,28 @@ fn a_cancelled_evaluation_does_not_lose_a_broken_hook_file() {
         "{report}"
     );
 }
+
+/// Diagnostics used to go nowhere (no subscriber was installed): a corrupt change journal was
+/// replaced in silence. They reach stderr, and `HOOKVISOR_LOG` filters them.
+#[test]
+fn a_corrupt_change_journal_is_said_on_stderr() {
+    let ws = Workspace::git();
+    ws.hook("lint.sh", "file", "pattern: '*.txt'", "true");
+    let journal = ws.state_dir().join("changes.journal");
+    fs::create_dir_all(ws.state_dir()).unwrap();
+    fs::write(&journal, "{ not json").unwrap();
+    let out = ws.hookvisor(&["eval"]);
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("WARN") && err.contains("changes.journal: corrupt"),
+        "{err}"
+    );
+    fs::write(&journal, "{ not json").unwrap();
+    let out = ws
+        .hookvisor_command()
+        .arg("eval")
+        .env("HOOKVISOR_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(!common::stderr(&out).contains("corrupt"), "filtered out");
+}

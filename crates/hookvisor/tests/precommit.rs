@@ -587,6 +587,56 @@ fn install_outside_a_repository_is_a_clear_error() {
     );
 }
 
+/// git speaks the user's language; hookvisor reads its messages, so it asks for C. A German
+/// locale is compiled into a private directory (LOCPATH) for this test; the machine's stay.
+#[test]
+fn install_outside_a_repository_is_a_clear_error_in_any_language() {
+    let ws = Workspace::new();
+    let locales = ws.base().join("locales");
+    std::fs::create_dir_all(&locales).unwrap();
+    let made = std::process::Command::new("localedef")
+        .args(["-i", "de_DE", "-f", "UTF-8"])
+        .arg(locales.join("de_DE.UTF-8"))
+        .status();
+    if !made.is_ok_and(|s| s.success()) {
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v != "true"),
+            "CI=true but localedef cannot compile de_DE (install the locales package)"
+        );
+        eprintln!("note: no de_DE locale source; test skipped");
+        return;
+    }
+    // Debian's git, which is built with its translations, answers in German here.
+    let path = "/usr/bin:/bin";
+    let german = ws
+        .git_command(ws.path())
+        .args(["rev-parse", "--git-path", "hooks"])
+        .env("PATH", path)
+        .env("LOCPATH", &locales)
+        .env("LC_ALL", "de_DE.UTF-8")
+        .output()
+        .unwrap();
+    let said = stderr(&german);
+    assert!(
+        !said.contains("not a git repository"),
+        "git spoke English: {said}"
+    );
+    let out = ws
+        .hookvisor_command()
+        .args(["pre-commit", "install"])
+        .env("PATH", path)
+        .env("LOCPATH", &locales)
+        .env("LC_ALL", "de_DE.UTF-8")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not in a git repository; run `git init`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn a_hook_that_times_out_blocks_the_commit() {
     let ws = repo_with_commit();
