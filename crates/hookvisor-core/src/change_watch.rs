@@ -36,7 +36,6 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -412,25 +411,21 @@ impl ChangeWatcher {
         if self.git.is_none() {
             return BTreeSet::new();
         }
-        let out = Command::new(&self.options.git)
-            .args([
+        let out = self.options.git.output(
+            &self.workspace,
+            &[
                 "ls-files",
                 "-z",
                 "--cached",
                 "--ignored",
                 "--exclude-standard",
-            ])
-            .current_dir(&self.workspace)
-            .env("GIT_OPTIONAL_LOCKS", "0")
-            .env("LC_ALL", "C")
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output();
-        let Some(out) = out.ok().filter(|o| o.status.success()) else {
+            ],
+        );
+        let Ok(out) = out else {
             return BTreeSet::new();
         };
         let mut dirs = BTreeSet::new();
-        for name in out.stdout.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        for name in out.split(|&b| b == 0).filter(|n| !n.is_empty()) {
             let path = self.workspace.join(OsStr::from_bytes(name));
             for dir in path.ancestors().skip(1) {
                 if !dir.starts_with(&self.workspace) || !dirs.insert(dir.to_path_buf()) {
@@ -617,16 +612,14 @@ type FileStamp = (u64, i64, i64, u64);
 
 impl GitDirs {
     fn find(workspace: &Path, options: &ScanOptions) -> Option<GitDirs> {
-        let out = Command::new(&options.git)
-            .args(["rev-parse", "--absolute-git-dir", "--git-common-dir"])
-            .current_dir(workspace)
-            .env("LC_ALL", "C")
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output()
-            .ok()
-            .filter(|o| o.status.success())?;
-        let text = String::from_utf8(out.stdout).ok()?;
+        let out = options
+            .git
+            .output(
+                workspace,
+                &["rev-parse", "--absolute-git-dir", "--git-common-dir"],
+            )
+            .ok()?;
+        let text = String::from_utf8(out).ok()?;
         let mut lines = text.lines();
         let git_dir = PathBuf::from(lines.next()?);
         let common = PathBuf::from(lines.next()?);

@@ -38,12 +38,13 @@ use std::io::{self, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::git::{Git, GitError};
 
 /// A point in time, in nanoseconds since the Unix epoch (serialised as that number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -190,7 +191,7 @@ pub struct ScanOptions {
     /// or relative to the workspace. Default: none.
     pub exclude: Vec<PathBuf>,
     /// The git program. A missing program means a walk. Default: `git` from `PATH`.
-    pub git: OsString,
+    pub git: Git,
     /// Whether to ask git at all; `false` always walks. Default: `true`.
     pub use_git: bool,
     /// How long the journal keeps a deletion outside git, where it never ends (module rule 5).
@@ -202,7 +203,7 @@ impl Default for ScanOptions {
     fn default() -> Self {
         ScanOptions {
             exclude: Vec::new(),
-            git: OsString::from("git"),
+            git: Git::default(),
             use_git: true,
             deleted_retention: Duration::from_secs(24 * 60 * 60),
         }
@@ -223,7 +224,7 @@ impl ScanOptions {
 
     /// Sets the git program (`use_git(false)` to walk even in a work tree).
     pub fn git(mut self, program: impl Into<OsString>) -> ScanOptions {
-        self.git = program.into();
+        self.git = Git::new(program);
         self
     }
 
@@ -562,7 +563,7 @@ impl Excluded {
 /// about; a path git cannot answer for makes it fail with [`ChangesError::Git`].
 fn git_dirty(
     workspace: &Path,
-    git: &OsStr,
+    git: &Git,
     excluded: &Excluded,
     pathspecs: &[&OsStr],
 ) -> Result<Option<BTreeMap<OsString, Observed>>, ChangesError> {
@@ -594,7 +595,7 @@ fn git_dirty(
         return Ok(None);
     };
     let paths = parse_porcelain(&stdout, &prefix).map_err(|message| ChangesError::Git {
-        command: describe(git, &args, workspace),
+        command: git.command_line(workspace, &args),
         message,
     })?;
     let paths: Vec<&[u8]> = paths
@@ -610,7 +611,7 @@ fn git_dirty(
 /// A `.git` in the workspace itself settles it without a process (the common case, and the one
 /// that sits on every turn); anything else is asked of git, which knows about `GIT_DIR`,
 /// ceilings and file-system boundaries.
-fn git_prefix(workspace: &Path, git: &OsStr) -> Result<Option<Vec<u8>>, ChangesError> {
+fn git_prefix(workspace: &Path, git: &Git) -> Result<Option<Vec<u8>>, ChangesError> {
     let overridden = ["GIT_DIR", "GIT_WORK_TREE"]
         .iter()
         .any(|v| std::env::var_os(v).is_some());
@@ -641,55 +642,31 @@ fn git_prefix(workspace: &Path, git: &OsStr) -> Result<Option<Vec<u8>>, ChangesE
 /// Runs git in `workspace`; `None` when git is missing or the workspace is in no work tree.
 fn run_git(
     workspace: &Path,
-    git: &OsStr,
+    git: &Git,
     args: &[OsString],
 ) -> Result<Option<Vec<u8>>, ChangesError> {
-    let output = Command::new(git)
-        .args(args)
-        .current_dir(workspace)
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        // Error messages are matched below, so they must be in English.
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .output();
-    let output = match output {
-        Ok(output) => output,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+    match git.output(workspace, args) {
+        Ok(stdout) => Ok(Some(stdout)),
+        Err(GitError::NotARepository { .. }) => Ok(None),
+        Err(GitError::Missing { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
             tracing::debug!(
                 "{}: not found, walking the workspace",
-                git.to_string_lossy()
+                git.program().to_string_lossy()
             );
-            return Ok(None);
+            Ok(None)
         }
-        Err(source) => {
-            return Err(ChangesError::GitSpawn {
-                command: describe(git, args, workspace),
-                source,
-            });
+        Err(GitError::Missing { command, source }) => {
+            Err(ChangesError::GitSpawn { command, source })
         }
-    };
-    if output.status.success() {
-        return Ok(Some(output.stdout));
+        Err(GitError::Failed {
+            command,
+            status,
+            stderr,
+        }) => Err(ChangesError::Git {
+            command,
+            message: format!("{stderr} ({status})"),
+        }),
     }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if stderr.contains("not a git repository") {
-        return Ok(None);
-    }
-    let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    Err(ChangesError::Git {
-        command: describe(git, args, workspace),
-        message: format!("{} ({})", first.trim(), output.status),
-    })
-}
-
-fn describe(git: &OsStr, args: &[OsString], workspace: &Path) -> String {
-    let args: Vec<Cow<'_, str>> = args.iter().map(|a| a.to_string_lossy()).collect();
-    format!(
-        "{} {} (in {})",
-        git.to_string_lossy(),
-        args.join(" "),
-        workspace.display()
-    )
 }
 
 /// The paths of `git status --porcelain=v1 -z` output, relative to the workspace whose
@@ -1037,6 +1014,7 @@ impl Journal {
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+    use std::process::Command;
     use std::process::Output;
 
     /// Runs git in `dir` with a fixed identity; panics with its stderr on failure.

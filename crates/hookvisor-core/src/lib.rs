@@ -13,6 +13,7 @@ mod discover;
 mod evaluate;
 mod exec;
 mod frontmatter;
+mod git;
 mod hook;
 mod leftovers;
 mod message;
@@ -38,6 +39,7 @@ pub use evaluate::{
 };
 pub use exec::{CancelToken, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
+pub use git::{Git, GitError, RunningGit};
 pub use hook::{Hook, HookKind, Problem, RunAs};
 pub use leftovers::{RUN_MARKER_VARIABLE, become_subreaper};
 pub use message::{Failure, sanitize};

@@ -29,7 +29,6 @@ use std::io::{self, Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::SystemTime;
 
 use nix::fcntl::{Flock, FlockArg};
@@ -38,6 +37,7 @@ use crate::context::Context;
 use crate::discover::{Discovery, discover};
 use crate::exec::{ExecError, RunOptions, RunOutcome, run_hook};
 use crate::frontmatter;
+use crate::git::{Git, GitError, RunningGit};
 use crate::hook::{Hook, HookKind, Problem};
 use crate::status::{StatusError, StatusStore};
 
@@ -552,7 +552,7 @@ pub fn run_pre_commit(
     }
     // git works out the staged files while the hooks are read: the commit waits for both, and
     // the git process is the larger part of that wait. Its errors matter only if a hook runs.
-    let staged = spawn_git(&ctx.workspace, &STAGED_ARGS);
+    let staged = Git::default().spawn(&ctx.workspace, &STAGED_ARGS);
     let discovery = discover(&ctx.hooks_dir());
     for problem in discovery.problems.iter().filter(|p| concerns_pre_commit(p)) {
         on_event(PreCommitEvent::Problem(problem));
@@ -578,7 +578,10 @@ pub fn run_pre_commit(
         return Ok(report);
     }
 
-    let staged = staged_from(&ctx.workspace, staged.and_then(PendingGit::wait))?;
+    let staged = staged
+        .and_then(RunningGit::wait)
+        .map_err(|e| from_git(&ctx.workspace, &STAGED_ARGS, e));
+    let staged = staged_from(&ctx.workspace, staged)?;
     let store = StatusStore::for_context(ctx);
     for hook in to_run {
         let files: Vec<PathBuf> = staged.iter().filter(|f| hook.matches(f)).cloned().collect();
@@ -626,77 +629,35 @@ fn concerns_pre_commit(problem: &Problem) -> bool {
 
 /// Runs git in `dir` and returns its stdout; a failure carries the first line of its stderr.
 fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, PreCommitError> {
-    spawn_git(dir, args)?.wait()
+    Git::default()
+        .output(dir, args)
+        .map_err(|e| from_git(dir, args, e))
 }
 
-/// A git command running in the background (see [`spawn_git`]).
-struct PendingGit<'a> {
-    child: Child,
-    dir: &'a Path,
-    args: &'a [&'a str],
-}
-
-/// Starts git in `dir`; [`PendingGit::wait`] collects what [`git`] returns.
-fn spawn_git<'a>(dir: &'a Path, args: &'a [&'a str]) -> Result<PendingGit<'a>, PreCommitError> {
-    let child = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        // Its messages are matched below ("not a git repository"): never a translation.
-        .env("LC_ALL", "C")
-        .env_remove("LANGUAGE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound if !dir.is_dir() => PreCommitError::Io {
+/// Our error for what `git args` in `dir` gave.
+fn from_git(dir: &Path, args: &[&str], error: GitError) -> PreCommitError {
+    match error {
+        GitError::Missing { source, .. }
+            if source.kind() == io::ErrorKind::NotFound && !dir.is_dir() =>
+        {
+            PreCommitError::Io {
                 path: dir.to_owned(),
                 action: "enter",
-                source: e,
+                source,
+            }
+        }
+        GitError::Missing { source, .. } => PreCommitError::GitMissing(source),
+        GitError::NotARepository { .. } => PreCommitError::NotARepository(dir.to_owned()),
+        GitError::Failed { stderr, .. } => PreCommitError::Git {
+            dir: dir.to_owned(),
+            args: args.join(" "),
+            message: if stderr.is_empty() {
+                "no message".to_owned()
+            } else {
+                stderr
             },
-            _ => PreCommitError::GitMissing(e),
-        })?;
-    Ok(PendingGit { child, dir, args })
-}
-
-impl PendingGit<'_> {
-    /// Stops git when its answer is not needed after all; it only reads, so nothing is lost.
-    fn abandon(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        },
     }
-
-    fn wait(self) -> Result<Vec<u8>, PreCommitError> {
-        let PendingGit { child, dir, args } = self;
-        let output = child
-            .wait_with_output()
-            .map_err(PreCommitError::GitMissing)?;
-        git_output(dir, args, output)
-    }
-}
-
-fn git_output(
-    dir: &Path,
-    args: &[&str],
-    output: std::process::Output,
-) -> Result<Vec<u8>, PreCommitError> {
-    if output.status.success() {
-        return Ok(output.stdout);
-    }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if stderr.contains("not a git repository") {
-        return Err(PreCommitError::NotARepository(dir.to_owned()));
-    }
-    Err(PreCommitError::Git {
-        dir: dir.to_owned(),
-        args: args.join(" "),
-        message: stderr
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("no message")
-            .trim()
-            .to_owned(),
-    })
 }
 
 fn strip_newline(mut out: Vec<u8>) -> Vec<u8> {
@@ -777,6 +738,7 @@ fn shell_quote(value: &OsStr) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     /// A fresh git repository in a temp dir.
     fn repo() -> tempfile::TempDir {

@@ -1,0 +1,401 @@
+//! Running git: one program, one environment, one reading of its failures.
+//!
+//! Every git command of hookvisor goes through a [`Git`]:
+//!
+//! 1. `LC_ALL=C` and no `LANGUAGE`: git's messages are read ("not a git repository"), so they are
+//!    never a translation, whatever the user's locale.
+//! 2. `GIT_OPTIONAL_LOCKS=0`: hookvisor only reads. A `git status` then never takes the index
+//!    lock, so a concurrent `git commit` never fails on `index.lock`; the commands run inside a
+//!    commit (`diff-index --cached`, `rev-parse`, `hash-object` without `-w`) take no optional
+//!    lock, so for them it changes nothing.
+//! 3. `GIT_PAGER=cat` and stdin from `/dev/null`: git never waits for a terminal.
+//!
+//! The rest of the environment is inherited: `GIT_DIR`, `GIT_INDEX_FILE` and the like are how git
+//! tells its hooks where they run.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+
+/// The git program and the environment it runs in (module docs). Cheap to clone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Git {
+    program: OsString,
+}
+
+impl Default for Git {
+    /// `git` from `PATH`.
+    fn default() -> Self {
+        Git::new("git")
+    }
+}
+
+impl Git {
+    /// The git at `program`: a path, or a name looked up in `PATH`.
+    pub fn new(program: impl Into<OsString>) -> Git {
+        Git {
+            program: program.into(),
+        }
+    }
+
+    /// The program, as given.
+    pub fn program(&self) -> &OsStr {
+        &self.program
+    }
+
+    /// Runs `git args` in `dir` and returns its stdout.
+    pub fn output<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> Result<Vec<u8>, GitError> {
+        self.spawn(dir, args)?.wait()
+    }
+
+    /// Starts `git args` in `dir`; [`RunningGit::wait`] returns what [`Git::output`] would.
+    pub fn spawn<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> Result<RunningGit, GitError> {
+        let child = Command::new(&self.program)
+            .args(args)
+            .current_dir(dir)
+            .env("LC_ALL", "C")
+            .env_remove("LANGUAGE")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .env("GIT_PAGER", "cat")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        match child {
+            Ok(child) => Ok(RunningGit {
+                child,
+                dir: dir.to_owned(),
+                command: self.command_line(dir, args),
+            }),
+            Err(source) => Err(GitError::Missing {
+                command: self.command_line(dir, args),
+                source,
+            }),
+        }
+    }
+
+    /// `git args (in dir)`, as the errors say it.
+    pub(crate) fn command_line<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> String {
+        let mut line = self.program.to_string_lossy().into_owned();
+        for arg in args {
+            line.push(' ');
+            line.push_str(&arg.as_ref().to_string_lossy());
+        }
+        format!("{line} (in {})", dir.display())
+    }
+}
+
+/// A git command started by [`Git::spawn`].
+#[derive(Debug)]
+pub struct RunningGit {
+    child: Child,
+    dir: PathBuf,
+    command: String,
+}
+
+impl RunningGit {
+    /// Waits for git and returns its stdout.
+    pub fn wait(self) -> Result<Vec<u8>, GitError> {
+        let RunningGit {
+            child,
+            dir,
+            command,
+        } = self;
+        let output = match child.wait_with_output() {
+            Ok(output) => output,
+            Err(source) => return Err(GitError::Missing { command, source }),
+        };
+        if output.status.success() {
+            return Ok(output.stdout);
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        // In English: `LC_ALL=C` (module rule 1).
+        if stderr.contains("not a git repository") {
+            return Err(GitError::NotARepository { dir });
+        }
+        Err(GitError::Failed {
+            command,
+            status: output.status,
+            stderr: stderr
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("")
+                .to_owned(),
+        })
+    }
+
+    /// Stops git when its answer is not needed after all. Only for commands that merely read.
+    pub fn abandon(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Why a git command gave no answer.
+#[derive(Debug)]
+pub enum GitError {
+    /// git could not be run: the program is missing or not executable (or, for a
+    /// [`io::ErrorKind::NotFound`], the directory to run it in is missing).
+    Missing {
+        /// `git args (in dir)`.
+        command: String,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// The directory is in no git repository.
+    NotARepository {
+        /// Where git ran.
+        dir: PathBuf,
+    },
+    /// git ran and failed.
+    Failed {
+        /// `git args (in dir)`.
+        command: String,
+        /// How it ended.
+        status: ExitStatus,
+        /// The first non-empty line of its stderr (empty when it said nothing).
+        stderr: String,
+    },
+}
+
+impl fmt::Display for GitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GitError::Missing { command, source } => write!(
+                f,
+                "cannot run `{command}`: {source}; install git or put it on PATH"
+            ),
+            GitError::NotARepository { dir } => write!(
+                f,
+                "{} is not in a git repository; run `git init` there or work in a checkout",
+                dir.display()
+            ),
+            GitError::Failed {
+                command,
+                status,
+                stderr,
+            } => {
+                let said = if stderr.is_empty() {
+                    "no message"
+                } else {
+                    stderr
+                };
+                write!(
+                    f,
+                    "`{command}` failed: {said} ({status}); run it in the repository to see all \
+                     of git's message"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for GitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            GitError::Missing { source, .. } => Some(source),
+            GitError::NotARepository { .. } | GitError::Failed { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    /// A fresh repository with one commit, made through [`Git`] itself.
+    fn repo() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let config = [
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+                "-c",
+                "commit.gpgsign=false",
+            ];
+            Git::default()
+                .output(dir.path(), &[&config[..], args].concat())
+                .unwrap()
+        };
+        git(&["init", "-q"]);
+        fs::write(dir.path().join("a"), "a\n").unwrap();
+        git(&["add", "a"]);
+        git(&["commit", "-qm", "one"]);
+        dir
+    }
+
+    #[test]
+    fn output_is_gits_stdout() {
+        let repo = repo();
+        let out = Git::default()
+            .output(repo.path(), &["ls-files", "-z"])
+            .unwrap();
+        assert_eq!(out, b"a\0");
+        let branch = Git::default()
+            .output(repo.path(), &["rev-parse", "--abbrev-ref", "HEAD"])
+            .unwrap();
+        assert_eq!(branch, b"main\n");
+    }
+
+    #[test]
+    fn spawn_runs_in_the_background_and_waits_for_the_same_answer() {
+        let repo = repo();
+        let running = Git::default()
+            .spawn(repo.path(), &["ls-files", "-z"])
+            .unwrap();
+        assert_eq!(running.wait().unwrap(), b"a\0");
+        // Abandoning reaps the child without its answer.
+        Git::default()
+            .spawn(repo.path(), &["log", "--oneline"])
+            .unwrap()
+            .abandon();
+    }
+
+    #[test]
+    fn the_environment_is_fixed() {
+        let repo = repo();
+        // `git var` prints what git would use; the pager is the one set here.
+        let pager = Git::default()
+            .output(repo.path(), &["var", "GIT_PAGER"])
+            .unwrap();
+        assert_eq!(pager, b"cat\n");
+    }
+
+    #[test]
+    fn a_plain_dir_is_not_a_repository() {
+        let plain = tempfile::tempdir().unwrap();
+        let err = Git::default()
+            .output(plain.path(), &["rev-parse", "--git-path", "hooks"])
+            .unwrap_err();
+        assert!(
+            matches!(&err, GitError::NotARepository { dir } if dir == plain.path()),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("not in a git repository; run `git init`"),
+            "{text}"
+        );
+        assert!(!text.contains('\n'), "{text}");
+    }
+
+    /// Set in the child of [`a_plain_dir_is_not_a_repository_in_german_too`].
+    const GERMAN_CHILD: &str = "HOOKVISOR_GIT_TEST_GERMAN_CHILD";
+
+    /// The user speaks German (a de_DE locale compiled into a private `LOCPATH`, Debian's git
+    /// with its translations): git still tells "not a repository" apart. The locale must be in
+    /// the test process's environment, so the test runs itself again in a child.
+    #[test]
+    fn a_plain_dir_is_not_a_repository_in_german_too() {
+        if std::env::var_os(GERMAN_CHILD).is_some() {
+            let plain = tempfile::tempdir().unwrap();
+            let err = Git::new("/usr/bin/git")
+                .output(plain.path(), &["rev-parse", "--git-path", "hooks"])
+                .unwrap_err();
+            assert!(matches!(err, GitError::NotARepository { .. }), "{err:?}");
+            return;
+        }
+        let base = tempfile::tempdir().unwrap();
+        let locales = base.path().join("locales");
+        fs::create_dir_all(&locales).unwrap();
+        let made = Command::new("localedef")
+            .args(["-i", "de_DE", "-f", "UTF-8"])
+            .arg(locales.join("de_DE.UTF-8"))
+            .status();
+        let german = |command: &mut Command| {
+            command
+                .env("PATH", "/usr/bin:/bin")
+                .env("LOCPATH", &locales)
+                .env("LC_ALL", "de_DE.UTF-8")
+                .env("LANG", "de_DE.UTF-8")
+                .env("LANGUAGE", "de");
+        };
+        let mut plain_git = Command::new("/usr/bin/git");
+        plain_git.args(["rev-parse", "--git-path", "hooks"]);
+        plain_git.current_dir(base.path());
+        german(&mut plain_git);
+        let speaks_german = made.is_ok_and(|s| s.success())
+            && plain_git.output().is_ok_and(|o| {
+                let said = String::from_utf8_lossy(&o.stderr).into_owned();
+                !o.status.success() && !said.contains("not a git repository")
+            });
+        if !speaks_german {
+            assert!(
+                std::env::var_os("CI").is_none_or(|v| v != "true"),
+                "CI=true but no German git (install locales and Debian's git)"
+            );
+            eprintln!("note: no de_DE locale or no translated git; test skipped");
+            return;
+        }
+        let mut child = Command::new(std::env::current_exe().unwrap());
+        child
+            .args([
+                "--exact",
+                "git::tests::a_plain_dir_is_not_a_repository_in_german_too",
+                "--nocapture",
+            ])
+            .env(GERMAN_CHILD, "1");
+        german(&mut child);
+        let out = child.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+
+    #[test]
+    fn a_bogus_program_is_missing() {
+        let plain = tempfile::tempdir().unwrap();
+        let err = Git::new("/nonexistent/git")
+            .output(plain.path(), &["status"])
+            .unwrap_err();
+        let GitError::Missing { command, source } = &err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(source.kind(), io::ErrorKind::NotFound);
+        assert!(
+            command.starts_with("/nonexistent/git status (in "),
+            "{command}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("install git or put it on PATH"), "{text}");
+        assert!(std::error::Error::source(&err).is_some());
+    }
+
+    #[test]
+    fn a_failure_carries_the_command_and_the_first_stderr_line() {
+        let repo = repo();
+        let err = Git::default()
+            .output(repo.path(), &["rev-parse", "--verify", "no-such-ref"])
+            .unwrap_err();
+        let GitError::Failed {
+            command,
+            status,
+            stderr,
+        } = &err
+        else {
+            panic!("{err:?}");
+        };
+        assert!(command.starts_with("git rev-parse --verify no-such-ref (in "));
+        assert!(!status.success());
+        assert_eq!(stderr, "fatal: Needed a single revision");
+        let text = err.to_string();
+        assert!(text.contains("fatal: Needed a single revision"), "{text}");
+        assert!(!text.contains('\n'), "{text}");
+    }
+}
