@@ -192,7 +192,7 @@ impl Spec {
 
 impl TimeoutUnit {
     /// `secs` seconds in this unit.
-    pub fn from_secs(self, secs: u64) -> u64 {
+    pub fn of_secs(self, secs: u64) -> u64 {
         match self {
             TimeoutUnit::Seconds => secs,
             TimeoutUnit::Milliseconds => secs * 1000,
@@ -318,8 +318,8 @@ mod tests {
 
     #[test]
     fn timeouts_in_the_agents_unit() {
-        assert_eq!(Agent::Claude.spec().timeout_unit.from_secs(60), 60);
-        assert_eq!(Agent::Gemini.spec().timeout_unit.from_secs(60), 60_000);
+        assert_eq!(Agent::Claude.spec().timeout_unit.of_secs(60), 60);
+        assert_eq!(Agent::Gemini.spec().timeout_unit.of_secs(60), 60_000);
         assert_eq!(TimeoutUnit::Seconds.show(1800), "1800 s");
         assert_eq!(TimeoutUnit::Milliseconds.show(60_000), "60000 ms");
     }

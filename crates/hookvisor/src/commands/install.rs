@@ -56,7 +56,7 @@ impl Target {
 
     /// The timeout of `event`'s entry, in the agent's unit.
     fn timeout(&self, event: Event) -> u64 {
-        self.spec.timeout_unit.from_secs(match event {
+        self.spec.timeout_unit.of_secs(match event {
             Event::TurnEnd => TIMEOUT_SECS,
             Event::Prompt => PROMPT_TIMEOUT_SECS,
         })
