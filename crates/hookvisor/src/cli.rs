@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use crate::agents::Agent;
+
 /// Hook runtime for sandboxed AI coding agents.
 #[derive(Debug, Parser)]
 #[command(name = "hookvisor", version, about, propagate_version = true)]
@@ -166,15 +168,4 @@ pub struct InstallArgs {
     /// Install the adapter with --fail-closed (block the agent when hookvisor itself fails).
     #[arg(long)]
     pub fail_closed: bool,
-}
-
-/// Agents with a turn-end hook.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Agent {
-    /// Claude Code (.claude/settings.json).
-    Claude,
-    /// Codex (.codex/hooks.json).
-    Codex,
-    /// Gemini CLI (.gemini/settings.json).
-    Gemini,
 }

@@ -1,6 +1,7 @@
 //! `hookvisor`: the command-line face of hookvisor-core. Parse, resolve, call into the core,
 //! print one line on error.
 
+mod agents;
 mod cli;
 mod commands;
 mod error;

@@ -1,4 +1,5 @@
-//! The agent turn-end adapters: `claude-stop`, `codex-stop` and `gemini-after-agent`.
+//! The agent turn-end adapters: `claude-stop`, `codex-stop` and `gemini-after-agent`. Each
+//! agent's events and decision word are its row of the agent table ([`crate::agents`]).
 //!
 //! Each reads the agent's hook JSON on stdin, evaluates the file hooks (in-process, or through
 //! `hookvisor serve` when `HOOKVISOR_URL` is set) and answers in the one form that makes the
@@ -31,7 +32,8 @@ use hookvisor_core::{
 };
 use serde::Deserialize;
 
-use crate::cli::{AdapterArgs, Agent};
+use crate::agents::{Agent, Event, Spec};
+use crate::cli::AdapterArgs;
 use crate::commands::Globals;
 use crate::error::{CliResult, Exit};
 use crate::interrupt::cancel_on_signals;
@@ -42,49 +44,6 @@ use crate::turn_client::{TurnClient, TurnClientError};
 pub const REASON_LIMIT: usize = 9_500;
 /// Most bytes read from stdin; the agents send a few kilobytes, plus the last message.
 const MAX_INPUT: u64 = 16 * 1024 * 1024;
-
-/// How one agent speaks: its adapter's name, the events it may be wired to, its block word.
-#[derive(Debug, Clone, Copy)]
-struct Protocol {
-    /// The subcommand, as written in the agent's settings.
-    command: &'static str,
-    /// The agent, for messages.
-    agent: &'static str,
-    /// `hook_event_name` values this adapter answers.
-    events: &'static [&'static str],
-    /// The event that announces a user's prompt (see [`prompt_event`]).
-    prompt_event: &'static str,
-    /// The `decision` that re-prompts.
-    decision: &'static str,
-}
-
-impl Protocol {
-    fn of(agent: Agent) -> Protocol {
-        match agent {
-            Agent::Claude => Protocol {
-                command: "claude-stop",
-                agent: "Claude Code",
-                events: &["Stop", "SubagentStop", "UserPromptSubmit"],
-                prompt_event: "UserPromptSubmit",
-                decision: "block",
-            },
-            Agent::Codex => Protocol {
-                command: "codex-stop",
-                agent: "Codex",
-                events: &["Stop", "SubagentStop", "UserPromptSubmit"],
-                prompt_event: "UserPromptSubmit",
-                decision: "block",
-            },
-            Agent::Gemini => Protocol {
-                command: "gemini-after-agent",
-                agent: "Gemini CLI",
-                events: &["AfterAgent", "BeforeAgent"],
-                prompt_event: "BeforeAgent",
-                decision: "deny",
-            },
-        }
-    }
-}
 
 /// The fields of the agents' turn-end JSON that matter here; every other field is ignored and
 /// every one of these may be missing.
@@ -105,7 +64,7 @@ enum AdapterError {
     Empty,
     Json(serde_json::Error),
     WrongEvent {
-        protocol: Protocol,
+        spec: &'static Spec,
         event: String,
     },
     Context(ContextError),
@@ -129,11 +88,14 @@ impl fmt::Display for AdapterError {
                 "the hook JSON on stdin is not a JSON object of the expected shape ({e}); \
                  check that the agent's hook runs the matching adapter"
             ),
-            AdapterError::WrongEvent { protocol, event } => write!(
+            AdapterError::WrongEvent { spec, event } => write!(
                 f,
                 "{} got a '{event}' event; register it for {} only (`hookvisor install`)",
-                protocol.command,
-                protocol.events.join(" and ")
+                spec.command,
+                spec.events()
+                    .map(|(name, _)| name)
+                    .collect::<Vec<_>>()
+                    .join(" and ")
             ),
             AdapterError::Context(e) => e.fmt(f),
             AdapterError::Eval(e) => e.fmt(f),
@@ -156,8 +118,8 @@ enum Verdict {
 /// `hookvisor claude-stop|codex-stop|gemini-after-agent`: always exits 0 once arguments parse,
 /// since any other status is an error the agent shows, never a re-prompt.
 pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
-    let protocol = Protocol::of(agent);
-    let verdict = match decide(globals, protocol, args) {
+    let spec = agent.spec();
+    let verdict = match decide(globals, spec, args) {
         Ok(verdict) => verdict,
         Err(AdapterError::Eval(EvalError::Cancelled)) => {
             // The agent stopped the hook (or the user interrupted): nobody reads an answer.
@@ -176,13 +138,13 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
         Err(err) => {
             eprintln!(
                 "hookvisor: {err} (failing open: {} stops; --fail-closed blocks instead)",
-                protocol.agent
+                spec.name
             );
             Verdict::Stop
         }
     };
     if let Verdict::Block(reason) = verdict {
-        let answer = serde_json::json!({ "decision": protocol.decision, "reason": reason });
+        let answer = serde_json::json!({ "decision": spec.decision, "reason": reason });
         let mut out = io::stdout().lock();
         writeln!(out, "{answer}")?;
         out.flush()?;
@@ -192,20 +154,18 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
 
 fn decide(
     globals: &Globals,
-    protocol: Protocol,
+    spec: &'static Spec,
     args: &AdapterArgs,
 ) -> Result<Verdict, AdapterError> {
     let input = read_input(io::stdin().lock())?;
-    if let Some(event) = &input.hook_event_name
-        && !protocol.events.contains(&event.as_str())
-    {
-        return Err(AdapterError::WrongEvent {
-            protocol,
-            event: event.clone(),
-        });
-    }
+    let event = answers(spec, input.hook_event_name.as_deref()).ok_or_else(|| {
+        AdapterError::WrongEvent {
+            spec,
+            event: input.hook_event_name.clone().unwrap_or_default(),
+        }
+    })?;
     let ctx = context(globals, &input, |name| env::var_os(name)).map_err(AdapterError::Context);
-    if input.hook_event_name.as_deref() == Some(protocol.prompt_event) {
+    if event == Event::Prompt {
         prompt_event(&ctx?, &input).map_err(|e| AdapterError::Prompt(Box::new(e)))?;
         return Ok(Verdict::Stop);
     }
@@ -241,7 +201,16 @@ fn decide(
     Ok(verdict)
 }
 
-/// A prompt event (`UserPromptSubmit`, `BeforeAgent`): recorded in the turn log, so that the
+/// What the adapter does with an input whose `hook_event_name` is `event`: the agent's events
+/// as the table has them, an input without a name being a turn end; `None` for another event.
+pub(crate) fn answers(spec: &Spec, event: Option<&str>) -> Option<Event> {
+    match event {
+        Some(name) => spec.event(name),
+        None => Some(Event::TurnEnd),
+    }
+}
+
+/// A prompt event (the table's `prompt`): recorded in the turn log, so that the
 /// loop guard knows a user turn from a re-prompted one whatever the agent's `stop_hook_active`
 /// says (hookvisor-core's `turns` module has the rules). The agent is told nothing.
 fn prompt_event(ctx: &Context, input: &TurnEnd) -> Result<(), AdapterError> {

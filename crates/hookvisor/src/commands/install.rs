@@ -1,20 +1,15 @@
 //! `install` and `uninstall`: put hookvisor's turn-end adapter into an agent's settings, or take
 //! it out, leaving every other setting and hook as it was.
 //!
-//! | agent | file (workspace, or home with `--user-level`) | turn end | prompt | timeout |
-//! |---|---|---|---|---|
-//! | Claude Code | `.claude/settings.json` | `Stop`, `SubagentStop` | `UserPromptSubmit` | seconds |
-//! | Codex | `.codex/hooks.json` (`$CODEX_HOME/hooks.json` at user level) | `Stop`, `SubagentStop` | `UserPromptSubmit` | seconds |
-//! | Gemini CLI | `.gemini/settings.json` | `AfterAgent` | `BeforeAgent` | milliseconds |
+//! The file, the events, the adapter and the timeout unit are the agent's row of the agent
+//! table ([`crate::agents`]), which the adapter reads too. The turn-end events get a
+//! [`TIMEOUT_SECS`] timeout, the prompt event (which only records the user's prompt for the
+//! loop guard) a [`PROMPT_TIMEOUT_SECS`] one.
 //!
-//! The prompt event runs the same adapter, which records the user's prompt for the loop guard
-//! and answers nothing (see the adapter's docs).
-//!
-//! All three take `{"hooks": {"<Event>": [{"hooks": [{"type": "command", "command": ...,
-//! "timeout": ...}]}]}}`. An entry is ours when its command mentions `hookvisor` and the
-//! adapter's subcommand; installing replaces ours in place (or appends one group), so running it
-//! twice changes nothing. The file is written atomically, through a symlink to its target. A
-//! file that is not JSON is moved to `<file>.bak-<time>` first, never overwritten.
+//! An entry is ours when its command mentions `hookvisor` and the adapter's subcommand;
+//! installing replaces ours in place (or appends one group), so running it twice changes
+//! nothing. The file is written atomically, through a symlink to its target. A file that is not
+//! JSON is moved to `<file>.bak-<time>` first, never overwritten.
 
 use std::env;
 use std::fmt;
@@ -29,7 +24,8 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 mod codex_trust;
 
-use crate::cli::{Agent, InstallArgs};
+use crate::agents::{Agent, Event, Spec};
+use crate::cli::InstallArgs;
 use crate::commands::Globals;
 use crate::error::{CliError, CliResult, Exit};
 
@@ -40,119 +36,80 @@ pub const TIMEOUT_SECS: u64 = 1800;
 /// The prompt event's timeout: it only records the prompt in the state dir.
 pub const PROMPT_TIMEOUT_SECS: u64 = 60;
 
-/// Where and how one agent is configured.
+/// Where and how one agent is configured: its row of the agent table, and its settings file.
 #[derive(Debug, Clone)]
 struct Target {
+    /// The agent's row of the table.
+    spec: &'static Spec,
     /// The settings file.
     path: PathBuf,
-    /// The turn-end events the adapter is registered for.
-    events: &'static [&'static str],
-    /// The event that announces a user's prompt, registered too.
-    prompt_event: &'static str,
-    /// The adapter subcommand.
-    subcommand: &'static str,
-    /// The turn-end timeout, in the agent's unit.
-    timeout: u64,
-    /// The prompt event's timeout, in the agent's unit.
-    prompt_timeout: u64,
-    /// Whether the agent names hooks (Gemini CLI's `/hooks enable|disable <name>`).
-    named: bool,
 }
 
 impl Target {
     fn new(agent: Agent, user_level: bool, workspace: &Path) -> Result<Target, CliError> {
-        let home = || {
-            env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(PathBuf::from)
-                .ok_or_else(|| CliError::usage("HOME is not set; set it to use --user-level"))
-        };
-        let root = |dir: &str| -> Result<PathBuf, CliError> {
-            Ok(if user_level {
-                home()?
-            } else {
-                workspace.to_owned()
-            }
-            .join(dir))
-        };
-        Ok(match agent {
-            Agent::Claude => Target {
-                path: root(".claude")?.join("settings.json"),
-                events: &["Stop", "SubagentStop"],
-                prompt_event: "UserPromptSubmit",
-                subcommand: "claude-stop",
-                timeout: TIMEOUT_SECS,
-                prompt_timeout: PROMPT_TIMEOUT_SECS,
-                named: false,
-            },
-            Agent::Codex => {
-                let codex_home = env::var_os("CODEX_HOME").filter(|h| !h.is_empty());
-                let dir = match codex_home {
-                    Some(dir) if user_level => PathBuf::from(dir),
-                    _ => root(".codex")?,
-                };
-                Target {
-                    path: dir.join("hooks.json"),
-                    events: &["Stop", "SubagentStop"],
-                    prompt_event: "UserPromptSubmit",
-                    subcommand: "codex-stop",
-                    timeout: TIMEOUT_SECS,
-                    prompt_timeout: PROMPT_TIMEOUT_SECS,
-                    named: false,
-                }
-            }
-            Agent::Gemini => Target {
-                path: root(".gemini")?.join("settings.json"),
-                events: &["AfterAgent"],
-                prompt_event: "BeforeAgent",
-                subcommand: "gemini-after-agent",
-                timeout: TIMEOUT_SECS * 1000,
-                prompt_timeout: PROMPT_TIMEOUT_SECS * 1000,
-                named: true,
-            },
+        let spec = agent.spec();
+        let path = spec
+            .settings_path(user_level, workspace, |name| env::var_os(name))
+            .ok_or_else(|| CliError::usage("HOME is not set; set it to use --user-level"))?;
+        Ok(Target { spec, path })
+    }
+
+    /// The timeout of `event`'s entry, in the agent's unit.
+    fn timeout(&self, event: Event) -> u64 {
+        self.spec.timeout_unit.of_secs(match event {
+            Event::TurnEnd => TIMEOUT_SECS,
+            Event::Prompt => PROMPT_TIMEOUT_SECS,
         })
     }
 
-    /// Our turn-end entry, running `command`.
-    fn entry(&self, command: &str) -> Json {
-        self.entry_with(
-            command,
-            self.timeout,
-            "hookvisor: run the workspace's file hooks; re-prompt on a failure",
-        )
-    }
-
-    /// Our prompt-event entry, running `command`.
-    fn prompt_entry(&self, command: &str) -> Json {
-        self.entry_with(
-            command,
-            self.prompt_timeout,
-            "hookvisor: note a user's prompt, so re-prompts are counted per user turn",
-        )
+    /// Our entry for `event`, running `command`.
+    fn entry(&self, command: &str, event: Event) -> Json {
+        let description = match event {
+            Event::TurnEnd => "hookvisor: run the workspace's file hooks; re-prompt on a failure",
+            Event::Prompt => {
+                "hookvisor: note a user's prompt, so re-prompts are counted per user turn"
+            }
+        };
+        self.entry_with(command, self.timeout(event), description)
     }
 
     /// A hook entry, its keys in the order the agents' documents use.
     fn entry_with(&self, command: &str, timeout: u64, description: &str) -> Json {
         let mut entry = Object::default();
-        if self.named {
+        if self.spec.named_hooks {
             entry.insert("name", Json::from("hookvisor"));
         }
         entry.insert("type", Json::from("command"));
         entry.insert("command", Json::from(command));
         entry.insert("timeout", Json::Number(timeout.into()));
-        if self.named {
+        if self.spec.named_hooks {
             entry.insert("description", Json::from(description));
         }
         Json::Object(entry)
     }
 
-    /// A timeout in the agent's unit, for messages.
-    fn show_timeout(&self, timeout: u64) -> String {
-        if self.named {
-            format!("{timeout} ms")
-        } else {
-            format!("{timeout} s")
+    /// The timeout of `event`'s entry, for messages.
+    fn show_timeout(&self, event: Event) -> String {
+        self.spec.timeout_unit.show(self.timeout(event))
+    }
+
+    /// Puts our entries, running `command`, under each of the agent's events. Returns whether
+    /// anything changed, or the key with a wrong shape.
+    fn add_entries(
+        &self,
+        settings: &mut Json,
+        command: &str,
+    ) -> Result<bool, (String, &'static str)> {
+        let mut changed = false;
+        for (name, event) in self.spec.events() {
+            changed |= add_entry(
+                settings,
+                name,
+                self.spec.command,
+                &self.entry(command, event),
+            )?;
         }
+        Ok(changed)
     }
 }
 
@@ -206,7 +163,7 @@ impl std::error::Error for SettingsError {}
 /// `hookvisor install AGENT`: adds (or refreshes) our entry; prints what it did.
 pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
     let target = Target::new(args.agent, args.user_level, &workspace(globals, args)?)?;
-    let command = adapter_command(globals, args, target.subcommand)?;
+    let command = adapter_command(globals, args, target.spec.command)?;
     let path = resolve_symlink(&target.path);
     let mut settings = match load(&path)? {
         Loaded::Missing => Json::Object(Object::default()),
@@ -235,20 +192,9 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
         key,
         want,
     };
-    let mut changed = add_entry(
-        &mut settings,
-        target.events,
-        target.subcommand,
-        &target.entry(&command),
-    )
-    .map_err(shape_error)?;
-    changed |= add_entry(
-        &mut settings,
-        &[target.prompt_event],
-        target.subcommand,
-        &target.prompt_entry(&command),
-    )
-    .map_err(shape_error)?;
+    let changed = target
+        .add_entries(&mut settings, &command)
+        .map_err(shape_error)?;
     let mut out = io::stdout().lock();
     if changed {
         write_atomic(&path, &settings)?;
@@ -256,10 +202,10 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
             out,
             "installed `{command}` in {} for {} (timeout {}) and {} (timeout {})",
             path.display(),
-            target.events.join(", "),
-            target.show_timeout(target.timeout),
-            target.prompt_event,
-            target.show_timeout(target.prompt_timeout),
+            target.spec.stop_events().collect::<Vec<_>>().join(", "),
+            target.show_timeout(Event::TurnEnd),
+            target.spec.prompt,
+            target.show_timeout(Event::Prompt),
         )?;
     } else {
         writeln!(
@@ -309,11 +255,10 @@ fn report_codex_trust(
             writeln!(out, "hookvisor could not record Codex's trust: {why}")?;
         }
     }
-    let codex_home = env::var_os("CODEX_HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")))
-        .unwrap_or_else(|| PathBuf::from("~/.codex"));
+    let codex = Agent::Codex.spec();
+    let codex_home = codex
+        .user_dir(|name| env::var_os(name))
+        .unwrap_or_else(|| Path::new("~").join(codex.settings.dir));
     writeln!(
         out,
         "Codex runs these hooks only once it trusts them, and skips them silently until then:"
@@ -358,12 +303,12 @@ pub fn uninstall(globals: &Globals, args: &InstallArgs) -> CliResult {
             return Err(SettingsError::Unreadable { path, why }.into());
         }
     };
-    let removed = remove_entries(&mut settings, target.subcommand);
+    let removed = remove_entries(&mut settings, target.spec.command);
     if removed == 0 {
         writeln!(
             out,
             "no hookvisor {} hook in {}; nothing to remove",
-            target.subcommand,
+            target.spec.command,
             path.display()
         )?;
         return Ok(Exit::Ok);
@@ -372,7 +317,7 @@ pub fn uninstall(globals: &Globals, args: &InstallArgs) -> CliResult {
     writeln!(
         out,
         "removed {removed} hookvisor {} hook{} from {}",
-        target.subcommand,
+        target.spec.command,
         if removed == 1 { "" } else { "s" },
         path.display()
     )?;
@@ -451,11 +396,11 @@ fn is_ours(hook: &Json, subcommand: &str) -> bool {
             .any(|word| word.trim_matches(['\'', '"']) == subcommand)
 }
 
-/// Puts `entry` under each of `events`: replaces the first entry of ours in place, drops other
+/// Puts `entry` under `event`: replaces the first entry of ours in place, drops other
 /// copies, or appends a group. Returns whether anything changed, or the key with a wrong shape.
 fn add_entry(
     settings: &mut Json,
-    events: &[&str],
+    event: &str,
     subcommand: &str,
     entry: &Json,
 ) -> Result<bool, (String, &'static str)> {
@@ -467,37 +412,35 @@ fn add_entry(
     else {
         return Err(("hooks".to_owned(), "an object"));
     };
-    for event in events {
-        let Json::Array(groups) = hooks.get_or_insert(event, || Json::Array(Vec::new())) else {
-            return Err((format!("hooks.{event}"), "an array"));
+    let Json::Array(groups) = hooks.get_or_insert(event, || Json::Array(Vec::new())) else {
+        return Err((format!("hooks.{event}"), "an array"));
+    };
+    let mut placed = false;
+    let mut emptied = vec![false; groups.len()];
+    for (group, emptied) in groups.iter_mut().zip(emptied.iter_mut()) {
+        let Some(Json::Array(list)) = group.get_mut("hooks") else {
+            continue;
         };
-        let mut placed = false;
-        let mut emptied = vec![false; groups.len()];
-        for (group, emptied) in groups.iter_mut().zip(emptied.iter_mut()) {
-            let Some(Json::Array(list)) = group.get_mut("hooks") else {
-                continue;
-            };
-            let had = list.len();
-            list.retain_mut(|hook| {
-                if !is_ours(hook, subcommand) {
-                    true
-                } else if placed {
-                    false
-                } else {
-                    *hook = entry.clone();
-                    placed = true;
-                    true
-                }
-            });
-            *emptied = had > 0 && list.is_empty();
-        }
-        let mut flags = emptied.into_iter();
-        groups.retain(|_| !flags.next().unwrap_or(false));
-        if !placed {
-            let mut group = Object::default();
-            group.insert("hooks", Json::Array(vec![entry.clone()]));
-            groups.push(Json::Object(group));
-        }
+        let had = list.len();
+        list.retain_mut(|hook| {
+            if !is_ours(hook, subcommand) {
+                true
+            } else if placed {
+                false
+            } else {
+                *hook = entry.clone();
+                placed = true;
+                true
+            }
+        });
+        *emptied = had > 0 && list.is_empty();
+    }
+    let mut flags = emptied.into_iter();
+    groups.retain(|_| !flags.next().unwrap_or(false));
+    if !placed {
+        let mut group = Object::default();
+        group.insert("hooks", Json::Array(vec![entry.clone()]));
+        groups.push(Json::Object(group));
     }
     Ok(*settings != before)
 }
@@ -935,11 +878,10 @@ mod tests {
         ];
         for (name, before, want) in cases {
             let mut settings = j(before.clone());
-            let changed =
-                add_entry(&mut settings, &["Stop"], "claude-stop", &j(entry(CMD))).unwrap();
+            let changed = add_entry(&mut settings, "Stop", "claude-stop", &j(entry(CMD))).unwrap();
             assert_eq!(&plain(&settings), want, "{name}");
             assert_eq!(changed, before != want, "{name}");
-            let again = add_entry(&mut settings, &["Stop"], "claude-stop", &j(entry(CMD))).unwrap();
+            let again = add_entry(&mut settings, "Stop", "claude-stop", &j(entry(CMD))).unwrap();
             assert!(!again, "{name}: second install changed the settings");
         }
     }
@@ -953,8 +895,7 @@ mod tests {
         ];
         for (before, key) in cases {
             let mut settings = j(before.clone());
-            let err =
-                add_entry(&mut settings, &["Stop"], "claude-stop", &j(entry(CMD))).unwrap_err();
+            let err = add_entry(&mut settings, "Stop", "claude-stop", &j(entry(CMD))).unwrap_err();
             assert_eq!(err.0, *key);
             assert_eq!(&plain(&settings), before);
         }
@@ -999,8 +940,8 @@ mod tests {
         let mut settings: Json = serde_json::from_str(text).unwrap();
         let entry = Target::new(Agent::Claude, false, Path::new("/w"))
             .unwrap()
-            .entry(CMD);
-        add_entry(&mut settings, &["Stop"], "claude-stop", &entry).unwrap();
+            .entry(CMD, Event::TurnEnd);
+        add_entry(&mut settings, "Stop", "claude-stop", &entry).unwrap();
         assert_eq!(
             serde_json::to_string(&settings).unwrap(),
             r#"{"zeta":1,"alpha":{"y":2.5,"b":-3},"hooks":{"Stop":[{"hooks":[{"type":"command","command":"/usr/bin/hookvisor claude-stop","timeout":1800}]}]},"m":[true,null,"s"]}"#
@@ -1010,6 +951,46 @@ mod tests {
             serde_json::to_string(&settings).unwrap(),
             r#"{"zeta":1,"alpha":{"y":2.5,"b":-3},"m":[true,null,"s"]}"#
         );
+    }
+
+    /// The regression the agent table exists for: `install` registered Codex for fewer events
+    /// than its adapter answered. For every agent, each event `install` writes is one the
+    /// adapter answers, in the same role, and each event the adapter answers is written.
+    #[test]
+    fn installs_exactly_the_events_the_adapter_answers() {
+        use crate::commands::adapter::answers;
+        use clap::ValueEnum;
+
+        let mut names: Vec<&str> = ["PreToolUse", "PostToolUse", "Notification", "SessionStart"]
+            .into_iter()
+            .collect();
+        for agent in Agent::value_variants() {
+            names.extend(agent.spec().events().map(|(name, _)| name));
+        }
+        for agent in Agent::value_variants() {
+            let target = Target::new(*agent, false, Path::new("/w")).unwrap();
+            let command = format!("/usr/bin/hookvisor {}", target.spec.command);
+            let mut settings = Json::Object(Object::default());
+            assert!(target.add_entries(&mut settings, &command).unwrap());
+            let written = plain(&settings)["hooks"].as_object().unwrap().clone();
+            for name in &names {
+                let entries: Vec<&Value> = written
+                    .get(*name)
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|group| group["hooks"].as_array().unwrap())
+                    .collect();
+                match answers(target.spec, Some(name)) {
+                    None => assert!(entries.is_empty(), "{agent:?} installs {name}"),
+                    Some(event) => {
+                        assert_eq!(entries.len(), 1, "{agent:?} does not install {name}");
+                        assert!(is_ours(&j(entries[0].clone()), target.spec.command));
+                        assert_eq!(entries[0]["timeout"], target.timeout(event), "{name}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

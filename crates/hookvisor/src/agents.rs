@@ -1,0 +1,326 @@
+//! The agents hookvisor plugs into, one row each: what `install` writes into an agent's settings
+//! and what the agent's adapter then expects to read come from the same row, so the two cannot
+//! disagree.
+//!
+//! | agent | adapter | settings (workspace, or home with `--user-level`) | turn end | prompt | re-prompt | timeout |
+//! |---|---|---|---|---|---|---|
+//! | Claude Code | `claude-stop` | `.claude/settings.json` | `Stop`, `SubagentStop` | `UserPromptSubmit` | `block` | seconds |
+//! | Codex | `codex-stop` | `.codex/hooks.json` (`$CODEX_HOME/hooks.json` at user level) | `Stop`, `SubagentStop` | `UserPromptSubmit` | `block` | seconds |
+//! | Gemini CLI | `gemini-after-agent` | `.gemini/settings.json` | `AfterAgent` | `BeforeAgent` | `deny` | milliseconds |
+//!
+//! The turn-end events run the file hooks; the prompt event only records the user's prompt for
+//! the loop guard (see the adapter). All three agents read hooks in the same shape, `{"hooks":
+//! {"<Event>": [{"hooks": [{"type": "command", "command": ..., "timeout": ...}]}]}}`; Gemini
+//! CLI's entries also carry a `name` and a `description`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use clap::ValueEnum;
+
+/// Agents with a turn-end hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Agent {
+    /// Claude Code (.claude/settings.json).
+    Claude,
+    /// Codex (.codex/hooks.json).
+    Codex,
+    /// Gemini CLI (.gemini/settings.json).
+    Gemini,
+}
+
+impl Agent {
+    /// The agent's row of the table.
+    pub fn spec(self) -> &'static Spec {
+        match self {
+            Agent::Claude => &CLAUDE,
+            Agent::Codex => &CODEX,
+            Agent::Gemini => &GEMINI,
+        }
+    }
+}
+
+/// How hookvisor meets one agent; the module docs show every row.
+#[derive(Debug)]
+pub struct Spec {
+    /// The agent's name, for messages.
+    pub name: &'static str,
+    /// The adapter subcommand the agent's settings run: `hookvisor <command>`.
+    pub command: &'static str,
+    /// The event that ends the agent's turn.
+    pub stop: &'static str,
+    /// The event that ends a subagent's turn, for agents that have subagents.
+    pub subagent_stop: Option<&'static str>,
+    /// The event that announces a user's prompt.
+    pub prompt: &'static str,
+    /// The `decision` of an answer that keeps the agent working, the reason its next prompt.
+    pub decision: &'static str,
+    /// Where the agent reads its hooks.
+    pub settings: Settings,
+    /// The unit of a hook's `timeout`.
+    pub timeout_unit: TimeoutUnit,
+    /// Whether hook entries carry a `name` and a `description` (Gemini CLI's
+    /// `/hooks enable|disable <name>`).
+    pub named_hooks: bool,
+}
+
+/// Where an agent's hooks live: `<dir>/<file>` in the workspace, or in the home directory at
+/// user level.
+#[derive(Debug)]
+pub struct Settings {
+    /// The agent's directory, e.g. `.claude`.
+    pub dir: &'static str,
+    /// The file in it.
+    pub file: &'static str,
+    /// A variable that, when set, names the user-level directory instead of `~/<dir>`.
+    pub user_dir_var: Option<&'static str>,
+}
+
+/// What an event asks of the adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A turn (the agent's or a subagent's) ended: run the file hooks, maybe re-prompt.
+    TurnEnd,
+    /// A user's prompt: record it, answer nothing.
+    Prompt,
+}
+
+/// The unit of an agent's hook timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutUnit {
+    /// Seconds.
+    Seconds,
+    /// Milliseconds.
+    Milliseconds,
+}
+
+static CLAUDE: Spec = Spec {
+    name: "Claude Code",
+    command: "claude-stop",
+    stop: "Stop",
+    subagent_stop: Some("SubagentStop"),
+    prompt: "UserPromptSubmit",
+    decision: "block",
+    settings: Settings {
+        dir: ".claude",
+        file: "settings.json",
+        user_dir_var: None,
+    },
+    timeout_unit: TimeoutUnit::Seconds,
+    named_hooks: false,
+};
+
+static CODEX: Spec = Spec {
+    name: "Codex",
+    command: "codex-stop",
+    stop: "Stop",
+    subagent_stop: Some("SubagentStop"),
+    prompt: "UserPromptSubmit",
+    decision: "block",
+    settings: Settings {
+        dir: ".codex",
+        file: "hooks.json",
+        user_dir_var: Some("CODEX_HOME"),
+    },
+    timeout_unit: TimeoutUnit::Seconds,
+    named_hooks: false,
+};
+
+static GEMINI: Spec = Spec {
+    name: "Gemini CLI",
+    command: "gemini-after-agent",
+    stop: "AfterAgent",
+    subagent_stop: None,
+    prompt: "BeforeAgent",
+    decision: "deny",
+    settings: Settings {
+        dir: ".gemini",
+        file: "settings.json",
+        user_dir_var: None,
+    },
+    timeout_unit: TimeoutUnit::Milliseconds,
+    named_hooks: true,
+};
+
+impl Spec {
+    /// The turn-end events: the agent's, then a subagent's.
+    pub fn stop_events(&self) -> impl Iterator<Item = &'static str> + use<> {
+        [Some(self.stop), self.subagent_stop].into_iter().flatten()
+    }
+
+    /// Every event the adapter is registered for, with what it asks: the turn ends, then the
+    /// prompt.
+    pub fn events(&self) -> impl Iterator<Item = (&'static str, Event)> + use<> {
+        self.stop_events()
+            .map(|name| (name, Event::TurnEnd))
+            .chain([(self.prompt, Event::Prompt)])
+    }
+
+    /// What the `hook_event_name` `name` asks, or `None` for an event not ours.
+    pub fn event(&self, name: &str) -> Option<Event> {
+        self.events()
+            .find(|(event, _)| *event == name)
+            .map(|(_, what)| what)
+    }
+
+    /// The settings file: in `workspace`, or at user level in the home directory (or the
+    /// directory the agent's variable names). `None` at user level without a usable `HOME`.
+    pub fn settings_path(
+        &self,
+        user_level: bool,
+        workspace: &Path,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Option<PathBuf> {
+        let dir = if user_level {
+            self.user_dir(var)?
+        } else {
+            workspace.join(self.settings.dir)
+        };
+        Some(dir.join(self.settings.file))
+    }
+
+    /// The agent's user-level directory: the one its variable names, else `~/<dir>`; `None`
+    /// without either.
+    pub fn user_dir(&self, var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+        let set = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        self.settings
+            .user_dir_var
+            .and_then(set)
+            .or_else(|| Some(set("HOME")?.join(self.settings.dir)))
+    }
+}
+
+impl TimeoutUnit {
+    /// `secs` seconds in this unit.
+    pub fn of_secs(self, secs: u64) -> u64 {
+        match self {
+            TimeoutUnit::Seconds => secs,
+            TimeoutUnit::Milliseconds => secs * 1000,
+        }
+    }
+
+    /// A timeout in this unit, for messages: `1800 s`, `60000 ms`.
+    pub fn show(self, timeout: u64) -> String {
+        match self {
+            TimeoutUnit::Seconds => format!("{timeout} s"),
+            TimeoutUnit::Milliseconds => format!("{timeout} ms"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    use crate::cli::Cli;
+
+    #[test]
+    fn every_adapter_is_a_subcommand() {
+        let cli = Cli::command();
+        for agent in Agent::value_variants() {
+            let command = agent.spec().command;
+            assert!(
+                cli.find_subcommand(command).is_some(),
+                "{agent:?}: no `hookvisor {command}`"
+            );
+        }
+    }
+
+    #[test]
+    fn each_event_asks_one_thing() {
+        for agent in Agent::value_variants() {
+            let spec = agent.spec();
+            let names: Vec<&str> = spec.events().map(|(name, _)| name).collect();
+            let mut unique = names.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), names.len(), "{agent:?}: {names:?}");
+            for (name, what) in spec.events() {
+                assert_eq!(spec.event(name), Some(what), "{agent:?} {name}");
+            }
+            assert_eq!(spec.event(spec.prompt), Some(Event::Prompt));
+            assert_eq!(spec.event("PreToolUse"), None);
+            assert!(["block", "deny"].contains(&spec.decision), "{agent:?}");
+        }
+    }
+
+    #[test]
+    fn settings_paths() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        };
+        let ws = Path::new("/w");
+        // The agent, user level, the environment, the path.
+        type Case = (
+            Agent,
+            bool,
+            &'static [(&'static str, &'static str)],
+            Option<&'static str>,
+        );
+        let cases: &[Case] = &[
+            (Agent::Claude, false, &[], Some("/w/.claude/settings.json")),
+            (
+                Agent::Claude,
+                true,
+                &[("HOME", "/h")],
+                Some("/h/.claude/settings.json"),
+            ),
+            (Agent::Claude, true, &[("HOME", "")], None),
+            (Agent::Claude, true, &[("CODEX_HOME", "/c")], None),
+            (
+                Agent::Codex,
+                false,
+                &[("CODEX_HOME", "/c")],
+                Some("/w/.codex/hooks.json"),
+            ),
+            (
+                Agent::Codex,
+                true,
+                &[("HOME", "/h"), ("CODEX_HOME", "/c")],
+                Some("/c/hooks.json"),
+            ),
+            (
+                Agent::Codex,
+                true,
+                &[("HOME", "/h"), ("CODEX_HOME", "")],
+                Some("/h/.codex/hooks.json"),
+            ),
+            (
+                Agent::Codex,
+                true,
+                &[("CODEX_HOME", "/c")],
+                Some("/c/hooks.json"),
+            ),
+            (Agent::Codex, true, &[], None),
+            (Agent::Gemini, false, &[], Some("/w/.gemini/settings.json")),
+            (
+                Agent::Gemini,
+                true,
+                &[("HOME", "/h")],
+                Some("/h/.gemini/settings.json"),
+            ),
+        ];
+        for (agent, user_level, vars, want) in cases {
+            let got = agent.spec().settings_path(*user_level, ws, env(vars));
+            assert_eq!(
+                got,
+                want.map(PathBuf::from),
+                "{agent:?} user_level={user_level} {vars:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn timeouts_in_the_agents_unit() {
+        assert_eq!(Agent::Claude.spec().timeout_unit.of_secs(60), 60);
+        assert_eq!(Agent::Gemini.spec().timeout_unit.of_secs(60), 60_000);
+        assert_eq!(TimeoutUnit::Seconds.show(1800), "1800 s");
+        assert_eq!(TimeoutUnit::Milliseconds.show(60_000), "60000 ms");
+    }
+}
