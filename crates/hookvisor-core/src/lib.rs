@@ -21,6 +21,7 @@ mod precommit;
 mod seal;
 mod session;
 mod status;
+pub mod sys;
 mod turns;
 mod user_fs;
 

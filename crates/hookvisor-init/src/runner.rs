@@ -154,17 +154,7 @@ fn kill_leftovers() -> usize {
         let signalled = sweep::signal_all(libc::SIGKILL);
         found.get_or_insert(signalled);
         // Reap what is dead already: the killed, and orphans of the killed that came to us.
-        loop {
-            let mut status = 0;
-            // SAFETY: `status` is a valid c_int for waitpid to write.
-            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-            if pid < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            if pid <= 0 {
-                break;
-            }
-        }
+        while let Ok(Some(_)) = hookvisor_core::sys::reap_any() {}
         if signalled == 0 {
             break;
         }

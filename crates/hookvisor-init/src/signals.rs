@@ -5,6 +5,8 @@
 //! Raw signal numbers (not nix's `Signal`) are used throughout because real-time signals must be
 //! forwarded too and nix's enum has no room for them.
 
+#![allow(unsafe_code)]
+
 use std::io;
 use std::mem::MaybeUninit;
 use std::time::Duration;
@@ -116,7 +118,7 @@ impl Inherited {
             unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
         }
         for sig in RESERVED {
-            reset_reserved(sig);
+            hookvisor_core::sys::reset_signal(sig);
         }
         // SAFETY: `self.mask` is a valid sigset_t copied from sigprocmask; sigprocmask is
         // async-signal-safe.
@@ -127,35 +129,9 @@ impl Inherited {
     }
 }
 
-/// Sets a signal the C library reserves back to its default action.
-///
-/// Async-signal-safe: one system call on a stack value.
-fn reset_reserved(sig: c_int) {
-    // The kernel's `struct sigaction`, all zero: SIG_DFL, no flags, no restorer, empty mask,
-    // whatever the order of its fields on this architecture.
-    let action = [0u64; 4];
-    // SAFETY: rt_sigaction reads `action` (32 bytes, more than the kernel's struct on every
-    // Linux architecture) and writes nothing since the old-action pointer is null.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            sig,
-            action.as_ptr(),
-            std::ptr::null_mut::<u64>(),
-            8usize,
-        );
-    }
-}
-
 /// Sends signal `sig` to `pid` (a negative pid is a process group, -1 everyone we may signal).
 pub fn send(pid: i32, sig: c_int) -> io::Result<()> {
-    // SAFETY: kill has no memory-safety preconditions; any pid/signal pair is checked by the
-    // kernel.
-    if unsafe { libc::kill(pid, sig) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    hookvisor_core::sys::kill(pid, sig)
 }
 
 /// True for the signals that ask the container to stop.

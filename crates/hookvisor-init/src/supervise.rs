@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use hookvisor_core::{Context, Credentials, fail_interrupted};
+use hookvisor_core::{Context, Credentials, fail_interrupted, sys};
 use libc::c_int;
 use nix::unistd::Pid;
 
@@ -191,25 +191,17 @@ impl Supervisor {
     /// Reaps every child that has exited: CMD, runners and adopted orphans alike.
     fn reap(&mut self) {
         loop {
-            let mut status: c_int = 0;
-            // SAFETY: `status` is a valid c_int for waitpid to write.
-            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-            if pid == 0 {
-                return;
-            }
-            if pid < 0 {
-                match std::io::Error::last_os_error().raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    Some(libc::ECHILD) => self.children = false,
-                    _ => {}
+            let (pid, status) = match sys::reap_any() {
+                Ok(Some(reaped)) => (reaped.pid, reaped.status),
+                Ok(None) => return,
+                Err(e) => {
+                    if e.raw_os_error() == Some(libc::ECHILD) {
+                        self.children = false;
+                    }
+                    return;
                 }
-                return;
-            }
-            let code = if libc::WIFEXITED(status) {
-                libc::WEXITSTATUS(status)
-            } else if libc::WIFSIGNALED(status) {
-                128 + libc::WTERMSIG(status)
-            } else {
+            };
+            let Some(code) = sys::wait_status_code(status) else {
                 continue;
             };
             let pid = Pid::from_raw(pid);
