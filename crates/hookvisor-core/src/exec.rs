@@ -1310,6 +1310,7 @@ printf '%s' "$DISCOBOT_CHANGED_FILES" > spaced.txt"#,
 
     #[test]
     #[ignore = "run by signal_state_is_reset in a process of its own"]
+    #[allow(unsafe_code)] // Sets up the state the init leaves, in a process of its own.
     fn signal_state_child() {
         use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, pthread_sigmask, signal};
         let f = fixture();

@@ -128,21 +128,3 @@ fn reclaim_terminal() {
         let _ = signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exit_codes_follow_the_shell() {
-        let cases = [
-            (ExitStatus::from_raw(0), 0),
-            (ExitStatus::from_raw(3 << 8), 3),
-            (ExitStatus::from_raw(Signal::SIGTERM as i32), 143),
-            (ExitStatus::from_raw(Signal::SIGKILL as i32), 137),
-        ];
-        for (status, want) in cases {
-            assert_eq!(exit_code(status), want, "{status:?}");
-        }
-    }
-}
