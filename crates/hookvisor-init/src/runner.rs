@@ -30,7 +30,7 @@ const LEFTOVER_SWEEPS: usize = 100;
 
 /// A runner the init started and has not reaped yet.
 #[derive(Debug)]
-pub struct Runner {
+pub(crate) struct Runner {
     /// Its process id.
     pub pid: Pid,
     /// The hooks it runs, to fix up their records if it dies before it can.
@@ -39,7 +39,7 @@ pub struct Runner {
 
 /// Forks a runner for `hooks`. `grace` is the init's: a stopped hook gets half of it between
 /// TERM and KILL, so that the runner has time to record it before the init kills the runner.
-pub fn start(
+pub(crate) fn start(
     ctx: &Context,
     hooks: Vec<SessionHook>,
     user: Option<&Credentials>,

@@ -39,7 +39,7 @@ const RESERVED: [c_int; 2] = [32, 33];
 /// `main.rs`). What a child has to put back is the mask, the reserved pair, and SIGPIPE, which
 /// std's `Command` sets to its default in every child it starts.
 #[derive(Clone, Copy)]
-pub struct Inherited {
+pub(crate) struct Inherited {
     /// The mask the init was started with.
     mask: libc::sigset_t,
     /// Whether SIGPIPE was ignored when the init started.
@@ -47,14 +47,14 @@ pub struct Inherited {
 }
 
 /// The set the init blocks and waits on.
-pub struct Blocked {
+pub(crate) struct Blocked {
     set: libc::sigset_t,
 }
 
 /// Blocks every catchable, non-synchronous signal and returns what was there before.
 ///
 /// Must run before any child exists, so that no signal arrives while nobody waits for it.
-pub fn block_all() -> io::Result<(Blocked, Inherited)> {
+pub(crate) fn block_all() -> io::Result<(Blocked, Inherited)> {
     let mut set = empty_set();
     let mut old = empty_set();
     // SAFETY: `set` and `old` are valid, initialised sigset_t values owned by this frame;
@@ -88,7 +88,7 @@ impl Blocked {
     /// Waits for one of the blocked signals, at most `timeout` (`None`: as long as it takes).
     ///
     /// Returns `None` when the timeout passed or the wait was interrupted.
-    pub fn wait(&self, timeout: Option<Duration>) -> Option<c_int> {
+    pub(crate) fn wait(&self, timeout: Option<Duration>) -> Option<c_int> {
         let sig = match timeout {
             Some(timeout) => {
                 let ts = libc::timespec {
@@ -110,7 +110,7 @@ impl Inherited {
     ///
     /// Meant for a freshly forked child before `exec`: it only calls async-signal-safe functions
     /// and allocates nothing.
-    pub fn restore_in_child(&self) -> io::Result<()> {
+    pub(crate) fn restore_in_child(&self) -> io::Result<()> {
         // Every other disposition is still the one the init was given, so it is left alone
         // rather than set again one system call per signal on CMD's start-up path.
         if self.pipe_ignored {
@@ -130,12 +130,12 @@ impl Inherited {
 }
 
 /// Sends signal `sig` to `pid` (a negative pid is a process group, -1 everyone we may signal).
-pub fn send(pid: i32, sig: c_int) -> io::Result<()> {
+pub(crate) fn send(pid: i32, sig: c_int) -> io::Result<()> {
     hookvisor_core::sys::kill(pid, sig)
 }
 
 /// True for the signals that ask the container to stop.
-pub fn is_shutdown(sig: c_int) -> bool {
+pub(crate) fn is_shutdown(sig: c_int) -> bool {
     sig == libc::SIGTERM || sig == libc::SIGINT
 }
 

@@ -21,7 +21,7 @@ use crate::signals::Inherited;
 ///
 /// `env` is added to the init's environment (the user's HOME, USER, LOGNAME, SHELL and the
 /// resolved hookvisor context). A failure to exec is returned here, not seen as an exit.
-pub fn command(
+pub(crate) fn command(
     cmd: &[OsString],
     user: Option<&Credentials>,
     env: &[(OsString, OsString)],
@@ -70,7 +70,7 @@ pub fn command(
 ///
 /// The init is single-threaded, so the copy may do anything a program may do, threads and
 /// allocation included. The caller reaps it like any other child.
-pub fn fork_runner(body: impl FnOnce() -> i32) -> io::Result<Pid> {
+pub(crate) fn fork_runner(body: impl FnOnce() -> i32) -> io::Result<Pid> {
     // Buffered output written before the fork would otherwise be flushed twice.
     io::stdout().flush()?;
     // SAFETY: the init process is single-threaded (no thread is ever started in it), so the
