@@ -29,10 +29,9 @@ use std::ffi::{CString, OsString};
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
@@ -52,6 +51,7 @@ use crate::context::Context;
 use crate::hook::{Hook, HookKind};
 use crate::leftovers::{self, RUN_MARKER_VARIABLE};
 use crate::seal::SealedScript;
+use crate::sys;
 
 /// How many bytes of output a run keeps in memory for messages.
 const TAIL_LIMIT: usize = 64 * 1024;
@@ -63,10 +63,6 @@ const DRAIN: Duration = Duration::from_millis(200);
 const TICK: Duration = Duration::from_millis(50);
 /// Longest echoed line before it is cut, so one endless line cannot grow memory.
 const ECHO_LINE_LIMIT: usize = 8 * 1024;
-/// Linux's `_NSIG - 1`: the highest signal number whose disposition the child resets.
-const LAST_SIGNAL: libc::c_int = 64;
-/// Size of the kernel's signal set (`_NSIG / 8`), as `rt_sigaction` wants it.
-const KERNEL_SIGSET_SIZE: libc::size_t = 8;
 
 /// Stops a running hook from another thread (or, across `fork`, another process).
 ///
@@ -348,7 +344,11 @@ pub fn run_command(invocation: &Invocation, options: &RunOptions) -> Result<RunO
         .is_some_and(CancelToken::is_cancelled)
     {
         sink.note("[hook cancelled before it started]");
-        return Ok(sink.finish(128 + libc::SIGTERM, Ending::Cancelled, start));
+        return Ok(sink.finish(
+            sys::signal_exit_code(libc::SIGTERM),
+            Ending::Cancelled,
+            start,
+        ));
     }
 
     let mut env = child_env(invocation, options);
@@ -387,8 +387,8 @@ pub fn run_command(invocation: &Invocation, options: &RunOptions) -> Result<RunO
         }
     })?;
 
-    let mut exec = ExecArgs::new(&program, invocation, &env, options.credentials.as_ref());
-    exec.sealed = options.sealed.as_ref().map(|s| s.fd().as_raw_fd());
+    let mut exec = exec_args(&program, invocation, &env, options.credentials.as_ref());
+    exec.execute_fd(options.sealed.as_ref().map(|s| s.fd().as_raw_fd()));
     let mut child = match spawn(&program, invocation, write, exec) {
         Ok(child) => child,
         Err(err) => {
@@ -422,10 +422,7 @@ pub fn run_command(invocation: &Invocation, options: &RunOptions) -> Result<RunO
     };
     let code = match ending {
         Ending::TimedOut => 124,
-        Ending::Exited | Ending::Cancelled => status
-            .code()
-            .or_else(|| status.signal().map(|s| 128 + s))
-            .unwrap_or(126),
+        Ending::Exited | Ending::Cancelled => sys::exit_code(status).unwrap_or(126),
     };
     let closing = match ending {
         Ending::TimedOut => Some(format!(
@@ -593,76 +590,36 @@ fn spawn_failure(program: &Path, err: &io::Error, credentials: Option<&Credentia
 
 /// Everything the child needs between `fork` and `execve`, prepared before the fork because
 /// nothing may be allocated after it.
-struct ExecArgs {
-    program: CString,
-    /// Owns the strings `argv` and `envp` point into.
-    _strings: Vec<CString>,
-    argv: Vec<*const libc::c_char>,
-    envp: Vec<*const libc::c_char>,
-    /// `Some` when the credentials must be switched: groups, gid, uid.
-    switch: Option<(Vec<libc::gid_t>, libc::gid_t, libc::uid_t)>,
-    /// Highest descriptor to mark close-on-exec when `close_range` is missing (Linux < 5.11).
-    fd_limit: libc::c_int,
-    /// A sealed memfd to execute instead of `program`; kept open across exec, since a script's
-    /// interpreter opens it again as `/dev/fd/N`.
-    sealed: Option<libc::c_int>,
-}
-
-// SAFETY: the raw pointers in `argv` and `envp` point into `_strings`, which the struct owns and
-// never changes after `new`; moving the struct moves the `Vec` headers, not the heap bytes.
-unsafe impl Send for ExecArgs {}
-// SAFETY: as above; the pointers are only ever read.
-unsafe impl Sync for ExecArgs {}
-
-impl ExecArgs {
-    fn new(
-        program: &Path,
-        invocation: &Invocation,
-        env: &[(OsString, OsString)],
-        credentials: Option<&Credentials>,
-    ) -> ExecArgs {
-        // Interior NUL bytes cannot come from the OS (paths, environment); a caller-made one is
-        // dropped at the NUL rather than failing the run.
-        let c = |bytes: &[u8]| {
-            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-            CString::new(&bytes[..end]).unwrap_or_default()
-        };
-        let mut strings = Vec::with_capacity(1 + invocation.args.len() + env.len());
-        strings.push(c(invocation.program.as_os_str().as_bytes()));
-        strings.extend(invocation.args.iter().map(|a| c(a.as_bytes())));
-        let argc = strings.len();
-        for (name, value) in env {
+fn exec_args(
+    program: &Path,
+    invocation: &Invocation,
+    env: &[(OsString, OsString)],
+    credentials: Option<&Credentials>,
+) -> sys::ExecArgs {
+    // Interior NUL bytes cannot come from the OS (paths, environment); a caller-made one is
+    // dropped at the NUL rather than failing the run.
+    let c = |bytes: &[u8]| {
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        CString::new(&bytes[..end]).unwrap_or_default()
+    };
+    let mut args = Vec::with_capacity(1 + invocation.args.len());
+    args.push(c(invocation.program.as_os_str().as_bytes()));
+    args.extend(invocation.args.iter().map(|a| c(a.as_bytes())));
+    let env = env
+        .iter()
+        .map(|(name, value)| {
             let mut pair = name.as_bytes().to_vec();
             pair.push(b'=');
             pair.extend_from_slice(value.as_bytes());
-            strings.push(c(&pair));
-        }
-        let pointers = |range: &[CString]| {
-            let mut v: Vec<*const libc::c_char> = range.iter().map(|s| s.as_ptr()).collect();
-            v.push(std::ptr::null());
-            v
-        };
-        let argv = pointers(&strings[..argc]);
-        let envp = pointers(&strings[argc..]);
-        let euid = Uid::effective();
-        // Switching needs root; a non-root caller naming its own identity keeps it as is.
-        let switch = credentials
-            .filter(|c| {
-                euid.is_root() || c.uid != euid.as_raw() || c.gid != Gid::effective().as_raw()
-            })
-            .map(|c| (c.groups.clone(), c.gid, c.uid));
-        let fd_limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-            .map_or(1024, |(soft, _)| soft.min(1 << 20) as libc::c_int);
-        ExecArgs {
-            program: c(program.as_os_str().as_bytes()),
-            _strings: strings,
-            argv,
-            envp,
-            switch,
-            fd_limit,
-            sealed: None,
-        }
-    }
+            c(&pair)
+        })
+        .collect();
+    let euid = Uid::effective();
+    // Switching needs root; a non-root caller naming its own identity keeps it as is.
+    let switch = credentials
+        .filter(|c| euid.is_root() || c.uid != euid.as_raw() || c.gid != Gid::effective().as_raw())
+        .map(|c| (c.groups.clone(), c.gid, c.uid));
+    sys::ExecArgs::new(c(program.as_os_str().as_bytes()), args, env, switch)
 }
 
 /// Forks and executes, retrying while the file is busy being written.
@@ -673,7 +630,7 @@ fn spawn(
     program: &Path,
     invocation: &Invocation,
     output: OwnedFd,
-    exec: ExecArgs,
+    exec: sys::ExecArgs,
 ) -> io::Result<Child> {
     let mut command = Command::new(program);
     command
@@ -681,11 +638,7 @@ fn spawn(
         .stdin(Stdio::null())
         .stdout(Stdio::from(output.try_clone()?))
         .stderr(Stdio::from(output));
-    // SAFETY: `child_setup` only makes async-signal-safe system calls and allocates nothing; it
-    // reads `exec`, which the closure owns for as long as the command exists.
-    unsafe {
-        command.pre_exec(move || child_setup(&exec));
-    }
+    sys::prepare_exec(&mut command, exec);
     let mut backoff = Duration::from_millis(1);
     loop {
         match command.spawn() {
@@ -699,101 +652,8 @@ fn spawn(
     }
 }
 
-/// Runs in the forked child: own process group, clean signal state, no inherited descriptors,
-/// the run user's credentials, then `execve`. Returning an error makes `spawn` fail with it.
-fn child_setup(exec: &ExecArgs) -> io::Result<()> {
-    let check = |rc: libc::c_int| {
-        if rc == -1 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
-    };
-    // SAFETY: every call below is async-signal-safe (POSIX list, plus the raw close_range
-    // syscall) and allocates nothing; the pointers passed point into `exec` or to locals that
-    // outlive the calls. This runs in a fresh child of a fork, so changing its signal state and
-    // descriptors affects no other thread.
-    unsafe {
-        check(libc::setpgid(0, 0))?;
-
-        // The init blocks every signal and ignores some; a hook must start from defaults.
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        check(libc::sigprocmask(
-            libc::SIG_SETMASK,
-            &empty,
-            std::ptr::null_mut(),
-        ))?;
-        // The raw system call, because glibc's sigaction refuses its reserved signals 32 and
-        // 33, and an ignored one would still be inherited. An all-zero kernel sigaction is
-        // SIG_DFL with no flags and an empty mask (32 bytes on x86_64 and aarch64).
-        let default = [0u64; 4];
-        for signal in 1..=LAST_SIGNAL {
-            // SIGKILL and SIGSTOP refuse with EINVAL; they cannot be ignored anyway.
-            libc::syscall(
-                libc::SYS_rt_sigaction,
-                signal,
-                default.as_ptr(),
-                std::ptr::null_mut::<u64>(),
-                KERNEL_SIGSET_SIZE,
-            );
-        }
-
-        // Close-on-exec rather than close: the standard library reports exec errors through a
-        // descriptor of its own that must stay open until execve.
-        let marked = libc::syscall(
-            libc::SYS_close_range,
-            3 as libc::c_uint,
-            libc::c_uint::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        );
-        if marked != 0 {
-            for fd in 3..exec.fd_limit {
-                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-            }
-        }
-
-        if let Some((groups, gid, uid)) = &exec.switch {
-            check(libc::setgroups(groups.len(), groups.as_ptr()))?;
-            check(libc::setgid(*gid))?;
-            check(libc::setuid(*uid))?;
-        }
-
-        match exec.sealed {
-            Some(fd) => {
-                check(libc::fcntl(fd, libc::F_SETFD, 0))?;
-                libc::syscall(
-                    libc::SYS_execveat,
-                    fd,
-                    c"".as_ptr(),
-                    exec.argv.as_ptr(),
-                    exec.envp.as_ptr(),
-                    libc::AT_EMPTY_PATH,
-                );
-            }
-            None => {
-                libc::execve(
-                    exec.program.as_ptr(),
-                    exec.argv.as_ptr(),
-                    exec.envp.as_ptr(),
-                );
-            }
-        }
-    }
-    Err(io::Error::last_os_error())
-}
-
 fn child_pid(child: &Child) -> Pid {
     Pid::from_raw(child.id() as libc::pid_t)
-}
-
-/// A pollable descriptor that becomes readable when the child exits, without reaping it.
-/// `None` on kernels without pidfd (< 5.3); the loop then checks every [`TICK`].
-fn pidfd_open(pid: Pid) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes two integers and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
-    // SAFETY: a non-negative result is a descriptor that nothing else owns.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
 /// True when the child has exited; it stays a zombie, so its pid (and the group id it gave its
@@ -825,7 +685,8 @@ fn supervise(
     options: &RunOptions,
 ) -> io::Result<(ExitStatus, Ending)> {
     let pid = child_pid(child);
-    let pidfd = pidfd_open(pid);
+    // `None` on kernels without pidfd (< 5.3); the loop then checks every [`TICK`].
+    let pidfd = sys::pidfd_open(pid.as_raw());
     let cancel = options.cancel.as_ref();
     let cancel_fd = cancel.and_then(CancelToken::wake_fd);
     let deadline = Instant::now().checked_add(timeout);
@@ -1449,6 +1310,7 @@ printf '%s' "$DISCOBOT_CHANGED_FILES" > spaced.txt"#,
 
     #[test]
     #[ignore = "run by signal_state_is_reset in a process of its own"]
+    #[allow(unsafe_code)] // Sets up the state the init leaves, in a process of its own.
     fn signal_state_child() {
         use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, pthread_sigmask, signal};
         let f = fixture();

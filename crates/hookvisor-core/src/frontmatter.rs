@@ -36,7 +36,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// The raw fields of a front matter block, in the order of their keys.
-pub type Fields = BTreeMap<String, String>;
+pub(crate) type Fields = BTreeMap<String, String>;
 
 /// The fields read word for word from their line (rule 6).
 pub(crate) const WORD_FIELDS: [&str; 6] = [

@@ -72,10 +72,9 @@ pub(crate) fn kill(marker: &str) -> usize {
             break;
         }
         for &pid in &marked {
-            // SAFETY: kill has no memory-safety preconditions. A child of ours cannot be reused
-            // before we reap it; another process could only between the read of its environment
-            // and this call, a window no pid wraps around in.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // A child of ours cannot be reused before we reap it; another process could only
+            // between the read of its environment and this call, a window no pid wraps around in.
+            let _ = crate::sys::kill(pid, libc::SIGKILL);
         }
         if subreaper {
             for &pid in &marked {

@@ -22,6 +22,7 @@ mod precommit;
 mod seal;
 mod session;
 mod status;
+pub mod sys;
 mod turns;
 mod user_fs;
 

@@ -26,13 +26,13 @@ use std::time::Duration;
 use crate::hook::Problem;
 
 /// Most lines of output inlined in a message.
-pub const INLINE_MAX_LINES: usize = 200;
+pub(crate) const INLINE_MAX_LINES: usize = 200;
 /// Most bytes of output inlined in a message.
-pub const INLINE_MAX_BYTES: usize = 5 * 1024;
+pub(crate) const INLINE_MAX_BYTES: usize = 5 * 1024;
 /// Lines of output shown with the log path when the output is too large to inline.
-pub const TAIL_LINES: usize = 15;
+pub(crate) const TAIL_LINES: usize = 15;
 /// Files named before "and N more".
-pub const MAX_FILES: usize = 20;
+pub(crate) const MAX_FILES: usize = 20;
 /// Characters of a hook file's problem quoted in a re-prompt; a reason is one line, and this
 /// bounds one that quotes an odd value at length.
 const MAX_REASON_CHARS: usize = 500;

@@ -12,13 +12,14 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::exec::Credentials;
 use crate::frontmatter;
 use crate::hook::{Hook, HookKind};
+use crate::sys;
 use crate::user_fs::first_reachable;
 
 /// The largest hook file that is sealed; a root hook is a script, not a toolchain.
@@ -186,10 +187,7 @@ impl SealedScript {
         }
         let seals =
             libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
-        // SAFETY: fcntl on a descriptor we own.
-        if unsafe { libc::fcntl(sealed.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
-            return Err(io_error(io::Error::last_os_error()));
-        }
+        sys::add_seals(sealed.as_fd(), seals).map_err(io_error)?;
         // What was read must still say what discovery read: a root session hook.
         let mut head = Vec::new();
         sealed.seek(SeekFrom::Start(0)).map_err(io_error)?;
@@ -248,15 +246,10 @@ fn memfd(id: &str) -> io::Result<OwnedFd> {
         .unwrap_or_else(|_| c"hookvisor-root-hook".to_owned());
     let base = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
     for flags in [base | MFD_EXEC, base] {
-        // SAFETY: memfd_create reads a NUL-terminated name and returns a new descriptor or -1.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), flags) };
-        if fd >= 0 {
-            // SAFETY: a new descriptor nothing else owns.
-            return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EINVAL) {
-            return Err(err);
+        match sys::memfd_create(&name, flags) {
+            Ok(fd) => return Ok(fd),
+            Err(err) if err.raw_os_error() != Some(libc::EINVAL) => return Err(err),
+            Err(_) => {}
         }
     }
     Err(io::Error::other("memfd_create refused every flag set"))

@@ -823,7 +823,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// crash the file may be the old one or empty. For state whose loss is harmless (the
 /// evaluator's cutoffs: without them hooks run again, none is skipped), where a sync on every
 /// turn would cost more than it saves.
-pub fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
     replace(path, bytes, false)
 }
 

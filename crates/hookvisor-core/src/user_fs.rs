@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use nix::unistd::Uid;
 
 use crate::exec::Credentials;
+use crate::sys;
 
 /// While alive, the calling thread acts on the file system as a user; dropping it restores root.
 #[derive(Debug)]
@@ -45,23 +46,16 @@ pub fn act_as(user: Option<&Credentials>) -> io::Result<Option<ActingAs>> {
         .into_iter()
         .map(|g| g.as_raw())
         .collect();
-    // SAFETY: getegid has no preconditions.
-    let fsgid = unsafe { libc::getegid() };
+    let fsgid = nix::unistd::getegid().as_raw();
     let guard = ActingAs { groups, fsgid };
-    let user_groups: Vec<libc::gid_t> = user.groups.clone();
-    // SAFETY: setgroups reads `user_groups.len()` ids from a live slice; setfsgid and setfsuid
-    // take plain integers. Groups first, in the order of a real switch.
-    unsafe {
-        if thread_setgroups(&user_groups) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        libc::setfsgid(user.gid);
-        libc::setfsuid(user.uid);
-    }
-    // setfsuid and setfsgid report the previous id, never an error: ask again to be sure.
-    // SAFETY: an invalid id (-1) changes nothing and returns the current one.
-    let (now_uid, now_gid) = unsafe { (libc::setfsuid(u32::MAX), libc::setfsgid(u32::MAX)) };
-    if now_uid as u32 != user.uid || now_gid as u32 != user.gid {
+    // Groups first, in the order of a real switch.
+    sys::thread_setgroups(&user.groups)?;
+    sys::setfsgid(user.gid);
+    sys::setfsuid(user.uid);
+    // setfsuid and setfsgid report the previous id, never an error: ask again to be sure (an
+    // invalid id, -1, changes nothing and returns the current one).
+    let (now_uid, now_gid) = (sys::setfsuid(u32::MAX), sys::setfsgid(u32::MAX));
+    if now_uid != user.uid || now_gid != user.gid {
         drop(guard);
         return Err(io::Error::other(format!(
             "cannot take the file-system credentials of {} (uid {})",
@@ -73,22 +67,11 @@ pub fn act_as(user: Option<&Credentials>) -> io::Result<Option<ActingAs>> {
 
 impl Drop for ActingAs {
     fn drop(&mut self) {
-        // SAFETY: as in `act_as`; restoring root's ids cannot fail while we are root.
-        unsafe {
-            libc::setfsuid(0);
-            libc::setfsgid(self.fsgid);
-            thread_setgroups(&self.groups);
-        }
+        // Restoring root's ids cannot fail while we are root.
+        sys::setfsuid(0);
+        sys::setfsgid(self.fsgid);
+        let _ = sys::thread_setgroups(&self.groups);
     }
-}
-
-/// `setgroups(2)` for the calling thread alone.
-///
-/// # Safety
-/// Changes the thread's credentials; callers restore them.
-unsafe fn thread_setgroups(groups: &[libc::gid_t]) -> libc::c_long {
-    // SAFETY: the kernel reads `groups.len()` ids from a live slice.
-    unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) }
 }
 
 /// True when `user` can write what `meta` describes (for a directory: create, remove or rename

@@ -40,7 +40,7 @@ Options:
 
 /// Everything the init needs to know, resolved from the command line and the environment.
 #[derive(Debug, PartialEq)]
-pub struct Config {
+pub(crate) struct Config {
     /// `--user`: the account for CMD and `run_as: user` hooks; `None` runs them as ourselves.
     pub user: Option<String>,
     /// `--workspace`; `None` lets the context fall back to `$DISCOBOT_WORKSPACE` and the cwd.
@@ -61,7 +61,7 @@ pub struct Config {
 
 /// What the command line asks for.
 #[derive(Debug, PartialEq)]
-pub enum Parsed {
+pub(crate) enum Parsed {
     /// Run.
     Run(Config),
     /// Print this text to stdout and exit 0 (`--help`, `--version`).
@@ -71,7 +71,7 @@ pub enum Parsed {
 impl Config {
     /// Parses the command line; prints usage or the version and exits 0 when asked, and exits
     /// 2 with one line on a mistake.
-    pub fn from_args() -> Config {
+    pub(crate) fn from_args() -> Config {
         let env = |name: &str| std::env::var_os(name);
         match parse(std::env::args_os().skip(1), env) {
             Ok(Parsed::Run(config)) => config,
@@ -88,7 +88,7 @@ impl Config {
 }
 
 /// Parses `args` (without the program name), reading fallbacks through `env`.
-pub fn parse(
+pub(crate) fn parse(
     args: impl IntoIterator<Item = OsString>,
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Result<Parsed, String> {

@@ -31,6 +31,8 @@ use config::Config;
 use supervise::Supervisor;
 
 /// The entry point the C runtime calls (see the `no_main` note above).
+// `no_mangle` is an unsafe attribute (the symbol could clash); this is the one C entry point.
+#[allow(unsafe_code)]
 #[cfg_attr(not(test), unsafe(no_mangle))]
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     let config = Config::from_args();
@@ -125,7 +127,7 @@ fn run(config: Config) -> Result<i32, String> {
     }
     if let Some(sig) = supervisor.stop_signal() {
         supervisor.stop_everything();
-        return Ok(128 + sig);
+        return Ok(hookvisor_core::sys::signal_exit_code(sig));
     }
 
     // 6. CMD, as the run user, with the user's identity and the resolved hookvisor context.

@@ -30,7 +30,7 @@ const LEFTOVER_SWEEPS: usize = 100;
 
 /// A runner the init started and has not reaped yet.
 #[derive(Debug)]
-pub struct Runner {
+pub(crate) struct Runner {
     /// Its process id.
     pub pid: Pid,
     /// The hooks it runs, to fix up their records if it dies before it can.
@@ -39,7 +39,7 @@ pub struct Runner {
 
 /// Forks a runner for `hooks`. `grace` is the init's: a stopped hook gets half of it between
 /// TERM and KILL, so that the runner has time to record it before the init kills the runner.
-pub fn start(
+pub(crate) fn start(
     ctx: &Context,
     hooks: Vec<SessionHook>,
     user: Option<&Credentials>,
@@ -154,17 +154,7 @@ fn kill_leftovers() -> usize {
         let signalled = sweep::signal_all(libc::SIGKILL);
         found.get_or_insert(signalled);
         // Reap what is dead already: the killed, and orphans of the killed that came to us.
-        loop {
-            let mut status = 0;
-            // SAFETY: `status` is a valid c_int for waitpid to write.
-            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-            if pid < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            if pid <= 0 {
-                break;
-            }
-        }
+        while let Ok(Some(_)) = hookvisor_core::sys::reap_any() {}
         if signalled == 0 {
             break;
         }

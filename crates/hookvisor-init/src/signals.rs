@@ -5,6 +5,8 @@
 //! Raw signal numbers (not nix's `Signal`) are used throughout because real-time signals must be
 //! forwarded too and nix's enum has no room for them.
 
+#![allow(unsafe_code)]
+
 use std::io;
 use std::mem::MaybeUninit;
 use std::time::Duration;
@@ -37,7 +39,7 @@ const RESERVED: [c_int; 2] = [32, 33];
 /// `main.rs`). What a child has to put back is the mask, the reserved pair, and SIGPIPE, which
 /// std's `Command` sets to its default in every child it starts.
 #[derive(Clone, Copy)]
-pub struct Inherited {
+pub(crate) struct Inherited {
     /// The mask the init was started with.
     mask: libc::sigset_t,
     /// Whether SIGPIPE was ignored when the init started.
@@ -45,14 +47,14 @@ pub struct Inherited {
 }
 
 /// The set the init blocks and waits on.
-pub struct Blocked {
+pub(crate) struct Blocked {
     set: libc::sigset_t,
 }
 
 /// Blocks every catchable, non-synchronous signal and returns what was there before.
 ///
 /// Must run before any child exists, so that no signal arrives while nobody waits for it.
-pub fn block_all() -> io::Result<(Blocked, Inherited)> {
+pub(crate) fn block_all() -> io::Result<(Blocked, Inherited)> {
     let mut set = empty_set();
     let mut old = empty_set();
     // SAFETY: `set` and `old` are valid, initialised sigset_t values owned by this frame;
@@ -86,7 +88,7 @@ impl Blocked {
     /// Waits for one of the blocked signals, at most `timeout` (`None`: as long as it takes).
     ///
     /// Returns `None` when the timeout passed or the wait was interrupted.
-    pub fn wait(&self, timeout: Option<Duration>) -> Option<c_int> {
+    pub(crate) fn wait(&self, timeout: Option<Duration>) -> Option<c_int> {
         let sig = match timeout {
             Some(timeout) => {
                 let ts = libc::timespec {
@@ -108,7 +110,7 @@ impl Inherited {
     ///
     /// Meant for a freshly forked child before `exec`: it only calls async-signal-safe functions
     /// and allocates nothing.
-    pub fn restore_in_child(&self) -> io::Result<()> {
+    pub(crate) fn restore_in_child(&self) -> io::Result<()> {
         // Every other disposition is still the one the init was given, so it is left alone
         // rather than set again one system call per signal on CMD's start-up path.
         if self.pipe_ignored {
@@ -116,7 +118,7 @@ impl Inherited {
             unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
         }
         for sig in RESERVED {
-            reset_reserved(sig);
+            hookvisor_core::sys::reset_signal(sig);
         }
         // SAFETY: `self.mask` is a valid sigset_t copied from sigprocmask; sigprocmask is
         // async-signal-safe.
@@ -127,39 +129,13 @@ impl Inherited {
     }
 }
 
-/// Sets a signal the C library reserves back to its default action.
-///
-/// Async-signal-safe: one system call on a stack value.
-fn reset_reserved(sig: c_int) {
-    // The kernel's `struct sigaction`, all zero: SIG_DFL, no flags, no restorer, empty mask,
-    // whatever the order of its fields on this architecture.
-    let action = [0u64; 4];
-    // SAFETY: rt_sigaction reads `action` (32 bytes, more than the kernel's struct on every
-    // Linux architecture) and writes nothing since the old-action pointer is null.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            sig,
-            action.as_ptr(),
-            std::ptr::null_mut::<u64>(),
-            8usize,
-        );
-    }
-}
-
 /// Sends signal `sig` to `pid` (a negative pid is a process group, -1 everyone we may signal).
-pub fn send(pid: i32, sig: c_int) -> io::Result<()> {
-    // SAFETY: kill has no memory-safety preconditions; any pid/signal pair is checked by the
-    // kernel.
-    if unsafe { libc::kill(pid, sig) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+pub(crate) fn send(pid: i32, sig: c_int) -> io::Result<()> {
+    hookvisor_core::sys::kill(pid, sig)
 }
 
 /// True for the signals that ask the container to stop.
-pub fn is_shutdown(sig: c_int) -> bool {
+pub(crate) fn is_shutdown(sig: c_int) -> bool {
     sig == libc::SIGTERM || sig == libc::SIGINT
 }
 

@@ -1,28 +1,27 @@
 //! Starting the init's two kinds of children: CMD (exec'd, with the process state a fresh
 //! program expects) and session runners (forked copies of the init that run hooks and exit).
 //!
-//! This is the only module with `unsafe` beyond the signal calls: code between `fork` and
-//! `exec` may only call async-signal-safe functions, and each block says why it holds.
+//! Code between `fork` and `exec` may only call async-signal-safe functions: the system calls
+//! are hookvisor-core's `sys` ones; the `unsafe` left here is registering that code and `fork`.
+
+#![allow(unsafe_code)]
 
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use hookvisor_core::Credentials;
+use hookvisor_core::{Credentials, sys};
 use nix::unistd::{ForkResult, Pid};
 
 use crate::signals::Inherited;
-
-/// `CLOSE_RANGE_CLOEXEC` from linux/close_range.h; libc does not export it on every target.
-const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 
 /// Starts CMD in its own process group, in the foreground of the terminal when stdin is one,
 /// as `user` when given, with the signal state the init inherited and no descriptor but 0-2.
 ///
 /// `env` is added to the init's environment (the user's HOME, USER, LOGNAME, SHELL and the
 /// resolved hookvisor context). A failure to exec is returned here, not seen as an exit.
-pub fn command(
+pub(crate) fn command(
     cmd: &[OsString],
     user: Option<&Credentials>,
     env: &[(OsString, OsString)],
@@ -45,27 +44,20 @@ pub fn command(
         )
     });
     // SAFETY: the closure runs in the forked child before exec and calls only async-signal-safe
-    // functions (setpgid, isatty, tcsetpgrp, setgroups, setgid, setuid, signal, sigprocmask,
-    // syscall/fcntl, getrlimit) on data prepared before the fork; it allocates nothing.
+    // functions (hookvisor-core's `sys` ones and `Inherited::restore_in_child`) on data prepared
+    // before the fork; it allocates nothing.
     unsafe {
         command.pre_exec(move || {
             // Its own group, so a terminal's job control and --kill-group address it alone.
-            if libc::setpgid(0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            sys::own_process_group()?;
             // Signals are still blocked here, so the SIGTTOU a background group would get for
             // this is not delivered.
-            if libc::isatty(0) == 1 {
-                libc::tcsetpgrp(0, libc::getpid());
+            sys::take_terminal(false)?;
+            if let Some((uid, gid, groups)) = &ids {
+                sys::drop_credentials(groups, *gid, *uid)?;
             }
-            if let Some((uid, gid, groups)) = &ids
-                && (libc::setgroups(groups.len(), groups.as_ptr()) != 0
-                    || libc::setgid(*gid) != 0
-                    || libc::setuid(*uid) != 0)
-            {
-                return Err(io::Error::last_os_error());
-            }
-            close_inherited_descriptors();
+            // Nothing the init inherited leaks into CMD.
+            sys::mark_cloexec_above_stdio();
             inherited.restore_in_child()
         });
     }
@@ -78,7 +70,7 @@ pub fn command(
 ///
 /// The init is single-threaded, so the copy may do anything a program may do, threads and
 /// allocation included. The caller reaps it like any other child.
-pub fn fork_runner(body: impl FnOnce() -> i32) -> io::Result<Pid> {
+pub(crate) fn fork_runner(body: impl FnOnce() -> i32) -> io::Result<Pid> {
     // Buffered output written before the fork would otherwise be flushed twice.
     io::stdout().flush()?;
     // SAFETY: the init process is single-threaded (no thread is ever started in it), so the
@@ -92,40 +84,6 @@ pub fn fork_runner(body: impl FnOnce() -> i32) -> io::Result<Pid> {
             // SAFETY: _exit ends the process without running the parent's atexit handlers or
             // destructors a second time.
             unsafe { libc::_exit(code) }
-        }
-    }
-}
-
-/// Marks every descriptor above 2 close-on-exec, so nothing the init inherited leaks into CMD.
-///
-/// Close-on-exec rather than close: std's own exec-error pipe must survive until exec.
-fn close_inherited_descriptors() {
-    // SAFETY: close_range only changes descriptor flags; async-signal-safe as a raw syscall.
-    let done = unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3 as libc::c_uint,
-            libc::c_uint::MAX,
-            CLOSE_RANGE_CLOEXEC,
-        )
-    } == 0;
-    if done {
-        return;
-    }
-    // Kernels before 5.11: walk every possible descriptor.
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into `limit`; fcntl on a closed descriptor fails harmlessly.
-    unsafe {
-        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
-            limit.rlim_cur.min(1 << 20) as libc::c_int
-        } else {
-            65536
-        };
-        for fd in 3..max {
-            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use hookvisor_core::{Context, Credentials, fail_interrupted};
+use hookvisor_core::{Context, Credentials, fail_interrupted, sys};
 use libc::c_int;
 use nix::unistd::Pid;
 
@@ -23,7 +23,7 @@ const KILLED_NOTE: &str =
     "killed by hookvisor-init: the grace period ended before the hook stopped";
 
 /// The children the init knows by name, and the state of a shutdown.
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     signals: Blocked,
     grace: Duration,
     kill_group: bool,
@@ -52,7 +52,7 @@ struct Stop {
 
 impl Supervisor {
     /// A supervisor with no child yet; `signals` must already be blocked.
-    pub fn new(
+    pub(crate) fn new(
         signals: Blocked,
         grace: Duration,
         kill_group: bool,
@@ -74,41 +74,41 @@ impl Supervisor {
     }
 
     /// Adds a runner to the children the init knows.
-    pub fn adopt_runner(&mut self, runner: Runner) {
+    pub(crate) fn adopt_runner(&mut self, runner: Runner) {
         self.children = true;
         self.runners.push(runner);
     }
 
     /// Sets CMD, once it is spawned.
-    pub fn adopt_cmd(&mut self, pid: Pid) {
+    pub(crate) fn adopt_cmd(&mut self, pid: Pid) {
         self.children = true;
         self.cmd = Some(pid);
     }
 
     /// The signal that asked the container to stop, if one did.
-    pub fn stop_signal(&self) -> Option<c_int> {
+    pub(crate) fn stop_signal(&self) -> Option<c_int> {
         self.stop.and_then(|s| s.signal)
     }
 
     /// CMD's exit status: its code, or 128+n when signal n killed it.
-    pub fn cmd_status(&self) -> Option<i32> {
+    pub(crate) fn cmd_status(&self) -> Option<i32> {
         self.cmd_status
     }
 
     /// Runs the loop until the runner `pid` is reaped (the blocking session hooks are done), or
     /// until a stop was asked for and the runner is gone.
-    pub fn wait_runner(&mut self, pid: Pid) {
+    pub(crate) fn wait_runner(&mut self, pid: Pid) {
         self.run_until(|s| s.runners.iter().all(|r| r.pid != pid));
     }
 
     /// Runs the loop until CMD is reaped.
-    pub fn wait_cmd(&mut self) {
+    pub(crate) fn wait_cmd(&mut self) {
         self.run_until(|s| s.cmd.is_none());
     }
 
     /// Stops whatever is left once CMD is gone: TERM to every process (background session
     /// hooks included), the rest of the grace period, then KILL, until nothing is left.
-    pub fn stop_everything(&mut self) {
+    pub(crate) fn stop_everything(&mut self) {
         self.reap();
         if !self.children {
             return;
@@ -191,25 +191,17 @@ impl Supervisor {
     /// Reaps every child that has exited: CMD, runners and adopted orphans alike.
     fn reap(&mut self) {
         loop {
-            let mut status: c_int = 0;
-            // SAFETY: `status` is a valid c_int for waitpid to write.
-            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-            if pid == 0 {
-                return;
-            }
-            if pid < 0 {
-                match std::io::Error::last_os_error().raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    Some(libc::ECHILD) => self.children = false,
-                    _ => {}
+            let (pid, status) = match sys::reap_any() {
+                Ok(Some(reaped)) => (reaped.pid, reaped.status),
+                Ok(None) => return,
+                Err(e) => {
+                    if e.raw_os_error() == Some(libc::ECHILD) {
+                        self.children = false;
+                    }
+                    return;
                 }
-                return;
-            }
-            let code = if libc::WIFEXITED(status) {
-                libc::WEXITSTATUS(status)
-            } else if libc::WIFSIGNALED(status) {
-                128 + libc::WTERMSIG(status)
-            } else {
+            };
+            let Some(code) = sys::wait_status_code(status) else {
                 continue;
             };
             let pid = Pid::from_raw(pid);

@@ -11,7 +11,7 @@ use crate::signals;
 
 /// Sends `sig` to every process the init is responsible for. Returns how many were signalled
 /// (for PID 1, 1 means "at least one").
-pub fn signal_all(sig: c_int) -> usize {
+pub(crate) fn signal_all(sig: c_int) -> usize {
     let me = std::process::id() as i32;
     if me == 1 {
         return usize::from(signals::send(-1, sig).is_ok());

@@ -8,6 +8,9 @@
 //! Needs root and util-linux, as the tests of `init.rs`; outside CI a test that cannot run says
 //! so and returns.
 
+// Test-only raw calls (pre_exec, kill); the product's unsafe lives in hookvisor-core's sys.rs.
+#![allow(unsafe_code)]
+
 use std::fs;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt, lchown};

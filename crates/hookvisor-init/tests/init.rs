@@ -4,6 +4,9 @@
 //! Needs root and util-linux (`unshare`, `script`), procps (`ps`), passwd (`useradd`) and bash.
 //! Outside CI a test that cannot run says so and returns; with CI=true it fails.
 
+// Test-only raw calls (pre_exec, kill); the product's unsafe lives in hookvisor-core's sys.rs.
+#![allow(unsafe_code)]
+
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;

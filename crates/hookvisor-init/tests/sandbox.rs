@@ -4,6 +4,9 @@
 //!
 //! Needs root (PID namespaces, `useradd`); with CI=true a test that cannot run fails.
 
+// Test-only raw calls (pre_exec, kill); the product's unsafe lives in hookvisor-core's sys.rs.
+#![allow(unsafe_code)]
+
 mod common;
 
 use std::fs;

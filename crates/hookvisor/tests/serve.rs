@@ -1,6 +1,9 @@
 //! `hookvisor serve` end to end: the built binary on a loopback port or a Unix socket, real
 //! hooks, real signals, a small HTTP/1.0 client, server-sent events read as they arrive.
 
+// Test-only raw calls (pre_exec, kill); the product's unsafe lives in hookvisor-core's sys.rs.
+#![allow(unsafe_code)]
+
 mod common;
 
 use std::collections::BTreeMap;

@@ -2,6 +2,10 @@
 //! namespace, a workspace with hooks, the test user, and polling with a deadline.
 
 #![allow(dead_code)]
+// A helper module shared by several test crates: `pub` is its interface to each of them.
+#![allow(unreachable_pub)]
+// Test-only raw calls (pre_exec, kill); the product's unsafe lives in hookvisor-core's sys.rs.
+#![allow(unsafe_code)]
 
 use std::fs;
 use std::io::Read;

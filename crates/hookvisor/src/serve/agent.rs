@@ -6,8 +6,6 @@ use std::ffi::OsString;
 use std::fmt;
 use std::io;
 use std::os::fd::AsFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::ExitStatus;
 
 use nix::sys::signal::{self, SigSet, SigmaskHow, Signal};
 use nix::unistd::{self, Pid};
@@ -73,22 +71,7 @@ impl Agent {
         let took_terminal = we_own_the_terminal();
         if took_terminal {
             cmd.process_group(0);
-            // SAFETY: the closure runs in the forked child before exec and calls only
-            // async-signal-safe functions (sigprocmask, getpgrp, tcsetpgrp) on fd 0, which
-            // stays open; it allocates nothing and touches no lock.
-            unsafe {
-                cmd.as_std_mut().pre_exec(|| {
-                    // A background group may change the foreground only with SIGTTOU blocked.
-                    let mut ttou = SigSet::empty();
-                    ttou.add(Signal::SIGTTOU);
-                    let mut old = SigSet::empty();
-                    signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&ttou), Some(&mut old))?;
-                    // A terminal that went away is no reason to fail the agent.
-                    nix::libc::tcsetpgrp(0, nix::libc::getpgrp());
-                    signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old), None)?;
-                    Ok(())
-                });
-            }
+            hookvisor_core::sys::take_terminal_on_exec(cmd.as_std_mut());
         }
         let child = cmd.spawn()?;
         let pid = Pid::from_raw(child.id().map_or(0, |id| id as i32));
@@ -116,21 +99,13 @@ impl Agent {
             reclaim_terminal();
         }
         match status {
-            Ok(status) => exit_code(status),
+            // The shell convention (128+n for death by signal n); 1 for anything else.
+            Ok(status) => hookvisor_core::sys::exit_code(status).unwrap_or(1),
             Err(e) => {
                 tracing::error!("cannot wait for the agent: {e}");
                 1
             }
         }
-    }
-}
-
-/// The shell convention: the exit code, or 128+n for death by signal n.
-fn exit_code(status: ExitStatus) -> i32 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(sig)) => 128 + sig,
-        (None, None) => 1,
     }
 }
 
@@ -151,23 +126,5 @@ fn reclaim_terminal() {
     if signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttou), Some(&mut old)).is_ok() {
         let _ = unistd::tcsetpgrp(io::stdin().as_fd(), unistd::getpgrp());
         let _ = signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exit_codes_follow_the_shell() {
-        let cases = [
-            (ExitStatus::from_raw(0), 0),
-            (ExitStatus::from_raw(3 << 8), 3),
-            (ExitStatus::from_raw(Signal::SIGTERM as i32), 143),
-            (ExitStatus::from_raw(Signal::SIGKILL as i32), 137),
-        ];
-        for (status, want) in cases {
-            assert_eq!(exit_code(status), want, "{status:?}");
-        }
     }
 }

@@ -10,6 +10,9 @@
 //! or fails under `CI=true`. With `HOOKVISOR_MODEL_DUMP=<dir>` the model server also writes
 //! every request it gets there, numbered, to see what a new client release sends.
 
+// A test crate: `pub` in its modules is their interface to each other.
+#![allow(unreachable_pub)]
+
 #[path = "../common/mod.rs"]
 mod common;
 

@@ -8,6 +8,8 @@
 //! assert!(ws.hookvisor(&["pre-commit", "install"]).status.success());
 //! ```
 
+// A helper module shared by several test crates: `pub` is its interface to each of them.
+#![allow(unreachable_pub)]
 // Each test file uses its own part of this module.
 #![allow(dead_code)]
 

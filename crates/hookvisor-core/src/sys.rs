@@ -1,0 +1,404 @@
+//! The raw system calls of hookvisor, each written once: the only module of the core allowed
+//! `unsafe`, shared by the executor, the root-hook sealing, the leftover sweep, the PID-1 init
+//! and `hookvisor serve`.
+//!
+//! Everything here is a safe function over one or two system calls. The functions marked
+//! *async-signal-safe* make no allocation and take no lock, so they may run in a forked child
+//! between `fork` and `exec` ([`prepare_exec`] and the init's `spawn` module call them there).
+
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitStatus};
+
+use libc::{c_int, gid_t, pid_t, uid_t};
+
+/// Linux's `_NSIG - 1`: the highest signal number whose disposition [`reset_all_signals`]
+/// resets.
+const LAST_SIGNAL: c_int = 64;
+/// Size of the kernel's signal set (`_NSIG / 8`), as `rt_sigaction` wants it.
+const KERNEL_SIGSET_SIZE: libc::size_t = 8;
+/// `CLOSE_RANGE_CLOEXEC` from linux/close_range.h; libc does not export it on every target.
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+
+fn check(rc: c_int) -> io::Result<()> {
+    if rc == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// The shell convention for a wait status: the exit code, or 128+n for death by signal n.
+///
+/// `None` for a status that is neither (stopped or continued); each caller says what that
+/// means for it.
+pub fn exit_code(status: ExitStatus) -> Option<i32> {
+    wait_status_code(status.into_raw())
+}
+
+/// The exit status that stands for death by signal `sig`: 128+n.
+pub fn signal_exit_code(sig: c_int) -> i32 {
+    128 + sig
+}
+
+/// [`exit_code`] for the raw status `waitpid` writes.
+pub fn wait_status_code(status: c_int) -> Option<i32> {
+    if libc::WIFEXITED(status) {
+        Some(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        Some(signal_exit_code(libc::WTERMSIG(status)))
+    } else {
+        None
+    }
+}
+
+/// One child reaped by [`reap_any`].
+#[derive(Debug, Clone, Copy)]
+pub struct Reaped {
+    /// The child's pid.
+    pub pid: pid_t,
+    /// Its raw wait status (see [`wait_status_code`]).
+    pub status: c_int,
+}
+
+/// `waitpid(-1, WNOHANG)`, retried on EINTR: `Ok(Some)` for a reaped child, `Ok(None)` when
+/// children remain and none has exited, `Err` otherwise (ECHILD: no child at all).
+pub fn reap_any() -> io::Result<Option<Reaped>> {
+    loop {
+        let mut status: c_int = 0;
+        // SAFETY: `status` is a valid c_int for waitpid to write.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid > 0 {
+            return Ok(Some(Reaped { pid, status }));
+        }
+        if pid == 0 {
+            return Ok(None);
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    }
+}
+
+/// `kill(2)` with a raw signal number (real-time ones included): a negative pid is a process
+/// group, -1 every process we may signal. Async-signal-safe.
+pub fn kill(pid: pid_t, sig: c_int) -> io::Result<()> {
+    // SAFETY: kill has no memory-safety preconditions; the kernel checks any pid/signal pair.
+    check(unsafe { libc::kill(pid, sig) })
+}
+
+/// A pollable descriptor that becomes readable when `pid` exits, without reaping it.
+/// `None` on kernels without pidfd (< 5.3).
+pub fn pidfd_open(pid: pid_t) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes two integers and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a non-negative result is a descriptor that nothing else owns.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as c_int) })
+}
+
+/// `memfd_create(2)`: a new anonymous file.
+pub fn memfd_create(name: &CStr, flags: libc::c_uint) -> io::Result<OwnedFd> {
+    // SAFETY: memfd_create reads a NUL-terminated name and returns a new descriptor or -1.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds `seals` (`F_SEAL_*`) to a memfd.
+pub fn add_seals(fd: BorrowedFd<'_>, seals: c_int) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor the caller keeps alive for the call.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) })
+}
+
+/// Sets `sig` back to its default action with the raw system call, because glibc's
+/// `sigaction` refuses its reserved signals 32 and 33. SIGKILL and SIGSTOP refuse with EINVAL;
+/// they cannot be ignored anyway. Async-signal-safe.
+pub fn reset_signal(sig: c_int) {
+    // The kernel's `struct sigaction`, all zero: SIG_DFL, no flags, no restorer, empty mask,
+    // whatever the order of its fields on this architecture.
+    let default = [0u64; 4];
+    // SAFETY: rt_sigaction reads `default` (32 bytes, more than the kernel's struct on every
+    // Linux architecture) and writes nothing since the old-action pointer is null.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            default.as_ptr(),
+            std::ptr::null_mut::<u64>(),
+            KERNEL_SIGSET_SIZE,
+        );
+    }
+}
+
+/// [`reset_signal`] for every signal, 1 to 64: an ignored one would otherwise be inherited
+/// across exec. Async-signal-safe.
+pub fn reset_all_signals() {
+    for sig in 1..=LAST_SIGNAL {
+        reset_signal(sig);
+    }
+}
+
+/// Empties the calling thread's signal mask. Async-signal-safe.
+pub fn unblock_all_signals() -> io::Result<()> {
+    // SAFETY: `empty` is initialised by sigemptyset before sigprocmask reads it.
+    unsafe {
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        check(libc::sigprocmask(
+            libc::SIG_SETMASK,
+            &empty,
+            std::ptr::null_mut(),
+        ))
+    }
+}
+
+/// Marks every descriptor above 2 close-on-exec, so nothing leaks into the program executed
+/// next. Async-signal-safe.
+///
+/// Close-on-exec rather than close: the standard library reports exec errors through a
+/// descriptor of its own that must stay open until execve. Kernels before 5.11 have no
+/// `close_range`; then every possible descriptor up to `RLIMIT_NOFILE` (at most 2^20, 65536 when
+/// unknown) is walked.
+pub fn mark_cloexec_above_stdio() {
+    // SAFETY: close_range only changes descriptor flags; async-signal-safe as a raw syscall.
+    let marked = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        )
+    } == 0;
+    if marked {
+        return;
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into `limit`; fcntl on a closed descriptor fails harmlessly.
+    unsafe {
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur.min(1 << 20) as c_int
+        } else {
+            65536
+        };
+        for fd in 3..max {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+}
+
+/// Puts the calling process in a process group of its own. Async-signal-safe.
+pub fn own_process_group() -> io::Result<()> {
+    // SAFETY: setpgid takes plain integers.
+    check(unsafe { libc::setpgid(0, 0) })
+}
+
+/// Gives stdin's terminal to the calling process's group when stdin is a terminal; a terminal
+/// that refuses is no error. `block_ttou`: block SIGTTOU around the call, as a process in a
+/// background group must. Async-signal-safe.
+pub fn take_terminal(block_ttou: bool) -> io::Result<()> {
+    // SAFETY: isatty, getpgrp and tcsetpgrp take plain integers; the sigsets are initialised
+    // by sigemptyset (and sigprocmask) before they are read.
+    unsafe {
+        if libc::isatty(0) != 1 {
+            return Ok(());
+        }
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        if block_ttou {
+            let mut ttou: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut ttou);
+            libc::sigaddset(&mut ttou, libc::SIGTTOU);
+            check(libc::sigprocmask(libc::SIG_BLOCK, &ttou, &mut old))?;
+        }
+        libc::tcsetpgrp(0, libc::getpgrp());
+        if block_ttou {
+            check(libc::sigprocmask(
+                libc::SIG_SETMASK,
+                &old,
+                std::ptr::null_mut(),
+            ))?;
+        }
+    }
+    Ok(())
+}
+
+/// The credential drop of a child before exec: supplementary groups, gid, uid, in that order
+/// (each later step needs the privilege the earlier ones keep). Async-signal-safe.
+pub fn drop_credentials(groups: &[gid_t], gid: gid_t, uid: uid_t) -> io::Result<()> {
+    // SAFETY: setgroups reads `groups.len()` ids from a live slice; setgid and setuid take plain
+    // integers.
+    unsafe {
+        check(libc::setgroups(groups.len(), groups.as_ptr()))?;
+        check(libc::setgid(gid))?;
+        check(libc::setuid(uid))
+    }
+}
+
+/// `setgroups(2)` for the calling thread alone (the raw system call: glibc's `setgroups`
+/// changes every thread of the process).
+pub fn thread_setgroups(groups: &[gid_t]) -> io::Result<()> {
+    // SAFETY: the kernel reads `groups.len()` ids from a live slice.
+    let rc = unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `setfsuid(2)` for the calling thread; returns the previous id (never an error: `u32::MAX`
+/// changes nothing and reports the current one).
+pub fn setfsuid(uid: uid_t) -> uid_t {
+    // SAFETY: setfsuid takes a plain integer.
+    unsafe { libc::setfsuid(uid) as uid_t }
+}
+
+/// `setfsgid(2)` for the calling thread; as [`setfsuid`].
+pub fn setfsgid(gid: gid_t) -> gid_t {
+    // SAFETY: setfsgid takes a plain integer.
+    unsafe { libc::setfsgid(gid) as gid_t }
+}
+
+/// Everything a hook's child needs between `fork` and `execve`, prepared before the fork
+/// because nothing may be allocated after it.
+pub struct ExecArgs {
+    program: CString,
+    /// Owns the strings `argv` and `envp` point into.
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    /// `Some` when the credentials must be switched: groups, gid, uid.
+    switch: Option<(Vec<gid_t>, gid_t, uid_t)>,
+    /// A sealed memfd to execute instead of `program`; kept open across exec, since a script's
+    /// interpreter opens it again as `/dev/fd/N`.
+    sealed: Option<RawFd>,
+}
+
+// SAFETY: the raw pointers in `argv` and `envp` point into `_strings`, which the struct owns and
+// never changes after `new`; moving the struct moves the `Vec` headers, not the heap bytes.
+unsafe impl Send for ExecArgs {}
+// SAFETY: as above; the pointers are only ever read.
+unsafe impl Sync for ExecArgs {}
+
+impl ExecArgs {
+    /// `program` to execute with `args` (`$0` first) and the environment `env` (`NAME=value`
+    /// strings); `switch`: the groups, gid and uid to take first.
+    pub fn new(
+        program: CString,
+        args: Vec<CString>,
+        env: Vec<CString>,
+        switch: Option<(Vec<gid_t>, gid_t, uid_t)>,
+    ) -> ExecArgs {
+        let argc = args.len();
+        let mut strings = args;
+        strings.extend(env);
+        let pointers = |range: &[CString]| {
+            let mut v: Vec<*const libc::c_char> = range.iter().map(|s| s.as_ptr()).collect();
+            v.push(std::ptr::null());
+            v
+        };
+        let argv = pointers(&strings[..argc]);
+        let envp = pointers(&strings[argc..]);
+        ExecArgs {
+            program,
+            _strings: strings,
+            argv,
+            envp,
+            switch,
+            sealed: None,
+        }
+    }
+
+    /// Executes the descriptor `fd` (a sealed memfd the caller keeps open) instead of the
+    /// program's path.
+    pub fn execute_fd(&mut self, fd: Option<RawFd>) {
+        self.sealed = fd;
+    }
+}
+
+/// Makes `command`'s child, after fork: its own process group, an empty signal mask, default
+/// dispositions for every signal, no descriptor above 2, `exec`'s credentials, then `execve`
+/// (or `execveat` of the sealed descriptor) of `exec` itself. A failure of any step makes
+/// `command.spawn()` fail with it.
+pub fn prepare_exec(command: &mut Command, exec: ExecArgs) {
+    // SAFETY: `child_setup` only makes async-signal-safe system calls and allocates nothing; it
+    // reads `exec`, which the closure owns for as long as the command exists.
+    unsafe {
+        command.pre_exec(move || child_setup(&exec));
+    }
+}
+
+fn child_setup(exec: &ExecArgs) -> io::Result<()> {
+    own_process_group()?;
+    // The init blocks every signal and ignores some; a hook must start from defaults.
+    unblock_all_signals()?;
+    reset_all_signals();
+    mark_cloexec_above_stdio();
+    if let Some((groups, gid, uid)) = &exec.switch {
+        drop_credentials(groups, *gid, *uid)?;
+    }
+    // SAFETY: fcntl, execveat and execve are async-signal-safe; the pointers point into `exec`,
+    // which outlives the calls, and the argument and environment arrays end with a null.
+    unsafe {
+        match exec.sealed {
+            Some(fd) => {
+                check(libc::fcntl(fd, libc::F_SETFD, 0))?;
+                libc::syscall(
+                    libc::SYS_execveat,
+                    fd,
+                    c"".as_ptr(),
+                    exec.argv.as_ptr(),
+                    exec.envp.as_ptr(),
+                    libc::AT_EMPTY_PATH,
+                );
+            }
+            None => {
+                libc::execve(
+                    exec.program.as_ptr(),
+                    exec.argv.as_ptr(),
+                    exec.envp.as_ptr(),
+                );
+            }
+        }
+    }
+    Err(io::Error::last_os_error())
+}
+
+/// Makes `command`'s child take stdin's terminal for its process group before exec (with
+/// SIGTTOU blocked around it, as a background group must); the caller puts it in a group of its
+/// own with `process_group(0)`.
+pub fn take_terminal_on_exec(command: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and calls only async-signal-safe
+    // functions on fd 0, which stays open; it allocates nothing and touches no lock.
+    unsafe {
+        command.pre_exec(|| take_terminal(true));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_shell() {
+        for (raw, code) in [
+            (0, Some(0)),
+            (3 << 8, Some(3)),
+            (libc::SIGKILL, Some(128 + libc::SIGKILL)),
+            (libc::SIGTERM | 0x80, Some(128 + libc::SIGTERM)),
+            (0x137f, None),
+        ] {
+            assert_eq!(wait_status_code(raw), code, "status {raw:#x}");
+        }
+    }
+}
