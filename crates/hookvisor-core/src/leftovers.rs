@@ -64,11 +64,22 @@ pub(crate) fn kill(marker: &str) -> usize {
         } else {
             every_process()
         };
-        let marked: Vec<i32> = candidates
-            .into_iter()
-            .filter(|&pid| pid != me && carries(pid, &entry))
-            .collect();
+        let mut marked = Vec::new();
+        let mut unsure = false;
+        for pid in candidates.into_iter().filter(|&pid| pid != me) {
+            match carries(pid, &entry) {
+                Some(true) => marked.push(pid),
+                Some(false) => {}
+                // A child of ours caught in the middle of an exec shows no environment for an
+                // instant: look again next round rather than let it go.
+                None => unsure |= subreaper,
+            }
+        }
         if marked.is_empty() {
+            if unsure {
+                std::thread::yield_now();
+                continue;
+            }
             break;
         }
         for &pid in &marked {
@@ -115,14 +126,29 @@ fn every_process() -> Vec<i32> {
         .collect()
 }
 
-/// True when `/proc/<pid>/environ` holds `entry` (`NAME=value\0`) as a whole entry.
-fn carries(pid: i32, entry: &[u8]) -> bool {
+/// Whether `/proc/<pid>/environ` holds `entry` (`NAME=value\0`) as a whole entry; `None` when
+/// it cannot tell: the environment reads empty although the process is alive and
+/// not a zombie (an exec under way; also every kernel thread, which is why only a subreaper,
+/// whose candidates are its own children, looks again).
+fn carries(pid: i32, entry: &[u8]) -> Option<bool> {
     let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
-        return false;
+        return Some(false);
     };
-    environ
-        .split_inclusive(|&b| b == 0)
-        .any(|candidate| candidate == entry)
+    if environ.is_empty() {
+        let zombie = fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let after = stat.get(stat.rfind(')')? + 2..)?;
+                after.chars().next()
+            })
+            .is_none_or(|state| state == 'Z' || state == 'X');
+        return zombie.then_some(false);
+    }
+    Some(
+        environ
+            .split_inclusive(|&b| b == 0)
+            .any(|candidate| candidate == entry),
+    )
 }
 
 #[cfg(test)]

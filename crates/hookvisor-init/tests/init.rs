@@ -377,10 +377,15 @@ fn hooks_run_in_order_blocking_first_and_failures_do_not_stop_the_rest() {
         &format!("while [ ! -e {c} ]; do sleep 0.01; done; echo 40 >> {o}"),
     );
     w.hook("50-last.sh", "", &format!("echo 50 >> {o}"));
-    // CMD sees every blocking hook done, then waits for the background ones.
+    // CMD sees every blocking hook done, then waits for the background ones to be recorded
+    // (not only to have written their line: CMD's exit stops whatever still runs).
+    let status_path = w.state.join("status.json");
     let script = format!(
         r#"echo "cmd saw $(cat {o} | tr '\n' ' ')"; touch {c}
-           while ! grep -qx 50 {o}; do sleep 0.01; done"#
+           until grep -A14 '"50-last": {{' {s} 2>/dev/null | grep -q '"lastResult": "success"'; do
+             sleep 0.01
+           done"#,
+        s = status_path.display()
     );
     let out = pid1(&w.args(&["--", "sh", "-c", &script]))
         .output()
