@@ -70,9 +70,9 @@ pub(crate) fn kill(marker: &str) -> usize {
             match carries(pid, &entry) {
                 Some(true) => marked.push(pid),
                 Some(false) => {}
-                // A child of ours caught in the middle of an exec shows no environment for an
+                // A process caught in the middle of an exec shows no environment for an
                 // instant: look again next round rather than let it go.
-                None => unsure |= subreaper,
+                None => unsure = true,
             }
         }
         if marked.is_empty() {
@@ -127,22 +127,25 @@ fn every_process() -> Vec<i32> {
 }
 
 /// Whether `/proc/<pid>/environ` holds `entry` (`NAME=value\0`) as a whole entry; `None` when
-/// it cannot tell: the environment reads empty although the process is alive and
-/// not a zombie (an exec under way; also every kernel thread, which is why only a subreaper,
-/// whose candidates are its own children, looks again).
+/// it cannot tell: the environment reads empty although the process is alive, is no zombie and
+/// is no kernel thread (those all have an empty environment, and kthreadd, pid 2, as parent):
+/// an exec under way. (A process that really has no environment makes its caller look again a
+/// bounded number of times.)
 fn carries(pid: i32, entry: &[u8]) -> Option<bool> {
     let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
         return Some(false);
     };
     if environ.is_empty() {
-        let zombie = fs::read_to_string(format!("/proc/{pid}/stat"))
+        let settled = fs::read_to_string(format!("/proc/{pid}/stat"))
             .ok()
             .and_then(|stat| {
-                let after = stat.get(stat.rfind(')')? + 2..)?;
-                after.chars().next()
+                let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_whitespace();
+                let state = fields.next()?;
+                let parent: i32 = fields.next()?.parse().ok()?;
+                Some(matches!(state, "Z" | "X") || parent == 2 || pid == 2)
             })
-            .is_none_or(|state| state == 'Z' || state == 'X');
-        return zombie.then_some(false);
+            .unwrap_or(true);
+        return settled.then_some(false);
     }
     Some(
         environ
