@@ -23,11 +23,16 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The variable that marks a run's processes.
-pub const RUN_MARKER_VARIABLE: &str = "HOOKVISOR_RUN";
+pub(crate) const RUN_MARKER_VARIABLE: &str = "HOOKVISOR_RUN";
 
 /// How many rounds of "kill the orphans, reap them, look again" are made for one run: each
 /// round reaches one more generation of a process tree that forks while it dies.
 const ROUNDS: usize = 64;
+
+/// How many of those rounds may be spent looking again at processes that showed no environment
+/// (an exec under way lasts microseconds; a process that really has none must not make every
+/// hook run of `serve` read `/proc` 64 times).
+const UNSURE_ROUNDS: usize = 8;
 
 /// Makes this process a child subreaper, so that what its hooks leave behind comes back to it.
 /// Every binary that runs hooks calls it at start.
@@ -58,6 +63,7 @@ pub(crate) fn kill(marker: &str) -> usize {
     let me = std::process::id() as i32;
     // A process still dying is found again in the next round; it counts once.
     let mut killed = std::collections::BTreeSet::new();
+    let mut unsure_rounds = 0;
     for _ in 0..ROUNDS {
         let candidates = if subreaper {
             own_children()
@@ -76,7 +82,8 @@ pub(crate) fn kill(marker: &str) -> usize {
             }
         }
         if marked.is_empty() {
-            if unsure {
+            if unsure && unsure_rounds < UNSURE_ROUNDS {
+                unsure_rounds += 1;
                 std::thread::yield_now();
                 continue;
             }

@@ -42,7 +42,7 @@ pub use exec::{CancelToken, ExecError, Invocation, RunOptions, RunOutcome, run_c
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
 pub use hook::{Hook, HookKind, Problem, RunAs};
-pub use leftovers::{RUN_MARKER_VARIABLE, become_subreaper};
+pub use leftovers::become_subreaper;
 pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};
 pub use precommit::{
@@ -50,7 +50,7 @@ pub use precommit::{
     PreCommitSkip, SKIP_VARIABLE, Uninstalled, ensure_pre_commit, git_hooks_dir, repository_top,
     run_pre_commit, staged_files, uninstall_pre_commit,
 };
-pub use seal::{RootHooks, SEAL_LIMIT, SealError, SealedScript};
+pub use seal::{RootHooks, SealError, SealedScript};
 pub use session::{
     Attempt, Backoff, DEFAULT_RETRIES, NOTE_FIELD, RootImages, STOPPED_NOTE, SessionError,
     SessionHook, SessionOptions, SessionPlan, SessionRun, credentials_for, fail_interrupted,
@@ -61,6 +61,4 @@ pub use status::{
     rfc3339_millis, write_atomic,
 };
 pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
-pub use user_fs::{
-    ActingAs, act_as, agent_running, first_reachable, guarded_by_sticky, processes_of, writable_by,
-};
+pub use user_fs::{ActingAs, act_as, agent_running};

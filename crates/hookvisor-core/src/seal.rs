@@ -23,7 +23,7 @@ use crate::sys;
 use crate::user_fs::first_reachable;
 
 /// The largest hook file that is sealed; a root hook is a script, not a toolchain.
-pub const SEAL_LIMIT: u64 = 64 * 1024 * 1024;
+pub(crate) const SEAL_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// `MFD_EXEC` (Linux 6.3): asks for an executable memfd where `vm.memfd_noexec` would not give
 /// one by default. Older kernels refuse the flag with EINVAL and make executable ones anyway.

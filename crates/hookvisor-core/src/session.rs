@@ -156,6 +156,14 @@ impl SessionPlan {
         SessionPlan::with_policy(discovery, RootHooks::All, None)
     }
 
+    /// Keeps every root hook from running, each recorded as failed with `reason` (the agent's
+    /// processes exist: [`agent_running`](crate::agent_running)).
+    pub fn refuse_root_hooks(&mut self, reason: &str) {
+        for image in self.root_images.values_mut() {
+            *image = Err(reason.to_owned());
+        }
+    }
+
     /// Picks the session hooks out of a discovery for a run whose agent is `user`, sealing
     /// each root hook as `policy` allows when this process is root.
     pub fn with_policy(

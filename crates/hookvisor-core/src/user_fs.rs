@@ -77,7 +77,7 @@ impl Drop for ActingAs {
 /// True when `user` can write what `meta` describes (for a directory: create, remove or rename
 /// its entries): it owns it, or a group of its or everyone has write permission. The owner
 /// counts whatever the mode says, since it may chmod. (POSIX ACLs are not read.)
-pub fn writable_by(meta: &Metadata, user: &Credentials) -> bool {
+pub(crate) fn writable_by(meta: &Metadata, user: &Credentials) -> bool {
     let mode = meta.mode();
     meta.uid() == user.uid
         || mode & 0o002 != 0
@@ -87,13 +87,13 @@ pub fn writable_by(meta: &Metadata, user: &Credentials) -> bool {
 /// True when the sticky bit of the directory `meta` describes keeps `user` from renaming or
 /// removing the entries it does not own: the directory is sticky and not the user's own (the
 /// owner of a sticky directory may still move anything in it).
-pub fn guarded_by_sticky(meta: &Metadata, user: &Credentials) -> bool {
+pub(crate) fn guarded_by_sticky(meta: &Metadata, user: &Credentials) -> bool {
     meta.mode() & 0o1000 != 0 && meta.uid() != user.uid
 }
 
 /// The pids of the processes running as `uid` (real, effective, saved or file-system id): the
 /// agent's, when `uid` is its user. Root hooks never run beside them.
-pub fn processes_of(uid: u32) -> Vec<i32> {
+pub(crate) fn processes_of(uid: u32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -129,7 +129,7 @@ pub fn agent_running(user: Option<&Credentials>) -> Option<String> {
 /// change: an entry of a directory it can write (unless the directory is sticky like `/tmp`,
 /// not the user's, and someone else owns the entry), or a file or directory it can write. `None` when every
 /// step is out of its reach. Links on the way are followed, each checked the same way.
-pub fn first_reachable(path: &Path, user: &Credentials) -> io::Result<Option<PathBuf>> {
+pub(crate) fn first_reachable(path: &Path, user: &Credentials) -> io::Result<Option<PathBuf>> {
     let resolved = path.canonicalize()?;
     for candidate in [path, resolved.as_path()] {
         let mut parent: Option<Metadata> = None;

@@ -221,9 +221,7 @@ fn prepare(ctx: &Context, policy: RootHooks, user: Option<&Credentials>) -> Sess
     if std::process::id() != 1
         && let Some(reason) = agent_running(user)
     {
-        for image in plan.root_images.values_mut() {
-            *image = Err(reason.clone());
-        }
+        plan.refuse_root_hooks(&reason);
     }
     if plan.unprivileged_root_hooks() {
         warn(format_args!(

@@ -61,9 +61,7 @@ pub fn run(globals: &Globals, user: Option<&str>, root_hooks: Option<&str>) -> C
     // Unlike the init, this command may run while the agent does: root hooks never run
     // beside the agent's processes.
     if let Some(reason) = agent_running(user.as_ref()) {
-        for image in plan.root_images.values_mut() {
-            *image = Err(reason.clone());
-        }
+        plan.refuse_root_hooks(&reason);
     }
     // Root never writes the agent's .git (links there could point anywhere); `serve`, as
     // the user, installs the pre-commit hook.
