@@ -83,7 +83,7 @@ pub enum SealError {
         /// What the system said.
         source: io::Error,
     },
-    /// The file is not a regular file of at most [`SEAL_LIMIT`] bytes.
+    /// The file is not a regular file of at most 64 MiB.
     NotSealable {
         /// The hook file.
         path: PathBuf,
