@@ -1,8 +1,12 @@
 //! The command line of `hookvisor`, as DESIGN.md states it.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use hookvisor_core::{Context, ContextError, ContextOverrides, Credentials, repository_top};
+
+use crate::error::CliError;
 
 pub use crate::agents::Agent;
 
@@ -10,6 +14,17 @@ pub use crate::agents::Agent;
 #[derive(Debug, Parser)]
 #[command(name = "hookvisor", version, about, propagate_version = true)]
 pub struct Cli {
+    /// The options every subcommand shares.
+    #[command(flatten)]
+    pub globals: GlobalArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The global options, as given; [`GlobalArgs::resolve`] adds the environment they fall back to.
+#[derive(Debug, Clone, Default, Args)]
+pub struct GlobalArgs {
     /// Workspace root [default: $DISCOBOT_WORKSPACE, else the current directory; the adapters
     /// take the agent's cwd first].
     #[arg(long, global = true, value_name = "DIR")]
@@ -22,9 +37,167 @@ pub struct Cli {
     /// "default"].
     #[arg(long = "session", global = true, value_name = "ID")]
     pub session: Option<String>,
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
+}
+
+/// The variables a context falls back to (DESIGN.md "Files and names"), read once.
+const CONTEXT_VARIABLES: [&str; 5] = [
+    "DISCOBOT_WORKSPACE",
+    "DISCOBOT_SESSION_ID",
+    "SESSION_ID",
+    "HOOKVISOR_STATE_DIR",
+    "HOME",
+];
+
+impl GlobalArgs {
+    /// The one step from the global options and the process environment to what every
+    /// command resolves its context from.
+    pub fn resolve(self) -> Globals {
+        self.resolve_with(|name| std::env::var_os(name))
+    }
+
+    /// [`GlobalArgs::resolve`] over a given environment (the tests').
+    pub fn resolve_with(self, var: impl Fn(&str) -> Option<OsString>) -> Globals {
+        let env = CONTEXT_VARIABLES
+            .into_iter()
+            .filter_map(|name| var(name).filter(|v| !v.is_empty()).map(|v| (name, v)))
+            .collect();
+        Globals { args: self, env }
+    }
+}
+
+/// The global options with their environment: every way a command gets its context is a
+/// method here, so the precedence rules live in one place and differ only where a command's
+/// job needs it (each method says why).
+#[derive(Debug, Clone)]
+pub struct Globals {
+    /// The options as given on the command line.
+    pub args: GlobalArgs,
+    /// The non-empty [`CONTEXT_VARIABLES`].
+    env: Vec<(&'static str, OsString)>,
+}
+
+impl Globals {
+    /// A variable of [`CONTEXT_VARIABLES`], when set and not empty.
+    fn var(&self, name: &str) -> Option<OsString> {
+        self.env
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn resolve(&self, overrides: ContextOverrides) -> Result<Context, ContextError> {
+        Context::resolve_with(overrides, |name| self.var(name))
+    }
+
+    fn overrides(&self) -> ContextOverrides {
+        ContextOverrides {
+            workspace: self.args.workspace.clone(),
+            state_dir: self.args.state_dir.clone(),
+            session_id: self.args.session.clone(),
+            home: None,
+        }
+    }
+
+    /// The context of most commands: options, then the environment, then defaults.
+    pub fn context(&self) -> Result<Context, ContextError> {
+        self.resolve(self.overrides())
+    }
+
+    /// The context for hooks run as another user (`session --user`): the default state dir
+    /// is in that user's home, not root's.
+    pub fn context_as(&self, user: Option<&Credentials>) -> Result<Context, ContextError> {
+        self.resolve(ContextOverrides {
+            home: user.map(|u| u.home.clone()),
+            ..self.overrides()
+        })
+    }
+
+    /// The context of `status` showing one recorded agent session.
+    pub fn context_of_session(&self, session: &str) -> Result<Context, ContextError> {
+        self.resolve(ContextOverrides {
+            session_id: Some(session.to_owned()),
+            ..self.overrides()
+        })
+    }
+
+    /// The context of a commit: the workspace is `--workspace`, else the top level of the work
+    /// tree git runs the hook in, never `$DISCOBOT_WORKSPACE`: a linked worktree or a
+    /// submodule commits with its own hooks.
+    pub fn commit_context(&self) -> Result<Context, CliError> {
+        let workspace = match &self.args.workspace {
+            Some(dir) => dir.clone(),
+            None => repository_top(&std::env::current_dir()?)?,
+        };
+        Ok(self.resolve(ContextOverrides {
+            workspace: Some(workspace),
+            ..self.overrides()
+        })?)
+    }
+
+    /// The context of an agent's turn: `--workspace`, else the agent's `cwd`; the session from
+    /// the options or the environment, else the agent's own (`agent_session`, already a plain
+    /// name), so that each agent session keeps its own loop guard.
+    pub fn agent_context(
+        &self,
+        cwd: Option<PathBuf>,
+        agent_session: Option<String>,
+    ) -> Result<Context, ContextError> {
+        let env_session =
+            self.var("DISCOBOT_SESSION_ID").is_some() || self.var("SESSION_ID").is_some();
+        let session_id =
+            self.args
+                .session
+                .clone()
+                .or(if env_session { None } else { agent_session });
+        self.resolve(ContextOverrides {
+            workspace: self.args.workspace.clone().or(cwd),
+            session_id,
+            ..self.overrides()
+        })
+    }
+
+    /// The workspace alone, for `install`: resolving the whole context would demand a HOME
+    /// for a state dir that installing never touches.
+    pub fn workspace(&self) -> Result<PathBuf, CliError> {
+        let dir = self
+            .args
+            .workspace
+            .clone()
+            .or_else(|| self.var("DISCOBOT_WORKSPACE").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("."));
+        dir.canonicalize()
+            .ok()
+            .filter(|d| d.is_dir())
+            .ok_or_else(|| {
+                CliError::usage(format!(
+                    "workspace {} is not a directory; pass an existing one with --workspace",
+                    dir.display()
+                ))
+            })
+    }
+
+    /// Whether any global option was given: then `eval` evaluates itself rather than asking
+    /// the server of `$HOOKVISOR_URL`, which serves its own context.
+    pub fn any_given(&self) -> bool {
+        self.args.workspace.is_some()
+            || self.args.state_dir.is_some()
+            || self.args.session.is_some()
+    }
+
+    /// Whether an option or variable names the session or the state dir; when none does,
+    /// `status` looks for the agent sessions of the workspace.
+    pub fn names_a_session(&self) -> bool {
+        self.args.session.is_some()
+            || self.args.state_dir.is_some()
+            || ["DISCOBOT_SESSION_ID", "SESSION_ID", "HOOKVISOR_STATE_DIR"]
+                .iter()
+                .any(|name| self.var(name).is_some())
+    }
+
+    /// `$HOME`, when set and not empty: where the agent sessions' state dirs are.
+    pub fn home(&self) -> Option<PathBuf> {
+        self.var("HOME").map(PathBuf::from)
+    }
 }
 
 /// Every subcommand.

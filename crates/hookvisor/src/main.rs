@@ -52,11 +52,7 @@ fn log_to_stderr() {
 }
 
 fn run(cli: Cli) -> CliResult {
-    let globals = commands::Globals {
-        workspace: cli.workspace,
-        state_dir: cli.state_dir,
-        session: cli.session,
-    };
+    let globals = cli.globals.resolve();
     // What a hook leaves running comes back to a command that runs hooks one at a time, which
     // kills it (hookvisor-core's `leftovers`). A server is not a subreaper: it finds them in
     // /proc and leaves the reaping to the init.

@@ -27,8 +27,8 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
 use hookvisor_core::{
-    Action, Answer, Context, ContextError, ContextOverrides, EvalError, EvalOptions, EvalReport,
-    TurnLog, TurnLogError, evaluate,
+    Action, Answer, Context, ContextError, EvalError, EvalOptions, EvalReport, TurnLog,
+    TurnLogError, evaluate,
 };
 use serde::Deserialize;
 
@@ -164,7 +164,7 @@ fn decide(
             event: input.hook_event_name.clone().unwrap_or_default(),
         }
     })?;
-    let ctx = context(globals, &input, |name| env::var_os(name)).map_err(AdapterError::Context);
+    let ctx = context(globals, &input).map_err(AdapterError::Context);
     if event == Event::Prompt {
         prompt_event(&ctx?, &input).map_err(|e| AdapterError::Prompt(Box::new(e)))?;
         return Ok(Verdict::Stop);
@@ -234,32 +234,12 @@ fn read_input(input: impl Read) -> Result<TurnEnd, AdapterError> {
     serde_json::from_slice(&bytes).map_err(AdapterError::Json)
 }
 
-/// The context of the turn: `--workspace` or the agent's `cwd`; the session from the command
-/// line or environment, else the agent's own session id, so each agent session keeps its own
-/// loop guard.
-fn context(
-    globals: &Globals,
-    input: &TurnEnd,
-    var: impl Fn(&str) -> Option<std::ffi::OsString>,
-) -> Result<Context, ContextError> {
-    let env_session = ["DISCOBOT_SESSION_ID", "SESSION_ID"]
-        .iter()
-        .any(|name| var(name).is_some_and(|v| !v.is_empty()));
-    let session_id = globals.session.clone().or_else(|| {
-        if env_session {
-            None
-        } else {
-            input.session_id.as_deref().and_then(plain_session)
-        }
-    });
-    Context::resolve_with(
-        ContextOverrides {
-            workspace: globals.workspace.clone().or_else(|| input.cwd.clone()),
-            state_dir: globals.state_dir.clone(),
-            session_id,
-            home: None,
-        },
-        var,
+/// The context of the turn ([`Globals::agent_context`]), from the agent's `cwd` and its
+/// session id made a plain name.
+fn context(globals: &Globals, input: &TurnEnd) -> Result<Context, ContextError> {
+    globals.agent_context(
+        input.cwd.clone(),
+        input.session_id.as_deref().and_then(plain_session),
     )
 }
 
@@ -356,6 +336,7 @@ fn fit(text: &str, limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::GlobalArgs;
 
     #[test]
     fn reads_what_the_agents_send() {
@@ -424,7 +405,8 @@ mod tests {
                     .map(|(_, v)| std::ffi::OsString::from(v))
             }
         };
-        let ctx = context(&Globals::default(), &input, env_with(&[("HOME", "/h")])).unwrap();
+        let globals = |args: GlobalArgs, env| args.resolve_with(env_with(env));
+        let ctx = context(&globals(GlobalArgs::default(), &[("HOME", "/h")]), &input).unwrap();
         assert_eq!(ctx.workspace, ws.path().canonicalize().unwrap());
         assert_eq!(ctx.session_id, "agent-session");
         assert_eq!(
@@ -433,19 +415,21 @@ mod tests {
         );
 
         let ctx = context(
-            &Globals::default(),
+            &globals(
+                GlobalArgs::default(),
+                &[("HOME", "/h"), ("DISCOBOT_SESSION_ID", "pod")],
+            ),
             &input,
-            env_with(&[("HOME", "/h"), ("DISCOBOT_SESSION_ID", "pod")]),
         )
         .unwrap();
         assert_eq!(ctx.session_id, "pod");
 
-        let globals = Globals {
+        let args = GlobalArgs {
             workspace: Some(other.path().into()),
             session: Some("cli".into()),
             ..Default::default()
         };
-        let ctx = context(&globals, &input, env_with(&[("HOME", "/h")])).unwrap();
+        let ctx = context(&globals(args, &[("HOME", "/h")]), &input).unwrap();
         assert_eq!(ctx.workspace, other.path().canonicalize().unwrap());
         assert_eq!(ctx.session_id, "cli");
     }

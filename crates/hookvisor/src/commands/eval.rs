@@ -3,8 +3,7 @@
 use std::io::{self, Write};
 
 use hookvisor_core::{
-    Action, EvalError, EvalOptions, EvalReport, StatusStore, Trigger, discover, evaluate_with,
-    run_now,
+    Action, EvalOptions, EvalReport, StatusStore, Trigger, discover, evaluate_with, run_now,
 };
 
 use crate::cli::{self, EvalArgs};
@@ -23,15 +22,11 @@ pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
         cli::Trigger::User => Trigger::User,
         cli::Trigger::Hook => Trigger::Hook,
     };
-    let explicit =
-        globals.workspace.is_some() || globals.state_dir.is_some() || globals.session.is_some();
-    let server = (!explicit)
+    let server = (!globals.any_given())
         .then(|| TurnClient::from_env(|name| std::env::var(name).ok()))
         .flatten();
     let report = match server {
-        Some(client) => client
-            .and_then(|client| client.end_turn(trigger))
-            .map_err(|e| CliError::usage(e.to_string()))?,
+        Some(client) => client.and_then(|client| client.end_turn(trigger))?,
         None => {
             let ctx = globals.context()?;
             let options = EvalOptions {
@@ -41,7 +36,7 @@ pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
             };
             let discovery = discover(&ctx.hooks_dir());
             super::precommit::ensure_installed(&ctx, &discovery);
-            evaluate_with(&ctx, &discovery, &options).map_err(eval_error)?
+            evaluate_with(&ctx, &discovery, &options)?
         }
     };
     print_report(&report, args.json)?;
@@ -112,7 +107,7 @@ pub fn run_one(globals: &Globals, id: &str, json: bool) -> CliResult {
             }
         )));
     };
-    let result = run_now(&ctx, hook, Some(&cancel_on_signals())).map_err(eval_error)?;
+    let result = run_now(&ctx, hook, Some(&cancel_on_signals()))?;
     let mut out = io::stdout().lock();
     if json {
         writeln!(
@@ -200,23 +195,16 @@ fn workspace_session(
 ) -> Result<Option<(hookvisor_core::Context, String)>, CliError> {
     use hookvisor_core::TurnLog;
     use std::fs;
-    use std::path::PathBuf;
     use std::time::SystemTime;
 
-    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
-    if globals.session.is_some()
-        || globals.state_dir.is_some()
-        || ["DISCOBOT_SESSION_ID", "SESSION_ID", "HOOKVISOR_STATE_DIR"]
-            .iter()
-            .any(|name| set(name))
-    {
+    if globals.names_a_session() {
         return Ok(None);
     }
-    let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
+    let Some(home) = globals.home() else {
         return Ok(None);
     };
     let workspace = globals.context()?.workspace;
-    let root = PathBuf::from(home).join(".discobot");
+    let root = home.join(".discobot");
     let Ok(entries) = fs::read_dir(&root) else {
         return Ok(None);
     };
@@ -236,11 +224,7 @@ fn workspace_session(
     let Some((_, latest)) = sessions.first() else {
         return Ok(None);
     };
-    let ctx = Globals {
-        session: Some(latest.clone()),
-        ..globals.clone()
-    }
-    .context()?;
+    let ctx = globals.context_of_session(latest)?;
     let mut line = format!(
         "session {latest} ({}; state in {})",
         if sessions.len() == 1 {
@@ -261,14 +245,4 @@ fn workspace_session(
         ));
     }
     Ok(Some((ctx, line)))
-}
-
-fn eval_error(err: EvalError) -> CliError {
-    match err {
-        EvalError::Cancelled => CliError {
-            message: err.to_string(),
-            exit: Exit::Failed,
-        },
-        other => CliError::usage(other),
-    }
 }

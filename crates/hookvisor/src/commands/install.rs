@@ -160,6 +160,17 @@ impl fmt::Display for SettingsError {
 
 impl std::error::Error for SettingsError {}
 
+/// A file we cannot read or write is a failure (exit 1); one we must not change is the user's
+/// to fix (exit 2).
+impl From<SettingsError> for CliError {
+    fn from(err: SettingsError) -> CliError {
+        match err {
+            SettingsError::Io { .. } => CliError::failed(err),
+            _ => CliError::usage(err),
+        }
+    }
+}
+
 /// `hookvisor install AGENT`: adds (or refreshes) our entry; prints what it did.
 pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
     let target = Target::new(args.agent, args.user_level, &workspace(globals, args)?)?;
@@ -324,30 +335,12 @@ pub fn uninstall(globals: &Globals, args: &InstallArgs) -> CliResult {
     Ok(Exit::Ok)
 }
 
-/// Only the workspace is needed; resolving the whole context would demand a HOME for a state
-/// dir that installing never touches.
+/// The workspace whose settings change ([`Globals::workspace`]); none at the user level.
 fn workspace(globals: &Globals, args: &InstallArgs) -> Result<PathBuf, CliError> {
     if args.user_level {
         return Ok(PathBuf::new());
     }
-    let dir = globals
-        .workspace
-        .clone()
-        .or_else(|| {
-            env::var_os("DISCOBOT_WORKSPACE")
-                .filter(|w| !w.is_empty())
-                .map(PathBuf::from)
-        })
-        .unwrap_or_else(|| PathBuf::from("."));
-    dir.canonicalize()
-        .ok()
-        .filter(|d| d.is_dir())
-        .ok_or_else(|| {
-            CliError::usage(format!(
-                "workspace {} is not a directory; pass an existing one with --workspace",
-                dir.display()
-            ))
-        })
+    globals.workspace()
 }
 
 /// The command the agent runs: this binary's absolute path, shell-quoted, the subcommand, and
@@ -363,12 +356,12 @@ fn adapter_command(
     if args.fail_closed {
         words.push("--fail-closed".into());
     }
-    if let Some(dir) = &globals.state_dir {
+    if let Some(dir) = &globals.args.state_dir {
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
         words.push("--state-dir".into());
         words.push(shell_quote(&dir.to_string_lossy()));
     }
-    if let Some(session) = &globals.session {
+    if let Some(session) = &globals.args.session {
         words.push("--session".into());
         words.push(shell_quote(session));
     }

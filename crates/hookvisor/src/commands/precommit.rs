@@ -5,9 +5,8 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use hookvisor_core::{
-    Context, ContextOverrides, Discovery, GitHook, HookKind, Installed, PreCommitEvent,
-    PreCommitSkip, RunOutcome, SKIP_VARIABLE, Uninstalled, ensure_pre_commit, repository_top,
-    run_pre_commit, uninstall_pre_commit,
+    Context, Discovery, GitHook, HookKind, Installed, PreCommitEvent, PreCommitSkip, RunOutcome,
+    SKIP_VARIABLE, Uninstalled, ensure_pre_commit, run_pre_commit, uninstall_pre_commit,
 };
 
 use crate::cli::PreCommitCommand;
@@ -68,19 +67,9 @@ fn uninstall(globals: &Globals) -> CliResult {
     Ok(Exit::Ok)
 }
 
-/// What the git hook calls. The workspace is the top level of the work tree git runs it in,
-/// never `$DISCOBOT_WORKSPACE`: a linked worktree or a submodule commits with its own hooks.
+/// What the git hook calls, in the context of the commit ([`Globals::commit_context`]).
 fn run_hooks(globals: &Globals) -> CliResult {
-    let workspace = match &globals.workspace {
-        Some(dir) => dir.clone(),
-        None => repository_top(&std::env::current_dir()?)?,
-    };
-    let ctx = Context::resolve(ContextOverrides {
-        workspace: Some(workspace),
-        state_dir: globals.state_dir.clone(),
-        session_id: globals.session.clone(),
-        home: None,
-    })?;
+    let ctx = globals.commit_context()?;
     // Buffered, and flushed once per event: one write per line, not one per piece of it.
     let mut err = io::BufWriter::new(io::stderr().lock());
     let report = run_pre_commit(&ctx, &PreCommitSkip::from_env(), |event| {
@@ -88,19 +77,20 @@ fn run_hooks(globals: &Globals) -> CliResult {
         let _ = report_event(&mut err, &ctx, event).and_then(|()| err.flush());
     })
     .map_err(|e| {
-        CliError::usage(format!(
-            "{e} (to commit anyway, set {SKIP_VARIABLE}=1 or use git commit --no-verify)"
-        ))
+        let exit = CliError::from(e);
+        CliError {
+            message: format!(
+                "{} (to commit anyway, set {SKIP_VARIABLE}=1 or use git commit --no-verify)",
+                exit.message
+            ),
+            ..exit
+        }
     })?;
     match report.exit_code() {
         0 => Ok(Exit::Ok),
         1 => Ok(Exit::Failed),
-        // git passes our status on to nobody, but a wrapper may care which hook code it was;
-        // `Exit` knows only 0, 1 and 2, so leave with the hook's own code directly.
-        code => {
-            drop(err);
-            std::process::exit(code)
-        }
+        // git passes our status on to nobody, but a wrapper may care which hook code it was.
+        code => Ok(Exit::Status(code)),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::cli::ServeArgs;
 use crate::commands::Globals;
-use crate::error::{CliError, CliResult, Exit};
+use crate::error::{CliResult, Exit};
 use crate::serve::{self, Config, Listen};
 
 /// `hookvisor serve [--listen ADDR | --socket PATH] [--allow-remote] [-- AGENT_CMD...]`.
@@ -23,11 +23,9 @@ pub fn run(globals: &Globals, args: ServeArgs) -> CliResult {
         max_retries: args.max_retries,
         agent: args.agent,
     };
-    let code = serve::run(config).map_err(CliError::usage)?;
-    if code == 0 {
-        return Ok(Exit::Ok);
-    }
-    // The agent's status is passed through whatever it is (128+n for a signal), which the
-    // three-valued `Exit` cannot carry; everything the server owned is dropped by now.
-    std::process::exit(code)
+    // The agent's status is passed through whatever it is (128+n for a signal).
+    Ok(match serve::run(config)? {
+        0 => Exit::Ok,
+        code => Exit::Status(code),
+    })
 }

@@ -4,9 +4,8 @@
 use std::io::{self, Write};
 
 use hookvisor_core::{
-    Attempt, Context, ContextOverrides, Credentials, RootHooks, SessionHook, SessionOptions,
-    SessionPlan, SessionRun, StatusStore, act_as, agent_running, discover, prepare_state_dir,
-    run_session,
+    Attempt, Credentials, RootHooks, SessionHook, SessionOptions, SessionPlan, SessionRun,
+    StatusStore, act_as, agent_running, discover, prepare_state_dir, run_session,
 };
 use nix::unistd::Uid;
 
@@ -35,12 +34,7 @@ pub fn run(globals: &Globals, user: Option<&str>, root_hooks: Option<&str>) -> C
         }
         None => None,
     };
-    let ctx = Context::resolve(ContextOverrides {
-        workspace: globals.workspace.clone(),
-        state_dir: globals.state_dir.clone(),
-        session_id: globals.session.clone(),
-        home: user.as_ref().map(|u| u.home.clone()),
-    })?;
+    let ctx = globals.context_as(user.as_ref())?;
     prepare_state_dir(&ctx, user.as_ref())?;
     {
         let _acting = act_as(user.as_ref())?;
