@@ -342,3 +342,88 @@ pub struct InstallArgs {
     #[arg(long)]
     pub fail_closed: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn globals(args: GlobalArgs, env: &[(&str, &str)]) -> Globals {
+        args.resolve_with(|name| {
+            env.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| OsString::from(v))
+        })
+    }
+
+    #[test]
+    fn options_beat_the_environment_and_empty_variables_count_as_unset() {
+        let ws = tempfile::tempdir().unwrap();
+        let env = &[
+            ("HOME", "/h"),
+            ("DISCOBOT_SESSION_ID", ""),
+            ("SESSION_ID", "pod"),
+            ("HOOKVISOR_STATE_DIR", ""),
+        ];
+        let args = GlobalArgs {
+            workspace: Some(ws.path().into()),
+            ..GlobalArgs::default()
+        };
+        let ctx = globals(args.clone(), env).context().unwrap();
+        assert_eq!(ctx.workspace, ws.path().canonicalize().unwrap());
+        assert_eq!(ctx.session_id, "pod");
+        assert_eq!(ctx.state_dir, PathBuf::from("/h/.discobot/pod/hooks"));
+        assert!(globals(args.clone(), env).names_a_session());
+        assert!(!globals(args.clone(), &[("HOOKVISOR_STATE_DIR", "")]).names_a_session());
+
+        let args = GlobalArgs {
+            session: Some("cli".into()),
+            state_dir: Some("/state".into()),
+            ..args
+        };
+        let ctx = globals(args, env).context().unwrap();
+        assert_eq!(ctx.session_id, "cli");
+        assert_eq!(ctx.state_dir, PathBuf::from("/state"));
+    }
+
+    #[test]
+    fn each_command_rule_differs_only_where_it_says() {
+        let ws = tempfile::tempdir().unwrap();
+        let env = &[
+            ("HOME", "/h"),
+            ("DISCOBOT_WORKSPACE", ws.path().to_str().unwrap()),
+        ];
+        let plain = globals(GlobalArgs::default(), env);
+        assert!(!plain.any_given());
+        assert_eq!(
+            plain.workspace().unwrap(),
+            ws.path().canonicalize().unwrap()
+        );
+        assert_eq!(plain.home(), Some(PathBuf::from("/h")));
+        let ctx = plain.context_of_session("agent").unwrap();
+        assert_eq!(ctx.state_dir, PathBuf::from("/h/.discobot/agent/hooks"));
+        // An agent's session counts only when nothing else names one.
+        let ctx = plain.agent_context(None, Some("agent".into())).unwrap();
+        assert_eq!(ctx.session_id, "agent");
+        let ctx = globals(
+            GlobalArgs::default(),
+            &[("HOME", "/h"), ("SESSION_ID", "pod")],
+        )
+        .agent_context(Some(ws.path().into()), Some("agent".into()))
+        .unwrap();
+        assert_eq!(ctx.session_id, "pod");
+        assert_eq!(ctx.workspace, ws.path().canonicalize().unwrap());
+
+        let missing = globals(
+            GlobalArgs {
+                workspace: Some("/nonexistent/dir".into()),
+                ..GlobalArgs::default()
+            },
+            env,
+        );
+        assert!(missing.any_given());
+        assert_eq!(
+            missing.workspace().unwrap_err().exit,
+            crate::error::Exit::Usage
+        );
+    }
+}
