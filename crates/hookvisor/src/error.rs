@@ -131,14 +131,13 @@ impl From<PreCommitError> for CliError {
     }
 }
 
-/// `--listen`/`--socket` values are usage errors; a bind that fails is not.
+/// A `--listen`/`--socket` value that cannot be used (not an address, remote without a token,
+/// a path another server holds) is a usage error; a bind the system refuses is a failure.
 impl From<ListenError> for CliError {
     fn from(err: ListenError) -> CliError {
         match err {
-            ListenError::BadAddress(_) | ListenError::Remote(_) | ListenError::NoToken(_) => {
-                CliError::usage(err)
-            }
-            _ => CliError::failed(err),
+            ListenError::Bind { .. } => CliError::failed(err),
+            _ => CliError::usage(err),
         }
     }
 }

@@ -77,13 +77,14 @@ fn run_hooks(globals: &Globals) -> CliResult {
         let _ = report_event(&mut err, &ctx, event).and_then(|()| err.flush());
     })
     .map_err(|e| {
-        let exit = CliError::from(e);
+        // The status is the error's own (git failing is not a usage error); the way out is ours.
+        let error = CliError::from(e);
         CliError {
             message: format!(
                 "{} (to commit anyway, set {SKIP_VARIABLE}=1 or use git commit --no-verify)",
-                exit.message
+                error.message
             ),
-            ..exit
+            ..error
         }
     })?;
     match report.exit_code() {
