@@ -323,7 +323,11 @@ mod tests {
         let names: Vec<&[String]> = condition.variables().collect();
         assert_eq!(
             names,
-            [&["a".to_owned()][..], &["tool_input".to_owned(), "command".to_owned()], &["b".to_owned()]]
+            [
+                &["a".to_owned()][..],
+                &["tool_input".to_owned(), "command".to_owned()],
+                &["b".to_owned()]
+            ]
         );
         assert_eq!(Condition::parse("true").unwrap().variables().len(), 0);
     }
@@ -359,9 +363,12 @@ mod tests {
     #[test]
     fn length_limit() {
         // Exactly 1 KiB parses, one byte more does not.
-        let at_limit = format!("'{}'  == ''", "a".repeat(MAX_LEN - 8));
+        let at_limit = format!("'{}'  == ''", "a".repeat(MAX_LEN - 9));
         assert_eq!(at_limit.len(), MAX_LEN);
-        assert_eq!(Condition::parse(&at_limit).unwrap().eval(&nothing), Ok(false));
+        assert_eq!(
+            Condition::parse(&at_limit).unwrap().eval(&nothing),
+            Ok(false)
+        );
         let over = format!("{at_limit} ");
         assert_eq!(
             Condition::parse(&over).unwrap_err().to_string(),
@@ -379,30 +386,48 @@ mod tests {
     fn depth_limit() {
         let parens = |n: usize| format!("{}true{}", "(".repeat(n), ")".repeat(n));
         let nots = |n: usize| format!("{}true", "!".repeat(n));
-        assert_eq!(Condition::parse(&parens(32)).unwrap().eval(&nothing), Ok(true));
+        assert_eq!(
+            Condition::parse(&parens(32)).unwrap().eval(&nothing),
+            Ok(true)
+        );
         assert_eq!(
             Condition::parse(&parens(33)).unwrap_err().to_string(),
             "when: nesting deeper than 32 levels at column 33"
         );
-        assert_eq!(Condition::parse(&nots(32)).unwrap().eval(&nothing), Ok(true));
+        assert_eq!(
+            Condition::parse(&nots(32)).unwrap().eval(&nothing),
+            Ok(true)
+        );
         assert_eq!(
             Condition::parse(&nots(33)).unwrap_err().to_string(),
             "when: nesting deeper than 32 levels at column 33"
         );
         // `(` and `!` count together: 16 of each is the limit.
         let mixed = |n: usize| format!("{}true{}", "!(".repeat(n), ")".repeat(n));
-        assert_eq!(Condition::parse(&mixed(16)).unwrap().eval(&nothing), Ok(true));
+        assert_eq!(
+            Condition::parse(&mixed(16)).unwrap().eval(&nothing),
+            Ok(true)
+        );
         assert_eq!(
             Condition::parse(&mixed(17)).unwrap_err(),
-            WhenError::TooDeep { column: 33, max: 32 }
+            WhenError::TooDeep {
+                column: 33,
+                max: 32
+            }
         );
         // Levels are nesting, not count: siblings do not add up.
         let siblings = vec![parens(30); 4].join(" && ");
-        assert_eq!(Condition::parse(&siblings).unwrap().eval(&nothing), Ok(true));
+        assert_eq!(
+            Condition::parse(&siblings).unwrap().eval(&nothing),
+            Ok(true)
+        );
         // Unclosed parentheses hit the depth limit before the missing `)`.
         assert_eq!(
             Condition::parse(&"(".repeat(33)).unwrap_err(),
-            WhenError::TooDeep { column: 33, max: 32 }
+            WhenError::TooDeep {
+                column: 33,
+                max: 32
+            }
         );
     }
 
@@ -412,23 +437,35 @@ mod tests {
         let parens = format!("{}1{}", "(".repeat(33), ")".repeat(33));
         assert_eq!(
             Condition::parse(&parens).unwrap_err(),
-            WhenError::TooDeep { column: 33, max: 32 }
+            WhenError::TooDeep {
+                column: 33,
+                max: 32
+            }
         );
         let nots = format!("{}true", "!".repeat(10_000));
         assert_eq!(
             Condition::parse(&nots).unwrap_err(),
-            WhenError::TooLong { len: 10_004, max: 1024 }
+            WhenError::TooLong {
+                len: 10_004,
+                max: 1024
+            }
         );
         // Within the length limit, the `!` chain stops at the depth limit.
         let nots = format!("{}true", "!".repeat(1_000));
         assert_eq!(
             Condition::parse(&nots).unwrap_err(),
-            WhenError::TooDeep { column: 33, max: 32 }
+            WhenError::TooDeep {
+                column: 33,
+                max: 32
+            }
         );
         let parens = "(".repeat(1_024);
         assert_eq!(
             Condition::parse(&parens).unwrap_err(),
-            WhenError::TooDeep { column: 33, max: 32 }
+            WhenError::TooDeep {
+                column: 33,
+                max: 32
+            }
         );
     }
 
@@ -450,18 +487,23 @@ mod tests {
         }
     }
 
-    /// The deepest tree the limits allow parses, evaluates and drops within a small stack, so
-    /// no input can exhaust the stack of a normal thread.
+    /// The deepest tree the limits allow parses, evaluates and drops within a quarter of the
+    /// 2 MiB a spawned thread gets by default, even in a debug build (the largest frames; it
+    /// needs about 384 KiB there), so no input can exhaust the stack of a normal thread.
     #[test]
     fn the_deepest_condition_fits_a_small_stack() {
         let worst = [
             format!("{}${{a}} % 1 == 0{}", "!(".repeat(16), ")".repeat(16)),
             format!("{}1 == 1{}", "(".repeat(32), ")".repeat(32)),
             format!("{}true", "!".repeat(32)),
-            format!("{}(${{a}} || false) && true{}", "(".repeat(31), ")".repeat(31)),
+            format!(
+                "{}(${{a}} || false) && true{}",
+                "(".repeat(31),
+                ")".repeat(31)
+            ),
         ];
         let handle = std::thread::Builder::new()
-            .stack_size(256 * 1024)
+            .stack_size(512 * 1024)
             .spawn(move || {
                 let one = |_: &[&str]| Some(Value::from("1"));
                 worst
@@ -474,16 +516,65 @@ mod tests {
         assert!(matches!(results[0], Ok(Ok(_))), "{:?}", results[0]);
         assert_eq!(results[1], Ok(Ok(true)));
         assert_eq!(results[2], Ok(Ok(true)));
-        assert!(matches!(results[3], Ok(Err(WhenError::Type { .. }))), "{:?}", results[3]);
+        assert!(
+            matches!(results[3], Ok(Err(WhenError::Type { .. }))),
+            "{:?}",
+            results[3]
+        );
     }
 
     /// The tokens of the grammar, some broken ones, and characters that stress the lexer.
     const TOKENS: &[&str] = &[
-        "(", ")", "!", "&&", "||", "==", "!=", "<", "<=", ">", ">=", "%", "0", "1", "-1", "7",
-        "007", "-0", "9223372036854775807", "-9223372036854775808", "9223372036854775808", "'5'",
-        "\"x\"", "'a\\'b'", "''", "true", "false", "${a}", "${b.c}", "${n}", "${j.x}",
-        "${j}", "$", "${", "}", "{", ".", "'", "\"", "\\", "-", "=", "&", "|", "ü", " ", "\t",
-        "\n", "x", "1.5",
+        "(",
+        ")",
+        "!",
+        "&&",
+        "||",
+        "==",
+        "!=",
+        "<",
+        "<=",
+        ">",
+        ">=",
+        "%",
+        "0",
+        "1",
+        "-1",
+        "7",
+        "007",
+        "-0",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "9223372036854775808",
+        "'5'",
+        "\"x\"",
+        "'a\\'b'",
+        "''",
+        "true",
+        "false",
+        "${a}",
+        "${b.c}",
+        "${n}",
+        "${j.x}",
+        "${j}",
+        "$",
+        "${",
+        "}",
+        "{",
+        ".",
+        "'",
+        "\"",
+        "\\",
+        "-",
+        "=",
+        "&",
+        "|",
+        "ü",
+        " ",
+        "\t",
+        "\n",
+        "x",
+        "1.5",
     ];
 
     /// Variable values that exercise every typing rule, and `None` for unknown names.

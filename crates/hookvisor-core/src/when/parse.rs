@@ -20,9 +20,15 @@ pub(super) enum Expr {
     /// `!operand`, with the column of the `!`.
     Not { operand: Box<Expr>, column: usize },
     /// `first || rest…`.
-    Or { first: Box<Expr>, rest: Vec<(usize, Expr)> },
+    Or {
+        first: Box<Expr>,
+        rest: Vec<(usize, Expr)>,
+    },
     /// `first && rest…`.
-    And { first: Box<Expr>, rest: Vec<(usize, Expr)> },
+    And {
+        first: Box<Expr>,
+        rest: Vec<(usize, Expr)>,
+    },
     /// `left op right`, with the column of the operator.
     Cmp {
         op: CmpOp,
@@ -31,7 +37,10 @@ pub(super) enum Expr {
         right: Box<Expr>,
     },
     /// `first % rest…`, left-associative.
-    Rem { first: Box<Expr>, rest: Vec<(usize, Expr)> },
+    Rem {
+        first: Box<Expr>,
+        rest: Vec<(usize, Expr)>,
+    },
 }
 
 /// A comparison operator.
@@ -238,7 +247,10 @@ impl Lexer {
     /// A bare word: `true`, `false`, or an error that says how to write a string or variable.
     fn word(&mut self, column: usize) -> Result<(Tok, usize), WhenError> {
         let mut word = String::new();
-        while let Some(c) = self.peek().filter(|&c| c.is_ascii_alphanumeric() || c == '_') {
+        while let Some(c) = self
+            .peek()
+            .filter(|&c| c.is_ascii_alphanumeric() || c == '_')
+        {
             word.push(c);
             self.pos += 1;
         }
@@ -455,7 +467,10 @@ mod tests {
         assert_eq!(tree("'5'"), Expr::Str("5".into()));
         assert_eq!(tree("\"a b\""), Expr::Str("a b".into()));
         assert_eq!(tree("''"), Expr::Str(String::new()));
-        assert_eq!(tree(r#"'it\'s \"x\" \\ y'"#), Expr::Str(r#"it's "x" \ y"#.into()));
+        assert_eq!(
+            tree(r#"'it\'s \"x\" \\ y'"#),
+            Expr::Str(r#"it's "x" \ y"#.into())
+        );
         assert_eq!(tree(r#""\'\"\\""#), Expr::Str(r#"'"\"#.into()));
         // The other quote needs no escape; non-ASCII text is kept.
         assert_eq!(tree(r#"'say "hi" ü'"#), Expr::Str(r#"say "hi" ü"#.into()));
@@ -531,7 +546,10 @@ mod tests {
             ("1>2", CmpOp::Gt),
             ("1>=2", CmpOp::Ge),
         ] {
-            let Expr::Cmp { op: got, column, .. } = tree(text) else {
+            let Expr::Cmp {
+                op: got, column, ..
+            } = tree(text)
+            else {
                 panic!("{text} is no comparison");
             };
             assert_eq!((got, column), (op, 2), "{text}");
@@ -560,12 +578,24 @@ mod tests {
             ("", "when: expected a value at column 1"),
             ("   ", "when: expected a value at column 4"),
             ("(1 == 1", "when: expected ')' at column 8"),
-            ("${a} == (${b} || ${c} ${d}", "when: expected ')' at column 23"),
+            (
+                "${a} == (${b} || ${c} ${d}",
+                "when: expected ')' at column 23",
+            ),
             ("(", "when: expected a value at column 2"),
             (")", "when: expected a value at column 1"),
-            ("1 == 1)", "when: expected an operator or the end at column 7"),
-            ("1 < 2 < 3", "when: expected an operator or the end at column 7"),
-            ("${a} ${b}", "when: expected an operator or the end at column 6"),
+            (
+                "1 == 1)",
+                "when: expected an operator or the end at column 7",
+            ),
+            (
+                "1 < 2 < 3",
+                "when: expected an operator or the end at column 7",
+            ),
+            (
+                "${a} ${b}",
+                "when: expected an operator or the end at column 6",
+            ),
             ("1 -1", "when: expected an operator or the end at column 3"),
             ("1 ==", "when: expected a value at column 5"),
             ("&& true", "when: expected a value at column 1"),
@@ -588,7 +618,10 @@ mod tests {
                 "when: the integer at column 6 is outside the 64-bit range",
             ),
             ("'abc", "when: the string at column 1 has no closing '"),
-            ("1 == \"abc'", "when: the string at column 6 has no closing \""),
+            (
+                "1 == \"abc'",
+                "when: the string at column 6 has no closing \"",
+            ),
             ("'abc\\", "when: the string at column 1 has no closing '"),
             (
                 "'a\\nb'",
@@ -625,6 +658,9 @@ mod tests {
     #[test]
     fn errors_come_in_text_order() {
         assert_eq!(error("(1 == @"), "when: unexpected '@' at column 7");
-        assert_eq!(error("1 == 1) @"), "when: expected an operator or the end at column 7");
+        assert_eq!(
+            error("1 == 1) @"),
+            "when: expected an operator or the end at column 7"
+        );
     }
 }
