@@ -64,6 +64,12 @@
 //! `x % y % z`) are kept flat in the tree, so they add no depth: every recursion of the parser,
 //! the evaluator and the tree's drop is bounded by 32 levels times the grammar's six rules, and no
 //! input can overflow the stack.
+//!
+//! [`Condition::parse`]: crate::when::Condition::parse
+//! [`Condition::eval`]: crate::when::Condition::eval
+//! [`Lookup`]: crate::when::Lookup
+//! [`Value::Text`]: crate::when::Value::Text
+//! [`Value::Json`]: crate::when::Value::Json
 
 use std::fmt;
 
