@@ -25,6 +25,8 @@ mod status;
 pub mod sys;
 mod turns;
 mod user_fs;
+/// The `when:` condition language of hooks: parsed once, evaluated over typed variables.
+pub mod when;
 
 pub use account::{AccountError, Credentials};
 pub use change_watch::{ChangeWatcher, MAX_TOUCHED, ScanKind};
