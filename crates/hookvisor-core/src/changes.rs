@@ -329,7 +329,7 @@ pub fn scan_with(
 
 /// [`scan_with`] with a cutoff the caller took (rule 1: before anything was looked at; a
 /// watcher takes it before it drains its events).
-pub fn scan_at(
+pub(crate) fn scan_at(
     workspace: &Path,
     journal: &Path,
     options: &ScanOptions,
@@ -389,7 +389,7 @@ pub fn scan_at(
 /// This is what a file-system watcher asks for: the dirty set is the same as a full scan's as
 /// long as `touched` holds every path changed since `previous` and git's index and `HEAD` did
 /// not move. Outside git, or when git refuses a path (one inside a submodule), it is a full scan.
-pub fn rescan(
+pub(crate) fn rescan(
     workspace: &Path,
     journal: &Path,
     options: &ScanOptions,

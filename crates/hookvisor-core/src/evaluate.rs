@@ -282,8 +282,100 @@ impl Marker {
     }
 }
 
+/// End-of-turn evaluation of one workspace: its context, the hooks (discovered afresh at each
+/// turn unless given) and, for a server, a change watcher that keeps the dirty set warm.
+///
+/// Evaluations and explicit runs of one state dir are serialised by a lock file, across
+/// processes; a second one waits.
+#[derive(Debug)]
+pub struct Evaluator {
+    ctx: Context,
+    discovery: Option<Discovery>,
+    watcher: Option<ChangeWatcher>,
+    last_scan: Option<ScanKind>,
+}
+
+impl Evaluator {
+    /// An evaluator that discovers the hooks and scans the whole workspace at every turn.
+    pub fn new(ctx: Context) -> Evaluator {
+        Evaluator {
+            ctx,
+            discovery: None,
+            watcher: None,
+            last_scan: None,
+        }
+    }
+
+    /// Evaluates the hooks the caller already discovered instead of discovering them again.
+    pub fn with_discovery(mut self, discovery: Discovery) -> Evaluator {
+        self.discovery = Some(discovery);
+        self
+    }
+
+    /// Takes the dirty set from `watcher` (see [`Evaluator::start_watcher`]) instead of a scan.
+    pub fn watched(mut self, watcher: ChangeWatcher) -> Evaluator {
+        self.watcher = Some(watcher);
+        self
+    }
+
+    /// Starts a file-system watcher for `ctx`'s workspace, for [`Evaluator::watched`]; it answers
+    /// as a full scan would, with the same journal (see [`ChangeWatcher`]).
+    pub fn start_watcher(ctx: &Context) -> Result<ChangeWatcher, EvalError> {
+        watch_workspace(ctx)
+    }
+
+    /// The context evaluated.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// The change watcher, if the evaluator has one.
+    pub fn watcher(&self) -> Option<&ChangeWatcher> {
+        self.watcher.as_ref()
+    }
+
+    /// How the last [`Evaluator::end_turn`] got its dirty set (a server counts them); `None`
+    /// before one scanned.
+    pub fn last_scan(&self) -> Option<ScanKind> {
+        self.last_scan
+    }
+
+    /// Runs the end-of-turn evaluation of the file hooks (module docs give the steps).
+    pub fn end_turn(&mut self, options: &EvalOptions) -> Result<EvalReport, EvalError> {
+        let _lock = EvalLock::acquire(&self.ctx)?;
+        let scan = match self.watcher.as_mut() {
+            Some(watcher) => {
+                let (scan, kind) = watcher.scan()?;
+                self.last_scan = Some(kind);
+                scan
+            }
+            None => {
+                let scan = scan_workspace(&self.ctx)?;
+                self.last_scan = Some(ScanKind::Full);
+                scan
+            }
+        };
+        match &self.discovery {
+            Some(discovery) => evaluate_scan(&self.ctx, discovery, &scan, options),
+            None => evaluate_scan(&self.ctx, &discover(&self.ctx.hooks_dir()), &scan, options),
+        }
+    }
+
+    /// Runs one hook now, whatever its kind, and records it (`hookvisor run`, the HTTP rerun).
+    ///
+    /// A file hook runs with the dirty files matching its pattern (from a full scan) and leaves
+    /// the pending set on success; its cutoff moves as if an evaluation had run it.
+    pub fn run_now(
+        &self,
+        hook: &Hook,
+        cancel: Option<&CancelToken>,
+    ) -> Result<HookResult, EvalError> {
+        run_now(&self.ctx, hook, cancel)
+    }
+}
+
 /// Scans the workspace for changes, keeping the scan journal in the state dir.
-pub fn scan_workspace(ctx: &Context) -> Result<ChangeScan, EvalError> {
+fn scan_workspace(ctx: &Context) -> Result<ChangeScan, EvalError> {
     Ok(changes::scan_with(
         &ctx.workspace,
         &journal_path(ctx),
@@ -293,25 +385,13 @@ pub fn scan_workspace(ctx: &Context) -> Result<ChangeScan, EvalError> {
 
 /// Starts a file-system watcher that keeps the workspace's dirty set warm, for a server; it
 /// answers as [`scan_workspace`] would, with the same journal (see [`ChangeWatcher`]).
-pub fn watch_workspace(ctx: &Context) -> Result<ChangeWatcher, EvalError> {
+fn watch_workspace(ctx: &Context) -> Result<ChangeWatcher, EvalError> {
     Ok(ChangeWatcher::start(
         &ctx.workspace,
         &journal_path(ctx),
         scan_options(ctx),
         &ctx.state_dir,
     )?)
-}
-
-/// [`evaluate`] with the dirty set from `watcher`; also says how the scan was answered.
-pub fn evaluate_watched(
-    ctx: &Context,
-    watcher: &mut ChangeWatcher,
-    options: &EvalOptions,
-) -> Result<(EvalReport, ScanKind), EvalError> {
-    let _lock = EvalLock::acquire(ctx)?;
-    let (scan, kind) = watcher.scan()?;
-    let report = evaluate_scan(ctx, &discover(&ctx.hooks_dir()), &scan, options)?;
-    Ok((report, kind))
 }
 
 fn journal_path(ctx: &Context) -> PathBuf {
@@ -326,28 +406,8 @@ fn scan_options(ctx: &Context) -> ScanOptions {
     }
 }
 
-/// Runs the end-of-turn evaluation of the file hooks (module docs give the steps).
-///
-/// Evaluations of one state dir are serialised by a lock file; a second one waits.
-pub fn evaluate(ctx: &Context, options: &EvalOptions) -> Result<EvalReport, EvalError> {
-    evaluate_with(ctx, &discover(&ctx.hooks_dir()), options)
-}
-
-/// [`evaluate`] with the hooks the caller already discovered.
-pub fn evaluate_with(
-    ctx: &Context,
-    discovery: &Discovery,
-    options: &EvalOptions,
-) -> Result<EvalReport, EvalError> {
-    let _lock = EvalLock::acquire(ctx)?;
-    let scan = scan_workspace(ctx)?;
-    evaluate_scan(ctx, discovery, &scan, options)
-}
-
-/// [`evaluate`] on a discovery and a scan the caller already has (the server keeps both warm).
-///
-/// The caller holds an [`EvalLock`].
-pub fn evaluate_scan(
+/// The evaluation on a discovery and a scan; the caller holds an [`EvalLock`].
+fn evaluate_scan(
     ctx: &Context,
     discovery: &Discovery,
     scan: &ChangeScan,
@@ -601,11 +661,8 @@ fn run_recorded(
     Ok(outcome)
 }
 
-/// Runs one hook now, whatever its kind, and records it (`hookvisor run`, the HTTP rerun).
-///
-/// A file hook runs with the dirty files matching its pattern and leaves the pending set on
-/// success; its cutoff moves as if an evaluation had run it.
-pub fn run_now(
+/// [`Evaluator::run_now`].
+fn run_now(
     ctx: &Context,
     hook: &Hook,
     cancel: Option<&CancelToken>,
@@ -644,13 +701,13 @@ pub fn run_now(
 /// Serialises evaluations and explicit runs of one state dir, across processes: both move the
 /// cutoffs in `.last-eval` and the scan journal. Released on drop.
 #[derive(Debug)]
-pub struct EvalLock {
+pub(crate) struct EvalLock {
     _file: fs::File,
 }
 
 impl EvalLock {
     /// Waits for and takes `<state>/eval.lock`, creating the state dir if needed.
-    pub fn acquire(ctx: &Context) -> Result<EvalLock, EvalError> {
+    pub(crate) fn acquire(ctx: &Context) -> Result<EvalLock, EvalError> {
         let path = ctx.state_dir.join("eval.lock");
         let marker_error = |source| EvalError::Marker {
             path: path.clone(),

@@ -28,7 +28,7 @@ use std::path::PathBuf;
 
 use hookvisor_core::{
     Action, Answer, Context, ContextError, ContextOverrides, EvalError, EvalOptions, EvalReport,
-    TurnLog, TurnLogError, evaluate,
+    Evaluator, TurnLog, TurnLogError,
 };
 use serde::Deserialize;
 
@@ -186,7 +186,9 @@ fn decide(
                 max_retries: args.max_retries,
                 cancel: Some(cancel_on_signals()),
             };
-            evaluate(&ctx, &options).map_err(AdapterError::Eval)?
+            Evaluator::new(ctx.clone())
+                .end_turn(&options)
+                .map_err(AdapterError::Eval)?
         }
     };
     let verdict = verdict(&report);

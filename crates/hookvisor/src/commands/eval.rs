@@ -3,8 +3,7 @@
 use std::io::{self, Write};
 
 use hookvisor_core::{
-    Action, EvalError, EvalOptions, EvalReport, StatusStore, Trigger, discover, evaluate_with,
-    run_now,
+    Action, EvalError, EvalOptions, EvalReport, Evaluator, StatusStore, Trigger, discover,
 };
 
 use crate::cli::{self, EvalArgs};
@@ -41,7 +40,10 @@ pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
             };
             let discovery = discover(&ctx.hooks_dir());
             super::precommit::ensure_installed(&ctx, &discovery);
-            evaluate_with(&ctx, &discovery, &options).map_err(eval_error)?
+            Evaluator::new(ctx)
+                .with_discovery(discovery)
+                .end_turn(&options)
+                .map_err(eval_error)?
         }
     };
     print_report(&report, args.json)?;
@@ -112,7 +114,9 @@ pub fn run_one(globals: &Globals, id: &str, json: bool) -> CliResult {
             }
         )));
     };
-    let result = run_now(&ctx, hook, Some(&cancel_on_signals())).map_err(eval_error)?;
+    let result = Evaluator::new(ctx.clone())
+        .run_now(hook, Some(&cancel_on_signals()))
+        .map_err(eval_error)?;
     let mut out = io::stdout().lock();
     if json {
         writeln!(
