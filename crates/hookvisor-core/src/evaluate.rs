@@ -728,6 +728,268 @@ impl EvalLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    use crate::status::StatusStore;
+
+    /// A workspace outside git (so every file is dirty), its hooks and a log of their runs kept
+    /// outside it, so that logging a run is no change.
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        ctx: Context,
+        runs: PathBuf,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            let workspace = dir.path().join("ws");
+            fs::create_dir_all(workspace.join(".discobot/hooks")).unwrap();
+            let ctx = Context {
+                workspace,
+                session_id: "s1".into(),
+                state_dir: dir.path().join("state"),
+            };
+            let runs = dir.path().join("runs");
+            Fixture {
+                _dir: dir,
+                ctx,
+                runs,
+            }
+        }
+
+        /// A file hook on `pattern` that logs its run and fails when a file it got says `bad`.
+        fn hook(&self, file: &str, pattern: &str, front: &str) {
+            let path = self.ctx.hooks_dir().join(file);
+            let script = format!(
+                "#!/bin/sh\n#---\n# type: file\n# pattern: '{pattern}'\n{front}#---\n\
+                 echo \"$HOOKVISOR_HOOK_ID $DISCOBOT_CHANGED_FILES\" >> '{}'\n\
+                 ! grep -q bad $DISCOBOT_CHANGED_FILES\n",
+                self.runs.display()
+            );
+            fs::write(&path, script).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+
+        /// What the model does in a turn: writes a file, then lets the file clock tick, so that
+        /// a cutoff taken afterwards is strictly later than the write (a write within the
+        /// cutoff's own tick counts as a change, by design, and would make runs depend on luck).
+        fn write(&self, name: &str, content: &str) {
+            fs::write(self.ctx.workspace.join(name), content).unwrap();
+            tick();
+        }
+
+        fn end_turn(&self, trigger: Trigger, max_retries: u32) -> EvalReport {
+            let options = EvalOptions {
+                trigger,
+                max_retries,
+                cancel: None,
+            };
+            Evaluator::new(self.ctx.clone()).end_turn(&options).unwrap()
+        }
+
+        /// The runs so far, one `id files` line each.
+        fn runs(&self) -> Vec<String> {
+            fs::read_to_string(&self.runs)
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        }
+    }
+
+    /// Waits until the coarse clock files are stamped with has moved on.
+    fn tick() {
+        let start = Timestamp::now();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while Timestamp::now() <= start {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the coarse clock did not move"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    fn ran(report: &EvalReport) -> Vec<(&str, bool)> {
+        report
+            .results
+            .iter()
+            .map(|r| (r.hook_id.as_str(), r.success))
+            .collect()
+    }
+
+    #[test]
+    fn a_failing_hook_stays_pending_until_it_passes_and_an_unrelated_change_runs_nothing() {
+        let f = Fixture::new();
+        f.hook("check.sh", "*.txt", "");
+        f.write("a.txt", "bad\n");
+
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(report.action, Action::Reprompt);
+        assert_eq!(ran(&report), [("check", false)]);
+        assert_eq!(report.results[0].files, [PathBuf::from("a.txt")]);
+        assert_eq!(report.pending, ["check"]);
+        let message = report.message.unwrap();
+        assert!(message.contains("\"check\""), "{message}");
+
+        // Nothing the hook matches changed: the same input would give the same failure.
+        f.write("notes.md", "bad\n");
+        let report = f.end_turn(Trigger::Hook, 3);
+        assert_eq!(report.action, Action::Pass);
+        assert!(report.results.is_empty(), "{:?}", report.results);
+        assert_eq!(report.pending, ["check"]);
+        assert_eq!(f.runs(), ["check a.txt"]);
+
+        f.write("a.txt", "fixed\n");
+        let report = f.end_turn(Trigger::Hook, 3);
+        assert_eq!(report.action, Action::Pass);
+        assert_eq!(ran(&report), [("check", true)]);
+        assert!(report.pending.is_empty(), "{:?}", report.pending);
+        let status = StatusStore::for_context(&f.ctx).load().unwrap();
+        assert!(!status.is_pending("check"));
+
+        // Passed and unchanged: a new turn runs nothing.
+        let report = f.end_turn(Trigger::User, 3);
+        assert!(report.results.is_empty(), "{:?}", report.results);
+        assert_eq!(f.runs(), ["check a.txt", "check a.txt"]);
+    }
+
+    #[test]
+    fn each_hook_reruns_only_on_changes_after_its_own_run() {
+        let f = Fixture::new();
+        f.hook("10-text.sh", "*.txt", "");
+        f.hook("20-notes.sh", "*.md", "");
+        f.write("a.txt", "bad\n");
+        f.write("n.md", "bad\n");
+
+        // The first failure stops the evaluation: 20-notes is pending but has not run.
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(ran(&report), [("10-text", false)]);
+        assert_eq!(report.pending, ["10-text", "20-notes"]);
+
+        // No change at all: 10-text saw a.txt already; 20-notes never ran, so n.md, although
+        // older than the previous evaluation, is new to it.
+        let report = f.end_turn(Trigger::Hook, 3);
+        assert_eq!(report.action, Action::Reprompt);
+        assert_eq!(ran(&report), [("20-notes", false)]);
+        assert_eq!(report.results[0].files, [PathBuf::from("n.md")]);
+
+        // n.md changed after 20-notes ran; a.txt did not change after 10-text ran.
+        f.write("n.md", "fixed\n");
+        let report = f.end_turn(Trigger::Hook, 3);
+        assert_eq!(report.action, Action::Pass);
+        assert_eq!(ran(&report), [("20-notes", true)]);
+        assert_eq!(report.pending, ["10-text"]);
+
+        f.write("a.txt", "fixed\n");
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(ran(&report), [("10-text", true)]);
+        assert!(report.pending.is_empty(), "{:?}", report.pending);
+        assert_eq!(
+            f.runs(),
+            [
+                "10-text a.txt",
+                "20-notes n.md",
+                "20-notes n.md",
+                "10-text a.txt"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_file_written_while_its_hook_runs_is_a_change_for_the_next_evaluation() {
+        let f = Fixture::new();
+        // A formatter: it rewrites the file it checks, after its cutoff was taken.
+        let path = f.ctx.hooks_dir().join("format.sh");
+        let script = format!(
+            "#!/bin/sh\n#---\n# type: file\n# pattern: '*.txt'\n#---\n\
+             echo run >> '{}'\necho formatted > a.txt\n",
+            f.runs.display()
+        );
+        fs::write(&path, script).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        f.write("a.txt", "raw\n");
+
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(ran(&report), [("format", true)]);
+        tick();
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(ran(&report), [("format", true)]);
+        assert_eq!(f.runs().len(), 2);
+    }
+
+    #[test]
+    fn the_loop_guard_gives_up_after_max_retries_until_the_next_user_turn() {
+        let f = Fixture::new();
+        f.hook("check.sh", "*.txt", "");
+        f.write("a.txt", "bad 0\n");
+        let report = f.end_turn(Trigger::User, 2);
+        assert_eq!(
+            (report.action, report.attempt, report.max_attempts),
+            (Action::Reprompt, 1, 2)
+        );
+        assert!(report.message.unwrap().ends_with("(Attempt 1/2)"));
+
+        f.write("a.txt", "bad 1\n");
+        let report = f.end_turn(Trigger::Hook, 2);
+        assert_eq!((report.action, report.attempt), (Action::Reprompt, 2));
+
+        // The third hook-triggered turn: the hook runs and fails, but the model is not asked
+        // again; the hook stays pending.
+        f.write("a.txt", "bad 2\n");
+        let report = f.end_turn(Trigger::Hook, 2);
+        assert_eq!((report.action, report.attempt), (Action::GaveUp, 3));
+        assert_eq!(ran(&report), [("check", false)]);
+        assert_eq!(report.message, None);
+        assert_eq!(report.pending, ["check"]);
+
+        f.write("a.txt", "bad 3\n");
+        let report = f.end_turn(Trigger::Hook, 2);
+        assert_eq!((report.action, report.attempt), (Action::GaveUp, 4));
+
+        // A user message starts the count again.
+        f.write("a.txt", "bad 4\n");
+        let report = f.end_turn(Trigger::User, 2);
+        assert_eq!((report.action, report.attempt), (Action::Reprompt, 1));
+        assert_eq!(f.runs().len(), 5);
+    }
+
+    #[test]
+    fn a_hook_that_does_not_notify_the_model_fails_without_a_message() {
+        let f = Fixture::new();
+        f.hook("quiet.sh", "*.txt", "# notify_llm: false\n");
+        f.write("a.txt", "bad\n");
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(report.action, Action::Failed);
+        assert_eq!(report.message, None);
+        assert_eq!(report.pending, ["quiet"]);
+    }
+
+    #[test]
+    fn run_now_moves_the_hooks_cutoff_and_a_pass_leaves_the_pending_set() {
+        let f = Fixture::new();
+        f.hook("check.sh", "*.txt", "");
+        f.write("a.txt", "bad\n");
+        assert_eq!(f.end_turn(Trigger::User, 3).action, Action::Reprompt);
+
+        f.write("a.txt", "fixed\n");
+        let discovery = discover(&f.ctx.hooks_dir());
+        let hook = discovery.get("check").unwrap();
+        let result = Evaluator::new(f.ctx.clone()).run_now(hook, None).unwrap();
+        assert!(result.success);
+        assert_eq!(result.files, [PathBuf::from("a.txt")]);
+
+        let status = StatusStore::for_context(&f.ctx).load().unwrap();
+        assert!(!status.is_pending("check"));
+
+        // The fix is a change since the last evaluation, so the hook joins the pending set
+        // again (step 2), but the explicit run already saw it: nothing runs (step 3).
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(report.action, Action::Pass);
+        assert!(report.results.is_empty(), "{:?}", report.results);
+        assert_eq!(f.runs().len(), 2);
+    }
 
     fn problem(path: &str, reason: &str) -> Problem {
         Problem {
