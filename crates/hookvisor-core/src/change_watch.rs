@@ -221,7 +221,7 @@ impl ChangeWatcher {
             .map_or(0, |r| r.shared.lock().dirs.len())
     }
 
-    /// The dirty set now, as [`crate::changes::scan_at`] would give it, and how it was answered.
+    /// The dirty set now, as [`crate::scan_with`] would give it, and how it was answered.
     pub fn scan(&mut self) -> Result<(ChangeScan, ScanKind), ChangesError> {
         // Rule 1: the cutoff, then the cookie.
         let cutoff = Timestamp::now();

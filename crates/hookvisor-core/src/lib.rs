@@ -6,7 +6,7 @@
 //! # Modules
 //!
 //! - `context`: the workspace, session id and state dir every command works on ([`Context`]).
-//! - `discover`: the hooks of `.discobot/hooks/` and the files that do not load ([`discover`]).
+//! - `discover`: the hooks of `.discobot/hooks/` and the files that do not load ([`discover()`]).
 //! - `frontmatter`: finding a script's front matter and reading its fields.
 //! - `hook`: a loaded hook, its kind and run-as user ([`Hook`], [`Problem`]).
 //! - `pattern`: the glob language of a hook's `pattern` ([`Pattern`]).
