@@ -65,7 +65,7 @@ impl Timestamp {
     }
 
     /// The time `t`, saturating outside the years 1678..2262.
-    pub fn from_system_time(t: SystemTime) -> Timestamp {
+    pub(crate) fn from_system_time(t: SystemTime) -> Timestamp {
         let nanos = match t.duration_since(UNIX_EPOCH) {
             Ok(after) => i64::try_from(after.as_nanos()).unwrap_or(i64::MAX),
             Err(before) => i64::try_from(before.duration().as_nanos())
@@ -77,7 +77,7 @@ impl Timestamp {
 
     /// When the file behind `meta` last changed: `max(mtime, ctime)` (rule 4 of the module
     /// docs: a whole-second stamp counts as the end of its second).
-    pub fn of_metadata(meta: &fs::Metadata) -> Timestamp {
+    pub(crate) fn of_metadata(meta: &fs::Metadata) -> Timestamp {
         Timestamp::changed_at(
             (meta.mtime(), meta.mtime_nsec()),
             (meta.ctime(), meta.ctime_nsec()),
@@ -150,7 +150,7 @@ pub enum FileState {
 
 impl FileState {
     /// The time this state is dated from: `changed_at` or `noticed_at`.
-    pub fn since(&self) -> Timestamp {
+    pub(crate) fn since(&self) -> Timestamp {
         match *self {
             FileState::Present { changed_at } => changed_at,
             FileState::Deleted { noticed_at } => noticed_at,

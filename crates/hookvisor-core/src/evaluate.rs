@@ -324,11 +324,6 @@ impl Evaluator {
         watch_workspace(ctx)
     }
 
-    /// The context evaluated.
-    pub fn context(&self) -> &Context {
-        &self.ctx
-    }
-
     /// The change watcher, if the evaluator has one.
     pub fn watcher(&self) -> Option<&ChangeWatcher> {
         self.watcher.as_ref()
