@@ -65,7 +65,7 @@ impl Timestamp {
     }
 
     /// The time `t`, saturating outside the years 1678..2262.
-    pub fn from_system_time(t: SystemTime) -> Timestamp {
+    pub(crate) fn from_system_time(t: SystemTime) -> Timestamp {
         let nanos = match t.duration_since(UNIX_EPOCH) {
             Ok(after) => i64::try_from(after.as_nanos()).unwrap_or(i64::MAX),
             Err(before) => i64::try_from(before.duration().as_nanos())
@@ -77,7 +77,7 @@ impl Timestamp {
 
     /// When the file behind `meta` last changed: `max(mtime, ctime)` (rule 4 of the module
     /// docs: a whole-second stamp counts as the end of its second).
-    pub fn of_metadata(meta: &fs::Metadata) -> Timestamp {
+    pub(crate) fn of_metadata(meta: &fs::Metadata) -> Timestamp {
         Timestamp::changed_at(
             (meta.mtime(), meta.mtime_nsec()),
             (meta.ctime(), meta.ctime_nsec()),
@@ -150,7 +150,7 @@ pub enum FileState {
 
 impl FileState {
     /// The time this state is dated from: `changed_at` or `noticed_at`.
-    pub fn since(&self) -> Timestamp {
+    pub(crate) fn since(&self) -> Timestamp {
         match *self {
             FileState::Present { changed_at } => changed_at,
             FileState::Deleted { noticed_at } => noticed_at,
@@ -329,7 +329,7 @@ pub fn scan_with(
 
 /// [`scan_with`] with a cutoff the caller took (rule 1: before anything was looked at; a
 /// watcher takes it before it drains its events).
-pub fn scan_at(
+pub(crate) fn scan_at(
     workspace: &Path,
     journal: &Path,
     options: &ScanOptions,
@@ -389,7 +389,7 @@ pub fn scan_at(
 /// This is what a file-system watcher asks for: the dirty set is the same as a full scan's as
 /// long as `touched` holds every path changed since `previous` and git's index and `HEAD` did
 /// not move. Outside git, or when git refuses a path (one inside a submodule), it is a full scan.
-pub fn rescan(
+pub(crate) fn rescan(
     workspace: &Path,
     journal: &Path,
     options: &ScanOptions,

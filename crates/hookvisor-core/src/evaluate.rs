@@ -282,8 +282,95 @@ impl Marker {
     }
 }
 
+/// End-of-turn evaluation of one workspace: its context, the hooks (discovered afresh at each
+/// turn unless given) and, for a server, a change watcher that keeps the dirty set warm.
+///
+/// Evaluations and explicit runs of one state dir are serialised by a lock file, across
+/// processes; a second one waits.
+#[derive(Debug)]
+pub struct Evaluator {
+    ctx: Context,
+    discovery: Option<Discovery>,
+    watcher: Option<ChangeWatcher>,
+    last_scan: Option<ScanKind>,
+}
+
+impl Evaluator {
+    /// An evaluator that discovers the hooks and scans the whole workspace at every turn.
+    pub fn new(ctx: Context) -> Evaluator {
+        Evaluator {
+            ctx,
+            discovery: None,
+            watcher: None,
+            last_scan: None,
+        }
+    }
+
+    /// Evaluates the hooks the caller already discovered instead of discovering them again.
+    pub fn with_discovery(mut self, discovery: Discovery) -> Evaluator {
+        self.discovery = Some(discovery);
+        self
+    }
+
+    /// Takes the dirty set from `watcher` (see [`Evaluator::start_watcher`]) instead of a scan.
+    pub fn watched(mut self, watcher: ChangeWatcher) -> Evaluator {
+        self.watcher = Some(watcher);
+        self
+    }
+
+    /// Starts a file-system watcher for `ctx`'s workspace, for [`Evaluator::watched`]; it answers
+    /// as a full scan would, with the same journal (see [`ChangeWatcher`]).
+    pub fn start_watcher(ctx: &Context) -> Result<ChangeWatcher, EvalError> {
+        watch_workspace(ctx)
+    }
+
+    /// The change watcher, if the evaluator has one.
+    pub fn watcher(&self) -> Option<&ChangeWatcher> {
+        self.watcher.as_ref()
+    }
+
+    /// How the last [`Evaluator::end_turn`] got its dirty set (a server counts them); `None`
+    /// before one scanned.
+    pub fn last_scan(&self) -> Option<ScanKind> {
+        self.last_scan
+    }
+
+    /// Runs the end-of-turn evaluation of the file hooks (module docs give the steps).
+    pub fn end_turn(&mut self, options: &EvalOptions) -> Result<EvalReport, EvalError> {
+        let _lock = EvalLock::acquire(&self.ctx)?;
+        let scan = match self.watcher.as_mut() {
+            Some(watcher) => {
+                let (scan, kind) = watcher.scan()?;
+                self.last_scan = Some(kind);
+                scan
+            }
+            None => {
+                let scan = scan_workspace(&self.ctx)?;
+                self.last_scan = Some(ScanKind::Full);
+                scan
+            }
+        };
+        match &self.discovery {
+            Some(discovery) => evaluate_scan(&self.ctx, discovery, &scan, options),
+            None => evaluate_scan(&self.ctx, &discover(&self.ctx.hooks_dir()), &scan, options),
+        }
+    }
+
+    /// Runs one hook now, whatever its kind, and records it (`hookvisor run`, the HTTP rerun).
+    ///
+    /// A file hook runs with the dirty files matching its pattern (from a full scan) and leaves
+    /// the pending set on success; its cutoff moves as if an evaluation had run it.
+    pub fn run_now(
+        &self,
+        hook: &Hook,
+        cancel: Option<&CancelToken>,
+    ) -> Result<HookResult, EvalError> {
+        run_now(&self.ctx, hook, cancel)
+    }
+}
+
 /// Scans the workspace for changes, keeping the scan journal in the state dir.
-pub fn scan_workspace(ctx: &Context) -> Result<ChangeScan, EvalError> {
+fn scan_workspace(ctx: &Context) -> Result<ChangeScan, EvalError> {
     Ok(changes::scan_with(
         &ctx.workspace,
         &journal_path(ctx),
@@ -293,25 +380,13 @@ pub fn scan_workspace(ctx: &Context) -> Result<ChangeScan, EvalError> {
 
 /// Starts a file-system watcher that keeps the workspace's dirty set warm, for a server; it
 /// answers as [`scan_workspace`] would, with the same journal (see [`ChangeWatcher`]).
-pub fn watch_workspace(ctx: &Context) -> Result<ChangeWatcher, EvalError> {
+fn watch_workspace(ctx: &Context) -> Result<ChangeWatcher, EvalError> {
     Ok(ChangeWatcher::start(
         &ctx.workspace,
         &journal_path(ctx),
         scan_options(ctx),
         &ctx.state_dir,
     )?)
-}
-
-/// [`evaluate`] with the dirty set from `watcher`; also says how the scan was answered.
-pub fn evaluate_watched(
-    ctx: &Context,
-    watcher: &mut ChangeWatcher,
-    options: &EvalOptions,
-) -> Result<(EvalReport, ScanKind), EvalError> {
-    let _lock = EvalLock::acquire(ctx)?;
-    let (scan, kind) = watcher.scan()?;
-    let report = evaluate_scan(ctx, &discover(&ctx.hooks_dir()), &scan, options)?;
-    Ok((report, kind))
 }
 
 fn journal_path(ctx: &Context) -> PathBuf {
@@ -326,28 +401,8 @@ fn scan_options(ctx: &Context) -> ScanOptions {
     }
 }
 
-/// Runs the end-of-turn evaluation of the file hooks (module docs give the steps).
-///
-/// Evaluations of one state dir are serialised by a lock file; a second one waits.
-pub fn evaluate(ctx: &Context, options: &EvalOptions) -> Result<EvalReport, EvalError> {
-    evaluate_with(ctx, &discover(&ctx.hooks_dir()), options)
-}
-
-/// [`evaluate`] with the hooks the caller already discovered.
-pub fn evaluate_with(
-    ctx: &Context,
-    discovery: &Discovery,
-    options: &EvalOptions,
-) -> Result<EvalReport, EvalError> {
-    let _lock = EvalLock::acquire(ctx)?;
-    let scan = scan_workspace(ctx)?;
-    evaluate_scan(ctx, discovery, &scan, options)
-}
-
-/// [`evaluate`] on a discovery and a scan the caller already has (the server keeps both warm).
-///
-/// The caller holds an [`EvalLock`].
-pub fn evaluate_scan(
+/// The evaluation on a discovery and a scan; the caller holds an [`EvalLock`].
+fn evaluate_scan(
     ctx: &Context,
     discovery: &Discovery,
     scan: &ChangeScan,
@@ -601,11 +656,8 @@ fn run_recorded(
     Ok(outcome)
 }
 
-/// Runs one hook now, whatever its kind, and records it (`hookvisor run`, the HTTP rerun).
-///
-/// A file hook runs with the dirty files matching its pattern and leaves the pending set on
-/// success; its cutoff moves as if an evaluation had run it.
-pub fn run_now(
+/// [`Evaluator::run_now`].
+fn run_now(
     ctx: &Context,
     hook: &Hook,
     cancel: Option<&CancelToken>,
@@ -644,13 +696,13 @@ pub fn run_now(
 /// Serialises evaluations and explicit runs of one state dir, across processes: both move the
 /// cutoffs in `.last-eval` and the scan journal. Released on drop.
 #[derive(Debug)]
-pub struct EvalLock {
+pub(crate) struct EvalLock {
     _file: fs::File,
 }
 
 impl EvalLock {
     /// Waits for and takes `<state>/eval.lock`, creating the state dir if needed.
-    pub fn acquire(ctx: &Context) -> Result<EvalLock, EvalError> {
+    pub(crate) fn acquire(ctx: &Context) -> Result<EvalLock, EvalError> {
         let path = ctx.state_dir.join("eval.lock");
         let marker_error = |source| EvalError::Marker {
             path: path.clone(),
@@ -671,6 +723,268 @@ impl EvalLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    use crate::status::StatusStore;
+
+    /// A workspace outside git (so every file is dirty), its hooks and a log of their runs kept
+    /// outside it, so that logging a run is no change.
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        ctx: Context,
+        runs: PathBuf,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            let workspace = dir.path().join("ws");
+            fs::create_dir_all(workspace.join(".discobot/hooks")).unwrap();
+            let ctx = Context {
+                workspace,
+                session_id: "s1".into(),
+                state_dir: dir.path().join("state"),
+            };
+            let runs = dir.path().join("runs");
+            Fixture {
+                _dir: dir,
+                ctx,
+                runs,
+            }
+        }
+
+        /// A file hook on `pattern` that logs its run and fails when a file it got says `bad`.
+        fn hook(&self, file: &str, pattern: &str, front: &str) {
+            let path = self.ctx.hooks_dir().join(file);
+            let script = format!(
+                "#!/bin/sh\n#---\n# type: file\n# pattern: '{pattern}'\n{front}#---\n\
+                 echo \"$HOOKVISOR_HOOK_ID $DISCOBOT_CHANGED_FILES\" >> '{}'\n\
+                 ! grep -q bad $DISCOBOT_CHANGED_FILES\n",
+                self.runs.display()
+            );
+            fs::write(&path, script).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+
+        /// What the model does in a turn: writes a file, then lets the file clock tick, so that
+        /// a cutoff taken afterwards is strictly later than the write (a write within the
+        /// cutoff's own tick counts as a change, by design, and would make runs depend on luck).
+        fn write(&self, name: &str, content: &str) {
+            fs::write(self.ctx.workspace.join(name), content).unwrap();
+            tick();
+        }
+
+        fn end_turn(&self, trigger: Trigger, max_retries: u32) -> EvalReport {
+            let options = EvalOptions {
+                trigger,
+                max_retries,
+                cancel: None,
+            };
+            Evaluator::new(self.ctx.clone()).end_turn(&options).unwrap()
+        }
+
+        /// The runs so far, one `id files` line each.
+        fn runs(&self) -> Vec<String> {
+            fs::read_to_string(&self.runs)
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        }
+    }
+
+    /// Waits until the coarse clock files are stamped with has moved on.
+    fn tick() {
+        let start = Timestamp::now();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while Timestamp::now() <= start {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the coarse clock did not move"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    fn ran(report: &EvalReport) -> Vec<(&str, bool)> {
+        report
+            .results
+            .iter()
+            .map(|r| (r.hook_id.as_str(), r.success))
+            .collect()
+    }
+
+    #[test]
+    fn a_failing_hook_stays_pending_until_it_passes_and_an_unrelated_change_runs_nothing() {
+        let f = Fixture::new();
+        f.hook("check.sh", "*.txt", "");
+        f.write("a.txt", "bad\n");
+
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(report.action, Action::Reprompt);
+        assert_eq!(ran(&report), [("check", false)]);
+        assert_eq!(report.results[0].files, [PathBuf::from("a.txt")]);
+        assert_eq!(report.pending, ["check"]);
+        let message = report.message.unwrap();
+        assert!(message.contains("\"check\""), "{message}");
+
+        // Nothing the hook matches changed: the same input would give the same failure.
+        f.write("notes.md", "bad\n");
+        let report = f.end_turn(Trigger::Hook, 3);
+        assert_eq!(report.action, Action::Pass);
+        assert!(report.results.is_empty(), "{:?}", report.results);
+        assert_eq!(report.pending, ["check"]);
+        assert_eq!(f.runs(), ["check a.txt"]);
+
+        f.write("a.txt", "fixed\n");
+        let report = f.end_turn(Trigger::Hook, 3);
+        assert_eq!(report.action, Action::Pass);
+        assert_eq!(ran(&report), [("check", true)]);
+        assert!(report.pending.is_empty(), "{:?}", report.pending);
+        let status = StatusStore::for_context(&f.ctx).load().unwrap();
+        assert!(!status.is_pending("check"));
+
+        // Passed and unchanged: a new turn runs nothing.
+        let report = f.end_turn(Trigger::User, 3);
+        assert!(report.results.is_empty(), "{:?}", report.results);
+        assert_eq!(f.runs(), ["check a.txt", "check a.txt"]);
+    }
+
+    #[test]
+    fn each_hook_reruns_only_on_changes_after_its_own_run() {
+        let f = Fixture::new();
+        f.hook("10-text.sh", "*.txt", "");
+        f.hook("20-notes.sh", "*.md", "");
+        f.write("a.txt", "bad\n");
+        f.write("n.md", "bad\n");
+
+        // The first failure stops the evaluation: 20-notes is pending but has not run.
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(ran(&report), [("10-text", false)]);
+        assert_eq!(report.pending, ["10-text", "20-notes"]);
+
+        // No change at all: 10-text saw a.txt already; 20-notes never ran, so n.md, although
+        // older than the previous evaluation, is new to it.
+        let report = f.end_turn(Trigger::Hook, 3);
+        assert_eq!(report.action, Action::Reprompt);
+        assert_eq!(ran(&report), [("20-notes", false)]);
+        assert_eq!(report.results[0].files, [PathBuf::from("n.md")]);
+
+        // n.md changed after 20-notes ran; a.txt did not change after 10-text ran.
+        f.write("n.md", "fixed\n");
+        let report = f.end_turn(Trigger::Hook, 3);
+        assert_eq!(report.action, Action::Pass);
+        assert_eq!(ran(&report), [("20-notes", true)]);
+        assert_eq!(report.pending, ["10-text"]);
+
+        f.write("a.txt", "fixed\n");
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(ran(&report), [("10-text", true)]);
+        assert!(report.pending.is_empty(), "{:?}", report.pending);
+        assert_eq!(
+            f.runs(),
+            [
+                "10-text a.txt",
+                "20-notes n.md",
+                "20-notes n.md",
+                "10-text a.txt"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_file_written_while_its_hook_runs_is_a_change_for_the_next_evaluation() {
+        let f = Fixture::new();
+        // A formatter: it rewrites the file it checks, after its cutoff was taken.
+        let path = f.ctx.hooks_dir().join("format.sh");
+        let script = format!(
+            "#!/bin/sh\n#---\n# type: file\n# pattern: '*.txt'\n#---\n\
+             echo run >> '{}'\necho formatted > a.txt\n",
+            f.runs.display()
+        );
+        fs::write(&path, script).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        f.write("a.txt", "raw\n");
+
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(ran(&report), [("format", true)]);
+        tick();
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(ran(&report), [("format", true)]);
+        assert_eq!(f.runs().len(), 2);
+    }
+
+    #[test]
+    fn the_loop_guard_gives_up_after_max_retries_until_the_next_user_turn() {
+        let f = Fixture::new();
+        f.hook("check.sh", "*.txt", "");
+        f.write("a.txt", "bad 0\n");
+        let report = f.end_turn(Trigger::User, 2);
+        assert_eq!(
+            (report.action, report.attempt, report.max_attempts),
+            (Action::Reprompt, 1, 2)
+        );
+        assert!(report.message.unwrap().ends_with("(Attempt 1/2)"));
+
+        f.write("a.txt", "bad 1\n");
+        let report = f.end_turn(Trigger::Hook, 2);
+        assert_eq!((report.action, report.attempt), (Action::Reprompt, 2));
+
+        // The third hook-triggered turn: the hook runs and fails, but the model is not asked
+        // again; the hook stays pending.
+        f.write("a.txt", "bad 2\n");
+        let report = f.end_turn(Trigger::Hook, 2);
+        assert_eq!((report.action, report.attempt), (Action::GaveUp, 3));
+        assert_eq!(ran(&report), [("check", false)]);
+        assert_eq!(report.message, None);
+        assert_eq!(report.pending, ["check"]);
+
+        f.write("a.txt", "bad 3\n");
+        let report = f.end_turn(Trigger::Hook, 2);
+        assert_eq!((report.action, report.attempt), (Action::GaveUp, 4));
+
+        // A user message starts the count again.
+        f.write("a.txt", "bad 4\n");
+        let report = f.end_turn(Trigger::User, 2);
+        assert_eq!((report.action, report.attempt), (Action::Reprompt, 1));
+        assert_eq!(f.runs().len(), 5);
+    }
+
+    #[test]
+    fn a_hook_that_does_not_notify_the_model_fails_without_a_message() {
+        let f = Fixture::new();
+        f.hook("quiet.sh", "*.txt", "# notify_llm: false\n");
+        f.write("a.txt", "bad\n");
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(report.action, Action::Failed);
+        assert_eq!(report.message, None);
+        assert_eq!(report.pending, ["quiet"]);
+    }
+
+    #[test]
+    fn run_now_moves_the_hooks_cutoff_and_a_pass_leaves_the_pending_set() {
+        let f = Fixture::new();
+        f.hook("check.sh", "*.txt", "");
+        f.write("a.txt", "bad\n");
+        assert_eq!(f.end_turn(Trigger::User, 3).action, Action::Reprompt);
+
+        f.write("a.txt", "fixed\n");
+        let discovery = discover(&f.ctx.hooks_dir());
+        let hook = discovery.get("check").unwrap();
+        let result = Evaluator::new(f.ctx.clone()).run_now(hook, None).unwrap();
+        assert!(result.success);
+        assert_eq!(result.files, [PathBuf::from("a.txt")]);
+
+        let status = StatusStore::for_context(&f.ctx).load().unwrap();
+        assert!(!status.is_pending("check"));
+
+        // The fix is a change since the last evaluation, so the hook joins the pending set
+        // again (step 2), but the explicit run already saw it: nothing runs (step 3).
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(report.action, Action::Pass);
+        assert!(report.results.is_empty(), "{:?}", report.results);
+        assert_eq!(f.runs().len(), 2);
+    }
 
     fn problem(path: &str, reason: &str) -> Problem {
         Problem {

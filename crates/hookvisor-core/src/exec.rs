@@ -266,21 +266,21 @@ impl std::error::Error for ExecError {
 
 /// One program to run, for [`run_command`]; [`run_hook`] builds it from a [`Hook`].
 #[derive(Debug, Clone)]
-pub struct Invocation {
+pub(crate) struct Invocation {
     /// The program: a path, or a bare name looked up in the child's `PATH`.
-    pub program: PathBuf,
+    pub(crate) program: PathBuf,
     /// Arguments after `argv[0]` (which is the program as given).
-    pub args: Vec<OsString>,
+    pub(crate) args: Vec<OsString>,
     /// Variables set over the inherited environment.
-    pub env: Vec<(OsString, OsString)>,
+    pub(crate) env: Vec<(OsString, OsString)>,
     /// Inherited variables the program must not see.
-    pub env_remove: Vec<OsString>,
+    pub(crate) env_remove: Vec<OsString>,
     /// Working directory.
-    pub cwd: PathBuf,
+    pub(crate) cwd: PathBuf,
     /// Where the output goes; created with its directories, overwritten.
-    pub log_path: PathBuf,
+    pub(crate) log_path: PathBuf,
     /// When the process group is stopped.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 /// Runs one hook to the end as DESIGN.md "Running a hook" says, and returns what happened.
@@ -333,7 +333,10 @@ pub fn run_hook(
 }
 
 /// Runs any program with the rules of this module (see the module documentation).
-pub fn run_command(invocation: &Invocation, options: &RunOptions) -> Result<RunOutcome, ExecError> {
+pub(crate) fn run_command(
+    invocation: &Invocation,
+    options: &RunOptions,
+) -> Result<RunOutcome, ExecError> {
     let start = Instant::now();
     let log = create_log(&invocation.log_path, options.credentials.as_ref())?;
     let mut sink = Sink::new(log, options);

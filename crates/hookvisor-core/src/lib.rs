@@ -2,6 +2,74 @@
 //! agents: finding the hooks of a workspace, reading their front matter, running them, telling
 //! what changed, evaluating file hooks at the end of a turn, and recording every run in
 //! `status.json`. It has no HTTP and no command-line parsing; the binaries are thin shells over it.
+//!
+//! # Modules
+//!
+//! - `context`: the workspace, session id and state dir every command works on ([`Context`]).
+//! - `discover`: the hooks of `.discobot/hooks/` and the files that do not load ([`discover()`]).
+//! - `frontmatter`: finding a script's front matter and reading its fields.
+//! - `hook`: a loaded hook, its kind and run-as user ([`Hook`], [`Problem`]).
+//! - `pattern`: the glob language of a hook's `pattern` ([`Pattern`]).
+//! - `exec`: running one hook: environment, credentials, timeout, process group, log.
+//! - `seal`: a root hook's program sealed in a memory file before it runs.
+//! - `leftovers`: what a hook leaves running, found and killed.
+//! - `sys`: the raw system calls, the only `unsafe` of the core.
+//! - `account`: the users and groups `--user` and `run_as` name.
+//! - `user_fs`: file system work done with the run user's credentials.
+//! - `git`: running git with one environment and one reading of its failures.
+//! - `changes`: a workspace's dirty set and when each file changed ([`scan`]).
+//! - `change_watch`: the dirty set kept warm by inotify for a server ([`ChangeWatcher`]).
+//! - `evaluate`: the end-of-turn evaluation of file hooks ([`Evaluator`]).
+//! - `message`: the re-prompt text of a failing hook ([`Failure`]).
+//! - `status`: the `status.json` store of every run ([`StatusStore`]).
+//! - `session`: the session hooks run once when the container starts ([`run_session`]).
+//! - `precommit`: the generated git pre-commit hook and its run ([`run_pre_commit`]).
+//! - `turns`: who started an agent's turn, behind the loop guard's trigger ([`TurnLog`]).
+//!
+//! # Example
+//!
+//! One file hook, a changed file, the end of a turn:
+//!
+//! ```
+//! use std::fs;
+//! use std::os::unix::fs::PermissionsExt;
+//!
+//! use hookvisor_core::{Action, Context, EvalOptions, Evaluator, discover};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let ctx = Context {
+//!     workspace: dir.path().join("ws"),
+//!     session_id: "example".into(),
+//!     state_dir: dir.path().join("state"),
+//! };
+//! fs::create_dir_all(ctx.hooks_dir())?;
+//! let script = ctx.hooks_dir().join("check-notes.sh");
+//! fs::write(
+//!     &script,
+//!     "#!/bin/sh\n#---\n# name: Check notes\n# type: file\n# pattern: '*.txt'\n#---\n\
+//!      grep -q TODO $DISCOBOT_CHANGED_FILES && { echo 'a TODO is left'; exit 1; }\nexit 0\n",
+//! )?;
+//! fs::set_permissions(&script, fs::Permissions::from_mode(0o755))?;
+//! fs::write(ctx.workspace.join("notes.txt"), "TODO: finish\n")?;
+//!
+//! let discovery = discover(&ctx.hooks_dir());
+//! assert!(discovery.problems.is_empty(), "{:?}", discovery.problems);
+//! let mut evaluator = Evaluator::new(ctx.clone()).with_discovery(discovery);
+//! let report = evaluator.end_turn(&EvalOptions::default())?;
+//!
+//! assert_eq!(report.action, Action::Reprompt);
+//! assert_eq!(report.results[0].hook_id, "check-notes");
+//! assert_eq!(report.results[0].files, [std::path::Path::new("notes.txt")]);
+//! assert_eq!(report.pending, ["check-notes"]);
+//! assert!(report.message.unwrap().contains("a TODO is left"));
+//!
+//! // The model fixes the file: the next turn passes and nothing stays pending.
+//! fs::write(ctx.workspace.join("notes.txt"), "done\n")?;
+//! let report = evaluator.end_turn(&EvalOptions::default())?;
+//! assert_eq!(report.action, Action::Pass);
+//! assert!(report.pending.is_empty());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 #![deny(missing_docs)]
 
@@ -31,16 +99,12 @@ pub mod when;
 pub use account::{AccountError, Credentials};
 pub use change_watch::{ChangeWatcher, MAX_TOUCHED, ScanKind};
 pub use changes::{
-    ChangeScan, ChangesError, DirtyFile, FileState, ScanOptions, Timestamp, rescan, scan, scan_at,
-    scan_with,
+    ChangeScan, ChangesError, DirtyFile, FileState, ScanOptions, Timestamp, scan, scan_with,
 };
 pub use context::{Context, ContextError, ContextOverrides};
 pub use discover::{Discovery, discover, hook_id};
-pub use evaluate::{
-    Action, EvalError, EvalLock, EvalOptions, EvalReport, HookResult, Trigger, evaluate,
-    evaluate_scan, evaluate_watched, evaluate_with, run_now, scan_workspace, watch_workspace,
-};
-pub use exec::{CancelToken, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook};
+pub use evaluate::{Action, EvalError, EvalOptions, EvalReport, Evaluator, HookResult, Trigger};
+pub use exec::{CancelToken, ExecError, RunOptions, RunOutcome, run_hook};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
 pub use hook::{Hook, HookKind, Problem, RunAs};

@@ -27,8 +27,8 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
 use hookvisor_core::{
-    Action, Answer, Context, ContextError, EvalError, EvalOptions, EvalReport, TurnLog,
-    TurnLogError, evaluate,
+    Action, Answer, Context, ContextError, EvalError, EvalOptions, EvalReport, Evaluator,
+    TurnLog, TurnLogError,
 };
 use serde::Deserialize;
 
@@ -186,7 +186,9 @@ fn decide(
                 max_retries: args.max_retries,
                 cancel: Some(cancel_on_signals()),
             };
-            evaluate(&ctx, &options).map_err(AdapterError::Eval)?
+            Evaluator::new(ctx.clone())
+                .end_turn(&options)
+                .map_err(AdapterError::Eval)?
         }
     };
     let verdict = verdict(&report);

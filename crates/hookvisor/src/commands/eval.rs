@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use hookvisor_core::{
-    Action, EvalOptions, EvalReport, StatusStore, Trigger, discover, evaluate_with, run_now,
+    Action, EvalOptions, EvalReport, Evaluator, StatusStore, Trigger, discover,
 };
 
 use crate::cli::{self, EvalArgs};
@@ -36,7 +36,9 @@ pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
             };
             let discovery = discover(&ctx.hooks_dir());
             super::precommit::ensure_installed(&ctx, &discovery);
-            evaluate_with(&ctx, &discovery, &options)?
+            Evaluator::new(ctx)
+                .with_discovery(discovery)
+                .end_turn(&options)?
         }
     };
     print_report(&report, args.json)?;
@@ -107,7 +109,7 @@ pub fn run_one(globals: &Globals, id: &str, json: bool) -> CliResult {
             }
         )));
     };
-    let result = run_now(&ctx, hook, Some(&cancel_on_signals()))?;
+    let result = Evaluator::new(ctx.clone()).run_now(hook, Some(&cancel_on_signals()))?;
     let mut out = io::stdout().lock();
     if json {
         writeln!(

@@ -33,7 +33,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hookvisor_core::{
-    CancelToken, ChangeWatcher, Context, Discovery, Hook, Status, StatusStore, discover,
+    CancelToken, Context, Discovery, Evaluator, Hook, Status, StatusStore, discover,
 };
 use tokio::sync::watch as channel;
 
@@ -147,8 +147,9 @@ pub struct AppState {
     hub: events::Hub,
     metrics: metrics::Metrics,
     job: Mutex<Option<Job>>,
-    /// The dirty set kept warm by inotify; `None` until it has started (turns then scan in full).
-    changes: Mutex<Option<ChangeWatcher>>,
+    /// Ends the turns, with the dirty set kept warm by inotify once its watcher has started
+    /// (until then turns scan in full).
+    evaluator: Mutex<Evaluator>,
     /// The last status.json seen, to turn the next one into events.
     seen: Mutex<Status>,
     /// Held across a refresh's read of status.json, so that the read last is the one kept;
@@ -169,7 +170,7 @@ impl AppState {
             hub: events::Hub::default(),
             metrics: metrics::Metrics::default(),
             job: Mutex::new(None),
-            changes: Mutex::new(None),
+            evaluator: Mutex::new(Evaluator::new(ctx.clone())),
             seen: Mutex::new(seen),
             refreshing: Mutex::new(()),
             shutdown: channel::channel(false).0,
@@ -205,7 +206,7 @@ impl AppState {
     /// Starts the change watcher and makes its first (full) scan, so the first turn is quick.
     /// Without it, turns scan the whole workspace.
     fn start_change_watch(&self) {
-        let mut watcher = match hookvisor_core::watch_workspace(&self.ctx) {
+        let mut watcher = match Evaluator::start_watcher(&self.ctx) {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!("{e}; every turn scans the whole workspace");
@@ -217,7 +218,8 @@ impl AppState {
         }
         tracing::debug!("{watcher:?}");
         self.metrics.set_watched_dirs(watcher.watched_dirs());
-        *self.changes.lock().expect("changes lock") = Some(watcher);
+        *self.evaluator.lock().expect("evaluator lock") =
+            Evaluator::new(self.ctx.clone()).watched(watcher);
     }
 
     /// The end-of-turn evaluation, with the warm dirty set when the watcher is running.
@@ -225,20 +227,20 @@ impl AppState {
         &self,
         options: &hookvisor_core::EvalOptions,
     ) -> Result<hookvisor_core::EvalReport, hookvisor_core::EvalError> {
-        let mut changes = self.changes.lock().expect("changes lock");
-        match changes.as_mut() {
-            Some(watcher) => {
-                let (report, kind) = hookvisor_core::evaluate_watched(&self.ctx, watcher, options)?;
-                self.metrics.record_scan(kind);
-                // A scan may have made the watches again (a `.gitignore` edit, a moved directory).
-                self.metrics.set_watched_dirs(watcher.watched_dirs());
-                Ok(report)
-            }
-            None => {
-                self.metrics.record_scan(hookvisor_core::ScanKind::Full);
-                hookvisor_core::evaluate(&self.ctx, options)
-            }
+        let mut evaluator = self.evaluator.lock().expect("evaluator lock");
+        if evaluator.watcher().is_none() {
+            self.metrics.record_scan(hookvisor_core::ScanKind::Full);
+            return evaluator.end_turn(options);
         }
+        let report = evaluator.end_turn(options)?;
+        if let Some(kind) = evaluator.last_scan() {
+            self.metrics.record_scan(kind);
+        }
+        if let Some(watcher) = evaluator.watcher() {
+            // A scan may have made the watches again (a `.gitignore` edit, a moved directory).
+            self.metrics.set_watched_dirs(watcher.watched_dirs());
+        }
+        Ok(report)
     }
 
     /// Reads status.json and publishes what changed since the last read. It blocks: on the

@@ -11,7 +11,7 @@ use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use hookvisor_core::{EvalError, EvalOptions, Trigger, run_now};
+use hookvisor_core::{EvalError, EvalOptions, Evaluator, Trigger};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -190,7 +190,7 @@ pub async fn rerun(
     let (job, cancel) = state.begin(JobKind::Rerun(id))?;
     let ctx = state.ctx.clone();
     let result = run_blocking(move || {
-        let result = run_now(&ctx, &hook, Some(&cancel));
+        let result = Evaluator::new(ctx).run_now(&hook, Some(&cancel));
         drop(job);
         result
     })
