@@ -41,7 +41,7 @@ pub use evaluate::{
 pub use exec::{CancelToken, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
-pub use hook::{Hook, HookKind, Problem, RunAs};
+pub use hook::{Hook, HookKind, Problem, ProblemKind, RunAs};
 pub use leftovers::become_subreaper;
 pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};

@@ -25,7 +25,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -36,7 +36,6 @@ use nix::fcntl::{Flock, FlockArg};
 use crate::context::Context;
 use crate::discover::{Discovery, discover};
 use crate::exec::{ExecError, RunOptions, RunOutcome, run_hook};
-use crate::frontmatter;
 use crate::git::{Git, GitError, RunningGit};
 use crate::hook::{Hook, HookKind, Problem};
 use crate::status::{StatusError, StatusStore};
@@ -554,7 +553,11 @@ pub fn run_pre_commit(
     // the git process is the larger part of that wait. Its errors matter only if a hook runs.
     let staged = Git::default().spawn(&ctx.workspace, &STAGED_ARGS);
     let discovery = discover(&ctx.hooks_dir());
-    for problem in discovery.problems.iter().filter(|p| concerns_pre_commit(p)) {
+    for problem in discovery
+        .problems
+        .iter()
+        .filter(|p| p.may_be(HookKind::PreCommit))
+    {
         on_event(PreCommitEvent::Problem(problem));
     }
     let hooks: Vec<&Hook> = discovery.of_kind(HookKind::PreCommit).collect();
@@ -609,22 +612,6 @@ pub fn run_pre_commit(
         }
     }
     Ok(report)
-}
-
-/// Whether a problem file looks like a pre-commit hook: its front matter says so, or it has
-/// none readable and mentions `pre-commit`. Problems of other hooks are `hookvisor check`'s
-/// business, not the commit's.
-fn concerns_pre_commit(problem: &Problem) -> bool {
-    let mut head = Vec::new();
-    let read = File::open(&problem.path).and_then(|f| f.take(64 * 1024).read_to_end(&mut head));
-    if read.is_err() {
-        return true;
-    }
-    let text = String::from_utf8_lossy(&head);
-    match frontmatter::parse(&text.replace('\r', "")) {
-        Ok(fields) => fields.get("type").map(|t| t.trim()) == Some("pre-commit"),
-        Err(_) => text.contains("pre-commit"),
-    }
 }
 
 /// Runs git in `dir` and returns its stdout; a failure carries the first line of its stderr.
