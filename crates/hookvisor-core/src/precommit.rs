@@ -23,7 +23,6 @@
 //! 6. `HOOKVISOR_SKIP=1` skips every hook; `HOOKVISOR_SKIP=id1,id2` skips those hooks.
 
 use std::ffi::{OsStr, OsString};
-use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -51,13 +50,19 @@ const ORIGINAL_NAME: &str = "pre-commit.original";
 pub const SKIP_VARIABLE: &str = "HOOKVISOR_SKIP";
 
 /// Why a pre-commit operation failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum PreCommitError {
     /// `git` could not be started.
-    GitMissing(io::Error),
+    #[error("cannot run git: {0}; install git or put it on PATH")]
+    GitMissing(#[source] io::Error),
     /// The directory is not inside a git repository.
+    #[error(
+        "{} is not in a git repository; run `git init` there or pass --workspace",
+        .0.display()
+    )]
     NotARepository(PathBuf),
     /// A git command failed.
+    #[error("`git {args}` failed in {}: {message}", dir.display())]
     Git {
         /// Where it ran.
         dir: PathBuf,
@@ -67,6 +72,10 @@ pub enum PreCommitError {
         message: String,
     },
     /// A file of the hooks directory could not be read or written.
+    #[error(
+        "cannot {action} {}: {source}; check the permissions of the directory",
+        path.display()
+    )]
     Io {
         /// The file or directory at fault.
         path: PathBuf,
@@ -76,6 +85,12 @@ pub enum PreCommitError {
         source: io::Error,
     },
     /// Both a foreign `pre-commit` and a `pre-commit.original` exist: installing would lose one.
+    #[error(
+        "{} is not hookvisor's and {} already exists; merge or move one of them aside, then \
+         install again",
+        hook.display(),
+        original.display()
+    )]
     OriginalExists {
         /// The foreign hook.
         hook: PathBuf,
@@ -83,65 +98,14 @@ pub enum PreCommitError {
         original: PathBuf,
     },
     /// The path of the running `hookvisor` binary is unknown.
-    CurrentExe(io::Error),
+    #[error("cannot find the path of the hookvisor binary: {0}; run it by its full path")]
+    CurrentExe(#[source] io::Error),
     /// A hook could not be run.
-    Exec(ExecError),
+    #[error(transparent)]
+    Exec(#[from] ExecError),
     /// Its run could not be recorded.
-    Status(StatusError),
-}
-
-impl fmt::Display for PreCommitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PreCommitError::GitMissing(e) => {
-                write!(f, "cannot run git: {e}; install git or put it on PATH")
-            }
-            PreCommitError::NotARepository(dir) => write!(
-                f,
-                "{} is not in a git repository; run `git init` there or pass --workspace",
-                dir.display()
-            ),
-            PreCommitError::Git { dir, args, message } => {
-                write!(f, "`git {args}` failed in {}: {message}", dir.display())
-            }
-            PreCommitError::Io {
-                path,
-                action,
-                source,
-            } => write!(
-                f,
-                "cannot {action} {}: {source}; check the permissions of the directory",
-                path.display()
-            ),
-            PreCommitError::OriginalExists { hook, original } => write!(
-                f,
-                "{} is not hookvisor's and {} already exists; merge or move one of them aside, \
-                 then install again",
-                hook.display(),
-                original.display()
-            ),
-            PreCommitError::CurrentExe(e) => write!(
-                f,
-                "cannot find the path of the hookvisor binary: {e}; run it by its full path"
-            ),
-            PreCommitError::Exec(e) => e.fmt(f),
-            PreCommitError::Status(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for PreCommitError {}
-
-impl From<ExecError> for PreCommitError {
-    fn from(e: ExecError) -> Self {
-        PreCommitError::Exec(e)
-    }
-}
-
-impl From<StatusError> for PreCommitError {
-    fn from(e: StatusError) -> Self {
-        PreCommitError::Status(e)
-    }
+    #[error(transparent)]
+    Status(#[from] StatusError),
 }
 
 fn io_error(path: &Path, action: &'static str) -> impl FnOnce(io::Error) -> PreCommitError {
