@@ -173,7 +173,7 @@ impl Problem {
     /// Whether the problem may be one of a hook of this kind: the file declares it, or it could
     /// not be read at all, so nothing says it is not.
     pub fn may_be(&self, kind: HookKind) -> bool {
-        self.declared == Some(kind) || self.declared.is_none() && self.kind.hides_the_file()
+        self.declared == Some(kind) || self.kind.hides_the_file()
     }
 }
 
