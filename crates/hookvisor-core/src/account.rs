@@ -25,7 +25,6 @@
 #![forbid(unsafe_code)]
 
 use std::ffi::OsStr;
-use std::fmt;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -105,13 +104,16 @@ impl Credentials {
 }
 
 /// Why an account could not be resolved.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum AccountError {
     /// No `/etc/passwd` entry has this login name.
+    #[error("no user '{0}' in {PASSWD}; create it (useradd {0}) or pass --user UID[:GID]")]
     UnknownUser(String),
     /// No `/etc/group` entry has this group name.
+    #[error("no group '{0}' in {GROUP}; create it (groupadd {0}) or pass --user USER:GID")]
     UnknownGroup(String),
     /// The value is not `USER[:GROUP]` with ids in range.
+    #[error("--user '{spec}': {reason}; pass NAME, UID, NAME:GROUP or UID:GID")]
     BadSpec {
         /// The value given.
         spec: String,
@@ -119,6 +121,10 @@ pub enum AccountError {
         reason: &'static str,
     },
     /// `/etc/passwd` or `/etc/group` exists but cannot be read.
+    #[error(
+        "cannot read {}: {source}; make it a readable file or pass --user UID:GID",
+        path.display()
+    )]
     Read {
         /// The file.
         path: PathBuf,
@@ -126,44 +132,8 @@ pub enum AccountError {
         source: io::Error,
     },
     /// This process's own supplementary groups cannot be read.
-    OwnGroups(Errno),
-}
-
-impl fmt::Display for AccountError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AccountError::UnknownUser(user) => write!(
-                f,
-                "no user '{user}' in {PASSWD}; create it (useradd {user}) or pass --user UID[:GID]"
-            ),
-            AccountError::UnknownGroup(group) => write!(
-                f,
-                "no group '{group}' in {GROUP}; create it (groupadd {group}) or pass --user USER:GID"
-            ),
-            AccountError::BadSpec { spec, reason } => write!(
-                f,
-                "--user '{spec}': {reason}; pass NAME, UID, NAME:GROUP or UID:GID"
-            ),
-            AccountError::Read { path, source } => write!(
-                f,
-                "cannot read {}: {source}; make it a readable file or pass --user UID:GID",
-                path.display()
-            ),
-            AccountError::OwnGroups(source) => {
-                write!(f, "cannot read this process's groups: {source}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for AccountError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            AccountError::Read { source, .. } => Some(source),
-            AccountError::OwnGroups(source) => Some(source),
-            _ => None,
-        }
-    }
+    #[error("cannot read this process's groups: {0}")]
+    OwnGroups(#[source] Errno),
 }
 
 /// One usable line of `/etc/passwd`.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::frontmatter::{self, Fields, FrontMatterError, Note, Other, WORD_FIELDS};
-use crate::hook::{Hook, HookKind, Problem, RunAs};
+use crate::hook::{Hook, HookKind, Problem, ProblemKind, RunAs};
 use crate::pattern::Pattern;
 
 /// How much of a script is read to find its front matter.
@@ -33,11 +33,6 @@ const KNOWN_FIELDS: [&str; 9] = [
 
 /// The most `retries` a session hook may ask for.
 const MAX_RETRIES: u32 = 100;
-
-/// The warning for a root session hook that is not `blocking`: it is run as if it were.
-const ROOT_RUNS_BLOCKING: &str = "run_as: root session hooks finish before the agent starts, as if \
-     blocking: true (no root hook runs beside the agent; README, Security); add 'blocking: true' \
-     to say so";
 
 /// The result of scanning a hooks directory.
 #[derive(Debug, Clone, Default)]
@@ -78,7 +73,10 @@ pub fn discover(hooks_dir: &Path) -> Discovery {
         Err(e) => {
             discovery.problems.push(Problem {
                 path: hooks_dir.to_owned(),
-                reason: format!("cannot read the hooks directory: {e}"),
+                kind: ProblemKind::HooksDirUnreadable {
+                    error: e.to_string(),
+                },
+                declared: None,
             });
             return discovery;
         }
@@ -102,43 +100,38 @@ pub fn discover(hooks_dir: &Path) -> Discovery {
                     notes,
                     retries,
                 } = read;
-                let mut warn = |reason: String| {
+                let mut warn = |kind: ProblemKind| {
                     discovery.warnings.push(Problem {
                         path: path.clone(),
-                        reason,
+                        kind,
+                        declared: Some(hook.kind),
                     });
                 };
                 for key in unknown {
-                    warn(format!(
-                        "unknown front matter field '{key}' is ignored; known fields: {}",
-                        KNOWN_FIELDS.join(", ")
-                    ));
+                    warn(ProblemKind::UnknownField {
+                        key,
+                        known: &KNOWN_FIELDS,
+                    });
                 }
-                for note in &notes {
-                    if let Some(reason) = disagreement(note) {
-                        warn(reason);
+                for note in notes {
+                    if let Some(kind) = disagreement(note) {
+                        warn(kind);
                     }
                 }
                 match retries {
                     Some(retries) if hook.kind == HookKind::Session => {
                         discovery.retries.insert(hook.id.clone(), retries);
                     }
-                    Some(_) => warn(format!(
-                        "retries applies to session hooks only; it is ignored for a {} hook",
-                        hook.kind
-                    )),
+                    Some(_) => warn(ProblemKind::RetriesIgnored { kind: hook.kind }),
                     None => {}
                 }
                 if hook.kind == HookKind::Session && hook.run_as == RunAs::Root && !hook.blocking {
-                    discovery.warnings.push(Problem {
-                        path: path.clone(),
-                        reason: ROOT_RUNS_BLOCKING.to_owned(),
-                    });
+                    warn(ProblemKind::RootRunsBlocking);
                 }
                 candidates.push(hook);
             }
             Ok(None) => {}
-            Err(reason) => discovery.problems.push(Problem { path, reason }),
+            Err(problem) => discovery.problems.push(problem),
         }
     }
 
@@ -146,29 +139,30 @@ pub fn discover(hooks_dir: &Path) -> Discovery {
     for hook in &candidates {
         by_id.entry(&hook.id).or_default().push(hook);
     }
-    let duplicated: Vec<(String, Vec<PathBuf>)> = by_id
+    let duplicated: Vec<(String, Vec<(PathBuf, HookKind)>)> = by_id
         .into_iter()
         .filter(|(_, hooks)| hooks.len() > 1)
         .map(|(id, hooks)| {
             (
                 id.to_owned(),
-                hooks.iter().map(|h| h.path.clone()).collect(),
+                hooks.iter().map(|h| (h.path.clone(), h.kind)).collect(),
             )
         })
         .collect();
-    for (id, paths) in &duplicated {
-        for path in paths {
-            let others: Vec<String> = paths
+    for (id, hooks) in &duplicated {
+        for (path, kind) in hooks {
+            let others: Vec<String> = hooks
                 .iter()
-                .filter(|p| *p != path)
-                .map(|p| file_name(p))
+                .filter(|(p, _)| p != path)
+                .map(|(p, _)| file_name(p))
                 .collect();
             discovery.problems.push(Problem {
                 path: path.clone(),
-                reason: format!(
-                    "hook id '{id}' is also the id of {}; rename one of the files",
-                    others.join(", ")
-                ),
+                kind: ProblemKind::DuplicateId {
+                    id: id.clone(),
+                    others,
+                },
+                declared: Some(*kind),
             });
         }
     }
@@ -230,27 +224,31 @@ struct HookFile {
 /// The warning for a field read otherwise than another reader would (front matter rule 7), or
 /// `None` when both readings configure the hook alike (`notify_llm: False` is `false` either
 /// way) or the value is a problem already reported.
-fn disagreement(note: &Note) -> Option<String> {
+fn disagreement(note: Note) -> Option<ProblemKind> {
     let Note {
-        key, line, used, ..
+        key,
+        line,
+        used,
+        other,
     } = note;
-    match &note.other {
-        Other::Discobot(discobot) => Some(format!(
-            "line {line}: '{key}' is read as the globs '{used}'; discobot read the line as the \
-             one glob '{discobot}'; write '{key}: \"{used}\"' to say the same to both"
-        )),
+    match other {
+        Other::Discobot(discobot) => Some(ProblemKind::DiscobotReadsOtherwise {
+            line,
+            key: key.to_owned(),
+            used,
+            discobot,
+        }),
         Other::Yaml(yaml) => {
-            let meaning = meaning(key, used)?;
+            let meaning = meaning(key, &used)?;
             if yaml.as_deref().and_then(|y| self::meaning(key, y)) == Some(meaning) {
                 return None;
             }
-            let yaml = yaml
-                .as_ref()
-                .map_or_else(|| "no value".to_owned(), |y| format!("'{y}'"));
-            Some(format!(
-                "line {line}: '{key}' is taken as written, '{used}', as discobot did; YAML reads \
-                 {yaml}; quote the value so that both read it alike"
-            ))
+            Some(ProblemKind::YamlReadsOtherwise {
+                line,
+                key: key.to_owned(),
+                used,
+                yaml,
+            })
         }
     }
 }
@@ -275,59 +273,72 @@ fn meaning(key: &str, value: &str) -> Option<String> {
     }
 }
 
-/// Reads one entry: `Ok(None)` for a directory, `Err(reason)` for a file that will not run.
-fn read_hook(path: &Path) -> Result<Option<HookFile>, String> {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or("the file name is not UTF-8; rename the file")?;
+/// Reads one entry: `Ok(None)` for a directory, `Err` for a file that will not run.
+fn read_hook(path: &Path) -> Result<Option<HookFile>, Problem> {
+    let refuse = |kind: ProblemKind, declared: Option<HookKind>| Problem {
+        path: path.to_owned(),
+        kind,
+        declared,
+    };
+    // A file refused before its head is read still says which kind of hook it meant to be.
+    let declared_by_file = || {
+        read_head(path)
+            .ok()
+            .and_then(|head| declared_kind(&String::from_utf8_lossy(&head)))
+    };
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return Err(refuse(ProblemKind::NameNotUtf8, declared_by_file()));
+    };
     let meta = match fs::metadata(path) {
         Ok(meta) => meta,
         Err(_) if fs::symlink_metadata(path).is_ok() => {
             let target = fs::read_link(path)
                 .map(|t| t.display().to_string())
                 .unwrap_or_default();
-            return Err(format!(
-                "broken symlink to '{target}'; fix the link or remove it"
-            ));
+            return Err(refuse(ProblemKind::BrokenSymlink { target }, None));
         }
-        Err(e) => return Err(format!("cannot read: {e}")),
+        Err(e) => {
+            let error = e.to_string();
+            return Err(refuse(ProblemKind::Inaccessible { error }, None));
+        }
     };
     if meta.is_dir() {
         return Ok(None);
     }
     if !meta.is_file() {
-        return Err("not a regular file; hooks are executable scripts".into());
+        return Err(refuse(ProblemKind::NotRegularFile, None));
     }
     let id = hook_id(name);
     if id.is_empty() {
-        return Err(
-            "the file name gives an empty hook id; use letters or digits in the name (ids keep [a-z0-9_-])"
-                .into(),
-        );
+        return Err(refuse(ProblemKind::EmptyId, declared_by_file()));
     }
-    let head = read_head(path).map_err(|e| format!("cannot read: {e}; check its permissions"))?;
+    let head = read_head(path).map_err(|e| {
+        let error = e.to_string();
+        refuse(ProblemKind::Unreadable { error }, None)
+    })?;
     let text = String::from_utf8_lossy(&head);
+    let refuse = |kind: ProblemKind| refuse(kind, declared_kind(&text));
     if !text.starts_with("#!") {
         if text.starts_with("\u{7f}ELF") {
-            return Err("a binary has no front matter; wrap it in a script with a #! line".into());
+            return Err(refuse(ProblemKind::Binary));
         }
-        return Err("no #! line; start the file with one such as #!/bin/sh".into());
+        return Err(refuse(ProblemKind::NoShebang));
     }
-    let front = frontmatter::read(&text).map_err(|e| match e {
-        FrontMatterError::Crlf => {
-            format!(
-                "CRLF line endings; run `sed -i 's/\\r$//' {}`",
-                path.display()
-            )
-        }
-        other => other.to_string(),
+    let front = frontmatter::read(&text).map_err(|e| {
+        refuse(match e {
+            FrontMatterError::Crlf => ProblemKind::CrlfLineEndings {
+                path: path.to_owned(),
+            },
+            other => ProblemKind::FrontMatter(other),
+        })
     })?;
     if meta.permissions().mode() & 0o111 == 0 {
-        return Err(format!("not executable; run `chmod +x {}`", path.display()));
+        return Err(refuse(ProblemKind::NotExecutable {
+            path: path.to_owned(),
+        }));
     }
     let fields = &front.fields;
-    let (hook, retries) = hook_from_fields(id, path, fields)?;
+    let (hook, retries) = hook_from_fields(id, path, fields).map_err(refuse)?;
     let unknown = fields
         .keys()
         .filter(|k| !KNOWN_FIELDS.contains(&k.as_str()))
@@ -339,6 +350,16 @@ fn read_hook(path: &Path) -> Result<Option<HookFile>, String> {
         notes: front.notes,
         retries,
     }))
+}
+
+/// The kind of hook a file's head declares: its front matter's `type`, read as pre-commit
+/// always read it (CRs dropped); without readable front matter, `pre-commit` when the file
+/// mentions it, since a commit must hear of a broken pre-commit hook.
+fn declared_kind(text: &str) -> Option<HookKind> {
+    match frontmatter::parse(&text.replace('\r', "")) {
+        Ok(fields) => fields.get("type").and_then(|t| t.trim().parse().ok()),
+        Err(_) => text.contains("pre-commit").then_some(HookKind::PreCommit),
+    }
 }
 
 fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
@@ -359,33 +380,29 @@ fn hook_from_fields(
     id: String,
     path: &Path,
     fields: &Fields,
-) -> Result<(Hook, Option<u32>), String> {
+) -> Result<(Hook, Option<u32>), ProblemKind> {
     let text = |key: &str| {
         fields
             .get(key)
             .map(|v| v.trim_matches([' ', '\t', '\n']))
             .filter(|v| !v.is_empty())
     };
-    let field = |key: &str| -> Result<Option<&str>, String> {
+    let field = |key: &str| -> Result<Option<&str>, ProblemKind> {
         match fields.get(key).map(String::as_str) {
-            Some("") => Err(format!(
-                "'{key}' has no value; give it one or remove the line"
-            )),
+            Some("") => Err(ProblemKind::NoValue {
+                key: key.to_owned(),
+            }),
             other => Ok(other),
         }
     };
-    let kind: HookKind = field("type")?
-        .ok_or("missing 'type'; add 'type: session', 'type: file' or 'type: pre-commit'")?
-        .parse()?;
+    let kind: HookKind = field("type")?.ok_or(ProblemKind::MissingType)?.parse()?;
     let run_as = match field("run_as")? {
         Some(value) => value.parse::<RunAs>()?,
         None => RunAs::User,
     };
     let pattern = match field("pattern")? {
-        Some(source) => Some(Pattern::new(source).map_err(|e| e.to_string())?),
-        None if kind == HookKind::File => {
-            return Err("a file hook needs a 'pattern', such as 'pattern: \"*.go\"'".into());
-        }
+        Some(source) => Some(Pattern::new(source)?),
+        None if kind == HookKind::File => return Err(ProblemKind::MissingPattern),
         None => None,
     };
     let timeout = match field("timeout")? {
@@ -416,30 +433,34 @@ fn hook_from_fields(
 
 /// How many times a failed session hook is run again: a whole number from 0 to
 /// [`MAX_RETRIES`], digits only.
-fn parse_retries(value: &str) -> Result<u32, String> {
+fn parse_retries(value: &str) -> Result<u32, ProblemKind> {
     match value
         .bytes()
         .all(|b| b.is_ascii_digit())
         .then(|| value.parse::<u32>())
     {
         Some(Ok(n)) if n <= MAX_RETRIES => Ok(n),
-        _ => Err(format!(
-            "invalid retries '{value}'; use a whole number from 0 (run once) to {MAX_RETRIES}"
-        )),
+        _ => Err(ProblemKind::InvalidRetries {
+            value: value.to_owned(),
+            max: MAX_RETRIES,
+        }),
     }
 }
 
 /// `true|yes|1|on` and `false|no|0|off`, in any case.
-fn parse_bool(key: &str, value: &str) -> Result<bool, String> {
+fn parse_bool(key: &str, value: &str) -> Result<bool, ProblemKind> {
     match value.to_ascii_lowercase().as_str() {
         "true" | "yes" | "1" | "on" => Ok(true),
         "false" | "no" | "0" | "off" => Ok(false),
-        _ => Err(format!("invalid {key} '{value}'; use true or false")),
+        _ => Err(ProblemKind::InvalidBool {
+            key: key.to_owned(),
+            value: value.to_owned(),
+        }),
     }
 }
 
 /// Seconds, optionally with an `s`, `m` or `h` suffix; must be positive.
-fn parse_timeout(value: &str) -> Result<Duration, String> {
+fn parse_timeout(value: &str) -> Result<Duration, ProblemKind> {
     let (digits, unit) = match value.char_indices().last() {
         Some((i, 's')) => (&value[..i], 1),
         Some((i, 'm')) => (&value[..i], 60),
@@ -453,9 +474,9 @@ fn parse_timeout(value: &str) -> Result<Duration, String> {
         .then(|| digits.parse::<u64>())
     {
         Some(Ok(n)) if n > 0 => Ok(Duration::from_secs(n.saturating_mul(unit))),
-        _ => Err(format!(
-            "invalid timeout '{value}'; use a positive number of seconds such as 'timeout: 120'"
-        )),
+        _ => Err(ProblemKind::InvalidTimeout {
+            value: value.to_owned(),
+        }),
     }
 }
 
@@ -524,7 +545,7 @@ mod tests {
                 .iter()
                 .find(|p| p.path.file_name().unwrap() == name)
                 .unwrap_or_else(|| panic!("no problem for {name}: {d:?}"));
-            p.reason.clone()
+            p.kind.to_string()
         }
     }
 
@@ -633,6 +654,58 @@ mod tests {
         assert_eq!(d.problems.len(), expect.len());
     }
 
+    /// Pre-commit keeps the problems of pre-commit hooks (and of files it cannot read) from
+    /// what discovery stored, without reading the files again.
+    #[test]
+    fn problems_say_which_kind_of_hook_the_file_declared() {
+        let dir = Dir::new();
+        dir.hook("commit.sh", "# type: pre-commit\n# run_as: admin");
+        dir.hook("session.sh", "# type: session\n# run_as: admin");
+        dir.hook("untyped.sh", "# name: x");
+        dir.write(
+            "noexec.sh",
+            "#!/bin/sh\n#---\n# type: pre-commit\n#---\n",
+            0o644,
+        );
+        dir.write(
+            "crlf.sh",
+            "#!/bin/sh\r\n#---\r\n# type: pre-commit\r\n#---\r\n",
+            0o755,
+        );
+        dir.write("mentions.sh", "#!/bin/sh\n# a pre-commit hook\n", 0o755);
+        dir.write("silent.sh", "#!/bin/sh\necho hi\n", 0o755);
+        dir.hook("dup.sh", "# type: pre-commit");
+        dir.hook("DUP.py", "# type: file\n# pattern: x");
+        symlink(dir.0.path().join("gone"), dir.0.path().join("broken.sh")).unwrap();
+
+        let d = dir.discover();
+        let got: Vec<(String, Option<HookKind>, bool)> = d
+            .problems
+            .iter()
+            .map(|p| {
+                let name = p.path.file_name().unwrap().to_string_lossy().into_owned();
+                (name, p.declared, p.may_be(HookKind::PreCommit))
+            })
+            .collect();
+        let want = [
+            ("DUP.py", Some(HookKind::File), false),
+            ("broken.sh", None, true),
+            ("commit.sh", Some(HookKind::PreCommit), true),
+            ("crlf.sh", Some(HookKind::PreCommit), true),
+            ("dup.sh", Some(HookKind::PreCommit), true),
+            ("mentions.sh", Some(HookKind::PreCommit), true),
+            ("noexec.sh", Some(HookKind::PreCommit), true),
+            ("session.sh", Some(HookKind::Session), false),
+            ("silent.sh", None, false),
+            ("untyped.sh", None, false),
+        ];
+        let want: Vec<(String, Option<HookKind>, bool)> = want
+            .into_iter()
+            .map(|(name, kind, may)| (name.to_owned(), kind, may))
+            .collect();
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn hidden_files_and_directories_are_skipped_and_missing_dir_is_empty() {
         let dir = Dir::new();
@@ -657,7 +730,7 @@ mod tests {
         let warned: Vec<String> = d
             .warnings
             .iter()
-            .filter(|w| w.reason == ROOT_RUNS_BLOCKING)
+            .filter(|w| w.kind == ProblemKind::RootRunsBlocking)
             .map(|w| w.path.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(warned, ["a.sh", "b.sh"]);
@@ -673,7 +746,8 @@ mod tests {
         assert_eq!(d.warnings.len(), 2);
         assert!(
             d.warnings[0]
-                .reason
+                .kind
+                .to_string()
                 .contains("unknown front matter field 'patern'")
         );
     }
@@ -690,7 +764,7 @@ mod tests {
         let mut d = dir.discover();
         match (d.hooks.pop(), d.problems.pop()) {
             (Some(hook), None) => Ok(hook),
-            (None, Some(problem)) => Err(problem.reason),
+            (None, Some(problem)) => Err(problem.kind.to_string()),
             other => panic!("{body:?}: {other:?}"),
         }
     }
@@ -842,10 +916,10 @@ mod tests {
             0o755,
         );
         let mut d = dir.discover();
-        let warnings = d.warnings.iter().map(|w| w.reason.clone()).collect();
+        let warnings = d.warnings.iter().map(|w| w.kind.to_string()).collect();
         match (d.hooks.pop(), d.problems.pop()) {
             (Some(hook), None) => (Ok(hook), warnings),
-            (None, Some(problem)) => (Err(problem.reason), warnings),
+            (None, Some(problem)) => (Err(problem.kind.to_string()), warnings),
             other => panic!("{body:?}: {other:?}"),
         }
     }

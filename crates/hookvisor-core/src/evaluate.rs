@@ -42,7 +42,7 @@ use crate::changes::{self, ChangeScan, DirtyFile, FileState, ScanOptions, Timest
 use crate::context::Context;
 use crate::discover::{Discovery, discover};
 use crate::exec::{CancelToken, ExecError, RunOptions, run_hook};
-use crate::hook::{Hook, HookKind, Problem};
+use crate::hook::{Hook, HookKind, Problem, ProblemKind};
 use crate::message::{Failure, broken_hooks_message};
 use crate::status::{RunResult, StatusError, StatusStore, rfc3339, write_replacing};
 
@@ -177,7 +177,8 @@ fn read_problems<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Problem>, D::Err
         .into_iter()
         .map(|p| Problem {
             path: p.path.into(),
-            reason: p.reason,
+            kind: ProblemKind::Reported(p.reason),
+            declared: None,
         })
         .collect())
 }
@@ -507,11 +508,11 @@ fn broken_this_turn(
             let relative = p.path.strip_prefix(&ctx.workspace).ok()?;
             let touched = changed.iter().any(|f| f.path == relative);
             let new = before.is_some_and(|before| {
-                before.get(p.path.to_string_lossy().as_ref()) != Some(&p.reason)
+                before.get(p.path.to_string_lossy().as_ref()) != Some(&p.kind.to_string())
             });
             (touched || new).then(|| Problem {
                 path: relative.to_owned(),
-                reason: p.reason.clone(),
+                ..p.clone()
             })
         })
         .collect()
@@ -528,7 +529,7 @@ fn seen_problems(
         .problems
         .iter()
         .filter(|p| !unsaid.iter().any(|u| ctx.workspace.join(&u.path) == p.path))
-        .map(|p| (p.path.to_string_lossy().into_owned(), p.reason.clone()))
+        .map(|p| (p.path.to_string_lossy().into_owned(), p.kind.to_string()))
         .collect()
 }
 
@@ -989,7 +990,8 @@ mod tests {
     fn problem(path: &str, reason: &str) -> Problem {
         Problem {
             path: path.into(),
-            reason: reason.into(),
+            kind: ProblemKind::Reported(reason.into()),
+            declared: None,
         }
     }
 

@@ -26,7 +26,6 @@
 //!    interpreter does not exist; 126 for any other failure to start, with the reason in the log.
 
 use std::ffi::{CString, OsString};
-use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -207,10 +206,14 @@ impl RunOutcome {
 
 /// Why a run could not even be attempted. A program that cannot be started is not an error but
 /// an outcome (exit 126 or 127, reason in the log), so that it is recorded like any failure.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ExecError {
     /// The log file or its directory cannot be created.
+    #[error(
+        "cannot create hook log {}: {source}; make the state dir writable or pass --state-dir",
+        path.display()
+    )]
     Log {
         /// The log file.
         path: PathBuf,
@@ -218,6 +221,11 @@ pub enum ExecError {
         source: io::Error,
     },
     /// The changed-files list cannot be written.
+    #[error(
+        "cannot write changed-files list {}: {source}; make the state dir writable or pass \
+         --state-dir",
+        path.display()
+    )]
     ChangedList {
         /// The list file.
         path: PathBuf,
@@ -225,43 +233,16 @@ pub enum ExecError {
         source: io::Error,
     },
     /// The output pipe or the wait for the child failed (out of descriptors or processes).
+    #[error(
+        "cannot {what} for a hook: {source}; raise the descriptor or process limit (ulimit -n, \
+         ulimit -u)"
+    )]
     System {
         /// What was being done, e.g. "create the output pipe".
         what: &'static str,
         /// What the kernel said.
         source: io::Error,
     },
-}
-
-impl fmt::Display for ExecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ExecError::Log { path, source } => write!(
-                f,
-                "cannot create hook log {}: {source}; make the state dir writable or pass --state-dir",
-                path.display()
-            ),
-            ExecError::ChangedList { path, source } => write!(
-                f,
-                "cannot write changed-files list {}: {source}; make the state dir writable or pass --state-dir",
-                path.display()
-            ),
-            ExecError::System { what, source } => write!(
-                f,
-                "cannot {what} for a hook: {source}; raise the descriptor or process limit (ulimit -n, ulimit -u)"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ExecError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ExecError::Log { source, .. }
-            | ExecError::ChangedList { source, .. }
-            | ExecError::System { source, .. } => Some(source),
-        }
-    }
 }
 
 /// One program to run, for [`run_command`]; [`run_hook`] builds it from a [`Hook`].

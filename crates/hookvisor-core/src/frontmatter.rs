@@ -33,7 +33,6 @@
 //! 8. CRLF line endings are an error that says how to fix them.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 /// The raw fields of a front matter block, in the order of their keys.
 pub(crate) type Fields = BTreeMap<String, String>;
@@ -84,11 +83,19 @@ pub(crate) enum Other {
 }
 
 /// Why a script has no usable front matter.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrontMatterError {
     /// No delimiter on line 1 (or line 2 after `#!`).
+    #[error(
+        "no front matter; start line 1 (or line 2 after #!) with ---, #--- or //--- and close \
+         the block with the same line"
+    )]
     Missing,
     /// The opening delimiter has no matching closing line.
+    #[error(
+        "front matter opened with '{delimiter}' on line {line} is never closed; add a \
+         '{delimiter}' line after the last field"
+    )]
     Unclosed {
         /// The delimiter that opened the block.
         delimiter: &'static str,
@@ -96,8 +103,10 @@ pub enum FrontMatterError {
         line: usize,
     },
     /// The file uses CRLF line endings.
+    #[error("CRLF line endings")]
     Crlf,
     /// The body is neither YAML nor `key: value` lines, or repeats a key.
+    #[error("front matter line {line}: {message}")]
     Syntax {
         /// 1-based line in the file.
         line: usize,
@@ -106,38 +115,15 @@ pub enum FrontMatterError {
     },
     /// A field read word for word (`type`, `run_as`, `blocking`, `notify_llm`, `timeout`) is
     /// not written on a line of its own (rule 6).
+    #[error(
+        "write '{key}' as '{key}: VALUE' on a line of its own at the left margin (not in a \
+         {{...}} mapping, after '?' or through a merge key)"
+    )]
     NotOnItsLine {
         /// The field.
         key: &'static str,
     },
 }
-
-impl fmt::Display for FrontMatterError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FrontMatterError::Missing => f.write_str(
-                "no front matter; start line 1 (or line 2 after #!) with ---, #--- or //--- \
-                 and close the block with the same line",
-            ),
-            FrontMatterError::Unclosed { delimiter, line } => write!(
-                f,
-                "front matter opened with '{delimiter}' on line {line} is never closed; \
-                 add a '{delimiter}' line after the last field"
-            ),
-            FrontMatterError::Crlf => f.write_str("CRLF line endings"),
-            FrontMatterError::Syntax { line, message } => {
-                write!(f, "front matter line {line}: {message}")
-            }
-            FrontMatterError::NotOnItsLine { key } => write!(
-                f,
-                "write '{key}' as '{key}: VALUE' on a line of its own at the left margin \
-                 (not in a {{...}} mapping, after '?' or through a merge key)"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for FrontMatterError {}
 
 const DELIMITERS: [(&str, &str); 3] = [("---", ""), ("#---", "#"), ("//---", "//")];
 

@@ -14,7 +14,6 @@
 //! tells its hooks where they run.
 
 use std::ffi::{OsStr, OsString};
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -135,10 +134,11 @@ impl RunningGit {
 }
 
 /// Why a git command gave no answer.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum GitError {
     /// git could not be run: the program is missing or not executable (or, for a
     /// [`io::ErrorKind::NotFound`], the directory to run it in is missing).
+    #[error("cannot run `{command}`: {source}; install git or put it on PATH")]
     Missing {
         /// `git args (in dir)`.
         command: String,
@@ -146,11 +146,19 @@ pub enum GitError {
         source: io::Error,
     },
     /// The directory is in no git repository.
+    #[error(
+        "{} is not in a git repository; run `git init` there or work in a checkout",
+        dir.display()
+    )]
     NotARepository {
         /// Where git ran.
         dir: PathBuf,
     },
     /// git ran and failed.
+    #[error(
+        "`{command}` failed: {} ({status}); run it in the repository to see all of git's message",
+        if stderr.is_empty() { "no message" } else { stderr }
+    )]
     Failed {
         /// `git args (in dir)`.
         command: String,
@@ -159,47 +167,6 @@ pub enum GitError {
         /// The first non-empty line of its stderr (empty when it said nothing).
         stderr: String,
     },
-}
-
-impl fmt::Display for GitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GitError::Missing { command, source } => write!(
-                f,
-                "cannot run `{command}`: {source}; install git or put it on PATH"
-            ),
-            GitError::NotARepository { dir } => write!(
-                f,
-                "{} is not in a git repository; run `git init` there or work in a checkout",
-                dir.display()
-            ),
-            GitError::Failed {
-                command,
-                status,
-                stderr,
-            } => {
-                let said = if stderr.is_empty() {
-                    "no message"
-                } else {
-                    stderr
-                };
-                write!(
-                    f,
-                    "`{command}` failed: {said} ({status}); run it in the repository to see all \
-                     of git's message"
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for GitError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            GitError::Missing { source, .. } => Some(source),
-            GitError::NotARepository { .. } | GitError::Failed { .. } => None,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::pattern::Pattern;
+use crate::frontmatter::FrontMatterError;
+use crate::pattern::{Pattern, PatternError};
 
 /// The moment of the agent's life a hook belongs to.
 ///
@@ -56,16 +57,16 @@ impl fmt::Display for HookKind {
 }
 
 impl FromStr for HookKind {
-    type Err = String;
+    type Err = ProblemKind;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "session" => Ok(HookKind::Session),
             "file" => Ok(HookKind::File),
             "pre-commit" => Ok(HookKind::PreCommit),
-            other => Err(format!(
-                "unknown type '{other}'; use one of session, file, pre-commit"
-            )),
+            other => Err(ProblemKind::UnknownType {
+                value: other.to_owned(),
+            }),
         }
     }
 }
@@ -94,15 +95,15 @@ impl RunAs {
 }
 
 impl FromStr for RunAs {
-    type Err = String;
+    type Err = ProblemKind;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "root" => Ok(RunAs::Root),
             "user" => Ok(RunAs::User),
-            other => Err(format!(
-                "invalid run_as '{other}'; use 'root' or 'user' (the hook is not run, never as root)"
-            )),
+            other => Err(ProblemKind::InvalidRunAs {
+                value: other.to_owned(),
+            }),
         }
     }
 }
@@ -152,28 +153,235 @@ impl Hook {
     }
 }
 
-/// A file in the hooks directory that will not run, and why.
+/// A file in the hooks directory that will not run or is probably a mistake, and why.
 ///
-/// It serialises with its path lossily converted to UTF-8: the name may be the very problem.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// It serialises as `{"path", "reason"}`, its path lossily converted to UTF-8 (the name may be
+/// the very problem) and its reason the text of its [`ProblemKind`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// The hook file at fault.
-    #[serde(serialize_with = "lossy")]
     pub path: PathBuf,
-    /// What is wrong and how to fix it, in one line.
-    pub reason: String,
+    /// What is wrong and how to fix it.
+    pub kind: ProblemKind,
+    /// The kind of hook the file says it is, so that a caller can keep the problems of its own
+    /// hooks: the front matter's `type` when the front matter can be read, else `pre-commit`
+    /// when the file mentions it (a commit must hear of a pre-commit hook it will not run).
+    pub declared: Option<HookKind>,
+}
+
+impl Problem {
+    /// Whether the problem may be one of a hook of this kind: the file declares it, or it could
+    /// not be read at all, so nothing says it is not.
+    pub fn may_be(&self, kind: HookKind) -> bool {
+        self.declared == Some(kind) || self.kind.hides_the_file()
+    }
 }
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.reason)
+        write!(f, "{}: {}", self.path.display(), self.kind)
     }
 }
 
-/// A path as a string, its bytes that are not UTF-8 replaced by U+FFFD: `Path`'s own
-/// `Serialize` fails on them, and a failure there has aborted a server.
-fn lossy<S: Serializer>(path: &Path, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(&path.to_string_lossy())
+impl Serialize for Problem {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut problem = serializer.serialize_struct("Problem", 2)?;
+        // `Path`'s own `Serialize` fails on bytes that are not UTF-8, and a failure there has
+        // aborted a server.
+        problem.serialize_field("path", &self.path.to_string_lossy())?;
+        problem.serialize_field("reason", &self.kind.to_string())?;
+        problem.end()
+    }
+}
+
+/// Every reason a hook file is refused or warned about, with the data its message needs; the
+/// message says what is wrong and what to do (globset's `ErrorKind` is the model).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProblemKind {
+    /// The hooks directory exists but cannot be listed.
+    #[error("cannot read the hooks directory: {error}")]
+    HooksDirUnreadable {
+        /// The system's error, as text: an `io::Error` can be neither cloned nor compared.
+        error: String,
+    },
+    /// The file name is not UTF-8, so it gives no hook id.
+    #[error("the file name is not UTF-8; rename the file")]
+    NameNotUtf8,
+    /// A symbolic link whose target does not exist.
+    #[error("broken symlink to '{target}'; fix the link or remove it")]
+    BrokenSymlink {
+        /// The link's target as written, empty when the link cannot be read either.
+        target: String,
+    },
+    /// The file's metadata cannot be read.
+    #[error("cannot read: {error}")]
+    Inaccessible {
+        /// The system's error, as text.
+        error: String,
+    },
+    /// A FIFO, socket or device: nothing that can be run as a script.
+    #[error("not a regular file; hooks are executable scripts")]
+    NotRegularFile,
+    /// The file name has none of the characters a hook id keeps.
+    #[error(
+        "the file name gives an empty hook id; use letters or digits in the name (ids keep [a-z0-9_-])"
+    )]
+    EmptyId,
+    /// The file's contents cannot be read.
+    #[error("cannot read: {error}; check its permissions")]
+    Unreadable {
+        /// The system's error, as text.
+        error: String,
+    },
+    /// An executable binary: it has nowhere to write front matter.
+    #[error("a binary has no front matter; wrap it in a script with a #! line")]
+    Binary,
+    /// The file does not start with `#!`.
+    #[error("no #! line; start the file with one such as #!/bin/sh")]
+    NoShebang,
+    /// The file has CRLF line endings, which the front matter reader refuses.
+    #[error("CRLF line endings; run `sed -i 's/\\r$//' {}`", path.display())]
+    CrlfLineEndings {
+        /// The file, for the command that fixes it.
+        path: PathBuf,
+    },
+    /// The front matter is missing, unclosed or unreadable.
+    #[error(transparent)]
+    FrontMatter(#[from] FrontMatterError),
+    /// The file is not executable.
+    #[error("not executable; run `chmod +x {}`", path.display())]
+    NotExecutable {
+        /// The file, for the command that fixes it.
+        path: PathBuf,
+    },
+    /// A field is given without a value.
+    #[error("'{key}' has no value; give it one or remove the line")]
+    NoValue {
+        /// The field.
+        key: String,
+    },
+    /// The front matter has no `type`.
+    #[error("missing 'type'; add 'type: session', 'type: file' or 'type: pre-commit'")]
+    MissingType,
+    /// `type` names no kind of hook.
+    #[error("unknown type '{value}'; use one of session, file, pre-commit")]
+    UnknownType {
+        /// The value as written.
+        value: String,
+    },
+    /// `run_as` is neither `root` nor `user`.
+    #[error("invalid run_as '{value}'; use 'root' or 'user' (the hook is not run, never as root)")]
+    InvalidRunAs {
+        /// The value as written.
+        value: String,
+    },
+    /// `blocking` or `notify_llm` is no boolean.
+    #[error("invalid {key} '{value}'; use true or false")]
+    InvalidBool {
+        /// The field.
+        key: String,
+        /// The value as written.
+        value: String,
+    },
+    /// A file hook without a `pattern` would never run.
+    #[error("a file hook needs a 'pattern', such as 'pattern: \"*.go\"'")]
+    MissingPattern,
+    /// `pattern` does not compile.
+    #[error(transparent)]
+    InvalidPattern(#[from] PatternError),
+    /// `timeout` is not a positive number of seconds.
+    #[error("invalid timeout '{value}'; use a positive number of seconds such as 'timeout: 120'")]
+    InvalidTimeout {
+        /// The value as written.
+        value: String,
+    },
+    /// `retries` is not a whole number within the limit.
+    #[error("invalid retries '{value}'; use a whole number from 0 (run once) to {max}")]
+    InvalidRetries {
+        /// The value as written.
+        value: String,
+        /// The most retries a hook may ask for.
+        max: u32,
+    },
+    /// Two files give the same hook id; neither runs, as either could be meant.
+    #[error("hook id '{id}' is also the id of {}; rename one of the files", others.join(", "))]
+    DuplicateId {
+        /// The shared id.
+        id: String,
+        /// The names of the other files with this id.
+        others: Vec<String>,
+    },
+    /// A warning: a front matter key hookvisor does not read (often a typo).
+    #[error("unknown front matter field '{key}' is ignored; known fields: {}", known.join(", "))]
+    UnknownField {
+        /// The key as written.
+        key: String,
+        /// The keys hookvisor reads.
+        known: &'static [&'static str],
+    },
+    /// A warning: the line reads as a list of globs here and as one glob in discobot.
+    #[error(
+        "line {line}: '{key}' is read as the globs '{used}'; discobot read the line as the one \
+         glob '{discobot}'; write '{key}: \"{used}\"' to say the same to both"
+    )]
+    DiscobotReadsOtherwise {
+        /// 1-based line in the file.
+        line: usize,
+        /// The field.
+        key: String,
+        /// The value hookvisor uses.
+        used: String,
+        /// The value discobot used.
+        discobot: String,
+    },
+    /// A warning: YAML reads the value otherwise than it is taken, as written.
+    #[error(
+        "line {line}: '{key}' is taken as written, '{used}', as discobot did; YAML reads {}; \
+         quote the value so that both read it alike",
+        yaml.as_ref().map_or_else(|| "no value".to_owned(), |y| format!("'{y}'"))
+    )]
+    YamlReadsOtherwise {
+        /// 1-based line in the file.
+        line: usize,
+        /// The field.
+        key: String,
+        /// The value hookvisor uses.
+        used: String,
+        /// YAML's value, `None` when YAML reads none.
+        yaml: Option<String>,
+    },
+    /// A warning: `retries` is given to a hook that is not a session hook.
+    #[error("retries applies to session hooks only; it is ignored for a {kind} hook")]
+    RetriesIgnored {
+        /// The hook's kind.
+        kind: HookKind,
+    },
+    /// A warning: a root session hook that is not `blocking` runs as if it were.
+    #[error(
+        "run_as: root session hooks finish before the agent starts, as if blocking: true (no \
+         root hook runs beside the agent; README, Security); add 'blocking: true' to say so"
+    )]
+    RootRunsBlocking,
+    /// A problem as another process reported it (`hookvisor serve` to an adapter): its text.
+    #[error("{0}")]
+    Reported(String),
+}
+
+impl ProblemKind {
+    /// Whether the problem kept the file from being read, so that nothing is known of what it
+    /// declares.
+    pub fn hides_the_file(&self) -> bool {
+        matches!(
+            self,
+            ProblemKind::HooksDirUnreadable { .. }
+                | ProblemKind::BrokenSymlink { .. }
+                | ProblemKind::Inaccessible { .. }
+                | ProblemKind::NotRegularFile
+                | ProblemKind::Unreadable { .. }
+        )
+    }
 }
 
 #[cfg(test)]
@@ -202,7 +410,8 @@ mod tests {
         use std::os::unix::ffi::OsStrExt;
         let problem = Problem {
             path: PathBuf::from(std::ffi::OsStr::from_bytes(b"/hooks/bad\xff.sh")),
-            reason: "the file name is not UTF-8; rename the file".into(),
+            kind: ProblemKind::NameNotUtf8,
+            declared: None,
         };
         assert_eq!(
             serde_json::to_value(&problem).unwrap(),

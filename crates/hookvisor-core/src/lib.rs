@@ -107,7 +107,7 @@ pub use evaluate::{Action, EvalError, EvalOptions, EvalReport, Evaluator, HookRe
 pub use exec::{CancelToken, ExecError, RunOptions, RunOutcome, run_hook};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
-pub use hook::{Hook, HookKind, Problem, RunAs};
+pub use hook::{Hook, HookKind, Problem, ProblemKind, RunAs};
 pub use leftovers::become_subreaper;
 pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};

@@ -166,7 +166,12 @@ impl Failure {
 pub(crate) fn broken_hooks_message(broken: &[Problem], attempt: u32, max_attempts: u32) -> String {
     let mut text = String::new();
     for problem in broken.iter().take(MAX_FILES) {
-        let reason: String = problem.reason.chars().take(MAX_REASON_CHARS).collect();
+        let reason: String = problem
+            .kind
+            .to_string()
+            .chars()
+            .take(MAX_REASON_CHARS)
+            .collect();
         let _ = write!(
             text,
             "[Discobot Hook Failed] hook file {} does not load\n\nReason: {}\n\n",
@@ -335,7 +340,8 @@ mod tests {
     fn broken_hook_files_in_the_seed_conventions() {
         let problem = |path: &str, reason: &str| Problem {
             path: path.into(),
-            reason: reason.into(),
+            kind: crate::hook::ProblemKind::Reported(reason.into()),
+            declared: None,
         };
         let one = [problem(
             ".discobot/hooks/x.sh",

@@ -28,21 +28,14 @@ pub struct Pattern {
 }
 
 /// Why a pattern could not be compiled.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid pattern '{glob}': {reason}")]
 pub struct PatternError {
     /// The glob at fault (one element of the comma list), or the whole pattern when empty.
     pub glob: String,
     /// What globset said, or why the pattern is empty.
     pub reason: String,
 }
-
-impl fmt::Display for PatternError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid pattern '{}': {}", self.glob, self.reason)
-    }
-}
-
-impl std::error::Error for PatternError {}
 
 impl Pattern {
     /// Compiles a pattern following the rules of this module.

@@ -23,9 +23,8 @@
 //! 6. `HOOKVISOR_SKIP=1` skips every hook; `HOOKVISOR_SKIP=id1,id2` skips those hooks.
 
 use std::ffi::{OsStr, OsString};
-use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -36,7 +35,6 @@ use nix::fcntl::{Flock, FlockArg};
 use crate::context::Context;
 use crate::discover::{Discovery, discover};
 use crate::exec::{ExecError, RunOptions, RunOutcome, run_hook};
-use crate::frontmatter;
 use crate::git::{Git, GitError, RunningGit};
 use crate::hook::{Hook, HookKind, Problem};
 use crate::status::{StatusError, StatusStore};
@@ -52,13 +50,19 @@ const ORIGINAL_NAME: &str = "pre-commit.original";
 pub const SKIP_VARIABLE: &str = "HOOKVISOR_SKIP";
 
 /// Why a pre-commit operation failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum PreCommitError {
     /// `git` could not be started.
-    GitMissing(io::Error),
+    #[error("cannot run git: {0}; install git or put it on PATH")]
+    GitMissing(#[source] io::Error),
     /// The directory is not inside a git repository.
+    #[error(
+        "{} is not in a git repository; run `git init` there or pass --workspace",
+        .0.display()
+    )]
     NotARepository(PathBuf),
     /// A git command failed.
+    #[error("`git {args}` failed in {}: {message}", dir.display())]
     Git {
         /// Where it ran.
         dir: PathBuf,
@@ -68,6 +72,10 @@ pub enum PreCommitError {
         message: String,
     },
     /// A file of the hooks directory could not be read or written.
+    #[error(
+        "cannot {action} {}: {source}; check the permissions of the directory",
+        path.display()
+    )]
     Io {
         /// The file or directory at fault.
         path: PathBuf,
@@ -77,6 +85,12 @@ pub enum PreCommitError {
         source: io::Error,
     },
     /// Both a foreign `pre-commit` and a `pre-commit.original` exist: installing would lose one.
+    #[error(
+        "{} is not hookvisor's and {} already exists; merge or move one of them aside, then \
+         install again",
+        hook.display(),
+        original.display()
+    )]
     OriginalExists {
         /// The foreign hook.
         hook: PathBuf,
@@ -84,65 +98,14 @@ pub enum PreCommitError {
         original: PathBuf,
     },
     /// The path of the running `hookvisor` binary is unknown.
-    CurrentExe(io::Error),
+    #[error("cannot find the path of the hookvisor binary: {0}; run it by its full path")]
+    CurrentExe(#[source] io::Error),
     /// A hook could not be run.
-    Exec(ExecError),
+    #[error(transparent)]
+    Exec(#[from] ExecError),
     /// Its run could not be recorded.
-    Status(StatusError),
-}
-
-impl fmt::Display for PreCommitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PreCommitError::GitMissing(e) => {
-                write!(f, "cannot run git: {e}; install git or put it on PATH")
-            }
-            PreCommitError::NotARepository(dir) => write!(
-                f,
-                "{} is not in a git repository; run `git init` there or pass --workspace",
-                dir.display()
-            ),
-            PreCommitError::Git { dir, args, message } => {
-                write!(f, "`git {args}` failed in {}: {message}", dir.display())
-            }
-            PreCommitError::Io {
-                path,
-                action,
-                source,
-            } => write!(
-                f,
-                "cannot {action} {}: {source}; check the permissions of the directory",
-                path.display()
-            ),
-            PreCommitError::OriginalExists { hook, original } => write!(
-                f,
-                "{} is not hookvisor's and {} already exists; merge or move one of them aside, \
-                 then install again",
-                hook.display(),
-                original.display()
-            ),
-            PreCommitError::CurrentExe(e) => write!(
-                f,
-                "cannot find the path of the hookvisor binary: {e}; run it by its full path"
-            ),
-            PreCommitError::Exec(e) => e.fmt(f),
-            PreCommitError::Status(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for PreCommitError {}
-
-impl From<ExecError> for PreCommitError {
-    fn from(e: ExecError) -> Self {
-        PreCommitError::Exec(e)
-    }
-}
-
-impl From<StatusError> for PreCommitError {
-    fn from(e: StatusError) -> Self {
-        PreCommitError::Status(e)
-    }
+    #[error(transparent)]
+    Status(#[from] StatusError),
 }
 
 fn io_error(path: &Path, action: &'static str) -> impl FnOnce(io::Error) -> PreCommitError {
@@ -554,7 +517,11 @@ pub fn run_pre_commit(
     // the git process is the larger part of that wait. Its errors matter only if a hook runs.
     let staged = Git::default().spawn(&ctx.workspace, &STAGED_ARGS);
     let discovery = discover(&ctx.hooks_dir());
-    for problem in discovery.problems.iter().filter(|p| concerns_pre_commit(p)) {
+    for problem in discovery
+        .problems
+        .iter()
+        .filter(|p| p.may_be(HookKind::PreCommit))
+    {
         on_event(PreCommitEvent::Problem(problem));
     }
     let hooks: Vec<&Hook> = discovery.of_kind(HookKind::PreCommit).collect();
@@ -609,22 +576,6 @@ pub fn run_pre_commit(
         }
     }
     Ok(report)
-}
-
-/// Whether a problem file looks like a pre-commit hook: its front matter says so, or it has
-/// none readable and mentions `pre-commit`. Problems of other hooks are `hookvisor check`'s
-/// business, not the commit's.
-fn concerns_pre_commit(problem: &Problem) -> bool {
-    let mut head = Vec::new();
-    let read = File::open(&problem.path).and_then(|f| f.take(64 * 1024).read_to_end(&mut head));
-    if read.is_err() {
-        return true;
-    }
-    let text = String::from_utf8_lossy(&head);
-    match frontmatter::parse(&text.replace('\r', "")) {
-        Ok(fields) => fields.get("type").map(|t| t.trim()) == Some("pre-commit"),
-        Err(_) => text.contains("pre-commit"),
-    }
 }
 
 /// Runs git in `dir` and returns its stdout; a failure carries the first line of its stderr.

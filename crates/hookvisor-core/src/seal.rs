@@ -9,7 +9,6 @@
 //! file afterwards. A script's interpreter reads it as `/dev/fd/N`, so `$0` is that path; the
 //! hook's own path is in `HOOKVISOR_HOOK_PATH`.
 
-use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -74,9 +73,10 @@ impl RootHooks {
 }
 
 /// Why a root hook will not run.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum SealError {
     /// The file could not be read or copied.
+    #[error("{}: cannot read the root hook: {source}; check the file", path.display())]
     Io {
         /// The hook file.
         path: PathBuf,
@@ -84,6 +84,11 @@ pub enum SealError {
         source: io::Error,
     },
     /// The file is not a regular file of at most 64 MiB.
+    #[error(
+        "{}: a root hook must be a regular file of at most {} MiB, not {what}",
+        path.display(),
+        SEAL_LIMIT >> 20
+    )]
     NotSealable {
         /// The hook file.
         path: PathBuf,
@@ -91,52 +96,22 @@ pub enum SealError {
         what: String,
     },
     /// The bytes read no longer declare a root session hook: the file changed after discovery.
+    #[error(
+        "{}: changed after it was read (it no longer declares a root session hook); not run",
+        path.display()
+    )]
     Changed {
         /// The hook file.
         path: PathBuf,
     },
     /// `--root-hooks` keeps this hook from running.
+    #[error("{}: not run: {reason}", path.display())]
     Refused {
         /// The hook file.
         path: PathBuf,
         /// Why, in the policy's terms.
         reason: String,
     },
-}
-
-impl fmt::Display for SealError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SealError::Io { path, source } => write!(
-                f,
-                "{}: cannot read the root hook: {source}; check the file",
-                path.display()
-            ),
-            SealError::NotSealable { path, what } => write!(
-                f,
-                "{}: a root hook must be a regular file of at most {} MiB, not {what}",
-                path.display(),
-                SEAL_LIMIT >> 20
-            ),
-            SealError::Changed { path } => write!(
-                f,
-                "{}: changed after it was read (it no longer declares a root session hook); not run",
-                path.display()
-            ),
-            SealError::Refused { path, reason } => {
-                write!(f, "{}: not run: {reason}", path.display())
-            }
-        }
-    }
-}
-
-impl std::error::Error for SealError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            SealError::Io { source, .. } => Some(source),
-            _ => None,
-        }
-    }
 }
 
 impl SealedScript {

@@ -26,7 +26,6 @@
 //! of at most [`MAX_TURN_LOG_BYTES`]; anything else is replaced, as if empty.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -85,26 +84,16 @@ pub enum Answer<'a> {
 }
 
 /// Why the turn log could not be read or written; the adapter fails open or closed on it.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot {action} {}: {source}; make the state dir writable or pass --state-dir",
+    path.display()
+)]
 pub struct TurnLogError {
     path: PathBuf,
     action: &'static str,
     source: io::Error,
 }
-
-impl fmt::Display for TurnLogError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "cannot {} {}: {}; make the state dir writable or pass --state-dir",
-            self.action,
-            self.path.display(),
-            self.source
-        )
-    }
-}
-
-impl std::error::Error for TurnLogError {}
 
 /// One agent session's record.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]

@@ -88,7 +88,7 @@ pub fn warn_problems(report: &EvalReport) {
         eprintln!(
             "hookvisor: hook file does not load, it is not run: {}: {}",
             problem.path.display(),
-            problem.reason
+            problem.kind
         );
     }
 }

@@ -59,12 +59,7 @@ fn write_problems(out: &mut impl Write, discovery: &Discovery) -> io::Result<()>
         writeln!(out, "{problem}")?;
     }
     for warning in &discovery.warnings {
-        writeln!(
-            out,
-            "{}: warning: {}",
-            warning.path.display(),
-            warning.reason
-        )?;
+        writeln!(out, "{}: warning: {}", warning.path.display(), warning.kind)?;
     }
     Ok(())
 }
@@ -106,5 +101,5 @@ fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
 }
 
 fn problem_json(problem: &Problem) -> Value {
-    json!({ "path": problem.path.to_string_lossy(), "reason": problem.reason })
+    json!({ "path": problem.path.to_string_lossy(), "reason": problem.kind.to_string() })
 }
