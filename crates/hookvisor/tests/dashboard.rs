@@ -202,13 +202,9 @@ async fn the_dashboard_lists_hooks_reruns_and_updates_live() {
         ids.push(row.attr("data-hook").await.unwrap().unwrap());
     }
     assert_eq!(ids, ["fails", "lint", "types"]);
-    let lint = client
-        .find(Locator::Css("tr[data-hook='lint']"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    // Read through wait_for_text: the table may be redrawn between finding the row and reading
+    // it, and a redrawn row is a stale element, not a failure.
+    let lint = wait_for_text(&client, "tr[data-hook='lint']", "not run yet").await;
     assert!(
         lint.contains("Go format check") && lint.contains("*.go") && lint.contains("not run yet"),
         "{lint}"
