@@ -56,7 +56,10 @@ pub use shell::ShellTemplate;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {
     /// A `run:` placeholder sits where the lexer cannot tell how sh would quote it.
-    #[error("line {line}, column {column}: ${{{name}}} is {context}")]
+    #[error(
+        "line {line}, column {column}: ${{{name}}} is {context}; {fix}",
+        fix = fix_for(.context, .name)
+    )]
     Unclassifiable {
         /// 1-based line of the placeholder's `$`.
         line: usize,
@@ -124,33 +127,29 @@ pub enum Context {
 
 impl fmt::Display for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Each message says the fix: the value goes into a shell variable where the quoting is
-        // known, and the construct uses that variable.
         f.write_str(match self {
-            Context::Heredoc => {
-                "in a here-document, where it cannot be quoted; set a variable before it \
-                 (v=${name}) and write $v in the body"
-            }
-            Context::Backticks => {
-                "inside backticks, which sh parses twice; use $(…) without quotes, or set \
-                 v=${name} first and use \"$v\""
-            }
-            Context::QuotedSubstitution => {
-                "inside a $(…) that contains quotes; set v=${name} before it and use \"$v\" \
-                 inside"
-            }
-            Context::Arithmetic => {
-                "inside $((…)), which evaluates its text as code; set v=${name} first and \
-                 write $((v + 1))"
-            }
-            Context::Eval => {
-                "in an eval command, which runs its arguments as shell text; drop eval, or set \
-                 v=${name} first and pass \"$v\""
-            }
-            Context::AnsiC => {
-                "inside $'…'; close the $'…' string and write the placeholder outside it"
-            }
+            Context::Heredoc => "in a here-document, where it cannot be quoted",
+            Context::Backticks => "inside backticks, which sh parses twice",
+            Context::QuotedSubstitution => "inside a $(…) that contains quotes",
+            Context::Arithmetic => "inside $((…)), which evaluates its text",
+            Context::Eval => "in an eval command, which runs its arguments as shell text",
+            Context::AnsiC => "inside a $'…' string",
         })
+    }
+}
+
+/// The fix for a refused placeholder: put the value into a shell variable where the quoting is
+/// known, and let the construct use that variable (sh expands it once, never re-parses it).
+fn fix_for(context: &Context, name: &str) -> String {
+    match context {
+        Context::Heredoc => format!("set v=${{{name}}} before it and write $v in the body"),
+        Context::Backticks => format!("use $(…), or set v=${{{name}}} first and use \"$v\""),
+        Context::QuotedSubstitution => {
+            format!("set v=${{{name}}} before the $(…) and use \"$v\" inside it")
+        }
+        Context::Arithmetic => format!("set v=${{{name}}} first and write $((v + 1))"),
+        Context::Eval => format!("drop eval, or set v=${{{name}}} first and pass \"$v\""),
+        Context::AnsiC => format!("close the $'…' and write ${{{name}}} outside it"),
     }
 }
 

@@ -954,3 +954,202 @@ impl Lexer {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(text: &str) -> String {
+        match ShellTemplate::parse(text) {
+            Ok(t) => t.script().to_owned(),
+            Err(e) => panic!("{text:?}: {e}"),
+        }
+    }
+
+    #[test]
+    fn rewrites_by_quoting_context() {
+        let table: &[(&str, &str)] = &[
+            ("echo ${x}", "echo \"$HOOKVISOR_X\""),
+            ("echo a${X}b", "echo a\"$HOOKVISOR_X\"b"),
+            ("echo \"a ${x} b\"", "echo \"a ${HOOKVISOR_X} b\""),
+            ("echo 'a ${x} b'", "echo 'a '\"$HOOKVISOR_X\"' b'"),
+            ("echo '\\${x}'", "echo '\\'\"$HOOKVISOR_X\"''"),
+            ("echo ${data.key}", "echo \"$HOOKVISOR_DATA_KEY\""),
+            ("v=${x} eval_it", "v=\"$HOOKVISOR_X\" eval_it"),
+            ("echo $(basename ${x})", "echo $(basename \"$HOOKVISOR_X\")"),
+            ("echo \"$(basename ${x})\"", "echo \"$(basename \"$HOOKVISOR_X\")\""),
+            ("echo $(a $(b ${x}))", "echo $(a $(b \"$HOOKVISOR_X\"))"),
+            // The shell's own: `$NAME`, specials, escapes, single-quoted braces, `$$`.
+            ("echo $x $HOME $1 $# $? $$ $@", "echo $x $HOME $1 $# $? $$ $@"),
+            ("echo \\${x} \"\\${x}\"", "echo \\${x} \"\\${x}\""),
+            ("awk '{print ${1}}' '${x:-y}'", "awk '{print ${1}}' '${x:-y}'"),
+            ("echo $${x}", "echo $${x}"),
+            // Comments are left alone, wherever a word starts.
+            ("echo a # ${x} 'b", "echo a # ${x} 'b"),
+            ("echo a#${x}", "echo a#\"$HOOKVISOR_X\""),
+            ("# ${x}\necho ${y}", "# ${x}\necho \"$HOOKVISOR_Y\""),
+            // `case` patterns inside `$(…)` do not close it.
+            (
+                "echo \"$(case a in a) echo ${x};; esac)\" ${y}",
+                "echo \"$(case a in a) echo \"$HOOKVISOR_X\";; esac)\" \"$HOOKVISOR_Y\"",
+            ),
+            // A finished `$(…)`, eval command or here-document does not taint what follows.
+            ("x=$(echo 'q'); echo ${x}", "x=$(echo 'q'); echo \"$HOOKVISOR_X\""),
+            ("eval true; echo ${x}", "eval true; echo \"$HOOKVISOR_X\""),
+            ("cat <<EOF\n$a\nEOF\necho ${x}", "cat <<EOF\n$a\nEOF\necho \"$HOOKVISOR_X\""),
+            (
+                "cat <<-'E' <<F; echo ${x}\n\t${not_a_ref:-q}\n\tE\nF\necho ${y}",
+                "cat <<-'E' <<F; echo \"$HOOKVISOR_X\"\n\t${not_a_ref:-q}\n\tE\nF\necho \"$HOOKVISOR_Y\"",
+            ),
+            ("echo `date` $((1 + 2)) $'\\n' ${x}", "echo `date` $((1 + 2)) $'\\n' \"$HOOKVISOR_X\""),
+            ("cat <<< ${x}", "cat <<< \"$HOOKVISOR_X\""),
+            // Words that only look like eval.
+            ("echo eval ${x}", "echo eval \"$HOOKVISOR_X\""),
+            ("evaluate ${x}", "evaluate \"$HOOKVISOR_X\""),
+        ];
+        for (text, want) in table {
+            assert_eq!(script(text), *want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn scripts_without_placeholders_pass_unchanged() {
+        for text in [
+            "",
+            "echo 'unterminated",
+            "x=$(echo \"a\")",
+            "cat <<EOF\n$HOME\nEOF",
+            "echo `",
+            "f() { echo $1; }; f a",
+        ] {
+            let t = ShellTemplate::parse(text).unwrap();
+            assert_eq!(t.script(), text);
+            assert!(t.references().is_empty());
+        }
+    }
+
+    #[test]
+    fn references_are_lowercased_once_in_order_and_skip_comments() {
+        let t = ShellTemplate::parse("echo ${B} \"${a}\" '${b}' # ${c}").unwrap();
+        assert_eq!(t.references(), ["b", "a"]);
+    }
+
+    #[test]
+    fn refused_contexts_name_line_and_column() {
+        use Context::*;
+        let table: &[(&str, Context, usize, usize)] = &[
+            ("cat <<EOF\nhi ${x}\nEOF", Heredoc, 2, 4),
+            ("cat <<'EOF'\n${x}\nEOF", Heredoc, 2, 1),
+            ("cat <<-EOF; echo\n\t\t${x}\n\tEOF", Heredoc, 2, 3),
+            ("cat <<${x}", Heredoc, 1, 7),
+            ("cat <<\"a${x}\"", Heredoc, 1, 9),
+            ("echo `echo ${x}`", Backticks, 1, 12),
+            ("echo \"`echo ${x}`\"", Backticks, 1, 13),
+            ("echo $(echo \"${x}\")", QuotedSubstitution, 1, 14),
+            ("echo $(echo ${x} 'q')", QuotedSubstitution, 1, 13),
+            ("echo $(echo 'q' ${x})", QuotedSubstitution, 1, 17),
+            ("a\necho \"$(b $(c ${x}) \"d\")\"", QuotedSubstitution, 2, 15),
+            ("echo $(printf $'q' ${x})", QuotedSubstitution, 1, 20),
+            ("echo $((${x} + 1))", Arithmetic, 1, 9),
+            ("eval ${x}", Eval, 1, 6),
+            ("eval \"echo ${x}\"", Eval, 1, 12),
+            ("true\n  eval 'echo '${x}", Eval, 2, 15),
+            ("X=1 command eval \"$(echo ${x})\"", Eval, 1, 26),
+            ("if eval a ${x}; then :; fi", Eval, 1, 11),
+            ("echo x | \"eval\" ${x}", Eval, 1, 17),
+            ("2>/dev/null eval ${x}", Eval, 1, 18),
+            ("echo $'a ${x}'", AnsiC, 1, 10),
+        ];
+        for (text, context, line, column) in table {
+            let err = ShellTemplate::parse(text).unwrap_err();
+            assert_eq!(
+                err,
+                TemplateError::Unclassifiable {
+                    line: *line,
+                    column: *column,
+                    name: "x".into(),
+                    context: *context,
+                },
+                "{text:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn brace_expansions_of_the_shell_are_refused() {
+        let table: &[(&str, usize, usize)] = &[
+            ("echo ${HOME:-/}", 1, 6),
+            ("echo \"${#x}\"", 1, 7),
+            ("a\n  echo ${1}", 2, 8),
+            ("echo ${ x }", 1, 6),
+            ("echo `echo ${q:-x}`", 1, 12),
+            ("cat <<E\n${q:-x}\nE", 2, 1),
+        ];
+        for (text, line, column) in table {
+            assert_eq!(
+                ShellTemplate::parse(text),
+                Err(TemplateError::NotAReference {
+                    line: *line,
+                    column: *column
+                }),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn unterminated_constructs_are_refused_only_with_placeholders() {
+        let table: &[(&str, &str, usize, usize)] = &[
+            ("echo ${x} 'a", "single quote", 1, 11),
+            ("echo \"${x}", "double quote", 1, 11),
+            ("echo ${x}\necho $(a", "$(", 2, 6),
+            ("echo ${x} `a", "backtick", 1, 11),
+            ("echo ${x} $((1", "$((", 1, 11),
+        ];
+        for (text, what, line, column) in table {
+            assert_eq!(
+                ShellTemplate::parse(text),
+                Err(TemplateError::Unterminated {
+                    line: *line,
+                    column: *column,
+                    what
+                }),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn line_continuations_are_read_as_sh_reads_them() {
+        // `$\<newline>{x}` is `${x}` to sh, so it is a placeholder here too.
+        assert_eq!(script("echo $\\\n{x}"), "echo \"$HOOKVISOR_X\"");
+        // `<\<newline><` is a here-document operator.
+        assert!(matches!(
+            ShellTemplate::parse("cat <\\\n<EOF\n${x}\nEOF"),
+            Err(TemplateError::Unclassifiable {
+                context: Context::Heredoc,
+                line: 3,
+                column: 1,
+                ..
+            })
+        ));
+        // `ev\<newline>al` is eval.
+        assert!(matches!(
+            ShellTemplate::parse("ev\\\nal ${x}"),
+            Err(TemplateError::Unclassifiable {
+                context: Context::Eval,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn error_messages_say_where_and_what_to_do() {
+        let err = ShellTemplate::parse("cat <<EOF\n${file}\nEOF").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "line 2, column 1: ${file} is in a here-document, where it cannot be quoted; set \
+             v=${file} before it and write $v in the body"
+        );
+    }
+}
