@@ -247,6 +247,13 @@ mod tests {
         }
     }
 
+    /// Tokens of the constructs the lexer knows, for the fragment property test.
+    const FRAGMENTS: &[&str] = &[
+        "${x}", "${A.b}", "${", "}", "'", "\"", "$(", "(", ")", "`", "<<", "<<-", "<<<", "EOF",
+        "'EOF'", "\n", "eval ", "case ", " in ", "esac", ";;", "#", "\\", "\\\n", "$((", "))",
+        "$'", " ", ";", "\t", "x", "é", "$", "$$", "$x", "=", "2>", "|", "&",
+    ];
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
 
@@ -254,9 +261,37 @@ mod tests {
         /// passed on unchanged.
         #[test]
         fn parse_never_panics(text in "[ -~\\n\\t\\\\'\"`$(){}#<>;|&é]{0,80}") {
-            if let Ok(t) = ShellTemplate::parse(&text) {
-                if t.references().is_empty() {
+            if let Ok(t) = ShellTemplate::parse(&text)
+                && t.references().is_empty()
+            {
+                proptest::prop_assert_eq!(t.script(), text.as_str());
+            }
+        }
+
+        /// Scripts stitched from the lexer's own tokens, so that placeholders meet every
+        /// construct: no panic, and an error always points inside the text.
+        #[test]
+        fn parse_never_panics_on_shell_fragments(
+            fragments in proptest::collection::vec(proptest::sample::select(FRAGMENTS), 0..40)
+        ) {
+            let text = fragments.concat();
+            match ShellTemplate::parse(&text) {
+                Ok(t) if t.references().is_empty() => {
                     proptest::prop_assert_eq!(t.script(), text.as_str());
+                }
+                Ok(_) => {}
+                Err(
+                    TemplateError::Unclassifiable { line, column, .. }
+                    | TemplateError::NotAReference { line, column }
+                    | TemplateError::Unterminated { line, column, .. },
+                ) => {
+                    let lines: Vec<&str> = text.split('\n').collect();
+                    proptest::prop_assert!(line >= 1 && line <= lines.len());
+                    let width = lines.get(line - 1).map_or(0, |l| l.chars().count());
+                    proptest::prop_assert!(column >= 1 && column <= width + 1);
+                }
+                Err(e @ TemplateError::Unknown { .. }) => {
+                    proptest::prop_assert!(false, "{e}");
                 }
             }
         }

@@ -202,7 +202,9 @@ impl Lexer {
         if let Some(frame) = self.stack.last() {
             match frame {
                 Frame::Double => self.note_unterminated("double quote", self.chars.len()),
-                Frame::Unquoted(Unquoted { subst: Some(at), .. }) => {
+                Frame::Unquoted(Unquoted {
+                    subst: Some(at), ..
+                }) => {
                     let at = *at;
                     self.note_unterminated("$(", at);
                 }
@@ -977,12 +979,21 @@ mod tests {
             ("echo ${data.key}", "echo \"$HOOKVISOR_DATA_KEY\""),
             ("v=${x} eval_it", "v=\"$HOOKVISOR_X\" eval_it"),
             ("echo $(basename ${x})", "echo $(basename \"$HOOKVISOR_X\")"),
-            ("echo \"$(basename ${x})\"", "echo \"$(basename \"$HOOKVISOR_X\")\""),
+            (
+                "echo \"$(basename ${x})\"",
+                "echo \"$(basename \"$HOOKVISOR_X\")\"",
+            ),
             ("echo $(a $(b ${x}))", "echo $(a $(b \"$HOOKVISOR_X\"))"),
             // The shell's own: `$NAME`, specials, escapes, single-quoted braces, `$$`.
-            ("echo $x $HOME $1 $# $? $$ $@", "echo $x $HOME $1 $# $? $$ $@"),
+            (
+                "echo $x $HOME $1 $# $? $$ $@",
+                "echo $x $HOME $1 $# $? $$ $@",
+            ),
             ("echo \\${x} \"\\${x}\"", "echo \\${x} \"\\${x}\""),
-            ("awk '{print ${1}}' '${x:-y}'", "awk '{print ${1}}' '${x:-y}'"),
+            (
+                "awk '{print ${1}}' '${x:-y}'",
+                "awk '{print ${1}}' '${x:-y}'",
+            ),
             ("echo $${x}", "echo $${x}"),
             // Comments are left alone, wherever a word starts.
             ("echo a # ${x} 'b", "echo a # ${x} 'b"),
@@ -994,14 +1005,23 @@ mod tests {
                 "echo \"$(case a in a) echo \"$HOOKVISOR_X\";; esac)\" \"$HOOKVISOR_Y\"",
             ),
             // A finished `$(…)`, eval command or here-document does not taint what follows.
-            ("x=$(echo 'q'); echo ${x}", "x=$(echo 'q'); echo \"$HOOKVISOR_X\""),
+            (
+                "x=$(echo 'q'); echo ${x}",
+                "x=$(echo 'q'); echo \"$HOOKVISOR_X\"",
+            ),
             ("eval true; echo ${x}", "eval true; echo \"$HOOKVISOR_X\""),
-            ("cat <<EOF\n$a\nEOF\necho ${x}", "cat <<EOF\n$a\nEOF\necho \"$HOOKVISOR_X\""),
+            (
+                "cat <<EOF\n$a\nEOF\necho ${x}",
+                "cat <<EOF\n$a\nEOF\necho \"$HOOKVISOR_X\"",
+            ),
             (
                 "cat <<-'E' <<F; echo ${x}\n\t${not_a_ref:-q}\n\tE\nF\necho ${y}",
                 "cat <<-'E' <<F; echo \"$HOOKVISOR_X\"\n\t${not_a_ref:-q}\n\tE\nF\necho \"$HOOKVISOR_Y\"",
             ),
-            ("echo `date` $((1 + 2)) $'\\n' ${x}", "echo `date` $((1 + 2)) $'\\n' \"$HOOKVISOR_X\""),
+            (
+                "echo `date` $((1 + 2)) $'\\n' ${x}",
+                "echo `date` $((1 + 2)) $'\\n' \"$HOOKVISOR_X\"",
+            ),
             ("cat <<< ${x}", "cat <<< \"$HOOKVISOR_X\""),
             // Words that only look like eval.
             ("echo eval ${x}", "echo eval \"$HOOKVISOR_X\""),
@@ -1048,7 +1068,12 @@ mod tests {
             ("echo $(echo \"${x}\")", QuotedSubstitution, 1, 14),
             ("echo $(echo ${x} 'q')", QuotedSubstitution, 1, 13),
             ("echo $(echo 'q' ${x})", QuotedSubstitution, 1, 17),
-            ("a\necho \"$(b $(c ${x}) \"d\")\"", QuotedSubstitution, 2, 15),
+            (
+                "a\necho \"$(b $(c ${x}) \"d\")\"",
+                QuotedSubstitution,
+                2,
+                15,
+            ),
             ("echo $(printf $'q' ${x})", QuotedSubstitution, 1, 20),
             ("echo $((${x} + 1))", Arithmetic, 1, 9),
             ("eval ${x}", Eval, 1, 6),
