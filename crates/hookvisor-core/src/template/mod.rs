@@ -117,8 +117,12 @@ pub enum Context {
     Backticks,
     /// A `$(…)` whose text contains quotes.
     QuotedSubstitution,
-    /// Arithmetic `$((…))`, which evaluates its text as an expression.
+    /// Arithmetic: `$((…))`, and bash's `((…))`, `$[…]`, `let` and array subscripts in
+    /// assignments (`a[${x}]=1`), which evaluate text as an expression (in bash, a value
+    /// `a[$(cmd)]` there runs cmd).
     Arithmetic,
+    /// bash's `[[ … ]]`, whose arithmetic comparisons evaluate their operands as expressions.
+    DoubleBracket,
     /// A command whose first word is `eval`, which runs its arguments as shell text.
     Eval,
     /// A `$'…'` string.
@@ -131,7 +135,8 @@ impl fmt::Display for Context {
             Context::Heredoc => "in a here-document, where it cannot be quoted",
             Context::Backticks => "inside backticks, which sh parses twice",
             Context::QuotedSubstitution => "inside a $(…) that contains quotes",
-            Context::Arithmetic => "inside $((…)), which evaluates its text",
+            Context::Arithmetic => "in arithmetic, which evaluates its text as an expression",
+            Context::DoubleBracket => "in a [[ … ]] test, which bash may evaluate as arithmetic",
             Context::Eval => "in an eval command, which runs its arguments as shell text",
             Context::AnsiC => "inside a $'…' string",
         })
@@ -147,7 +152,11 @@ fn fix_for(context: &Context, name: &str) -> String {
         Context::QuotedSubstitution => {
             format!("set v=${{{name}}} before the $(…) and use \"$v\" inside it")
         }
-        Context::Arithmetic => format!("set v=${{{name}}} first and write $((v + 1))"),
+        Context::Arithmetic => format!(
+            "set v=${{{name}}} first, check it is a number (case $v in ''|*[!0-9]*) exit 1;; esac) \
+             and write $((v + 1))"
+        ),
+        Context::DoubleBracket => format!("use [ \"${{{name}}}\" … ] instead of [[ … ]]"),
         Context::Eval => format!("drop eval, or set v=${{{name}}} first and pass \"$v\""),
         Context::AnsiC => format!("close the $'…' and write ${{{name}}} outside it"),
     }
@@ -182,12 +191,26 @@ mod tests {
         ]
     }
 
+    /// `/bin/sh`, and `/bin/bash` where it is installed (it is `sh` on some systems).
+    fn shells() -> Vec<&'static str> {
+        let mut shells = vec!["/bin/sh"];
+        if Path::new("/bin/bash").exists() {
+            shells.push("/bin/bash");
+        }
+        shells
+    }
+
     /// Runs `script` with `sh -c` in `dir` with `HOOKVISOR_V` set to `value`; the bytes the
     /// script wrote to `out`.
     fn run_sh(dir: &Path, script: &str, value: &[u8]) -> Vec<u8> {
+        run_shell("/bin/sh", dir, script, value)
+    }
+
+    /// [`run_sh`] with another shell: bash is `sh` on some systems.
+    fn run_shell(shell: &str, dir: &Path, script: &str, value: &[u8]) -> Vec<u8> {
         let out = dir.join("out");
         let _ = std::fs::remove_file(&out);
-        let status = Command::new("/bin/sh")
+        let status = Command::new(shell)
             .arg("-c")
             .arg(script)
             .env("HOOKVISOR_V", OsStr::from_bytes(value))
@@ -234,15 +257,17 @@ mod tests {
                         want.pop();
                     }
                 }
-                let got = run_sh(dir.path(), parsed.script(), &value);
-                assert_eq!(
-                    got,
-                    want,
-                    "{template} → {} with {:?}",
-                    parsed.script(),
-                    String::from_utf8_lossy(&value)
-                );
-                assert!(!dir.path().join("SENTINEL").exists(), "{template}");
+                for shell in shells() {
+                    let got = run_shell(shell, dir.path(), parsed.script(), &value);
+                    assert_eq!(
+                        got,
+                        want,
+                        "{shell}: {template} → {} with {:?}",
+                        parsed.script(),
+                        String::from_utf8_lossy(&value)
+                    );
+                    assert!(!dir.path().join("SENTINEL").exists(), "{shell}: {template}");
+                }
             }
         }
     }

@@ -27,6 +27,12 @@ use super::{Context, TemplateError};
 ///    `$'`), inside arithmetic `$((…))`, inside `$'…'`, or anywhere in a command whose first
 ///    word is `eval` (after prefix assignments and `command`/`builtin`/`exec`). Each message
 ///    says the fix: assign the value to a shell variable first (`v=${x}`) and use `"$v"`.
+///    Because `sh` is bash on some systems, bash's arithmetic contexts are refused as well:
+///    `((…))` at the start of a command, `$[…]`, commands starting with `let` or `[[`, and
+///    the subscript of an array assignment (`a[${x}]=1`); in bash a value such as
+///    `a[$(cmd)]` there would run cmd. Where bash reads a value as a *variable name*
+///    (`printf -v`, `read`, `declare`) the script chose to run it as code, as with `sh -c`:
+///    the lexer cannot know and does not refuse.
 /// 6. Scripts the lexer finds unterminated (a quote, `$(`, backticks, `$((`) are refused
 ///    only when they have a placeholder; without one the text is passed on unchanged and sh
 ///    reports its own syntax errors.
@@ -125,8 +131,8 @@ impl Word {
 struct Command {
     /// Words counted so far (assignments, keywords and prefixes excluded).
     words: u32,
-    /// Whether its first word is `eval`.
-    eval: bool,
+    /// Set when its first word makes every placeholder in it unclassifiable (`eval`, …).
+    refuse: Option<Context>,
     /// Whether the next word is the target of a redirection.
     redirect: bool,
 }
@@ -329,12 +335,15 @@ impl Lexer {
         name: String,
         quoting: Quoting,
     ) -> Result<(), TemplateError> {
-        let in_eval = self.stack.iter().any(|f| match f {
-            Frame::Unquoted(u) => u.command.eval,
-            Frame::Double => false,
+        let refused = self.stack.iter().rev().find_map(|f| match f {
+            Frame::Unquoted(u) => u.command.refuse,
+            Frame::Double => None,
         });
-        if in_eval {
-            return Err(self.unclassifiable(at, &name, Context::Eval));
+        if let Some(context) = refused {
+            return Err(self.unclassifiable(at, &name, context));
+        }
+        if quoting == Quoting::Unquoted && self.in_array_subscript() {
+            return Err(self.unclassifiable(at, &name, Context::Arithmetic));
         }
         if self.in_subst() {
             if self.subst_quoted {
@@ -400,11 +409,42 @@ impl Lexer {
                     return;
                 }
             }
-            if !word.expansion && word.text == "eval" {
-                command.eval = true;
+            if !word.expansion {
+                command.refuse = match word.text.as_str() {
+                    "eval" => Some(Context::Eval),
+                    // bash evaluates `let` arguments and `[[ … -eq … ]]` operands as
+                    // arithmetic, where `a[$(cmd)]` in a value runs cmd.
+                    "let" => Some(Context::Arithmetic),
+                    "[[" => Some(Context::DoubleBracket),
+                    _ => None,
+                };
             }
         }
         command.words += 1;
+    }
+
+    /// Whether the word being read is `name[` at the start of a command: a bash array
+    /// assignment, whose subscript bash evaluates as arithmetic.
+    fn in_array_subscript(&mut self) -> bool {
+        let Some(frame) = self.frame() else {
+            return false;
+        };
+        let word = &frame.word;
+        frame.command.words == 0
+            && !word.text.contains('=')
+            && word.text.find('[').is_some_and(|bracket| {
+                bracket > 0
+                    && word.special_at.is_none_or(|at| at > bracket)
+                    && word.text.get(..bracket).is_some_and(|name| {
+                        name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    })
+            })
+    }
+
+    /// Whether no word of the current command was read yet.
+    fn at_command_start(&mut self) -> bool {
+        self.frame()
+            .is_some_and(|f| f.command.words == 0 && !f.word.started)
     }
 
     fn end_command(&mut self) {
@@ -477,6 +517,14 @@ impl Lexer {
                 self.end_command();
                 self.out.push(c);
                 self.i += 1;
+            }
+            '(' if self.at_command_start()
+                && self.at(self.skip_continuations(i + 1)) == Some('(') =>
+            {
+                // bash's arithmetic command `((…))` (two nested subshells to POSIX sh, which
+                // asks for a blank between them): read like `$((…))`.
+                let body = self.skip_continuations(i + 1) + 1;
+                self.arithmetic(body)?;
             }
             '(' => {
                 self.end_command();
@@ -625,6 +673,7 @@ impl Lexer {
                 }
             }
             Some('\'') if quoting == Quoting::Unquoted => self.dollar_single()?,
+            Some('[') => self.dollar_bracket(j + 1)?,
             Some(c) if "@*#?-$!".contains(c) || c.is_ascii_digit() => {
                 if let Some(word) = self.word() {
                     word.expanded();
@@ -749,6 +798,46 @@ impl Lexer {
         }
         if quoted {
             self.quote_seen()?;
+        }
+        self.copy(start, i);
+        self.i = i.min(self.chars.len());
+        Ok(())
+    }
+
+    /// bash's old arithmetic `$[…]` (`body` is the index after `$[`), copied to the matching
+    /// `]`; no placeholder inside. To POSIX sh `$[` is literal, so this refuses only text that
+    /// bash would evaluate.
+    fn dollar_bracket(&mut self, body: usize) -> Result<(), TemplateError> {
+        let start = self.i;
+        if let Some(word) = self.word() {
+            word.expanded();
+        }
+        let mut i = body;
+        let mut depth = 0u32;
+        loop {
+            match self.at(i) {
+                None => {
+                    self.note_unterminated("$[", start);
+                    break;
+                }
+                Some('[') => {
+                    depth += 1;
+                    i += 1;
+                }
+                Some(']') if depth > 0 => {
+                    depth -= 1;
+                    i += 1;
+                }
+                Some(']') => {
+                    i += 1;
+                    break;
+                }
+                Some('$') if self.at(i + 1) == Some('{') => {
+                    self.refuse_brace(i, Context::Arithmetic, false)?;
+                    i += 1;
+                }
+                Some(_) => i += 1,
+            }
         }
         self.copy(start, i);
         self.i = i.min(self.chars.len());
@@ -1023,6 +1112,13 @@ mod tests {
                 "echo `date` $((1 + 2)) $'\\n' \"$HOOKVISOR_X\"",
             ),
             ("cat <<< ${x}", "cat <<< \"$HOOKVISOR_X\""),
+            // Subshells, quoted or argument brackets are no arithmetic.
+            ("( (echo ${x}) )", "( (echo \"$HOOKVISOR_X\") )"),
+            (
+                "echo a[${x}] \"a[${x}]=\"",
+                "echo a[\"$HOOKVISOR_X\"] \"a[${HOOKVISOR_X}]=\"",
+            ),
+            ("[ ${x} = 1 ]", "[ \"$HOOKVISOR_X\" = 1 ]"),
             // Words that only look like eval.
             ("echo eval ${x}", "echo eval \"$HOOKVISOR_X\""),
             ("evaluate ${x}", "evaluate \"$HOOKVISOR_X\""),
@@ -1084,6 +1180,13 @@ mod tests {
             ("echo x | \"eval\" ${x}", Eval, 1, 17),
             ("2>/dev/null eval ${x}", Eval, 1, 18),
             ("echo $'a ${x}'", AnsiC, 1, 10),
+            // bash's arithmetic contexts, where `a[$(cmd)]` in a value would run cmd.
+            ("let n=${x}+1", Arithmetic, 1, 7),
+            ("(( ${x} > 1 ))", Arithmetic, 1, 4),
+            ("if ((${x})); then :; fi", Arithmetic, 1, 6),
+            ("echo $[${x}+1]", Arithmetic, 1, 8),
+            ("a[${x}]=1", Arithmetic, 1, 3),
+            ("[[ ${x} -eq 1 ]]", DoubleBracket, 1, 4),
         ];
         for (text, context, line, column) in table {
             let err = ShellTemplate::parse(text).unwrap_err();
