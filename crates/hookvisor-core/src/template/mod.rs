@@ -279,6 +279,80 @@ mod tests {
         "$'", " ", ";", "\t", "x", "é", "$", "$$", "$x", "=", "2>", "|", "&",
     ];
 
+    /// Command heads for the injection property: safe to run in a temporary directory, none
+    /// creates `SENTINEL` unless a value is run as code.
+    const HEADS: &[&str] = &[
+        "printf %s",
+        "echo",
+        "v=${x}",
+        "v=\"${x}\"",
+        "eval",
+        "let",
+        "[[",
+        "((",
+        "a[${x}]=1",
+        "test",
+        "case ${x} in *) echo",
+        "x=$(echo",
+        "if true; then echo",
+        "{ echo",
+        "( echo",
+        "command eval",
+        "2>/dev/null eval",
+        ": #",
+        "cat <<EOF",
+        "cat <<-'EOF'",
+        "cat <<<",
+        "printf %s \"$v\"",
+        "printf %s $v",
+    ];
+
+    /// Words for the injection property: a placeholder in every context the lexer knows.
+    const WORDS: &[&str] = &[
+        "${x}",
+        "${A.b}",
+        "\"${x}\"",
+        "'${x}'",
+        "a${x}b",
+        "\"a ${x} b\"",
+        "'a ${x}'\"${x}\"",
+        "$(echo ${x})",
+        "\"$(echo ${x})\"",
+        "$(echo \"${x}\")",
+        "`echo ${x}`",
+        "$((${x}))",
+        "$[${x}]",
+        "$'${x}'",
+        "\\${x}",
+        "# ${x}",
+        "-eq 1",
+        "]]",
+        "))",
+        ")",
+        ";;",
+        "esac",
+        "fi",
+        "}",
+        "\nEOF\n",
+        "\n${x}\nEOF\n",
+        "$(echo 'a' $(echo ${x}))",
+        "\\\n${x}",
+    ];
+
+    /// What ends each generated command.
+    const SEPARATORS: &[&str] = &["\n", "; ", " | ", " && ", " & ", ")\n", ";;\n"];
+
+    /// Values that create `SENTINEL` in the working directory if they are ever run as code.
+    const INJECTIONS: &[&str] = &[
+        "$(touch SENTINEL)",
+        "`touch SENTINEL`",
+        ";touch SENTINEL",
+        "';touch SENTINEL;'",
+        "\";touch SENTINEL;\"",
+        "a[$(touch SENTINEL)]",
+        "x\ntouch SENTINEL\n",
+    ];
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
 
@@ -325,6 +399,55 @@ mod tests {
         #[test]
         fn parse_never_panics_on_any_string(text in ".{0,120}") {
             let _ = ShellTemplate::parse(&text);
+        }
+
+        /// Whatever script the lexer accepts, a value never runs: generated scripts (commands
+        /// whose words put placeholders in every context, accepted or refused) run under every
+        /// shell with values that would create `SENTINEL` if they became shell text.
+        #[test]
+        fn accepted_scripts_never_run_a_value(
+            commands in proptest::collection::vec(
+                (
+                    proptest::sample::select(HEADS),
+                    proptest::collection::vec(proptest::sample::select(WORDS), 0..4),
+                    proptest::sample::select(SEPARATORS),
+                ),
+                1..4,
+            ),
+            value in proptest::sample::select(INJECTIONS),
+        ) {
+            let mut text = String::new();
+            for (head, words, separator) in &commands {
+                text.push_str(head);
+                for word in words {
+                    text.push(' ');
+                    text.push_str(word);
+                }
+                text.push_str(separator);
+            }
+            if let Ok(t) = ShellTemplate::parse(&text)
+                && !t.references().is_empty()
+            {
+                let dir = tempfile::tempdir().unwrap();
+                for shell in shells() {
+                    let _ = Command::new(shell)
+                        .arg("-c")
+                        .arg(t.script())
+                        .env("HOOKVISOR_X", value)
+                        .env("HOOKVISOR_A_B", value)
+                        .current_dir(dir.path())
+                        .stdin(std::process::Stdio::null())
+                        .stdout(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::null())
+                        .status()
+                        .unwrap();
+                    proptest::prop_assert!(
+                        !dir.path().join("SENTINEL").exists(),
+                        "{shell}: {text:?} → {:?} with {value:?}",
+                        t.script()
+                    );
+                }
+            }
         }
 
         /// `printf '%s' <placeholder in a random quote context>` prints the value byte-exact
