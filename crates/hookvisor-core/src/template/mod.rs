@@ -39,6 +39,14 @@
 //! assert_eq!(t.references(), ["pattern", "file"]);
 //! assert_eq!(env_name("data.key"), "HOOKVISOR_DATA_KEY");
 //! ```
+//!
+//! [`env_name`]: crate::template::env_name
+//! [`nul_env_name`]: crate::template::nul_env_name
+//! [`ShellTemplate`]: crate::template::ShellTemplate
+//! [`ShellTemplate::references`]: crate::template::ShellTemplate::references
+//! [`expand_argv`]: crate::template::expand_argv
+//! [`references`]: crate::template::references
+//! [`TemplateError::Unknown`]: crate::template::TemplateError::Unknown
 
 #![forbid(unsafe_code)]
 
