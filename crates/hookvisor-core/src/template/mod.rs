@@ -313,6 +313,9 @@ mod tests {
         "cat <<<",
         "printf %s \"$v\"",
         "printf %s $v",
+        "a[\"${x}\"]=1",
+        "declare -i n; n=${x}; echo",
+        "local -i n=${x}",
     ];
 
     /// Words for the injection property: a placeholder in every context the lexer knows.

@@ -9,7 +9,7 @@ use super::{Context, TemplateError};
 ///
 /// Rules (EVENTS.md §4.1 rule 1, §5 rules 19 and 20), written once here:
 ///
-/// 1. `${name}` (grammar in [`references`](super::references)) is always a template reference,
+/// 1. `${name}` (grammar in the [module doc](super)) is always a template reference,
 ///    `$NAME` always the shell's. A `${` that starts no valid name (`${VAR:-x}`, `${#x}`,
 ///    `${1}`) is a load error outside single quotes: brace expansions of the shell are not
 ///    available in `run:`; write `$VAR`. Inside `'…'` such text is literal, as sh reads it.
@@ -27,12 +27,14 @@ use super::{Context, TemplateError};
 ///    `$'`), inside arithmetic `$((…))`, inside `$'…'`, or anywhere in a command whose first
 ///    word is `eval` (after prefix assignments and `command`/`builtin`/`exec`). Each message
 ///    says the fix: assign the value to a shell variable first (`v=${x}`) and use `"$v"`.
-///    Because `sh` is bash on some systems, bash's arithmetic contexts are refused as well:
-///    `((…))` at the start of a command, `$[…]`, commands starting with `let` or `[[`, and
-///    the subscript of an array assignment (`a[${x}]=1`); in bash a value such as
-///    `a[$(cmd)]` there would run cmd. Where bash reads a value as a *variable name*
-///    (`printf -v`, `read`, `declare`) the script chose to run it as code, as with `sh -c`:
-///    the lexer cannot know and does not refuse.
+///    Because `sh` is bash on some systems, bash's arithmetic contexts are refused as well,
+///    since in bash a value such as `a[$(cmd)]` there runs cmd: `((…))` at the start of a
+///    command, `$[…]`, commands starting with `let` or `[[`, the subscript of an array
+///    assignment (`a[${x}]=1`, quoted or not), a `declare`/`typeset`/`local` with an `-i`
+///    option, and assigning to a variable such a command made an integer earlier in the
+///    script. What the lexer cannot see stays the script's choice, as `sh -c ${x}` is: an
+///    integer variable declared elsewhere, or a value used as a variable *name*
+///    (`printf -v`, `read`).
 /// 6. Scripts the lexer finds unterminated (a quote, `$(`, backticks, `$((`) are refused
 ///    only when they have a placeholder; without one the text is passed on unchanged and sh
 ///    reports its own syntax errors.
@@ -135,6 +137,11 @@ struct Command {
     refuse: Option<Context>,
     /// Whether the next word is the target of a redirection.
     redirect: bool,
+    /// Whether it is bash's `declare`, `typeset` or `local`, whose `-i` makes variables
+    /// integers: assignments to them are evaluated as arithmetic.
+    declares: bool,
+    /// Whether such a command had an option with `i`: its names are integers.
+    integer: bool,
 }
 
 /// An unquoted context: the script itself or a `$(…)`.
@@ -177,6 +184,8 @@ struct Lexer {
     subst_quoted: bool,
     /// The first placeholder inside the outermost open `$(…)`: (index, name).
     subst_placeholder: Option<(usize, String)>,
+    /// Variables a `declare -i` (or `typeset`, `local`) made integers, in bash.
+    integers: Vec<String>,
     /// The first construct found unterminated: (what, index where it starts).
     unterminated: Option<(&'static str, usize)>,
 }
@@ -193,6 +202,7 @@ impl Lexer {
             placeholders: 0,
             subst_quoted: false,
             subst_placeholder: None,
+            integers: Vec::new(),
             unterminated: None,
         }
     }
@@ -342,7 +352,7 @@ impl Lexer {
         if let Some(context) = refused {
             return Err(self.unclassifiable(at, &name, context));
         }
-        if quoting == Quoting::Unquoted && self.in_array_subscript() {
+        if self.in_arithmetic_word() {
             return Err(self.unclassifiable(at, &name, Context::Arithmetic));
         }
         if self.in_subst() {
@@ -391,6 +401,19 @@ impl Lexer {
             command.redirect = false;
             return;
         }
+        if command.declares && !word.expansion {
+            if word.text.starts_with('-') {
+                if word.text.contains('i') {
+                    command.integer = true;
+                    command.refuse = Some(Context::Arithmetic);
+                }
+            } else if command.integer {
+                let name = word.text.split('=').next().unwrap_or_default();
+                let name = name.to_owned();
+                push_unique(&mut self.integers, name);
+                return;
+            }
+        }
         if command.words == 0 {
             if word.is_assignment() {
                 return;
@@ -418,27 +441,40 @@ impl Lexer {
                     "[[" => Some(Context::DoubleBracket),
                     _ => None,
                 };
+                command.declares = matches!(word.text.as_str(), "declare" | "typeset" | "local");
             }
         }
         command.words += 1;
     }
 
-    /// Whether the word being read is `name[` at the start of a command: a bash array
-    /// assignment, whose subscript bash evaluates as arithmetic.
-    fn in_array_subscript(&mut self) -> bool {
-        let Some(frame) = self.frame() else {
-            return false;
-        };
-        let word = &frame.word;
-        frame.command.words == 0
-            && !word.text.contains('=')
-            && word.text.find('[').is_some_and(|bracket| {
-                bracket > 0
-                    && word.special_at.is_none_or(|at| at > bracket)
-                    && word.text.get(..bracket).is_some_and(|name| {
-                        name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                    })
-            })
+    /// Whether the word being read at the start of a command is one bash evaluates as
+    /// arithmetic: the subscript of an array assignment (`a[…`), or the value assigned to a
+    /// variable an earlier `declare -i` made an integer (`n=…`).
+    fn in_arithmetic_word(&mut self) -> bool {
+        let integers = std::mem::take(&mut self.integers);
+        let found = self.frame().is_some_and(|frame| {
+            let word = &frame.word;
+            // The name part, before any quote or expansion, ends at `[` or `=`.
+            let Some(end) = word.text.find(['[', '=']) else {
+                return false;
+            };
+            let name = word.text.get(..end).unwrap_or_default();
+            let name_ok = !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && word.special_at.is_none_or(|at| at > end);
+            let subscript = word
+                .text
+                .get(end..)
+                .is_some_and(|rest| rest.starts_with('[') && !rest.contains('='));
+            let integer = word
+                .text
+                .get(end..)
+                .is_some_and(|rest| rest.starts_with('='))
+                && integers.iter().any(|n| n == name);
+            frame.command.words == 0 && name_ok && (subscript || integer)
+        });
+        self.integers = integers;
+        found
     }
 
     /// Whether no word of the current command was read yet.
@@ -1119,6 +1155,8 @@ mod tests {
                 "echo a[\"$HOOKVISOR_X\"] \"a[${HOOKVISOR_X}]=\"",
             ),
             ("[ ${x} = 1 ]", "[ \"$HOOKVISOR_X\" = 1 ]"),
+            ("declare -r n=${x}", "declare -r n=\"$HOOKVISOR_X\""),
+            ("declare -i n; m=${x}", "declare -i n; m=\"$HOOKVISOR_X\""),
             // Words that only look like eval.
             ("echo eval ${x}", "echo eval \"$HOOKVISOR_X\""),
             ("evaluate ${x}", "evaluate \"$HOOKVISOR_X\""),
@@ -1186,6 +1224,11 @@ mod tests {
             ("if ((${x})); then :; fi", Arithmetic, 1, 6),
             ("echo $[${x}+1]", Arithmetic, 1, 8),
             ("a[${x}]=1", Arithmetic, 1, 3),
+            ("a[\"${x}\"]=1", Arithmetic, 1, 4),
+            ("a['${x}']=1", Arithmetic, 1, 4),
+            ("declare -i n=${x}", Arithmetic, 1, 14),
+            ("f() { local -ri n=\"${x}\"; }", Arithmetic, 1, 20),
+            ("declare -i n m\nn=1 m=\"${x}\"", Arithmetic, 2, 8),
             ("[[ ${x} -eq 1 ]]", DoubleBracket, 1, 4),
         ];
         for (text, context, line, column) in table {
