@@ -105,8 +105,8 @@ pub enum TemplateError {
     },
     /// An `argv:` name the lookup does not know, at run time (§5 rule 20).
     #[error(
-        "argv element {index}: ${{{name}}} is no template variable of this event; \
-         check the name (hookvisor check lists the known ones)"
+        "argv element {index}: ${{{name}}} is no template variable of this event; fix the \
+         name or drop it (hookvisor check warns about unknown names)"
     )]
     Unknown {
         /// The lower-cased name.

@@ -160,8 +160,8 @@ struct Unquoted {
 #[derive(Debug)]
 enum Frame {
     Unquoted(Unquoted),
-    /// Inside `"…"`.
-    Double,
+    /// Inside `"…"` opened at this index.
+    Double(usize),
 }
 
 /// A here-document whose body starts at the next unquoted newline.
@@ -209,7 +209,7 @@ impl Lexer {
 
     fn run(&mut self) -> Result<(), TemplateError> {
         while let Some(&c) = self.chars.get(self.i) {
-            if matches!(self.stack.last(), Some(Frame::Double)) {
+            if matches!(self.stack.last(), Some(Frame::Double(_))) {
                 self.double_char(c)?;
             } else {
                 self.unquoted_char(c)?;
@@ -217,7 +217,10 @@ impl Lexer {
         }
         if let Some(frame) = self.stack.last() {
             match frame {
-                Frame::Double => self.note_unterminated("double quote", self.chars.len()),
+                Frame::Double(at) => {
+                    let at = *at;
+                    self.note_unterminated("double quote", at);
+                }
                 Frame::Unquoted(Unquoted {
                     subst: Some(at), ..
                 }) => {
@@ -297,7 +300,7 @@ impl Lexer {
     fn frame(&mut self) -> Option<&mut Unquoted> {
         self.stack.iter_mut().rev().find_map(|f| match f {
             Frame::Unquoted(u) => Some(u),
-            Frame::Double => None,
+            Frame::Double(_) => None,
         })
     }
 
@@ -347,7 +350,7 @@ impl Lexer {
     ) -> Result<(), TemplateError> {
         let refused = self.stack.iter().rev().find_map(|f| match f {
             Frame::Unquoted(u) => u.command.refuse,
-            Frame::Double => None,
+            Frame::Double(_) => None,
         });
         if let Some(context) = refused {
             return Err(self.unclassifiable(at, &name, context));
@@ -525,7 +528,7 @@ impl Lexer {
                     word.quoted();
                 }
                 self.out.push('"');
-                self.stack.push(Frame::Double);
+                self.stack.push(Frame::Double(i));
                 self.i += 1;
             }
             '`' => self.backticks()?,
@@ -1272,7 +1275,7 @@ mod tests {
     fn unterminated_constructs_are_refused_only_with_placeholders() {
         let table: &[(&str, &str, usize, usize)] = &[
             ("echo ${x} 'a", "single quote", 1, 11),
-            ("echo \"${x}", "double quote", 1, 11),
+            ("echo \"${x}", "double quote", 1, 6),
             ("echo ${x}\necho $(a", "$(", 2, 6),
             ("echo ${x} `a", "backtick", 1, 11),
             ("echo ${x} $((1", "$((", 1, 11),
