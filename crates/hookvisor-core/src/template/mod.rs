@@ -316,6 +316,8 @@ mod tests {
         "a[\"${x}\"]=1",
         "declare -i n; n=${x}; echo",
         "local -i n=${x}",
+        "a[$(echo ${x})]=1",
+        "declare -i n; n=$(echo ${x}); echo",
     ];
 
     /// Words for the injection property: a placeholder in every context the lexer knows.

@@ -450,34 +450,33 @@ impl Lexer {
         command.words += 1;
     }
 
-    /// Whether the word being read at the start of a command is one bash evaluates as
-    /// arithmetic: the subscript of an array assignment (`a[…`), or the value assigned to a
-    /// variable an earlier `declare -i` made an integer (`n=…`).
-    fn in_arithmetic_word(&mut self) -> bool {
-        let integers = std::mem::take(&mut self.integers);
-        let found = self.frame().is_some_and(|frame| {
-            let word = &frame.word;
-            // The name part, before any quote or expansion, ends at `[` or `=`.
-            let Some(end) = word.text.find(['[', '=']) else {
-                return false;
-            };
-            let name = word.text.get(..end).unwrap_or_default();
-            let name_ok = !name.is_empty()
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                && word.special_at.is_none_or(|at| at > end);
-            let subscript = word
-                .text
-                .get(end..)
-                .is_some_and(|rest| rest.starts_with('[') && !rest.contains('='));
-            let integer = word
-                .text
-                .get(end..)
-                .is_some_and(|rest| rest.starts_with('='))
-                && integers.iter().any(|n| n == name);
-            frame.command.words == 0 && name_ok && (subscript || integer)
-        });
-        self.integers = integers;
-        found
+    /// Whether a word being read at the start of a command, in this frame or one around it,
+    /// is one bash evaluates as arithmetic: the subscript of an array assignment (`a[…`, also
+    /// `a[$(… ${x} …)]`), or the value assigned to a variable an earlier `declare -i` made an
+    /// integer (`n=…`).
+    fn in_arithmetic_word(&self) -> bool {
+        self.stack.iter().any(|f| match f {
+            Frame::Unquoted(frame) => {
+                frame.command.words == 0 && self.is_arithmetic_word(&frame.word)
+            }
+            Frame::Double(_) => false,
+        })
+    }
+
+    /// [`Lexer::in_arithmetic_word`] for one word.
+    fn is_arithmetic_word(&self, word: &Word) -> bool {
+        // The name part, before any quote or expansion, ends at `[` or `=`.
+        let Some(end) = word.text.find(['[', '=']) else {
+            return false;
+        };
+        let name = word.text.get(..end).unwrap_or_default();
+        let rest = word.text.get(end..).unwrap_or_default();
+        let name_ok = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && word.special_at.is_none_or(|at| at > end);
+        let subscript = rest.starts_with('[') && !rest.contains('=');
+        let integer = rest.starts_with('=') && self.integers.iter().any(|n| n == name);
+        name_ok && (subscript || integer)
     }
 
     /// Whether no word of the current command was read yet.
@@ -1229,6 +1228,7 @@ mod tests {
             ("a[${x}]=1", Arithmetic, 1, 3),
             ("a[\"${x}\"]=1", Arithmetic, 1, 4),
             ("a['${x}']=1", Arithmetic, 1, 4),
+            ("a[$(echo ${x})]=1", Arithmetic, 1, 10),
             ("declare -i n=${x}", Arithmetic, 1, 14),
             ("f() { local -ri n=\"${x}\"; }", Arithmetic, 1, 20),
             ("declare -i n m\nn=1 m=\"${x}\"", Arithmetic, 2, 8),
