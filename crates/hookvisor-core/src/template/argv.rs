@@ -109,6 +109,7 @@ mod tests {
             (&["a", "${none}", "b"], &[b"a", b"b"]),
             (&["-f${files}"], &[b"-fone two words"]),
             (&["${x}${x}"], &[b"a ba b"]),
+            (&["é${x}"], &["éa b".as_bytes()]),
             (&["${empty}"], &[b""]),
             (&[""], &[b""]),
             (&["${x:-y}", "$x", "${"], &[b"${x:-y}", b"$x", b"${"]),
@@ -128,6 +129,40 @@ mod tests {
                 index: 1
             })
         );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Arbitrary bytes (no NUL: an argument cannot hold one) reach a real program as one
+        /// argument, alone or inside a longer element.
+        #[test]
+        fn arbitrary_bytes_reach_a_real_program(
+            value in proptest::collection::vec(1u8..=255, 0..40),
+            embedded in proptest::bool::ANY,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let element = if embedded { "<${v}>" } else { "${v}" };
+            let argv: Vec<String> = ["/bin/sh", "-c", "printf %s \"$1\" > out", "sh", element]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect();
+            let args = expand_argv(&argv, |_| Some(Value::Scalar(os(&value)))).unwrap();
+            proptest::prop_assert_eq!(args.len(), 5);
+            let status = Command::new(&args[0])
+                .args(&args[1..])
+                .current_dir(dir.path())
+                .status()
+                .unwrap();
+            proptest::prop_assert!(status.success());
+            let got = std::fs::read(dir.path().join("out")).unwrap();
+            let want = if embedded {
+                [b"<".as_slice(), &value, b">"].concat()
+            } else {
+                value.clone()
+            };
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     /// The issue 16 must-show for `argv:`: hostile values reach a real program byte-exact and

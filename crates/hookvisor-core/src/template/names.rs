@@ -119,7 +119,8 @@ impl<'a> Iterator for Pieces<'a> {
         }
         // The literal runs to the next `${` that is a reference; a `${` that is none stays
         // literal, so search past it.
-        let mut search = 1;
+        // Past the first character, which is no reference (a `${` there was tried above).
+        let mut search = rest.chars().next().map_or(1, char::len_utf8);
         let literal_end = loop {
             match rest.get(search..).and_then(|r| r.find("${")) {
                 Some(offset) => {
@@ -207,6 +208,26 @@ mod tests {
             vec!["b".to_owned(), "a".to_owned()]
         );
         assert_eq!(reference_ranges("x${a}y${b.c}"), vec![1..5, 6..12]);
+        // A reference right after a character of several bytes.
+        assert_eq!(references("é${a}"), vec!["a".to_owned()]);
+        assert_eq!(reference_ranges("é${a}→${b}"), vec![2..6, 9..13]);
+    }
+
+    proptest::proptest! {
+        /// Splitting and joining again gives the text back (names lower-cased), for any text.
+        #[test]
+        fn pieces_round_trip(text in "(\\$\\{[a-zA-Z0-9_.é]{0,4}\\}?|[a-zé→$\\{\\} ]){0,12}") {
+            let rebuilt: String = Pieces::new(&text)
+                .map(|p| match p {
+                    Piece::Literal(s) => s.to_owned(),
+                    Piece::Reference(n) => format!("${{{n}}}"),
+                })
+                .collect();
+            proptest::prop_assert_eq!(rebuilt.to_lowercase(), text.to_lowercase());
+            for name in references(&text) {
+                proptest::prop_assert!(is_valid_name(&name));
+            }
+        }
     }
 
     #[test]
