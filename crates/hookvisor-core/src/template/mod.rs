@@ -103,6 +103,19 @@ pub enum TemplateError {
         /// The construct: `single quote`, `double quote`, `$(`, `backtick`, `$((`, `$'`.
         what: &'static str,
     },
+    /// A `run:` script nests more `"…"` and `$(…)` than the limit at once.
+    #[error(
+        "line {line}, column {column}: more than {limit} quotes and $(…) are open here; \
+         split the script into shell functions or variables"
+    )]
+    TooDeep {
+        /// 1-based line of the construct past the limit.
+        line: usize,
+        /// 1-based column (in characters) of the construct past the limit.
+        column: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// An `argv:` name the lookup does not know, at run time (§5 rule 20).
     #[error(
         "argv element {index}: ${{{name}}} is no template variable of this event; fix the \
@@ -395,7 +408,8 @@ mod tests {
                 Err(
                     TemplateError::Unclassifiable { line, column, .. }
                     | TemplateError::NotAReference { line, column }
-                    | TemplateError::Unterminated { line, column, .. },
+                    | TemplateError::Unterminated { line, column, .. }
+                    | TemplateError::TooDeep { line, column, .. },
                 ) => {
                     let lines: Vec<&str> = text.split('\n').collect();
                     proptest::prop_assert!(line >= 1 && line <= lines.len());

@@ -78,6 +78,9 @@ enum Quoting {
     Single,
 }
 
+/// How many `"…"` and `$(…)` may be open at once.
+const MAX_NESTING: usize = 64;
+
 /// Reserved words that keep the lexer in command position (the next word is a command name).
 const KEYWORDS: &[&str] = &[
     "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "in", "case",
@@ -294,6 +297,21 @@ impl Lexer {
     fn not_a_reference(&self, at: usize) -> TemplateError {
         let (line, column) = self.line_col(at);
         TemplateError::NotAReference { line, column }
+    }
+
+    /// Opens a `"…"` or `$(…)` frame that starts at `at`, within the nesting limit: every
+    /// placeholder looks at all open frames, so their number is bounded.
+    fn push(&mut self, frame: Frame, at: usize) -> Result<(), TemplateError> {
+        if self.stack.len() > MAX_NESTING {
+            let (line, column) = self.line_col(at);
+            return Err(TemplateError::TooDeep {
+                line,
+                column,
+                limit: MAX_NESTING,
+            });
+        }
+        self.stack.push(frame);
+        Ok(())
     }
 
     /// The innermost unquoted frame (the script's frame is never popped).
@@ -527,7 +545,7 @@ impl Lexer {
                     word.quoted();
                 }
                 self.out.push('"');
-                self.stack.push(Frame::Double(i));
+                self.push(Frame::Double(i), i)?;
                 self.i += 1;
             }
             '`' => self.backticks()?,
@@ -704,10 +722,13 @@ impl Lexer {
                     }
                     self.copy(i, j + 1);
                     self.i = j + 1;
-                    self.stack.push(Frame::Unquoted(Unquoted {
-                        subst: Some(i),
-                        ..Unquoted::default()
-                    }));
+                    self.push(
+                        Frame::Unquoted(Unquoted {
+                            subst: Some(i),
+                            ..Unquoted::default()
+                        }),
+                        i,
+                    )?;
                 }
             }
             Some('\'') if quoting == Quoting::Unquoted => self.dollar_single()?,
@@ -1291,6 +1312,29 @@ mod tests {
                 "{text:?}"
             );
         }
+    }
+
+    #[test]
+    fn nesting_is_limited() {
+        let ok = format!(
+            "{}${{x}}{}",
+            "$(".repeat(MAX_NESTING),
+            ")".repeat(MAX_NESTING)
+        );
+        assert!(ShellTemplate::parse(&ok).is_ok());
+        let deep = format!("\n{}", "\"$(".repeat(MAX_NESTING));
+        assert_eq!(
+            ShellTemplate::parse(&deep),
+            Err(TemplateError::TooDeep {
+                line: 2,
+                // Each `"$(` opens two; the quote after the 64th open one is refused.
+                column: 3 * (MAX_NESTING / 2) + 1,
+                limit: MAX_NESTING
+            })
+        );
+        // Deep but flat scripts are fine: only what is open at once counts.
+        let long = "echo \"$(echo ${x})\"\n".repeat(10_000);
+        assert_eq!(ShellTemplate::parse(&long).unwrap().references(), ["x"]);
     }
 
     #[test]
