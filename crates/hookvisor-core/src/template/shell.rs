@@ -104,6 +104,7 @@ struct Word {
 }
 
 impl Word {
+    /// Marks a quote or escape: the word is no longer a plain keyword or assignment.
     fn quoted(&mut self) {
         self.started = true;
         if self.special_at.is_none() {
@@ -111,6 +112,7 @@ impl Word {
         }
     }
 
+    /// Marks an expansion: the word's text is not known at load.
     fn expanded(&mut self) {
         self.quoted();
         self.expansion = true;
@@ -175,13 +177,20 @@ struct Heredoc {
     quoted: bool,
 }
 
+/// One pass over a script: input as characters (columns count characters), output as built.
 struct Lexer {
     chars: Vec<char>,
+    /// Index of the next character to read.
     i: usize,
+    /// The rewritten script so far.
     out: String,
+    /// Names referenced, lower-cased, in order of first use.
     refs: Vec<String>,
+    /// Open contexts; the script's own unquoted frame is at the bottom and never popped.
     stack: Vec<Frame>,
+    /// Here-documents whose bodies start after the next unquoted newline.
     heredocs: Vec<Heredoc>,
+    /// Placeholders rewritten so far.
     placeholders: usize,
     /// Whether the outermost open `$(…)` contains a quote so far.
     subst_quoted: bool,
@@ -210,6 +219,7 @@ impl Lexer {
         }
     }
 
+    /// Reads the whole script, then refuses unterminated constructs if it has placeholders.
     fn run(&mut self) -> Result<(), TemplateError> {
         while let Some(&c) = self.chars.get(self.i) {
             if matches!(self.stack.last(), Some(Frame::Double(_))) {
@@ -242,6 +252,7 @@ impl Lexer {
         }
     }
 
+    /// The character at `i`, if any.
     fn at(&self, i: usize) -> Option<char> {
         self.chars.get(i).copied()
     }
@@ -278,12 +289,14 @@ impl Lexer {
         (line, column)
     }
 
+    /// Remembers the first unterminated construct; it matters only with placeholders.
     fn note_unterminated(&mut self, what: &'static str, at: usize) {
         if self.unterminated.is_none() {
             self.unterminated = Some((what, at));
         }
     }
 
+    /// The error for placeholder `name` at `at` in `context`.
     fn unclassifiable(&self, at: usize, name: &str, context: Context) -> TemplateError {
         let (line, column) = self.line_col(at);
         TemplateError::Unclassifiable {
@@ -294,6 +307,7 @@ impl Lexer {
         }
     }
 
+    /// The error for a `${` at `at` that starts no name.
     fn not_a_reference(&self, at: usize) -> TemplateError {
         let (line, column) = self.line_col(at);
         TemplateError::NotAReference { line, column }
@@ -322,10 +336,12 @@ impl Lexer {
         })
     }
 
+    /// The word being read in the innermost unquoted frame.
     fn word(&mut self) -> Option<&mut Word> {
         self.frame().map(|f| &mut f.word)
     }
 
+    /// Whether a `$(…)` is open.
     fn in_subst(&self) -> bool {
         self.stack
             .iter()
@@ -503,6 +519,7 @@ impl Lexer {
             .is_some_and(|f| f.command.words == 0 && !f.word.started)
     }
 
+    /// Ends the current simple command (at `;`, `&`, `|`, newline, `(`, `)`).
     fn end_command(&mut self) {
         self.finish_word();
         if let Some(frame) = self.frame() {
@@ -510,6 +527,7 @@ impl Lexer {
         }
     }
 
+    /// One step in an unquoted frame, at character `c`.
     fn unquoted_char(&mut self, c: char) -> Result<(), TemplateError> {
         let i = self.i;
         match c {
@@ -632,6 +650,7 @@ impl Lexer {
         }
     }
 
+    /// One step inside `"…"`, at character `c`.
     fn double_char(&mut self, c: char) -> Result<(), TemplateError> {
         let i = self.i;
         match c {
