@@ -144,8 +144,11 @@ pub enum Context {
     Arithmetic,
     /// bash's `[[ … ]]`, whose arithmetic comparisons evaluate their operands as expressions.
     DoubleBracket,
-    /// A command whose first word is `eval`, which runs its arguments as shell text.
+    /// A command whose first word is `eval`, `trap` or `alias`, which run their arguments as
+    /// shell text.
     Eval,
+    /// An assignment to a variable whose value a shell runs (`PS4`, `BASH_ENV`, …).
+    CodeVariable,
     /// A `$'…'` string.
     AnsiC,
 }
@@ -158,7 +161,10 @@ impl fmt::Display for Context {
             Context::QuotedSubstitution => "inside a $(…) that contains quotes",
             Context::Arithmetic => "in arithmetic, which evaluates its text as an expression",
             Context::DoubleBracket => "in a [[ … ]] test, which bash may evaluate as arithmetic",
-            Context::Eval => "in an eval command, which runs its arguments as shell text",
+            Context::Eval => {
+                "in an eval, trap or alias command, which runs its arguments as shell text"
+            }
+            Context::CodeVariable => "assigned to a variable whose value the shell runs as code",
             Context::AnsiC => "inside a $'…' string",
         })
     }
@@ -178,7 +184,11 @@ fn fix_for(context: &Context, name: &str) -> String {
              and write $((v + 1))"
         ),
         Context::DoubleBracket => format!("use [ \"${{{name}}}\" … ] instead of [[ … ]]"),
-        Context::Eval => format!("drop eval, or set v=${{{name}}} first and pass \"$v\""),
+        Context::Eval => format!(
+            "pass the value as data instead: set v=${{{name}}} first and let the stored \
+             command read \"$v\""
+        ),
+        Context::CodeVariable => format!("do not put ${{{name}}} into that variable"),
         Context::AnsiC => format!("close the $'…' and write ${{{name}}} outside it"),
     }
 }
@@ -331,6 +341,10 @@ mod tests {
         "local -i n=${x}",
         "a[$(echo ${x})]=1",
         "declare -i n; n=$(echo ${x}); echo",
+        "trap",
+        "alias a=",
+        "BASH_ENV=${x} bash -c :",
+        "PS4=${x}; set -x; :",
     ];
 
     /// Words for the injection property: a placeholder in every context the lexer knows.

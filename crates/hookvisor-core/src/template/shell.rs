@@ -21,11 +21,14 @@ use super::{Context, TemplateError};
 ///    for a literal.
 /// 4. A placeholder in a comment (`#` at the start of a word, to the end of the line) is left
 ///    as it is and is no reference: sh never reads it.
-/// 5. A placeholder where the lexer cannot tell how sh would quote it is a load error with its
+/// 5. A placeholder where the lexer cannot tell how sh would quote it, or where sh would run
+///    its value as code, is a load error with its
 ///    1-based line and column (columns count characters): in a heredoc body or delimiter
 ///    (`<<`), inside backticks, inside a `$(…)` whose text contains a quote (`'`, `"` or
 ///    `$'`), inside arithmetic `$((…))`, inside `$'…'`, or anywhere in a command whose first
-///    word is `eval` (after prefix assignments and `command`/`builtin`/`exec`). Each message
+///    word is `eval`, `trap` or `alias` (after prefix assignments and
+///    `command`/`builtin`/`exec`), or in an assignment to a variable whose value a shell runs
+///    (`PS1`–`PS4`, `PROMPT_COMMAND`, `ENV`, `BASH_ENV`, also after `export` or `env`). Each message
 ///    says the fix: assign the value to a shell variable first (`v=${x}`) and use `"$v"`.
 ///    Because `sh` is bash on some systems, bash's arithmetic contexts are refused as well,
 ///    since in bash a value such as `a[$(cmd)]` there runs cmd: `((…))` at the start of a
@@ -80,6 +83,18 @@ enum Quoting {
 
 /// How many `"…"` and `$(…)` may be open at once.
 const MAX_NESTING: usize = 64;
+
+/// Variables whose value sh or bash expands and runs (prompts under `set -x` or
+/// interactively, startup files named after expansion).
+const CODE_VARIABLES: &[&str] = &[
+    "PS1",
+    "PS2",
+    "PS3",
+    "PS4",
+    "PROMPT_COMMAND",
+    "ENV",
+    "BASH_ENV",
+];
 
 /// Reserved words that keep the lexer in command position (the next word is a command name).
 const KEYWORDS: &[&str] = &[
@@ -392,6 +407,9 @@ impl Lexer {
         if self.in_arithmetic_word() {
             return Err(self.unclassifiable(at, &name, Context::Arithmetic));
         }
+        if self.in_code_variable() {
+            return Err(self.unclassifiable(at, &name, Context::CodeVariable));
+        }
         if self.in_subst() {
             if self.subst_quoted {
                 return Err(self.unclassifiable(at, &name, Context::QuotedSubstitution));
@@ -471,7 +489,8 @@ impl Lexer {
             }
             if !word.expansion {
                 command.refuse = match word.text.as_str() {
-                    "eval" => Some(Context::Eval),
+                    // `trap` and `alias` keep their argument as shell text to run later.
+                    "eval" | "trap" | "alias" => Some(Context::Eval),
                     // bash evaluates `let` arguments and `[[ … -eq … ]]` operands as
                     // arithmetic, where `a[$(cmd)]` in a value runs cmd.
                     "let" => Some(Context::Arithmetic),
@@ -511,6 +530,25 @@ impl Lexer {
         let subscript = rest.starts_with('[') && !rest.contains('=');
         let integer = rest.starts_with('=') && self.integers.iter().any(|n| n == name);
         name_ok && (subscript || integer)
+    }
+
+    /// Whether a word being read, in this frame or one around it, assigns a variable whose
+    /// value a shell runs as code (`BASH_ENV=…`, `PS4=…`; any word, so `export` and `env`
+    /// prefixes count too).
+    fn in_code_variable(&self) -> bool {
+        self.stack.iter().any(|f| match f {
+            Frame::Unquoted(frame) => {
+                let word = &frame.word;
+                word.text.find('=').is_some_and(|eq| {
+                    word.special_at.is_none_or(|at| at > eq)
+                        && word
+                            .text
+                            .get(..eq)
+                            .is_some_and(|name| CODE_VARIABLES.contains(&name))
+                })
+            }
+            Frame::Double(_) => false,
+        })
     }
 
     /// Whether no word of the current command was read yet.
@@ -1197,6 +1235,10 @@ mod tests {
                 "echo a[\"$HOOKVISOR_X\"] \"a[${HOOKVISOR_X}]=\"",
             ),
             ("[ ${x} = 1 ]", "[ \"$HOOKVISOR_X\" = 1 ]"),
+            (
+                "MY_ENV=${x} echo \"PS4=${x}\"",
+                "MY_ENV=\"$HOOKVISOR_X\" echo \"PS4=${HOOKVISOR_X}\"",
+            ),
             ("declare -r n=${x}", "declare -r n=\"$HOOKVISOR_X\""),
             ("declare -i n; m=${x}", "declare -i n; m=\"$HOOKVISOR_X\""),
             // Words that only look like eval.
@@ -1260,6 +1302,11 @@ mod tests {
             ("echo x | \"eval\" ${x}", Eval, 1, 17),
             ("2>/dev/null eval ${x}", Eval, 1, 18),
             ("echo $'a ${x}'", AnsiC, 1, 10),
+            ("trap \"echo ${x}\" EXIT", Eval, 1, 12),
+            ("alias a='echo '${x}", Eval, 1, 16),
+            ("BASH_ENV=${x} bash -c :", CodeVariable, 1, 10),
+            ("export PS4=\"+ ${x}\"", CodeVariable, 1, 15),
+            ("env ENV=$(echo ${x}) sh", CodeVariable, 1, 16),
             // bash's arithmetic contexts, where `a[$(cmd)]` in a value would run cmd.
             ("let n=${x}+1", Arithmetic, 1, 7),
             ("(( ${x} > 1 ))", Arithmetic, 1, 4),
