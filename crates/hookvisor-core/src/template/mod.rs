@@ -76,7 +76,7 @@ pub enum TemplateError {
         /// The lower-cased name.
         name: String,
         /// Where it sits.
-        context: Context,
+        context: RefusedContext,
     },
     /// A `run:` `${` that starts no valid name (a shell brace expansion such as `${VAR:-x}`).
     #[error(
@@ -131,7 +131,7 @@ pub enum TemplateError {
 
 /// A context where a `run:` placeholder is refused (rules in [`ShellTemplate`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Context {
+pub enum RefusedContext {
     /// The body or delimiter of a here-document (`<<`).
     Heredoc,
     /// Backticks, whose text sh lexes a second time.
@@ -153,43 +153,51 @@ pub enum Context {
     AnsiC,
 }
 
-impl fmt::Display for Context {
+impl fmt::Display for RefusedContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Context::Heredoc => "in a here-document, where it cannot be quoted",
-            Context::Backticks => "inside backticks, which sh parses twice",
-            Context::QuotedSubstitution => "inside a $(…) that contains quotes",
-            Context::Arithmetic => "in arithmetic, which evaluates its text as an expression",
-            Context::DoubleBracket => "in a [[ … ]] test, which bash may evaluate as arithmetic",
-            Context::Eval => {
+            RefusedContext::Heredoc => "in a here-document, where it cannot be quoted",
+            RefusedContext::Backticks => "inside backticks, which sh parses twice",
+            RefusedContext::QuotedSubstitution => "inside a $(…) that contains quotes",
+            RefusedContext::Arithmetic => {
+                "in arithmetic, which evaluates its text as an expression"
+            }
+            RefusedContext::DoubleBracket => {
+                "in a [[ … ]] test, which bash may evaluate as arithmetic"
+            }
+            RefusedContext::Eval => {
                 "in an eval, trap or alias command, which runs its arguments as shell text"
             }
-            Context::CodeVariable => "assigned to a variable whose value the shell runs as code",
-            Context::AnsiC => "inside a $'…' string",
+            RefusedContext::CodeVariable => {
+                "assigned to a variable whose value the shell runs as code"
+            }
+            RefusedContext::AnsiC => "inside a $'…' string",
         })
     }
 }
 
 /// The fix for a refused placeholder: put the value into a shell variable where the quoting is
 /// known, and let the construct use that variable (sh expands it once, never re-parses it).
-fn fix_for(context: &Context, name: &str) -> String {
+fn fix_for(context: &RefusedContext, name: &str) -> String {
     match context {
-        Context::Heredoc => format!("set v=${{{name}}} before it and write $v in the body"),
-        Context::Backticks => format!("use $(…), or set v=${{{name}}} first and use \"$v\""),
-        Context::QuotedSubstitution => {
+        RefusedContext::Heredoc => format!(
+            "set v=${{{name}}} before it and write $v in the body (with an unquoted delimiter)"
+        ),
+        RefusedContext::Backticks => format!("use $(…), or set v=${{{name}}} first and use \"$v\""),
+        RefusedContext::QuotedSubstitution => {
             format!("set v=${{{name}}} before the $(…) and use \"$v\" inside it")
         }
-        Context::Arithmetic => format!(
+        RefusedContext::Arithmetic => format!(
             "set v=${{{name}}} first, check it is a number (case $v in ''|*[!0-9]*) exit 1;; esac) \
              and write $((v + 1))"
         ),
-        Context::DoubleBracket => format!("use [ \"${{{name}}}\" … ] instead of [[ … ]]"),
-        Context::Eval => format!(
+        RefusedContext::DoubleBracket => format!("use [ \"${{{name}}}\" … ] instead of [[ … ]]"),
+        RefusedContext::Eval => format!(
             "pass the value as data instead: set v=${{{name}}} first and let the stored \
              command read \"$v\""
         ),
-        Context::CodeVariable => format!("do not put ${{{name}}} into that variable"),
-        Context::AnsiC => format!("close the $'…' and write ${{{name}}} outside it"),
+        RefusedContext::CodeVariable => format!("do not put ${{{name}}} into that variable"),
+        RefusedContext::AnsiC => format!("close the $'…' and write ${{{name}}} outside it"),
     }
 }
 

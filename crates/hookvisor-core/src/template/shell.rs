@@ -3,7 +3,7 @@
 //! [`ShellTemplate`].
 
 use super::names::{is_valid_name, push_unique};
-use super::{Context, TemplateError};
+use super::{RefusedContext, TemplateError};
 
 /// A `run:` script whose placeholders were rewritten into references to environment variables.
 ///
@@ -154,7 +154,7 @@ struct Command {
     /// Words counted so far (assignments, keywords and prefixes excluded).
     words: u32,
     /// Set when its first word makes every placeholder in it unclassifiable (`eval`, …).
-    refuse: Option<Context>,
+    refuse: Option<RefusedContext>,
     /// Whether the next word is the target of a redirection.
     redirect: bool,
     /// Whether it is bash's `declare`, `typeset` or `local`, whose `-i` makes variables
@@ -312,7 +312,7 @@ impl Lexer {
     }
 
     /// The error for placeholder `name` at `at` in `context`.
-    fn unclassifiable(&self, at: usize, name: &str, context: Context) -> TemplateError {
+    fn unclassifiable(&self, at: usize, name: &str, context: RefusedContext) -> TemplateError {
         let (line, column) = self.line_col(at);
         TemplateError::Unclassifiable {
             line,
@@ -369,7 +369,7 @@ impl Lexer {
         if self.in_subst() {
             self.subst_quoted = true;
             if let Some((at, name)) = &self.subst_placeholder {
-                return Err(self.unclassifiable(*at, name, Context::QuotedSubstitution));
+                return Err(self.unclassifiable(*at, name, RefusedContext::QuotedSubstitution));
             }
         }
         Ok(())
@@ -405,14 +405,14 @@ impl Lexer {
             return Err(self.unclassifiable(at, &name, context));
         }
         if self.in_arithmetic_word() {
-            return Err(self.unclassifiable(at, &name, Context::Arithmetic));
+            return Err(self.unclassifiable(at, &name, RefusedContext::Arithmetic));
         }
         if self.in_code_variable() {
-            return Err(self.unclassifiable(at, &name, Context::CodeVariable));
+            return Err(self.unclassifiable(at, &name, RefusedContext::CodeVariable));
         }
         if self.in_subst() {
             if self.subst_quoted {
-                return Err(self.unclassifiable(at, &name, Context::QuotedSubstitution));
+                return Err(self.unclassifiable(at, &name, RefusedContext::QuotedSubstitution));
             }
             if self.subst_placeholder.is_none() {
                 self.subst_placeholder = Some((at, name.clone()));
@@ -460,7 +460,7 @@ impl Lexer {
             if word.text.starts_with('-') {
                 if word.text.contains('i') {
                     command.integer = true;
-                    command.refuse = Some(Context::Arithmetic);
+                    command.refuse = Some(RefusedContext::Arithmetic);
                 }
             } else if command.integer {
                 let name = word.text.split('=').next().unwrap_or_default();
@@ -490,11 +490,11 @@ impl Lexer {
             if !word.expansion {
                 command.refuse = match word.text.as_str() {
                     // `trap` and `alias` keep their argument as shell text to run later.
-                    "eval" | "trap" | "alias" => Some(Context::Eval),
+                    "eval" | "trap" | "alias" => Some(RefusedContext::Eval),
                     // bash evaluates `let` arguments and `[[ … -eq … ]]` operands as
                     // arithmetic, where `a[$(cmd)]` in a value runs cmd.
-                    "let" => Some(Context::Arithmetic),
-                    "[[" => Some(Context::DoubleBracket),
+                    "let" => Some(RefusedContext::Arithmetic),
+                    "[[" => Some(RefusedContext::DoubleBracket),
                     _ => None,
                 };
                 command.declares = matches!(word.text.as_str(), "declare" | "typeset" | "local");
@@ -825,7 +825,12 @@ impl Lexer {
     }
 
     /// Checks a `${` at `i` inside a context that cannot take placeholders.
-    fn refuse_brace(&self, i: usize, context: Context, literal: bool) -> Result<(), TemplateError> {
+    fn refuse_brace(
+        &self,
+        i: usize,
+        context: RefusedContext,
+        literal: bool,
+    ) -> Result<(), TemplateError> {
         match self.reference_at(i + 1) {
             Some((name, _)) => Err(self.unclassifiable(i, &name, context)),
             None if literal => Ok(()),
@@ -853,7 +858,7 @@ impl Lexer {
                 }
                 Some('\\') => i += 2,
                 Some('$') if self.at(i + 1) == Some('{') => {
-                    self.refuse_brace(i, Context::Backticks, false)?;
+                    self.refuse_brace(i, RefusedContext::Backticks, false)?;
                     i += 1;
                 }
                 Some(c) => {
@@ -903,7 +908,7 @@ impl Lexer {
                 }
                 Some('\\') => i += 2,
                 Some('$') if self.at(i + 1) == Some('{') => {
-                    self.refuse_brace(i, Context::Arithmetic, false)?;
+                    self.refuse_brace(i, RefusedContext::Arithmetic, false)?;
                     i += 1;
                 }
                 Some(c) => {
@@ -949,7 +954,7 @@ impl Lexer {
                     break;
                 }
                 Some('$') if self.at(i + 1) == Some('{') => {
-                    self.refuse_brace(i, Context::Arithmetic, false)?;
+                    self.refuse_brace(i, RefusedContext::Arithmetic, false)?;
                     i += 1;
                 }
                 Some(_) => i += 1,
@@ -981,7 +986,7 @@ impl Lexer {
                 Some('\\') => i += 2,
                 Some('$') if self.at(i + 1) == Some('{') => {
                     // Literal text to the shell, but a template name there cannot be quoted.
-                    self.refuse_brace(i, Context::AnsiC, true)?;
+                    self.refuse_brace(i, RefusedContext::AnsiC, true)?;
                     i += 1;
                 }
                 Some(_) => i += 1,
@@ -1087,7 +1092,7 @@ impl Lexer {
                                 i += 1;
                             }
                             '$' if self.at(i) == Some('{') => {
-                                self.refuse_brace(i - 1, Context::Heredoc, false)?;
+                                self.refuse_brace(i - 1, RefusedContext::Heredoc, false)?;
                                 delimiter.push(q);
                             }
                             _ => delimiter.push(q),
@@ -1104,7 +1109,7 @@ impl Lexer {
                     i += 2;
                 }
                 '$' if self.at(i + 1) == Some('{') => {
-                    self.refuse_brace(i, Context::Heredoc, false)?;
+                    self.refuse_brace(i, RefusedContext::Heredoc, false)?;
                     delimiter.push(c);
                     i += 1;
                 }
@@ -1146,7 +1151,7 @@ impl Lexer {
                 if !last {
                     for j in start..end {
                         if self.at(j) == Some('$') && self.at(j + 1) == Some('{') {
-                            self.refuse_brace(j, Context::Heredoc, doc.quoted)?;
+                            self.refuse_brace(j, RefusedContext::Heredoc, doc.quoted)?;
                         }
                     }
                 }
@@ -1274,8 +1279,8 @@ mod tests {
 
     #[test]
     fn refused_contexts_name_line_and_column() {
-        use Context::*;
-        let table: &[(&str, Context, usize, usize)] = &[
+        use RefusedContext::*;
+        let table: &[(&str, RefusedContext, usize, usize)] = &[
             ("cat <<EOF\nhi ${x}\nEOF", Heredoc, 2, 4),
             ("cat <<'EOF'\n${x}\nEOF", Heredoc, 2, 1),
             ("cat <<-EOF; echo\n\t\t${x}\n\tEOF", Heredoc, 2, 3),
@@ -1411,7 +1416,7 @@ mod tests {
         assert!(matches!(
             ShellTemplate::parse("cat <\\\n<EOF\n${x}\nEOF"),
             Err(TemplateError::Unclassifiable {
-                context: Context::Heredoc,
+                context: RefusedContext::Heredoc,
                 line: 3,
                 column: 1,
                 ..
@@ -1421,7 +1426,7 @@ mod tests {
         assert!(matches!(
             ShellTemplate::parse("ev\\\nal ${x}"),
             Err(TemplateError::Unclassifiable {
-                context: Context::Eval,
+                context: RefusedContext::Eval,
                 ..
             })
         ));
@@ -1433,7 +1438,18 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "line 2, column 1: ${file} is in a here-document, where it cannot be quoted; set \
-             v=${file} before it and write $v in the body"
+             v=${file} before it and write $v in the body (with an unquoted delimiter)"
+        );
+        let err = ShellTemplate::parse("echo ${x:-y}").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("line 1, column 6: '${' starts no template name")
+        );
+        let err = ShellTemplate::parse("x=1\necho \"$(echo 'a' ${f})\"").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "line 2, column 18: ${f} is inside a $(…) that contains quotes; set v=${f} before \
+             the $(…) and use \"$v\" inside it"
         );
     }
 }
