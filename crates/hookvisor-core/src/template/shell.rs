@@ -18,7 +18,7 @@ use super::{RefusedContext, TemplateError};
 ///    `"…"` → `${HOOKVISOR_X}`, inside `'…'` → `'"$HOOKVISOR_X"'`. Inside an unquoted
 ///    `$(…)` that contains no quotes it is rewritten as unquoted.
 /// 3. `\${x}` (unquoted or inside `"…"`) is the literal text `${x}`, as in sh: the escape
-///    for a literal.
+///    for a literal. Likewise `$${x}` is sh's `$$` (its process id) followed by `{x}`.
 /// 4. A placeholder in a comment (`#` at the start of a word, to the end of the line) is left
 ///    as it is and is no reference: sh never reads it.
 /// 5. A placeholder where the lexer cannot tell how sh would quote it, or where sh would run
