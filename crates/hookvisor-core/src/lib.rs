@@ -91,6 +91,8 @@ mod seal;
 mod session;
 mod status;
 pub mod sys;
+/// `${name}` template variables in `run:` and `argv:`, injection-safe (EVENTS.md §4.1).
+pub mod template;
 mod turns;
 mod user_fs;
 /// The `when:` condition language of hooks: parsed once, evaluated over typed variables.

@@ -1,0 +1,1455 @@
+//! The `run:` lexer: rewrites each `${name}` of a `sh -c` script by its quoting context, or
+//! refuses the script (EVENTS.md §4.1 rule 1, §5 rule 20). The rules are in the doc of
+//! [`ShellTemplate`].
+
+use super::names::{is_valid_name, push_unique};
+use super::{RefusedContext, TemplateError};
+
+/// A `run:` script whose placeholders were rewritten into references to environment variables.
+///
+/// Rules (EVENTS.md §4.1 rule 1, §5 rules 19 and 20), written once here:
+///
+/// 1. `${name}` (grammar in the [module doc](super)) is always a template reference,
+///    `$NAME` always the shell's. A `${` that starts no valid name (`${VAR:-x}`, `${#x}`,
+///    `${1}`) is a load error outside single quotes: brace expansions of the shell are not
+///    available in `run:`; write `$VAR`. Inside `'…'` such text is literal, as sh reads it.
+/// 2. Each placeholder becomes a variable [`env_name`](super::env_name) names, quoted so the
+///    shell expands it exactly once into exactly one word: unquoted → `"$HOOKVISOR_X"`, inside
+///    `"…"` → `${HOOKVISOR_X}`, inside `'…'` → `'"$HOOKVISOR_X"'`. Inside an unquoted
+///    `$(…)` that contains no quotes it is rewritten as unquoted.
+/// 3. `\${x}` (unquoted or inside `"…"`) is the literal text `${x}`, as in sh: the escape
+///    for a literal. Likewise `$${x}` is sh's `$$` (its process id) followed by `{x}`.
+/// 4. A placeholder in a comment (`#` at the start of a word, to the end of the line) is left
+///    as it is and is no reference: sh never reads it.
+/// 5. A placeholder where the lexer cannot tell how sh would quote it, or where sh would run
+///    its value as code, is a load error with its
+///    1-based line and column (columns count characters): in a heredoc body or delimiter
+///    (`<<`), inside backticks, inside a `$(…)` whose text contains a quote (`'`, `"` or
+///    `$'`), inside arithmetic `$((…))`, inside `$'…'`, or anywhere in a command whose first
+///    word is `eval`, `trap` or `alias` (after prefix assignments and
+///    `command`/`builtin`/`exec`), or in an assignment to a variable whose value a shell runs
+///    (`PS1`–`PS4`, `PROMPT_COMMAND`, `ENV`, `BASH_ENV`, also after `export` or `env`). Each message
+///    says the fix: assign the value to a shell variable first (`v=${x}`) and use `"$v"`.
+///    Because `sh` is bash on some systems, bash's arithmetic contexts are refused as well,
+///    since in bash a value such as `a[$(cmd)]` there runs cmd: `((…))` at the start of a
+///    command, `$[…]`, commands starting with `let` or `[[`, the subscript of an array
+///    assignment (`a[${x}]=1`, quoted or not), a `declare`/`typeset`/`local` with an `-i`
+///    option, and assigning to a variable such a command made an integer earlier in the
+///    script. What the lexer cannot see stays the script's choice, as `sh -c ${x}` is: an
+///    integer variable declared elsewhere, or a value used as a variable *name*
+///    (`printf -v`, `read`).
+/// 6. Scripts the lexer finds unterminated (a quote, `$(`, backticks, `$((`) are refused
+///    only when they have a placeholder; without one the text is passed on unchanged and sh
+///    reports its own syntax errors.
+///
+/// The lexer follows POSIX sh: quotes, backslash escapes and line continuations, `$(…)`
+/// nesting with `case` patterns, comments, here-documents (several per line, `<<-`), `$$`
+/// and the other special parameters. `<<<` is read as bash's here-string (a plain word).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellTemplate {
+    script: String,
+    references: Vec<String>,
+}
+
+impl ShellTemplate {
+    /// Lexes a `run:` text and rewrites its placeholders by the rules of [`ShellTemplate`].
+    pub fn parse(text: &str) -> Result<ShellTemplate, TemplateError> {
+        let mut lexer = Lexer::new(text);
+        lexer.run()?;
+        Ok(ShellTemplate {
+            script: lexer.out,
+            references: lexer.refs,
+        })
+    }
+
+    /// The rewritten script, to run as `sh -c SCRIPT` with each reference's variable set.
+    pub fn script(&self) -> &str {
+        &self.script
+    }
+
+    /// The lower-cased names the script references, each once, in order of first use.
+    pub fn references(&self) -> &[String] {
+        &self.references
+    }
+}
+
+/// The quoting context of a placeholder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quoting {
+    Unquoted,
+    Double,
+    Single,
+}
+
+/// How many `"…"` and `$(…)` may be open at once.
+const MAX_NESTING: usize = 64;
+
+/// Variables whose value sh or bash expands and runs (prompts under `set -x` or
+/// interactively, startup files named after expansion).
+const CODE_VARIABLES: &[&str] = &[
+    "PS1",
+    "PS2",
+    "PS3",
+    "PS4",
+    "PROMPT_COMMAND",
+    "ENV",
+    "BASH_ENV",
+];
+
+/// Reserved words that keep the lexer in command position (the next word is a command name).
+const KEYWORDS: &[&str] = &[
+    "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "in", "case",
+    "esac", "{", "}", "!", "time",
+];
+
+/// Prefixes after which the next word is still the command run (`command eval …`).
+const PREFIX_COMMANDS: &[&str] = &["command", "builtin", "exec"];
+
+/// The word being read in an unquoted frame, for `eval`, keywords and comments.
+#[derive(Debug, Default)]
+struct Word {
+    /// Whether any character of the word was read (`''` is a word).
+    started: bool,
+    /// Its characters after quote removal, expansions left out.
+    text: String,
+    /// Length of `text` when the first quote, escape or expansion appeared.
+    special_at: Option<usize>,
+    /// Whether it contains an expansion (`$x`, `$(…)`, a placeholder, backticks).
+    expansion: bool,
+}
+
+impl Word {
+    /// Marks a quote or escape: the word is no longer a plain keyword or assignment.
+    fn quoted(&mut self) {
+        self.started = true;
+        if self.special_at.is_none() {
+            self.special_at = Some(self.text.len());
+        }
+    }
+
+    /// Marks an expansion: the word's text is not known at load.
+    fn expanded(&mut self) {
+        self.quoted();
+        self.expansion = true;
+    }
+
+    /// `NAME=…` before any quote or expansion: a prefix assignment, not the command name.
+    fn is_assignment(&self) -> bool {
+        match self.text.find('=') {
+            Some(eq) if eq > 0 => {
+                self.special_at.is_none_or(|at| at > eq)
+                    && self.text.get(..eq).is_some_and(|name| {
+                        !name.starts_with(|c: char| c.is_ascii_digit())
+                            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    })
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The simple command being read in an unquoted frame.
+#[derive(Debug, Default)]
+struct Command {
+    /// Words counted so far (assignments, keywords and prefixes excluded).
+    words: u32,
+    /// Set when its first word makes every placeholder in it unclassifiable (`eval`, …).
+    refuse: Option<RefusedContext>,
+    /// Whether the next word is the target of a redirection.
+    redirect: bool,
+    /// Whether it is bash's `declare`, `typeset` or `local`, whose `-i` makes variables
+    /// integers: assignments to them are evaluated as arithmetic.
+    declares: bool,
+    /// Whether such a command had an option with `i`: its names are integers.
+    integer: bool,
+}
+
+/// An unquoted context: the script itself or a `$(…)`.
+#[derive(Debug, Default)]
+struct Unquoted {
+    /// Index of the `$` of the `$(` that opened it; `None` for the script.
+    subst: Option<usize>,
+    /// `(` opened inside it and not yet closed.
+    depth: u32,
+    /// `case` opened inside it and not yet closed by `esac` (whose patterns end with `)`).
+    case_depth: u32,
+    command: Command,
+    word: Word,
+}
+
+#[derive(Debug)]
+enum Frame {
+    Unquoted(Unquoted),
+    /// Inside `"…"` opened at this index.
+    Double(usize),
+}
+
+/// A here-document whose body starts at the next unquoted newline.
+#[derive(Debug)]
+struct Heredoc {
+    delimiter: String,
+    strip_tabs: bool,
+    quoted: bool,
+}
+
+/// One pass over a script: input as characters (columns count characters), output as built.
+struct Lexer {
+    chars: Vec<char>,
+    /// Index of the next character to read.
+    i: usize,
+    /// The rewritten script so far.
+    out: String,
+    /// Names referenced, lower-cased, in order of first use.
+    refs: Vec<String>,
+    /// Open contexts; the script's own unquoted frame is at the bottom and never popped.
+    stack: Vec<Frame>,
+    /// Here-documents whose bodies start after the next unquoted newline.
+    heredocs: Vec<Heredoc>,
+    /// Placeholders rewritten so far.
+    placeholders: usize,
+    /// Whether the outermost open `$(…)` contains a quote so far.
+    subst_quoted: bool,
+    /// The first placeholder inside the outermost open `$(…)`: (index, name).
+    subst_placeholder: Option<(usize, String)>,
+    /// Variables a `declare -i` (or `typeset`, `local`) made integers, in bash.
+    integers: Vec<String>,
+    /// The first construct found unterminated: (what, index where it starts).
+    unterminated: Option<(&'static str, usize)>,
+}
+
+impl Lexer {
+    fn new(text: &str) -> Self {
+        Lexer {
+            chars: text.chars().collect(),
+            i: 0,
+            out: String::with_capacity(text.len() + 32),
+            refs: Vec::new(),
+            stack: vec![Frame::Unquoted(Unquoted::default())],
+            heredocs: Vec::new(),
+            placeholders: 0,
+            subst_quoted: false,
+            subst_placeholder: None,
+            integers: Vec::new(),
+            unterminated: None,
+        }
+    }
+
+    /// Reads the whole script, then refuses unterminated constructs if it has placeholders.
+    fn run(&mut self) -> Result<(), TemplateError> {
+        while let Some(&c) = self.chars.get(self.i) {
+            if matches!(self.stack.last(), Some(Frame::Double(_))) {
+                self.double_char(c)?;
+            } else {
+                self.unquoted_char(c)?;
+            }
+        }
+        if let Some(frame) = self.stack.last() {
+            match frame {
+                Frame::Double(at) => {
+                    let at = *at;
+                    self.note_unterminated("double quote", at);
+                }
+                Frame::Unquoted(Unquoted {
+                    subst: Some(at), ..
+                }) => {
+                    let at = *at;
+                    self.note_unterminated("$(", at);
+                }
+                Frame::Unquoted(_) => {}
+            }
+        }
+        match self.unterminated {
+            Some((what, at)) if self.placeholders > 0 => {
+                let (line, column) = self.line_col(at);
+                Err(TemplateError::Unterminated { line, column, what })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The character at `i`, if any.
+    fn at(&self, i: usize) -> Option<char> {
+        self.chars.get(i).copied()
+    }
+
+    /// Skips line continuations (`\` newline) from `i`: sh removes them before reading
+    /// operators and expansions, so `$\<newline>{x}` is `${x}` to it.
+    fn skip_continuations(&self, mut i: usize) -> usize {
+        while self.at(i) == Some('\\') && self.at(i + 1) == Some('\n') {
+            i += 2;
+        }
+        i
+    }
+
+    /// Copies `chars[from..to]` to the output.
+    fn copy(&mut self, from: usize, to: usize) {
+        let end = to.min(self.chars.len());
+        if let Some(slice) = self.chars.get(from..end) {
+            self.out.extend(slice.iter());
+        }
+    }
+
+    /// 1-based line and column (in characters) of index `i`.
+    fn line_col(&self, i: usize) -> (usize, usize) {
+        let mut line = 1;
+        let mut column = 1;
+        for &c in self.chars.iter().take(i) {
+            if c == '\n' {
+                line += 1;
+                column = 1;
+            } else {
+                column += 1;
+            }
+        }
+        (line, column)
+    }
+
+    /// Remembers the first unterminated construct; it matters only with placeholders.
+    fn note_unterminated(&mut self, what: &'static str, at: usize) {
+        if self.unterminated.is_none() {
+            self.unterminated = Some((what, at));
+        }
+    }
+
+    /// The error for placeholder `name` at `at` in `context`.
+    fn unclassifiable(&self, at: usize, name: &str, context: RefusedContext) -> TemplateError {
+        let (line, column) = self.line_col(at);
+        TemplateError::Unclassifiable {
+            line,
+            column,
+            name: name.to_owned(),
+            context,
+        }
+    }
+
+    /// The error for a `${` at `at` that starts no name.
+    fn not_a_reference(&self, at: usize) -> TemplateError {
+        let (line, column) = self.line_col(at);
+        TemplateError::NotAReference { line, column }
+    }
+
+    /// Opens a `"…"` or `$(…)` frame that starts at `at`, within the nesting limit: every
+    /// placeholder looks at all open frames, so their number is bounded.
+    fn push(&mut self, frame: Frame, at: usize) -> Result<(), TemplateError> {
+        if self.stack.len() > MAX_NESTING {
+            let (line, column) = self.line_col(at);
+            return Err(TemplateError::TooDeep {
+                line,
+                column,
+                limit: MAX_NESTING,
+            });
+        }
+        self.stack.push(frame);
+        Ok(())
+    }
+
+    /// The innermost unquoted frame (the script's frame is never popped).
+    fn frame(&mut self) -> Option<&mut Unquoted> {
+        self.stack.iter_mut().rev().find_map(|f| match f {
+            Frame::Unquoted(u) => Some(u),
+            Frame::Double(_) => None,
+        })
+    }
+
+    /// The word being read in the innermost unquoted frame.
+    fn word(&mut self) -> Option<&mut Word> {
+        self.frame().map(|f| &mut f.word)
+    }
+
+    /// Whether a `$(…)` is open.
+    fn in_subst(&self) -> bool {
+        self.stack
+            .iter()
+            .any(|f| matches!(f, Frame::Unquoted(Unquoted { subst: Some(_), .. })))
+    }
+
+    /// Records a quote opened at `i`: inside `$(…)` it makes every placeholder there
+    /// unclassifiable (§5 rule 20).
+    fn quote_seen(&mut self) -> Result<(), TemplateError> {
+        if self.in_subst() {
+            self.subst_quoted = true;
+            if let Some((at, name)) = &self.subst_placeholder {
+                return Err(self.unclassifiable(*at, name, RefusedContext::QuotedSubstitution));
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses `${name}` whose `{` is at `brace`: the lower-cased name and the index after `}`.
+    fn reference_at(&self, brace: usize) -> Option<(String, usize)> {
+        let mut name = String::new();
+        let mut i = brace + 1;
+        loop {
+            match self.at(i)? {
+                '}' => break,
+                c if c.is_ascii_alphanumeric() || c == '_' || c == '.' => name.push(c),
+                _ => return None,
+            }
+            i += 1;
+        }
+        is_valid_name(&name).then(|| (name.to_ascii_lowercase(), i + 1))
+    }
+
+    /// Rewrites the placeholder `name` at `at` for its quoting context.
+    fn placeholder(
+        &mut self,
+        at: usize,
+        name: String,
+        quoting: Quoting,
+    ) -> Result<(), TemplateError> {
+        let refused = self.stack.iter().rev().find_map(|f| match f {
+            Frame::Unquoted(u) => u.command.refuse,
+            Frame::Double(_) => None,
+        });
+        if let Some(context) = refused {
+            return Err(self.unclassifiable(at, &name, context));
+        }
+        if self.in_arithmetic_word() {
+            return Err(self.unclassifiable(at, &name, RefusedContext::Arithmetic));
+        }
+        if self.in_code_variable() {
+            return Err(self.unclassifiable(at, &name, RefusedContext::CodeVariable));
+        }
+        if self.in_subst() {
+            if self.subst_quoted {
+                return Err(self.unclassifiable(at, &name, RefusedContext::QuotedSubstitution));
+            }
+            if self.subst_placeholder.is_none() {
+                self.subst_placeholder = Some((at, name.clone()));
+            }
+        }
+        let var = super::env_name(&name);
+        match quoting {
+            Quoting::Unquoted => {
+                self.out.push_str("\"$");
+                self.out.push_str(&var);
+                self.out.push('"');
+            }
+            Quoting::Double => {
+                self.out.push_str("${");
+                self.out.push_str(&var);
+                self.out.push('}');
+            }
+            Quoting::Single => {
+                self.out.push_str("'\"$");
+                self.out.push_str(&var);
+                self.out.push_str("\"'");
+            }
+        }
+        if let Some(word) = self.word() {
+            word.expanded();
+        }
+        self.placeholders += 1;
+        push_unique(&mut self.refs, name);
+        Ok(())
+    }
+
+    /// Ends the current word of the innermost unquoted frame and classifies it.
+    fn finish_word(&mut self) {
+        let Some(frame) = self.frame() else { return };
+        let word = std::mem::take(&mut frame.word);
+        if !word.started {
+            return;
+        }
+        let command = &mut frame.command;
+        if command.redirect {
+            command.redirect = false;
+            return;
+        }
+        if command.declares && !word.expansion {
+            if word.text.starts_with('-') {
+                if word.text.contains('i') {
+                    command.integer = true;
+                    command.refuse = Some(RefusedContext::Arithmetic);
+                }
+            } else if command.integer {
+                let name = word.text.split('=').next().unwrap_or_default();
+                let name = name.to_owned();
+                push_unique(&mut self.integers, name);
+                return;
+            }
+        }
+        if command.words == 0 {
+            if word.is_assignment() {
+                return;
+            }
+            if word.special_at.is_none() {
+                let text = word.text.as_str();
+                if KEYWORDS.contains(&text) {
+                    match text {
+                        "case" => frame.case_depth += 1,
+                        "esac" => frame.case_depth = frame.case_depth.saturating_sub(1),
+                        _ => {}
+                    }
+                    return;
+                }
+                if PREFIX_COMMANDS.contains(&text) {
+                    return;
+                }
+            }
+            if !word.expansion {
+                command.refuse = match word.text.as_str() {
+                    // `trap` and `alias` keep their argument as shell text to run later.
+                    "eval" | "trap" | "alias" => Some(RefusedContext::Eval),
+                    // bash evaluates `let` arguments and `[[ … -eq … ]]` operands as
+                    // arithmetic, where `a[$(cmd)]` in a value runs cmd.
+                    "let" => Some(RefusedContext::Arithmetic),
+                    "[[" => Some(RefusedContext::DoubleBracket),
+                    _ => None,
+                };
+                command.declares = matches!(word.text.as_str(), "declare" | "typeset" | "local");
+            }
+        }
+        command.words += 1;
+    }
+
+    /// Whether a word being read at the start of a command, in this frame or one around it,
+    /// is one bash evaluates as arithmetic: the subscript of an array assignment (`a[…`, also
+    /// `a[$(… ${x} …)]`), or the value assigned to a variable an earlier `declare -i` made an
+    /// integer (`n=…`).
+    fn in_arithmetic_word(&self) -> bool {
+        self.stack.iter().any(|f| match f {
+            Frame::Unquoted(frame) => {
+                frame.command.words == 0 && self.is_arithmetic_word(&frame.word)
+            }
+            Frame::Double(_) => false,
+        })
+    }
+
+    /// [`Lexer::in_arithmetic_word`] for one word.
+    fn is_arithmetic_word(&self, word: &Word) -> bool {
+        // The name part, before any quote or expansion, ends at `[` or `=`.
+        let Some(end) = word.text.find(['[', '=']) else {
+            return false;
+        };
+        let name = word.text.get(..end).unwrap_or_default();
+        let rest = word.text.get(end..).unwrap_or_default();
+        let name_ok = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && word.special_at.is_none_or(|at| at > end);
+        let subscript = rest.starts_with('[') && !rest.contains('=');
+        let integer = rest.starts_with('=') && self.integers.iter().any(|n| n == name);
+        name_ok && (subscript || integer)
+    }
+
+    /// Whether a word being read, in this frame or one around it, assigns a variable whose
+    /// value a shell runs as code (`BASH_ENV=…`, `PS4=…`; any word, so `export` and `env`
+    /// prefixes count too).
+    fn in_code_variable(&self) -> bool {
+        self.stack.iter().any(|f| match f {
+            Frame::Unquoted(frame) => {
+                let word = &frame.word;
+                word.text.find('=').is_some_and(|eq| {
+                    word.special_at.is_none_or(|at| at > eq)
+                        && word
+                            .text
+                            .get(..eq)
+                            .is_some_and(|name| CODE_VARIABLES.contains(&name))
+                })
+            }
+            Frame::Double(_) => false,
+        })
+    }
+
+    /// Whether no word of the current command was read yet.
+    fn at_command_start(&mut self) -> bool {
+        self.frame()
+            .is_some_and(|f| f.command.words == 0 && !f.word.started)
+    }
+
+    /// Ends the current simple command (at `;`, `&`, `|`, newline, `(`, `)`).
+    fn end_command(&mut self) {
+        self.finish_word();
+        if let Some(frame) = self.frame() {
+            frame.command = Command::default();
+        }
+    }
+
+    /// One step in an unquoted frame, at character `c`.
+    fn unquoted_char(&mut self, c: char) -> Result<(), TemplateError> {
+        let i = self.i;
+        match c {
+            '\\' => match self.at(i + 1) {
+                // A line continuation joins two lines: the word goes on.
+                Some('\n') => {
+                    self.copy(i, i + 2);
+                    self.i += 2;
+                }
+                Some(next) => {
+                    self.copy(i, i + 2);
+                    if let Some(word) = self.word() {
+                        word.quoted();
+                        word.text.push(next);
+                    }
+                    self.i += 2;
+                }
+                None => {
+                    self.out.push('\\');
+                    self.i += 1;
+                }
+            },
+            '\'' => {
+                self.quote_seen()?;
+                if let Some(word) = self.word() {
+                    word.quoted();
+                }
+                self.single_quoted()?;
+            }
+            '"' => {
+                self.quote_seen()?;
+                if let Some(word) = self.word() {
+                    word.quoted();
+                }
+                self.out.push('"');
+                self.push(Frame::Double(i), i)?;
+                self.i += 1;
+            }
+            '`' => self.backticks()?,
+            '$' => self.dollar(Quoting::Unquoted)?,
+            '#' if !self.word().is_some_and(|w| w.started) => {
+                // A comment: copied as it is up to the newline, which ends it.
+                let end = (i..self.chars.len())
+                    .find(|&j| self.at(j) == Some('\n'))
+                    .unwrap_or(self.chars.len());
+                self.copy(i, end);
+                self.i = end;
+            }
+            ' ' | '\t' => {
+                self.finish_word();
+                self.out.push(c);
+                self.i += 1;
+            }
+            '\n' => {
+                self.end_command();
+                self.out.push('\n');
+                self.i += 1;
+                self.heredoc_bodies()?;
+            }
+            ';' | '&' | '|' => {
+                self.end_command();
+                self.out.push(c);
+                self.i += 1;
+            }
+            '(' if self.at_command_start()
+                && self.at(self.skip_continuations(i + 1)) == Some('(') =>
+            {
+                // bash's arithmetic command `((…))` (two nested subshells to POSIX sh, which
+                // asks for a blank between them): read like `$((…))`.
+                let body = self.skip_continuations(i + 1) + 1;
+                self.arithmetic(body)?;
+            }
+            '(' => {
+                self.end_command();
+                if let Some(frame) = self.frame() {
+                    frame.depth += 1;
+                }
+                self.out.push('(');
+                self.i += 1;
+            }
+            ')' => {
+                self.end_command();
+                self.out.push(')');
+                self.i += 1;
+                self.close_paren();
+            }
+            '<' | '>' => self.redirection(c)?,
+            _ => {
+                if let Some(word) = self.word() {
+                    word.started = true;
+                    word.text.push(c);
+                }
+                self.out.push(c);
+                self.i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// A `)` in an unquoted frame: closes a `(`, ends a `case` pattern, or closes the `$(`.
+    fn close_paren(&mut self) {
+        let close = match self.stack.last_mut() {
+            Some(Frame::Unquoted(frame)) => {
+                if frame.depth > 0 {
+                    frame.depth -= 1;
+                    false
+                } else {
+                    frame.case_depth == 0 && frame.subst.is_some()
+                }
+            }
+            _ => false,
+        };
+        if close {
+            self.stack.pop();
+            if !self.in_subst() {
+                // The outermost `$(…)` is over: the next one is judged on its own.
+                self.subst_quoted = false;
+                self.subst_placeholder = None;
+            }
+        }
+    }
+
+    /// One step inside `"…"`, at character `c`.
+    fn double_char(&mut self, c: char) -> Result<(), TemplateError> {
+        let i = self.i;
+        match c {
+            '\\' => {
+                let len = if self.at(i + 1).is_some() { 2 } else { 1 };
+                self.copy(i, i + len);
+                self.i += len;
+            }
+            '"' => {
+                self.out.push('"');
+                self.stack.pop();
+                self.i += 1;
+            }
+            '`' => self.backticks()?,
+            '$' => self.dollar(Quoting::Double)?,
+            _ => {
+                if let Some(word) = self.word() {
+                    word.text.push(c);
+                }
+                self.out.push(c);
+                self.i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// `'…'` from the opening quote at `self.i`: literal to sh, so only placeholders change.
+    fn single_quoted(&mut self) -> Result<(), TemplateError> {
+        let start = self.i;
+        self.out.push('\'');
+        let mut i = start + 1;
+        loop {
+            match self.at(i) {
+                None => {
+                    self.note_unterminated("single quote", start);
+                    break;
+                }
+                Some('\'') => {
+                    self.out.push('\'');
+                    i += 1;
+                    break;
+                }
+                Some('$') if self.at(i + 1) == Some('{') => {
+                    if let Some((name, end)) = self.reference_at(i + 1) {
+                        self.placeholder(i, name, Quoting::Single)?;
+                        i = end;
+                    } else {
+                        self.out.push('$');
+                        i += 1;
+                    }
+                }
+                Some(c) => {
+                    if let Some(word) = self.word() {
+                        word.text.push(c);
+                    }
+                    self.out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        self.i = i;
+        Ok(())
+    }
+
+    /// A `$` at `self.i` in an unquoted or double-quoted context.
+    fn dollar(&mut self, quoting: Quoting) -> Result<(), TemplateError> {
+        let i = self.i;
+        let j = self.skip_continuations(i + 1);
+        match self.at(j) {
+            Some('{') => match self.reference_at(j) {
+                Some((name, end)) => {
+                    self.placeholder(i, name, quoting)?;
+                    self.i = end;
+                }
+                None => return Err(self.not_a_reference(i)),
+            },
+            Some('(') => {
+                let k = self.skip_continuations(j + 1);
+                if self.at(k) == Some('(') {
+                    self.arithmetic(k + 1)?;
+                } else {
+                    if let Some(word) = self.word() {
+                        word.expanded();
+                    }
+                    if !self.in_subst() {
+                        self.subst_quoted = false;
+                        self.subst_placeholder = None;
+                    }
+                    self.copy(i, j + 1);
+                    self.i = j + 1;
+                    self.push(
+                        Frame::Unquoted(Unquoted {
+                            subst: Some(i),
+                            ..Unquoted::default()
+                        }),
+                        i,
+                    )?;
+                }
+            }
+            Some('\'') if quoting == Quoting::Unquoted => self.dollar_single()?,
+            Some('[') => self.dollar_bracket(j + 1)?,
+            Some(c) if "@*#?-$!".contains(c) || c.is_ascii_digit() => {
+                if let Some(word) = self.word() {
+                    word.expanded();
+                }
+                self.copy(i, j + 1);
+                self.i = j + 1;
+            }
+            Some(c) if c.is_ascii_alphabetic() || c == '_' => {
+                if let Some(word) = self.word() {
+                    word.expanded();
+                }
+                let mut end = j;
+                while self
+                    .at(end)
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    end += 1;
+                }
+                self.copy(i, end);
+                self.i = end;
+            }
+            _ => {
+                // A lone `$` is literal to sh.
+                if let Some(word) = self.word() {
+                    word.started = true;
+                    word.text.push('$');
+                }
+                self.out.push('$');
+                self.i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a `${` at `i` inside a context that cannot take placeholders.
+    fn refuse_brace(
+        &self,
+        i: usize,
+        context: RefusedContext,
+        literal: bool,
+    ) -> Result<(), TemplateError> {
+        match self.reference_at(i + 1) {
+            Some((name, _)) => Err(self.unclassifiable(i, &name, context)),
+            None if literal => Ok(()),
+            None => Err(self.not_a_reference(i)),
+        }
+    }
+
+    /// Backticks from `self.i`: copied to the first unescaped backtick; no placeholder inside.
+    fn backticks(&mut self) -> Result<(), TemplateError> {
+        let start = self.i;
+        if let Some(word) = self.word() {
+            word.expanded();
+        }
+        let mut i = start + 1;
+        let mut quoted = false;
+        loop {
+            match self.at(i) {
+                None => {
+                    self.note_unterminated("backtick", start);
+                    break;
+                }
+                Some('`') => {
+                    i += 1;
+                    break;
+                }
+                Some('\\') => i += 2,
+                Some('$') if self.at(i + 1) == Some('{') => {
+                    self.refuse_brace(i, RefusedContext::Backticks, false)?;
+                    i += 1;
+                }
+                Some(c) => {
+                    quoted |= c == '\'' || c == '"';
+                    i += 1;
+                }
+            }
+        }
+        if quoted {
+            self.quote_seen()?;
+        }
+        self.copy(start, i);
+        self.i = i.min(self.chars.len());
+        Ok(())
+    }
+
+    /// `$((…))`: `body` is the index after `$((`; copied to the matching `))`.
+    fn arithmetic(&mut self, body: usize) -> Result<(), TemplateError> {
+        let start = self.i;
+        if let Some(word) = self.word() {
+            word.expanded();
+        }
+        let mut i = body;
+        let mut depth = 0u32;
+        let mut quoted = false;
+        loop {
+            match self.at(i) {
+                None => {
+                    self.note_unterminated("$((", start);
+                    break;
+                }
+                Some('(') => {
+                    depth += 1;
+                    i += 1;
+                }
+                Some(')') if depth > 0 => {
+                    depth -= 1;
+                    i += 1;
+                }
+                Some(')') => {
+                    let next = self.skip_continuations(i + 1);
+                    if self.at(next) == Some(')') {
+                        i = next + 1;
+                        break;
+                    }
+                    i += 1;
+                }
+                Some('\\') => i += 2,
+                Some('$') if self.at(i + 1) == Some('{') => {
+                    self.refuse_brace(i, RefusedContext::Arithmetic, false)?;
+                    i += 1;
+                }
+                Some(c) => {
+                    quoted |= c == '\'' || c == '"';
+                    i += 1;
+                }
+            }
+        }
+        if quoted {
+            self.quote_seen()?;
+        }
+        self.copy(start, i);
+        self.i = i.min(self.chars.len());
+        Ok(())
+    }
+
+    /// bash's old arithmetic `$[…]` (`body` is the index after `$[`), copied to the matching
+    /// `]`; no placeholder inside. To POSIX sh `$[` is literal, so this refuses only text that
+    /// bash would evaluate.
+    fn dollar_bracket(&mut self, body: usize) -> Result<(), TemplateError> {
+        let start = self.i;
+        if let Some(word) = self.word() {
+            word.expanded();
+        }
+        let mut i = body;
+        let mut depth = 0u32;
+        loop {
+            match self.at(i) {
+                None => {
+                    self.note_unterminated("$[", start);
+                    break;
+                }
+                Some('[') => {
+                    depth += 1;
+                    i += 1;
+                }
+                Some(']') if depth > 0 => {
+                    depth -= 1;
+                    i += 1;
+                }
+                Some(']') => {
+                    i += 1;
+                    break;
+                }
+                Some('$') if self.at(i + 1) == Some('{') => {
+                    self.refuse_brace(i, RefusedContext::Arithmetic, false)?;
+                    i += 1;
+                }
+                Some(_) => i += 1,
+            }
+        }
+        self.copy(start, i);
+        self.i = i.min(self.chars.len());
+        Ok(())
+    }
+
+    /// `$'…'` from the `$` at `self.i`: copied to the closing quote; no placeholder inside.
+    fn dollar_single(&mut self) -> Result<(), TemplateError> {
+        self.quote_seen()?;
+        let start = self.i;
+        if let Some(word) = self.word() {
+            word.expanded();
+        }
+        let mut i = start + 2;
+        loop {
+            match self.at(i) {
+                None => {
+                    self.note_unterminated("$'", start);
+                    break;
+                }
+                Some('\'') => {
+                    i += 1;
+                    break;
+                }
+                Some('\\') => i += 2,
+                Some('$') if self.at(i + 1) == Some('{') => {
+                    // Literal text to the shell, but a template name there cannot be quoted.
+                    self.refuse_brace(i, RefusedContext::AnsiC, true)?;
+                    i += 1;
+                }
+                Some(_) => i += 1,
+            }
+        }
+        self.copy(start, i);
+        self.i = i.min(self.chars.len());
+        Ok(())
+    }
+
+    /// A redirection operator at `self.i`; `<<` and `<<-` start a here-document.
+    fn redirection(&mut self, c: char) -> Result<(), TemplateError> {
+        let i = self.i;
+        // A word of digits right before the operator is its file descriptor, not a word.
+        let io_number = self.word().is_some_and(|w| {
+            w.started
+                && w.special_at.is_none()
+                && !w.text.is_empty()
+                && w.text.chars().all(|d| d.is_ascii_digit())
+        });
+        if io_number {
+            if let Some(word) = self.word() {
+                *word = Word::default();
+            }
+        } else {
+            self.finish_word();
+        }
+        let j = self.skip_continuations(i + 1);
+        if c == '<' && self.at(j) == Some('<') {
+            let k = self.skip_continuations(j + 1);
+            match self.at(k) {
+                Some('<') => {
+                    // bash's here-string: the next word is an ordinary word.
+                    self.copy(i, k + 1);
+                    self.i = k + 1;
+                }
+                Some('-') => {
+                    self.copy(i, k + 1);
+                    self.i = k + 1;
+                    self.heredoc_delimiter(true)?;
+                    return Ok(());
+                }
+                _ => {
+                    self.copy(i, k);
+                    self.i = k;
+                    self.heredoc_delimiter(false)?;
+                    return Ok(());
+                }
+            }
+        } else {
+            // `>>`, `>|`, `>&`, `<&`, `<>` are one operator.
+            let mut end = i + 1;
+            while let Some(next) = self.at(self.skip_continuations(end)) {
+                if "<>&|".contains(next) && end - i < 4 {
+                    end = self.skip_continuations(end) + 1;
+                } else {
+                    break;
+                }
+            }
+            self.copy(i, end);
+            self.i = end;
+        }
+        if let Some(frame) = self.frame() {
+            frame.command.redirect = true;
+        }
+        Ok(())
+    }
+
+    /// Reads the delimiter word after `<<` and queues the here-document.
+    fn heredoc_delimiter(&mut self, strip_tabs: bool) -> Result<(), TemplateError> {
+        let mut i = self.i;
+        while matches!(self.at(i), Some(' ' | '\t')) {
+            i += 1;
+        }
+        let mut delimiter = String::new();
+        let mut quoted = false;
+        while let Some(c) = self.at(i) {
+            match c {
+                ' ' | '\t' | '\n' | ';' | '&' | '|' | '<' | '>' | '(' | ')' => break,
+                '\'' => {
+                    quoted = true;
+                    i += 1;
+                    while let Some(q) = self.at(i) {
+                        i += 1;
+                        if q == '\'' {
+                            break;
+                        }
+                        delimiter.push(q);
+                    }
+                }
+                '"' => {
+                    quoted = true;
+                    i += 1;
+                    while let Some(q) = self.at(i) {
+                        i += 1;
+                        match q {
+                            '"' => break,
+                            '\\' if self
+                                .at(i)
+                                .is_some_and(|n| matches!(n, '$' | '`' | '"' | '\\')) =>
+                            {
+                                delimiter.extend(self.at(i));
+                                i += 1;
+                            }
+                            '$' if self.at(i) == Some('{') => {
+                                self.refuse_brace(i - 1, RefusedContext::Heredoc, false)?;
+                                delimiter.push(q);
+                            }
+                            _ => delimiter.push(q),
+                        }
+                    }
+                }
+                '\\' => {
+                    quoted = true;
+                    match self.at(i + 1) {
+                        Some('\n') => {}
+                        Some(n) => delimiter.push(n),
+                        None => {}
+                    }
+                    i += 2;
+                }
+                '$' if self.at(i + 1) == Some('{') => {
+                    self.refuse_brace(i, RefusedContext::Heredoc, false)?;
+                    delimiter.push(c);
+                    i += 1;
+                }
+                _ => {
+                    delimiter.push(c);
+                    i += 1;
+                }
+            }
+        }
+        let end = i.min(self.chars.len());
+        self.copy(self.i, end);
+        self.i = end;
+        if quoted || !delimiter.is_empty() {
+            self.heredocs.push(Heredoc {
+                delimiter,
+                strip_tabs,
+                quoted,
+            });
+        }
+        Ok(())
+    }
+
+    /// After an unquoted newline: the bodies of the queued here-documents, copied unchanged;
+    /// a placeholder there is refused (rule 5).
+    fn heredoc_bodies(&mut self) -> Result<(), TemplateError> {
+        for doc in std::mem::take(&mut self.heredocs) {
+            while self.i < self.chars.len() {
+                let start = self.i;
+                let end = (start..self.chars.len())
+                    .find(|&j| self.at(j) == Some('\n'))
+                    .unwrap_or(self.chars.len());
+                let line: String = self.chars.get(start..end).unwrap_or(&[]).iter().collect();
+                let candidate = if doc.strip_tabs {
+                    line.trim_start_matches('\t')
+                } else {
+                    line.as_str()
+                };
+                let last = candidate == doc.delimiter;
+                if !last {
+                    for j in start..end {
+                        if self.at(j) == Some('$') && self.at(j + 1) == Some('{') {
+                            self.refuse_brace(j, RefusedContext::Heredoc, doc.quoted)?;
+                        }
+                    }
+                }
+                let next = (end + 1).min(self.chars.len());
+                self.copy(start, next);
+                self.i = next;
+                if last {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(text: &str) -> String {
+        match ShellTemplate::parse(text) {
+            Ok(t) => t.script().to_owned(),
+            Err(e) => panic!("{text:?}: {e}"),
+        }
+    }
+
+    #[test]
+    fn rewrites_by_quoting_context() {
+        let table: &[(&str, &str)] = &[
+            ("echo ${x}", "echo \"$HOOKVISOR_X\""),
+            ("echo a${X}b", "echo a\"$HOOKVISOR_X\"b"),
+            ("echo \"a ${x} b\"", "echo \"a ${HOOKVISOR_X} b\""),
+            ("echo 'a ${x} b'", "echo 'a '\"$HOOKVISOR_X\"' b'"),
+            ("echo '\\${x}'", "echo '\\'\"$HOOKVISOR_X\"''"),
+            ("echo ${data.key}", "echo \"$HOOKVISOR_DATA_KEY\""),
+            ("v=${x} eval_it", "v=\"$HOOKVISOR_X\" eval_it"),
+            ("echo $(basename ${x})", "echo $(basename \"$HOOKVISOR_X\")"),
+            (
+                "echo \"$(basename ${x})\"",
+                "echo \"$(basename \"$HOOKVISOR_X\")\"",
+            ),
+            ("echo $(a $(b ${x}))", "echo $(a $(b \"$HOOKVISOR_X\"))"),
+            // The shell's own: `$NAME`, specials, escapes, single-quoted braces, `$$`.
+            (
+                "echo $x $HOME $1 $# $? $$ $@",
+                "echo $x $HOME $1 $# $? $$ $@",
+            ),
+            ("echo \\${x} \"\\${x}\"", "echo \\${x} \"\\${x}\""),
+            (
+                "awk '{print ${1}}' '${x:-y}'",
+                "awk '{print ${1}}' '${x:-y}'",
+            ),
+            ("echo $${x}", "echo $${x}"),
+            // Comments are left alone, wherever a word starts.
+            ("echo a # ${x} 'b", "echo a # ${x} 'b"),
+            ("echo a#${x}", "echo a#\"$HOOKVISOR_X\""),
+            ("# ${x}\necho ${y}", "# ${x}\necho \"$HOOKVISOR_Y\""),
+            // `case` patterns inside `$(…)` do not close it.
+            (
+                "echo \"$(case a in a) echo ${x};; esac)\" ${y}",
+                "echo \"$(case a in a) echo \"$HOOKVISOR_X\";; esac)\" \"$HOOKVISOR_Y\"",
+            ),
+            // A finished `$(…)`, eval command or here-document does not taint what follows.
+            (
+                "x=$(echo 'q'); echo ${x}",
+                "x=$(echo 'q'); echo \"$HOOKVISOR_X\"",
+            ),
+            ("eval true; echo ${x}", "eval true; echo \"$HOOKVISOR_X\""),
+            (
+                "cat <<EOF\n$a\nEOF\necho ${x}",
+                "cat <<EOF\n$a\nEOF\necho \"$HOOKVISOR_X\"",
+            ),
+            (
+                "cat <<-'E' <<F; echo ${x}\n\t${not_a_ref:-q}\n\tE\nF\necho ${y}",
+                "cat <<-'E' <<F; echo \"$HOOKVISOR_X\"\n\t${not_a_ref:-q}\n\tE\nF\necho \"$HOOKVISOR_Y\"",
+            ),
+            (
+                "echo `date` $((1 + 2)) $'\\n' ${x}",
+                "echo `date` $((1 + 2)) $'\\n' \"$HOOKVISOR_X\"",
+            ),
+            ("cat <<< ${x}", "cat <<< \"$HOOKVISOR_X\""),
+            // Subshells, quoted or argument brackets are no arithmetic.
+            ("( (echo ${x}) )", "( (echo \"$HOOKVISOR_X\") )"),
+            (
+                "echo a[${x}] \"a[${x}]=\"",
+                "echo a[\"$HOOKVISOR_X\"] \"a[${HOOKVISOR_X}]=\"",
+            ),
+            ("[ ${x} = 1 ]", "[ \"$HOOKVISOR_X\" = 1 ]"),
+            (
+                "MY_ENV=${x} echo \"PS4=${x}\"",
+                "MY_ENV=\"$HOOKVISOR_X\" echo \"PS4=${HOOKVISOR_X}\"",
+            ),
+            ("declare -r n=${x}", "declare -r n=\"$HOOKVISOR_X\""),
+            ("declare -i n; m=${x}", "declare -i n; m=\"$HOOKVISOR_X\""),
+            // Words that only look like eval.
+            ("echo eval ${x}", "echo eval \"$HOOKVISOR_X\""),
+            ("evaluate ${x}", "evaluate \"$HOOKVISOR_X\""),
+        ];
+        for (text, want) in table {
+            assert_eq!(script(text), *want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn scripts_without_placeholders_pass_unchanged() {
+        for text in [
+            "",
+            "echo 'unterminated",
+            "x=$(echo \"a\")",
+            "cat <<EOF\n$HOME\nEOF",
+            "echo `",
+            "f() { echo $1; }; f a",
+        ] {
+            let t = ShellTemplate::parse(text).unwrap();
+            assert_eq!(t.script(), text);
+            assert!(t.references().is_empty());
+        }
+    }
+
+    #[test]
+    fn references_are_lowercased_once_in_order_and_skip_comments() {
+        let t = ShellTemplate::parse("echo ${B} \"${a}\" '${b}' # ${c}").unwrap();
+        assert_eq!(t.references(), ["b", "a"]);
+    }
+
+    #[test]
+    fn refused_contexts_name_line_and_column() {
+        use RefusedContext::*;
+        let table: &[(&str, RefusedContext, usize, usize)] = &[
+            ("cat <<EOF\nhi ${x}\nEOF", Heredoc, 2, 4),
+            ("cat <<'EOF'\n${x}\nEOF", Heredoc, 2, 1),
+            ("cat <<-EOF; echo\n\t\t${x}\n\tEOF", Heredoc, 2, 3),
+            ("cat <<${x}", Heredoc, 1, 7),
+            ("cat <<\"a${x}\"", Heredoc, 1, 9),
+            ("echo `echo ${x}`", Backticks, 1, 12),
+            ("echo \"`echo ${x}`\"", Backticks, 1, 13),
+            ("echo $(echo \"${x}\")", QuotedSubstitution, 1, 14),
+            ("echo $(echo ${x} 'q')", QuotedSubstitution, 1, 13),
+            ("echo $(echo 'q' ${x})", QuotedSubstitution, 1, 17),
+            (
+                "a\necho \"$(b $(c ${x}) \"d\")\"",
+                QuotedSubstitution,
+                2,
+                15,
+            ),
+            ("echo $(printf $'q' ${x})", QuotedSubstitution, 1, 20),
+            ("echo $((${x} + 1))", Arithmetic, 1, 9),
+            ("eval ${x}", Eval, 1, 6),
+            ("eval \"echo ${x}\"", Eval, 1, 12),
+            ("true\n  eval 'echo '${x}", Eval, 2, 15),
+            ("X=1 command eval \"$(echo ${x})\"", Eval, 1, 26),
+            ("if eval a ${x}; then :; fi", Eval, 1, 11),
+            ("echo x | \"eval\" ${x}", Eval, 1, 17),
+            ("2>/dev/null eval ${x}", Eval, 1, 18),
+            ("echo $'a ${x}'", AnsiC, 1, 10),
+            ("trap \"echo ${x}\" EXIT", Eval, 1, 12),
+            ("alias a='echo '${x}", Eval, 1, 16),
+            ("BASH_ENV=${x} bash -c :", CodeVariable, 1, 10),
+            ("export PS4=\"+ ${x}\"", CodeVariable, 1, 15),
+            ("env ENV=$(echo ${x}) sh", CodeVariable, 1, 16),
+            // bash's arithmetic contexts, where `a[$(cmd)]` in a value would run cmd.
+            ("let n=${x}+1", Arithmetic, 1, 7),
+            ("(( ${x} > 1 ))", Arithmetic, 1, 4),
+            ("if ((${x})); then :; fi", Arithmetic, 1, 6),
+            ("echo $[${x}+1]", Arithmetic, 1, 8),
+            ("a[${x}]=1", Arithmetic, 1, 3),
+            ("a[\"${x}\"]=1", Arithmetic, 1, 4),
+            ("a['${x}']=1", Arithmetic, 1, 4),
+            ("a[$(echo ${x})]=1", Arithmetic, 1, 10),
+            ("declare -i n=${x}", Arithmetic, 1, 14),
+            ("f() { local -ri n=\"${x}\"; }", Arithmetic, 1, 20),
+            ("declare -i n m\nn=1 m=\"${x}\"", Arithmetic, 2, 8),
+            ("[[ ${x} -eq 1 ]]", DoubleBracket, 1, 4),
+        ];
+        for (text, context, line, column) in table {
+            let err = ShellTemplate::parse(text).unwrap_err();
+            assert_eq!(
+                err,
+                TemplateError::Unclassifiable {
+                    line: *line,
+                    column: *column,
+                    name: "x".into(),
+                    context: *context,
+                },
+                "{text:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn brace_expansions_of_the_shell_are_refused() {
+        let table: &[(&str, usize, usize)] = &[
+            ("echo ${HOME:-/}", 1, 6),
+            ("echo \"${#x}\"", 1, 7),
+            ("a\n  echo ${1}", 2, 8),
+            ("echo ${ x }", 1, 6),
+            ("echo `echo ${q:-x}`", 1, 12),
+            ("cat <<E\n${q:-x}\nE", 2, 1),
+        ];
+        for (text, line, column) in table {
+            assert_eq!(
+                ShellTemplate::parse(text),
+                Err(TemplateError::NotAReference {
+                    line: *line,
+                    column: *column
+                }),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn unterminated_constructs_are_refused_only_with_placeholders() {
+        let table: &[(&str, &str, usize, usize)] = &[
+            ("echo ${x} 'a", "single quote", 1, 11),
+            ("echo \"${x}", "double quote", 1, 6),
+            ("echo ${x}\necho $(a", "$(", 2, 6),
+            ("echo ${x} `a", "backtick", 1, 11),
+            ("echo ${x} $((1", "$((", 1, 11),
+        ];
+        for (text, what, line, column) in table {
+            assert_eq!(
+                ShellTemplate::parse(text),
+                Err(TemplateError::Unterminated {
+                    line: *line,
+                    column: *column,
+                    what
+                }),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn nesting_is_limited() {
+        let ok = format!(
+            "{}${{x}}{}",
+            "$(".repeat(MAX_NESTING),
+            ")".repeat(MAX_NESTING)
+        );
+        assert!(ShellTemplate::parse(&ok).is_ok());
+        let deep = format!("\n{}", "\"$(".repeat(MAX_NESTING));
+        assert_eq!(
+            ShellTemplate::parse(&deep),
+            Err(TemplateError::TooDeep {
+                line: 2,
+                // Each `"$(` opens two; the quote after the 64th open one is refused.
+                column: 3 * (MAX_NESTING / 2) + 1,
+                limit: MAX_NESTING
+            })
+        );
+        // Deep but flat scripts are fine: only what is open at once counts.
+        let long = "echo \"$(echo ${x})\"\n".repeat(10_000);
+        assert_eq!(ShellTemplate::parse(&long).unwrap().references(), ["x"]);
+    }
+
+    #[test]
+    fn line_continuations_are_read_as_sh_reads_them() {
+        // `$\<newline>{x}` is `${x}` to sh, so it is a placeholder here too.
+        assert_eq!(script("echo $\\\n{x}"), "echo \"$HOOKVISOR_X\"");
+        // `<\<newline><` is a here-document operator.
+        assert!(matches!(
+            ShellTemplate::parse("cat <\\\n<EOF\n${x}\nEOF"),
+            Err(TemplateError::Unclassifiable {
+                context: RefusedContext::Heredoc,
+                line: 3,
+                column: 1,
+                ..
+            })
+        ));
+        // `ev\<newline>al` is eval.
+        assert!(matches!(
+            ShellTemplate::parse("ev\\\nal ${x}"),
+            Err(TemplateError::Unclassifiable {
+                context: RefusedContext::Eval,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn error_messages_say_where_and_what_to_do() {
+        let err = ShellTemplate::parse("cat <<EOF\n${file}\nEOF").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "line 2, column 1: ${file} is in a here-document, where it cannot be quoted; set \
+             v=${file} before it and write $v in the body (with an unquoted delimiter)"
+        );
+        let err = ShellTemplate::parse("echo ${x:-y}").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("line 1, column 6: '${' starts no template name")
+        );
+        let err = ShellTemplate::parse("x=1\necho \"$(echo 'a' ${f})\"").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "line 2, column 18: ${f} is inside a $(…) that contains quotes; set v=${f} before \
+             the $(…) and use \"$v\" inside it"
+        );
+    }
+}
