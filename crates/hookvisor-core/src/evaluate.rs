@@ -44,7 +44,8 @@ use crate::discover::{Discovery, discover};
 use crate::exec::{CancelToken, ExecError, RunOptions, run_hook};
 use crate::hook::{Hook, HookKind, Problem};
 use crate::message::{Failure, broken_hooks_message};
-use crate::status::{RunResult, StatusError, StatusStore, rfc3339, write_replacing};
+use crate::state::{Durability, write_atomic};
+use crate::status::{RunResult, StatusError, StatusStore, rfc3339};
 
 /// Who started the turn that just ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -257,7 +258,7 @@ struct Marker {
 
 impl Marker {
     fn path(ctx: &Context) -> PathBuf {
-        ctx.state_dir.join(".last-eval")
+        ctx.state().eval_marker()
     }
 
     fn load(ctx: &Context) -> Marker {
@@ -278,7 +279,7 @@ impl Marker {
         let path = Self::path(ctx);
         let bytes = serde_json::to_vec(self).expect("a marker always serialises");
         // Losing the cutoffs in a crash only makes hooks run again, so no fsync on every turn.
-        write_replacing(&path, &bytes).map_err(|source| EvalError::Marker { path, source })
+        write_atomic(&path, &bytes, Durability::Replaceable).map_err(|source| EvalError::Marker { path, source })
     }
 }
 
@@ -298,7 +299,7 @@ pub fn watch_workspace(ctx: &Context) -> Result<ChangeWatcher, EvalError> {
         &ctx.workspace,
         &journal_path(ctx),
         scan_options(ctx),
-        &ctx.state_dir,
+        ctx.state().cookie_dir(),
     )?)
 }
 
@@ -315,7 +316,7 @@ pub fn evaluate_watched(
 }
 
 fn journal_path(ctx: &Context) -> PathBuf {
-    ctx.state_dir.join("changes.journal")
+    ctx.state().changes_journal()
 }
 
 /// The state dir is never part of the dirty set, even when it lives in the workspace.
@@ -651,7 +652,7 @@ pub struct EvalLock {
 impl EvalLock {
     /// Waits for and takes `<state>/eval.lock`, creating the state dir if needed.
     pub fn acquire(ctx: &Context) -> Result<EvalLock, EvalError> {
-        let path = ctx.state_dir.join("eval.lock");
+        let path = ctx.state().eval_lock();
         let marker_error = |source| EvalError::Marker {
             path: path.clone(),
             source,

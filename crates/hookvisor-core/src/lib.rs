@@ -21,6 +21,7 @@ mod pattern;
 mod precommit;
 mod seal;
 mod session;
+mod state;
 mod status;
 pub mod sys;
 mod turns;
@@ -58,7 +59,8 @@ pub use session::{
 };
 pub use status::{
     HookStatus, RunResult, Status, StatusError, StatusStore, parse_rfc3339, rfc3339,
-    rfc3339_millis, write_atomic,
+    rfc3339_millis,
 };
+pub use state::{Durability, StateDir, write_atomic};
 pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
 pub use user_fs::{ActingAs, act_as, agent_running};

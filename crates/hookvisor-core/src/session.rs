@@ -759,7 +759,7 @@ pub fn prepare_state_dir(ctx: &Context, user: Option<&Credentials>) -> Result<()
         root_part_of_path(&ctx.state_dir, user)?;
     }
     let _acting = act_as(user).map_err(SessionError::ActAs)?;
-    let output = ctx.state_dir.join("output");
+    let output = ctx.state().output_dir();
     fs::create_dir_all(&output).map_err(|source| SessionError::CreateDir {
         path: output,
         source,

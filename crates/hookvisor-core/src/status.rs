@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -42,10 +42,10 @@ use serde_json::{Map, Value};
 
 use crate::context::Context;
 use crate::hook::{Hook, HookKind};
+use crate::state::{
+    Durability, FILE_MODE, TEMP_SUFFIX, parent_dir, temp_prefix, write_atomic,
+};
 
-/// Mode of `status.json`, its lock and new files of [`write_atomic`]: dashboards running as other
-/// users read them.
-const FILE_MODE: u32 = 0o644;
 
 /// The largest `status.json` read (rule 3); a bigger one is moved aside like a corrupt one.
 const MAX_STATUS_BYTES: u64 = 8 << 20;
@@ -376,7 +376,7 @@ impl StatusStore {
         let value = f(&mut status);
         let after = status.to_json();
         if before.as_deref() != Some(after.as_slice()) {
-            write_atomic(&self.path, &after).map_err(|source| StatusError::Write {
+            write_atomic(&self.path, &after, Durability::Durable).map_err(|source| StatusError::Write {
                 path: self.path.clone(),
                 source,
             })?;
@@ -574,7 +574,7 @@ fn open_regular(path: &Path) -> io::Result<Result<File, String>> {
 ///
 /// A regular file with no link is fine: a reader may open `status.json` just before a writer
 /// renames a new one over it.
-fn not_ours(meta: &fs::Metadata) -> Option<String> {
+pub(crate) fn not_ours(meta: &fs::Metadata) -> Option<String> {
     let kind = meta.file_type();
     let what = if kind.is_file() {
         if meta.nlink() <= 1 {
@@ -717,9 +717,13 @@ fn warn(message: fmt::Arguments<'_>) {
 }
 
 /// Why `status.json` could not be read or written.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum StatusError {
     /// The state dir could not be created.
+    #[error(
+        "cannot create state dir {}: {source}; create it writable by this user or pass --state-dir",
+        path.display()
+    )]
     CreateDir {
         /// The directory.
         path: PathBuf,
@@ -727,6 +731,10 @@ pub enum StatusError {
         source: io::Error,
     },
     /// The lock file could not be opened or locked.
+    #[error(
+        "cannot lock {}: {source}; make the state dir writable or pass --state-dir",
+        path.display()
+    )]
     Lock {
         /// The lock file.
         path: PathBuf,
@@ -736,6 +744,13 @@ pub enum StatusError {
     /// Another process held the lock for the whole lock timeout. hookvisor's writers hold it
     /// for milliseconds, so the holder is stuck or holds it on purpose: most likely a process
     /// of the agent, which owns the state dir.
+    #[error(
+        "{path} is still locked after {secs}s; hookvisor holds it for milliseconds, so \
+         another process keeps it, most likely one of the agent's: find it with \
+         `fuser -v {path}` and stop it, or pass --state-dir",
+        path = path.display(),
+        secs = waited.as_secs_f64()
+    )]
     LockTimeout {
         /// The lock file.
         path: PathBuf,
@@ -743,6 +758,10 @@ pub enum StatusError {
         waited: Duration,
     },
     /// `status.json` exists but could not be read.
+    #[error(
+        "cannot read {}: {source}; make it readable by this user or pass --state-dir",
+        path.display()
+    )]
     Read {
         /// The status file.
         path: PathBuf,
@@ -750,120 +769,16 @@ pub enum StatusError {
         source: io::Error,
     },
     /// The new `status.json` could not be written, or a corrupt one moved aside.
+    #[error(
+        "cannot write {}: {source}; make the state dir writable or pass --state-dir",
+        path.display()
+    )]
     Write {
         /// The status file.
         path: PathBuf,
         /// What the file system said.
         source: io::Error,
     },
-}
-
-impl fmt::Display for StatusError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StatusError::CreateDir { path, source } => write!(
-                f,
-                "cannot create state dir {}: {source}; create it writable by this user or pass --state-dir",
-                path.display()
-            ),
-            StatusError::Lock { path, source } => write!(
-                f,
-                "cannot lock {}: {source}; make the state dir writable or pass --state-dir",
-                path.display()
-            ),
-            StatusError::LockTimeout { path, waited } => write!(
-                f,
-                "{path} is still locked after {secs}s; hookvisor holds it for milliseconds, so \
-                 another process keeps it, most likely one of the agent's: find it with \
-                 `fuser -v {path}` and stop it, or pass --state-dir",
-                path = path.display(),
-                secs = waited.as_secs_f64()
-            ),
-            StatusError::Read { path, source } => write!(
-                f,
-                "cannot read {}: {source}; make it readable by this user or pass --state-dir",
-                path.display()
-            ),
-            StatusError::Write { path, source } => write!(
-                f,
-                "cannot write {}: {source}; make the state dir writable or pass --state-dir",
-                path.display()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for StatusError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            StatusError::CreateDir { source, .. }
-            | StatusError::Lock { source, .. }
-            | StatusError::Read { source, .. }
-            | StatusError::Write { source, .. } => Some(source),
-            StatusError::LockTimeout { .. } => None,
-        }
-    }
-}
-
-const TEMP_SUFFIX: &str = ".tmp";
-
-/// Replaces `path` with `bytes` so that no reader and no crash ever sees a partial file: write a
-/// temp file in the same directory, fsync it, rename it over, fsync the directory.
-///
-/// The file keeps the permission bits of the regular file it replaces; a new file, or one
-/// replacing a symbolic link, a hard link or anything else, gets 0644 (a link's target is not
-/// read, nor its mode copied). The temp file is created with `O_EXCL`, so never through a
-/// symbolic link, and the rename replaces a link instead of following it. Concurrent writers of
-/// the same path must serialise themselves (the last rename wins).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, true)
-}
-
-/// [`write_atomic`] without the two fsyncs: readers still never see a partial file, but after a
-/// crash the file may be the old one or empty. For state whose loss is harmless (the
-/// evaluator's cutoffs: without them hooks run again, none is skipped), where a sync on every
-/// turn would cost more than it saves.
-pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, false)
-}
-
-fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
-    let dir = parent_dir(path);
-    let prefix = temp_prefix(path)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-    let mode = match fs::symlink_metadata(path) {
-        Ok(meta) if not_ours(&meta).is_none() => meta.permissions().mode() & 0o777,
-        _ => FILE_MODE,
-    };
-    let mut temp = tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(TEMP_SUFFIX)
-        .tempfile_in(dir)?;
-    temp.write_all(bytes)?;
-    // tempfile creates 0600; dashboards running as other users must read the result.
-    temp.as_file()
-        .set_permissions(fs::Permissions::from_mode(mode))?;
-    if durable {
-        temp.as_file().sync_all()?;
-    }
-    temp.persist(path).map_err(|e| e.error)?;
-    if durable {
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(())
-}
-
-fn parent_dir(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    }
-}
-
-/// Temp files of `path` are `.<name>.XXXXXX.tmp`: hidden, and recognisable as ours.
-fn temp_prefix(path: &Path) -> Option<String> {
-    path.file_name()
-        .map(|name| format!(".{}.", name.to_string_lossy()))
 }
 
 /// Formats `t` as RFC 3339 in UTC to the second, the way discobot writes its times:
@@ -1587,13 +1502,13 @@ mod tests {
     fn write_atomic_replaces_and_keeps_the_mode() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("settings.json");
-        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"one", Durability::Durable).unwrap();
         assert_eq!(
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o644
         );
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
-        write_atomic(&path, b"two").unwrap();
+        write_atomic(&path, b"two", Durability::Durable).unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"two");
         assert_eq!(
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,
