@@ -41,11 +41,11 @@ use crate::change_watch::{ChangeWatcher, ScanKind};
 use crate::changes::{self, ChangeScan, DirtyFile, FileState, ScanOptions, Timestamp};
 use crate::context::Context;
 use crate::discover::{Discovery, discover};
-use crate::exec::{CancelToken, ExecError, RunOptions, run_hook};
+use crate::exec::{CancelToken, ExecError, RunOptions, RunOutcome, run_hook};
 use crate::hook::{Hook, HookKind, Problem};
 use crate::message::{Failure, broken_hooks_message};
 use crate::state::{Durability, write_atomic};
-use crate::status::{RunResult, StatusError, StatusStore, rfc3339};
+use crate::status::{RunResult, Status, StatusError, StatusStore, rfc3339};
 
 /// Who started the turn that just ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -279,7 +279,8 @@ impl Marker {
         let path = Self::path(ctx);
         let bytes = serde_json::to_vec(self).expect("a marker always serialises");
         // Losing the cutoffs in a crash only makes hooks run again, so no fsync on every turn.
-        write_atomic(&path, &bytes, Durability::Replaceable).map_err(|source| EvalError::Marker { path, source })
+        write_atomic(&path, &bytes, Durability::Replaceable)
+            .map_err(|source| EvalError::Marker { path, source })
     }
 }
 
@@ -361,7 +362,7 @@ pub fn evaluate_scan(
     // Steps 1, 2 and 5 (counting): one read-modify-write of status.json.
     let changed: Vec<&DirtyFile> = scan.changed_since(marker.cutoff).collect();
     let broken = broken_this_turn(ctx, discovery, &changed, marker.problems.as_ref());
-    let (hook_turns, nothing_pending) = store.update(|status| {
+    let (hook_turns, nothing_pending, status) = store.update(|status| {
         status.consecutive_hook_turns = match options.trigger {
             Trigger::User => 0,
             Trigger::Hook => status.consecutive_hook_turns.saturating_add(1),
@@ -384,7 +385,11 @@ pub fn evaluate_scan(
             // Nothing will run: this is the evaluation's only write of status.json.
             status.last_evaluated_at = Some(rfc3339(SystemTime::now()));
         }
-        (status.consecutive_hook_turns, nothing_pending)
+        (
+            status.consecutive_hook_turns,
+            nothing_pending,
+            status.clone(),
+        )
     })?;
     marker.cutoff = Some(scan.cutoff);
     // The files to re-prompt for count as seen only once this evaluation has said so: a cancel
@@ -407,7 +412,7 @@ pub fn evaluate_scan(
     if !nothing_pending {
         run_pending(
             ctx,
-            &store,
+            status,
             &mut marker,
             scan,
             &file_hooks,
@@ -481,17 +486,23 @@ fn seen_problems(
 /// Steps 3 and 4: runs the pending hooks in discovery order, stopping at the first failure,
 /// and records the outcome in `report`; a failure re-prompts while `report.attempt` is within
 /// `max_retries` (step 5).
+///
+/// `status` is the one the evaluation loaded, replaced by what each write returns, instead of
+/// a read of `status.json` per hook. That loses nothing: every write still merges under the
+/// store's lock, and the pending set changes only under the evaluation lock we hold (startup
+/// recovery aside, which runs before any evaluation).
 fn run_pending(
     ctx: &Context,
-    store: &StatusStore,
+    mut status: Status,
     marker: &mut Marker,
     scan: &ChangeScan,
     file_hooks: &[&Hook],
     options: &EvalOptions,
     report: &mut EvalReport,
 ) -> Result<(), EvalError> {
+    let store = &StatusStore::for_context(ctx);
     for &hook in file_hooks {
-        if !store.load()?.is_pending(&hook.id) {
+        if !status.is_pending(&hook.id) {
             continue;
         }
         let dirty: Vec<&DirtyFile> = scan
@@ -500,7 +511,10 @@ fn run_pending(
             .filter(|f| hook.matches(&f.path))
             .collect();
         if dirty.is_empty() {
-            store.update(|s| s.set_pending(&hook.id, false))?;
+            status = store.update(|s| {
+                s.set_pending(&hook.id, false);
+                s.clone()
+            })?;
             continue;
         }
         let own_cutoff = marker.hooks.get(&hook.id).copied();
@@ -528,7 +542,10 @@ fn run_pending(
             files: files.clone(),
         });
         if outcome.success() {
-            store.update(|s| s.set_pending(&hook.id, false))?;
+            status = store.update(|s| {
+                s.set_pending(&hook.id, false);
+                s.clone()
+            })?;
             continue;
         }
         let failure = Failure {
@@ -570,7 +587,7 @@ fn run_recorded(
     hook: &Hook,
     files: &[PathBuf],
     cancel: Option<&CancelToken>,
-) -> Result<crate::exec::RunOutcome, EvalError> {
+) -> Result<RunOutcome, EvalError> {
     store.update(|s| s.entry(hook, ctx).begin(SystemTime::now()))?;
     let options = RunOptions {
         cancel: cancel.cloned(),
@@ -590,15 +607,7 @@ fn run_recorded(
         })?;
         return Err(EvalError::Cancelled);
     }
-    store.update(|s| {
-        s.entry(hook, ctx).finish(
-            outcome.exit_code,
-            outcome.success(),
-            outcome.timed_out,
-            outcome.duration,
-            SystemTime::now(),
-        )
-    })?;
+    store.record(ctx, hook, &outcome, None, SystemTime::now())?;
     Ok(outcome)
 }
 

@@ -590,17 +590,9 @@ pub fn run_pre_commit(
         }
         on_event(PreCommitEvent::Started(hook, &files));
         // No `begin` record: a commit waits for its hooks anyway, and each status write costs
-        // two fsyncs on the commit path. `finish` records the same `lastRunAt`.
+        // two fsyncs on the commit path. `record` writes the same `lastRunAt`.
         let outcome = run_hook(ctx, hook, &files, &RunOptions::default())?;
-        store.update(|status| {
-            status.entry(hook, ctx).finish(
-                outcome.exit_code,
-                outcome.success(),
-                outcome.timed_out,
-                outcome.duration,
-                SystemTime::now(),
-            )
-        })?;
+        store.record(ctx, hook, &outcome, None, SystemTime::now())?;
         on_event(PreCommitEvent::Finished(hook, &files, &outcome));
         report.runs.push((hook.id.clone(), outcome.exit_code));
         if !outcome.success() {

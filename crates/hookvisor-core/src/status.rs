@@ -41,11 +41,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::context::Context;
+use crate::exec::RunOutcome;
 use crate::hook::{Hook, HookKind};
-use crate::state::{
-    Durability, FILE_MODE, TEMP_SUFFIX, parent_dir, temp_prefix, write_atomic,
-};
-
+use crate::state::{Durability, FILE_MODE, TEMP_SUFFIX, parent_dir, temp_prefix, write_atomic};
 
 /// The largest `status.json` read (rule 3); a bigger one is moved aside like a corrupt one.
 const MAX_STATUS_BYTES: u64 = 8 << 20;
@@ -120,6 +118,10 @@ pub struct HookStatus {
     /// How long the last finished run took, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// Why the last run ended as it did when its exit code alone does not say (stopped by the
+    /// end of the session, refused, interrupted); discobot's dashboards ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Fields this version does not know, written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -249,6 +251,7 @@ impl HookStatus {
             consecutive_failures: 0,
             timed_out: false,
             duration_ms: None,
+            note: None,
             extra: Map::new(),
         }
     }
@@ -262,25 +265,48 @@ impl HookStatus {
     /// Records a finished run, with discobot's counters: every run counts, a failure adds to
     /// both failure counters, a success resets the consecutive one. `lastRunAt` is the start of
     /// the run (`now - duration`), the same value [`HookStatus::begin`] wrote, so a writer that
-    /// skips `begin` (the pre-commit path) records the same thing.
-    pub fn finish(
+    /// skips `begin` (the pre-commit path) records the same thing. The note of an earlier run
+    /// is cleared: it described that run.
+    pub fn record(&mut self, outcome: &RunOutcome, now: SystemTime) {
+        let result = if outcome.success() {
+            RunResult::Success
+        } else {
+            RunResult::Failure
+        };
+        self.count(
+            Some(outcome.exit_code),
+            result,
+            outcome.timed_out,
+            outcome.duration,
+            now,
+        );
+        self.note = None;
+    }
+
+    /// Records a run that ended without an outcome (refused before it started, or its runner
+    /// killed) as a failure without an exit code, with `note` saying why.
+    pub fn record_unfinished(&mut self, note: &str, duration: Duration, now: SystemTime) {
+        self.count(None, RunResult::Failure, false, duration, now);
+        self.note = Some(note.to_owned());
+    }
+
+    fn count(
         &mut self,
-        exit_code: impl Into<Option<i32>>,
-        success: bool,
+        exit_code: Option<i32>,
+        result: RunResult,
         timed_out: bool,
         duration: Duration,
         now: SystemTime,
     ) {
         self.run_count += 1;
-        if success {
-            self.last_result = RunResult::Success;
+        if result == RunResult::Success {
             self.consecutive_failures = 0;
         } else {
-            self.last_result = RunResult::Failure;
             self.fail_count += 1;
             self.consecutive_failures += 1;
         }
-        self.last_exit_code = exit_code.into();
+        self.last_result = result;
+        self.last_exit_code = exit_code;
         self.timed_out = timed_out;
         self.duration_ms = Some(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
         self.last_run_at = Some(rfc3339(now.checked_sub(duration).unwrap_or(now)));
@@ -323,6 +349,24 @@ impl StatusStore {
     /// The store of a context: `<state>/status.json`.
     pub fn for_context(ctx: &Context) -> StatusStore {
         StatusStore::new(ctx.status_path())
+    }
+
+    /// Records a finished run of `hook` (see [`HookStatus::record`]) with `note`, under the
+    /// lock like every [`StatusStore::update`]: the one way evaluation, rerun, session and
+    /// pre-commit record a run.
+    pub fn record(
+        &self,
+        ctx: &Context,
+        hook: &Hook,
+        outcome: &RunOutcome,
+        note: Option<&str>,
+        now: SystemTime,
+    ) -> Result<(), StatusError> {
+        self.update(|status| {
+            let entry = status.entry(hook, ctx);
+            entry.record(outcome, now);
+            entry.note = note.map(str::to_owned);
+        })
     }
 
     /// The path of `status.json`.
@@ -376,9 +420,11 @@ impl StatusStore {
         let value = f(&mut status);
         let after = status.to_json();
         if before.as_deref() != Some(after.as_slice()) {
-            write_atomic(&self.path, &after, Durability::Durable).map_err(|source| StatusError::Write {
-                path: self.path.clone(),
-                source,
+            write_atomic(&self.path, &after, Durability::Durable).map_err(|source| {
+                StatusError::Write {
+                    path: self.path.clone(),
+                    source,
+                }
             })?;
         }
         Ok(value)
@@ -1072,6 +1118,19 @@ mod tests {
         }
     }
 
+    /// What a run that exited with `exit_code` did, as far as the status records it.
+    fn outcome(exit_code: i32, timed_out: bool, duration: Duration) -> RunOutcome {
+        RunOutcome {
+            exit_code,
+            timed_out,
+            cancelled: false,
+            duration,
+            tail: String::new(),
+            output_bytes: 0,
+            log_truncated: false,
+        }
+    }
+
     fn at(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs)
     }
@@ -1226,7 +1285,7 @@ mod tests {
         let mut h = hook("x", HookKind::File);
         status
             .entry(&h, &ctx)
-            .finish(0, true, false, Duration::ZERO, at(5));
+            .record(&outcome(0, false, Duration::ZERO), at(5));
         h.name = "Renamed".to_owned();
         let entry = status.entry(&h, &ctx);
         assert_eq!(entry.hook_name, "Renamed");
@@ -1254,11 +1313,8 @@ mod tests {
                 let success = run == 's';
                 entry.begin(at(100 * i as u64));
                 assert_eq!(entry.last_result, RunResult::Running);
-                entry.finish(
-                    if success { 0 } else { 1 },
-                    success,
-                    false,
-                    Duration::from_millis(1500),
+                entry.record(
+                    &outcome(i32::from(!success), false, Duration::from_millis(1500)),
                     at(100 * i as u64 + 2),
                 );
             }
@@ -1276,13 +1332,10 @@ mod tests {
     }
 
     #[test]
-    fn finish_records_code_timeout_duration_and_start_time() {
+    fn record_keeps_code_timeout_duration_and_start_time() {
         let mut entry = HookStatus::new("h", "h", HookKind::Session);
-        entry.finish(
-            124,
-            false,
-            true,
-            Duration::from_millis(2_500),
+        entry.record(
+            &outcome(124, true, Duration::from_millis(2_500)),
             at(1_795_324_153),
         );
         assert_eq!(entry.last_exit_code, Some(124));
@@ -1290,9 +1343,25 @@ mod tests {
         assert_eq!(entry.duration_ms, Some(2_500));
         // 2.5 s before 05:09:13 is 05:09:10.5; the second is floored.
         assert_eq!(entry.last_run_at.as_deref(), Some("2026-11-22T05:09:10Z"));
-        entry.finish(None, false, false, Duration::ZERO, at(0));
+        entry.record_unfinished("refused", Duration::ZERO, at(0));
         assert_eq!(entry.last_exit_code, None);
+        assert_eq!(entry.last_result, RunResult::Failure);
         assert!(!entry.timed_out, "a later run clears timedOut");
+        assert_eq!(entry.note.as_deref(), Some("refused"));
+        entry.record(&outcome(0, false, Duration::ZERO), at(1));
+        assert_eq!(entry.note, None, "a note describes only its own run");
+    }
+
+    #[test]
+    fn note_is_a_field_of_the_entry_in_json() {
+        let text = br#"{"hooks":{"h":{"type":"session","note":"stopped","x":1}}}"#;
+        let status = Status::from_json(text).unwrap();
+        let entry = &status.hooks["h"];
+        assert_eq!(entry.note.as_deref(), Some("stopped"));
+        assert!(!entry.extra.contains_key("note"), "{:?}", entry.extra);
+        let out: Value = serde_json::from_slice(&status.to_json()).unwrap();
+        assert_eq!(out["hooks"]["h"]["note"], "stopped");
+        assert_eq!(out["hooks"]["h"]["x"], 1);
     }
 
     #[test]
@@ -1379,13 +1448,8 @@ mod tests {
                 s.set_pending("lint", true);
                 s.entry(&hook("setup", HookKind::Session), &ctx)
                     .begin(at(1));
-                s.entry(&hook("ok", HookKind::File), &ctx).finish(
-                    0,
-                    true,
-                    false,
-                    Duration::ZERO,
-                    at(1),
-                );
+                s.entry(&hook("ok", HookKind::File), &ctx)
+                    .record(&outcome(0, false, Duration::ZERO), at(1));
             })
             .unwrap();
         let recovered = store.recover_interrupted().unwrap();
