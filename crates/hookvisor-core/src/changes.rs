@@ -981,6 +981,7 @@ mod tests {
     use std::os::unix::fs::symlink;
     use std::process::Command;
     use std::process::Output;
+    use std::sync::atomic::Ordering;
 
     /// Runs git in `dir` with a fixed identity; panics with its stderr on failure.
     fn git(dir: &Path, args: &[&str]) -> Output {
