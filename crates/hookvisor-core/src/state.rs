@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::status::not_ours;
+use crate::status::{StatusStore, not_ours};
 
 /// Mode of a new file of [`write_atomic`]: dashboards running as other users read it.
 pub(crate) const FILE_MODE: u32 = 0o644;
@@ -38,6 +38,11 @@ impl StateDir {
     /// `status.json`, the record of every hook's last run.
     pub fn status(&self) -> PathBuf {
         self.root.join("status.json")
+    }
+
+    /// `status.json.lock`, which writers of `status.json` hold (named by [`StatusStore`]).
+    pub fn status_lock(&self) -> PathBuf {
+        StatusStore::new(self.status()).lock_path()
     }
 
     /// `output/`, where hook logs live.
@@ -161,6 +166,7 @@ mod tests {
     fn every_path_is_inside_the_state_dir() {
         let state = StateDir::new("/s");
         assert_eq!(state.status(), Path::new("/s/status.json"));
+        assert_eq!(state.status_lock(), Path::new("/s/status.json.lock"));
         assert_eq!(state.log("a"), Path::new("/s/output/a.log"));
         assert_eq!(state.changed_list("a"), Path::new("/s/changed/a"));
         assert_eq!(state.eval_marker(), Path::new("/s/.last-eval"));
