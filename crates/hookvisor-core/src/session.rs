@@ -27,7 +27,7 @@
 //!    failure with a `note` field saying so, and so is a run whose runner was killed before it
 //!    could record it ([`fail_interrupted`]).
 //! 5. When root runs hooks for an unprivileged user, it acts on the state dir with that user's
-//!    file-system credentials ([`act_as`](crate::act_as)): what it creates is the user's, and a
+//!    file-system credentials ([`act_as`]): what it creates is the user's, and a
 //!    link the agent planted there leads nowhere the user could not go. Nothing is chowned.
 //! 6. A run's log is one file, as discobot writes it: when a run takes more than one attempt,
 //!    each attempt's output follows a line `=== Attempt k/N ===`, with a blank line between
