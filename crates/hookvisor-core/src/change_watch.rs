@@ -174,7 +174,7 @@ impl ChangeWatcher {
                 path: workspace.to_path_buf(),
                 source,
             })?;
-        fs::create_dir_all(cookie_dir).map_err(|source| ChangesError::Journal {
+        fs::create_dir_all(cookie_dir).map_err(|source| ChangesError::CookieDir {
             path: cookie_dir.to_path_buf(),
             source,
         })?;

@@ -32,19 +32,18 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
-use std::fmt;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::git::{Git, GitError};
+use crate::state::{Durability, parent_dir, write_atomic};
 
 /// A point in time, in nanoseconds since the Unix epoch (serialised as that number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -242,9 +241,13 @@ impl ScanOptions {
 }
 
 /// Why a scan failed. A corrupt journal is not one: it is reset with a warning.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ChangesError {
     /// The workspace cannot be read.
+    #[error(
+        "workspace {}: {source}; pass an existing, readable directory with --workspace",
+        path.display()
+    )]
     Workspace {
         /// The workspace given.
         path: PathBuf,
@@ -252,6 +255,7 @@ pub enum ChangesError {
         source: io::Error,
     },
     /// git could not be started (a missing git is not an error: the workspace is walked).
+    #[error("cannot run `{command}`: {source}; check that git is installed and executable")]
     GitSpawn {
         /// The command line.
         command: String,
@@ -259,6 +263,7 @@ pub enum ChangesError {
         source: io::Error,
     },
     /// git ran and failed, or printed what it should not.
+    #[error("`{command}` failed: {message}; fix the repository (run the command to see all)")]
     Git {
         /// The command line and where it ran.
         command: String,
@@ -266,49 +271,29 @@ pub enum ChangesError {
         message: String,
     },
     /// The journal could not be written.
+    #[error(
+        "cannot write the change journal {}: {source}; make the state dir writable or \
+         pass another with --state-dir",
+        path.display()
+    )]
     Journal {
         /// The journal's path.
         path: PathBuf,
         /// What the file system said.
         source: io::Error,
     },
-}
-
-impl fmt::Display for ChangesError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ChangesError::Workspace { path, source } => write!(
-                f,
-                "workspace {}: {source}; pass an existing, readable directory with --workspace",
-                path.display()
-            ),
-            ChangesError::GitSpawn { command, source } => write!(
-                f,
-                "cannot run `{command}`: {source}; check that git is installed and executable"
-            ),
-            ChangesError::Git { command, message } => write!(
-                f,
-                "`{command}` failed: {message}; fix the repository (run the command to see all)"
-            ),
-            ChangesError::Journal { path, source } => write!(
-                f,
-                "cannot write the change journal {}: {source}; make the state dir writable or \
-                 pass another with --state-dir",
-                path.display()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ChangesError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ChangesError::Workspace { source, .. }
-            | ChangesError::GitSpawn { source, .. }
-            | ChangesError::Journal { source, .. } => Some(source),
-            ChangesError::Git { .. } => None,
-        }
-    }
+    /// The directory of the change watcher's sync cookies could not be created.
+    #[error(
+        "cannot create the change watcher's cookie dir {}: {source}; make the state dir \
+         writable or pass another with --state-dir",
+        path.display()
+    )]
+    CookieDir {
+        /// The directory.
+        path: PathBuf,
+        /// What the file system said.
+        source: io::Error,
+    },
 }
 
 /// Scans `workspace` with the default options; `journal` is a file this module owns
@@ -978,35 +963,15 @@ impl Journal {
         }
     }
 
-    /// Writes the journal atomically: a temporary file beside it, renamed over it.
+    /// Writes the journal atomically and durably: a deletion it forgets is reported again.
     fn save(&self, path: &Path) -> Result<(), ChangesError> {
-        static SEQUENCE: AtomicU64 = AtomicU64::new(0);
         let error = |source| ChangesError::Journal {
             path: path.to_path_buf(),
             source,
         };
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        fs::create_dir_all(dir).map_err(error)?;
-        let mut tmp_name = OsString::from(".");
-        tmp_name.push(path.file_name().unwrap_or(OsStr::new("changes.journal")));
-        tmp_name.push(format!(
-            ".tmp-{}-{}",
-            std::process::id(),
-            SEQUENCE.fetch_add(1, Ordering::Relaxed)
-        ));
-        let tmp = dir.join(tmp_name);
+        fs::create_dir_all(parent_dir(path)).map_err(error)?;
         let bytes = serde_json::to_vec(self).expect("a journal always serialises");
-        let written = fs::File::create(&tmp)
-            .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.sync_all()))
-            .and_then(|()| fs::rename(&tmp, path));
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(error(e));
-        }
-        Ok(())
+        write_atomic(path, &bytes, Durability::Durable).map_err(error)
     }
 }
 
@@ -1016,6 +981,7 @@ mod tests {
     use std::os::unix::fs::symlink;
     use std::process::Command;
     use std::process::Output;
+    use std::sync::atomic::Ordering;
 
     /// Runs git in `dir` with a fixed identity; panics with its stderr on failure.
     fn git(dir: &Path, args: &[&str]) -> Output {

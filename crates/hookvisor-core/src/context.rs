@@ -11,6 +11,8 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::state::StateDir;
+
 /// Where hooks are read from and where their runs are recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Context {
@@ -135,14 +137,19 @@ impl Context {
         self.workspace.join(".discobot").join("hooks")
     }
 
+    /// The state dir, which names every file in it.
+    pub fn state(&self) -> StateDir {
+        StateDir::new(&self.state_dir)
+    }
+
     /// `<state>/status.json`.
     pub fn status_path(&self) -> PathBuf {
-        self.state_dir.join("status.json")
+        self.state().status()
     }
 
     /// `<state>/output/<hookId>.log`.
     pub fn log_path(&self, hook_id: &str) -> PathBuf {
-        self.state_dir.join("output").join(format!("{hook_id}.log"))
+        self.state().log(hook_id)
     }
 }
 

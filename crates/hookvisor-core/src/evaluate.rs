@@ -41,10 +41,11 @@ use crate::change_watch::{ChangeWatcher, ScanKind};
 use crate::changes::{self, ChangeScan, DirtyFile, FileState, ScanOptions, Timestamp};
 use crate::context::Context;
 use crate::discover::{Discovery, discover};
-use crate::exec::{CancelToken, ExecError, RunOptions, run_hook};
+use crate::exec::{CancelToken, ExecError, RunOptions, RunOutcome, run_hook};
 use crate::hook::{Hook, HookKind, Problem, ProblemKind};
 use crate::message::{Failure, broken_hooks_message};
-use crate::status::{RunResult, StatusError, StatusStore, rfc3339, write_replacing};
+use crate::state::{Durability, write_atomic};
+use crate::status::{RunResult, Status, StatusError, StatusStore, rfc3339};
 
 /// Who started the turn that just ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -258,7 +259,7 @@ struct Marker {
 
 impl Marker {
     fn path(ctx: &Context) -> PathBuf {
-        ctx.state_dir.join(".last-eval")
+        ctx.state().eval_marker()
     }
 
     fn load(ctx: &Context) -> Marker {
@@ -279,7 +280,8 @@ impl Marker {
         let path = Self::path(ctx);
         let bytes = serde_json::to_vec(self).expect("a marker always serialises");
         // Losing the cutoffs in a crash only makes hooks run again, so no fsync on every turn.
-        write_replacing(&path, &bytes).map_err(|source| EvalError::Marker { path, source })
+        write_atomic(&path, &bytes, Durability::Replaceable)
+            .map_err(|source| EvalError::Marker { path, source })
     }
 }
 
@@ -386,12 +388,12 @@ fn watch_workspace(ctx: &Context) -> Result<ChangeWatcher, EvalError> {
         &ctx.workspace,
         &journal_path(ctx),
         scan_options(ctx),
-        &ctx.state_dir,
+        ctx.state().cookie_dir(),
     )?)
 }
 
 fn journal_path(ctx: &Context) -> PathBuf {
-    ctx.state_dir.join("changes.journal")
+    ctx.state().changes_journal()
 }
 
 /// The state dir is never part of the dirty set, even when it lives in the workspace.
@@ -416,7 +418,7 @@ fn evaluate_scan(
     // Steps 1, 2 and 5 (counting): one read-modify-write of status.json.
     let changed: Vec<&DirtyFile> = scan.changed_since(marker.cutoff).collect();
     let broken = broken_this_turn(ctx, discovery, &changed, marker.problems.as_ref());
-    let (hook_turns, nothing_pending) = store.update(|status| {
+    let (hook_turns, nothing_pending, status) = store.update(|status| {
         status.consecutive_hook_turns = match options.trigger {
             Trigger::User => 0,
             Trigger::Hook => status.consecutive_hook_turns.saturating_add(1),
@@ -439,7 +441,11 @@ fn evaluate_scan(
             // Nothing will run: this is the evaluation's only write of status.json.
             status.last_evaluated_at = Some(rfc3339(SystemTime::now()));
         }
-        (status.consecutive_hook_turns, nothing_pending)
+        (
+            status.consecutive_hook_turns,
+            nothing_pending,
+            status.clone(),
+        )
     })?;
     marker.cutoff = Some(scan.cutoff);
     // The files to re-prompt for count as seen only once this evaluation has said so: a cancel
@@ -462,7 +468,7 @@ fn evaluate_scan(
     if !nothing_pending {
         run_pending(
             ctx,
-            &store,
+            status,
             &mut marker,
             scan,
             &file_hooks,
@@ -536,17 +542,23 @@ fn seen_problems(
 /// Steps 3 and 4: runs the pending hooks in discovery order, stopping at the first failure,
 /// and records the outcome in `report`; a failure re-prompts while `report.attempt` is within
 /// `max_retries` (step 5).
+///
+/// `status` is the one the evaluation loaded, replaced by what each write returns, instead of
+/// a read of `status.json` per hook. That loses nothing: every write still merges under the
+/// store's lock, and the pending set changes only under the evaluation lock we hold (startup
+/// recovery aside, which runs before any evaluation).
 fn run_pending(
     ctx: &Context,
-    store: &StatusStore,
+    mut status: Status,
     marker: &mut Marker,
     scan: &ChangeScan,
     file_hooks: &[&Hook],
     options: &EvalOptions,
     report: &mut EvalReport,
 ) -> Result<(), EvalError> {
+    let store = &StatusStore::for_context(ctx);
     for &hook in file_hooks {
-        if !store.load()?.is_pending(&hook.id) {
+        if !status.is_pending(&hook.id) {
             continue;
         }
         let dirty: Vec<&DirtyFile> = scan
@@ -555,7 +567,10 @@ fn run_pending(
             .filter(|f| hook.matches(&f.path))
             .collect();
         if dirty.is_empty() {
-            store.update(|s| s.set_pending(&hook.id, false))?;
+            status = store.update(|s| {
+                s.set_pending(&hook.id, false);
+                s.clone()
+            })?;
             continue;
         }
         let own_cutoff = marker.hooks.get(&hook.id).copied();
@@ -583,7 +598,10 @@ fn run_pending(
             files: files.clone(),
         });
         if outcome.success() {
-            store.update(|s| s.set_pending(&hook.id, false))?;
+            status = store.update(|s| {
+                s.set_pending(&hook.id, false);
+                s.clone()
+            })?;
             continue;
         }
         let failure = Failure {
@@ -625,7 +643,7 @@ fn run_recorded(
     hook: &Hook,
     files: &[PathBuf],
     cancel: Option<&CancelToken>,
-) -> Result<crate::exec::RunOutcome, EvalError> {
+) -> Result<RunOutcome, EvalError> {
     store.update(|s| s.entry(hook, ctx).begin(SystemTime::now()))?;
     let options = RunOptions {
         cancel: cancel.cloned(),
@@ -645,15 +663,7 @@ fn run_recorded(
         })?;
         return Err(EvalError::Cancelled);
     }
-    store.update(|s| {
-        s.entry(hook, ctx).finish(
-            outcome.exit_code,
-            outcome.success(),
-            outcome.timed_out,
-            outcome.duration,
-            SystemTime::now(),
-        )
-    })?;
+    store.record(ctx, hook, &outcome, None, SystemTime::now())?;
     Ok(outcome)
 }
 
@@ -704,7 +714,7 @@ pub(crate) struct EvalLock {
 impl EvalLock {
     /// Waits for and takes `<state>/eval.lock`, creating the state dir if needed.
     pub(crate) fn acquire(ctx: &Context) -> Result<EvalLock, EvalError> {
-        let path = ctx.state_dir.join("eval.lock");
+        let path = ctx.state().eval_lock();
         let marker_error = |source| EvalError::Marker {
             path: path.clone(),
             source,

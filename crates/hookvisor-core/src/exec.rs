@@ -288,7 +288,7 @@ pub fn run_hook(
     // The API token is the server's secret, not the repository's: hooks never see it.
     let mut env_remove: Vec<OsString> = vec!["HOOKVISOR_TOKEN".into()];
     if matches!(hook.kind, HookKind::File | HookKind::PreCommit) {
-        let list = ctx.state_dir.join("changed").join(&hook.id);
+        let list = ctx.state().changed_list(&hook.id);
         write_changed_list(&list, files, options.credentials.as_ref())?;
         let spaced: Vec<&[u8]> = files.iter().map(|f| f.as_os_str().as_bytes()).collect();
         env.push((

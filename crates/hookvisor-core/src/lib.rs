@@ -89,6 +89,7 @@ mod pattern;
 mod precommit;
 mod seal;
 mod session;
+mod state;
 mod status;
 pub mod sys;
 /// `${name}` template variables in `run:` and `argv:`, injection-safe (EVENTS.md §4.1).
@@ -120,13 +121,13 @@ pub use precommit::{
 };
 pub use seal::{RootHooks, SealError, SealedScript};
 pub use session::{
-    Attempt, Backoff, DEFAULT_RETRIES, NOTE_FIELD, RootImages, STOPPED_NOTE, SessionError,
-    SessionHook, SessionOptions, SessionPlan, SessionRun, credentials_for, fail_interrupted,
-    prepare_state_dir, run_session,
+    Attempt, Backoff, DEFAULT_RETRIES, RootImages, STOPPED_NOTE, SessionError, SessionHook,
+    SessionOptions, SessionPlan, SessionRun, credentials_for, fail_interrupted, prepare_state_dir,
+    run_session,
 };
+pub use state::{Durability, StateDir, write_atomic};
 pub use status::{
-    HookStatus, RunResult, Status, StatusError, StatusStore, parse_rfc3339, rfc3339,
-    rfc3339_millis, write_atomic,
+    HookStatus, RunResult, Status, StatusError, StatusStore, parse_rfc3339, rfc3339, rfc3339_millis,
 };
 pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
 pub use user_fs::{ActingAs, act_as, agent_running};

@@ -23,10 +23,9 @@
 //! 6. `HOOKVISOR_SKIP=1` skips every hook; `HOOKVISOR_SKIP=id1,id2` skips those hooks.
 
 use std::ffi::{OsStr, OsString};
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs::{self, File};
+use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -37,6 +36,7 @@ use crate::discover::{Discovery, discover};
 use crate::exec::{ExecError, RunOptions, RunOutcome, run_hook};
 use crate::git::{Git, GitError, RunningGit};
 use crate::hook::{Hook, HookKind, Problem};
+use crate::state::{Durability, write_atomic_with_mode};
 use crate::status::{StatusError, StatusStore};
 
 /// The line that marks a git hook as ours: only a hook carrying it is overwritten or removed.
@@ -262,7 +262,7 @@ fi
         match read_hook(&hook)? {
             Some(current) if current == script => Ok(Installed::Unchanged(hook)),
             Some(current) if is_ours(&current) => {
-                write_script(&dir, &hook, &script)?;
+                write_script(&hook, &script)?;
                 Ok(Installed::Updated(hook))
             }
             Some(_) => {
@@ -272,11 +272,11 @@ fi
                 // A hard link, not a copy: the original keeps its inode, so uninstall can give
                 // back its exact bytes and mode by renaming it.
                 fs::hard_link(&hook, &original).map_err(io_error(&original, "create"))?;
-                write_script(&dir, &hook, &script)?;
+                write_script(&hook, &script)?;
                 Ok(Installed::Chained(hook, original))
             }
             None => {
-                write_script(&dir, &hook, &script)?;
+                write_script(&hook, &script)?;
                 Ok(Installed::Created(hook))
             }
         }
@@ -557,17 +557,9 @@ pub fn run_pre_commit(
         }
         on_event(PreCommitEvent::Started(hook, &files));
         // No `begin` record: a commit waits for its hooks anyway, and each status write costs
-        // two fsyncs on the commit path. `finish` records the same `lastRunAt`.
+        // two fsyncs on the commit path. `record` writes the same `lastRunAt`.
         let outcome = run_hook(ctx, hook, &files, &RunOptions::default())?;
-        store.update(|status| {
-            status.entry(hook, ctx).finish(
-                outcome.exit_code,
-                outcome.success(),
-                outcome.timed_out,
-                outcome.duration,
-                SystemTime::now(),
-            )
-        })?;
+        store.record(ctx, hook, &outcome, None, SystemTime::now())?;
         on_event(PreCommitEvent::Finished(hook, &files, &outcome));
         report.runs.push((hook.id.clone(), outcome.exit_code));
         if !outcome.success() {
@@ -649,27 +641,12 @@ fn lock_dir(dir: &Path) -> Result<Flock<File>, PreCommitError> {
     })
 }
 
-/// Writes the script next to `hook` and renames it over: git never sees half a script, and a
-/// commit running the old one keeps its file.
-fn write_script(dir: &Path, hook: &Path, script: &[u8]) -> Result<(), PreCommitError> {
-    let temp = dir.join(format!(".pre-commit.hookvisor-{}", std::process::id()));
-    let written = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o755)
-        .open(&temp)
-        .and_then(|mut f| {
-            f.write_all(script)?;
-            // The mode given to open is reduced by the umask; a hook must be executable.
-            let mode = f.metadata()?.mode() | 0o755;
-            f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode & 0o7777))
-        });
-    if let Err(e) = written.and_then(|()| fs::rename(&temp, hook)) {
-        let _ = fs::remove_file(&temp);
-        return Err(io_error(hook, "write")(e));
-    }
-    Ok(())
+/// Writes the script next to `hook` and renames it over: git never sees half a script, nor a
+/// script it cannot execute, and a commit running the old one keeps its file. No fsync: a hook
+/// lost in a crash is written again by the next `ensure`.
+fn write_script(hook: &Path, script: &[u8]) -> Result<(), PreCommitError> {
+    write_atomic_with_mode(hook, script, Durability::Replaceable, 0o755)
+        .map_err(io_error(hook, "write"))
 }
 
 /// `value` in single quotes for `sh`: safe for spaces, `$`, backticks, quotes and newlines.

@@ -45,7 +45,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use nix::unistd::Uid;
-use serde_json::Value;
 
 use crate::context::Context;
 use crate::discover::Discovery;
@@ -54,10 +53,6 @@ use crate::hook::{Hook, HookKind, RunAs};
 use crate::seal::{RootHooks, SealedScript};
 use crate::status::{RunResult, StatusError, StatusStore};
 use crate::user_fs::{act_as, guarded_by_sticky, writable_by};
-
-/// The field of a `status.json` entry that says why a run ended the way it did, when the exit
-/// code alone does not (an extra field; discobot's dashboards ignore it).
-pub const NOTE_FIELD: &str = "note";
 
 /// The note of a hook stopped because the session ended under it.
 pub const STOPPED_NOTE: &str = "stopped before it finished: the session ended (the agent command exited or the container is stopping)";
@@ -419,7 +414,7 @@ pub fn run_session(
             Some(reason) => (Err(reason), 0),
             None => attempt_until_done(ctx, session_hook, &run_options, options),
         };
-        let mut run = match result {
+        let mut run = match &result {
             Ok(outcome) => SessionRun {
                 hook_id: hook.id.clone(),
                 hook_name: hook.name.clone(),
@@ -440,23 +435,29 @@ pub fn run_session(
                 exit_code: None,
                 success: false,
                 timed_out: false,
-                note: Some(reason),
+                note: Some(reason.clone()),
                 log_path: ctx.log_path(&hook.id),
                 attempts,
             },
         };
         let duration = started.elapsed().unwrap_or_default();
-        let recorded = store.update(|s| {
-            let entry = s.entry(hook, ctx);
-            entry.finish(
-                run.exit_code,
-                run.success,
-                run.timed_out,
-                duration,
-                SystemTime::now(),
-            );
-            set_note(&mut entry.extra, run.note.as_deref());
-        });
+        let now = SystemTime::now();
+        let recorded = match result {
+            // The status shows the whole span, every attempt and the waits between them.
+            Ok(outcome) => store.record(
+                ctx,
+                hook,
+                &RunOutcome {
+                    duration,
+                    ..outcome
+                },
+                run.note.as_deref(),
+                now,
+            ),
+            Err(reason) => {
+                store.update(|s| s.entry(hook, ctx).record_unfinished(&reason, duration, now))
+            }
+        };
         status_error = status_error.or(recorded.err());
         if let Some(e) = status_error {
             let note = run.note.take().map_or(String::new(), |n| format!("{n}; "));
@@ -724,15 +725,11 @@ pub fn fail_interrupted(
                 .as_deref()
                 .and_then(crate::status::parse_rfc3339)
                 .unwrap_or(now);
-            let entry = s.entry(hook, ctx);
-            entry.finish(
-                None,
-                false,
-                false,
+            s.entry(hook, ctx).record_unfinished(
+                note,
                 now.duration_since(started).unwrap_or_default(),
                 now,
             );
-            set_note(&mut entry.extra, Some(note));
             failed.push(hook.id.clone());
         }
         failed
@@ -759,7 +756,7 @@ pub fn prepare_state_dir(ctx: &Context, user: Option<&Credentials>) -> Result<()
         root_part_of_path(&ctx.state_dir, user)?;
     }
     let _acting = act_as(user).map_err(SessionError::ActAs)?;
-    let output = ctx.state_dir.join("output");
+    let output = ctx.state().output_dir();
     fs::create_dir_all(&output).map_err(|source| SessionError::CreateDir {
         path: output,
         source,
@@ -824,17 +821,6 @@ fn cancelled(options: &SessionOptions) -> bool {
         .cancel
         .as_ref()
         .is_some_and(CancelToken::is_cancelled)
-}
-
-fn set_note(extra: &mut serde_json::Map<String, Value>, note: Option<&str>) {
-    match note {
-        Some(note) => {
-            extra.insert(NOTE_FIELD.to_owned(), Value::String(note.to_owned()));
-        }
-        None => {
-            extra.remove(NOTE_FIELD);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -947,7 +933,7 @@ mod tests {
             assert_eq!(entry.last_exit_code, code, "{id}");
             assert_eq!(entry.fail_count, failures, "{id}");
             assert_eq!(entry.run_count, 1, "{id}");
-            assert!(!entry.extra.contains_key(NOTE_FIELD), "{id}");
+            assert_eq!(entry.note, None, "{id}");
         }
         assert!(status.hooks["20-slow"].timed_out);
         let log = fs::read_to_string(f.ctx.log_path("10-fails")).unwrap();
@@ -1137,7 +1123,7 @@ mod tests {
         assert_eq!(runs[0].note.as_deref(), Some(STOPPED_NOTE));
         let entry = &f.status().hooks["10-down"];
         assert_eq!(entry.last_result, RunResult::Failure);
-        assert_eq!(entry.extra[NOTE_FIELD], STOPPED_NOTE);
+        assert_eq!(entry.note.as_deref(), Some(STOPPED_NOTE));
         assert_eq!(
             fs::read_to_string(&log).unwrap(),
             format!("down\n[{STOPPED_NOTE}, before attempt 2/10]\n")
@@ -1182,7 +1168,7 @@ mod tests {
         let status = f.status();
         let entry = &status.hooks["10-waits"];
         assert_eq!(entry.last_result, RunResult::Failure);
-        assert_eq!(entry.extra[NOTE_FIELD], STOPPED_NOTE);
+        assert_eq!(entry.note.as_deref(), Some(STOPPED_NOTE));
         assert!(!status.hooks.contains_key("20-never"));
     }
 
@@ -1200,7 +1186,18 @@ mod tests {
                 s.entry(&hooks[0], &f.ctx).begin(SystemTime::now());
                 let done = s.entry(&hooks[1], &f.ctx);
                 done.begin(SystemTime::now());
-                done.finish(0, true, false, Duration::ZERO, SystemTime::now());
+                done.record(
+                    &RunOutcome {
+                        exit_code: 0,
+                        timed_out: false,
+                        cancelled: false,
+                        duration: Duration::ZERO,
+                        tail: String::new(),
+                        output_bytes: 0,
+                        log_truncated: false,
+                    },
+                    SystemTime::now(),
+                );
             })
             .unwrap();
         fs::create_dir_all(f.ctx.log_path("x").parent().unwrap()).unwrap();
@@ -1221,11 +1218,7 @@ mod tests {
         ] {
             let entry = status.hooks.get(id);
             assert_eq!(entry.map(|e| e.last_result), result, "{id}");
-            assert_eq!(
-                entry.and_then(|e| e.extra.get(NOTE_FIELD)?.as_str()),
-                note,
-                "{id}"
-            );
+            assert_eq!(entry.and_then(|e| e.note.as_deref()), note, "{id}");
         }
         assert_eq!(
             fs::read_to_string(f.ctx.log_path("10-a")).unwrap(),

@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -41,11 +41,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::context::Context;
+use crate::exec::RunOutcome;
 use crate::hook::{Hook, HookKind};
-
-/// Mode of `status.json`, its lock and new files of [`write_atomic`]: dashboards running as other
-/// users read them.
-const FILE_MODE: u32 = 0o644;
+use crate::state::{Durability, FILE_MODE, TEMP_SUFFIX, parent_dir, temp_prefix, write_atomic};
 
 /// The largest `status.json` read (rule 3); a bigger one is moved aside like a corrupt one.
 const MAX_STATUS_BYTES: u64 = 8 << 20;
@@ -120,6 +118,10 @@ pub struct HookStatus {
     /// How long the last finished run took, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// Why the last run ended as it did when its exit code alone does not say (stopped by the
+    /// end of the session, refused, interrupted); discobot's dashboards ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Fields this version does not know, written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -249,6 +251,7 @@ impl HookStatus {
             consecutive_failures: 0,
             timed_out: false,
             duration_ms: None,
+            note: None,
             extra: Map::new(),
         }
     }
@@ -262,25 +265,48 @@ impl HookStatus {
     /// Records a finished run, with discobot's counters: every run counts, a failure adds to
     /// both failure counters, a success resets the consecutive one. `lastRunAt` is the start of
     /// the run (`now - duration`), the same value [`HookStatus::begin`] wrote, so a writer that
-    /// skips `begin` (the pre-commit path) records the same thing.
-    pub fn finish(
+    /// skips `begin` (the pre-commit path) records the same thing. The note of an earlier run
+    /// is cleared: it described that run.
+    pub fn record(&mut self, outcome: &RunOutcome, now: SystemTime) {
+        let result = if outcome.success() {
+            RunResult::Success
+        } else {
+            RunResult::Failure
+        };
+        self.count(
+            Some(outcome.exit_code),
+            result,
+            outcome.timed_out,
+            outcome.duration,
+            now,
+        );
+        self.note = None;
+    }
+
+    /// Records a run that ended without an outcome (refused before it started, or its runner
+    /// killed) as a failure without an exit code, with `note` saying why.
+    pub fn record_unfinished(&mut self, note: &str, duration: Duration, now: SystemTime) {
+        self.count(None, RunResult::Failure, false, duration, now);
+        self.note = Some(note.to_owned());
+    }
+
+    fn count(
         &mut self,
-        exit_code: impl Into<Option<i32>>,
-        success: bool,
+        exit_code: Option<i32>,
+        result: RunResult,
         timed_out: bool,
         duration: Duration,
         now: SystemTime,
     ) {
         self.run_count += 1;
-        if success {
-            self.last_result = RunResult::Success;
+        if result == RunResult::Success {
             self.consecutive_failures = 0;
         } else {
-            self.last_result = RunResult::Failure;
             self.fail_count += 1;
             self.consecutive_failures += 1;
         }
-        self.last_exit_code = exit_code.into();
+        self.last_result = result;
+        self.last_exit_code = exit_code;
         self.timed_out = timed_out;
         self.duration_ms = Some(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX));
         self.last_run_at = Some(rfc3339(now.checked_sub(duration).unwrap_or(now)));
@@ -323,6 +349,24 @@ impl StatusStore {
     /// The store of a context: `<state>/status.json`.
     pub fn for_context(ctx: &Context) -> StatusStore {
         StatusStore::new(ctx.status_path())
+    }
+
+    /// Records a finished run of `hook` (see [`HookStatus::record`]) with `note`, under the
+    /// lock like every [`StatusStore::update`]: the one way evaluation, rerun, session and
+    /// pre-commit record a run.
+    pub fn record(
+        &self,
+        ctx: &Context,
+        hook: &Hook,
+        outcome: &RunOutcome,
+        note: Option<&str>,
+        now: SystemTime,
+    ) -> Result<(), StatusError> {
+        self.update(|status| {
+            let entry = status.entry(hook, ctx);
+            entry.record(outcome, now);
+            entry.note = note.map(str::to_owned);
+        })
     }
 
     /// The path of `status.json`.
@@ -376,9 +420,11 @@ impl StatusStore {
         let value = f(&mut status);
         let after = status.to_json();
         if before.as_deref() != Some(after.as_slice()) {
-            write_atomic(&self.path, &after).map_err(|source| StatusError::Write {
-                path: self.path.clone(),
-                source,
+            write_atomic(&self.path, &after, Durability::Durable).map_err(|source| {
+                StatusError::Write {
+                    path: self.path.clone(),
+                    source,
+                }
             })?;
         }
         Ok(value)
@@ -574,7 +620,7 @@ fn open_regular(path: &Path) -> io::Result<Result<File, String>> {
 ///
 /// A regular file with no link is fine: a reader may open `status.json` just before a writer
 /// renames a new one over it.
-fn not_ours(meta: &fs::Metadata) -> Option<String> {
+pub(crate) fn not_ours(meta: &fs::Metadata) -> Option<String> {
     let kind = meta.file_type();
     let what = if kind.is_file() {
         if meta.nlink() <= 1 {
@@ -717,9 +763,13 @@ fn warn(message: fmt::Arguments<'_>) {
 }
 
 /// Why `status.json` could not be read or written.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum StatusError {
     /// The state dir could not be created.
+    #[error(
+        "cannot create state dir {}: {source}; create it writable by this user or pass --state-dir",
+        path.display()
+    )]
     CreateDir {
         /// The directory.
         path: PathBuf,
@@ -727,6 +777,10 @@ pub enum StatusError {
         source: io::Error,
     },
     /// The lock file could not be opened or locked.
+    #[error(
+        "cannot lock {}: {source}; make the state dir writable or pass --state-dir",
+        path.display()
+    )]
     Lock {
         /// The lock file.
         path: PathBuf,
@@ -736,6 +790,13 @@ pub enum StatusError {
     /// Another process held the lock for the whole lock timeout. hookvisor's writers hold it
     /// for milliseconds, so the holder is stuck or holds it on purpose: most likely a process
     /// of the agent, which owns the state dir.
+    #[error(
+        "{path} is still locked after {secs}s; hookvisor holds it for milliseconds, so \
+         another process keeps it, most likely one of the agent's: find it with \
+         `fuser -v {path}` and stop it, or pass --state-dir",
+        path = path.display(),
+        secs = waited.as_secs_f64()
+    )]
     LockTimeout {
         /// The lock file.
         path: PathBuf,
@@ -743,6 +804,10 @@ pub enum StatusError {
         waited: Duration,
     },
     /// `status.json` exists but could not be read.
+    #[error(
+        "cannot read {}: {source}; make it readable by this user or pass --state-dir",
+        path.display()
+    )]
     Read {
         /// The status file.
         path: PathBuf,
@@ -750,120 +815,16 @@ pub enum StatusError {
         source: io::Error,
     },
     /// The new `status.json` could not be written, or a corrupt one moved aside.
+    #[error(
+        "cannot write {}: {source}; make the state dir writable or pass --state-dir",
+        path.display()
+    )]
     Write {
         /// The status file.
         path: PathBuf,
         /// What the file system said.
         source: io::Error,
     },
-}
-
-impl fmt::Display for StatusError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StatusError::CreateDir { path, source } => write!(
-                f,
-                "cannot create state dir {}: {source}; create it writable by this user or pass --state-dir",
-                path.display()
-            ),
-            StatusError::Lock { path, source } => write!(
-                f,
-                "cannot lock {}: {source}; make the state dir writable or pass --state-dir",
-                path.display()
-            ),
-            StatusError::LockTimeout { path, waited } => write!(
-                f,
-                "{path} is still locked after {secs}s; hookvisor holds it for milliseconds, so \
-                 another process keeps it, most likely one of the agent's: find it with \
-                 `fuser -v {path}` and stop it, or pass --state-dir",
-                path = path.display(),
-                secs = waited.as_secs_f64()
-            ),
-            StatusError::Read { path, source } => write!(
-                f,
-                "cannot read {}: {source}; make it readable by this user or pass --state-dir",
-                path.display()
-            ),
-            StatusError::Write { path, source } => write!(
-                f,
-                "cannot write {}: {source}; make the state dir writable or pass --state-dir",
-                path.display()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for StatusError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            StatusError::CreateDir { source, .. }
-            | StatusError::Lock { source, .. }
-            | StatusError::Read { source, .. }
-            | StatusError::Write { source, .. } => Some(source),
-            StatusError::LockTimeout { .. } => None,
-        }
-    }
-}
-
-const TEMP_SUFFIX: &str = ".tmp";
-
-/// Replaces `path` with `bytes` so that no reader and no crash ever sees a partial file: write a
-/// temp file in the same directory, fsync it, rename it over, fsync the directory.
-///
-/// The file keeps the permission bits of the regular file it replaces; a new file, or one
-/// replacing a symbolic link, a hard link or anything else, gets 0644 (a link's target is not
-/// read, nor its mode copied). The temp file is created with `O_EXCL`, so never through a
-/// symbolic link, and the rename replaces a link instead of following it. Concurrent writers of
-/// the same path must serialise themselves (the last rename wins).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, true)
-}
-
-/// [`write_atomic`] without the two fsyncs: readers still never see a partial file, but after a
-/// crash the file may be the old one or empty. For state whose loss is harmless (the
-/// evaluator's cutoffs: without them hooks run again, none is skipped), where a sync on every
-/// turn would cost more than it saves.
-pub(crate) fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, false)
-}
-
-fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
-    let dir = parent_dir(path);
-    let prefix = temp_prefix(path)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-    let mode = match fs::symlink_metadata(path) {
-        Ok(meta) if not_ours(&meta).is_none() => meta.permissions().mode() & 0o777,
-        _ => FILE_MODE,
-    };
-    let mut temp = tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(TEMP_SUFFIX)
-        .tempfile_in(dir)?;
-    temp.write_all(bytes)?;
-    // tempfile creates 0600; dashboards running as other users must read the result.
-    temp.as_file()
-        .set_permissions(fs::Permissions::from_mode(mode))?;
-    if durable {
-        temp.as_file().sync_all()?;
-    }
-    temp.persist(path).map_err(|e| e.error)?;
-    if durable {
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(())
-}
-
-fn parent_dir(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    }
-}
-
-/// Temp files of `path` are `.<name>.XXXXXX.tmp`: hidden, and recognisable as ours.
-fn temp_prefix(path: &Path) -> Option<String> {
-    path.file_name()
-        .map(|name| format!(".{}.", name.to_string_lossy()))
 }
 
 /// Formats `t` as RFC 3339 in UTC to the second, the way discobot writes its times:
@@ -1157,6 +1118,19 @@ mod tests {
         }
     }
 
+    /// What a run that exited with `exit_code` did, as far as the status records it.
+    fn outcome(exit_code: i32, timed_out: bool, duration: Duration) -> RunOutcome {
+        RunOutcome {
+            exit_code,
+            timed_out,
+            cancelled: false,
+            duration,
+            tail: String::new(),
+            output_bytes: 0,
+            log_truncated: false,
+        }
+    }
+
     fn at(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs)
     }
@@ -1311,7 +1285,7 @@ mod tests {
         let mut h = hook("x", HookKind::File);
         status
             .entry(&h, &ctx)
-            .finish(0, true, false, Duration::ZERO, at(5));
+            .record(&outcome(0, false, Duration::ZERO), at(5));
         h.name = "Renamed".to_owned();
         let entry = status.entry(&h, &ctx);
         assert_eq!(entry.hook_name, "Renamed");
@@ -1339,11 +1313,8 @@ mod tests {
                 let success = run == 's';
                 entry.begin(at(100 * i as u64));
                 assert_eq!(entry.last_result, RunResult::Running);
-                entry.finish(
-                    if success { 0 } else { 1 },
-                    success,
-                    false,
-                    Duration::from_millis(1500),
+                entry.record(
+                    &outcome(i32::from(!success), false, Duration::from_millis(1500)),
                     at(100 * i as u64 + 2),
                 );
             }
@@ -1361,13 +1332,10 @@ mod tests {
     }
 
     #[test]
-    fn finish_records_code_timeout_duration_and_start_time() {
+    fn record_keeps_code_timeout_duration_and_start_time() {
         let mut entry = HookStatus::new("h", "h", HookKind::Session);
-        entry.finish(
-            124,
-            false,
-            true,
-            Duration::from_millis(2_500),
+        entry.record(
+            &outcome(124, true, Duration::from_millis(2_500)),
             at(1_795_324_153),
         );
         assert_eq!(entry.last_exit_code, Some(124));
@@ -1375,9 +1343,25 @@ mod tests {
         assert_eq!(entry.duration_ms, Some(2_500));
         // 2.5 s before 05:09:13 is 05:09:10.5; the second is floored.
         assert_eq!(entry.last_run_at.as_deref(), Some("2026-11-22T05:09:10Z"));
-        entry.finish(None, false, false, Duration::ZERO, at(0));
+        entry.record_unfinished("refused", Duration::ZERO, at(0));
         assert_eq!(entry.last_exit_code, None);
+        assert_eq!(entry.last_result, RunResult::Failure);
         assert!(!entry.timed_out, "a later run clears timedOut");
+        assert_eq!(entry.note.as_deref(), Some("refused"));
+        entry.record(&outcome(0, false, Duration::ZERO), at(1));
+        assert_eq!(entry.note, None, "a note describes only its own run");
+    }
+
+    #[test]
+    fn note_is_a_field_of_the_entry_in_json() {
+        let text = br#"{"hooks":{"h":{"type":"session","note":"stopped","x":1}}}"#;
+        let status = Status::from_json(text).unwrap();
+        let entry = &status.hooks["h"];
+        assert_eq!(entry.note.as_deref(), Some("stopped"));
+        assert!(!entry.extra.contains_key("note"), "{:?}", entry.extra);
+        let out: Value = serde_json::from_slice(&status.to_json()).unwrap();
+        assert_eq!(out["hooks"]["h"]["note"], "stopped");
+        assert_eq!(out["hooks"]["h"]["x"], 1);
     }
 
     #[test]
@@ -1464,13 +1448,8 @@ mod tests {
                 s.set_pending("lint", true);
                 s.entry(&hook("setup", HookKind::Session), &ctx)
                     .begin(at(1));
-                s.entry(&hook("ok", HookKind::File), &ctx).finish(
-                    0,
-                    true,
-                    false,
-                    Duration::ZERO,
-                    at(1),
-                );
+                s.entry(&hook("ok", HookKind::File), &ctx)
+                    .record(&outcome(0, false, Duration::ZERO), at(1));
             })
             .unwrap();
         let recovered = store.recover_interrupted().unwrap();
@@ -1587,13 +1566,13 @@ mod tests {
     fn write_atomic_replaces_and_keeps_the_mode() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("settings.json");
-        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"one", Durability::Durable).unwrap();
         assert_eq!(
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o644
         );
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
-        write_atomic(&path, b"two").unwrap();
+        write_atomic(&path, b"two", Durability::Durable).unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"two");
         assert_eq!(
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,

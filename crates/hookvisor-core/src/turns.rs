@@ -1,6 +1,6 @@
 //! Who started an agent's turn: the memory behind the loop guard's trigger.
 //!
-//! The loop guard (see [`crate::evaluate`], step 5) must know whether the turn that just ended
+//! The loop guard (see [`crate::evaluate()`], step 5) must know whether the turn that just ended
 //! was started by the user or by one of our re-prompts. An agent's own flag cannot be trusted
 //! for that: Gemini CLI sends `stop_hook_active: false` for a re-prompted turn in which the
 //! model used a tool. So hookvisor keeps its own record, per agent session, in
@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::Context;
 use crate::evaluate::Trigger;
-use crate::status::write_replacing;
+use crate::state::{Durability, StateDir, write_atomic};
 
 /// Sessions remembered; the least recently seen go first.
 pub const MAX_SESSIONS: usize = 64;
@@ -152,7 +152,7 @@ impl TurnLog {
 
     /// The turn log of a state dir, to read.
     pub fn in_state_dir(state_dir: &Path) -> TurnLog {
-        TurnLog::new(state_dir.join("agent-turns.json"))
+        TurnLog::new(StateDir::new(state_dir).turn_log())
     }
 
     /// The workspace the last write recorded, if any; reads without locking.
@@ -276,7 +276,7 @@ impl TurnLog {
         }
         let bytes = serde_json::to_vec(&book).expect("a turn log always serialises");
         // Losing it in a crash makes the next stop a user turn at worst: no fsync per turn.
-        write_replacing(&self.path, &bytes).map_err(|e| error("write", e))?;
+        write_atomic(&self.path, &bytes, Durability::Replaceable).map_err(|e| error("write", e))?;
         Ok(value)
     }
 

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use hookvisor_core::{Context, Hook, HookKind, RunAs, Status, StatusStore};
+use hookvisor_core::{Context, Hook, HookKind, RunAs, RunOutcome, Status, StatusStore};
 use serde_json::Value;
 
 const WORKER_VAR: &str = "HOOKVISOR_TEST_WORKER";
@@ -41,6 +41,19 @@ fn hook(id: &str) -> Hook {
         pattern: None,
         notify_llm: true,
         timeout: Duration::from_secs(1),
+    }
+}
+
+/// A run that exited with `exit_code` after `duration`.
+fn outcome(exit_code: i32, duration: Duration) -> RunOutcome {
+    RunOutcome {
+        exit_code,
+        timed_out: false,
+        cancelled: false,
+        duration,
+        tail: String::new(),
+        output_bytes: 0,
+        log_truncated: false,
     }
 }
 
@@ -80,11 +93,8 @@ fn worker_entry() {
                         let entry = s.entry(&own, &ctx);
                         entry.begin(SystemTime::now());
                         let success = round % 3 != 0;
-                        entry.finish(
-                            i32::from(!success),
-                            success,
-                            false,
-                            Duration::from_millis(1),
+                        entry.record(
+                            &outcome(i32::from(!success), Duration::from_millis(1)),
                             SystemTime::now(),
                         );
                         s.consecutive_hook_turns += 1;
@@ -102,13 +112,8 @@ fn worker_entry() {
                 let fill = char::from(b'a' + (n % 26) as u8);
                 store
                     .update(|s| {
-                        s.entry(&big, &ctx).finish(
-                            0,
-                            true,
-                            false,
-                            Duration::ZERO,
-                            SystemTime::now(),
-                        );
+                        s.entry(&big, &ctx)
+                            .record(&outcome(0, Duration::ZERO), SystemTime::now());
                         s.extra.insert(
                             "padding".to_owned(),
                             Value::String(fill.to_string().repeat(PADDING)),

@@ -15,7 +15,6 @@ use std::env;
 use std::fmt;
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -638,32 +637,10 @@ fn write_atomic(path: &Path, settings: &Json) -> Result<(), SettingsError> {
     };
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(|e| io_err("create the directory of", e))?;
-    let name = path
-        .file_name()
-        .map_or("settings".into(), |n| n.to_string_lossy());
-    let tmp = dir.join(format!(".{name}.hookvisor-{}.tmp", std::process::id()));
     let mut text = serde_json::to_string_pretty(settings).expect("a JSON value serialises");
     text.push('\n');
-    let result = (|| -> io::Result<()> {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        if let Ok(meta) = fs::metadata(path) {
-            file.set_permissions(fs::Permissions::from_mode(
-                meta.permissions().mode() & 0o7777,
-            ))?;
-        }
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        fs::File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map_err(|e| io_err("write", e))
+    hookvisor_core::write_atomic(path, text.as_bytes(), hookvisor_core::Durability::Durable)
+        .map_err(|e| io_err("write", e))
 }
 
 /// A JSON value that keeps the order of object keys as written, so rewriting a settings file

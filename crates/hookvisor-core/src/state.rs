@@ -1,0 +1,198 @@
+//! The state dir: the one place that knows the name of every file hookvisor keeps there, and
+//! the one atomic writer every such file (and the settings and git hooks written elsewhere) goes
+//! through.
+//!
+//! Paths are only named here; creating them stays with their owners, which create them while
+//! acting as the run user (`user_fs::act_as`), so they belong to that user without a chown.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::status::{StatusStore, not_ours};
+
+/// Mode of a new file of [`write_atomic`]: dashboards running as other users read it.
+pub(crate) const FILE_MODE: u32 = 0o644;
+
+/// Temp files of [`write_atomic`] end so, after `.<name>.XXXXXX`: hidden, and recognisable.
+pub(crate) const TEMP_SUFFIX: &str = ".tmp";
+
+/// A session's state dir and the names of the files in it (DESIGN.md, "State dir").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+impl StateDir {
+    /// The state dir at `root`; nothing is touched.
+    pub fn new(root: impl Into<PathBuf>) -> StateDir {
+        StateDir { root: root.into() }
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `status.json`, the record of every hook's last run.
+    pub fn status(&self) -> PathBuf {
+        self.root.join("status.json")
+    }
+
+    /// `status.json.lock`, which writers of `status.json` hold (named by [`StatusStore`]).
+    pub fn status_lock(&self) -> PathBuf {
+        StatusStore::new(self.status()).lock_path()
+    }
+
+    /// `output/`, where hook logs live.
+    pub fn output_dir(&self) -> PathBuf {
+        self.root.join("output")
+    }
+
+    /// `output/<hookId>.log`, the log of a hook's last run.
+    pub fn log(&self, hook_id: &str) -> PathBuf {
+        self.output_dir().join(format!("{hook_id}.log"))
+    }
+
+    /// `changed/<hookId>`, the changed-file list handed to a file hook.
+    pub fn changed_list(&self, hook_id: &str) -> PathBuf {
+        self.root.join("changed").join(hook_id)
+    }
+
+    /// `.last-eval`, the evaluator's per-hook cutoffs.
+    pub fn eval_marker(&self) -> PathBuf {
+        self.root.join(".last-eval")
+    }
+
+    /// `eval.lock`, held by one evaluation at a time.
+    pub fn eval_lock(&self) -> PathBuf {
+        self.root.join("eval.lock")
+    }
+
+    /// `changes.journal`, where deletions are remembered between scans.
+    pub fn changes_journal(&self) -> PathBuf {
+        self.root.join("changes.journal")
+    }
+
+    /// The directory of the change watcher's sync cookies: the state dir itself, which is ours
+    /// and outside the watched workspace's `.git`.
+    pub fn cookie_dir(&self) -> &Path {
+        &self.root
+    }
+
+    /// `agent-turns.json`, the adapters' turn log.
+    pub fn turn_log(&self) -> PathBuf {
+        self.root.join("agent-turns.json")
+    }
+}
+
+/// What a crash right after [`write_atomic`] may leave behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// The file and its directory are fsynced: after a crash the file is the new one.
+    Durable,
+    /// No fsync: readers still never see a partial file, but after a crash it may be the old
+    /// one or empty. For files whose loss is harmless and written too often for a sync.
+    Replaceable,
+}
+
+/// Replaces `path` with `bytes` so that no reader ever sees a partial file: write a temp file in
+/// the same directory, rename it over, and sync as `durability` says.
+///
+/// The file keeps the permission bits of the regular file it replaces; a new file, or one
+/// replacing a symbolic link, a hard link or anything else, gets 0644 (a link's target is not
+/// read, nor its mode copied). The temp file is created with `O_EXCL`, so never through a
+/// symbolic link, and the rename replaces a link instead of following it. Concurrent writers of
+/// the same path must serialise themselves (the last rename wins).
+pub fn write_atomic(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
+    let mode = match fs::symlink_metadata(path) {
+        Ok(meta) if not_ours(&meta).is_none() => meta.permissions().mode() & 0o777,
+        _ => FILE_MODE,
+    };
+    write_atomic_with_mode(path, bytes, durability, mode)
+}
+
+/// [`write_atomic`] giving the file exactly `mode`, whatever it replaces: for a git hook, which
+/// must be executable from the moment git can see it.
+pub(crate) fn write_atomic_with_mode(
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+    mode: u32,
+) -> io::Result<()> {
+    let dir = parent_dir(path);
+    let prefix = temp_prefix(path)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    let mut temp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(TEMP_SUFFIX)
+        .tempfile_in(dir)?;
+    temp.write_all(bytes)?;
+    // tempfile creates 0600, and fchmod is not reduced by the umask.
+    temp.as_file()
+        .set_permissions(fs::Permissions::from_mode(mode))?;
+    let durable = durability == Durability::Durable;
+    if durable {
+        temp.as_file().sync_all()?;
+    }
+    temp.persist(path).map_err(|e| e.error)?;
+    if durable {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// The directory `path` is in; `.` for a bare file name.
+pub(crate) fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Temp files of `path` are `.<name>.XXXXXX.tmp`: hidden, and recognisable as ours.
+pub(crate) fn temp_prefix(path: &Path) -> Option<String> {
+    path.file_name()
+        .map(|name| format!(".{}.", name.to_string_lossy()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn every_path_is_inside_the_state_dir() {
+        let state = StateDir::new("/s");
+        assert_eq!(state.status(), Path::new("/s/status.json"));
+        assert_eq!(state.status_lock(), Path::new("/s/status.json.lock"));
+        assert_eq!(state.log("a"), Path::new("/s/output/a.log"));
+        assert_eq!(state.changed_list("a"), Path::new("/s/changed/a"));
+        assert_eq!(state.eval_marker(), Path::new("/s/.last-eval"));
+        assert_eq!(state.eval_lock(), Path::new("/s/eval.lock"));
+        assert_eq!(state.changes_journal(), Path::new("/s/changes.journal"));
+        assert_eq!(state.cookie_dir(), Path::new("/s"));
+        assert_eq!(state.turn_log(), Path::new("/s/agent-turns.json"));
+    }
+
+    #[test]
+    fn the_given_mode_wins_over_the_old_file_and_no_temp_file_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let hook = dir.path().join("pre-commit");
+        fs::write(&hook, "old").unwrap();
+        fs::set_permissions(&hook, fs::Permissions::from_mode(0o600)).unwrap();
+        write_atomic_with_mode(&hook, b"new", Durability::Replaceable, 0o755).unwrap();
+        assert_eq!(fs::read(&hook).unwrap(), b"new");
+        assert_eq!(fs::metadata(&hook).unwrap().mode() & 0o7777, 0o755);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_missing_directory_is_an_error_not_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing/file");
+        assert!(write_atomic(&path, b"x", Durability::Durable).is_err());
+        assert!(!dir.path().join("missing").exists());
+    }
+}
