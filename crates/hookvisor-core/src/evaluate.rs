@@ -30,7 +30,6 @@
 //! file, even if hooks stay pending or other files do not load.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::fs;
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -185,61 +184,38 @@ fn read_problems<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Problem>, D::Err
 }
 
 /// Why an evaluation could not complete.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum EvalError {
     /// status.json could not be read or written.
-    Status(StatusError),
+    #[error(transparent)]
+    Status(#[from] StatusError),
     /// Change detection failed.
-    Changes(changes::ChangesError),
+    #[error(transparent)]
+    Changes(#[from] changes::ChangesError),
     /// A hook could not be started at all (its log could not be created, ...).
-    Exec(ExecError),
-    /// A marker file could not be written.
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// The evaluation marker (`.last-eval`) could not be written.
+    #[error("cannot write {}: {source}; make the state dir writable or pass --state-dir", path.display())]
     Marker {
         /// The marker's path.
         path: PathBuf,
         /// What the file system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The evaluation lock (`eval.lock`) could not be created or taken.
+    #[error("cannot lock {}: {source}; make the state dir writable or pass --state-dir", path.display())]
+    Lock {
+        /// The lock's path.
+        path: PathBuf,
+        /// What the file system said.
+        #[source]
         source: std::io::Error,
     },
     /// The evaluation was cancelled; the hook that was running is pending again.
+    #[error("evaluation cancelled; the running hook is pending again")]
     Cancelled,
-}
-
-impl fmt::Display for EvalError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EvalError::Status(e) => e.fmt(f),
-            EvalError::Changes(e) => e.fmt(f),
-            EvalError::Exec(e) => e.fmt(f),
-            EvalError::Marker { path, source } => write!(
-                f,
-                "cannot write {}: {source}; make the state dir writable or pass --state-dir",
-                path.display()
-            ),
-            EvalError::Cancelled => {
-                f.write_str("evaluation cancelled; the running hook is pending again")
-            }
-        }
-    }
-}
-
-impl std::error::Error for EvalError {}
-
-impl From<StatusError> for EvalError {
-    fn from(e: StatusError) -> Self {
-        EvalError::Status(e)
-    }
-}
-
-impl From<changes::ChangesError> for EvalError {
-    fn from(e: changes::ChangesError) -> Self {
-        EvalError::Changes(e)
-    }
-}
-
-impl From<ExecError> for EvalError {
-    fn from(e: ExecError) -> Self {
-        EvalError::Exec(e)
-    }
 }
 
 /// The evaluator's own state: the previous cutoff and each hook's cutoff, in `<state>/.last-eval`.
@@ -715,18 +691,18 @@ impl EvalLock {
     /// Waits for and takes `<state>/eval.lock`, creating the state dir if needed.
     pub(crate) fn acquire(ctx: &Context) -> Result<EvalLock, EvalError> {
         let path = ctx.state().eval_lock();
-        let marker_error = |source| EvalError::Marker {
+        let lock_error = |source| EvalError::Lock {
             path: path.clone(),
             source,
         };
-        fs::create_dir_all(&ctx.state_dir).map_err(marker_error)?;
+        fs::create_dir_all(&ctx.state_dir).map_err(lock_error)?;
         let file = fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(marker_error)?;
-        file.lock().map_err(marker_error)?;
+            .map_err(lock_error)?;
+        file.lock().map_err(lock_error)?;
         Ok(EvalLock { _file: file })
     }
 }

@@ -27,8 +27,8 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
 use hookvisor_core::{
-    Action, Answer, Context, ContextError, EvalError, EvalOptions, EvalReport, Evaluator,
-    TurnLog, TurnLogError,
+    Action, Answer, Context, ContextError, EvalError, EvalOptions, EvalReport, Evaluator, TurnLog,
+    TurnLogError,
 };
 use serde::Deserialize;
 

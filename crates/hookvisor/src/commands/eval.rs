@@ -2,9 +2,7 @@
 
 use std::io::{self, Write};
 
-use hookvisor_core::{
-    Action, EvalOptions, EvalReport, Evaluator, StatusStore, Trigger, discover,
-};
+use hookvisor_core::{Action, EvalOptions, EvalReport, Evaluator, StatusStore, Trigger, discover};
 
 use crate::cli::{self, EvalArgs};
 use crate::commands::Globals;
