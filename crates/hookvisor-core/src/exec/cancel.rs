@@ -110,8 +110,8 @@ mod tests {
         };
         let started = Instant::now();
         // Far longer than the test may take: only the cancel can end the wait in time.
-        assert!(token.wait_for(Duration::from_secs(600)));
-        assert!(started.elapsed() < Duration::from_secs(60));
+        assert!(token.wait_for(Duration::from_secs(60)));
+        assert!(started.elapsed() < Duration::from_secs(30));
         canceller.join().unwrap();
         assert!(token.is_cancelled());
         // Cancelling is permanent, and a second cancel is harmless.
