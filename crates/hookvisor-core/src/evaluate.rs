@@ -44,7 +44,8 @@ use crate::discover::{Discovery, discover};
 use crate::exec::{CancelToken, ExecError, RunOptions, run_hook};
 use crate::hook::{Hook, HookKind, Problem};
 use crate::message::{Failure, broken_hooks_message};
-use crate::status::{RunResult, StatusError, StatusStore, rfc3339, write_replacing};
+use crate::status::{RunResult, StatusError, StatusStore, write_replacing};
+use crate::timestamp::rfc3339;
 
 /// Who started the turn that just ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

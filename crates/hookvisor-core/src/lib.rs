@@ -23,6 +23,7 @@ mod seal;
 mod session;
 mod status;
 pub mod sys;
+mod timestamp;
 mod turns;
 mod user_fs;
 
@@ -56,9 +57,7 @@ pub use session::{
     SessionHook, SessionOptions, SessionPlan, SessionRun, credentials_for, fail_interrupted,
     prepare_state_dir, run_session,
 };
-pub use status::{
-    HookStatus, RunResult, Status, StatusError, StatusStore, parse_rfc3339, rfc3339,
-    rfc3339_millis, write_atomic,
-};
+pub use status::{HookStatus, RunResult, Status, StatusError, StatusStore, write_atomic};
+pub use timestamp::parse_rfc3339;
 pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
 pub use user_fs::{ActingAs, act_as, agent_running};
