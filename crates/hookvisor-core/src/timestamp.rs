@@ -1,40 +1,95 @@
 //! RFC 3339 times in UTC, as status.json and discobot's files write them.
 //!
-//! The calendar is jiff's; this module only fixes the two shapes we write (strings that sort in
-//! time order) and keeps parsing to strict RFC 3339, which jiff's Temporal parser widens.
+//! The calendar is jiff's. Its Temporal printer and parser are not used: they would add about
+//! 275 KiB to the static init, which writes these times too, and the parser accepts more than
+//! RFC 3339 (`+0200`, no seconds, `[zone]` annotations) while the file is shared with tools
+//! that do not.
 
 use std::time::SystemTime;
 
 use jiff::Timestamp;
-use jiff::fmt::temporal::DateTimePrinter;
+use jiff::civil::DateTime;
+use jiff::tz::Offset;
 
 /// Formats `t` as RFC 3339 in UTC to the second, the way discobot writes its times:
 /// `2026-11-22T05:09:10Z`. Strings of this form sort in time order.
 pub(crate) fn rfc3339(t: SystemTime) -> String {
-    print(t, 0)
+    format!("{}Z", seconds(&utc(t)))
 }
 
 /// [`rfc3339`] with milliseconds, always three digits so the strings still sort in time
 /// order: `2026-11-22T05:09:10.042Z`.
 pub(crate) fn rfc3339_millis(t: SystemTime) -> String {
-    print(t, 3)
+    let at = utc(t);
+    format!(
+        "{}.{:03}Z",
+        seconds(&at),
+        at.subsec_nanosecond() / 1_000_000
+    )
 }
 
 /// Parses an RFC 3339 time (`2026-11-22T05:09:10Z`, optional fraction, `Z` or `±HH:MM`), as
 /// written by [`rfc3339`], discobot or any other tool sharing the file.
 pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
-    // jiff also takes ISO 8601 forms other tools would not read back (`+0200`, no seconds,
-    // `[zone]` annotations); the file is shared, so only RFC 3339 itself is accepted.
-    if !is_rfc3339_shape(s.as_bytes()) {
+    let b = s.as_bytes();
+    if !is_rfc3339_shape(b) {
         return None;
     }
-    let at: Timestamp = s.parse().ok()?;
+    let num = |range: std::ops::Range<usize>| -> Option<i8> { s.get(range)?.parse().ok() };
+    let year: i16 = s.get(0..4)?.parse().ok()?;
+    let (month, day) = (num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut rest = &b[19..];
+    let mut nanos: i32 = 0;
+    if let [b'.', tail @ ..] = rest {
+        let digits = tail.iter().take_while(|c| c.is_ascii_digit()).count();
+        for (i, d) in tail[..digits].iter().enumerate().take(9) {
+            nanos += i32::from(d - b'0') * 10i32.pow(8 - i as u32);
+        }
+        rest = &tail[digits..];
+    }
+    let offset_secs = match rest {
+        [sign @ (b'+' | b'-'), ..] => {
+            let (h, m): (i32, i32) = (
+                s.get(s.len() - 5..s.len() - 3)?.parse().ok()?,
+                s.get(s.len() - 2..)?.parse().ok()?,
+            );
+            if h > 23 || m > 59 {
+                return None;
+            }
+            if *sign == b'+' {
+                h * 3600 + m * 60
+            } else {
+                -(h * 3600 + m * 60)
+            }
+        }
+        _ => 0,
+    };
+    // A leap second (:60) is the first second of the next minute, as a Unix clock counts it.
+    let leap = second == 60;
+    let civil = DateTime::new(
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        if leap { 59 } else { second },
+        nanos,
+    )
+    .ok()?;
+    let mut at = Offset::from_seconds(offset_secs)
+        .ok()?
+        .to_timestamp(civil)
+        .ok()?;
+    if leap {
+        at = at.checked_add(jiff::SignedDuration::from_secs(1)).ok()?;
+    }
     SystemTime::try_from(at).ok()
 }
 
-/// Prints `t` in UTC with `digits` fractional digits, truncated: the civil time's seconds are
-/// floored, so times before 1970 print as the second they fall in.
-fn print(t: SystemTime, digits: u8) -> String {
+/// `t` as a civil time in UTC; seconds are floored, so a time before 1970 falls in the second
+/// it belongs to.
+fn utc(t: SystemTime) -> DateTime {
     // SystemTime spans more than jiff's ±9999 years; such a clock is broken, and the nearest
     // representable time keeps the file readable.
     let at = Timestamp::try_from(t).unwrap_or_else(|_| {
@@ -44,9 +99,20 @@ fn print(t: SystemTime, digits: u8) -> String {
             Timestamp::MAX
         }
     });
-    DateTimePrinter::new()
-        .precision(Some(digits))
-        .timestamp_to_string(&at)
+    Offset::UTC.to_datetime(at)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS`.
+fn seconds(at: &DateTime) -> String {
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        at.year(),
+        at.month(),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
+    )
 }
 
 /// `YYYY-MM-DD[Tt ]HH:MM:SS[.fraction](Z|z|±HH:MM)` with the digits where they belong.
