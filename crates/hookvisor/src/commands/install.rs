@@ -820,7 +820,7 @@ mod tests {
                     None => assert!(entries.is_empty(), "{agent:?} installs {name}"),
                     Some(event) => {
                         assert_eq!(entries.len(), 1, "{agent:?} does not install {name}");
-                        assert!(is_ours(&entries[0], target.spec.command));
+                        assert!(is_ours(entries[0], target.spec.command));
                         assert_eq!(entries[0]["timeout"], target.timeout(event), "{name}");
                     }
                 }
