@@ -29,7 +29,7 @@ pub(crate) fn rfc3339_millis(t: SystemTime) -> String {
 }
 
 /// Parses an RFC 3339 time (`2026-11-22T05:09:10Z`, optional fraction, `Z` or `±HH:MM`), as
-/// written by [`rfc3339`], discobot or any other tool sharing the file.
+/// written by hookvisor, discobot or any other tool sharing the file.
 pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     let b = s.as_bytes();
     if !is_rfc3339_shape(b) {
