@@ -44,7 +44,8 @@ use crate::exec::{CancelToken, ExecError, RunOptions, RunOutcome, run_hook};
 use crate::hook::{Hook, HookKind, Problem, ProblemKind};
 use crate::message::{Failure, broken_hooks_message};
 use crate::state::{Durability, write_atomic};
-use crate::status::{RunResult, Status, StatusError, StatusStore, rfc3339};
+use crate::status::{RunResult, Status, StatusError, StatusStore};
+use crate::timestamp::rfc3339;
 
 /// Who started the turn that just ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

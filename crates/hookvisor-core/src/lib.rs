@@ -94,6 +94,7 @@ mod status;
 pub mod sys;
 /// `${name}` template variables in `run:` and `argv:`, injection-safe (EVENTS.md §4.1).
 pub mod template;
+mod timestamp;
 mod turns;
 mod user_fs;
 /// The `when:` condition language of hooks: parsed once, evaluated over typed variables.
@@ -126,8 +127,7 @@ pub use session::{
     run_session,
 };
 pub use state::{Durability, StateDir, write_atomic};
-pub use status::{
-    HookStatus, RunResult, Status, StatusError, StatusStore, parse_rfc3339, rfc3339, rfc3339_millis,
-};
+pub use status::{HookStatus, RunResult, Status, StatusError, StatusStore};
+pub use timestamp::parse_rfc3339;
 pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
 pub use user_fs::{ActingAs, act_as, agent_running};

@@ -723,7 +723,7 @@ pub fn fail_interrupted(
             let started = entry
                 .last_run_at
                 .as_deref()
-                .and_then(crate::status::parse_rfc3339)
+                .and_then(crate::timestamp::parse_rfc3339)
                 .unwrap_or(now);
             s.entry(hook, ctx).record_unfinished(
                 note,

@@ -35,7 +35,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -44,6 +44,7 @@ use crate::context::Context;
 use crate::exec::RunOutcome;
 use crate::hook::{Hook, HookKind};
 use crate::state::{Durability, FILE_MODE, TEMP_SUFFIX, parent_dir, temp_prefix, write_atomic};
+use crate::timestamp::{rfc3339, rfc3339_millis};
 
 /// The largest `status.json` read (rule 3); a bigger one is moved aside like a corrupt one.
 const MAX_STATUS_BYTES: u64 = 8 << 20;
@@ -827,157 +828,6 @@ pub enum StatusError {
     },
 }
 
-/// Formats `t` as RFC 3339 in UTC to the second, the way discobot writes its times:
-/// `2026-11-22T05:09:10Z`. Strings of this form sort in time order.
-pub fn rfc3339(t: SystemTime) -> String {
-    let (secs, _) = unix_parts(t);
-    let (date, time) = civil(secs);
-    format!("{date}T{time}Z")
-}
-
-/// [`rfc3339`] with milliseconds, always three digits so the strings still sort in time
-/// order: `2026-11-22T05:09:10.042Z`.
-pub fn rfc3339_millis(t: SystemTime) -> String {
-    let (secs, nanos) = unix_parts(t);
-    let (date, time) = civil(secs);
-    format!("{date}T{time}.{:03}Z", nanos / 1_000_000)
-}
-
-/// Parses an RFC 3339 time (`2026-11-22T05:09:10Z`, optional fraction, `Z` or `±HH:MM`), as
-/// written by [`rfc3339`], discobot or any other tool sharing the file.
-pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
-    let b = s.as_bytes();
-    let num = |range: std::ops::Range<usize>| -> Option<i64> {
-        let part = b.get(range)?;
-        part.iter().all(u8::is_ascii_digit).then_some(())?;
-        std::str::from_utf8(part).ok()?.parse().ok()
-    };
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month)
-        || day < 1
-        || day > days_in_month(year, month)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    let mut rest = &b[19..];
-    let mut nanos: u32 = 0;
-    if let [b'.', tail @ ..] = rest {
-        let digits = tail.iter().take_while(|c| c.is_ascii_digit()).count();
-        if digits == 0 {
-            return None;
-        }
-        for (i, d) in tail[..digits].iter().enumerate().take(9) {
-            nanos += u32::from(d - b'0') * 10u32.pow(8 - i as u32);
-        }
-        rest = &tail[digits..];
-    }
-    let offset = match rest {
-        [b'Z' | b'z'] => 0,
-        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
-            let digits = [*h1, *h2, *m1, *m2];
-            if !digits.iter().all(u8::is_ascii_digit) {
-                return None;
-            }
-            let value = |hi: u8, lo: u8| i64::from(hi - b'0') * 10 + i64::from(lo - b'0');
-            let (h, m) = (value(*h1, *h2), value(*m1, *m2));
-            if h > 23 || m > 59 {
-                return None;
-            }
-            let minutes = h * 60 + m;
-            if *sign == b'+' { minutes } else { -minutes }
-        }
-        _ => return None,
-    };
-    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
-        - offset * 60;
-    let base = if secs >= 0 {
-        UNIX_EPOCH.checked_add(Duration::from_secs(secs.unsigned_abs()))?
-    } else {
-        UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))?
-    };
-    base.checked_add(Duration::from_nanos(u64::from(nanos)))
-}
-
-/// Whole seconds since the epoch (floored, so times before 1970 work) and the nanoseconds
-/// after them.
-fn unix_parts(t: SystemTime) -> (i64, u32) {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => (
-            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            d.subsec_nanos(),
-        ),
-        Err(e) => {
-            let d = e.duration();
-            let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-            match d.subsec_nanos() {
-                0 => (-secs, 0),
-                n => (-secs - 1, 1_000_000_000 - n),
-            }
-        }
-    }
-}
-
-/// `YYYY-MM-DD` and `HH:MM:SS` of a Unix time in UTC.
-fn civil(secs: i64) -> (String, String) {
-    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
-    let sod = secs.rem_euclid(86_400);
-    (
-        format!("{year:04}-{month:02}-{day:02}"),
-        format!("{:02}:{:02}:{:02}", sod / 3600, sod / 60 % 60, sod % 60),
-    )
-}
-
-/// Year, month, day of a day count since 1970-01-01 in the proleptic Gregorian calendar.
-///
-/// Howard Hinnant's `civil_from_days`: shift the year to start on 1 March so the leap day is
-/// last, then split into 400-year eras of 146097 days, which repeat exactly.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-/// The inverse of [`civil_from_days`].
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    match month {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
 /// The shape of the file as read: hook entries stay raw until each is parsed on its own, so one
 /// entry this version cannot read does not make the whole file corrupt.
 #[derive(Deserialize)]
@@ -1132,7 +982,7 @@ mod tests {
     }
 
     fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
     }
 
     /// DESIGN.md's example with values filled in, as discobot would write it.
@@ -1196,12 +1046,14 @@ mod tests {
         let entry = status.entry(&hook("lint", HookKind::PreCommit), &context(dir.path()));
         entry.begin(at(10));
         let value: Value = serde_json::from_slice(&status.to_json()).unwrap();
-        let top: Vec<&str> = value
+        // Sorted: whether serde_json's map keeps file order depends on a workspace-wide feature.
+        let mut top: Vec<&str> = value
             .as_object()
             .unwrap()
             .keys()
             .map(String::as_str)
             .collect();
+        top.sort_unstable();
         assert_eq!(top, ["hooks", "lastEvaluatedAt", "pendingHooks"]);
         let entry = value["hooks"]["lint"].as_object().unwrap();
         for field in [
@@ -1579,111 +1431,6 @@ mod tests {
             0o600
         );
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
-    }
-
-    #[test]
-    fn rfc3339_formats_civil_dates() {
-        // (seconds since the epoch, nanoseconds, rfc3339, rfc3339_millis)
-        let table: [(i64, u32, &str, &str); 8] = [
-            (0, 0, "1970-01-01T00:00:00Z", "1970-01-01T00:00:00.000Z"),
-            (
-                1_795_324_150,
-                0,
-                "2026-11-22T05:09:10Z",
-                "2026-11-22T05:09:10.000Z",
-            ),
-            (
-                1_795_324_150,
-                42_999_999,
-                "2026-11-22T05:09:10Z",
-                "2026-11-22T05:09:10.042Z",
-            ),
-            (
-                951_868_799,
-                0,
-                "2000-02-29T23:59:59Z",
-                "2000-02-29T23:59:59.000Z",
-            ),
-            (
-                951_868_800,
-                0,
-                "2000-03-01T00:00:00Z",
-                "2000-03-01T00:00:00.000Z",
-            ),
-            (
-                4_107_542_400,
-                0,
-                "2100-03-01T00:00:00Z",
-                "2100-03-01T00:00:00.000Z",
-            ),
-            (-1, 0, "1969-12-31T23:59:59Z", "1969-12-31T23:59:59.000Z"),
-            (
-                -1,
-                500_000_000,
-                "1969-12-31T23:59:59Z",
-                "1969-12-31T23:59:59.500Z",
-            ),
-        ];
-        for (secs, nanos, plain, millis) in table {
-            let t = if secs >= 0 {
-                UNIX_EPOCH + Duration::new(secs as u64, nanos)
-            } else {
-                UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs())
-                    + Duration::from_nanos(nanos.into())
-            };
-            assert_eq!(rfc3339(t), plain, "{secs}.{nanos}");
-            assert_eq!(rfc3339_millis(t), millis, "{secs}.{nanos}");
-            let parsed = parse_rfc3339(millis).unwrap();
-            assert_eq!(rfc3339_millis(parsed), millis);
-        }
-    }
-
-    #[test]
-    fn parse_rfc3339_accepts_offsets_and_rejects_malformed_times() {
-        let base = parse_rfc3339("2026-11-22T05:09:10Z").unwrap();
-        assert_eq!(base, UNIX_EPOCH + Duration::from_secs(1_795_324_150));
-        for same in [
-            "2026-11-22T07:09:10+02:00",
-            "2026-11-21T23:39:10-05:30",
-            "2026-11-22t05:09:10z",
-        ] {
-            assert_eq!(parse_rfc3339(same), Some(base), "{same}");
-        }
-        assert_eq!(
-            parse_rfc3339("2026-11-22T05:09:10.123456789Z"),
-            Some(base + Duration::from_nanos(123_456_789))
-        );
-        for bad in [
-            "",
-            "2026-11-22",
-            "2026-11-22T05:09:10",
-            "2026-13-01T00:00:00Z",
-            "2026-02-29T00:00:00Z",
-            "2026-11-22T24:00:00Z",
-            "2026-11-22T05:09:10.Z",
-            "2026-11-22T05:09:10+0200",
-            "2026-11-22T05:09:10Zjunk",
-            "+026-11-22T05:09:10Z",
-        ] {
-            assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
-        }
-        assert!(parse_rfc3339("2024-02-29T00:00:00Z").is_some());
-    }
-
-    #[test]
-    fn civil_conversion_round_trips_over_four_centuries() {
-        let mut expected = (1600, 1, 1);
-        for days in days_from_civil(1600, 1, 1)..days_from_civil(2400, 1, 1) {
-            assert_eq!(civil_from_days(days), expected, "day {days}");
-            assert_eq!(days_from_civil(expected.0, expected.1, expected.2), days);
-            expected = if expected.2 < days_in_month(expected.0, expected.1) {
-                (expected.0, expected.1, expected.2 + 1)
-            } else if expected.1 < 12 {
-                (expected.0, expected.1 + 1, 1)
-            } else {
-                (expected.0 + 1, 1, 1)
-            };
-        }
     }
 
     // -----------------------------------------------------------------------------------------

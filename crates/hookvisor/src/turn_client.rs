@@ -1,9 +1,10 @@
 //! The agent adapters' way to a running `hookvisor serve`: one blocking HTTP/1.1 request,
 //! `POST /v1/turns/end`, over TCP or a Unix socket.
 //!
-//! A Stop hook is a short-lived process that sends one request and waits for one answer, so a
-//! few dozen lines over `std` sockets serve it better than an HTTP client stack: nothing to
-//! start, nothing to configure, and the adapter stays as quick to launch as the rest of the CLI.
+//! A Stop hook is a short-lived process that sends one request and waits for one answer, so
+//! blocking `std` sockets with httparse for the answer's head serve it better than an HTTP
+//! client stack: nothing to start, nothing to configure, and the adapter stays as quick to
+//! launch as the rest of the CLI.
 //!
 //! `HOOKVISOR_URL` is `http://host:port[/prefix]` or `unix:/path/to.sock`; `HOOKVISOR_SOCKET`,
 //! when set, is the socket to reach it through (what `serve --socket PATH -- AGENT` gives the
@@ -307,6 +308,9 @@ impl TurnClient {
     }
 }
 
+/// The most header lines an answer may have; serve sends a handful.
+const MAX_HEADERS: usize = 64;
+
 /// Reads a status line, headers and a body (Content-Length, chunked, or up to EOF).
 fn read_response(reader: &mut impl BufRead, url: &str) -> Result<(u16, Vec<u8>), TurnClientError> {
     let protocol = |why: String| TurnClientError::Protocol {
@@ -318,68 +322,100 @@ fn read_response(reader: &mut impl BufRead, url: &str) -> Result<(u16, Vec<u8>),
         source,
     };
     let mut reader = reader.take(MAX_RESPONSE);
-    let status_line = read_line(&mut reader).map_err(io_err)?;
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or_default();
-    let code = parts.next().and_then(|c| c.parse::<u16>().ok());
-    let code = match code {
-        Some(code) if version.starts_with("HTTP/1.") => code,
-        _ => {
-            return Err(protocol(format!(
-                "status line '{}'",
-                status_line.trim_end()
-            )));
-        }
-    };
-    let mut length = None;
-    let mut chunked = false;
-    loop {
-        let line = read_line(&mut reader).map_err(io_err)?;
-        if line.is_empty() {
-            return Err(protocol("the headers end early".into()));
-        }
-        if line == "\r\n" || line == "\n" {
-            break;
-        }
-        let Some((name, value)) = line.split_once(':') else {
-            return Err(protocol(format!("header line '{}'", line.trim_end())));
-        };
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("content-length") {
-            length = Some(
-                value
-                    .parse::<u64>()
-                    .map_err(|_| protocol(format!("Content-Length '{value}'")))?,
-            );
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            chunked = value.to_ascii_lowercase().contains("chunked");
-        }
-    }
+    let head = read_head(&mut reader).map_err(|e| match e {
+        HeadError::Io(source) => io_err(source),
+        HeadError::Protocol(why) => protocol(why),
+    })?;
     let mut body = Vec::new();
-    if chunked {
+    if head.chunked {
         loop {
-            let line = read_line(&mut reader).map_err(io_err)?;
-            let size = line.trim_end().split(';').next().unwrap_or_default();
-            let size = u64::from_str_radix(size.trim(), 16)
-                .map_err(|_| protocol(format!("chunk size '{}'", line.trim_end())))?;
+            let mut line = Vec::new();
+            reader.read_until(b'\n', &mut line).map_err(io_err)?;
+            let size = match httparse::parse_chunk_size(&line) {
+                Ok(httparse::Status::Complete((_, size))) => size,
+                _ => {
+                    return Err(protocol(format!(
+                        "chunk size '{}'",
+                        String::from_utf8_lossy(&line).trim_end()
+                    )));
+                }
+            };
             if size == 0 {
                 break;
             }
             read_exactly(&mut reader, size, &mut body).map_err(io_err)?;
-            read_line(&mut reader).map_err(io_err)?;
+            reader.read_until(b'\n', &mut Vec::new()).map_err(io_err)?;
         }
-    } else if let Some(length) = length {
+    } else if let Some(length) = head.length {
         read_exactly(&mut reader, length, &mut body).map_err(io_err)?;
     } else {
         reader.read_to_end(&mut body).map_err(io_err)?;
     }
-    Ok((code, body))
+    Ok((head.code, body))
 }
 
-fn read_line(reader: &mut impl BufRead) -> io::Result<String> {
-    let mut line = Vec::new();
-    reader.read_until(b'\n', &mut line)?;
-    Ok(String::from_utf8_lossy(&line).into_owned())
+/// What of a response head decides how to read the body.
+struct Head {
+    /// The status code.
+    code: u16,
+    /// `Content-Length`, when given.
+    length: Option<u64>,
+    /// Whether the body comes in chunks.
+    chunked: bool,
+}
+
+/// Why a response head could not be read.
+enum HeadError {
+    /// The connection broke.
+    Io(io::Error),
+    /// The bytes are not an HTTP/1.x response head.
+    Protocol(String),
+}
+
+/// Reads up to the blank line after the headers and parses them with httparse, leaving the
+/// body unread in `reader`.
+fn read_head(reader: &mut impl BufRead) -> Result<Head, HeadError> {
+    let mut raw = Vec::new();
+    loop {
+        let fresh = reader.fill_buf().map_err(HeadError::Io)?;
+        if fresh.is_empty() {
+            return Err(HeadError::Protocol("the headers end early".into()));
+        }
+        let fresh_len = fresh.len();
+        raw.extend_from_slice(fresh);
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut response = httparse::Response::new(&mut headers);
+        let head_len = match response.parse(&raw) {
+            Ok(httparse::Status::Complete(head_len)) => head_len,
+            Ok(httparse::Status::Partial) => {
+                reader.consume(fresh_len);
+                continue;
+            }
+            Err(e) => return Err(HeadError::Protocol(format!("response head: {e}"))),
+        };
+        // Only the head is consumed; what followed it in this read is the body's start.
+        reader.consume(fresh_len - (raw.len() - head_len));
+        let code = response.code.unwrap_or_default();
+        let mut head = Head {
+            code,
+            length: None,
+            chunked: false,
+        };
+        for header in response.headers.iter() {
+            let value = String::from_utf8_lossy(header.value);
+            let value = value.trim();
+            if header.name.eq_ignore_ascii_case("content-length") {
+                head.length = Some(
+                    value
+                        .parse::<u64>()
+                        .map_err(|_| HeadError::Protocol(format!("Content-Length '{value}'")))?,
+                );
+            } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
+                head.chunked = value.to_ascii_lowercase().contains("chunked");
+            }
+        }
+        return Ok(head);
+    }
 }
 
 fn read_exactly(reader: &mut impl Read, count: u64, into: &mut Vec<u8>) -> io::Result<()> {
@@ -474,11 +510,15 @@ mod tests {
             ),
         ];
         for (raw, want) in cases {
-            let got = read_response(&mut raw.as_bytes(), "http://x:1")
-                .ok()
-                .map(|(code, body)| (code, String::from_utf8(body).unwrap()));
             let want = want.map(|(code, body)| (code, body.to_owned()));
-            assert_eq!(got, want, "{raw:?}");
+            // Small buffers split the head across reads, as a slow socket does.
+            for capacity in [1, 7, 4096] {
+                let mut reader = BufReader::with_capacity(capacity, raw.as_bytes());
+                let got = read_response(&mut reader, "http://x:1")
+                    .ok()
+                    .map(|(code, body)| (code, String::from_utf8(body).unwrap()));
+                assert_eq!(got, want, "{raw:?} read {capacity} bytes at a time");
+            }
         }
     }
 

@@ -16,10 +16,9 @@ use std::fmt;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Map, Value};
 
 mod codex_trust;
 
@@ -62,7 +61,7 @@ impl Target {
     }
 
     /// Our entry for `event`, running `command`.
-    fn entry(&self, command: &str, event: Event) -> Json {
+    fn entry(&self, command: &str, event: Event) -> Value {
         let description = match event {
             Event::TurnEnd => "hookvisor: run the workspace's file hooks; re-prompt on a failure",
             Event::Prompt => {
@@ -73,18 +72,18 @@ impl Target {
     }
 
     /// A hook entry, its keys in the order the agents' documents use.
-    fn entry_with(&self, command: &str, timeout: u64, description: &str) -> Json {
-        let mut entry = Object::default();
+    fn entry_with(&self, command: &str, timeout: u64, description: &str) -> Value {
+        let mut entry = Map::new();
         if self.spec.named_hooks {
-            entry.insert("name", Json::from("hookvisor"));
+            entry.insert("name".into(), Value::from("hookvisor"));
         }
-        entry.insert("type", Json::from("command"));
-        entry.insert("command", Json::from(command));
-        entry.insert("timeout", Json::Number(timeout.into()));
+        entry.insert("type".into(), Value::from("command"));
+        entry.insert("command".into(), Value::from(command));
+        entry.insert("timeout".into(), Value::from(timeout));
         if self.spec.named_hooks {
-            entry.insert("description", Json::from(description));
+            entry.insert("description".into(), Value::from(description));
         }
-        Json::Object(entry)
+        Value::Object(entry)
     }
 
     /// The timeout of `event`'s entry, for messages.
@@ -96,7 +95,7 @@ impl Target {
     /// anything changed, or the key with a wrong shape.
     fn add_entries(
         &self,
-        settings: &mut Json,
+        settings: &mut Value,
         command: &str,
     ) -> Result<bool, (String, &'static str)> {
         let mut changed = false;
@@ -176,7 +175,7 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
     let command = adapter_command(globals, args, target.spec.command)?;
     let path = resolve_symlink(&target.path);
     let mut settings = match load(&path)? {
-        Loaded::Missing => Json::Object(Object::default()),
+        Loaded::Missing => Value::Object(Map::new()),
         Loaded::Json(value) => value,
         Loaded::Lossy { value, why } => {
             let backup = back_up(&path)?;
@@ -194,7 +193,7 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
                 path.display(),
                 backup.display()
             );
-            Json::Object(Object::default())
+            Value::Object(Map::new())
         }
     };
     let shape_error = |(key, want)| SettingsError::Shape {
@@ -378,8 +377,8 @@ fn shell_quote(word: &str) -> String {
 }
 
 /// Whether a hook entry is one of ours for `subcommand`.
-fn is_ours(hook: &Json, subcommand: &str) -> bool {
-    let Some(Json::String(command)) = hook.get("command") else {
+fn is_ours(hook: &Value, subcommand: &str) -> bool {
+    let Some(Value::String(command)) = hook.get("command") else {
         return false;
     };
     command.contains("hookvisor")
@@ -391,26 +390,31 @@ fn is_ours(hook: &Json, subcommand: &str) -> bool {
 /// Puts `entry` under `event`: replaces the first entry of ours in place, drops other
 /// copies, or appends a group. Returns whether anything changed, or the key with a wrong shape.
 fn add_entry(
-    settings: &mut Json,
+    settings: &mut Value,
     event: &str,
     subcommand: &str,
-    entry: &Json,
+    entry: &Value,
 ) -> Result<bool, (String, &'static str)> {
     let before = settings.clone();
-    let Json::Object(root) = settings else {
+    let Value::Object(root) = settings else {
         return Err(("(top level)".to_owned(), "an object"));
     };
-    let Json::Object(hooks) = root.get_or_insert("hooks", || Json::Object(Object::default()))
+    let Value::Object(hooks) = root
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()))
     else {
         return Err(("hooks".to_owned(), "an object"));
     };
-    let Json::Array(groups) = hooks.get_or_insert(event, || Json::Array(Vec::new())) else {
+    let Value::Array(groups) = hooks
+        .entry(event)
+        .or_insert_with(|| Value::Array(Vec::new()))
+    else {
         return Err((format!("hooks.{event}"), "an array"));
     };
     let mut placed = false;
     let mut emptied = vec![false; groups.len()];
     for (group, emptied) in groups.iter_mut().zip(emptied.iter_mut()) {
-        let Some(Json::Array(list)) = group.get_mut("hooks") else {
+        let Some(Value::Array(list)) = group.get_mut("hooks") else {
             continue;
         };
         let had = list.len();
@@ -430,32 +434,32 @@ fn add_entry(
     let mut flags = emptied.into_iter();
     groups.retain(|_| !flags.next().unwrap_or(false));
     if !placed {
-        let mut group = Object::default();
-        group.insert("hooks", Json::Array(vec![entry.clone()]));
-        groups.push(Json::Object(group));
+        let mut group = Map::new();
+        group.insert("hooks".into(), Value::Array(vec![entry.clone()]));
+        groups.push(Value::Object(group));
     }
     Ok(*settings != before)
 }
 
 /// Removes every entry of ours for `subcommand`, under any event, with the groups and events
 /// that held only ours. Returns how many entries went.
-fn remove_entries(settings: &mut Json, subcommand: &str) -> usize {
-    let Json::Object(root) = settings else {
+fn remove_entries(settings: &mut Value, subcommand: &str) -> usize {
+    let Value::Object(root) = settings else {
         return 0;
     };
-    let Some(Json::Object(hooks)) = root.get_mut("hooks") else {
+    let Some(Value::Object(hooks)) = root.get_mut("hooks") else {
         return 0;
     };
     let mut removed = 0;
     let mut emptied_events = Vec::new();
-    for (event, groups) in hooks.0.iter_mut() {
-        let Json::Array(groups) = groups else {
+    for (event, groups) in hooks.iter_mut() {
+        let Value::Array(groups) = groups else {
             continue;
         };
         let before = removed;
         let mut emptied = Vec::with_capacity(groups.len());
         for group in groups.iter_mut() {
-            let Some(Json::Array(list)) = group.get_mut("hooks") else {
+            let Some(Value::Array(list)) = group.get_mut("hooks") else {
                 emptied.push(false);
                 continue;
             };
@@ -471,10 +475,10 @@ fn remove_entries(settings: &mut Json, subcommand: &str) -> usize {
         }
     }
     for event in &emptied_events {
-        hooks.remove(event);
+        hooks.shift_remove(event);
     }
-    if removed > 0 && hooks.0.is_empty() {
-        root.remove("hooks");
+    if removed > 0 && hooks.is_empty() {
+        root.shift_remove("hooks");
     }
     removed
 }
@@ -485,10 +489,10 @@ enum Loaded {
     /// No file yet (or an empty one).
     Missing,
     /// A JSON object.
-    Json(Json),
+    Json(Value),
     /// A JSON object once comments are stripped (Gemini CLI allows them); writing it back
     /// loses them, so the original is backed up first.
-    Lossy { value: Json, why: String },
+    Lossy { value: Value, why: String },
     /// Not a JSON object at all.
     Corrupt { why: String },
 }
@@ -513,13 +517,13 @@ fn load(path: &Path) -> Result<Loaded, SettingsError> {
     if text.trim().is_empty() {
         return Ok(Loaded::Missing);
     }
-    Ok(match serde_json::from_str::<Json>(&text) {
-        Ok(value @ Json::Object(_)) => Loaded::Json(value),
+    Ok(match serde_json::from_str::<Value>(&text) {
+        Ok(value @ Value::Object(_)) => Loaded::Json(value),
         Ok(_) => Loaded::Corrupt {
             why: "the top level is not an object".into(),
         },
-        Err(strict) => match serde_json::from_str::<Json>(&strip_comments(&text)) {
-            Ok(value @ Json::Object(_)) => Loaded::Lossy {
+        Err(strict) => match serde_json::from_str::<Value>(&strip_comments(&text)) {
+            Ok(value @ Value::Object(_)) => Loaded::Lossy {
                 value,
                 why: "it has comments, which are not kept when rewriting it".into(),
             },
@@ -607,29 +611,24 @@ fn back_up(path: &Path) -> Result<PathBuf, SettingsError> {
 
 /// `YYYYMMDDTHHMMSSZ`, for backup names that sort by time.
 fn utc_stamp(time: SystemTime) -> String {
-    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    // A clock before 1970 or past 9999 is broken; the epoch still names a backup.
+    let at = jiff::Timestamp::try_from(time).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    let at = jiff::tz::Offset::UTC.to_datetime(at);
+    // Plain format! rather than jiff's strftime, whose machinery the binary need not carry.
     format!(
-        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        at.year(),
+        at.month(),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
     )
 }
 
 /// Writes pretty JSON to a temp file beside `path`, fsyncs it, renames it over `path` and
 /// fsyncs the directory, keeping the old file's mode, so the agent never reads half a file.
-fn write_atomic(path: &Path, settings: &Json) -> Result<(), SettingsError> {
+fn write_atomic(path: &Path, settings: &Value) -> Result<(), SettingsError> {
     let io_err = |action, source| SettingsError::Io {
         path: path.to_owned(),
         action,
@@ -643,174 +642,10 @@ fn write_atomic(path: &Path, settings: &Json) -> Result<(), SettingsError> {
         .map_err(|e| io_err("write", e))
 }
 
-/// A JSON value that keeps the order of object keys as written, so rewriting a settings file
-/// changes only what we changed. (serde_json's own map sorts keys unless a crate-wide feature
-/// is on; a file people edit by hand deserves its order.)
-#[derive(Debug, Clone, PartialEq)]
-enum Json {
-    Null,
-    Bool(bool),
-    Number(serde_json::Number),
-    String(String),
-    Array(Vec<Json>),
-    Object(Object),
-}
-
-/// Key-value pairs in file order; a repeated key keeps its first place and its last value.
-#[derive(Debug, Clone, PartialEq, Default)]
-struct Object(Vec<(String, Json)>);
-
-impl Object {
-    fn insert(&mut self, key: &str, value: Json) {
-        match self.0.iter_mut().find(|(k, _)| k == key) {
-            Some((_, slot)) => *slot = value,
-            None => self.0.push((key.to_owned(), value)),
-        }
-    }
-
-    fn get_mut(&mut self, key: &str) -> Option<&mut Json> {
-        self.0.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v)
-    }
-
-    fn get_or_insert(&mut self, key: &str, default: impl FnOnce() -> Json) -> &mut Json {
-        let at = match self.0.iter().position(|(k, _)| k == key) {
-            Some(at) => at,
-            None => {
-                self.0.push((key.to_owned(), default()));
-                self.0.len() - 1
-            }
-        };
-        &mut self.0[at].1
-    }
-
-    fn remove(&mut self, key: &str) {
-        self.0.retain(|(k, _)| k != key);
-    }
-}
-
-impl Json {
-    fn get(&self, key: &str) -> Option<&Json> {
-        match self {
-            Json::Object(object) => object.0.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
-    fn get_mut(&mut self, key: &str) -> Option<&mut Json> {
-        match self {
-            Json::Object(object) => object.get_mut(key),
-            _ => None,
-        }
-    }
-}
-
-impl From<&str> for Json {
-    fn from(text: &str) -> Json {
-        Json::String(text.to_owned())
-    }
-}
-
-impl Serialize for Json {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Json::Null => serializer.serialize_unit(),
-            Json::Bool(b) => serializer.serialize_bool(*b),
-            Json::Number(n) => n.serialize(serializer),
-            Json::String(s) => serializer.serialize_str(s),
-            Json::Array(items) => items.serialize(serializer),
-            Json::Object(object) => {
-                let mut map = serializer.serialize_map(Some(object.0.len()))?;
-                for (key, value) in &object.0 {
-                    map.serialize_entry(key, value)?;
-                }
-                map.end()
-            }
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Json {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Json, D::Error> {
-        deserializer.deserialize_any(JsonVisitor)
-    }
-}
-
-struct JsonVisitor;
-
-impl<'de> Visitor<'de> for JsonVisitor {
-    type Value = Json;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Json, E> {
-        Ok(Json::Null)
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Json, E> {
-        Ok(Json::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Json, D::Error> {
-        Json::deserialize(deserializer)
-    }
-
-    fn visit_bool<E: de::Error>(self, b: bool) -> Result<Json, E> {
-        Ok(Json::Bool(b))
-    }
-
-    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Json, E> {
-        Ok(Json::Number(n.into()))
-    }
-
-    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Json, E> {
-        Ok(Json::Number(n.into()))
-    }
-
-    fn visit_f64<E: de::Error>(self, n: f64) -> Result<Json, E> {
-        Ok(serde_json::Number::from_f64(n).map_or(Json::Null, Json::Number))
-    }
-
-    fn visit_str<E: de::Error>(self, s: &str) -> Result<Json, E> {
-        Ok(Json::String(s.to_owned()))
-    }
-
-    fn visit_string<E: de::Error>(self, s: String) -> Result<Json, E> {
-        Ok(Json::String(s))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Json::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
-        let mut object = Object::default();
-        while let Some((key, value)) = map.next_entry::<String, Json>()? {
-            object.insert(&key, value);
-        }
-        Ok(Json::Object(object))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::{Value, json};
-
-    /// A test value as our ordered type.
-    fn j(value: Value) -> Json {
-        serde_json::from_value(value).unwrap()
-    }
-
-    /// Our type as serde_json's, whose equality ignores key order.
-    fn plain(value: &Json) -> Value {
-        serde_json::to_value(value).unwrap()
-    }
 
     const CMD: &str = "/usr/bin/hookvisor claude-stop";
 
@@ -847,11 +682,11 @@ mod tests {
             ),
         ];
         for (name, before, want) in cases {
-            let mut settings = j(before.clone());
-            let changed = add_entry(&mut settings, "Stop", "claude-stop", &j(entry(CMD))).unwrap();
-            assert_eq!(&plain(&settings), want, "{name}");
+            let mut settings = before.clone();
+            let changed = add_entry(&mut settings, "Stop", "claude-stop", &entry(CMD)).unwrap();
+            assert_eq!(&settings, want, "{name}");
             assert_eq!(changed, before != want, "{name}");
-            let again = add_entry(&mut settings, "Stop", "claude-stop", &j(entry(CMD))).unwrap();
+            let again = add_entry(&mut settings, "Stop", "claude-stop", &entry(CMD)).unwrap();
             assert!(!again, "{name}: second install changed the settings");
         }
     }
@@ -864,10 +699,10 @@ mod tests {
             (json!([]), "(top level)"),
         ];
         for (before, key) in cases {
-            let mut settings = j(before.clone());
-            let err = add_entry(&mut settings, "Stop", "claude-stop", &j(entry(CMD))).unwrap_err();
+            let mut settings = before.clone();
+            let err = add_entry(&mut settings, "Stop", "claude-stop", &entry(CMD)).unwrap_err();
             assert_eq!(err.0, *key);
-            assert_eq!(&plain(&settings), before);
+            assert_eq!(&settings, before);
         }
     }
 
@@ -894,20 +729,20 @@ mod tests {
             (json!({}), 0, json!({})),
         ];
         for (before, count, want) in cases {
-            let mut settings = j(before.clone());
+            let mut settings = before.clone();
             assert_eq!(
                 remove_entries(&mut settings, "claude-stop"),
                 *count,
                 "{before}"
             );
-            assert_eq!(&plain(&settings), want, "{before}");
+            assert_eq!(&settings, want, "{before}");
         }
     }
 
     #[test]
     fn keeps_key_order_and_numbers_as_written() {
         let text = r#"{"zeta":1,"alpha":{"y":2.5,"b":-3},"hooks":{"Stop":[]},"m":[true,null,"s"]}"#;
-        let mut settings: Json = serde_json::from_str(text).unwrap();
+        let mut settings: Value = serde_json::from_str(text).unwrap();
         let entry = Target::new(Agent::Claude, false, Path::new("/w"))
             .unwrap()
             .entry(CMD, Event::TurnEnd);
@@ -940,9 +775,9 @@ mod tests {
         for agent in Agent::value_variants() {
             let target = Target::new(*agent, false, Path::new("/w")).unwrap();
             let command = format!("/usr/bin/hookvisor {}", target.spec.command);
-            let mut settings = Json::Object(Object::default());
+            let mut settings = Value::Object(Map::new());
             assert!(target.add_entries(&mut settings, &command).unwrap());
-            let written = plain(&settings)["hooks"].as_object().unwrap().clone();
+            let written = settings["hooks"].as_object().unwrap().clone();
             for name in &names {
                 let entries: Vec<&Value> = written
                     .get(*name)
@@ -955,7 +790,7 @@ mod tests {
                     None => assert!(entries.is_empty(), "{agent:?} installs {name}"),
                     Some(event) => {
                         assert_eq!(entries.len(), 1, "{agent:?} does not install {name}");
-                        assert!(is_ours(&j(entries[0].clone()), target.spec.command));
+                        assert!(is_ours(entries[0], target.spec.command));
                         assert_eq!(entries[0]["timeout"], target.timeout(event), "{name}");
                     }
                 }
@@ -975,12 +810,12 @@ mod tests {
         ];
         for (command, want) in cases {
             assert_eq!(
-                is_ours(&j(json!({ "command": command })), "claude-stop"),
+                is_ours(&json!({ "command": command }), "claude-stop"),
                 *want,
                 "{command}"
             );
         }
-        assert!(!is_ours(&j(json!({"type": "prompt"})), "claude-stop"));
+        assert!(!is_ours(&json!({"type": "prompt"}), "claude-stop"));
     }
 
     #[test]
@@ -1018,7 +853,7 @@ mod tests {
             (1_767_225_599, "20251231T235959Z"),
         ];
         for (secs, want) in cases {
-            let time = UNIX_EPOCH + std::time::Duration::from_secs(*secs);
+            let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(*secs);
             assert_eq!(utc_stamp(time), *want);
         }
     }
