@@ -1,6 +1,6 @@
 //! Who started an agent's turn: the memory behind the loop guard's trigger.
 //!
-//! The loop guard (see [`crate::evaluate()`], step 5) must know whether the turn that just ended
+//! The loop guard (see [`crate::evaluate`], step 5) must know whether the turn that just ended
 //! was started by the user or by one of our re-prompts. An agent's own flag cannot be trusted
 //! for that: Gemini CLI sends `stop_hook_active: false` for a re-prompted turn in which the
 //! model used a tool. So hookvisor keeps its own record, per agent session, in
