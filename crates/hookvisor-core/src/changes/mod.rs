@@ -28,22 +28,32 @@
 //!    no file name holds a NUL, so the two spellings never meet.
 //!
 //! The types say nothing of git, so a file-system watcher can produce them as well.
+//!
+//! This file holds the types and the order of a scan; its parts live beside it: `git` asks git
+//! for the dirty set (rule 2), `walk` walks a workspace outside git (rule 3) and `journal`
+//! remembers deletions between scans (rules 5 and 6).
 
-use std::borrow::Cow;
+mod git;
+mod journal;
+mod walk;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
-use crate::git::{Git, GitError};
-use crate::state::{Durability, parent_dir, write_atomic};
+use self::git::git_dirty;
+use self::journal::{JOURNAL_VERSION, Journal, name};
+use self::walk::{Excluded, walk};
+// Lives in walk.rs; the change watcher walks the same way as a scan.
+pub(crate) use self::walk::git_walk;
+use crate::git::Git;
 
 /// A point in time, in nanoseconds since the Unix epoch (serialised as that number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -511,480 +521,14 @@ enum Observed {
     Deleted,
 }
 
-/// The excluded paths, relative to the workspace, as bytes without a trailing `/`.
-struct Excluded(Vec<Vec<u8>>);
-
-impl Excluded {
-    fn new(workspace: &Path, exclude: &[PathBuf]) -> Excluded {
-        let relative = exclude
-            .iter()
-            .filter_map(|path| {
-                let absolute = if path.is_absolute() {
-                    path.canonicalize().unwrap_or_else(|_| path.clone())
-                } else {
-                    workspace.join(path)
-                };
-                let rel = absolute.strip_prefix(workspace).ok()?;
-                let bytes = rel.as_os_str().as_bytes();
-                // Excluding the workspace itself would hide everything; that is never meant.
-                (!bytes.is_empty()).then(|| bytes.to_vec())
-            })
-            .collect();
-        Excluded(relative)
-    }
-
-    fn contains(&self, rel: impl AsRef<[u8]>) -> bool {
-        let rel = rel.as_ref();
-        self.0
-            .iter()
-            .any(|ex| rel.starts_with(ex) && (rel.len() == ex.len() || rel[ex.len()] == b'/'))
-    }
-}
-
-/// The dirty set according to git, or `None` when the workspace is not in a work tree or git
-/// is not installed (rule 3).
-///
-/// With `pathspecs` (relative to the workspace, taken literally) only those paths are asked
-/// about; a path git cannot answer for makes it fail with [`ChangesError::Git`].
-fn git_dirty(
-    workspace: &Path,
-    git: &Git,
-    excluded: &Excluded,
-    pathspecs: &[&OsStr],
-) -> Result<Option<BTreeMap<OsString, Observed>>, ChangesError> {
-    let Some(prefix) = git_prefix(workspace, git)? else {
-        return Ok(None);
-    };
-    let mut args: Vec<OsString> = [
-        "status",
-        "--porcelain=v1",
-        "-z",
-        "--untracked-files=all",
-        "--no-renames",
-    ]
-    .map(OsString::from)
-    .into();
-    if !pathspecs.is_empty() {
-        args.push("--".into());
-        args.extend(pathspecs.iter().map(|p| {
-            let mut literal = OsString::from(":(literal)");
-            literal.push(p);
-            literal
-        }));
-    } else if !prefix.is_empty() {
-        // Only the workspace's part of the repository; at the top, no pathspec keeps git's
-        // fast paths (the untracked cache) open.
-        args.extend(["--".into(), ".".into()]);
-    }
-    let Some(stdout) = run_git(workspace, git, &args)? else {
-        return Ok(None);
-    };
-    let paths = parse_porcelain(&stdout, &prefix).map_err(|message| ChangesError::Git {
-        command: git.command_line(workspace, &args),
-        message,
-    })?;
-    let paths: Vec<&[u8]> = paths
-        .into_iter()
-        .filter(|p| !excluded.contains(p))
-        .collect();
-    Ok(Some(stat_all(workspace, &paths)))
-}
-
-/// The workspace's path inside its work tree (`sub/dir/`, empty at the top), or `None` when
-/// the workspace is not in one.
-///
-/// A `.git` in the workspace itself settles it without a process (the common case, and the one
-/// that sits on every turn); anything else is asked of git, which knows about `GIT_DIR`,
-/// ceilings and file-system boundaries.
-fn git_prefix(workspace: &Path, git: &Git) -> Result<Option<Vec<u8>>, ChangesError> {
-    let overridden = ["GIT_DIR", "GIT_WORK_TREE"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some());
-    if !overridden {
-        if workspace.join(".git").exists() {
-            return Ok(Some(Vec::new()));
-        }
-        if !workspace
-            .ancestors()
-            .skip(1)
-            .any(|d| d.join(".git").exists())
-        {
-            return Ok(None);
-        }
-    }
-    let Some(out) = run_git(
-        workspace,
-        git,
-        &["rev-parse".into(), "--show-prefix".into()],
-    )?
-    else {
-        return Ok(None);
-    };
-    let line = out.strip_suffix(b"\n").unwrap_or(&out);
-    Ok(Some(line.to_vec()))
-}
-
-/// Runs git in `workspace`; `None` when git is missing or the workspace is in no work tree.
-fn run_git(
-    workspace: &Path,
-    git: &Git,
-    args: &[OsString],
-) -> Result<Option<Vec<u8>>, ChangesError> {
-    match git.output(workspace, args) {
-        Ok(stdout) => Ok(Some(stdout)),
-        Err(GitError::NotARepository { .. }) => Ok(None),
-        Err(GitError::Missing { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-            tracing::debug!(
-                "{}: not found, walking the workspace",
-                git.program().to_string_lossy()
-            );
-            Ok(None)
-        }
-        Err(GitError::Missing { command, source }) => {
-            Err(ChangesError::GitSpawn { command, source })
-        }
-        Err(GitError::Failed {
-            command,
-            status,
-            stderr,
-        }) => Err(ChangesError::Git {
-            command,
-            message: format!("{stderr} ({status})"),
-        }),
-    }
-}
-
-/// The paths of `git status --porcelain=v1 -z` output, relative to the workspace whose
-/// repository path is `prefix`: both sides of a rename or copy, trailing `/` of nested
-/// repositories removed. Paths outside the prefix cannot occur with the pathspec and are skipped.
-fn parse_porcelain<'a>(out: &'a [u8], prefix: &[u8]) -> Result<Vec<&'a [u8]>, String> {
-    let mut paths = Vec::new();
-    let mut fields = out.split(|&b| b == 0);
-    while let Some(entry) = fields.next() {
-        if entry.is_empty() {
-            continue;
-        }
-        if entry.len() < 4 || entry[2] != b' ' {
-            return Err(format!(
-                "unexpected status entry {:?}",
-                String::from_utf8_lossy(entry)
-            ));
-        }
-        let (x, y) = (entry[0], entry[1]);
-        paths.push(&entry[3..]);
-        if matches!(x, b'R' | b'C') || matches!(y, b'R' | b'C') {
-            match fields.next().filter(|orig| !orig.is_empty()) {
-                // A copy leaves its source as it was; a rename deletes it.
-                Some(orig) if x == b'R' || y == b'R' => paths.push(orig),
-                Some(_) => {}
-                None => return Err("a rename entry without its original path".to_owned()),
-            }
-        }
-    }
-    Ok(paths
-        .into_iter()
-        .filter_map(|p| p.strip_prefix(prefix))
-        .map(|p| p.strip_suffix(b"/").unwrap_or(p))
-        .filter(|p| !p.is_empty())
-        .collect())
-}
-
-/// Stats the dirty paths (never the clean ones), in parallel when there are many.
-fn stat_all(workspace: &Path, paths: &[&[u8]]) -> BTreeMap<OsString, Observed> {
-    const PER_THREAD: usize = 256;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(paths.len().div_ceil(PER_THREAD))
-        .max(1);
-    let stat_chunk = |chunk: &[&[u8]]| -> Vec<(OsString, Observed)> {
-        chunk
-            .iter()
-            .map(|rel| (OsStr::from_bytes(rel).to_owned(), stat_one(workspace, rel)))
-            .collect()
-    };
-    if threads == 1 {
-        return stat_chunk(paths).into_iter().collect();
-    }
-    let chunk_len = paths.len().div_ceil(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = paths
-            .chunks(chunk_len)
-            .map(|chunk| s.spawn(move || stat_chunk(chunk)))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("stat threads do not panic"))
-            .collect()
-    })
-}
-
-fn stat_one(workspace: &Path, rel: &[u8]) -> Observed {
-    let path = workspace.join(OsStr::from_bytes(rel));
-    match fs::symlink_metadata(&path) {
-        Ok(meta) => Observed::Present(Timestamp::of_metadata(&meta)),
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-            ) =>
-        {
-            Observed::Deleted
-        }
-        Err(e) => {
-            // Unknown is treated as changed just now: a hook may run for nothing, never miss.
-            tracing::warn!("{}: {e}; counting it as changed", path.display());
-            Observed::Present(Timestamp::now())
-        }
-    }
-}
-
-/// Every file of the workspace with its change time, honouring `.gitignore` (rule 3).
-fn walk(workspace: &Path, excluded: &Excluded) -> Vec<(OsString, Timestamp)> {
-    let root = workspace.to_path_buf();
-    let excluded: Vec<PathBuf> = excluded
-        .0
-        .iter()
-        .map(|rel| workspace.join(OsStr::from_bytes(rel)))
-        .collect();
-    let walker = git_walk(workspace, excluded).build_parallel();
-    let found = Mutex::new(Vec::new());
-    walker.run(|| {
-        let mut local = Collector {
-            found: &found,
-            local: Vec::new(),
-        };
-        let root = root.clone();
-        Box::new(move |entry| {
-            let entry = match entry {
-                Ok(entry) => entry,
-                Err(e) => {
-                    tracing::warn!("walking {}: {e}; its files are not checked", root.display());
-                    return ignore::WalkState::Continue;
-                }
-            };
-            if entry.file_type().is_none_or(|t| t.is_dir()) {
-                return ignore::WalkState::Continue;
-            }
-            let Ok(rel) = entry.path().strip_prefix(&root) else {
-                return ignore::WalkState::Continue;
-            };
-            let at = match entry.metadata() {
-                Ok(meta) => Timestamp::of_metadata(&meta),
-                Err(_) => Timestamp::now(),
-            };
-            local.local.push((rel.as_os_str().to_owned(), at));
-            ignore::WalkState::Continue
-        })
-    });
-    found.into_inner().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A walk of `root` that enters what git would look at: `.gitignore`, `info/exclude` and the
-/// global excludes honoured (also above `root`, up to the repository's top), hidden files
-/// included, `.git`, links and the `excluded` paths (absolute) left out.
-pub(crate) fn git_walk(root: &Path, excluded: Vec<PathBuf>) -> ignore::WalkBuilder {
-    let mut builder = ignore::WalkBuilder::new(root);
-    builder
-        .hidden(false)
-        // `.ignore` files are ripgrep's, not git's.
-        .ignore(false)
-        .git_ignore(true)
-        .git_exclude(true)
-        .git_global(true)
-        .require_git(false)
-        .parents(true)
-        .follow_links(false)
-        .filter_entry(move |entry| {
-            entry.file_name() != ".git" && !excluded.iter().any(|ex| entry.path() == ex)
-        });
-    builder
-}
-
-/// A walker thread's findings, handed over once when the thread is done.
-struct Collector<'a> {
-    found: &'a Mutex<Vec<(OsString, Timestamp)>>,
-    local: Vec<(OsString, Timestamp)>,
-}
-
-impl Drop for Collector<'_> {
-    fn drop(&mut self) {
-        let mut found = self.found.lock().unwrap_or_else(|e| e.into_inner());
-        found.append(&mut self.local);
-    }
-}
-
-const JOURNAL_VERSION: u32 = 1;
-
-/// What a scan leaves for the next: deletions with the time they were noticed, and outside git
-/// the files the walk found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(into = "JournalFile", try_from = "JournalFile")]
-struct Journal {
-    version: u32,
-    /// Lossy when not UTF-8: it only tells whose journal this is.
-    workspace: String,
-    deleted: BTreeMap<OsString, Timestamp>,
-    walk: Option<Vec<OsString>>,
-}
-
-/// The journal as written: names in the spelling of module rule 6.
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct JournalFile {
-    version: u32,
-    workspace: String,
-    deleted: BTreeMap<String, Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    walk: Option<Vec<String>>,
-}
-
-impl From<Journal> for JournalFile {
-    fn from(j: Journal) -> JournalFile {
-        let encode = |n: &OsString| name::encode(n).into_owned();
-        JournalFile {
-            version: j.version,
-            workspace: j.workspace,
-            deleted: j.deleted.iter().map(|(n, t)| (encode(n), *t)).collect(),
-            walk: j.walk.as_ref().map(|w| w.iter().map(encode).collect()),
-        }
-    }
-}
-
-impl TryFrom<JournalFile> for Journal {
-    type Error = String;
-
-    fn try_from(j: JournalFile) -> Result<Journal, String> {
-        Ok(Journal {
-            version: j.version,
-            workspace: j.workspace,
-            deleted: j
-                .deleted
-                .iter()
-                .map(|(n, t)| Ok((name::decode(n)?, *t)))
-                .collect::<Result<_, String>>()?,
-            walk: j
-                .walk
-                .map(|w| w.iter().map(|n| name::decode(n)).collect())
-                .transpose()?,
-        })
-    }
-}
-
-/// The serialised spelling of a relative path (module rule 6): itself when it is UTF-8, else a
-/// NUL followed by the hex of its bytes.
-mod name {
-    use super::*;
-
-    pub(super) fn encode(name: &OsStr) -> Cow<'_, str> {
-        match name.to_str() {
-            Some(text) => Cow::Borrowed(text),
-            None => {
-                let mut text = String::from("\0");
-                for byte in name.as_bytes() {
-                    text.push_str(&format!("{byte:02x}"));
-                }
-                Cow::Owned(text)
-            }
-        }
-    }
-
-    pub(super) fn decode(text: &str) -> Result<OsString, String> {
-        let Some(hex) = text.strip_prefix('\0') else {
-            return Ok(OsString::from(text));
-        };
-        let bad = || format!("{text:?} is not a NUL and hex digits");
-        if hex.len() % 2 != 0 {
-            return Err(bad());
-        }
-        (0..hex.len())
-            .step_by(2)
-            .map(|i| {
-                hex.get(i..i + 2)
-                    .and_then(|b| u8::from_str_radix(b, 16).ok())
-            })
-            .collect::<Option<Vec<u8>>>()
-            .map(OsString::from_vec)
-            .ok_or_else(bad)
-    }
-
-    pub(super) fn serialize<S: Serializer>(path: &Path, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&encode(path.as_os_str()))
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<PathBuf, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        decode(&text)
-            .map(PathBuf::from)
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-impl Journal {
-    fn empty(workspace: &Path) -> Journal {
-        Journal {
-            version: JOURNAL_VERSION,
-            workspace: workspace.to_string_lossy().into_owned(),
-            deleted: BTreeMap::new(),
-            walk: None,
-        }
-    }
-
-    /// The journal at `path`; an empty one when there is none, it is unreadable, or it belongs
-    /// to another workspace. `true` when a bad file should be replaced even if nothing changed.
-    fn load(path: &Path, workspace: &Path) -> (Journal, bool) {
-        let bytes = match fs::read(path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return (Journal::empty(workspace), false);
-            }
-            Err(e) => {
-                tracing::warn!(
-                    "change journal {}: {e}; starting a new one (deletions noticed before may be \
-                     reported again); make it readable to keep them",
-                    path.display()
-                );
-                return (Journal::empty(workspace), true);
-            }
-        };
-        let fresh = Journal::empty(workspace);
-        match serde_json::from_slice::<Journal>(&bytes) {
-            Ok(j) if j.version == fresh.version && j.workspace == fresh.workspace => (j, false),
-            Ok(_) => (fresh, true),
-            Err(e) => {
-                tracing::warn!(
-                    "change journal {}: corrupt ({e}); starting a new one (deletions noticed \
-                     before may be reported again)",
-                    path.display()
-                );
-                (fresh, true)
-            }
-        }
-    }
-
-    /// Writes the journal atomically and durably: a deletion it forgets is reported again.
-    fn save(&self, path: &Path) -> Result<(), ChangesError> {
-        let error = |source| ChangesError::Journal {
-            path: path.to_path_buf(),
-            source,
-        };
-        fs::create_dir_all(parent_dir(path)).map_err(error)?;
-        let bytes = serde_json::to_vec(self).expect("a journal always serialises");
-        write_atomic(path, &bytes, Durability::Durable).map_err(error)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::symlink;
     use std::process::Command;
     use std::process::Output;
-    use std::sync::atomic::Ordering;
 
     /// Runs git in `dir` with a fixed identity; panics with its stderr on failure.
-    fn git(dir: &Path, args: &[&str]) -> Output {
+    pub(super) fn git(dir: &Path, args: &[&str]) -> Output {
         let out = Command::new("git")
             .args([
                 "-c",
@@ -1009,7 +553,7 @@ mod tests {
         out
     }
 
-    fn has_git() -> bool {
+    pub(super) fn has_git() -> bool {
         let found = Command::new("git").arg("--version").output().is_ok();
         if !found {
             assert!(
@@ -1021,20 +565,20 @@ mod tests {
         found
     }
 
-    fn write(root: &Path, rel: impl AsRef<Path>, text: &str) {
+    pub(super) fn write(root: &Path, rel: impl AsRef<Path>, text: &str) {
         let path = root.join(rel);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, text).unwrap();
     }
 
     /// A workspace `<tmp>/ws` and, outside it, a state dir `<tmp>/state` for the journal.
-    struct Fixture {
+    pub(super) struct Fixture {
         tmp: tempfile::TempDir,
         ws: PathBuf,
     }
 
     impl Fixture {
-        fn plain() -> Fixture {
+        pub(super) fn plain() -> Fixture {
             let tmp = tempfile::tempdir().unwrap();
             let ws = tmp.path().join("ws");
             fs::create_dir(&ws).unwrap();
@@ -1042,17 +586,17 @@ mod tests {
         }
 
         /// The workspace.
-        fn path(&self) -> &Path {
+        pub(super) fn path(&self) -> &Path {
             &self.ws
         }
 
-        fn state(&self) -> PathBuf {
+        pub(super) fn state(&self) -> PathBuf {
             self.tmp.path().join("state")
         }
     }
 
     /// A repository with `a.txt`, `dir/b.txt`, `dir/c.txt` and a `.gitignore` committed.
-    fn repo() -> Fixture {
+    pub(super) fn repo() -> Fixture {
         let fx = Fixture::plain();
         let root = fx.path();
         git(root, &["init", "-q"]);
@@ -1067,7 +611,7 @@ mod tests {
 
     /// The dirty set as `(path, "present" | "deleted")`, sorted, each byte of a path that is
     /// not UTF-8 written `\xNN` (so that the exact bytes are checked, not U+FFFD).
-    fn summary(scan: &ChangeScan) -> Vec<(String, &'static str)> {
+    pub(super) fn summary(scan: &ChangeScan) -> Vec<(String, &'static str)> {
         scan.files
             .iter()
             .map(|f| {
@@ -1091,283 +635,18 @@ mod tests {
         text
     }
 
-    fn expect(list: &[(&str, &'static str)]) -> Vec<(String, &'static str)> {
+    pub(super) fn expect(list: &[(&str, &'static str)]) -> Vec<(String, &'static str)> {
         let mut list: Vec<_> = list.iter().map(|&(p, s)| (p.to_owned(), s)).collect();
         list.sort();
         list
     }
 
-    fn journal_in(fx: &Fixture) -> PathBuf {
+    pub(super) fn journal_in(fx: &Fixture) -> PathBuf {
         fx.state().join("changes.journal")
     }
 
-    fn non_utf8_name() -> &'static OsStr {
+    pub(super) fn non_utf8_name() -> &'static OsStr {
         OsStr::from_bytes(b"caf\xe9.txt")
-    }
-
-    #[test]
-    fn git_dirty_set_table() {
-        if !has_git() {
-            return;
-        }
-        type Setup = fn(&Path);
-        type Expected = &'static [(&'static str, &'static str)];
-        let table: &[(&str, Setup, Expected)] = &[
-            ("clean", |_| {}, &[]),
-            (
-                "modified",
-                |r| write(r, "a.txt", "changed\n"),
-                &[("a.txt", "present")],
-            ),
-            (
-                "staged",
-                |r| {
-                    write(r, "dir/b.txt", "staged\n");
-                    git(r, &["add", "dir/b.txt"]);
-                },
-                &[("dir/b.txt", "present")],
-            ),
-            (
-                "untracked in a new directory",
-                |r| write(r, "new/deep/x.txt", "x"),
-                &[("new/deep/x.txt", "present")],
-            ),
-            (
-                "ignored is not reported",
-                |r| {
-                    write(r, "ignored/x.txt", "x");
-                    write(r, "dir/debug.log", "x");
-                },
-                &[],
-            ),
-            (
-                "deleted in the work tree",
-                |r| fs::remove_file(r.join("a.txt")).unwrap(),
-                &[("a.txt", "deleted")],
-            ),
-            (
-                "deleted and staged",
-                |r| {
-                    git(r, &["rm", "-q", "dir/c.txt"]);
-                },
-                &[("dir/c.txt", "deleted")],
-            ),
-            (
-                "removed from the index only",
-                |r| {
-                    git(r, &["rm", "-q", "--cached", "a.txt"]);
-                },
-                &[("a.txt", "present")],
-            ),
-            (
-                "staged rename",
-                |r| {
-                    git(r, &["mv", "a.txt", "z.txt"]);
-                },
-                &[("a.txt", "deleted"), ("z.txt", "present")],
-            ),
-            (
-                "rename in the work tree",
-                |r| fs::rename(r.join("dir/b.txt"), r.join("b2.txt")).unwrap(),
-                &[("dir/b.txt", "deleted"), ("b2.txt", "present")],
-            ),
-            (
-                "staged rename with intent-to-add",
-                |r| {
-                    fs::rename(r.join("a.txt"), r.join("moved.txt")).unwrap();
-                    git(r, &["add", "-N", "moved.txt"]);
-                },
-                &[("a.txt", "deleted"), ("moved.txt", "present")],
-            ),
-            (
-                "directory replaced by a file",
-                |r| {
-                    fs::remove_dir_all(r.join("dir")).unwrap();
-                    write(r, "dir", "now a file");
-                },
-                &[
-                    ("dir", "present"),
-                    ("dir/b.txt", "deleted"),
-                    ("dir/c.txt", "deleted"),
-                ],
-            ),
-            (
-                "file replaced by a symlink",
-                |r| {
-                    fs::remove_file(r.join("a.txt")).unwrap();
-                    symlink("dir/b.txt", r.join("a.txt")).unwrap();
-                },
-                &[("a.txt", "present")],
-            ),
-            (
-                "dangling symlink",
-                |r| symlink("nowhere", r.join("link")).unwrap(),
-                &[("link", "present")],
-            ),
-            (
-                "names with spaces, quotes, tabs and newlines",
-                |r| {
-                    write(r, "with space.txt", "x");
-                    write(r, "quo\"te's.txt", "x");
-                    write(r, "tab\there.txt", "x");
-                    write(r, "new\nline.txt", "x");
-                    write(r, "sp ace/ü.txt", "x");
-                },
-                &[
-                    ("with space.txt", "present"),
-                    ("quo\"te's.txt", "present"),
-                    ("tab\there.txt", "present"),
-                    ("new\nline.txt", "present"),
-                    ("sp ace/ü.txt", "present"),
-                ],
-            ),
-            (
-                "a name that is not UTF-8 is kept, byte for byte",
-                |r| fs::write(r.join(non_utf8_name()), "x").unwrap(),
-                &[("caf\\xe9.txt", "present")],
-            ),
-            (
-                "a deleted name that is not UTF-8",
-                |r| {
-                    fs::write(r.join(non_utf8_name()), "x").unwrap();
-                    git(r, &["add", "-A"]);
-                    git(r, &["commit", "-q", "-m", "latin-1"]);
-                    fs::remove_file(r.join(non_utf8_name())).unwrap();
-                },
-                &[("caf\\xe9.txt", "deleted")],
-            ),
-            (
-                "nested repository",
-                |r| {
-                    let nested = r.join("nested");
-                    fs::create_dir(&nested).unwrap();
-                    git(&nested, &["init", "-q"]);
-                    write(&nested, "inner.txt", "x");
-                },
-                &[("nested", "present")],
-            ),
-        ];
-        for (name, setup, expected) in table {
-            let tmp = repo();
-            setup(tmp.path());
-            let scan = scan(tmp.path(), &journal_in(&tmp)).unwrap();
-            assert!(scan.git, "{name}: scanned with git");
-            assert_eq!(summary(&scan), expect(expected), "{name}");
-        }
-    }
-
-    #[test]
-    fn repository_without_a_commit() {
-        if !has_git() {
-            return;
-        }
-        let tmp = Fixture::plain();
-        let root = tmp.path();
-        git(root, &["init", "-q"]);
-        write(root, "staged.txt", "x");
-        write(root, "sub/untracked.txt", "x");
-        write(root, "skip.log", "x");
-        write(root, ".gitignore", "*.log\n");
-        git(root, &["add", "staged.txt"]);
-        let scan = scan(root, &journal_in(&tmp)).unwrap();
-        assert!(scan.git);
-        assert_eq!(
-            summary(&scan),
-            expect(&[
-                (".gitignore", "present"),
-                ("staged.txt", "present"),
-                ("sub/untracked.txt", "present"),
-            ])
-        );
-    }
-
-    #[test]
-    fn workspace_in_a_subdirectory_of_the_repository() {
-        if !has_git() {
-            return;
-        }
-        for sub in ["sub", "deep/er sub", "caf\u{e9}"] {
-            let tmp = repo();
-            let root = tmp.path();
-            let ws = root.join(sub);
-            write(&ws, "tracked.txt", "t");
-            git(root, &["add", "-A"]);
-            git(root, &["commit", "-q", "-m", "sub"]);
-            write(root, "a.txt", "outside, modified");
-            write(root, "outside-new.txt", "outside, untracked");
-            write(&ws, "tracked.txt", "modified");
-            write(&ws, "inner/new.txt", "untracked");
-            let scan = scan(&ws, &journal_in(&tmp)).unwrap();
-            assert!(scan.git, "{sub}");
-            assert_eq!(
-                summary(&scan),
-                expect(&[("inner/new.txt", "present"), ("tracked.txt", "present")]),
-                "{sub}"
-            );
-        }
-    }
-
-    #[test]
-    fn walk_without_git_honours_gitignore_and_skips_dot_git() {
-        let tmp = Fixture::plain();
-        let ws = tmp.path().to_path_buf();
-        write(&ws, ".gitignore", "*.log\nbuild/\n");
-        write(&ws, "src/main.rs", "x");
-        write(&ws, "src/.gitignore", "gen.rs\n");
-        write(&ws, "src/gen.rs", "x");
-        write(&ws, "build/out", "x");
-        write(&ws, "debug.log", "x");
-        write(&ws, ".env", "x");
-        write(&ws, ".config/tool.toml", "x");
-        // An empty `.git` is no repository: git refuses it and the walk must still skip it.
-        write(&ws, ".git/HEAD", "garbage");
-        write(&ws, "with space.txt", "x");
-        fs::write(ws.join(non_utf8_name()), "x").unwrap();
-        let expected = expect(&[
-            (".config/tool.toml", "present"),
-            (".env", "present"),
-            (".gitignore", "present"),
-            ("caf\\xe9.txt", "present"),
-            ("src/.gitignore", "present"),
-            ("src/main.rs", "present"),
-            ("with space.txt", "present"),
-        ]);
-        let journal = journal_in(&tmp);
-        let variants = [
-            ("git refuses the directory", ScanOptions::new()),
-            ("git missing", ScanOptions::new().git("/nonexistent/git")),
-            ("git not used", ScanOptions::new().use_git(false)),
-        ];
-        for (name, options) in variants {
-            let scan = scan_with(&ws, &journal, &options).unwrap();
-            assert!(!scan.git, "{name}");
-            assert_eq!(summary(&scan), expected, "{name}");
-        }
-    }
-
-    #[test]
-    fn walk_of_a_git_work_tree_skips_its_git_dir() {
-        if !has_git() {
-            return;
-        }
-        let tmp = repo();
-        write(tmp.path(), "x.log", "ignored");
-        let scan = scan_with(
-            tmp.path(),
-            &journal_in(&tmp),
-            &ScanOptions::new().use_git(false),
-        )
-        .unwrap();
-        assert!(!scan.git);
-        assert_eq!(
-            summary(&scan),
-            expect(&[
-                (".gitignore", "present"),
-                ("a.txt", "present"),
-                ("dir/b.txt", "present"),
-                ("dir/c.txt", "present"),
-            ])
-        );
     }
 
     /// Deletion dates across scans, in both modes: kept while deleted, cleared when restored.
@@ -1517,44 +796,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn excluded_state_dir_is_never_reported() {
-        let with_git = has_git();
-        for use_git in [true, false] {
-            if use_git && !with_git {
-                continue;
-            }
-            let tmp = repo_or_plain(use_git);
-            let root = tmp.path();
-            let state = root.join(".discobot/state");
-            write(&state, "status.json", "{}");
-            write(&state, "output/hook.log", "x");
-            write(
-                root,
-                ".discobot/stateful.txt",
-                "a sibling with the same prefix",
-            );
-            let journal = state.join("changes.journal");
-            for exclude in [state.clone(), PathBuf::from(".discobot/state")] {
-                let options = ScanOptions::new().use_git(use_git).exclude(&exclude);
-                let scan = scan_with(root, &journal, &options).unwrap();
-                let paths: Vec<&str> = scan.dirty_paths().map(|p| p.to_str().unwrap()).collect();
-                assert!(
-                    paths.contains(&".discobot/stateful.txt"),
-                    "git: {use_git}: {paths:?}"
-                );
-                assert!(
-                    paths.iter().all(|p| !p.starts_with(".discobot/state/")),
-                    "git: {use_git}, exclude {exclude:?}: {paths:?}"
-                );
-            }
-        }
-    }
-
-    fn repo_or_plain(use_git: bool) -> Fixture {
-        if use_git { repo() } else { Fixture::plain() }
-    }
-
     /// A file written after the cutoff is at or after it, however coarse the file clock.
     #[test]
     fn a_file_written_after_the_cutoff_is_never_missed() {
@@ -1681,246 +922,11 @@ mod tests {
     }
 
     #[test]
-    fn parse_porcelain_table() {
-        type Expected = Result<&'static [&'static [u8]], &'static str>;
-        // (output, prefix, expected paths, or an error fragment)
-        let table: &[(&[u8], &[u8], Expected)] = &[
-            (b"", b"", Ok(&[])),
-            (b" M a.txt\0", b"", Ok(&[b"a.txt"])),
-            (b"?? new\nline\0", b"", Ok(&[b"new\nline"])),
-            (b"R  new\0old\0 M x\0", b"", Ok(&[b"new", b"old", b"x"])),
-            (b"RM new\0old\0", b"", Ok(&[b"new", b"old"])),
-            (b"C  copy\0src\0", b"", Ok(&[b"copy"])),
-            (b" R new\0old\0", b"", Ok(&[b"new", b"old"])),
-            (b"?? nested/\0", b"", Ok(&[b"nested"])),
-            (b" M sub/a\0?? sub/b c\0", b"sub/", Ok(&[b"a", b"b c"])),
-            (b" M other/a\0", b"sub/", Ok(&[])),
-            (b"D  caf\xe9\0", b"", Ok(&[b"caf\xe9"])),
-            (b"XY\0", b"", Err("unexpected status entry")),
-            (b"R  new\0", b"", Err("without its original path")),
-        ];
-        for &(out, prefix, ref expected) in table {
-            let got = parse_porcelain(out, prefix);
-            match expected {
-                Ok(paths) => assert_eq!(got.as_deref(), Ok(*paths), "{out:?}"),
-                Err(fragment) => {
-                    let err = got.unwrap_err();
-                    assert!(err.contains(fragment), "{out:?}: {err}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn excluded_table() {
-        let ws = Path::new("/ws");
-        let excluded = Excluded::new(
-            ws,
-            &[
-                PathBuf::from("/ws/.state"),
-                PathBuf::from("rel/dir/"),
-                PathBuf::from("/elsewhere/state"),
-                PathBuf::from("/ws"),
-            ],
-        );
-        let table: &[(&str, bool)] = &[
-            (".state", true),
-            (".state/status.json", true),
-            (".stateful", false),
-            ("rel/dir", true),
-            ("rel/dir/x", true),
-            ("rel/directory", false),
-            ("rel", false),
-            ("elsewhere/state", false),
-            ("a.txt", false),
-        ];
-        for &(path, expected) in table {
-            assert_eq!(excluded.contains(path), expected, "{path}");
-        }
-    }
-
-    /// Rule 6: a name that is not UTF-8 goes through the journal byte for byte: outside git
-    /// its deletion is noticed and keeps its date, as any other's.
-    #[test]
-    fn a_deleted_name_that_is_not_utf8_keeps_its_date_through_the_journal() {
-        let tmp = Fixture::plain();
-        let root = tmp.path().to_path_buf();
-        fs::write(root.join(non_utf8_name()), "x").unwrap();
-        let journal = journal_in(&tmp);
-        let options = ScanOptions::new().use_git(false);
-        let first = scan_with(&root, &journal, &options).unwrap();
-        assert_eq!(summary(&first), expect(&[("caf\\xe9.txt", "present")]));
-        fs::remove_file(root.join(non_utf8_name())).unwrap();
-        let second = scan_with(&root, &journal, &options).unwrap();
-        let third = scan_with(&root, &journal, &options).unwrap();
-        for scan in [&second, &third] {
-            assert_eq!(
-                scan.files,
-                [DirtyFile {
-                    path: PathBuf::from(non_utf8_name()),
-                    state: FileState::Deleted {
-                        noticed_at: second.cutoff
-                    },
-                }]
-            );
-        }
-    }
-
-    #[test]
-    fn serialised_names_table() {
-        let table: &[(&[u8], &str)] = &[
-            (b"a.txt", "a.txt"),
-            (b"dir/\xc3\xbc.txt", "dir/\u{fc}.txt"),
-            (b"caf\xe9.txt", "\x00636166e92e747874"),
-            (b"\xff", "\0ff"),
-        ];
-        for &(bytes, text) in table {
-            let path = PathBuf::from(OsStr::from_bytes(bytes));
-            assert_eq!(name::encode(path.as_os_str()), text);
-            assert_eq!(name::decode(text).unwrap(), path.as_os_str());
-            let file = DirtyFile {
-                path: path.clone(),
-                state: FileState::Present {
-                    changed_at: Timestamp::from_nanos(1),
-                },
-            };
-            let json = serde_json::to_string(&file).unwrap();
-            assert_eq!(serde_json::from_str::<DirtyFile>(&json).unwrap(), file);
-        }
-        for bad in ["\0abc", "\0zz", "\0é"] {
-            assert!(name::decode(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn corrupt_journal_is_reset_with_a_warning() {
-        let tmp = Fixture::plain();
-        let root = tmp.path().to_path_buf();
-        write(&root, "a.txt", "a");
-        let journal = journal_in(&tmp);
-        write(&tmp.state(), "changes.journal", "{ not json");
-        let options = ScanOptions::new().use_git(false);
-        let scan = scan_with(&root, &journal, &options).unwrap();
-        assert_eq!(summary(&scan), expect(&[("a.txt", "present")]));
-        let text = fs::read_to_string(&journal).unwrap();
-        let parsed: Journal = serde_json::from_str(&text).unwrap();
-        assert_eq!(parsed.walk, Some(vec![OsString::from("a.txt")]));
-    }
-
-    #[test]
-    fn journal_of_another_workspace_is_not_used() {
-        let tmp = Fixture::plain();
-        let (one, two) = (tmp.path().join("one"), tmp.path().join("two"));
-        write(&one, "only-in-one.txt", "x");
-        write(&two, "b.txt", "x");
-        let journal = journal_in(&tmp);
-        let options = ScanOptions::new().use_git(false);
-        scan_with(&one, &journal, &options).unwrap();
-        let scan = scan_with(&two, &journal, &options).unwrap();
-        assert_eq!(summary(&scan), expect(&[("b.txt", "present")]));
-    }
-
-    #[test]
-    fn unwritable_journal_is_an_error_naming_it() {
-        let tmp = Fixture::plain();
-        let root = tmp.path().to_path_buf();
-        write(&root, "a.txt", "a");
-        // A parent that is a file cannot become a directory, even for root.
-        write(&tmp.state(), "blocker", "x");
-        let journal = tmp.state().join("blocker/changes.journal");
-        let err = scan_with(&root, &journal, &ScanOptions::new().use_git(false)).unwrap_err();
-        assert!(matches!(err, ChangesError::Journal { .. }), "{err:?}");
-        let text = err.to_string();
-        assert!(text.contains("blocker/changes.journal"), "{text}");
-        assert!(text.contains("--state-dir"), "{text}");
-        assert!(!text.contains('\n'), "{text}");
-    }
-
-    #[test]
     fn missing_workspace_is_an_error_naming_it() {
         let tmp = Fixture::plain();
         let missing = tmp.path().join("missing");
         let err = scan(&missing, &journal_in(&tmp)).unwrap_err();
         assert!(matches!(err, ChangesError::Workspace { .. }));
         assert!(err.to_string().contains("missing"), "{err}");
-    }
-
-    #[test]
-    fn git_failure_names_the_command_and_the_first_stderr_line() {
-        if !has_git() {
-            return;
-        }
-        let tmp = repo();
-        fs::write(tmp.path().join(".git/index"), "garbage, not an index").unwrap();
-        let err = scan(tmp.path(), &journal_in(&tmp)).unwrap_err();
-        let text = err.to_string();
-        assert!(matches!(err, ChangesError::Git { .. }), "{err:?}");
-        assert!(text.contains("git status --porcelain=v1"), "{text}");
-        assert!(text.contains("index"), "{text}");
-        assert!(!text.contains('\n'), "{text}");
-    }
-
-    /// `git status` refreshes a stale index when it can take the lock; a scan must not, or a
-    /// concurrent `git commit` fails on `index.lock`.
-    #[test]
-    fn scan_never_writes_the_index() {
-        if !has_git() {
-            return;
-        }
-        let tmp = repo();
-        let root = tmp.path();
-        let index = root.join(".git/index");
-        // Same content, new stat data: the index entry is stale and git would rewrite it.
-        let later = SystemTime::now() + Duration::from_secs(5);
-        fs::File::options()
-            .write(true)
-            .open(root.join("a.txt"))
-            .unwrap()
-            .set_modified(later)
-            .unwrap();
-        let before = fs::metadata(&index).unwrap();
-        let scan = scan(root, &journal_in(&tmp)).unwrap();
-        assert!(scan.files.is_empty(), "{:?}", scan.files);
-        let after = fs::metadata(&index).unwrap();
-        assert_eq!(
-            (before.ino(), before.mtime(), before.mtime_nsec()),
-            (after.ino(), after.mtime(), after.mtime_nsec()),
-            "the index was rewritten"
-        );
-    }
-
-    #[test]
-    fn commits_succeed_while_scans_run() {
-        if !has_git() {
-            return;
-        }
-        let tmp = repo();
-        let root = tmp.path().to_path_buf();
-        let journal = journal_in(&tmp);
-        let done = std::sync::atomic::AtomicBool::new(false);
-        /// Stops the scanner however the commit loop ends, so a failed commit cannot hang.
-        struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
-        impl Drop for StopOnDrop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
-        std::thread::scope(|s| {
-            let scanner = s.spawn(|| {
-                let mut scans = 0;
-                while !done.load(Ordering::Relaxed) {
-                    scan(&root, &journal).unwrap();
-                    scans += 1;
-                }
-                scans
-            });
-            let stop = StopOnDrop(&done);
-            for i in 0..15 {
-                write(&root, "a.txt", &format!("{i}\n"));
-                git(&root, &["commit", "-q", "-a", "-m", &format!("c{i}")]);
-            }
-            drop(stop);
-            assert!(scanner.join().unwrap() > 0);
-        });
     }
 }
