@@ -1,43 +1,19 @@
-//! Pre-commit hooks: the generated git hook, its installation where git looks, and the run that
-//! git starts inside `git commit`.
-//!
-//! The rules, written once here:
-//!
-//! 1. The git hook goes where git looks for it: `git rev-parse --git-path hooks` run in the
-//!    workspace, so `core.hooksPath`, linked worktrees (which share the common hooks dir) and
-//!    submodules (`.git/modules/<name>/hooks`) all work.
-//! 2. Ours is a tiny `#!/bin/sh` script carrying [`MANAGED_MARKER`]. A foreign `pre-commit` found
-//!    at install is kept as `pre-commit.original` and run first; its failure stops the commit.
-//!    Install overwrites only ours; uninstall removes only ours and renames the original back
-//!    (the same inode, so its bytes and mode are exactly what they were).
-//! 3. The script records the absolute path of `hookvisor` and the state dir and session given at
-//!    install; `HOOKVISOR_STATE_DIR` and `DISCOBOT_SESSION_ID` set at commit time win. When the
-//!    binary is gone it says so and how to reinstall, and fails.
-//! 4. `hookvisor pre-commit run` reads the hooks at commit time from the top level of the
-//!    repository git runs it in (a linked worktree uses its own `.discobot/hooks` and index), so
-//!    hook files can be added, edited or deleted without re-installing.
-//! 5. It runs, in file-name order, each pre-commit hook whose pattern matches a staged file
-//!    (added, copied, modified or renamed; a rename gives the new path, deletions are left out)
-//!    with those files, or every hook without a pattern with all staged files; it stops at the
-//!    first failure, whose exit code becomes the commit's. Unstaged work is never touched.
-//! 6. `HOOKVISOR_SKIP=1` skips every hook; `HOOKVISOR_SKIP=id1,id2` skips those hooks.
+//! The generated git hook and its place where git looks (rules 1 to 3 of the `precommit` module
+//! docs): write, chain, update and remove it, one installer at a time.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use nix::fcntl::{Flock, FlockArg};
 
+use super::{PreCommitError, git, io_error, strip_newline};
 use crate::context::Context;
-use crate::discover::{Discovery, discover};
-use crate::exec::{ExecError, RunOptions, RunOutcome, run_hook};
-use crate::git::{Git, GitError, RunningGit};
-use crate::hook::{Hook, HookKind, Problem};
+use crate::discover::Discovery;
+use crate::hook::HookKind;
 use crate::state::{Durability, write_atomic_with_mode};
-use crate::status::{StatusError, StatusStore};
 
 /// The line that marks a git hook as ours: only a hook carrying it is overwritten or removed.
 pub const MANAGED_MARKER: &str = "# discobot:managed";
@@ -46,76 +22,6 @@ pub const MANAGED_MARKER: &str = "# discobot:managed";
 const HOOK_NAME: &str = "pre-commit";
 /// Where a foreign hook is kept while ours is installed.
 const ORIGINAL_NAME: &str = "pre-commit.original";
-/// The variable that skips hooks at commit time (rule 6).
-pub const SKIP_VARIABLE: &str = "HOOKVISOR_SKIP";
-
-/// Why a pre-commit operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum PreCommitError {
-    /// `git` could not be started.
-    #[error("cannot run git: {0}; install git or put it on PATH")]
-    GitMissing(#[source] io::Error),
-    /// The directory is not inside a git repository.
-    #[error(
-        "{} is not in a git repository; run `git init` there or pass --workspace",
-        .0.display()
-    )]
-    NotARepository(PathBuf),
-    /// A git command failed.
-    #[error("`git {args}` failed in {}: {message}", dir.display())]
-    Git {
-        /// Where it ran.
-        dir: PathBuf,
-        /// The arguments, for the message.
-        args: String,
-        /// What git printed on stderr (first line).
-        message: String,
-    },
-    /// A file of the hooks directory could not be read or written.
-    #[error(
-        "cannot {action} {}: {source}; check the permissions of the directory",
-        path.display()
-    )]
-    Io {
-        /// The file or directory at fault.
-        path: PathBuf,
-        /// What was being done ("write", "rename", ...).
-        action: &'static str,
-        /// What the file system said.
-        source: io::Error,
-    },
-    /// Both a foreign `pre-commit` and a `pre-commit.original` exist: installing would lose one.
-    #[error(
-        "{} is not hookvisor's and {} already exists; merge or move one of them aside, then \
-         install again",
-        hook.display(),
-        original.display()
-    )]
-    OriginalExists {
-        /// The foreign hook.
-        hook: PathBuf,
-        /// The original already kept.
-        original: PathBuf,
-    },
-    /// The path of the running `hookvisor` binary is unknown.
-    #[error("cannot find the path of the hookvisor binary: {0}; run it by its full path")]
-    CurrentExe(#[source] io::Error),
-    /// A hook could not be run.
-    #[error(transparent)]
-    Exec(#[from] ExecError),
-    /// Its run could not be recorded.
-    #[error(transparent)]
-    Status(#[from] StatusError),
-}
-
-fn io_error(path: &Path, action: &'static str) -> impl FnOnce(io::Error) -> PreCommitError {
-    let path = path.to_owned();
-    move |source| PreCommitError::Io {
-        path,
-        action,
-        source,
-    }
-}
 
 /// The generated git hook: what it calls and the defaults it passes (rule 3).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -345,271 +251,6 @@ pub fn git_hooks_dir(repo_dir: &Path) -> Result<PathBuf, PreCommitError> {
     Ok(dir.canonicalize().unwrap_or(dir))
 }
 
-/// The top level of the work tree containing `dir`: `dir` itself when it holds `.git` (git
-/// starts hooks there, so the commit path costs a `stat`, not a process), else what
-/// `git rev-parse --show-toplevel` says.
-pub fn repository_top(dir: &Path) -> Result<PathBuf, PreCommitError> {
-    if fs::symlink_metadata(dir.join(".git")).is_ok() {
-        return Ok(dir.to_owned());
-    }
-    let out = git(dir, &["rev-parse", "--show-toplevel"])?;
-    if out.is_empty() || out == b"\n" {
-        return Err(PreCommitError::Git {
-            dir: dir.to_owned(),
-            args: "rev-parse --show-toplevel".into(),
-            message: "no work tree (a bare repository?); run it in a checkout".into(),
-        });
-    }
-    Ok(PathBuf::from(OsString::from_vec(strip_newline(out))))
-}
-
-/// The staged files of the index git uses (`GIT_INDEX_FILE` during a commit), relative to the
-/// top level `top`: added, copied, modified and renamed files (new path), never deletions.
-///
-/// Names are kept as bytes: one that is not UTF-8 reaches the hooks exactly.
-pub fn staged_files(top: &Path) -> Result<Vec<PathBuf>, PreCommitError> {
-    staged_from(top, git(top, &STAGED_ARGS))
-}
-
-/// The git command behind [`staged_files`]: the plumbing `diff-index`, which costs a commit
-/// about a third less than `git diff --cached` (same answer, less set-up).
-const STAGED_ARGS: [&str; 7] = [
-    "diff-index",
-    "--cached",
-    "--name-only",
-    "-z",
-    "--no-renames",
-    "--diff-filter=ACMR",
-    "HEAD",
-];
-
-/// The staged files from what `git diff-index ... HEAD` gave. Before the first commit there is
-/// no HEAD: every file of the index is staged, so compare with the empty tree instead.
-fn staged_from(
-    top: &Path,
-    against_head: Result<Vec<u8>, PreCommitError>,
-) -> Result<Vec<PathBuf>, PreCommitError> {
-    let out = match against_head {
-        Err(PreCommitError::Git { .. })
-            if git(top, &["rev-parse", "-q", "--verify", "HEAD"]).is_err() =>
-        {
-            // The empty tree's id depends on the repository's hash (SHA-1 or SHA-256).
-            let empty = git(top, &["hash-object", "-t", "tree", "/dev/null"])?;
-            let empty = String::from_utf8_lossy(&strip_newline(empty)).into_owned();
-            let mut args: [&str; 7] = STAGED_ARGS;
-            args[args.len() - 1] = &empty;
-            git(top, &args)?
-        }
-        other => other?,
-    };
-    Ok(out
-        .split(|&b| b == 0)
-        .filter(|name| !name.is_empty())
-        .map(|name| PathBuf::from(OsStr::from_bytes(name)))
-        .collect())
-}
-
-/// Which hooks `HOOKVISOR_SKIP` turns off (rule 6).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum PreCommitSkip {
-    /// Run every hook. The default.
-    #[default]
-    Nothing,
-    /// `HOOKVISOR_SKIP=1`: run none.
-    All,
-    /// `HOOKVISOR_SKIP=id1,id2`: run all but these.
-    Hooks(Vec<String>),
-}
-
-impl PreCommitSkip {
-    /// Reads a value of `HOOKVISOR_SKIP`: empty is nothing, `1`, `true` or `all` is everything,
-    /// anything else a comma-separated list of hook ids.
-    pub fn parse(value: &str) -> PreCommitSkip {
-        let value = value.trim();
-        if value.is_empty() {
-            return PreCommitSkip::Nothing;
-        }
-        if ["1", "true", "all"]
-            .iter()
-            .any(|v| value.eq_ignore_ascii_case(v))
-        {
-            return PreCommitSkip::All;
-        }
-        PreCommitSkip::Hooks(
-            value
-                .split(',')
-                .map(str::trim)
-                .filter(|id| !id.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        )
-    }
-
-    /// Reads `HOOKVISOR_SKIP` from the environment.
-    pub fn from_env() -> PreCommitSkip {
-        std::env::var(SKIP_VARIABLE)
-            .map(|v| PreCommitSkip::parse(&v))
-            .unwrap_or_default()
-    }
-
-    fn skips(&self, hook: &Hook) -> bool {
-        match self {
-            PreCommitSkip::Nothing => false,
-            PreCommitSkip::All => true,
-            PreCommitSkip::Hooks(ids) => ids.contains(&hook.id),
-        }
-    }
-}
-
-/// What happens during [`run_pre_commit`], in order, for the caller to report.
-#[derive(Debug)]
-pub enum PreCommitEvent<'a> {
-    /// A hook file that may be a pre-commit hook will not run; it does not block the commit.
-    Problem(&'a Problem),
-    /// `HOOKVISOR_SKIP=1`: nothing runs.
-    SkippedAll,
-    /// This hook is named in `HOOKVISOR_SKIP`.
-    Skipped(&'a Hook),
-    /// `HOOKVISOR_SKIP` names an id that is no pre-commit hook (a typo would skip nothing).
-    UnknownSkip(&'a str),
-    /// The hook is about to run on these files.
-    Started(&'a Hook, &'a [PathBuf]),
-    /// The hook finished.
-    Finished(&'a Hook, &'a [PathBuf], &'a RunOutcome),
-}
-
-/// The result of [`run_pre_commit`].
-#[derive(Debug, Default)]
-pub struct PreCommitReport {
-    /// The ids of the hooks that ran, with their exit codes, in order.
-    pub runs: Vec<(String, i32)>,
-    /// The id of the hook that failed, if one did (the last of `runs`).
-    pub failed: Option<String>,
-}
-
-impl PreCommitReport {
-    /// The exit status for git: 0 when nothing failed, else the failing hook's code
-    /// (1 when that code does not fit an exit status).
-    pub fn exit_code(&self) -> i32 {
-        match (&self.failed, self.runs.last()) {
-            (Some(_), Some((_, code))) if (1..=255).contains(code) => *code,
-            (Some(_), _) => 1,
-            (None, _) => 0,
-        }
-    }
-}
-
-/// Runs the pre-commit hooks of `ctx.workspace` on the staged files (rules 4 to 6), recording
-/// each run in `status.json` and its log, and telling `on_event` what happens.
-///
-/// `ctx.workspace` must be the top level of the work tree (see [`repository_top`]).
-pub fn run_pre_commit(
-    ctx: &Context,
-    skip: &PreCommitSkip,
-    mut on_event: impl FnMut(PreCommitEvent<'_>),
-) -> Result<PreCommitReport, PreCommitError> {
-    let mut report = PreCommitReport::default();
-    if *skip == PreCommitSkip::All {
-        on_event(PreCommitEvent::SkippedAll);
-        return Ok(report);
-    }
-    // git works out the staged files while the hooks are read: the commit waits for both, and
-    // the git process is the larger part of that wait. Its errors matter only if a hook runs.
-    let staged = Git::default().spawn(&ctx.workspace, &STAGED_ARGS);
-    let discovery = discover(&ctx.hooks_dir());
-    for problem in discovery
-        .problems
-        .iter()
-        .filter(|p| p.may_be(HookKind::PreCommit))
-    {
-        on_event(PreCommitEvent::Problem(problem));
-    }
-    let hooks: Vec<&Hook> = discovery.of_kind(HookKind::PreCommit).collect();
-    if let PreCommitSkip::Hooks(ids) = skip {
-        for id in ids.iter().filter(|id| !hooks.iter().any(|h| h.id == **id)) {
-            on_event(PreCommitEvent::UnknownSkip(id));
-        }
-    }
-    let mut to_run = Vec::new();
-    for hook in hooks {
-        if skip.skips(hook) {
-            on_event(PreCommitEvent::Skipped(hook));
-        } else {
-            to_run.push(hook);
-        }
-    }
-    if to_run.is_empty() {
-        if let Ok(git) = staged {
-            git.abandon();
-        }
-        return Ok(report);
-    }
-
-    let staged = staged
-        .and_then(RunningGit::wait)
-        .map_err(|e| from_git(&ctx.workspace, &STAGED_ARGS, e));
-    let staged = staged_from(&ctx.workspace, staged)?;
-    let store = StatusStore::for_context(ctx);
-    for hook in to_run {
-        let files: Vec<PathBuf> = staged.iter().filter(|f| hook.matches(f)).cloned().collect();
-        if hook.pattern.is_some() && files.is_empty() {
-            continue;
-        }
-        on_event(PreCommitEvent::Started(hook, &files));
-        // No `begin` record: a commit waits for its hooks anyway, and each status write costs
-        // two fsyncs on the commit path. `record` writes the same `lastRunAt`.
-        let outcome = run_hook(ctx, hook, &files, &RunOptions::default())?;
-        store.record(ctx, hook, &outcome, None, SystemTime::now())?;
-        on_event(PreCommitEvent::Finished(hook, &files, &outcome));
-        report.runs.push((hook.id.clone(), outcome.exit_code));
-        if !outcome.success() {
-            report.failed = Some(hook.id.clone());
-            break;
-        }
-    }
-    Ok(report)
-}
-
-/// Runs git in `dir` and returns its stdout; a failure carries the first line of its stderr.
-fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, PreCommitError> {
-    Git::default()
-        .output(dir, args)
-        .map_err(|e| from_git(dir, args, e))
-}
-
-/// Our error for what `git args` in `dir` gave.
-fn from_git(dir: &Path, args: &[&str], error: GitError) -> PreCommitError {
-    match error {
-        GitError::Missing { source, .. }
-            if source.kind() == io::ErrorKind::NotFound && !dir.is_dir() =>
-        {
-            PreCommitError::Io {
-                path: dir.to_owned(),
-                action: "enter",
-                source,
-            }
-        }
-        GitError::Missing { source, .. } => PreCommitError::GitMissing(source),
-        GitError::NotARepository { .. } => PreCommitError::NotARepository(dir.to_owned()),
-        GitError::Failed { stderr, .. } => PreCommitError::Git {
-            dir: dir.to_owned(),
-            args: args.join(" "),
-            message: if stderr.is_empty() {
-                "no message".to_owned()
-            } else {
-                stderr
-            },
-        },
-    }
-}
-
-fn strip_newline(mut out: Vec<u8>) -> Vec<u8> {
-    if out.last() == Some(&b'\n') {
-        out.pop();
-    }
-    out
-}
-
 /// The contents of the hook file (through a symlink), or `None` when there is none.
 fn read_hook(hook: &Path) -> Result<Option<Vec<u8>>, PreCommitError> {
     match fs::read(hook) {
@@ -665,8 +306,10 @@ fn shell_quote(value: &OsStr) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::process::Command;
+
+    use super::*;
+    use crate::discover::discover;
 
     /// A fresh git repository in a temp dir.
     fn repo() -> tempfile::TempDir {
@@ -814,24 +457,6 @@ mod tests {
     }
 
     #[test]
-    fn skip_values() {
-        let hooks =
-            |ids: &[&str]| PreCommitSkip::Hooks(ids.iter().map(|s| s.to_string()).collect());
-        for (value, expected) in [
-            ("", PreCommitSkip::Nothing),
-            ("  ", PreCommitSkip::Nothing),
-            ("1", PreCommitSkip::All),
-            ("true", PreCommitSkip::All),
-            ("ALL", PreCommitSkip::All),
-            ("lint", hooks(&["lint"])),
-            ("lint, fmt ,,", hooks(&["lint", "fmt"])),
-            ("0", hooks(&["0"])),
-        ] {
-            assert_eq!(PreCommitSkip::parse(value), expected, "{value:?}");
-        }
-    }
-
-    #[test]
     fn marker_is_recognised_only_near_the_top() {
         for (text, ours) in [
             (GitHook::new("/bin/hookvisor").script(), true),
@@ -841,25 +466,6 @@ mod tests {
             (b"#!/bin/sh\necho '# discobot:managed'\n".to_vec(), false),
         ] {
             assert_eq!(is_ours(&text), ours, "{}", String::from_utf8_lossy(&text));
-        }
-    }
-
-    #[test]
-    fn exit_code_of_reports() {
-        let report = |runs: &[i32], failed: bool| PreCommitReport {
-            runs: runs.iter().map(|c| ("h".to_owned(), *c)).collect(),
-            failed: failed.then(|| "h".to_owned()),
-        };
-        for (r, code) in [
-            (report(&[], false), 0),
-            (report(&[0, 0], false), 0),
-            (report(&[0, 3], true), 3),
-            (report(&[124], true), 124),
-            (report(&[0], true), 1),
-            (report(&[300], true), 1),
-            (report(&[-1], true), 1),
-        ] {
-            assert_eq!(r.exit_code(), code, "{r:?}");
         }
     }
 }
