@@ -1,0 +1,471 @@
+//! Turning the fields of a hook's front matter into a [`Hook`]: the values each field takes,
+//! and whether two readings of a field configure the hook alike.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::frontmatter::{Fields, Note, Other, WORD_FIELDS};
+use crate::hook::{Hook, HookKind, ProblemKind, RunAs};
+use crate::pattern::Pattern;
+
+/// The most `retries` a session hook may ask for.
+const MAX_RETRIES: u32 = 100;
+
+/// The warning for a field read otherwise than another reader would (front matter rule 7), or
+/// `None` when both readings configure the hook alike (`notify_llm: False` is `false` either
+/// way) or the value is a problem already reported.
+pub(super) fn disagreement(note: Note) -> Option<ProblemKind> {
+    let Note {
+        key,
+        line,
+        used,
+        other,
+    } = note;
+    match other {
+        Other::Discobot(discobot) => Some(ProblemKind::DiscobotReadsOtherwise {
+            line,
+            key: key.to_owned(),
+            used,
+            discobot,
+        }),
+        Other::Yaml(yaml) => {
+            let meaning = meaning(key, &used)?;
+            if yaml.as_deref().and_then(|y| self::meaning(key, y)) == Some(meaning) {
+                return None;
+            }
+            Some(ProblemKind::YamlReadsOtherwise {
+                line,
+                key: key.to_owned(),
+                used,
+                yaml,
+            })
+        }
+    }
+}
+
+/// What a field's value configures, to compare two readings of it; `None` for a value that is
+/// a problem (or, for text, empty).
+fn meaning(key: &str, value: &str) -> Option<String> {
+    if !WORD_FIELDS.contains(&key) {
+        let text = value.trim_matches([' ', '\t', '\n']);
+        return (!text.is_empty()).then(|| text.to_owned());
+    }
+    match key {
+        "type" => value
+            .parse::<HookKind>()
+            .ok()
+            .map(|k| k.as_str().to_owned()),
+        "run_as" => value.parse::<RunAs>().ok().map(|r| r.as_str().to_owned()),
+        "blocking" | "notify_llm" => parse_bool(key, value).ok().map(|b| b.to_string()),
+        "timeout" => parse_timeout(value).ok().map(|t| t.as_secs().to_string()),
+        "retries" => parse_retries(value).ok().map(|r| r.to_string()),
+        _ => Some(value.to_owned()),
+    }
+}
+
+/// Turns front matter fields into a hook, applying the defaults of DESIGN.md, and its
+/// `retries` when given.
+///
+/// `name` and `description` are free text: trimmed, and empty means absent. Every other field
+/// is taken as written (front matter rules 6 and 7) and must have a value when it is given: an
+/// odd value is a problem, never a default, and only `run_as: root` gives root.
+pub(super) fn hook_from_fields(
+    id: String,
+    path: &Path,
+    fields: &Fields,
+) -> Result<(Hook, Option<u32>), ProblemKind> {
+    let text = |key: &str| {
+        fields
+            .get(key)
+            .map(|v| v.trim_matches([' ', '\t', '\n']))
+            .filter(|v| !v.is_empty())
+    };
+    let field = |key: &str| -> Result<Option<&str>, ProblemKind> {
+        match fields.get(key).map(String::as_str) {
+            Some("") => Err(ProblemKind::NoValue {
+                key: key.to_owned(),
+            }),
+            other => Ok(other),
+        }
+    };
+    let kind: HookKind = field("type")?.ok_or(ProblemKind::MissingType)?.parse()?;
+    let run_as = match field("run_as")? {
+        Some(value) => value.parse::<RunAs>()?,
+        None => RunAs::User,
+    };
+    let pattern = match field("pattern")? {
+        Some(source) => Some(Pattern::new(source)?),
+        None if kind == HookKind::File => return Err(ProblemKind::MissingPattern),
+        None => None,
+    };
+    let timeout = match field("timeout")? {
+        Some(value) => parse_timeout(value)?,
+        None => kind.default_timeout(),
+    };
+    let retries = field("retries")?.map(parse_retries).transpose()?;
+    let hook = Hook {
+        name: text("name").map_or_else(|| id.clone(), str::to_owned),
+        id,
+        kind,
+        path: path.to_owned(),
+        description: text("description").map(str::to_owned),
+        run_as,
+        blocking: field("blocking")?
+            .map(|v| parse_bool("blocking", v))
+            .transpose()?
+            .unwrap_or(false),
+        pattern,
+        notify_llm: field("notify_llm")?
+            .map(|v| parse_bool("notify_llm", v))
+            .transpose()?
+            .unwrap_or(true),
+        timeout,
+    };
+    Ok((hook, retries))
+}
+
+/// How many times a failed session hook is run again: a whole number from 0 to
+/// [`MAX_RETRIES`], digits only.
+fn parse_retries(value: &str) -> Result<u32, ProblemKind> {
+    match value
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| value.parse::<u32>())
+    {
+        Some(Ok(n)) if n <= MAX_RETRIES => Ok(n),
+        _ => Err(ProblemKind::InvalidRetries {
+            value: value.to_owned(),
+            max: MAX_RETRIES,
+        }),
+    }
+}
+
+/// `true|yes|1|on` and `false|no|0|off`, in any case.
+fn parse_bool(key: &str, value: &str) -> Result<bool, ProblemKind> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "1" | "on" => Ok(true),
+        "false" | "no" | "0" | "off" => Ok(false),
+        _ => Err(ProblemKind::InvalidBool {
+            key: key.to_owned(),
+            value: value.to_owned(),
+        }),
+    }
+}
+
+/// Seconds, optionally with an `s`, `m` or `h` suffix; must be positive.
+fn parse_timeout(value: &str) -> Result<Duration, ProblemKind> {
+    let (digits, unit) = match value.char_indices().last() {
+        Some((i, 's')) => (&value[..i], 1),
+        Some((i, 'm')) => (&value[..i], 60),
+        Some((i, 'h')) => (&value[..i], 3600),
+        _ => (value, 1),
+    };
+    // `parse` takes a leading `+`; a timeout is digits only.
+    match digits
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| digits.parse::<u64>())
+    {
+        Some(Ok(n)) if n > 0 => Ok(Duration::from_secs(n.saturating_mul(unit))),
+        _ => Err(ProblemKind::InvalidTimeout {
+            value: value.to_owned(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discover::tests::Dir;
+
+    /// Discovers one hook whose front matter (after `#!/bin/sh`, between `---` lines) is `body`:
+    /// the hook, or the reason it is a problem.
+    fn one_hook(body: &str) -> Result<Hook, String> {
+        let dir = Dir::new();
+        dir.write(
+            "h.sh",
+            &format!("#!/bin/sh\n---\n{body}\n---\nexit 0\n"),
+            0o755,
+        );
+        let mut d = dir.discover();
+        match (d.hooks.pop(), d.problems.pop()) {
+            (Some(hook), None) => Ok(hook),
+            (None, Some(problem)) => Err(problem.kind.to_string()),
+            other => panic!("{body:?}: {other:?}"),
+        }
+    }
+
+    /// Only `run_as: root` written as such gives root. Each other spelling that YAML or the flat
+    /// reader could turn into "root" (padding, trailing text, lists, merge keys, aliases,
+    /// escapes, block scalars, repeated keys) is a problem naming the fix, never root.
+    #[test]
+    fn run_as_is_root_only_when_written_root() {
+        use RunAs::{Root, User};
+        let table: &[(&str, Result<RunAs, &str>)] = &[
+            ("run_as: root", Ok(Root)),
+            ("run_as: \"root\"", Ok(Root)),
+            ("run_as: 'root'  # needs apt", Ok(Root)),
+            ("run_as: root\npattern: *.go", Ok(Root)),
+            ("run_as: user", Ok(User)),
+            ("name: x", Ok(User)),
+            (
+                "run_as: \" root\"",
+                Err("invalid run_as ' root'; use 'root' or 'user'"),
+            ),
+            ("run_as: 'root '", Err("invalid run_as 'root '")),
+            ("run_as: root\u{3000}", Err("invalid run_as 'root\u{3000}'")),
+            ("run_as: Root", Err("invalid run_as 'Root'")),
+            ("run_as: 'root'x", Err("text after the closing quote")),
+            ("run_as: \"root\" x", Err("text after the closing quote")),
+            (
+                "run_as: 'root'x\npattern: *.go",
+                Err("text after the closing quote"),
+            ),
+            ("run_as: [root]", Err("'run_as' is a list")),
+            ("run_as:\n  - root", Err("'run_as' is a list")),
+            ("<<: {run_as: root}", Err("merge key")),
+            ("base: &b root\nrun_as: *b", Err("invalid run_as '*b'")),
+            ("run_as: user\nrun_as: root", Err("'run_as' is given twice")),
+            ("run_as: root\nrun_as: root", Err("'run_as' is given twice")),
+            ("run_as: \"\\x72oot\"", Err("invalid run_as '\\x72oot'")),
+            ("run_as: >-\n  root", Err("invalid run_as '>-'")),
+            ("run_as: |\n  root", Err("invalid run_as '|'")),
+            (
+                "? run_as\n: root",
+                Err("'run_as: VALUE' on a line of its own"),
+            ),
+            ("{run_as: root}", Err("'{run_as' is not a field name")),
+            ("run_as: !custom root", Err("invalid run_as '!custom root'")),
+            ("run_as: ~", Err("invalid run_as '~'")),
+            ("run_as:", Err("'run_as' has no value")),
+            ("name: \"x\nrun_as: root\"", Err("invalid run_as 'root\"'")),
+        ];
+        let mut wrong = Vec::new();
+        let flow = one_hook("{type: session, run_as: root}").map(|h| h.run_as);
+        if !flow
+            .as_ref()
+            .is_err_and(|r| r.contains("on a line of its own"))
+        {
+            wrong.push(format!("a flow mapping: got {flow:?}"));
+        }
+        for (field, expected) in table {
+            let got = one_hook(&format!("type: session\n{field}")).map(|h| h.run_as);
+            let ok = match (&got, expected) {
+                (Ok(a), Ok(b)) => a == b,
+                (Err(reason), Err(fragment)) => reason.contains(fragment),
+                _ => false,
+            };
+            if !ok {
+                wrong.push(format!("{field:?}: got {got:?}, want {expected:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    }
+
+    /// `notify_llm`, `blocking`, `type` and `timeout` take one word from their line: odd values
+    /// (padding, lists, floats, empty, null, trailing text, repeats) are problems, not defaults.
+    #[test]
+    fn odd_values_of_the_other_word_fields_are_problems() {
+        // (front matter after `type: file` + `pattern`, or a whole one, and the expected
+        // (notify_llm, blocking) or a fragment of the reason)
+        type Expected = Result<(bool, bool), &'static str>;
+        let table: &[(&str, Expected)] = &[
+            ("notify_llm: false", Ok((false, false))),
+            ("notify_llm: No", Ok((false, false))),
+            ("notify_llm: 0", Ok((false, false))),
+            ("notify_llm: \"false\"", Ok((false, false))),
+            ("notify_llm: true", Ok((true, false))),
+            ("description: x", Ok((true, false))),
+            ("blocking: yes", Ok((true, true))),
+            ("notify_llm: \"false \"", Err("invalid notify_llm 'false '")),
+            ("notify_llm: [false]", Err("'notify_llm' is a list")),
+            ("notify_llm: 0.0", Err("invalid notify_llm '0.0'")),
+            ("notify_llm: 00", Err("invalid notify_llm '00'")),
+            ("notify_llm:", Err("'notify_llm' has no value")),
+            ("notify_llm: ~", Err("invalid notify_llm '~'")),
+            ("notify_llm: ''", Err("'notify_llm' has no value")),
+            ("notify_llm: 'false'x", Err("text after the closing quote")),
+            (
+                "notify_llm: false\nnotify_llm: true",
+                Err("'notify_llm' is given twice"),
+            ),
+            ("notify_llm: maybe", Err("invalid notify_llm 'maybe'")),
+            ("blocking: 1.0", Err("invalid blocking '1.0'")),
+            ("blocking:", Err("'blocking' has no value")),
+            ("blocking: [true]", Err("'blocking' is a list")),
+            (
+                "blocking: true\nblocking: false",
+                Err("'blocking' is given twice"),
+            ),
+            ("timeout: 1e3", Err("invalid timeout '1e3'")),
+            ("timeout: [30]", Err("'timeout' is a list")),
+            ("timeout:", Err("'timeout' has no value")),
+            ("type: session", Err("'type' is given twice")),
+            ("pattern: '*.rs'", Err("'pattern' is given twice")),
+            ("pattern:", Err("'pattern' is given twice")),
+        ];
+        let mut wrong = Vec::new();
+        for (field, expected) in table {
+            let got = one_hook(&format!("type: file\npattern: '*.go'\n{field}"))
+                .map(|h| (h.notify_llm, h.blocking));
+            let ok = match (&got, expected) {
+                (Ok(a), Ok(b)) => a == b,
+                (Err(reason), Err(fragment)) => reason.contains(fragment),
+                _ => false,
+            };
+            if !ok {
+                wrong.push(format!("{field:?}: got {got:?}, want {expected:?}"));
+            }
+        }
+        let whole: &[(&str, &str)] = &[
+            ("type: [session]", "'type' is a list"),
+            ("type: ' session'", "unknown type ' session'"),
+            ("type: pre-commit\npattern:", "'pattern' has no value"),
+            ("type: pre-commit\npattern: ''", "'pattern' has no value"),
+        ];
+        for (body, fragment) in whole {
+            let got = one_hook(body).map(|h| h.id);
+            if !got.as_ref().is_err_and(|r| r.contains(fragment)) {
+                wrong.push(format!("{body:?}: got {got:?}, want {fragment:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    }
+
+    /// Discovers one hook whose front matter (after `#!/bin/sh`, between `---` lines) is `body`:
+    /// the hook or the reason it is a problem, and the warnings.
+    fn one_hook_warned(body: &str) -> (Result<Hook, String>, Vec<String>) {
+        let dir = Dir::new();
+        dir.write(
+            "h.sh",
+            &format!("#!/bin/sh\n---\n{body}\n---\nexit 0\n"),
+            0o755,
+        );
+        let mut d = dir.discover();
+        let warnings = d.warnings.iter().map(|w| w.kind.to_string()).collect();
+        match (d.hooks.pop(), d.problems.pop()) {
+            (Some(hook), None) => (Ok(hook), warnings),
+            (None, Some(problem)) => (Err(problem.kind.to_string()), warnings),
+            other => panic!("{body:?}: {other:?}"),
+        }
+    }
+
+    /// Front matter rule 7: where YAML would read a discobot-era field otherwise than its line
+    /// shows, the line wins and `check` says so; where both agree, or only the meaning of the
+    /// spelling differs, nothing is said.
+    #[test]
+    fn readings_that_disagree_keep_the_line_and_warn() {
+        // (front matter after `type: file`, name, pattern, a fragment of the one warning)
+        let table: &[(&str, &str, &str, Option<&str>)] = &[
+            (
+                "name: 1.10\npattern: x",
+                "1.10",
+                "x",
+                Some("YAML reads '1.1'"),
+            ),
+            (
+                "name: True\npattern: x",
+                "True",
+                "x",
+                Some("YAML reads 'true'"),
+            ),
+            (
+                "name: null\npattern: x",
+                "null",
+                "x",
+                Some("YAML reads no value"),
+            ),
+            ("name: '1.10'\npattern: x", "1.10", "x", None),
+            ("name: Go fmt\npattern: '*.go'", "Go fmt", "*.go", None),
+            ("pattern: 1.10", "h", "1.10", Some("as written, '1.10'")),
+            (
+                "pattern: '*.go', '*.ts'",
+                "h",
+                "*.go, *.ts",
+                Some("read as the globs '*.go, *.ts'; discobot read"),
+            ),
+            ("pattern: x\nnotify_llm: False", "h", "x", None),
+            ("pattern: x\ntimeout: 010", "h", "x", None),
+            ("pattern: x\nnotify_llm: no", "h", "x", None),
+        ];
+        let mut wrong = Vec::new();
+        for &(body, name, pattern, warning) in table {
+            let (hook, warnings) = one_hook_warned(&format!("type: file\n{body}"));
+            let got = hook.map(|h| (h.name, h.pattern.map(|p| p.as_str().to_owned())));
+            if got != Ok((name.to_owned(), Some(pattern.to_owned()))) {
+                wrong.push(format!("{body:?}: got {got:?}"));
+            }
+            let ok = match warning {
+                None => warnings.is_empty(),
+                Some(fragment) => warnings.len() == 1 && warnings[0].contains(fragment),
+            };
+            if !ok {
+                wrong.push(format!("{body:?}: warnings {warnings:?}, want {warning:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    }
+
+    /// `retries` takes a whole number from 0 to 100, written on its own line; other hooks than
+    /// session hooks ignore it, with a warning.
+    #[test]
+    fn retries_spellings() {
+        let table: &[(&str, Result<Option<&str>, &str>)] = &[
+            ("type: session\nretries: 0", Ok(None)),
+            ("type: session\nretries: 3", Ok(None)),
+            ("type: session\nretries: 100", Ok(None)),
+            ("type: session\nretries: 101", Err("invalid retries '101'")),
+            ("type: session\nretries: -1", Err("invalid retries '-1'")),
+            ("type: session\nretries: 1.5", Err("invalid retries '1.5'")),
+            (
+                "type: session\nretries: three",
+                Err("invalid retries 'three'"),
+            ),
+            ("type: session\nretries:", Err("'retries' has no value")),
+            ("type: session\nretries: [1]", Err("'retries' is a list")),
+            (
+                "type: file\npattern: x\nretries: 2",
+                Ok(Some("retries applies to session hooks only")),
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for &(body, expected) in table {
+            let (hook, warnings) = one_hook_warned(body);
+            let ok = match (&hook, expected) {
+                (Ok(_), Ok(None)) => warnings.is_empty(),
+                (Ok(_), Ok(Some(fragment))) => {
+                    warnings.len() == 1 && warnings[0].contains(fragment)
+                }
+                (Err(reason), Err(fragment)) => reason.contains(fragment),
+                _ => false,
+            };
+            if !ok {
+                wrong.push(format!(
+                    "{body:?}: got {hook:?} {warnings:?}, want {expected:?}"
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn bool_and_timeout_spellings() {
+        for (v, b) in [
+            ("TRUE", true),
+            ("Yes", true),
+            ("1", true),
+            ("false", false),
+            ("NO", false),
+            ("0", false),
+            ("Off", false),
+        ] {
+            assert_eq!(parse_bool("k", v), Ok(b), "{v}");
+        }
+        for (v, secs) in [("30", 30), ("30s", 30), ("2m", 120), ("1h", 3600)] {
+            assert_eq!(parse_timeout(v), Ok(Duration::from_secs(secs)), "{v}");
+        }
+        for bad in ["0", "-1", "m", "1.5", "ten"] {
+            assert!(parse_timeout(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Reading one entry of the hooks directory: what kind of file it is, its head and its front
+//! matter.
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use super::fields::hook_from_fields;
+use super::{KNOWN_FIELDS, hook_id};
+use crate::frontmatter::{self, FrontMatterError, Note};
+use crate::hook::{Hook, HookKind, Problem, ProblemKind};
+
+/// How much of a script is read to find its front matter.
+const HEAD_LIMIT: u64 = 64 * 1024;
+
+/// What a hook file says besides the [`Hook`] itself.
+pub(super) struct HookFile {
+    pub(super) hook: Hook,
+    /// Front matter keys hookvisor does not know.
+    pub(super) unknown: Vec<String>,
+    /// Where the front matter's readings disagree (front matter rule 7).
+    pub(super) notes: Vec<Note>,
+    /// Front matter `retries`, when given.
+    pub(super) retries: Option<u32>,
+}
+
+/// Reads one entry: `Ok(None)` for a directory, `Err` for a file that will not run.
+pub(super) fn read_hook(path: &Path) -> Result<Option<HookFile>, Problem> {
+    let refuse = |kind: ProblemKind, declared: Option<HookKind>| Problem {
+        path: path.to_owned(),
+        kind,
+        declared,
+    };
+    // A file refused before its head is read still says which kind of hook it meant to be.
+    let declared_by_file = || {
+        read_head(path)
+            .ok()
+            .and_then(|head| declared_kind(&String::from_utf8_lossy(&head)))
+    };
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return Err(refuse(ProblemKind::NameNotUtf8, declared_by_file()));
+    };
+    let meta = match fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(_) if fs::symlink_metadata(path).is_ok() => {
+            let target = fs::read_link(path)
+                .map(|t| t.display().to_string())
+                .unwrap_or_default();
+            return Err(refuse(ProblemKind::BrokenSymlink { target }, None));
+        }
+        Err(e) => {
+            let error = e.to_string();
+            return Err(refuse(ProblemKind::Inaccessible { error }, None));
+        }
+    };
+    if meta.is_dir() {
+        return Ok(None);
+    }
+    if !meta.is_file() {
+        return Err(refuse(ProblemKind::NotRegularFile, None));
+    }
+    let id = hook_id(name);
+    if id.is_empty() {
+        return Err(refuse(ProblemKind::EmptyId, declared_by_file()));
+    }
+    let head = read_head(path).map_err(|e| {
+        let error = e.to_string();
+        refuse(ProblemKind::Unreadable { error }, None)
+    })?;
+    let text = String::from_utf8_lossy(&head);
+    let refuse = |kind: ProblemKind| refuse(kind, declared_kind(&text));
+    if !text.starts_with("#!") {
+        if text.starts_with("\u{7f}ELF") {
+            return Err(refuse(ProblemKind::Binary));
+        }
+        return Err(refuse(ProblemKind::NoShebang));
+    }
+    let front = frontmatter::read(&text).map_err(|e| {
+        refuse(match e {
+            FrontMatterError::Crlf => ProblemKind::CrlfLineEndings {
+                path: path.to_owned(),
+            },
+            other => ProblemKind::FrontMatter(other),
+        })
+    })?;
+    if meta.permissions().mode() & 0o111 == 0 {
+        return Err(refuse(ProblemKind::NotExecutable {
+            path: path.to_owned(),
+        }));
+    }
+    let fields = &front.fields;
+    let (hook, retries) = hook_from_fields(id, path, fields).map_err(refuse)?;
+    let unknown = fields
+        .keys()
+        .filter(|k| !KNOWN_FIELDS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    Ok(Some(HookFile {
+        hook,
+        unknown,
+        notes: front.notes,
+        retries,
+    }))
+}
+
+/// The kind of hook a file's head declares: its front matter's `type`, read as pre-commit
+/// always read it (CRs dropped); without readable front matter, `pre-commit` when the file
+/// mentions it, since a commit must hear of a broken pre-commit hook.
+fn declared_kind(text: &str) -> Option<HookKind> {
+    match frontmatter::parse(&text.replace('\r', "")) {
+        Ok(fields) => fields.get("type").and_then(|t| t.trim().parse().ok()),
+        Err(_) => text.contains("pre-commit").then_some(HookKind::PreCommit),
+    }
+}
+
+fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    fs::File::open(path)?
+        .take(HEAD_LIMIT)
+        .read_to_end(&mut head)?;
+    Ok(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+    use crate::discover::tests::Dir;
+
+    /// Pre-commit keeps the problems of pre-commit hooks (and of files it cannot read) from
+    /// what discovery stored, without reading the files again.
+    #[test]
+    fn problems_say_which_kind_of_hook_the_file_declared() {
+        let dir = Dir::new();
+        dir.hook("commit.sh", "# type: pre-commit\n# run_as: admin");
+        dir.hook("session.sh", "# type: session\n# run_as: admin");
+        dir.hook("untyped.sh", "# name: x");
+        dir.write(
+            "noexec.sh",
+            "#!/bin/sh\n#---\n# type: pre-commit\n#---\n",
+            0o644,
+        );
+        dir.write(
+            "crlf.sh",
+            "#!/bin/sh\r\n#---\r\n# type: pre-commit\r\n#---\r\n",
+            0o755,
+        );
+        dir.write("mentions.sh", "#!/bin/sh\n# a pre-commit hook\n", 0o755);
+        dir.write("silent.sh", "#!/bin/sh\necho hi\n", 0o755);
+        dir.hook("dup.sh", "# type: pre-commit");
+        dir.hook("DUP.py", "# type: file\n# pattern: x");
+        symlink(dir.0.path().join("gone"), dir.0.path().join("broken.sh")).unwrap();
+
+        let d = dir.discover();
+        let got: Vec<(String, Option<HookKind>, bool)> = d
+            .problems
+            .iter()
+            .map(|p| {
+                let name = p.path.file_name().unwrap().to_string_lossy().into_owned();
+                (name, p.declared, p.may_be(HookKind::PreCommit))
+            })
+            .collect();
+        let want = [
+            ("DUP.py", Some(HookKind::File), false),
+            ("broken.sh", None, true),
+            ("commit.sh", Some(HookKind::PreCommit), true),
+            ("crlf.sh", Some(HookKind::PreCommit), true),
+            ("dup.sh", Some(HookKind::PreCommit), true),
+            ("mentions.sh", Some(HookKind::PreCommit), true),
+            ("noexec.sh", Some(HookKind::PreCommit), true),
+            ("session.sh", Some(HookKind::Session), false),
+            ("silent.sh", None, false),
+            ("untyped.sh", None, false),
+        ];
+        let want: Vec<(String, Option<HookKind>, bool)> = want
+            .into_iter()
+            .map(|(name, kind, may)| (name.to_owned(), kind, may))
+            .collect();
+        assert_eq!(got, want);
+    }
+}

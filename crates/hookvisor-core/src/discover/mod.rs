@@ -1,0 +1,432 @@
+//! Finding the hooks of a workspace: every top-level, non-hidden file of `.discobot/hooks/` is
+//! either a [`Hook`] or a [`Problem`] that says why it will not run. Nothing is dropped silently.
+//!
+//! This file walks the directory and judges the hooks together (ids, duplicates, warnings);
+//! `hook_file` reads one file and its front matter, and `fields` turns the front matter's
+//! fields into a hook.
+
+mod fields;
+mod hook_file;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use self::fields::disagreement;
+use self::hook_file::{HookFile, read_hook};
+use crate::hook::{Hook, HookKind, Problem, ProblemKind, RunAs};
+
+/// Extensions stripped from a file name to make its id (case-insensitive, one only).
+const SCRIPT_EXTENSIONS: [&str; 9] = ["sh", "bash", "zsh", "py", "js", "ts", "rb", "pl", "php"];
+
+/// Front matter keys hookvisor reads; others are reported as warnings.
+const KNOWN_FIELDS: [&str; 9] = [
+    "name",
+    "type",
+    "description",
+    "run_as",
+    "blocking",
+    "pattern",
+    "notify_llm",
+    "timeout",
+    "retries",
+];
+
+/// The result of scanning a hooks directory.
+#[derive(Debug, Clone, Default)]
+pub struct Discovery {
+    /// Hooks that can run, in file-name order.
+    pub hooks: Vec<Hook>,
+    /// Files that will not run, with the reason, in file-name order.
+    pub problems: Vec<Problem>,
+    /// Things that do not stop a hook but are probably mistakes (unknown front matter keys,
+    /// values YAML reads otherwise than the line shows).
+    pub warnings: Vec<Problem>,
+    /// Front matter `retries` of the session hooks that give it, by hook id; the others get
+    /// [`DEFAULT_RETRIES`](crate::DEFAULT_RETRIES).
+    pub retries: BTreeMap<String, u32>,
+}
+
+impl Discovery {
+    /// The hook with this id, if it was discovered.
+    pub fn get(&self, id: &str) -> Option<&Hook> {
+        self.hooks.iter().find(|h| h.id == id)
+    }
+
+    /// The hooks of one kind, in discovery order.
+    pub fn of_kind(&self, kind: HookKind) -> impl Iterator<Item = &Hook> {
+        self.hooks.iter().filter(move |h| h.kind == kind)
+    }
+}
+
+/// Scans `hooks_dir` (normally `<workspace>/.discobot/hooks`).
+///
+/// A missing directory means no hooks. Directories inside it are skipped (hooks are top-level
+/// files); hidden entries (starting with `.`) are ignored.
+pub fn discover(hooks_dir: &Path) -> Discovery {
+    let mut discovery = Discovery::default();
+    let entries = match fs::read_dir(hooks_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return discovery,
+        Err(e) => {
+            discovery.problems.push(Problem {
+                path: hooks_dir.to_owned(),
+                kind: ProblemKind::HooksDirUnreadable {
+                    error: e.to_string(),
+                },
+                declared: None,
+            });
+            return discovery;
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|n| !n.as_encoded_bytes().starts_with(b"."))
+        })
+        .collect();
+    paths.sort();
+
+    let mut candidates = Vec::new();
+    for path in paths {
+        match read_hook(&path) {
+            Ok(Some(read)) => {
+                let HookFile {
+                    hook,
+                    unknown,
+                    notes,
+                    retries,
+                } = read;
+                let mut warn = |kind: ProblemKind| {
+                    discovery.warnings.push(Problem {
+                        path: path.clone(),
+                        kind,
+                        declared: Some(hook.kind),
+                    });
+                };
+                for key in unknown {
+                    warn(ProblemKind::UnknownField {
+                        key,
+                        known: &KNOWN_FIELDS,
+                    });
+                }
+                for note in notes {
+                    if let Some(kind) = disagreement(note) {
+                        warn(kind);
+                    }
+                }
+                match retries {
+                    Some(retries) if hook.kind == HookKind::Session => {
+                        discovery.retries.insert(hook.id.clone(), retries);
+                    }
+                    Some(_) => warn(ProblemKind::RetriesIgnored { kind: hook.kind }),
+                    None => {}
+                }
+                if hook.kind == HookKind::Session && hook.run_as == RunAs::Root && !hook.blocking {
+                    warn(ProblemKind::RootRunsBlocking);
+                }
+                candidates.push(hook);
+            }
+            Ok(None) => {}
+            Err(problem) => discovery.problems.push(problem),
+        }
+    }
+
+    let mut by_id: BTreeMap<&str, Vec<&Hook>> = BTreeMap::new();
+    for hook in &candidates {
+        by_id.entry(&hook.id).or_default().push(hook);
+    }
+    let duplicated: Vec<(String, Vec<(PathBuf, HookKind)>)> = by_id
+        .into_iter()
+        .filter(|(_, hooks)| hooks.len() > 1)
+        .map(|(id, hooks)| {
+            (
+                id.to_owned(),
+                hooks.iter().map(|h| (h.path.clone(), h.kind)).collect(),
+            )
+        })
+        .collect();
+    for (id, hooks) in &duplicated {
+        for (path, kind) in hooks {
+            let others: Vec<String> = hooks
+                .iter()
+                .filter(|(p, _)| p != path)
+                .map(|(p, _)| file_name(p))
+                .collect();
+            discovery.problems.push(Problem {
+                path: path.clone(),
+                kind: ProblemKind::DuplicateId {
+                    id: id.clone(),
+                    others,
+                },
+                declared: Some(*kind),
+            });
+        }
+    }
+    for (id, _) in &duplicated {
+        discovery.retries.remove(id);
+    }
+    discovery.hooks = candidates
+        .into_iter()
+        .filter(|h| !duplicated.iter().any(|(id, _)| *id == h.id))
+        .collect();
+    discovery.problems.sort_by(|a, b| a.path.cmp(&b.path));
+    discovery
+}
+
+/// The hook id of a file name: strip one script extension, `.` → `-`, lowercase, keep
+/// `[a-z0-9_-]`, trim `-` (`foo.bar.sh` → `foo-bar`, `test (1).sh` → `test1`).
+pub fn hook_id(file_name: &str) -> String {
+    let stem = match file_name.rsplit_once('.') {
+        Some((stem, ext))
+            if SCRIPT_EXTENSIONS
+                .iter()
+                .any(|known| ext.eq_ignore_ascii_case(known)) =>
+        {
+            stem
+        }
+        _ => file_name,
+    };
+    let id: String = stem
+        .chars()
+        .map(|c| {
+            if c == '.' {
+                '-'
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
+        .collect();
+    id.trim_matches('-').to_owned()
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    use std::time::Duration;
+
+    #[test]
+    fn hook_id_table() {
+        let table = [
+            ("foo.bar.sh", "foo-bar"),
+            ("my@service!.sh", "myservice"),
+            ("test (1).sh", "test1"),
+            ("lint.sh", "lint"),
+            ("Lint.SH", "lint"),
+            ("build.py", "build"),
+            ("check.ts", "check"),
+            ("run.rb", "run"),
+            ("x.pl", "x"),
+            ("x.php", "x"),
+            ("x.js", "x"),
+            ("x.zsh", "x"),
+            ("x.bash", "x"),
+            ("go-fmt", "go-fmt"),
+            ("go_fmt", "go_fmt"),
+            ("archive.tar.gz", "archive-tar-gz"),
+            ("a.sh.sh", "a-sh"),
+            ("-dash-.sh", "dash"),
+            ("01-setup.sh", "01-setup"),
+            ("ÜBER.sh", "ber"),
+            ("@@@.sh", ""),
+            ("x.SH.bak", "x-sh-bak"),
+        ];
+        for (name, id) in table {
+            assert_eq!(hook_id(name), id, "{name}");
+        }
+    }
+
+    /// A hooks directory, in a temporary directory.
+    pub(super) struct Dir(pub(super) tempfile::TempDir);
+
+    impl Dir {
+        pub(super) fn new() -> Dir {
+            Dir(tempfile::tempdir().unwrap())
+        }
+        pub(super) fn write(&self, name: &str, text: &str, mode: u32) -> PathBuf {
+            let path = self.0.path().join(name);
+            fs::write(&path, text).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            path
+        }
+        pub(super) fn hook(&self, name: &str, front: &str) -> PathBuf {
+            self.write(
+                name,
+                &format!("#!/bin/sh\n#---\n{front}\n#---\nexit 0\n"),
+                0o755,
+            )
+        }
+        pub(super) fn discover(&self) -> Discovery {
+            discover(self.0.path())
+        }
+        pub(super) fn reason(&self, name: &str) -> String {
+            let d = self.discover();
+            let p = d
+                .problems
+                .iter()
+                .find(|p| p.path.file_name().unwrap() == name)
+                .unwrap_or_else(|| panic!("no problem for {name}: {d:?}"));
+            p.kind.to_string()
+        }
+    }
+
+    #[test]
+    fn a_valid_hook_of_each_kind_with_defaults() {
+        let dir = Dir::new();
+        dir.hook("b-lint.sh", "# type: file\n# pattern: *.go");
+        dir.hook(
+            "a-setup.sh",
+            "# type: session\n# run_as: root\n# blocking: yes",
+        );
+        dir.hook(
+            "c-commit.sh",
+            "# type: pre-commit\n# name: Commit check\n# notify_llm: No\n# timeout: 2m",
+        );
+        let d = dir.discover();
+        assert!(d.problems.is_empty(), "{:?}", d.problems);
+        let ids: Vec<_> = d.hooks.iter().map(|h| h.id.as_str()).collect();
+        assert_eq!(ids, ["a-setup", "b-lint", "c-commit"]);
+
+        let setup = d.get("a-setup").unwrap();
+        assert_eq!(
+            (setup.kind, setup.run_as, setup.blocking),
+            (HookKind::Session, RunAs::Root, true)
+        );
+        assert_eq!(setup.timeout, Duration::from_secs(300));
+        assert_eq!(setup.name, "a-setup");
+
+        let lint = d.get("b-lint").unwrap();
+        assert_eq!(lint.kind, HookKind::File);
+        assert_eq!(lint.run_as, RunAs::User);
+        assert!(lint.notify_llm);
+        assert_eq!(lint.timeout, Duration::from_secs(900));
+        assert!(lint.matches("cmd/x/main.go"));
+
+        let commit = d.get("c-commit").unwrap();
+        assert_eq!(commit.name, "Commit check");
+        assert!(!commit.notify_llm);
+        assert_eq!(commit.timeout, Duration::from_secs(120));
+        assert!(commit.pattern.is_none());
+        assert!(commit.matches("anything"));
+    }
+
+    #[test]
+    fn every_problem_reason() {
+        let dir = Dir::new();
+        dir.write(
+            "noexec.sh",
+            "#!/bin/sh\n#---\n# type: file\n# pattern: x\n#---\n",
+            0o644,
+        );
+        dir.write("noshebang.sh", "#---\n# type: session\n#---\n", 0o755);
+        dir.hook("notype.sh", "# name: x");
+        dir.hook("badtype.sh", "# type: post-commit");
+        dir.hook("nopattern.sh", "# type: file");
+        dir.hook("badrunas.sh", "# type: session\n# run_as: admin");
+        dir.hook("badbool.sh", "# type: session\n# blocking: maybe");
+        dir.hook("badtimeout.sh", "# type: session\n# timeout: soon");
+        dir.hook("badpattern.sh", "# type: file\n# pattern: src/[x");
+        dir.write("nofront.sh", "#!/bin/sh\necho hi\n", 0o755);
+        dir.write(
+            "unclosed.sh",
+            "#!/bin/sh\n#---\n# type: session\necho\n",
+            0o755,
+        );
+        dir.write(
+            "crlf.sh",
+            "#!/bin/sh\r\n#---\r\n# type: session\r\n#---\r\n",
+            0o755,
+        );
+        dir.hook("dup.sh", "# type: session");
+        dir.hook("DUP.py", "# type: session");
+        dir.hook("@@.sh", "# type: session");
+        symlink(
+            dir.0.path().join("missing-target"),
+            dir.0.path().join("broken.sh"),
+        )
+        .unwrap();
+        dir.write("binary", "\u{7f}ELF\0\0", 0o755);
+
+        let expect = [
+            ("noexec.sh", "not executable; run `chmod +x"),
+            ("noshebang.sh", "no #! line"),
+            ("notype.sh", "missing 'type'"),
+            ("badtype.sh", "unknown type 'post-commit'"),
+            ("nopattern.sh", "a file hook needs a 'pattern'"),
+            ("badrunas.sh", "invalid run_as 'admin'"),
+            ("badbool.sh", "invalid blocking 'maybe'"),
+            ("badtimeout.sh", "invalid timeout 'soon'"),
+            ("badpattern.sh", "invalid pattern 'src/[x'"),
+            ("nofront.sh", "no front matter"),
+            ("unclosed.sh", "never closed"),
+            ("crlf.sh", "CRLF line endings; run `sed -i 's/\\r$//'"),
+            ("dup.sh", "hook id 'dup' is also the id of DUP.py"),
+            ("DUP.py", "hook id 'dup' is also the id of dup.sh"),
+            ("@@.sh", "empty hook id"),
+            ("broken.sh", "broken symlink"),
+            ("binary", "a binary has no front matter"),
+        ];
+        for (name, reason) in expect {
+            let got = dir.reason(name);
+            assert!(got.contains(reason), "{name}: {got:?} lacks {reason:?}");
+        }
+        let d = dir.discover();
+        assert!(d.hooks.is_empty(), "{:?}", d.hooks);
+        assert_eq!(d.problems.len(), expect.len());
+    }
+
+    #[test]
+    fn hidden_files_and_directories_are_skipped_and_missing_dir_is_empty() {
+        let dir = Dir::new();
+        dir.hook(".hidden.sh", "# type: session");
+        fs::create_dir(dir.0.path().join("lib")).unwrap();
+        dir.hook("ok.sh", "# type: session");
+        let d = dir.discover();
+        assert_eq!(d.hooks.len(), 1);
+        assert!(d.problems.is_empty());
+        let missing = discover(&dir.0.path().join("nope"));
+        assert!(missing.hooks.is_empty() && missing.problems.is_empty());
+    }
+
+    #[test]
+    fn a_root_session_hook_that_is_not_blocking_warns() {
+        let dir = Dir::new();
+        dir.hook("a.sh", "# type: session\n# run_as: root");
+        dir.hook("b.sh", "# type: session\n# run_as: root\n# blocking: false");
+        dir.hook("c.sh", "# type: session\n# run_as: root\n# blocking: true");
+        dir.hook("d.sh", "# type: session");
+        let d = dir.discover();
+        let warned: Vec<String> = d
+            .warnings
+            .iter()
+            .filter(|w| w.kind == ProblemKind::RootRunsBlocking)
+            .map(|w| w.path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(warned, ["a.sh", "b.sh"]);
+    }
+
+    #[test]
+    fn symlinked_hooks_run_and_unknown_keys_warn() {
+        let dir = Dir::new();
+        let target = dir.hook("real.sh", "# type: session\n# patern: x");
+        symlink(&target, dir.0.path().join("link.sh")).unwrap();
+        let d = dir.discover();
+        assert_eq!(d.hooks.len(), 2);
+        assert_eq!(d.warnings.len(), 2);
+        assert!(
+            d.warnings[0]
+                .kind
+                .to_string()
+                .contains("unknown front matter field 'patern'")
+        );
+    }
+}

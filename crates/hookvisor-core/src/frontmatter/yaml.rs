@@ -1,0 +1,151 @@
+//! Reading a front matter body as YAML: a mapping of scalars or lists of scalars, with no
+//! repeated key, merge key, anchor, alias or unknown tag (rules 3 and 4).
+
+use std::collections::BTreeMap;
+
+use super::{Fields, FrontMatterError, MERGE_KEY, repeated};
+
+/// A YAML value as far as front matter needs it.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum YamlValue {
+    Scalar(YamlScalar),
+    List(Vec<YamlScalar>),
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum YamlScalar {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    String(String),
+}
+
+impl YamlScalar {
+    fn into_string(self) -> String {
+        match self {
+            YamlScalar::Bool(b) => b.to_string(),
+            YamlScalar::Int(i) => i.to_string(),
+            YamlScalar::Float(x) => x.to_string(),
+            YamlScalar::String(s) => s,
+        }
+    }
+}
+
+/// The fields YAML read, with the keys whose value was a list and those whose value was null.
+#[derive(Default)]
+pub(super) struct YamlFields {
+    pub(super) fields: Fields,
+    lists: Vec<String>,
+    nulls: Vec<String>,
+}
+
+impl YamlFields {
+    /// YAML's value of `key`: `None` when it has none (null, or not given).
+    pub(super) fn value(&self, key: &str) -> Option<&str> {
+        if self.nulls.iter().any(|k| k == key) {
+            return None;
+        }
+        self.fields.get(key).map(String::as_str)
+    }
+
+    pub(super) fn is_list(&self, key: &str) -> bool {
+        self.lists.iter().any(|k| k == key)
+    }
+}
+
+/// Reads the body as a YAML mapping of scalars (or lists of scalars); `None` when it is not
+/// one. Repeated keys and merge keys are errors (rules 3, 4).
+pub(super) fn parse_yaml(
+    body: &[String],
+    first_line: usize,
+) -> Result<Option<YamlFields>, FrontMatterError> {
+    use serde_saphyr::{DuplicateKeyPolicy, Error, MergeKeyPolicy};
+    if body.iter().all(|line| line.is_empty()) {
+        return Ok(Some(YamlFields::default()));
+    }
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! { max_anchors: 0, max_aliases: 0 },
+        duplicate_keys: DuplicateKeyPolicy::Error,
+        merge_keys: MergeKeyPolicy::Error,
+        reject_unsupported_tags: true,
+        with_snippet: false,
+    };
+    let line_of = |yaml_line: u64| first_line + usize::try_from(yaml_line).unwrap_or(1).max(1) - 1;
+    let text = body.join("\n");
+    let map: BTreeMap<String, Option<YamlValue>> =
+        match serde_saphyr::from_str_with_options(&text, options) {
+            Ok(map) => map,
+            Err(Error::DuplicateMappingKey { key, location }) => {
+                return Err(FrontMatterError::Syntax {
+                    line: line_of(location.line()),
+                    message: repeated(key.as_deref().unwrap_or("a key")),
+                });
+            }
+            Err(Error::MergeKeyNotAllowed { location }) => {
+                return Err(FrontMatterError::Syntax {
+                    line: line_of(location.line()),
+                    message: MERGE_KEY.to_owned(),
+                });
+            }
+            // Not YAML (`pattern: *.go`): the flat reader's turn.
+            Err(_) => return Ok(None),
+        };
+    let mut lists = Vec::new();
+    let mut nulls = Vec::new();
+    let fields = map
+        .into_iter()
+        .map(|(key, value)| {
+            let value = match value {
+                None => {
+                    nulls.push(key.clone());
+                    String::new()
+                }
+                Some(YamlValue::Scalar(s)) => s.into_string(),
+                Some(YamlValue::List(items)) => {
+                    lists.push(key.clone());
+                    items
+                        .into_iter()
+                        .map(YamlScalar::into_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }
+            };
+            (key, value)
+        })
+        .collect();
+    Ok(Some(YamlFields {
+        fields,
+        lists,
+        nulls,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::frontmatter::tests::fields;
+    use crate::frontmatter::{Fields, parse};
+
+    #[test]
+    fn yaml_features() {
+        let text = "---\ntype: file\npattern:\n  - '*.go'\n  - 'go.mod'\ntimeout: 30\n\
+                    notify_llm: false\ndescription: |\n  two\n  lines\n---\n";
+        assert_eq!(
+            parse(text),
+            Ok(fields(&[
+                ("description", "two\nlines\n"),
+                ("notify_llm", "false"),
+                ("pattern", "*.go,go.mod"),
+                ("timeout", "30"),
+                ("type", "file"),
+            ]))
+        );
+        assert_eq!(parse("---\n---\n"), Ok(Fields::new()));
+        assert_eq!(
+            parse("---\ntype:\nname:\n---\n"),
+            Ok(fields(&[("name", ""), ("type", "")])),
+            "a key without a value is kept, empty: discovery says whether that is a problem"
+        );
+    }
+}

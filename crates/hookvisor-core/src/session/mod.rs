@@ -1,0 +1,609 @@
+//! Session hooks: the ones that run once when the container starts.
+//!
+//! The rules, written once here for `hookvisor-init` and `hookvisor session` alike:
+//!
+//! 1. Session hooks run in discovery order (file name order), the `blocking: true` ones first:
+//!    the init waits for those before it starts the agent command, and runs the others in the
+//!    background, still in order, while the command starts ([`SessionPlan`]). A `run_as: root`
+//!    hook is always blocking: no root hook ever runs while the agent's processes exist.
+//! 2. `run_as: root` runs as root, `run_as: user` as the run user (supplementary groups, gid,
+//!    uid, and HOME, USER, LOGNAME, SHELL from its passwd entry). A process that is not root
+//!    runs everything as itself; [`SessionPlan::unprivileged_root_hooks`] lets the caller say so.
+//!    A root process runs a root hook only from the bytes it read into a
+//!    [`SealedScript`](crate::SealedScript) when the plan was made, and only as `--root-hooks`
+//!    ([`RootHooks`](crate::RootHooks)) allows.
+//! 3. Each hook has its own timeout (default 300 s) after which its whole process group is
+//!    killed. A failed attempt (an exit status other than 0, a timeout) is made again, up to the
+//!    hook's `retries` ([`SessionHook::retries`]; default [`DEFAULT_RETRIES`], so 10 attempts in
+//!    all, as discobot's init), after a wait ([`Backoff`]: 0.5 s, doubling, at most 5 s) that
+//!    ends the moment the session is cancelled. A run that could not start (a refused root hook,
+//!    a log that cannot be made) and a stopped one are not retried. Every attempt of a root hook
+//!    runs the same sealed bytes. What an attempt leaves running is killed before the next
+//!    ([`SessionOptions::after_attempt`]). A blocking hook holds the agent command until its last
+//!    attempt. A failure is recorded and reported and never stops the hooks after it.
+//! 4. Every run is recorded once in `status.json` as type `session`: `running` when its first
+//!    attempt starts, then the result of its last attempt (`runCount` +1; `failCount` +1 only
+//!    when the last attempt failed). A run stopped because the session ended (the agent command
+//!    exited or the container is stopping), in an attempt or in the wait before the next, is a
+//!    failure with a `note` field saying so, and so is a run whose runner was killed before it
+//!    could record it ([`fail_interrupted`]).
+//! 5. When root runs hooks for an unprivileged user, it acts on the state dir with that user's
+//!    file-system credentials ([`act_as`]): what it creates is the user's, and a
+//!    link the agent planted there leads nowhere the user could not go. Nothing is chowned.
+//! 6. A run's log is one file, as discobot writes it: when a run takes more than one attempt,
+//!    each attempt's output follows a line `=== Attempt k/N ===`, with a blank line between
+//!    attempts. A run of one attempt (it passed, the hook has `retries: 0`, or the session ended
+//!    before the second) has the plain output. While an attempt runs, the log holds that
+//!    attempt's output; the earlier ones are put back in front of it when it ends.
+//!
+//! This file holds the rules and the run of a session; each step lives in a module of its own:
+//! `plan` picks the hooks and seals the root ones (rule 1), `retry` makes the attempts of one
+//! hook and puts their log together (rules 3 and 6), and `state_dir` prepares the state dir
+//! as the run user (rule 5).
+
+mod plan;
+mod retry;
+mod state_dir;
+
+use std::fmt;
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use nix::unistd::Uid;
+
+pub use self::plan::{RootImages, SessionPlan};
+use self::retry::attempt_until_done;
+pub use self::retry::{Attempt, Backoff};
+pub use self::state_dir::prepare_state_dir;
+use crate::context::Context;
+use crate::exec::{CancelToken, Credentials, RunOptions, RunOutcome};
+use crate::hook::{Hook, RunAs};
+use crate::status::{RunResult, StatusError, StatusStore};
+use crate::user_fs::act_as;
+
+/// The note of a hook stopped because the session ended under it.
+pub const STOPPED_NOTE: &str = "stopped before it finished: the session ended (the agent command exited or the container is stopping)";
+
+/// How many times a failed session hook is run again when its front matter names no `retries`:
+/// 9, so 10 attempts in all, as discobot's init makes (`sessionHookMaxAttempts`).
+pub const DEFAULT_RETRIES: u32 = 9;
+
+/// A session hook, with what only session hooks have.
+#[derive(Debug, Clone)]
+pub struct SessionHook {
+    /// The hook.
+    pub hook: Hook,
+    /// How many times a failed run is tried again (front matter `retries`): `retries: 0` runs it
+    /// once, `retries: 2` at most three times. Default [`DEFAULT_RETRIES`].
+    pub retries: u32,
+}
+
+impl SessionHook {
+    /// The most attempts a run makes: one, then the retries.
+    pub fn attempts(&self) -> u32 {
+        self.retries.saturating_add(1)
+    }
+}
+
+/// How [`run_session`] runs the hooks. `SessionOptions::default()` runs them as the current
+/// user, with no way to stop them early, without echo, with the default [`Backoff`].
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// The account of `run_as: user` hooks when this process is root. `None`: the current user.
+    pub user: Option<Credentials>,
+    /// Stops the running hook and skips the rest; the stopped run is recorded with
+    /// [`STOPPED_NOTE`]. Default `None`.
+    pub cancel: Option<CancelToken>,
+    /// Copy each hook's output to our stderr as `[name] line`. Default false.
+    pub echo: bool,
+    /// Time between SIGTERM and SIGKILL when a hook is stopped. Default: the executor's.
+    pub kill_grace: Option<Duration>,
+    /// What root hooks run from when this process is root ([`SessionPlan::root_images`]); a
+    /// root hook missing here is not run. Default empty.
+    pub root_images: RootImages,
+    /// The wait between two attempts of a hook. Default [`Backoff::default`].
+    pub backoff: Backoff,
+    /// Called as each attempt that ran ends, before the wait, the next attempt or the record:
+    /// the init kills what the attempt left running here, and says when it tries again.
+    /// Default `None`.
+    pub after_attempt: Option<fn(&Attempt<'_>)>,
+}
+
+/// What one session hook did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRun {
+    /// The hook's id.
+    pub hook_id: String,
+    /// The hook's display name.
+    pub hook_name: String,
+    /// Its exit status (124 timeout, 128+n signal, 126/127 could not start); `None` when the
+    /// run could not even be attempted.
+    pub exit_code: Option<i32>,
+    /// Exited 0 in time.
+    pub success: bool,
+    /// The timeout stopped it.
+    pub timed_out: bool,
+    /// Why it ended, when the exit code does not say: stopped by the session's end, or the
+    /// error that kept it from running.
+    pub note: Option<String>,
+    /// Its log.
+    pub log_path: PathBuf,
+    /// How many attempts it made (0 when it could not be attempted).
+    pub attempts: u32,
+}
+
+/// A problem with the state dir of a session, which the hooks themselves do not depend on.
+#[derive(Debug)]
+pub enum SessionError {
+    /// The state dir or one of its parents could not be created.
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// What the file system said.
+        source: io::Error,
+    },
+    /// A directory of the state dir's path could not be given to the run user.
+    HandOver {
+        /// The directory.
+        path: PathBuf,
+        /// The user it was for.
+        uid: u32,
+        /// What the file system said.
+        source: io::Error,
+    },
+    /// The user's file-system credentials could not be taken.
+    ActAs(io::Error),
+    /// `status.json` could not be written.
+    Status(StatusError),
+}
+
+impl fmt::Display for SessionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SessionError::CreateDir { path, source } => write!(
+                f,
+                "cannot create state dir {}: {source}; create it or pass --state-dir",
+                path.display()
+            ),
+            SessionError::HandOver { path, uid, source } => write!(
+                f,
+                "cannot give {} to uid {uid}: {source}; run as root or pass a --state-dir the user owns",
+                path.display()
+            ),
+            SessionError::ActAs(e) => write!(
+                f,
+                "cannot act as the run user on the state dir: {e}; run hookvisor-init as root"
+            ),
+            SessionError::Status(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SessionError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SessionError::CreateDir { source, .. }
+            | SessionError::HandOver { source, .. }
+            | SessionError::ActAs(source) => Some(source),
+            SessionError::Status(e) => Some(e),
+        }
+    }
+}
+
+impl From<StatusError> for SessionError {
+    fn from(e: StatusError) -> SessionError {
+        SessionError::Status(e)
+    }
+}
+
+/// The credentials a hook runs with (rule 2): `None` keeps ours.
+///
+/// Only a root process switches: `run_as: user` to `user` when one is given, `run_as: root`
+/// to root's own account (a thread acting as the user must not lend the hook its file-system
+/// ids). A process that is not root never switches.
+pub fn credentials_for(run_as: RunAs, user: Option<&Credentials>) -> Option<Credentials> {
+    if !Uid::effective().is_root() {
+        return None;
+    }
+    let user = user.filter(|u| u.uid != 0);
+    match run_as {
+        RunAs::Root => user.map(|_| root_account()),
+        RunAs::User => user.cloned(),
+    }
+}
+
+/// Root's account, for root hooks: its passwd entry when there is one.
+fn root_account() -> Credentials {
+    Credentials::from_name("root")
+        .ok()
+        .filter(|c| c.uid == 0)
+        .unwrap_or_else(|| Credentials {
+            user: "root".to_owned(),
+            uid: 0,
+            gid: 0,
+            groups: vec![0],
+            home: PathBuf::from("/root"),
+            shell: PathBuf::from("/bin/sh"),
+        })
+}
+
+/// Runs `hooks` one after the other (rules 2-4, 6), each up to its retries, recording each
+/// run once in `status.json` and calling `on_finish` as each ends. Stops early only when
+/// `options.cancel` is cancelled; the hooks not started then are neither run nor recorded.
+///
+/// A status that cannot be written does not stop the hooks; `on_finish` sees the run anyway and
+/// the returned runs carry the error in their note.
+///
+/// The calling thread acts on the file system as `options.user` for the whole call (rule 5).
+pub fn run_session(
+    ctx: &Context,
+    hooks: &[SessionHook],
+    options: &SessionOptions,
+    mut on_finish: impl FnMut(&SessionRun),
+) -> Vec<SessionRun> {
+    let store = StatusStore::for_context(ctx);
+    let acting = act_as(options.user.as_ref());
+    let mut runs = Vec::with_capacity(hooks.len());
+    for session_hook in hooks {
+        let hook = &session_hook.hook;
+        if cancelled(options) {
+            break;
+        }
+        let mut status_error = store
+            .update(|s| s.entry(hook, ctx).begin(SystemTime::now()))
+            .err();
+        let mut run_options = RunOptions {
+            credentials: credentials_for(hook.run_as, options.user.as_ref()),
+            cancel: options.cancel.clone(),
+            echo_prefix: options.echo.then(|| hook.name.clone()),
+            ..RunOptions::default()
+        };
+        if let Some(grace) = options.kill_grace {
+            run_options.kill_grace = grace;
+        }
+        let refused = match &acting {
+            Err(e) => Some(format!(
+                "not run: cannot act as the run user on the state dir: {e}"
+            )),
+            Ok(_) if hook.run_as == RunAs::Root && Uid::effective().is_root() => {
+                match options.root_images.get(&hook.id) {
+                    // Every attempt runs these same bytes (rule 3).
+                    Some(Ok(image)) => {
+                        run_options.sealed = Some(Arc::clone(image));
+                        None
+                    }
+                    Some(Err(reason)) => Some(reason.clone()),
+                    None => Some(format!(
+                        "{}: not run: a root hook runs only from the bytes read when the \
+                         session started",
+                        hook.path.display()
+                    )),
+                }
+            }
+            Ok(_) => None,
+        };
+        let started = SystemTime::now();
+        let (result, attempts) = match refused {
+            Some(reason) => (Err(reason), 0),
+            None => attempt_until_done(ctx, session_hook, &run_options, options),
+        };
+        let mut run = match &result {
+            Ok(outcome) => SessionRun {
+                hook_id: hook.id.clone(),
+                hook_name: hook.name.clone(),
+                exit_code: Some(outcome.exit_code),
+                success: outcome.success(),
+                timed_out: outcome.timed_out,
+                // The signal that ended the session may reach the hook before the cancel
+                // does (the init signals every process); it was stopped all the same. So was
+                // a run whose wait for its next attempt the cancel ended.
+                note: (outcome.cancelled || !outcome.success() && cancelled(options))
+                    .then(|| STOPPED_NOTE.to_owned()),
+                log_path: ctx.log_path(&hook.id),
+                attempts,
+            },
+            Err(reason) => SessionRun {
+                hook_id: hook.id.clone(),
+                hook_name: hook.name.clone(),
+                exit_code: None,
+                success: false,
+                timed_out: false,
+                note: Some(reason.clone()),
+                log_path: ctx.log_path(&hook.id),
+                attempts,
+            },
+        };
+        let duration = started.elapsed().unwrap_or_default();
+        let now = SystemTime::now();
+        let recorded = match result {
+            // The status shows the whole span, every attempt and the waits between them.
+            Ok(outcome) => store.record(
+                ctx,
+                hook,
+                &RunOutcome {
+                    duration,
+                    ..outcome
+                },
+                run.note.as_deref(),
+                now,
+            ),
+            Err(reason) => {
+                store.update(|s| s.entry(hook, ctx).record_unfinished(&reason, duration, now))
+            }
+        };
+        status_error = status_error.or(recorded.err());
+        if let Some(e) = status_error {
+            let note = run.note.take().map_or(String::new(), |n| format!("{n}; "));
+            run.note = Some(format!("{note}not recorded: {e}"));
+        }
+        on_finish(&run);
+        runs.push(run);
+    }
+    runs
+}
+
+/// Records every hook of `hooks` still `running` in `status.json` as a failure with `note`,
+/// and appends the note to its log. For a runner that was killed before it could record its
+/// hooks itself. Acts on the state dir as `user` (rule 5). Returns the ids changed.
+pub fn fail_interrupted(
+    ctx: &Context,
+    hooks: &[Hook],
+    note: &str,
+    user: Option<&Credentials>,
+) -> Result<Vec<String>, SessionError> {
+    let _acting = act_as(user).map_err(SessionError::ActAs)?;
+    let store = StatusStore::for_context(ctx);
+    let now = SystemTime::now();
+    let failed = store.update(|s| {
+        let mut failed = Vec::new();
+        for hook in hooks {
+            let Some(entry) = s.hooks.get(&hook.id) else {
+                continue;
+            };
+            if entry.last_result != RunResult::Running {
+                continue;
+            }
+            let started = entry
+                .last_run_at
+                .as_deref()
+                .and_then(crate::timestamp::parse_rfc3339)
+                .unwrap_or(now);
+            s.entry(hook, ctx).record_unfinished(
+                note,
+                now.duration_since(started).unwrap_or_default(),
+                now,
+            );
+            failed.push(hook.id.clone());
+        }
+        failed
+    })?;
+    for id in &failed {
+        // The log is a record for people; a missing one is not worth failing over.
+        if let Ok(mut log) = OpenOptions::new().append(true).open(ctx.log_path(id)) {
+            let _ = writeln!(log, "[{note}]");
+        }
+    }
+    Ok(failed)
+}
+
+fn cancelled(options: &SessionOptions) -> bool {
+    options
+        .cancel
+        .as_ref()
+        .is_some_and(CancelToken::is_cancelled)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::discover::discover;
+    use crate::hook::HookKind;
+    use crate::status::Status;
+
+    /// A workspace with a hooks dir and a state dir, in a temporary directory.
+    pub(super) struct Fixture {
+        pub(super) _dir: tempfile::TempDir,
+        pub(super) ctx: Context,
+    }
+
+    impl Fixture {
+        pub(super) fn new() -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            let workspace = dir.path().join("ws");
+            fs::create_dir_all(workspace.join(".discobot/hooks")).unwrap();
+            let ctx = Context {
+                workspace,
+                session_id: "s1".into(),
+                state_dir: dir.path().join("state"),
+            };
+            Fixture { _dir: dir, ctx }
+        }
+
+        pub(super) fn hook(&self, file: &str, front: &str, body: &str) {
+            let path = self.ctx.hooks_dir().join(file);
+            fs::write(
+                &path,
+                format!("#!/bin/sh\n#---\n# type: session\n{front}#---\n{body}\n"),
+            )
+            .unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+
+        pub(super) fn plan(&self) -> SessionPlan {
+            let discovery = discover(&self.ctx.hooks_dir());
+            assert!(discovery.problems.is_empty(), "{:?}", discovery.problems);
+            SessionPlan::new(&discovery)
+        }
+
+        pub(super) fn status(&self) -> Status {
+            StatusStore::for_context(&self.ctx).load().unwrap()
+        }
+    }
+
+    #[test]
+    fn a_failing_hook_is_recorded_and_does_not_stop_the_rest() {
+        let f = Fixture::new();
+        f.hook("10-fails.sh", "# retries: 0\n", "echo broken; exit 3");
+        f.hook(
+            "20-slow.sh",
+            "# timeout: 1\n# retries: 0\n",
+            "exec sleep 30",
+        );
+        f.hook("30-fine.sh", "", "echo fine");
+        let plan = f.plan();
+        let mut seen = Vec::new();
+        let runs = run_session(&f.ctx, &plan.background, &SessionOptions::default(), |r| {
+            seen.push(r.hook_id.clone())
+        });
+        assert_eq!(seen, ["10-fails", "20-slow", "30-fine"]);
+        let table: Vec<_> = runs
+            .iter()
+            .map(|r| (r.hook_id.as_str(), r.exit_code, r.success, r.timed_out))
+            .collect();
+        assert_eq!(
+            table,
+            [
+                ("10-fails", Some(3), false, false),
+                ("20-slow", Some(124), false, true),
+                ("30-fine", Some(0), true, false),
+            ]
+        );
+        let status = f.status();
+        for (id, result, code, failures) in [
+            ("10-fails", RunResult::Failure, Some(3), 1),
+            ("20-slow", RunResult::Failure, Some(124), 1),
+            ("30-fine", RunResult::Success, Some(0), 0),
+        ] {
+            let entry = &status.hooks[id];
+            assert_eq!(entry.kind, HookKind::Session, "{id}");
+            assert_eq!(entry.last_result, result, "{id}");
+            assert_eq!(entry.last_exit_code, code, "{id}");
+            assert_eq!(entry.fail_count, failures, "{id}");
+            assert_eq!(entry.run_count, 1, "{id}");
+            assert_eq!(entry.note, None, "{id}");
+        }
+        assert!(status.hooks["20-slow"].timed_out);
+        let log = fs::read_to_string(f.ctx.log_path("10-fails")).unwrap();
+        assert!(log.contains("broken"), "{log}");
+    }
+
+    #[test]
+    fn a_cancelled_session_notes_the_stopped_hook_and_skips_the_rest() {
+        let f = Fixture::new();
+        f.hook("10-waits.sh", "", "touch \"$0.started\"; exec sleep 30");
+        f.hook("20-never.sh", "", "echo should not run");
+        let plan = f.plan();
+        let started = f.ctx.hooks_dir().join("10-waits.sh.started");
+        let cancel = CancelToken::new();
+        let canceller = {
+            let cancel = cancel.clone();
+            std::thread::spawn(move || {
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                while !started.exists() && std::time::Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                cancel.cancel();
+            })
+        };
+        let options = SessionOptions {
+            cancel: Some(cancel),
+            kill_grace: Some(Duration::from_millis(200)),
+            ..SessionOptions::default()
+        };
+        let runs = run_session(&f.ctx, &plan.background, &options, |_| {});
+        canceller.join().unwrap();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        assert_eq!(runs[0].note.as_deref(), Some(STOPPED_NOTE));
+        let status = f.status();
+        let entry = &status.hooks["10-waits"];
+        assert_eq!(entry.last_result, RunResult::Failure);
+        assert_eq!(entry.note.as_deref(), Some(STOPPED_NOTE));
+        assert!(!status.hooks.contains_key("20-never"));
+    }
+
+    #[test]
+    fn interrupted_runs_become_failures_with_the_note() {
+        let f = Fixture::new();
+        f.hook("10-a.sh", "", "true");
+        f.hook("20-b.sh", "", "true");
+        f.hook("30-c.sh", "", "true");
+        let plan = f.plan();
+        let hooks: Vec<Hook> = plan.background.into_iter().map(|h| h.hook).collect();
+        let store = StatusStore::for_context(&f.ctx);
+        store
+            .update(|s| {
+                s.entry(&hooks[0], &f.ctx).begin(SystemTime::now());
+                let done = s.entry(&hooks[1], &f.ctx);
+                done.begin(SystemTime::now());
+                done.record(
+                    &RunOutcome {
+                        exit_code: 0,
+                        timed_out: false,
+                        cancelled: false,
+                        duration: Duration::ZERO,
+                        tail: String::new(),
+                        output_bytes: 0,
+                        log_truncated: false,
+                    },
+                    SystemTime::now(),
+                );
+            })
+            .unwrap();
+        fs::create_dir_all(f.ctx.log_path("x").parent().unwrap()).unwrap();
+        fs::write(f.ctx.log_path("10-a"), "partial output\n").unwrap();
+
+        let failed =
+            fail_interrupted(&f.ctx, &hooks, "killed after the grace period", None).unwrap();
+        assert_eq!(failed, ["10-a"]);
+        let status = f.status();
+        for (id, result, note) in [
+            (
+                "10-a",
+                Some(RunResult::Failure),
+                Some("killed after the grace period"),
+            ),
+            ("20-b", Some(RunResult::Success), None),
+            ("30-c", None, None),
+        ] {
+            let entry = status.hooks.get(id);
+            assert_eq!(entry.map(|e| e.last_result), result, "{id}");
+            assert_eq!(entry.and_then(|e| e.note.as_deref()), note, "{id}");
+        }
+        assert_eq!(
+            fs::read_to_string(f.ctx.log_path("10-a")).unwrap(),
+            "partial output\n[killed after the grace period]\n"
+        );
+    }
+
+    #[test]
+    fn credentials_switch_only_for_user_hooks_run_by_root() {
+        let other = Credentials {
+            user: "someone".into(),
+            uid: 4242,
+            gid: 4242,
+            groups: vec![4242],
+            home: "/home/someone".into(),
+            shell: "/bin/sh".into(),
+        };
+        let root = Uid::effective().is_root();
+        // A root hook switches to root's own account: the thread may be acting as the user.
+        for (run_as, user, switches_to) in [
+            (RunAs::Root, Some(&other), root.then_some(0)),
+            (RunAs::Root, None, None),
+            (RunAs::User, Some(&other), root.then_some(4242)),
+            (RunAs::User, None, None),
+        ] {
+            assert_eq!(
+                credentials_for(run_as, user).map(|c| c.uid),
+                switches_to,
+                "{run_as:?} {user:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,500 @@
+//! The attempts of one session hook: the wait between them and the one log they share
+//! (rules 3 and 6).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{STOPPED_NOTE, SessionHook, SessionOptions, cancelled};
+use crate::context::Context;
+use crate::exec::{RunOptions, RunOutcome, run_hook};
+use crate::hook::Hook;
+
+/// The wait before each retry of a session hook: `first` before the second attempt, twice as
+/// long before each next one, never more than `max`. `Backoff::default()` waits 0.5 s, 1 s,
+/// 2 s, 4 s, then 5 s each time (discobot's init retries at once; see the README).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The wait before the second attempt.
+    pub first: Duration,
+    /// The longest wait.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff {
+            first: Duration::from_millis(500),
+            max: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait before attempt `attempt` (2 or more; the first attempt has none).
+    pub fn before(&self, attempt: u32) -> Duration {
+        let doublings = attempt.saturating_sub(2).min(31);
+        self.first.saturating_mul(1 << doublings).min(self.max)
+    }
+}
+
+/// How one attempt of a session hook ended, for [`SessionOptions::after_attempt`].
+#[derive(Debug, Clone)]
+pub struct Attempt<'a> {
+    /// The hook.
+    pub hook: &'a Hook,
+    /// Which attempt this was, from 1.
+    pub number: u32,
+    /// The most attempts the run makes.
+    pub of: u32,
+    /// Its exit status (124 timeout, 128+n signal, 126/127 could not start).
+    pub exit_code: i32,
+    /// Exited 0 in time.
+    pub success: bool,
+    /// The timeout stopped it.
+    pub timed_out: bool,
+    /// The wait before the next attempt, when one follows (unless the session is cancelled
+    /// meanwhile).
+    pub retry_in: Option<Duration>,
+}
+
+/// Runs one hook until an attempt passes, is stopped or cannot run, or none is left (rule 3),
+/// keeping every attempt's output in its log (rule 6). Returns the last attempt's result and
+/// how many attempts ran.
+pub(super) fn attempt_until_done(
+    ctx: &Context,
+    session_hook: &SessionHook,
+    run_options: &RunOptions,
+    options: &SessionOptions,
+) -> (Result<RunOutcome, String>, u32) {
+    let hook = &session_hook.hook;
+    let of = session_hook.attempts();
+    let log = AttemptLog::new(ctx.log_path(&hook.id), of);
+    let mut number = 0;
+    loop {
+        number += 1;
+        log.before(number);
+        let result = run_hook(ctx, hook, &[], run_options).map_err(|e| e.to_string());
+        let outcome = match &result {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                // Nothing to add: keep the earlier attempts' log as it was.
+                log.restore();
+                return (result, number);
+            }
+        };
+        let stopped = outcome.cancelled || cancelled(options);
+        let retry_in = (!outcome.success() && !stopped && number < of)
+            .then(|| options.backoff.before(number + 1));
+        if let Some(after) = options.after_attempt {
+            after(&Attempt {
+                hook,
+                number,
+                of,
+                exit_code: outcome.exit_code,
+                success: outcome.success(),
+                timed_out: outcome.timed_out,
+                retry_in,
+            });
+        }
+        log.after(number);
+        let Some(wait) = retry_in else {
+            return (result, number);
+        };
+        if !sleep_unless_cancelled(options, wait) {
+            log.append(&format!(
+                "[{STOPPED_NOTE}, before attempt {}/{of}]",
+                number + 1
+            ));
+            return (result, number);
+        }
+    }
+}
+
+/// Sleeps for `wait` unless `options.cancel` is cancelled first; true when it slept the whole
+/// wait.
+fn sleep_unless_cancelled(options: &SessionOptions, wait: Duration) -> bool {
+    match &options.cancel {
+        Some(cancel) => !cancel.wait_for(wait),
+        None => {
+            std::thread::sleep(wait);
+            true
+        }
+    }
+}
+
+/// The one log of a run that may take several attempts (rule 6). Each attempt's run creates
+/// the log afresh (`exec`); the earlier attempts wait beside it in a hidden file meanwhile.
+///
+/// Everything here is best effort, as logging is in `exec`: a log that cannot be put together
+/// never fails the run. Files are opened without following links and only when they are
+/// regular, since the hook may have replaced them.
+struct AttemptLog {
+    /// The log, `output/<id>.log`.
+    path: PathBuf,
+    /// The earlier attempts while one runs: `output/.<id>.log.attempts`.
+    earlier: PathBuf,
+    /// Where the next log is put together: `output/.<id>.log.tmp`.
+    temp: PathBuf,
+    /// The most attempts the run makes.
+    of: u32,
+}
+
+impl AttemptLog {
+    fn new(path: PathBuf, of: u32) -> AttemptLog {
+        let hidden = |suffix: &str| {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            path.with_file_name(format!(".{name}{suffix}"))
+        };
+        AttemptLog {
+            earlier: hidden(".attempts"),
+            temp: hidden(".tmp"),
+            path,
+            of,
+        }
+    }
+
+    /// Before attempt `number`, which makes the log afresh: set the earlier attempts aside,
+    /// the first one under its header now that a second follows.
+    fn before(&self, number: u32) {
+        match number {
+            1 => {}
+            2 => self.join(1, false, &self.earlier),
+            _ => {
+                let _ = fs::rename(&self.path, &self.earlier);
+            }
+        }
+    }
+
+    /// Puts the earlier attempts back when an attempt made no log.
+    fn restore(&self) {
+        if fs::symlink_metadata(&self.path).is_err() {
+            let _ = fs::rename(&self.earlier, &self.path);
+        }
+    }
+
+    /// After attempt `number`: from the second on, the log becomes the earlier attempts, then
+    /// this one's output under its header. The first keeps its plain log until a second starts.
+    fn after(&self, number: u32) {
+        if number > 1 {
+            self.join(number, true, &self.path);
+            let _ = fs::remove_file(&self.earlier);
+        }
+    }
+
+    /// Writes the earlier attempts (when `with_earlier`), then the log under the header of
+    /// attempt `number`, to `to`.
+    fn join(&self, number: u32, with_earlier: bool, to: &Path) {
+        if self.write_joined(number, with_earlier).is_ok() {
+            let _ = fs::rename(&self.temp, to);
+        }
+        let _ = fs::remove_file(&self.temp);
+    }
+
+    fn write_joined(&self, number: u32, with_earlier: bool) -> io::Result<()> {
+        match fs::remove_file(&self.temp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&self.temp)?;
+        // Readable by anyone, whatever the umask, as `exec` makes every log.
+        file.set_permissions(fs::Permissions::from_mode(0o644))?;
+        let mut out = Joined {
+            out: BufWriter::new(file),
+            last: None,
+        };
+        // Each attempt's log is capped by `exec`; this bounds what a hook that grew its log
+        // after the fact can make us copy.
+        let limit = RunOptions::default().log_limit + 64 * 1024;
+        if with_earlier {
+            out.copy(&self.earlier, limit.saturating_mul(u64::from(number - 1)))?;
+        }
+        if out.last.is_some() {
+            out.write(b"\n")?;
+        }
+        out.write(format!("=== Attempt {number}/{} ===\n", self.of).as_bytes())?;
+        out.copy(&self.path, limit)?;
+        if out.last.is_some_and(|b| b != b'\n') {
+            out.write(b"\n")?;
+        }
+        out.out.into_inner().map_err(|e| e.into_error())?.sync_all()
+    }
+
+    /// Adds a line of ours at the end of the log.
+    fn append(&self, line: &str) {
+        let log = OpenOptions::new()
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&self.path);
+        if let Ok(mut log) = log
+            && log.metadata().is_ok_and(|m| m.is_file())
+        {
+            let _ = writeln!(log, "{line}");
+        }
+    }
+}
+
+/// The log being put together, and its last byte.
+struct Joined {
+    out: BufWriter<File>,
+    last: Option<u8>,
+}
+
+impl Joined {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if let Some(&last) = bytes.last() {
+            self.out.write_all(bytes)?;
+            self.last = Some(last);
+        }
+        Ok(())
+    }
+
+    /// Copies at most `limit` bytes of the regular file at `path`, if there is one, with a note
+    /// when it was longer.
+    fn copy(&mut self, path: &Path, limit: u64) -> io::Result<()> {
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path);
+        let Ok(file) = file else {
+            return Ok(());
+        };
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Ok(());
+        }
+        let mut reader = file.take(limit);
+        let mut buffer = vec![0; 64 * 1024];
+        loop {
+            let n = match reader.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.write(&buffer[..n])?;
+        }
+        let mut rest = reader.into_inner();
+        if rest.read(&mut [0])? > 0 {
+            if self.last.is_some_and(|b| b != b'\n') {
+                self.write(b"\n")?;
+            }
+            self.write(b"[output cut: the log grew past its limit after the hook ended]\n")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::exec::CancelToken;
+    use crate::session::run_session;
+    use crate::session::tests::Fixture;
+    use crate::status::RunResult;
+
+    /// Written from discobot's `TestRunSessionHookWithRetry` ("retries until success", "marks
+    /// failure after ten attempts") and `TestRunSessionHookPersistsAggregateStatusAfterRetries`:
+    /// a failing session hook is run again, in one run that records one result, with the output
+    /// of every attempt under its header in the one log.
+    #[test]
+    fn a_failing_hook_is_retried_in_one_run_that_records_one_result() {
+        let f = Fixture::new();
+        // Each attempt counts itself in `<hook>.count` and exits with the code `exits` gives it.
+        let counting = |exits: &str| {
+            format!(
+                "n=$(($(cat \"$0.count\" 2>/dev/null || echo 0) + 1)); echo $n > \"$0.count\"\n\
+                 code=$({exits}); echo \"attempt $n: exit $code\"; exit $code"
+            )
+        };
+        // (file, extra front matter, exit codes by attempt, attempts, exit code, log)
+        type Row<'a> = (&'a str, &'a str, &'a str, u32, i32, &'a str);
+        let table: &[Row] = &[
+            (
+                "10-third-time.sh",
+                "",
+                "[ $n -lt 3 ] && echo 1 || echo 0",
+                3,
+                0,
+                "=== Attempt 1/10 ===\nattempt 1: exit 1\n\n=== Attempt 2/10 ===\nattempt 2: exit 1\n\n\
+                 === Attempt 3/10 ===\nattempt 3: exit 0\n",
+            ),
+            (
+                "20-never.sh",
+                "# retries: 2\n",
+                "echo $((10 + n))",
+                3,
+                13,
+                "=== Attempt 1/3 ===\nattempt 1: exit 11\n\n=== Attempt 2/3 ===\nattempt 2: exit 12\n\n\
+                 === Attempt 3/3 ===\nattempt 3: exit 13\n",
+            ),
+            (
+                "30-off.sh",
+                "# retries: 0\n",
+                "echo 7",
+                1,
+                7,
+                "attempt 1: exit 7\n",
+            ),
+            ("40-fine.sh", "", "echo 0", 1, 0, "attempt 1: exit 0\n"),
+        ];
+        for (file, front, exits, ..) in table {
+            f.hook(file, front, &counting(exits));
+        }
+        let plan = f.plan();
+        let runs = run_session(&f.ctx, &plan.background, &SessionOptions::default(), |_| {});
+        let status = f.status();
+        let mut wrong = Vec::new();
+        for (run, &(file, _, _, attempts, code, log)) in runs.iter().zip(table) {
+            let id = &run.hook_id;
+            let count = fs::read_to_string(f.ctx.hooks_dir().join(format!("{file}.count")));
+            let entry = &status.hooks[id];
+            let got = (
+                count.map(|c| c.trim().to_owned()).unwrap_or_default(),
+                run.exit_code,
+                run.success,
+                entry.last_exit_code,
+                entry.last_result,
+                (
+                    entry.run_count,
+                    entry.fail_count,
+                    entry.consecutive_failures,
+                ),
+                fs::read_to_string(&run.log_path).unwrap_or_default(),
+            );
+            let failed = u64::from(code != 0);
+            let want = (
+                attempts.to_string(),
+                Some(code),
+                code == 0,
+                Some(code),
+                if code == 0 {
+                    RunResult::Success
+                } else {
+                    RunResult::Failure
+                },
+                (1, failed, failed),
+                log.to_owned(),
+            );
+            if got != want {
+                wrong.push(format!("{id}: got {got:?}\n  want {want:?}"));
+            }
+        }
+        assert_eq!(runs.len(), table.len(), "{runs:?}");
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    }
+
+    /// Written from discobot's `TestRunSessionHookWithRetry` ("marks failure after ten
+    /// attempts"): without `retries`, a hook that always fails runs ten times, records the last
+    /// exit code, and `after_attempt` hears of every attempt.
+    #[test]
+    fn ten_attempts_by_default_and_the_last_exit_code() {
+        use std::sync::Mutex;
+        /// (number, of, exit code, wait before the next) of each attempt.
+        type Seen = (u32, u32, i32, Option<Duration>);
+        static SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
+        let f = Fixture::new();
+        f.hook("10-always.sh", "", "echo still failing; exit 17");
+        let plan = f.plan();
+        let backoff = Backoff {
+            first: Duration::from_millis(1),
+            max: Duration::from_millis(4),
+        };
+        let options = SessionOptions {
+            backoff,
+            after_attempt: Some(|a| {
+                let seen = (a.number, a.of, a.exit_code, a.retry_in);
+                SEEN.lock().unwrap().push(seen);
+            }),
+            ..SessionOptions::default()
+        };
+        let runs = run_session(&f.ctx, &plan.background, &options, |_| {});
+        assert_eq!(
+            (runs[0].exit_code, runs[0].success, runs[0].attempts),
+            (Some(17), false, 10)
+        );
+        let waits = [1, 2, 4, 4, 4, 4, 4, 4, 4].map(Duration::from_millis);
+        let expected: Vec<_> = (1..=10)
+            .map(|n| (n, 10, 17, waits.get(n as usize - 1).copied()))
+            .collect();
+        assert_eq!(*SEEN.lock().unwrap(), expected);
+        let entry = &f.status().hooks["10-always"];
+        assert_eq!(
+            (entry.run_count, entry.fail_count, entry.last_exit_code),
+            (1, 1, Some(17))
+        );
+        let log = fs::read_to_string(f.ctx.log_path("10-always")).unwrap();
+        let headers: Vec<_> = log.lines().filter(|l| l.starts_with("===")).collect();
+        assert_eq!(headers.len(), 10, "{log}");
+        assert!(
+            log.ends_with("\n=== Attempt 10/10 ===\nstill failing\n"),
+            "{log}"
+        );
+    }
+
+    /// A cancel ends the wait for the next attempt at once: the run is recorded as stopped with
+    /// its last attempt's exit code, and no other attempt starts.
+    #[test]
+    fn a_cancel_ends_the_wait_between_attempts_at_once() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        /// Set as the first attempt ends with a retry to come, just before the wait.
+        static WAITING: AtomicBool = AtomicBool::new(false);
+        let f = Fixture::new();
+        f.hook("10-down.sh", "", "echo down; exit 4");
+        let plan = f.plan();
+        let log = f.ctx.log_path("10-down");
+        let cancel = CancelToken::new();
+        let canceller = {
+            let cancel = cancel.clone();
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !WAITING.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                cancel.cancel();
+                Instant::now()
+            })
+        };
+        let options = SessionOptions {
+            cancel: Some(cancel),
+            backoff: Backoff {
+                first: Duration::from_secs(600),
+                max: Duration::from_secs(600),
+            },
+            after_attempt: Some(|a| {
+                if a.retry_in.is_some() {
+                    WAITING.store(true, Ordering::SeqCst);
+                }
+            }),
+            ..SessionOptions::default()
+        };
+        let runs = run_session(&f.ctx, &plan.background, &options, |_| {});
+        let cancelled_at = canceller.join().unwrap();
+        assert!(cancelled_at.elapsed() < Duration::from_secs(5));
+        assert_eq!(runs[0].exit_code, Some(4));
+        assert_eq!(runs[0].attempts, 1);
+        assert_eq!(runs[0].note.as_deref(), Some(STOPPED_NOTE));
+        let entry = &f.status().hooks["10-down"];
+        assert_eq!(entry.last_result, RunResult::Failure);
+        assert_eq!(entry.note.as_deref(), Some(STOPPED_NOTE));
+        assert_eq!(
+            fs::read_to_string(&log).unwrap(),
+            format!("down\n[{STOPPED_NOTE}, before attempt 2/10]\n")
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_most() {
+        let backoff = Backoff::default();
+        let waits: Vec<f64> = (2..=11).map(|n| backoff.before(n).as_secs_f64()).collect();
+        assert_eq!(waits, [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0]);
+        assert_eq!(backoff.before(u32::MAX), Duration::from_secs(5));
+    }
+}
