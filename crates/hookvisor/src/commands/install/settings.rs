@@ -1,119 +1,19 @@
-//! `install` and `uninstall`: put hookvisor's turn-end adapter into an agent's settings, or take
-//! it out, leaving every other setting and hook as it was.
-//!
-//! The file, the events, the adapter and the timeout unit are the agent's row of the agent
-//! table ([`crate::agents`]), which the adapter reads too. The turn-end events get a
-//! [`TIMEOUT_SECS`] timeout, the prompt event (which only records the user's prompt for the
-//! loop guard) a [`PROMPT_TIMEOUT_SECS`] one.
-//!
-//! An entry is ours when its command mentions `hookvisor` and the adapter's subcommand;
-//! installing replaces ours in place (or appends one group), so running it twice changes
-//! nothing. The file is written atomically, through a symlink to its target. A file that is not
-//! JSON is moved to `<file>.bak-<time>` first, never overwritten.
+//! The settings file: read as the agent wrote it (comments and all), our hooks entries added or
+//! removed in the JSON value with every other key kept in its place, and written back atomically.
 
-use std::env;
 use std::fmt;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde_json::{Map, Value};
 
-mod codex_trust;
-
-use crate::agents::{Agent, Event, Spec};
-use crate::cli::InstallArgs;
-use crate::commands::Globals;
-use crate::error::{CliError, CliResult, Exit};
-
-/// The turn-end hook's timeout: long enough for several file hooks at their 900 s default,
-/// explicit so an agent's shorter default never kills an evaluation half-way.
-pub const TIMEOUT_SECS: u64 = 1800;
-
-/// The prompt event's timeout: it only records the prompt in the state dir.
-pub const PROMPT_TIMEOUT_SECS: u64 = 60;
-
-/// Where and how one agent is configured: its row of the agent table, and its settings file.
-#[derive(Debug, Clone)]
-struct Target {
-    /// The agent's row of the table.
-    spec: &'static Spec,
-    /// The settings file.
-    path: PathBuf,
-}
-
-impl Target {
-    fn new(agent: Agent, user_level: bool, workspace: &Path) -> Result<Target, CliError> {
-        let spec = agent.spec();
-        let path = spec
-            .settings_path(user_level, workspace, |name| env::var_os(name))
-            .ok_or_else(|| CliError::usage("HOME is not set; set it to use --user-level"))?;
-        Ok(Target { spec, path })
-    }
-
-    /// The timeout of `event`'s entry, in the agent's unit.
-    fn timeout(&self, event: Event) -> u64 {
-        self.spec.timeout_unit.of_secs(match event {
-            Event::TurnEnd => TIMEOUT_SECS,
-            Event::Prompt => PROMPT_TIMEOUT_SECS,
-        })
-    }
-
-    /// Our entry for `event`, running `command`.
-    fn entry(&self, command: &str, event: Event) -> Value {
-        let description = match event {
-            Event::TurnEnd => "hookvisor: run the workspace's file hooks; re-prompt on a failure",
-            Event::Prompt => {
-                "hookvisor: note a user's prompt, so re-prompts are counted per user turn"
-            }
-        };
-        self.entry_with(command, self.timeout(event), description)
-    }
-
-    /// A hook entry, its keys in the order the agents' documents use.
-    fn entry_with(&self, command: &str, timeout: u64, description: &str) -> Value {
-        let mut entry = Map::new();
-        if self.spec.named_hooks {
-            entry.insert("name".into(), Value::from("hookvisor"));
-        }
-        entry.insert("type".into(), Value::from("command"));
-        entry.insert("command".into(), Value::from(command));
-        entry.insert("timeout".into(), Value::from(timeout));
-        if self.spec.named_hooks {
-            entry.insert("description".into(), Value::from(description));
-        }
-        Value::Object(entry)
-    }
-
-    /// The timeout of `event`'s entry, for messages.
-    fn show_timeout(&self, event: Event) -> String {
-        self.spec.timeout_unit.show(self.timeout(event))
-    }
-
-    /// Puts our entries, running `command`, under each of the agent's events. Returns whether
-    /// anything changed, or the key with a wrong shape.
-    fn add_entries(
-        &self,
-        settings: &mut Value,
-        command: &str,
-    ) -> Result<bool, (String, &'static str)> {
-        let mut changed = false;
-        for (name, event) in self.spec.events() {
-            changed |= add_entry(
-                settings,
-                name,
-                self.spec.command,
-                &self.entry(command, event),
-            )?;
-        }
-        Ok(changed)
-    }
-}
+use crate::error::CliError;
 
 /// Why a settings file cannot be changed; each names the file and what to do.
 #[derive(Debug)]
-enum SettingsError {
+pub(super) enum SettingsError {
     /// The file could not be read or written.
     Io {
         path: PathBuf,
@@ -169,215 +69,8 @@ impl From<SettingsError> for CliError {
     }
 }
 
-/// `hookvisor install AGENT`: adds (or refreshes) our entry; prints what it did.
-pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
-    let target = Target::new(args.agent, args.user_level, &workspace(globals, args)?)?;
-    let command = adapter_command(globals, args, target.spec.command)?;
-    let path = resolve_symlink(&target.path);
-    let mut settings = match load(&path)? {
-        Loaded::Missing => Value::Object(Map::new()),
-        Loaded::Json(value) => value,
-        Loaded::Lossy { value, why } => {
-            let backup = back_up(&path)?;
-            eprintln!(
-                "hookvisor: {}: {why}; the original is kept at {}",
-                path.display(),
-                backup.display()
-            );
-            value
-        }
-        Loaded::Corrupt { why } => {
-            let backup = back_up(&path)?;
-            eprintln!(
-                "hookvisor: {}: not valid JSON ({why}); kept it as {} and started a new file",
-                path.display(),
-                backup.display()
-            );
-            Value::Object(Map::new())
-        }
-    };
-    let shape_error = |(key, want)| SettingsError::Shape {
-        path: path.clone(),
-        key,
-        want,
-    };
-    let changed = target
-        .add_entries(&mut settings, &command)
-        .map_err(shape_error)?;
-    let mut out = io::stdout().lock();
-    if changed {
-        write_atomic(&path, &settings)?;
-        writeln!(
-            out,
-            "installed `{command}` in {} for {} (timeout {}) and {} (timeout {})",
-            path.display(),
-            target.spec.stop_events().collect::<Vec<_>>().join(", "),
-            target.show_timeout(Event::TurnEnd),
-            target.spec.prompt,
-            target.show_timeout(Event::Prompt),
-        )?;
-    } else {
-        writeln!(
-            out,
-            "`{command}` is already installed in {}",
-            path.display()
-        )?;
-    }
-    if args.agent == Agent::Codex {
-        let cwd = if args.user_level {
-            path.parent().unwrap_or(Path::new("/")).to_owned()
-        } else {
-            workspace(globals, args)?
-        };
-        report_codex_trust(&mut out, &cwd, &path, &command, args.user_level)?;
-    }
-    Ok(Exit::Ok)
-}
-
-/// Trusts our Codex hooks through Codex's app server when it can, and otherwise prints the
-/// exact steps: Codex skips an untrusted hook without a word.
-fn report_codex_trust(
-    out: &mut impl Write,
-    cwd: &Path,
-    settings: &Path,
-    command: &str,
-    user_level: bool,
-) -> io::Result<()> {
-    let outcome = codex_trust::trust(cwd, settings, command);
-    match &outcome {
-        codex_trust::Outcome::Trusted { keys, config } => {
-            writeln!(
-                out,
-                "Codex now trusts these hooks ({}, recorded in {config}). Their hash covers the \
-                 command: install again whenever hookvisor moves.",
-                keys.join(", ")
-            )?;
-            return Ok(());
-        }
-        codex_trust::Outcome::AlreadyTrusted => {
-            writeln!(out, "Codex already trusts these hooks.")?;
-            return Ok(());
-        }
-        codex_trust::Outcome::NotListed => {}
-        codex_trust::Outcome::NoCodex => {}
-        codex_trust::Outcome::Failed(why) => {
-            writeln!(out, "hookvisor could not record Codex's trust: {why}")?;
-        }
-    }
-    let codex = Agent::Codex.spec();
-    let codex_home = codex
-        .user_dir(|name| env::var_os(name))
-        .unwrap_or_else(|| Path::new("~").join(codex.settings.dir));
-    writeln!(
-        out,
-        "Codex runs these hooks only once it trusts them, and skips them silently until then:"
-    )?;
-    let mut step = 1;
-    if !user_level {
-        writeln!(
-            out,
-            "  {step}. Trust the project: add to {}\n       [projects.{}]\n       \
-             trust_level = \"trusted\"\n     (or accept Codex's trust prompt when you start \
-             `codex` in it).",
-            codex_home.join("config.toml").display(),
-            serde_json::to_string(&cwd.to_string_lossy()).expect("a string serialises"),
-        )?;
-        step += 1;
-    }
-    writeln!(
-        out,
-        "  {step}. Trust the hooks: run `codex`, type /hooks and trust the hookvisor entries; \
-         or, with `codex` on PATH, run `hookvisor install codex` again{}, which records the \
-         trust through `codex app-server`.",
-        if user_level { " --user-level" } else { "" }
-    )?;
-    if matches!(outcome, codex_trust::Outcome::NoCodex) {
-        writeln!(out, "     (`codex` is not on PATH.)")?;
-    }
-    Ok(())
-}
-
-/// `hookvisor uninstall AGENT`: removes our entries only; prints how many.
-pub fn uninstall(globals: &Globals, args: &InstallArgs) -> CliResult {
-    let target = Target::new(args.agent, args.user_level, &workspace(globals, args)?)?;
-    let path = resolve_symlink(&target.path);
-    let mut out = io::stdout().lock();
-    let mut settings = match load(&path)? {
-        Loaded::Missing => {
-            writeln!(out, "{} does not exist; nothing to remove", path.display())?;
-            return Ok(Exit::Ok);
-        }
-        Loaded::Json(value) => value,
-        Loaded::Lossy { why, .. } | Loaded::Corrupt { why } => {
-            return Err(SettingsError::Unreadable { path, why }.into());
-        }
-    };
-    let removed = remove_entries(&mut settings, target.spec.command);
-    if removed == 0 {
-        writeln!(
-            out,
-            "no hookvisor {} hook in {}; nothing to remove",
-            target.spec.command,
-            path.display()
-        )?;
-        return Ok(Exit::Ok);
-    }
-    write_atomic(&path, &settings)?;
-    writeln!(
-        out,
-        "removed {removed} hookvisor {} hook{} from {}",
-        target.spec.command,
-        if removed == 1 { "" } else { "s" },
-        path.display()
-    )?;
-    Ok(Exit::Ok)
-}
-
-/// The workspace whose settings change ([`Globals::workspace`]); none at the user level.
-fn workspace(globals: &Globals, args: &InstallArgs) -> Result<PathBuf, CliError> {
-    if args.user_level {
-        return Ok(PathBuf::new());
-    }
-    globals.workspace()
-}
-
-/// The command the agent runs: this binary's absolute path, shell-quoted, the subcommand, and
-/// the options given to `install` that the adapter must repeat.
-fn adapter_command(
-    globals: &Globals,
-    args: &InstallArgs,
-    subcommand: &str,
-) -> Result<String, CliError> {
-    let exe = env::current_exe()
-        .map_err(|e| CliError::usage(format!("cannot tell where this hookvisor binary is: {e}")))?;
-    let mut words = vec![shell_quote(&exe.to_string_lossy()), subcommand.to_owned()];
-    if args.fail_closed {
-        words.push("--fail-closed".into());
-    }
-    if let Some(dir) = &globals.args.state_dir {
-        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
-        words.push("--state-dir".into());
-        words.push(shell_quote(&dir.to_string_lossy()));
-    }
-    if let Some(session) = &globals.args.session {
-        words.push("--session".into());
-        words.push(shell_quote(session));
-    }
-    Ok(words.join(" "))
-}
-
-/// Quotes for a POSIX shell: as is when only safe characters, else in single quotes.
-fn shell_quote(word: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:,=@%".contains(c);
-    if !word.is_empty() && word.chars().all(safe) {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
-}
-
 /// Whether a hook entry is one of ours for `subcommand`.
-fn is_ours(hook: &Value, subcommand: &str) -> bool {
+pub(super) fn is_ours(hook: &Value, subcommand: &str) -> bool {
     let Some(Value::String(command)) = hook.get("command") else {
         return false;
     };
@@ -389,7 +82,7 @@ fn is_ours(hook: &Value, subcommand: &str) -> bool {
 
 /// Puts `entry` under `event`: replaces the first entry of ours in place, drops other
 /// copies, or appends a group. Returns whether anything changed, or the key with a wrong shape.
-fn add_entry(
+pub(super) fn add_entry(
     settings: &mut Value,
     event: &str,
     subcommand: &str,
@@ -443,7 +136,7 @@ fn add_entry(
 
 /// Removes every entry of ours for `subcommand`, under any event, with the groups and events
 /// that held only ours. Returns how many entries went.
-fn remove_entries(settings: &mut Value, subcommand: &str) -> usize {
+pub(super) fn remove_entries(settings: &mut Value, subcommand: &str) -> usize {
     let Value::Object(root) = settings else {
         return 0;
     };
@@ -485,7 +178,7 @@ fn remove_entries(settings: &mut Value, subcommand: &str) -> usize {
 
 /// A settings file as found.
 #[derive(Debug)]
-enum Loaded {
+pub(super) enum Loaded {
     /// No file yet (or an empty one).
     Missing,
     /// A JSON object.
@@ -497,7 +190,7 @@ enum Loaded {
     Corrupt { why: String },
 }
 
-fn load(path: &Path) -> Result<Loaded, SettingsError> {
+pub(super) fn load(path: &Path) -> Result<Loaded, SettingsError> {
     let text = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
@@ -583,7 +276,7 @@ fn strip_comments(text: &str) -> String {
 }
 
 /// Follows a symlinked settings file (dotfile managers link them) so the link survives.
-fn resolve_symlink(path: &Path) -> PathBuf {
+pub(super) fn resolve_symlink(path: &Path) -> PathBuf {
     match fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_symlink() => {
             fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
@@ -593,7 +286,7 @@ fn resolve_symlink(path: &Path) -> PathBuf {
 }
 
 /// Moves `path` to `<path>.bak-<UTC time>` (with a counter if that exists) and returns it.
-fn back_up(path: &Path) -> Result<PathBuf, SettingsError> {
+pub(super) fn back_up(path: &Path) -> Result<PathBuf, SettingsError> {
     let stamp = utc_stamp(SystemTime::now());
     let mut backup = PathBuf::from(format!("{}.bak-{stamp}", path.display()));
     let mut n = 1;
@@ -628,7 +321,7 @@ fn utc_stamp(time: SystemTime) -> String {
 
 /// Writes pretty JSON to a temp file beside `path`, fsyncs it, renames it over `path` and
 /// fsyncs the directory, keeping the old file's mode, so the agent never reads half a file.
-fn write_atomic(path: &Path, settings: &Value) -> Result<(), SettingsError> {
+pub(super) fn write_atomic(path: &Path, settings: &Value) -> Result<(), SettingsError> {
     let io_err = |action, source| SettingsError::Io {
         path: path.to_owned(),
         action,
@@ -645,6 +338,8 @@ fn write_atomic(path: &Path, settings: &Value) -> Result<(), SettingsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agents::{Agent, Event};
+    use crate::commands::install::Target;
     use serde_json::{Value, json};
 
     const CMD: &str = "/usr/bin/hookvisor claude-stop";
@@ -758,46 +453,6 @@ mod tests {
         );
     }
 
-    /// The regression the agent table exists for: `install` registered Codex for fewer events
-    /// than its adapter answered. For every agent, each event `install` writes is one the
-    /// adapter answers, in the same role, and each event the adapter answers is written.
-    #[test]
-    fn installs_exactly_the_events_the_adapter_answers() {
-        use crate::commands::adapter::answers;
-        use clap::ValueEnum;
-
-        let mut names: Vec<&str> = ["PreToolUse", "PostToolUse", "Notification", "SessionStart"]
-            .into_iter()
-            .collect();
-        for agent in Agent::value_variants() {
-            names.extend(agent.spec().events().map(|(name, _)| name));
-        }
-        for agent in Agent::value_variants() {
-            let target = Target::new(*agent, false, Path::new("/w")).unwrap();
-            let command = format!("/usr/bin/hookvisor {}", target.spec.command);
-            let mut settings = Value::Object(Map::new());
-            assert!(target.add_entries(&mut settings, &command).unwrap());
-            let written = settings["hooks"].as_object().unwrap().clone();
-            for name in &names {
-                let entries: Vec<&Value> = written
-                    .get(*name)
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .flat_map(|group| group["hooks"].as_array().unwrap())
-                    .collect();
-                match answers(target.spec, Some(name)) {
-                    None => assert!(entries.is_empty(), "{agent:?} installs {name}"),
-                    Some(event) => {
-                        assert_eq!(entries.len(), 1, "{agent:?} does not install {name}");
-                        assert!(is_ours(entries[0], target.spec.command));
-                        assert_eq!(entries[0]["timeout"], target.timeout(event), "{name}");
-                    }
-                }
-            }
-        }
-    }
-
     #[test]
     fn recognises_ours() {
         let cases: &[(&str, bool)] = &[
@@ -816,20 +471,6 @@ mod tests {
             );
         }
         assert!(!is_ours(&json!({"type": "prompt"}), "claude-stop"));
-    }
-
-    #[test]
-    fn quotes_for_the_shell() {
-        let cases: &[(&str, &str)] = &[
-            ("/usr/local/bin/hookvisor", "/usr/local/bin/hookvisor"),
-            ("/opt/my tools/hookvisor", "'/opt/my tools/hookvisor'"),
-            ("/it's/hookvisor", r"'/it'\''s/hookvisor'"),
-            ("$HOME/x", "'$HOME/x'"),
-            ("", "''"),
-        ];
-        for (word, want) in cases {
-            assert_eq!(shell_quote(word), *want, "{word}");
-        }
     }
 
     #[test]
