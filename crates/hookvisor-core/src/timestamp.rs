@@ -13,7 +13,7 @@ use jiff::tz::Offset;
 
 /// Formats `t` as RFC 3339 in UTC to the second, the way discobot writes its times:
 /// `2026-11-22T05:09:10Z`. Strings of this form sort in time order.
-pub(crate) fn rfc3339(t: SystemTime) -> String {
+pub fn rfc3339(t: SystemTime) -> String {
     format!("{}Z", seconds(&utc(t)))
 }
 
