@@ -144,13 +144,8 @@ impl Sink {
         }
     }
 
-    /// A line of ours (not the hook's): always logged, whatever the limit, on a line of its own.
-    /// Notes come after the output, so the output's truncation note, if due, goes first.
-    pub(super) fn note(&mut self, line: &str) {
-        self.note_truncation();
-        if let Some(echo) = &mut self.echo {
-            echo.finish(&mut io::stderr().lock());
-        }
+    /// Writes `line` to the log on a line of its own, whatever the hook's last byte was.
+    fn write_log_line(&mut self, line: &str) {
         let mut text = Vec::with_capacity(line.len() + 2);
         if self.last.is_some_and(|b| b != b'\n') {
             text.push(b'\n');
@@ -158,6 +153,16 @@ impl Sink {
         text.extend_from_slice(line.as_bytes());
         text.push(b'\n');
         self.write_log(&text);
+    }
+
+    /// A line of ours (not the hook's): always logged, whatever the limit, on a line of its own.
+    /// Notes come after the output, so the output's truncation note, if due, goes first.
+    pub(super) fn note(&mut self, line: &str) {
+        self.note_truncation();
+        if let Some(echo) = &mut self.echo {
+            echo.finish(&mut io::stderr().lock());
+        }
+        self.write_log_line(line);
         if self.tail.ends_open() {
             self.tail.push(b"\n");
         }
@@ -199,13 +204,7 @@ impl Sink {
             "[output truncated: {} more bytes not logged]",
             self.total - self.logged
         );
-        let mut text = Vec::with_capacity(line.len() + 2);
-        if self.last.is_some_and(|b| b != b'\n') {
-            text.push(b'\n');
-        }
-        text.extend_from_slice(line.as_bytes());
-        text.push(b'\n');
-        self.write_log(&text);
+        self.write_log_line(&line);
     }
 }
 

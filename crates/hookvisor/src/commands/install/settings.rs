@@ -304,19 +304,7 @@ pub(super) fn back_up(path: &Path) -> Result<PathBuf, SettingsError> {
 
 /// `YYYYMMDDTHHMMSSZ`, for backup names that sort by time.
 fn utc_stamp(time: SystemTime) -> String {
-    // A clock before 1970 or past 9999 is broken; the epoch still names a backup.
-    let at = jiff::Timestamp::try_from(time).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-    let at = jiff::tz::Offset::UTC.to_datetime(at);
-    // Plain format! rather than jiff's strftime, whose machinery the binary need not carry.
-    format!(
-        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
-        at.year(),
-        at.month(),
-        at.day(),
-        at.hour(),
-        at.minute(),
-        at.second()
-    )
+    hookvisor_core::rfc3339(time).replace([':', '-'], "")
 }
 
 /// Writes pretty JSON to a temp file beside `path`, fsyncs it, renames it over `path` and
