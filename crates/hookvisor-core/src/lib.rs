@@ -25,6 +25,12 @@
 //! - `session`: the session hooks run once when the container starts ([`run_session`]).
 //! - `precommit`: the generated git pre-commit hook and its run ([`run_pre_commit`]).
 //! - `turns`: who started an agent's turn, behind the loop guard's trigger ([`TurnLog`]).
+//! - `state`: the name of every file in the state dir, and the one atomic writer ([`StateDir`]).
+//! - `timestamp`: RFC 3339 times as status.json writes them ([`rfc3339`]).
+//!
+//! The event model of EVENTS.md is being built on top; its first pieces are public modules,
+//! not yet wired to hooks: [`when`] (conditions), [`template`] (`${name}` in `run:` and
+//! `argv:`), [`decision`] (the blocking protocol).
 //!
 //! # Example
 //!
@@ -77,6 +83,8 @@ mod account;
 mod change_watch;
 mod changes;
 mod context;
+/// The blocking protocol's words: `phase`, `block_on`, `on_failure` (EVENTS.md §1.3, §1.5).
+pub mod decision;
 mod discover;
 mod evaluate;
 mod exec;
