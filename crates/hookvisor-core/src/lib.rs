@@ -83,7 +83,7 @@ mod account;
 mod change_watch;
 mod changes;
 mod context;
-/// The blocking protocol's words: `phase`, `block_on`, `on_failure` (EVENTS.md §1.3, §1.5).
+/// The blocking protocol: one run judged, verdicts combined, the reply (EVENTS.md §1.4, §1.5, §5).
 pub mod decision;
 mod discover;
 mod evaluate;

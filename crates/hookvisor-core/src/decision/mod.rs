@@ -1,0 +1,212 @@
+//! The blocking protocol (EVENTS.md §1.4, §1.5, §5 rules 1–4): how one finished run of a hook
+//! is judged, how the verdicts of an event's hooks combine, and the reply that reports them.
+//!
+//! # The words (§1.3)
+//!
+//! [`Phase`], [`BlockOn`], [`OnFailure`] and [`ReasonFrom`] are the front-matter fields `phase`,
+//! `block_on`, `on_failure` and `reason_from`, parsed with `FromStr` and written with `as_str`.
+//!
+//! # Judging one run (§1.5, §5 rules 1–3): [`Judge::judge`]
+//!
+//! A hook *can block* when its event is a gate and its phase is `pre`; every other hook (a notice,
+//! or any `post` hook) cannot. The judge reads a [`FinishedRun`] (exit code, timeout, stdout and
+//! stderr, captured apart) and gives a [`Judgment`]: a [`Verdict`], the context the hook adds and
+//! warnings for the log. The table of §1.5, row by row:
+//!
+//! | hook result | `pre` hook, gate | notice or `post` |
+//! |---|---|---|
+//! | exit 0, stdout not one JSON object | [`Verdict::Allow`] | [`Verdict::Success`] |
+//! | exit 0, stdout one JSON object | rules J1–J4 below | [`Verdict::Success`], JSON ignored (warned) |
+//! | exit 2 | block unless `block_on: never`; else `on_failure` | `on_failure` |
+//! | other non-zero, timeout | block if `block_on: failure`; else `on_failure` | `on_failure` |
+//!
+//! `on_failure` gives [`Verdict::Abort`] for `abort` and `[retry, abort]`, and
+//! [`Verdict::Failure`] (recorded; the event goes on) for `continue` and `retry`. The table's
+//! "failure" for exit 2 on a notice is read with rule 1: a failure, then `on_failure`.
+//!
+//! JSON is read only on exit 0 and only when stdout, with JSON white space around it, is exactly
+//! one JSON object: trailing text or a second object makes it plain output (warned when it starts
+//! with `{`), since a crashed or chatty script's partial output is no decision. In that object:
+//!
+//! - J1. `continue: false` → abort, reason `stopReason` (abort > block, so it wins over
+//!   `decision`).
+//! - J2. `decision` `block` or `deny` → block, reason = `reason`, blank line, `feedback` (either
+//!   may be missing; with neither, a fixed text says so). `approve` or `allow` → allow, for this
+//!   hook only: later hooks still run (rule 3). Any other value is warned and allows.
+//! - J3. `additionalContext`, top-level and inside `hookSpecificOutput` (in that order), is the
+//!   hook's context (rule 3); it is kept whatever the decision. A value that is not a string is
+//!   warned and dropped.
+//! - J4. Other fields are ignored: a hook may print its agent's whole protocol.
+//!
+//! # Reasons (§5 rule 2)
+//!
+//! A failure's reason is stderr, else stdout, else `exited N` / `timed out after Ns`
+//! ([`ReasonFrom::Stdout`] flips the first two); "empty" means only white space. Every reason is
+//! sanitised like phase-1 output (no escape sequences) and shrinks like a phase-1 re-prompt:
+//! inlined up to 200 lines and 5 KiB, else the last 15 lines and the log's path, and never longer
+//! than [`Judge::max_reason`] characters (fewer lines, then lines cut at 200 characters, then the
+//! note alone, cut).
+//!
+//! # Retries (§5 rule 1)
+//!
+//! Retrying is the caller's loop, since it sleeps and re-runs: a failed run (non-zero exit or
+//! timeout) under `on_failure: retry` or `[retry, abort]` has [`Judgment::wants_retry`] set.
+//! The caller re-runs while it is set and re-runs are left (`retries`, `retry_delay` apart), and
+//! uses the judgment of the last run. A run is judged the same whatever its attempt: under
+//! `retry` the last failure goes on ([`Verdict::Failure`]), under `[retry, abort]` it aborts;
+//! `block_on` is applied to the last run only, so a guard's exit 2 is also re-run first.
+//!
+//! # Combining (§1.4) and the reply (§5 rule 4)
+//!
+//! [`Outcome`] folds the judgments of an event's hooks in run order: abort > block > allow (a
+//! success or a recorded failure counts as allow). The first block or abort ends the `pre` pass
+//! ([`Outcome::ends_pre_pass`]); the reason is that of the first verdict of the highest rank.
+//! [`Outcome::into_reply`] makes the [`Reply`] of `fire` and `/v1/events/{event}`.
+//!
+//! # Capture
+//!
+//! `exec` writes stdout and stderr to one pipe today; capturing them apart for a [`FinishedRun`]
+//! is the wiring's job. Until it does, the merged output given as `stdout` judges the same
+//! except that JSON must then be the only output, and exec's own notes (`[hook timed out after
+//! Ns]`) must be left out of it.
+//!
+//! [`BlockOn`]: crate::decision::BlockOn
+//! [`FinishedRun`]: crate::decision::FinishedRun
+//! [`Judge::judge`]: crate::decision::Judge::judge
+//! [`Judge::max_reason`]: crate::decision::Judge::max_reason
+//! [`Judgment::wants_retry`]: crate::decision::Judgment::wants_retry
+//! [`Judgment`]: crate::decision::Judgment
+//! [`OnFailure`]: crate::decision::OnFailure
+//! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
+//! [`Outcome::into_reply`]: crate::decision::Outcome::into_reply
+//! [`Outcome`]: crate::decision::Outcome
+//! [`Phase`]: crate::decision::Phase
+//! [`ReasonFrom::Stdout`]: crate::decision::ReasonFrom::Stdout
+//! [`ReasonFrom`]: crate::decision::ReasonFrom
+//! [`Reply`]: crate::decision::Reply
+//! [`Verdict::Abort`]: crate::decision::Verdict::Abort
+//! [`Verdict::Allow`]: crate::decision::Verdict::Allow
+//! [`Verdict::Failure`]: crate::decision::Verdict::Failure
+//! [`Verdict::Success`]: crate::decision::Verdict::Success
+//! [`Verdict`]: crate::decision::Verdict
+
+mod judge;
+mod outcome;
+#[cfg(test)]
+mod tests;
+
+pub use judge::{DEFAULT_MAX_REASON, FinishedRun, Judge, Judgment, Verdict};
+pub use outcome::{Decision, Outcome, Reply};
+
+use std::fmt;
+use std::str::FromStr;
+
+/// When a hook runs within its event (`phase`): `pre` hooks run first and may block; `post`
+/// hooks run after every `pre` hook, cannot block and see `${decision}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Phase {
+    /// Before the decision (the default).
+    #[default]
+    Pre,
+    /// After the decision; never blocks.
+    Post,
+}
+
+/// Which results of a `pre` hook on a gate block (`block_on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BlockOn {
+    /// Any non-zero exit or a timeout blocks (phase-1 linters exit 1).
+    Failure,
+    /// Only exit 2 blocks, as in Claude Code, Codex, Gemini CLI and AutoAgent: a crashing guard
+    /// fails open.
+    Exit2,
+    /// Nothing blocks; failures go to `on_failure`.
+    Never,
+}
+
+/// What a failed run that does not block leads to (`on_failure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OnFailure {
+    /// Record the failure and go on (the default).
+    #[default]
+    Continue,
+    /// End the event with `abort`.
+    Abort,
+    /// Re-run (`retries` times, `retry_delay` apart) before judging; then go on.
+    Retry,
+    /// Re-run before judging; then abort (`[retry, abort]`).
+    RetryThenAbort,
+}
+
+/// Where a failure's reason is read first (`reason_from`, §5 rule 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ReasonFrom {
+    /// stderr, else stdout (the default; Claude, AutoAgent and nyzhi's code).
+    #[default]
+    Stderr,
+    /// stdout, else stderr (nyzhi imports whose scripts write feedback to stdout).
+    Stdout,
+}
+
+/// A `phase`, `block_on`, `on_failure` or `reason_from` value that is none of the words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {field} '{value}'; use {expected}")]
+pub struct UnknownWord {
+    /// The field.
+    pub field: &'static str,
+    /// The value written.
+    pub value: String,
+    /// The accepted words, for the message.
+    pub expected: &'static str,
+}
+
+macro_rules! words {
+    ($ty:ty, $field:literal, $expected:literal, { $($word:literal => $variant:path),+ $(,)? }) => {
+        impl $ty {
+            /// The spelling used in front matter and JSON.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($variant => $word,)+
+                }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.pad(self.as_str())
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = UnknownWord;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($word => Ok($variant),)+
+                    other => Err(UnknownWord {
+                        field: $field,
+                        value: other.to_owned(),
+                        expected: $expected,
+                    }),
+                }
+            }
+        }
+    };
+}
+
+words!(Phase, "phase", "'pre' or 'post'", { "pre" => Phase::Pre, "post" => Phase::Post });
+words!(BlockOn, "block_on", "'failure', 'exit2' or 'never'", {
+    "failure" => BlockOn::Failure,
+    "exit2" => BlockOn::Exit2,
+    "never" => BlockOn::Never,
+});
+words!(OnFailure, "on_failure", "'continue', 'abort', 'retry' or [retry, abort]", {
+    "continue" => OnFailure::Continue,
+    "abort" => OnFailure::Abort,
+    "retry" => OnFailure::Retry,
+    "retry,abort" => OnFailure::RetryThenAbort,
+});
+words!(ReasonFrom, "reason_from", "'stderr' or 'stdout'", {
+    "stderr" => ReasonFrom::Stderr,
+    "stdout" => ReasonFrom::Stdout,
+});

@@ -1,0 +1,144 @@
+//! The verdicts of an event's hooks combined (EVENTS.md §1.4) and the reply (§5 rule 4).
+
+use serde::{Deserialize, Serialize};
+
+use super::judge::{Judgment, Verdict};
+
+/// What an event's hooks decided, as the reply spells it; ordered allow < block < abort.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// Nothing blocked: the event goes on.
+    #[default]
+    Allow,
+    /// A gate's `pre` hook refused the event.
+    Block,
+    /// The event ends (`on_failure: abort`, a callback reject, `continue: false`).
+    Abort,
+}
+
+impl Decision {
+    /// The word of the reply and of `${decision}`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Block => "block",
+            Decision::Abort => "abort",
+        }
+    }
+}
+
+impl Verdict {
+    /// What this verdict counts as when verdicts combine: success and failure count as allow.
+    pub fn decision(&self) -> Decision {
+        match self {
+            Verdict::Allow | Verdict::Success | Verdict::Failure { .. } => Decision::Allow,
+            Verdict::Block { .. } => Decision::Block,
+            Verdict::Abort { .. } => Decision::Abort,
+        }
+    }
+
+    fn reason(&self) -> Option<&str> {
+        match self {
+            Verdict::Block { reason } | Verdict::Abort { reason } => Some(reason),
+            Verdict::Allow | Verdict::Success | Verdict::Failure { .. } => None,
+        }
+    }
+}
+
+/// The judgments of an event's hooks folded in run order: abort > block > allow.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Outcome {
+    decision: Decision,
+    reason: Option<String>,
+    context: Vec<String>,
+}
+
+impl Outcome {
+    /// The outcome of no hooks: allow.
+    pub fn new() -> Self {
+        Outcome::default()
+    }
+
+    /// Every judgment folded, in order (what the `pre` pass would stop early is still folded).
+    pub fn combine(judgments: impl IntoIterator<Item = Judgment>) -> Self {
+        let mut outcome = Outcome::new();
+        for judgment in judgments {
+            outcome.push(judgment);
+        }
+        outcome
+    }
+
+    /// Folds the next hook's judgment: a higher decision takes over with its reason, an equal
+    /// one keeps the first reason; context is appended, oldest first.
+    pub fn push(&mut self, judgment: Judgment) {
+        let decision = judgment.verdict.decision();
+        if decision > self.decision {
+            self.decision = decision;
+            self.reason = judgment.verdict.reason().map(str::to_owned);
+        }
+        self.context.extend(judgment.context);
+    }
+
+    /// True once a hook blocked or aborted: the engine runs no further `pre` hook, since later
+    /// gates would judge stale work (§1.4).
+    pub fn ends_pre_pass(&self) -> bool {
+        self.decision != Decision::Allow
+    }
+
+    /// The decision so far.
+    pub fn decision(&self) -> Decision {
+        self.decision
+    }
+
+    /// The block or stop reason; `None` on allow.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// The context the hooks gave, oldest first.
+    pub fn context(&self) -> &[String] {
+        &self.context
+    }
+
+    /// The reply of `fire` and `/v1/events/{event}`; `attempts` is `(attempt, maxAttempts)` for
+    /// `turn.end` and `session.stop`, `None` for other events.
+    pub fn into_reply(
+        self,
+        event: impl Into<String>,
+        results: Vec<serde_json::Value>,
+        attempts: Option<(u32, u32)>,
+    ) -> Reply {
+        Reply {
+            event: event.into(),
+            decision: self.decision,
+            reason: self.reason,
+            context: self.context,
+            results,
+            attempt: attempts.map(|(attempt, _)| attempt),
+            max_attempts: attempts.map(|(_, max)| max),
+        }
+    }
+}
+
+/// The reply of an event (§5 rule 4); every field is always present, `null` where unset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reply {
+    /// The canonical event name.
+    pub event: String,
+    /// What the hooks decided.
+    pub decision: Decision,
+    /// `null` on allow, the block reason on block, the stop reason on abort.
+    pub reason: Option<String>,
+    /// Context for the agent, oldest first.
+    pub context: Vec<String>,
+    /// One entry per run: phase-1 result fields plus `blocked`.
+    pub results: Vec<serde_json::Value>,
+    /// This re-prompt's number for `turn.end`/`session.stop`; `null` otherwise.
+    pub attempt: Option<u32>,
+    /// Re-prompts allowed for `turn.end`/`session.stop`; `null` otherwise.
+    pub max_attempts: Option<u32>,
+}
