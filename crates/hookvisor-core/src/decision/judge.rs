@@ -150,10 +150,7 @@ impl Judge {
             match object {
                 Some(object) => self.judge_object(&object, run, &mut judgment),
                 None => {
-                    if String::from_utf8_lossy(&run.stdout)
-                        .trim_start()
-                        .starts_with('{')
-                    {
+                    if run.stdout.trim_ascii_start().starts_with(b"{") {
                         judgment.warnings.push(
                             "stdout starts like JSON but is not exactly one JSON object: taken \
                              as plain output"

@@ -26,7 +26,8 @@
 //!
 //! JSON is read only on exit 0 and only when stdout, with JSON white space around it, is exactly
 //! one JSON object: trailing text or a second object makes it plain output (warned when it starts
-//! with `{`), since a crashed or chatty script's partial output is no decision. In that object:
+//! with `{`), since a crashed or chatty script's partial output is no decision; a JSON object on
+//! the stdout of a failed run is warned and ignored. In that object:
 //!
 //! - J1. `continue: false` → abort, reason `stopReason` (abort > block, so it wins over
 //!   `decision`).
@@ -44,8 +45,8 @@
 //! ([`ReasonFrom::Stdout`] flips the first two); "empty" means only white space. Every reason is
 //! sanitised like phase-1 output (no escape sequences) and shrinks like a phase-1 re-prompt:
 //! inlined up to 200 lines and 5 KiB, else the last 15 lines and the log's path, and never longer
-//! than [`Judge::max_reason`] characters (fewer lines, then lines cut at 200 characters, then the
-//! note alone, cut).
+//! than [`Judge::max_reason`] characters (then lines are cut at 200 characters and fewer are
+//! shown, down to the note alone, which is cut last).
 //!
 //! # Retries (§5 rule 1)
 //!
@@ -66,9 +67,10 @@
 //! # Capture
 //!
 //! `exec` writes stdout and stderr to one pipe today; capturing them apart for a [`FinishedRun`]
-//! is the wiring's job. Until it does, the merged output given as `stdout` judges the same
-//! except that JSON must then be the only output, and exec's own notes (`[hook timed out after
-//! Ns]`) must be left out of it.
+//! is the wiring's job. Until it does, the merged output can be given as `stdout` with an empty
+//! `stderr`: verdicts are the same except that a hook's JSON is refused when it also wrote to
+//! stderr and a reason holds both streams; exec's own notes (`[hook timed out after Ns]`) must be
+//! left out of it.
 //!
 //! [`BlockOn`]: crate::decision::BlockOn
 //! [`FinishedRun`]: crate::decision::FinishedRun
