@@ -4,9 +4,15 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::frontmatter::{Fields, Note, Other, WORD_FIELDS};
+use crate::decision::{BlockOn, OnFailure, Phase, UnknownWord};
+use crate::event::{
+    Command, Event, EventSpec, HookAction, PipeOutput, ReasonFrom, ToolMatcher,
+};
+use crate::frontmatter::{FrontMatter, Note, Other, WORD_FIELDS};
 use crate::hook::{Hook, HookKind, ProblemKind, RunAs};
 use crate::pattern::Pattern;
+use crate::template::{ShellTemplate, references};
+use crate::when::Condition;
 
 /// The most `retries` a session hook may ask for.
 const MAX_RETRIES: u32 = 100;
@@ -56,24 +62,64 @@ fn meaning(key: &str, value: &str) -> Option<String> {
             .ok()
             .map(|k| k.as_str().to_owned()),
         "run_as" => value.parse::<RunAs>().ok().map(|r| r.as_str().to_owned()),
-        "blocking" | "notify_llm" => parse_bool(key, value).ok().map(|b| b.to_string()),
+        "blocking" | "notify_llm" | "await" => {
+            parse_bool(key, value).ok().map(|b| b.to_string())
+        }
+        "retry_delay" => parse_seconds(value).map(|t| t.as_secs().to_string()),
         "timeout" => parse_timeout(value).ok().map(|t| t.as_secs().to_string()),
         "retries" => parse_retries(value).ok().map(|r| r.to_string()),
         _ => Some(value.to_owned()),
     }
 }
 
-/// Turns front matter fields into a hook, applying the defaults of DESIGN.md, and its
-/// `retries` when given.
+/// A hook as its front matter configures it.
+pub(super) struct Loaded {
+    pub(super) hook: Hook,
+    /// Front matter `retries`, when given.
+    pub(super) retries: Option<u32>,
+    /// Whether the phase-1 runners may run it (the rule is in [`Hook`]'s documentation).
+    pub(super) phase1: bool,
+}
+
+/// The fields of the event model (EVENTS.md §1.3, §1.2) that the phase-1 runners do not honour:
+/// a hook that sets one is an event hook only.
+pub(super) const EVENT_FIELDS: [&str; 12] = [
+    "tool",
+    "when",
+    "phase",
+    "await",
+    "block_on",
+    "on_failure",
+    "retry_delay",
+    "pipe_output",
+    "reason_from",
+    "action",
+    "run",
+    "argv",
+];
+
+/// Turns front matter into a hook, applying the defaults of DESIGN.md and EVENTS.md §1.3.
 ///
 /// `name` and `description` are free text: trimmed, and empty means absent. Every other field
 /// is taken as written (front matter rules 6 and 7) and must have a value when it is given: an
-/// odd value is a problem, never a default, and only `run_as: root` gives root.
+/// odd value is a problem, never a default, and only `run_as: root` gives root. `declarative`
+/// says the file is a non-executable `.yml` of front matter only (EVENTS.md §2.1), which must
+/// say what to run; an executable script must not (§5 rule 9).
 pub(super) fn hook_from_fields(
     id: String,
     path: &Path,
-    fields: &Fields,
-) -> Result<(Hook, Option<u32>), ProblemKind> {
+    front: &FrontMatter,
+    declarative: bool,
+) -> Result<Loaded, ProblemKind> {
+    let fields = &front.fields;
+    // A key in a flow mapping has no line of its own; the block's first line stands in.
+    let line_of = |key: &str| {
+        front
+            .lines
+            .get(key)
+            .copied()
+            .unwrap_or_else(|| front.lines.values().copied().min().unwrap_or(1))
+    };
     let text = |key: &str| {
         fields
             .get(key)
@@ -88,21 +134,55 @@ pub(super) fn hook_from_fields(
             other => Ok(other),
         }
     };
-    let kind: HookKind = field("type")?.ok_or(ProblemKind::MissingType)?.parse()?;
+    let typed: Option<HookKind> = field("type")?.map(str::parse).transpose()?;
+    let named = match field("event")? {
+        Some(value) => Some(value.parse::<Event>().map_err(|error| {
+            ProblemKind::InvalidEvent {
+                line: line_of("event"),
+                error,
+            }
+        })?),
+        None => None,
+    };
+    let event = match (typed, named) {
+        (Some(kind), Some(event)) if Event::of_kind(kind) != event => {
+            return Err(ProblemKind::TypeEventDisagree {
+                line: line_of("event"),
+                kind,
+                event: event.to_string(),
+            });
+        }
+        (_, Some(event)) => event,
+        (Some(kind), None) => Event::of_kind(kind),
+        (None, None) if declarative => return Err(ProblemKind::MissingEvent),
+        (None, None) => return Err(ProblemKind::MissingType),
+    };
+    let kind = event.phase1_kind().unwrap_or(HookKind::Session);
     let run_as = match field("run_as")? {
         Some(value) => value.parse::<RunAs>()?,
         None => RunAs::User,
     };
     let pattern = match field("pattern")? {
         Some(source) => Some(Pattern::new(source)?),
-        None if kind == HookKind::File => return Err(ProblemKind::MissingPattern),
+        // `type: file` keeps its rule; rule 8's `event: turn.end` may go without.
+        None if typed == Some(HookKind::File) => return Err(ProblemKind::MissingPattern),
         None => None,
     };
     let timeout = match field("timeout")? {
         Some(value) => parse_timeout(value)?,
-        None => kind.default_timeout(),
+        None if event.phase1_kind().is_some() => kind.default_timeout(),
+        None => DEFAULT_COMMAND_TIMEOUT,
     };
     let retries = field("retries")?.map(parse_retries).transpose()?;
+    let blocking = field("blocking")?
+        .map(|v| parse_bool("blocking", v))
+        .transpose()?
+        .unwrap_or(false);
+    let spec = event_spec(event, kind, blocking, retries, front, declarative)?;
+    let phase1 = !declarative
+        && spec.event.phase1_kind().is_some()
+        && (spec.event != Event::TurnEnd || pattern.is_some())
+        && !EVENT_FIELDS.iter().any(|key| fields.contains_key(*key));
     let hook = Hook {
         name: text("name").map_or_else(|| id.clone(), str::to_owned),
         id,
@@ -110,18 +190,269 @@ pub(super) fn hook_from_fields(
         path: path.to_owned(),
         description: text("description").map(str::to_owned),
         run_as,
-        blocking: field("blocking")?
-            .map(|v| parse_bool("blocking", v))
-            .transpose()?
-            .unwrap_or(false),
+        blocking,
         pattern,
         notify_llm: field("notify_llm")?
             .map(|v| parse_bool("notify_llm", v))
             .transpose()?
             .unwrap_or(true),
         timeout,
+        spec,
     };
-    Ok((hook, retries))
+    Ok(Loaded {
+        hook,
+        retries,
+        phase1,
+    })
+}
+
+/// The timeout of a command hook whose event has no phase-1 kind (EVENTS.md §1.3).
+const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The §1.3 fields of a hook of `event`, each checked, with their defaults.
+fn event_spec(
+    event: Event,
+    kind: HookKind,
+    blocking: bool,
+    retries: Option<u32>,
+    front: &FrontMatter,
+    declarative: bool,
+) -> Result<EventSpec, ProblemKind> {
+    let fields = &front.fields;
+    let line_of = |key: &str| {
+        front
+            .lines
+            .get(key)
+            .copied()
+            .unwrap_or_else(|| front.lines.values().copied().min().unwrap_or(1))
+    };
+    let field = |key: &str| -> Result<Option<&str>, ProblemKind> {
+        match fields.get(key).map(String::as_str) {
+            Some("") => Err(ProblemKind::NoValue {
+                key: key.to_owned(),
+            }),
+            other => Ok(other),
+        }
+    };
+    let word = |key: &'static str, error: UnknownWord| ProblemKind::InvalidWord {
+        line: line_of(key),
+        error,
+    };
+    let invalid = |key: &'static str, value: &str, expected: &'static str| {
+        ProblemKind::InvalidValue {
+            line: line_of(key),
+            key,
+            value: value.to_owned(),
+            expected,
+        }
+    };
+    let mut spec = EventSpec::for_kind(kind);
+    spec.block_on = event.default_block_on();
+    spec.event = event;
+    spec.declared = declarative
+        || fields.contains_key("event")
+        || EVENT_FIELDS.iter().any(|key| fields.contains_key(*key));
+    // §1.3: `await` is phase 1's `blocking` for session hooks, true for the others.
+    spec.await_ = match field("await")? {
+        Some(value) => {
+            parse_bool("await", value).map_err(|_| invalid("await", value, "true or false"))?
+        }
+        None if spec.event == Event::SessionStart => blocking,
+        None => true,
+    };
+    if let Some(value) = field("tool")? {
+        spec.tool = Some(ToolMatcher::parse(value));
+    }
+    if let Some(value) = field("when")? {
+        let condition = Condition::parse(value).map_err(|error| ProblemKind::InvalidWhen {
+            line: line_of("when"),
+            error,
+        })?;
+        spec.when = Some(condition);
+    }
+    if let Some(value) = field("phase")? {
+        spec.phase = value.parse::<Phase>().map_err(|e| word("phase", e))?;
+    }
+    if let Some(value) = field("block_on")? {
+        spec.block_on = value.parse::<BlockOn>().map_err(|e| word("block_on", e))?;
+    }
+    if let Some(value) = field("on_failure")? {
+        spec.on_failure = parse_on_failure(value, front.lists.get("on_failure"))
+            .map_err(|e| word("on_failure", e))?;
+    }
+    if let Some(retries) = retries {
+        spec.retries = retries;
+    }
+    if let Some(value) = field("retry_delay")? {
+        spec.retry_delay = parse_seconds(value).ok_or_else(|| {
+            invalid(
+                "retry_delay",
+                value,
+                "a whole number of seconds such as 'retry_delay: 5'",
+            )
+        })?;
+    }
+    if let Some(value) = field("pipe_output")? {
+        spec.pipe_output = match value {
+            "true" => PipeOutput::Always,
+            "false" => PipeOutput::Never,
+            "failure" => PipeOutput::Failure,
+            other => return Err(invalid("pipe_output", other, "true, false or failure")),
+        };
+    }
+    if let Some(value) = field("reason_from")? {
+        spec.reason_from = match value {
+            "stdout" => ReasonFrom::Stdout,
+            "stderr" => ReasonFrom::Stderr,
+            other => return Err(invalid("reason_from", other, "stdout or stderr")),
+        };
+    }
+    if let Some(value) = field("action")? {
+        let line = line_of("action");
+        match value {
+            "command" => {}
+            "webhook" | "spawn" | "git-commit" | "git-push" => {
+                return Err(ProblemKind::ActionNotSupportedYet {
+                    line,
+                    action: value.to_owned(),
+                });
+            }
+            "prompt" | "agent" => {
+                return Err(ProblemKind::ActionUnsupported {
+                    line,
+                    action: value.to_owned(),
+                });
+            }
+            other => {
+                return Err(ProblemKind::UnknownAction {
+                    line,
+                    value: other.to_owned(),
+                });
+            }
+        }
+    }
+    spec.action = HookAction::Command(command(front, declarative)?);
+    Ok(spec)
+}
+
+/// What a command hook runs: its script, or for a declarative hook its `run` or `argv`
+/// (EVENTS.md §1.2, §5 rule 9).
+fn command(front: &FrontMatter, declarative: bool) -> Result<Command, ProblemKind> {
+    let line_of = |key: &str| front.lines.get(key).copied().unwrap_or(1);
+    let given = |key: &str| front.fields.contains_key(key);
+    if !declarative {
+        return match ["run", "argv"].into_iter().find(|key| given(key)) {
+            Some(key) => Err(ProblemKind::ScriptWithCommand {
+                line: line_of(key),
+                key,
+            }),
+            None => Ok(Command::Script),
+        };
+    }
+    match (front.fields.get("run"), given("argv")) {
+        (Some(_), true) => Err(ProblemKind::RunAndArgv {
+            line: line_of("run").max(line_of("argv")),
+        }),
+        (Some(run), false) => {
+            if run.trim_matches([' ', '\t', '\n']).is_empty() {
+                return Err(ProblemKind::NoValue { key: "run".into() });
+            }
+            ShellTemplate::parse(run)
+                .map(Command::Run)
+                .map_err(|error| ProblemKind::InvalidRun {
+                    line: line_of("run"),
+                    error,
+                })
+        }
+        (None, true) => argv(front.lists.get("argv"), line_of("argv")).map(Command::Argv),
+        (None, false) => Err(ProblemKind::NoCommand),
+    }
+}
+
+/// `argv`: a non-empty YAML list of strings, each `${` in it starting a template name.
+fn argv(items: Option<&Vec<String>>, line: usize) -> Result<Vec<String>, ProblemKind> {
+    let refuse = |message: String| ProblemKind::InvalidArgv { line, message };
+    let Some(items) = items else {
+        return Err(refuse(
+            "give a list of strings, as in 'argv: [prettier, --check, \"${file}\"]'".to_owned(),
+        ));
+    };
+    if items.first().is_none_or(String::is_empty) {
+        return Err(refuse(
+            "the list needs the program first, as in 'argv: [prettier, --check]'".to_owned(),
+        ));
+    }
+    for (index, item) in items.iter().enumerate() {
+        if let Some(column) = stray_placeholder(item) {
+            return Err(refuse(format!(
+                "element {index}, column {column}: '${{' starts no template name; write \
+                 ${{name}} (letters, digits, _ and dots)"
+            )));
+        }
+    }
+    Ok(items.clone())
+}
+
+/// The 1-based column (in characters) of the first `${` in `text` that starts no reference
+/// [`references`] reads, if any.
+fn stray_placeholder(text: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(found) = text.get(from..).and_then(|rest| rest.find("${")) {
+        let at = from + found;
+        let rest = text.get(at..).unwrap_or_default();
+        // A reference is `${name}`: it reads as one name exactly as long as its braces.
+        let whole = rest
+            .find('}')
+            .and_then(|close| rest.get(..=close))
+            .filter(|candidate| {
+                matches!(references(candidate).as_slice(), [name] if name.len() + 3 == candidate.len())
+            });
+        match whole {
+            Some(reference) => from = at + reference.len(),
+            None => return Some(text.get(..at).unwrap_or_default().chars().count() + 1),
+        }
+    }
+    None
+}
+
+/// `on_failure`: one word, or the list `[retry, abort]` (a YAML list, or written so on a
+/// body the flat reader reads); `retry,abort` as plain text is no spelling of it.
+fn parse_on_failure(value: &str, list: Option<&Vec<String>>) -> Result<OnFailure, UnknownWord> {
+    let flat_list = value
+        .strip_prefix('[')
+        .and_then(|v| v.strip_suffix(']'))
+        .map(|inner| inner.split(',').map(str::trim).collect::<Vec<_>>().join(","));
+    let words = match (list, flat_list) {
+        (Some(items), _) => items.iter().map(|i| i.trim()).collect::<Vec<_>>().join(","),
+        (None, Some(joined)) => joined,
+        (None, None) if value.contains(',') => {
+            return Err(UnknownWord {
+                field: "on_failure",
+                value: value.to_owned(),
+                expected: "'continue', 'abort', 'retry' or [retry, abort]",
+            });
+        }
+        (None, None) => value.to_owned(),
+    };
+    words.parse::<OnFailure>().map_err(|mut e| {
+        e.value = value.to_owned();
+        e
+    })
+}
+
+/// Whole seconds, optionally with an `s`, `m` or `h` suffix; zero allowed.
+fn parse_seconds(value: &str) -> Option<Duration> {
+    let (digits, unit) = match value.char_indices().last() {
+        Some((i, 's')) => (value.get(..i)?, 1),
+        Some((i, 'm')) => (value.get(..i)?, 60),
+        Some((i, 'h')) => (value.get(..i)?, 3600),
+        _ => (value, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n = digits.parse::<u64>().ok()?;
+    Some(Duration::from_secs(n.saturating_mul(unit)))
 }
 
 /// How many times a failed session hook is run again: a whole number from 0 to
