@@ -233,10 +233,8 @@ impl FromStr for Event {
             "gemini" => Agent::Gemini,
             _ => return Err(unknown()),
         };
-        let valid = !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        let valid =
+            !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
         if !valid {
             return Err(unknown());
         }
@@ -432,24 +430,39 @@ mod tests {
             }
         );
         assert_eq!(raw.to_string(), "claude.PreCompact");
-        assert_eq!("gemini.BeforeModel".parse::<Event>().unwrap().to_string(), "gemini.BeforeModel");
+        assert_eq!(
+            "gemini.BeforeModel".parse::<Event>().unwrap().to_string(),
+            "gemini.BeforeModel"
+        );
         assert!("codex.Stop".parse::<Event>().is_ok());
     }
 
     #[test]
     fn unknown_names_are_refused_naming_the_known_ones() {
         for bad in [
-            "", "turn_end", "Turn.End", "claude.", "claude.Pre Compact", "cursor.Stop",
-            "claude.a.b", "session.start ", "turn",
+            "",
+            "turn_end",
+            "Turn.End",
+            "claude.",
+            "claude.Pre Compact",
+            "cursor.Stop",
+            "claude.a.b",
+            "session.start ",
+            "turn",
         ] {
             let err = bad.parse::<Event>().unwrap_err();
             assert_eq!(err.name, bad);
             let text = err.to_string();
             assert!(
-                text.starts_with(&format!("unknown event '{bad}'; use one of session.start, turn.start,")),
+                text.starts_with(&format!(
+                    "unknown event '{bad}'; use one of session.start, turn.start,"
+                )),
                 "{text}"
             );
-            assert!(text.contains("commit.after, or an agent's own event as claude.NAME"), "{text}");
+            assert!(
+                text.contains("commit.after, or an agent's own event as claude.NAME"),
+                "{text}"
+            );
         }
     }
 
@@ -463,8 +476,15 @@ mod tests {
         assert_eq!(
             gates,
             [
-                "turn.start", "tool.before", "tool.after", "turn.end", "task.start",
-                "task.complete", "team.idle", "session.stop", "commit.before"
+                "turn.start",
+                "tool.before",
+                "tool.after",
+                "turn.end",
+                "task.start",
+                "task.complete",
+                "team.idle",
+                "session.stop",
+                "commit.before"
             ]
         );
         assert!("claude.PreCompact".parse::<Event>().unwrap().is_gate());
@@ -490,7 +510,10 @@ mod tests {
             assert_eq!(Event::of_kind(kind).phase1_kind(), Some(kind));
         }
         assert_eq!(Event::of_kind(HookKind::File), Event::TurnEnd);
-        let with_kind = Event::ALL.iter().filter(|e| e.phase1_kind().is_some()).count();
+        let with_kind = Event::ALL
+            .iter()
+            .filter(|e| e.phase1_kind().is_some())
+            .count();
         assert_eq!(with_kind, 3);
     }
 

@@ -466,7 +466,8 @@ pub enum ProblemKind {
     },
     /// `action` names an action hookvisor will have but does not have yet.
     #[error(
-        "action '{action}' is not supported yet; only 'command' (this script, 'run' or 'argv')          runs for now"
+        "action '{action}' is not supported yet; only 'command' (this script, 'run' or 'argv') \
+         runs for now"
     )]
     ActionNotSupportedYet {
         /// 1-based line of the field.
@@ -476,7 +477,8 @@ pub enum ProblemKind {
     },
     /// `action` names a model-driven action, which hookvisor does not run (EVENTS.md §1.2).
     #[error(
-        "action '{action}' is unsupported: hookvisor runs no prompt or agent hooks; write the          check as a command"
+        "action '{action}' is unsupported: hookvisor runs no prompt or agent hooks; write the \
+         check as a command"
     )]
     ActionUnsupported {
         /// 1-based line of the field.
@@ -494,7 +496,8 @@ pub enum ProblemKind {
     },
     /// An executable script carries `run` or `argv` (EVENTS.md §5 rule 9): which would run?
     #[error(
-        "an executable script with '{key}': a script runs itself; drop '{key}', or make the          file a non-executable .yml of front matter only"
+        "an executable script with '{key}': a script runs itself; drop '{key}', or make the \
+         file a non-executable .yml of front matter only"
     )]
     ScriptWithCommand {
         /// 1-based line of the field.
@@ -503,16 +506,15 @@ pub enum ProblemKind {
         key: &'static str,
     },
     /// A declarative `.yml` hook has neither `run` nor `argv`.
-    #[error(
-        "a declarative hook needs 'run: \"…\"' (sh -c) or 'argv: [program, …]' (no shell)"
-    )]
+    #[error("a declarative hook needs 'run: \"…\"' (sh -c) or 'argv: [program, …]' (no shell)")]
     NoCommand,
     /// A declarative `.yml` hook has neither `event` nor `type`.
     #[error("missing 'event'; add one such as 'event: turn.end'")]
     MissingEvent,
     /// A declarative `.yml` hook has text after its front matter.
     #[error(
-        "a declarative .yml hook is front matter only; remove this text after the closing          '---', or make the file an executable script"
+        "a declarative .yml hook is front matter only; remove this text after the closing \
+         '---', or make the file an executable script"
     )]
     TextAfterFrontMatter {
         /// 1-based line of the first such text.

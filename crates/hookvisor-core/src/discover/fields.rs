@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use crate::decision::{BlockOn, OnFailure, Phase, UnknownWord};
 use crate::event::{
-    Command, Event, EventSpec, HookAction, PipeOutput, ReasonFrom, ToolMatcher,
+    Command, DEFAULT_EVENT_RETRIES, Event, EventSpec, HookAction, PipeOutput, ReasonFrom,
+    ToolMatcher,
 };
 use crate::frontmatter::{FrontMatter, Note, Other, WORD_FIELDS};
 use crate::hook::{Hook, HookKind, ProblemKind, RunAs};
@@ -62,9 +63,7 @@ fn meaning(key: &str, value: &str) -> Option<String> {
             .ok()
             .map(|k| k.as_str().to_owned()),
         "run_as" => value.parse::<RunAs>().ok().map(|r| r.as_str().to_owned()),
-        "blocking" | "notify_llm" | "await" => {
-            parse_bool(key, value).ok().map(|b| b.to_string())
-        }
+        "blocking" | "notify_llm" | "await" => parse_bool(key, value).ok().map(|b| b.to_string()),
         "retry_delay" => parse_seconds(value).map(|t| t.as_secs().to_string()),
         "timeout" => parse_timeout(value).ok().map(|t| t.as_secs().to_string()),
         "retries" => parse_retries(value).ok().map(|r| r.to_string()),
@@ -136,12 +135,14 @@ pub(super) fn hook_from_fields(
     };
     let typed: Option<HookKind> = field("type")?.map(str::parse).transpose()?;
     let named = match field("event")? {
-        Some(value) => Some(value.parse::<Event>().map_err(|error| {
-            ProblemKind::InvalidEvent {
-                line: line_of("event"),
-                error,
-            }
-        })?),
+        Some(value) => Some(
+            value
+                .parse::<Event>()
+                .map_err(|error| ProblemKind::InvalidEvent {
+                    line: line_of("event"),
+                    error,
+                })?,
+        ),
         None => None,
     };
     let event = match (typed, named) {
@@ -238,15 +239,19 @@ fn event_spec(
         line: line_of(key),
         error,
     };
-    let invalid = |key: &'static str, value: &str, expected: &'static str| {
-        ProblemKind::InvalidValue {
+    let invalid =
+        |key: &'static str, value: &str, expected: &'static str| ProblemKind::InvalidValue {
             line: line_of(key),
             key,
             value: value.to_owned(),
             expected,
-        }
-    };
+        };
     let mut spec = EventSpec::for_kind(kind);
+    // `kind` is a stand-in for events without a phase-1 kind: the defaults follow the event.
+    spec.retries = match event {
+        Event::SessionStart => crate::DEFAULT_RETRIES,
+        _ => DEFAULT_EVENT_RETRIES,
+    };
     spec.block_on = event.default_block_on();
     spec.event = event;
     spec.declared = declarative
@@ -421,7 +426,13 @@ fn parse_on_failure(value: &str, list: Option<&Vec<String>>) -> Result<OnFailure
     let flat_list = value
         .strip_prefix('[')
         .and_then(|v| v.strip_suffix(']'))
-        .map(|inner| inner.split(',').map(str::trim).collect::<Vec<_>>().join(","));
+        .map(|inner| {
+            inner
+                .split(',')
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(",")
+        });
     let words = match (list, flat_list) {
         (Some(items), _) => items.iter().map(|i| i.trim()).collect::<Vec<_>>().join(","),
         (None, Some(joined)) => joined,
@@ -508,6 +519,7 @@ fn parse_timeout(value: &str) -> Result<Duration, ProblemKind> {
 mod tests {
     use super::*;
     use crate::discover::tests::Dir;
+    use crate::event::ToolMatcher;
 
     /// Discovers one hook whose front matter (after `#!/bin/sh`, between `---` lines) is `body`:
     /// the hook, or the reason it is a problem.
@@ -798,5 +810,519 @@ mod tests {
         for bad in ["0", "-1", "m", "1.5", "ten"] {
             assert!(parse_timeout(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Discovers one file: the hook, from whichever list it is in, and whether phase 1 runs
+    /// it; or its problem as `check` prints it, the directory left out.
+    fn load(name: &str, text: &str, mode: u32) -> Result<(Hook, bool), String> {
+        let dir = Dir::new();
+        dir.write(name, text, mode);
+        let d = dir.discover();
+        if let Some(problem) = d.problems.first() {
+            let prefix = format!("{}/", dir.0.path().display());
+            return Err(problem.to_string().replacen(&prefix, "", 1));
+        }
+        match (d.hooks.as_slice(), d.event_hooks.as_slice()) {
+            ([hook], []) => Ok((hook.clone(), true)),
+            ([], [hook]) => Ok((hook.clone(), false)),
+            other => panic!("{text:?}: {other:?}"),
+        }
+    }
+
+    /// A script `h.sh` whose front matter body (from line 3) is `front`.
+    fn script(front: &str) -> Result<(Hook, bool), String> {
+        load(
+            "h.sh",
+            &format!("#!/bin/sh\n---\n{front}\n---\nexit 0\n"),
+            0o755,
+        )
+    }
+
+    /// Every value of the new fields that is refused, with the exact line `check` prints.
+    #[test]
+    fn refused_values_of_the_event_fields_name_their_line() {
+        let table: &[(&str, &str)] = &[
+            (
+                "event: turn_end",
+                "h.sh:3: unknown event 'turn_end'; use one of session.start, turn.start, \
+                 tool.before, tool.after, tool.failed, file.edited, turn.end, task.start, \
+                 task.complete, team.idle, stage.complete, session.stop, session.end, error, \
+                 commit.before, commit.after, or an agent's own event as claude.NAME, \
+                 codex.NAME or gemini.NAME",
+            ),
+            (
+                "name: x\nevent: cursor.Stop",
+                "h.sh:4: unknown event 'cursor.Stop'; use one of session.start,",
+            ),
+            (
+                "event: tool.before\nphase: during",
+                "h.sh:4: invalid phase 'during'; use 'pre' or 'post'",
+            ),
+            (
+                "event: tool.before\nawait: maybe",
+                "h.sh:4: invalid await 'maybe'; use true or false",
+            ),
+            (
+                "event: tool.before\nblock_on: Exit2",
+                "h.sh:4: invalid block_on 'Exit2'; use 'failure', 'exit2' or 'never'",
+            ),
+            (
+                "event: tool.before\non_failure: retry,abort",
+                "h.sh:4: invalid on_failure 'retry,abort'; use 'continue', 'abort', 'retry' \
+                 or [retry, abort]",
+            ),
+            (
+                "event: tool.before\non_failure: [abort, retry]",
+                "h.sh:4: invalid on_failure 'abort,retry'; use 'continue', 'abort', 'retry' \
+                 or [retry, abort]",
+            ),
+            (
+                "event: tool.before\non_failure: stop",
+                "h.sh:4: invalid on_failure 'stop'; use 'continue', 'abort', 'retry' or \
+                 [retry, abort]",
+            ),
+            (
+                "event: tool.before\nretry_delay: soon",
+                "h.sh:4: invalid retry_delay 'soon'; use a whole number of seconds such as \
+                 'retry_delay: 5'",
+            ),
+            (
+                "event: tool.before\nretry_delay: -1",
+                "h.sh:4: invalid retry_delay '-1'; use a whole number of seconds such as \
+                 'retry_delay: 5'",
+            ),
+            (
+                "event: tool.before\npipe_output: yes",
+                "h.sh:4: invalid pipe_output 'yes'; use true, false or failure",
+            ),
+            (
+                "event: tool.before\nreason_from: stdin",
+                "h.sh:4: invalid reason_from 'stdin'; use stdout or stderr",
+            ),
+            (
+                "event: tool.before\naction: webhook",
+                "h.sh:4: action 'webhook' is not supported yet; only 'command' (this script, \
+                 'run' or 'argv') runs for now",
+            ),
+            (
+                "event: tool.before\naction: git-push",
+                "h.sh:4: action 'git-push' is not supported yet;",
+            ),
+            (
+                "event: tool.before\naction: prompt",
+                "h.sh:4: action 'prompt' is unsupported: hookvisor runs no prompt or agent \
+                 hooks; write the check as a command",
+            ),
+            (
+                "event: tool.before\naction: agent",
+                "h.sh:4: action 'agent' is unsupported:",
+            ),
+            (
+                "event: tool.before\naction: email",
+                "h.sh:4: unknown action 'email'; use command, webhook, spawn, git-commit or \
+                 git-push",
+            ),
+            (
+                "event: tool.before\nwhen: ${x} == (1",
+                "h.sh:4: when: expected ')' at column 11",
+            ),
+            (
+                "event: tool.before\nwhen: ${stage} = 'plan'",
+                "h.sh:4: when: expected '==' at column 10",
+            ),
+            (
+                "event: tool.before\nrun: echo hi",
+                "h.sh:4: an executable script with 'run': a script runs itself; drop 'run', \
+                 or make the file a non-executable .yml of front matter only",
+            ),
+            (
+                "event: tool.before\nargv: [echo, hi]",
+                "h.sh:4: an executable script with 'argv':",
+            ),
+            ("event: tool.before\ntool:", "h.sh: 'tool' has no value;"),
+            ("event:", "h.sh: 'event' has no value;"),
+            (
+                "event: [turn.end]",
+                "h.sh: front matter line 3: 'event' is a list",
+            ),
+            (
+                "type: session\nevent: turn.end",
+                "h.sh:4: 'type: session' is the event session.start, but 'event' says \
+                 turn.end; drop 'type' or make them agree",
+            ),
+            (
+                "event: commit.before\ntype: file",
+                "h.sh:3: 'type: file' is the event turn.end, but 'event' says commit.before;",
+            ),
+            (
+                "type: file\nevent: turn.end",
+                "h.sh: a file hook needs a 'pattern'",
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for (front, want) in table {
+            match script(front) {
+                Err(got) if got.starts_with(want) => {}
+                other => wrong.push(format!("{front:?}: got {other:?}, want {want:?}")),
+            }
+        }
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    }
+
+    /// The accepted values of the new fields, and what they set.
+    #[test]
+    fn accepted_values_of_the_event_fields() {
+        let spec = |front: &str| match script(front) {
+            Ok((hook, _)) => hook.spec,
+            Err(e) => panic!("{front:?}: {e}"),
+        };
+        let s = spec("event: tool.before");
+        assert_eq!(
+            (s.phase, s.await_, s.block_on, s.on_failure),
+            (Phase::Pre, true, BlockOn::Exit2, OnFailure::Continue)
+        );
+        assert_eq!((s.retries, s.retry_delay), (3, Duration::from_secs(5)));
+        assert_eq!(
+            (s.pipe_output, s.reason_from),
+            (PipeOutput::Never, ReasonFrom::Stderr)
+        );
+        assert!(s.tool.is_none() && s.when.is_none() && s.declared);
+        assert!(matches!(s.action, HookAction::Command(Command::Script)));
+
+        assert_eq!(spec("event: tool.after\nphase: post").phase, Phase::Post);
+        assert!(!spec("event: tool.after\nawait: false").await_);
+        assert!(spec("event: tool.after\nawait: yes").await_);
+        for (word, want) in [
+            ("failure", BlockOn::Failure),
+            ("exit2", BlockOn::Exit2),
+            ("never", BlockOn::Never),
+        ] {
+            assert_eq!(
+                spec(&format!("event: turn.start\nblock_on: {word}")).block_on,
+                want
+            );
+        }
+        assert_eq!(spec("event: turn.end").block_on, BlockOn::Failure);
+        assert_eq!(spec("event: commit.before").block_on, BlockOn::Failure);
+        for (text, want) in [
+            ("continue", OnFailure::Continue),
+            ("abort", OnFailure::Abort),
+            ("retry", OnFailure::Retry),
+            ("[retry, abort]", OnFailure::RetryThenAbort),
+            ("\n  - retry\n  - abort", OnFailure::RetryThenAbort),
+        ] {
+            let got = spec(&format!("event: error\non_failure: {text}")).on_failure;
+            assert_eq!(got, want, "{text:?}");
+        }
+        // A body only the flat reader reads (`*.go` unquoted) keeps `[retry, abort]`.
+        let flat = spec("event: turn.end\npattern: *.go\non_failure: [retry, abort]");
+        assert_eq!(flat.on_failure, OnFailure::RetryThenAbort);
+        let retried = spec("event: error\non_failure: retry\nretries: 7\nretry_delay: 2m");
+        assert_eq!(
+            (retried.retries, retried.retry_delay),
+            (7, Duration::from_secs(120))
+        );
+        assert_eq!(
+            spec("event: error\nretry_delay: 0").retry_delay,
+            Duration::ZERO
+        );
+        for (text, want) in [
+            ("true", PipeOutput::Always),
+            ("false", PipeOutput::Never),
+            ("failure", PipeOutput::Failure),
+        ] {
+            assert_eq!(
+                spec(&format!("event: error\npipe_output: {text}")).pipe_output,
+                want
+            );
+        }
+        assert_eq!(
+            spec("event: error\nreason_from: stdout").reason_from,
+            ReasonFrom::Stdout
+        );
+        let tool = spec("event: tool.before\ntool: Write|Edit").tool;
+        assert_eq!(
+            tool,
+            Some(ToolMatcher::Names(vec!["Write".into(), "Edit".into()]))
+        );
+        assert_eq!(
+            spec("event: tool.before\ntool: \"*\"").tool,
+            Some(ToolMatcher::All)
+        );
+        assert_eq!(
+            spec("event: tool.before\ntool: mcp__.*").tool,
+            Some(ToolMatcher::Regex("mcp__.*".into()))
+        );
+        let when = spec("event: stage.complete\nwhen: ${stage} == 'plan'").when;
+        assert_eq!(
+            when.map(|w| w.to_string()).as_deref(),
+            Some("${stage} == 'plan'")
+        );
+        assert!(matches!(
+            spec("event: error\naction: command").action,
+            HookAction::Command(Command::Script)
+        ));
+    }
+
+    /// Which hooks the phase-1 runners see: phase-1 files as before, and an `event:` that
+    /// says the same as a `type:`; never a hook that asks for what phase 1 does not do.
+    #[test]
+    fn event_hooks_are_kept_from_the_phase1_runners() {
+        // (front matter, phase 1 runs it, kind, event, timeout)
+        let table: &[(&str, bool, HookKind, &str, u64)] = &[
+            (
+                "type: session",
+                true,
+                HookKind::Session,
+                "session.start",
+                300,
+            ),
+            (
+                "type: file\npattern: '*.go'",
+                true,
+                HookKind::File,
+                "turn.end",
+                900,
+            ),
+            (
+                "type: pre-commit",
+                true,
+                HookKind::PreCommit,
+                "commit.before",
+                300,
+            ),
+            (
+                "event: session.start",
+                true,
+                HookKind::Session,
+                "session.start",
+                300,
+            ),
+            (
+                "event: commit.before\ntype: pre-commit",
+                true,
+                HookKind::PreCommit,
+                "commit.before",
+                300,
+            ),
+            (
+                "event: turn.end\npattern: '*.go'",
+                true,
+                HookKind::File,
+                "turn.end",
+                900,
+            ),
+            // Rule 8: without a pattern, a turn.end hook runs at every turn end.
+            ("event: turn.end", false, HookKind::File, "turn.end", 900),
+            (
+                "type: session\nwhen: ${x} == 1",
+                false,
+                HookKind::Session,
+                "session.start",
+                300,
+            ),
+            (
+                "type: pre-commit\nblock_on: never",
+                false,
+                HookKind::PreCommit,
+                "commit.before",
+                300,
+            ),
+            (
+                "event: tool.before",
+                false,
+                HookKind::Session,
+                "tool.before",
+                60,
+            ),
+            (
+                "event: claude.PreCompact\ntimeout: 5",
+                false,
+                HookKind::Session,
+                "claude.PreCompact",
+                5,
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for &(front, phase1, kind, event, timeout) in table {
+            let got = script(front)
+                .map(|(h, p1)| (p1, h.kind, h.spec.event.to_string(), h.timeout.as_secs()));
+            let want = (phase1, kind, event.to_owned(), timeout);
+            if got.as_ref() != Ok(&want) {
+                wrong.push(format!("{front:?}: got {got:?}, want {want:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+        // A phase-1 file says nothing of the event model: `list` keeps its JSON.
+        assert!(!script("type: session").unwrap().0.spec.declared);
+        assert!(script("event: session.start").unwrap().0.spec.declared);
+        // Phase 1's `blocking` is a session hook's `await`.
+        assert!(!script("type: session").unwrap().0.spec.await_);
+        assert!(
+            script("type: session\nblocking: true")
+                .unwrap()
+                .0
+                .spec
+                .await_
+        );
+    }
+
+    /// Declarative hooks (EVENTS.md §2.1, §5 rule 9): a non-executable `.yml` of front
+    /// matter only, running its `run:` or `argv:`.
+    #[test]
+    fn declarative_yml_hooks() {
+        let (hook, phase1) = load(
+            "Notify.Plan.yml",
+            "---\nevent: stage.complete\nwhen: ${stage} == 'plan'\nrun: echo ${stage} done\n---\n\n",
+            0o644,
+        )
+        .unwrap();
+        assert!(!phase1 && hook.spec.declared);
+        assert_eq!(hook.id, "notify-plan");
+        match &hook.spec.action {
+            HookAction::Command(Command::Run(t)) => {
+                assert_eq!(t.script(), "echo \"$HOOKVISOR_STAGE\" done");
+            }
+            other => panic!("{other:?}"),
+        }
+        let (hook, _) = load(
+            "fmt.yaml",
+            "---\nevent: file.edited\nargv: [prettier, --write, \"${file}\"]\n---\n",
+            0o600,
+        )
+        .unwrap();
+        assert_eq!(hook.id, "fmt");
+        match &hook.spec.action {
+            HookAction::Command(Command::Argv(argv)) => {
+                assert_eq!(argv, &["prettier", "--write", "${file}"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        let (hook, phase1) = load(
+            "commit.yml",
+            "---\nevent: commit.before\nrun: make lint\n---\n",
+            0o644,
+        )
+        .unwrap();
+        assert!(
+            !phase1,
+            "the pre-commit runner runs scripts, not .yml files"
+        );
+        assert_eq!(hook.kind, HookKind::PreCommit);
+
+        let table: &[(&str, &str, u32, &str)] = &[
+            (
+                "a.yml",
+                "---\nevent: turn.end\n---\n",
+                0o644,
+                "a.yml: a declarative hook needs 'run: \"…\"' (sh -c) or 'argv: [program, …]' \
+                 (no shell)",
+            ),
+            (
+                "a.yml",
+                "---\nevent: turn.end\nrun: make\nargv: [make]\n---\n",
+                0o644,
+                "a.yml:4: give 'run' or 'argv', not both",
+            ),
+            (
+                "a.yml",
+                "---\nrun: make\n---\n",
+                0o644,
+                "a.yml: missing 'event'; add one such as 'event: turn.end'",
+            ),
+            (
+                "a.yml",
+                "---\nevent: turn.end\nrun: make\n---\necho extra\n",
+                0o644,
+                "a.yml:5: a declarative .yml hook is front matter only; remove this text after \
+                 the closing '---', or make the file an executable script",
+            ),
+            (
+                "a.yml",
+                "event: turn.end\nrun: make\n",
+                0o644,
+                "a.yml: no front matter;",
+            ),
+            (
+                "a.yml",
+                "---\nevent: turn.end\nargv: make lint\n---\n",
+                0o644,
+                "a.yml:3: argv: give a list of strings, as in 'argv: [prettier, --check, \
+                 \"${file}\"]'",
+            ),
+            (
+                "a.yml",
+                "---\nevent: turn.end\nargv: []\n---\n",
+                0o644,
+                "a.yml:3: argv: the list needs the program first",
+            ),
+            (
+                "a.yml",
+                "---\nevent: turn.end\nargv: [grep, 'x${a}${b-c}']\n---\n",
+                0o644,
+                "a.yml:3: argv: element 1, column 6: '${' starts no template name; write \
+                 ${name} (letters, digits, _ and dots)",
+            ),
+            (
+                "a.yml",
+                "---\nevent: turn.end\naction: spawn\nrun: x\n---\n",
+                0o644,
+                "a.yml:3: action 'spawn' is not supported yet;",
+            ),
+            (
+                "a.yml",
+                "---\nevent: turn.end\nrun: |\n  echo ok\n  cat <<EOF\n  ${file}\n  EOF\n---\n",
+                0o644,
+                "a.yml:3: run: line 3, column 1: ${file} is in a here-document",
+            ),
+            // An executable .yml is a script, as in phase 1: it must not carry `run:`.
+            (
+                "a.yml",
+                "#!/bin/sh\n---\nevent: turn.end\nrun: make\n---\n",
+                0o755,
+                "a.yml:4: an executable script with 'run':",
+            ),
+            // Other non-executable files keep phase 1's problem.
+            (
+                "a.txt",
+                "---\nevent: turn.end\nrun: make\n---\n",
+                0o644,
+                "a.txt: no #! line;",
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for (name, text, mode, want) in table {
+            match load(name, text, *mode) {
+                Err(got) if got.starts_with(want) => {}
+                other => wrong.push(format!("{text:?}: got {other:?}, want {want:?}")),
+            }
+        }
+        assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    }
+
+    /// A declarative `run:` hook's rewritten script runs in a real sh, and a value that looks
+    /// like shell stays text (EVENTS.md §4.1 rule 1).
+    #[test]
+    fn a_declarative_run_script_runs_in_sh_with_values_as_text() {
+        let (hook, _) = load(
+            "say.yml",
+            "---\nevent: turn.end\nrun: printf '%s|' ${file} \"${file}\"\n---\n",
+            0o644,
+        )
+        .unwrap();
+        let HookAction::Command(Command::Run(template)) = &hook.spec.action else {
+            panic!("{:?}", hook.spec.action);
+        };
+        let out = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(template.script())
+            .env("HOOKVISOR_FILE", "$(echo pwned) a;b")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "$(echo pwned) a;b|$(echo pwned) a;b|"
+        );
     }
 }

@@ -127,9 +127,8 @@ fn hook_file(
 
 /// Whether a file name ends in `.yml` or `.yaml`, in any case.
 fn is_yaml(name: &str) -> bool {
-    name.rsplit_once('.').is_some_and(|(_, ext)| {
-        ext.eq_ignore_ascii_case("yml") || ext.eq_ignore_ascii_case("yaml")
-    })
+    name.rsplit_once('.')
+        .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("yml") || ext.eq_ignore_ascii_case("yaml"))
 }
 
 /// A declarative hook (EVENTS.md §2.1): a non-executable `.yml` whose whole content is one

@@ -246,9 +246,7 @@ fn key_lines(body: &[String], first_line: usize) -> BTreeMap<String, usize> {
         if let Some((key, _)) = line.split_once(':') {
             let key = key.trim_end_matches(BLANK);
             if !key.is_empty() && !key.starts_with('#') {
-                lines
-                    .entry(key.to_owned())
-                    .or_insert(first_line + offset);
+                lines.entry(key.to_owned()).or_insert(first_line + offset);
             }
         }
     }
