@@ -4,7 +4,7 @@
 //! The rules, written once here:
 //!
 //! 1. **Names** (§1.1, §5 rule 15). An event is one of the canonical names of §1.1
-//!    ([`Event::ALL`]), or an agent's own event bound raw, `claude.X`, `codex.X` or `gemini.X`
+//!    ([`Event::ALL`](crate::event::Event::ALL)), or an agent's own event bound raw, `claude.X`, `codex.X` or `gemini.X`
 //!    (`claude.PreCompact`), where `X` is letters, digits and `_`. Any other name is an error
 //!    whose text lists the known ones, so a typo is reported with its fix.
 //! 2. **Gates** (§1.1, "block =" column). Gates can be blocked; notices cannot. A raw event is
@@ -13,7 +13,7 @@
 //! 3. **Default `block_on`** (§1.3 †): `failure` on `turn.end` and `commit.before` (phase-1
 //!    linters exit 1), `exit2` elsewhere, so a crashing guard fails open.
 //! 4. **Phase-1 kinds** (§2.1): `type: session` ≡ `session.start`, `type: file` ≡ `turn.end`,
-//!    `type: pre-commit` ≡ `commit.before` ([`Event::of_kind`], [`Event::phase1_kind`]).
+//!    `type: pre-commit` ≡ `commit.before` ([`Event::of_kind`](crate::event::Event::of_kind), [`Event::phase1_kind`](crate::event::Event::phase1_kind)).
 //! 5. **Tool matcher** (§5 rule 6): a `tool` of only `[A-Za-z0-9_|*]` is a `|`-list of exact
 //!    names, `*` meaning all; anything else is a regex over the whole name (compiled by the dispatcher).
 //! 6. **Actions** (§1.2, §5 rule 9): a hook's action is a command: its own script file, an
