@@ -201,6 +201,7 @@ impl fmt::Display for Event {
         match (self, self.index()) {
             (Event::Raw { agent, name }, _) => write!(f, "{}.{name}", agent.as_str()),
             (_, Some(i)) => f.write_str(CANONICAL[i].0),
+            // `index` is `None` only for `Raw`, matched above.
             (_, None) => Ok(()),
         }
     }
@@ -515,6 +516,43 @@ mod tests {
             .filter(|e| e.phase1_kind().is_some())
             .count();
         assert_eq!(with_kind, 3);
+    }
+
+    #[test]
+    fn a_phase1_kind_gets_its_event_and_the_defaults() {
+        let session = EventSpec::for_kind(HookKind::Session);
+        assert_eq!(session.event, Event::SessionStart);
+        assert_eq!(session.block_on, BlockOn::Exit2);
+        assert_eq!(session.retries, crate::DEFAULT_RETRIES);
+        assert!(
+            !session.await_,
+            "phase-1 session hooks do not block by default"
+        );
+        let file = EventSpec::for_kind(HookKind::File);
+        assert_eq!(
+            (file.event, file.block_on, file.retries, file.await_),
+            (Event::TurnEnd, BlockOn::Failure, 3, true)
+        );
+        let commit = EventSpec::for_kind(HookKind::PreCommit);
+        assert_eq!(
+            (
+                commit.event,
+                commit.block_on,
+                commit.phase,
+                commit.on_failure
+            ),
+            (
+                Event::CommitBefore,
+                BlockOn::Failure,
+                Phase::Pre,
+                OnFailure::Continue
+            )
+        );
+        assert!(matches!(
+            commit.action,
+            HookAction::Command(Command::Script)
+        ));
+        assert!(!commit.declared && commit.when.is_none() && commit.tool.is_none());
     }
 
     #[test]

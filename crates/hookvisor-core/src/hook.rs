@@ -580,6 +580,27 @@ mod tests {
     }
 
     #[test]
+    fn a_problem_with_a_line_prints_it_after_the_path() {
+        let problem = |kind| Problem {
+            path: PathBuf::from("/hooks/a.yml"),
+            kind,
+            declared: None,
+        };
+        let with_line = problem(ProblemKind::RunAndArgv { line: 4 });
+        assert_eq!(
+            with_line.to_string(),
+            "/hooks/a.yml:4: give 'run' or 'argv', not both"
+        );
+        let without = problem(ProblemKind::NoCommand);
+        assert!(
+            without
+                .to_string()
+                .starts_with("/hooks/a.yml: a declarative hook needs")
+        );
+        assert_eq!(ProblemKind::MissingType.line(), None);
+    }
+
+    #[test]
     fn a_problem_with_a_name_that_is_not_utf8_serialises_lossily() {
         use std::os::unix::ffi::OsStrExt;
         let problem = Problem {

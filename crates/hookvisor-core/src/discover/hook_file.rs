@@ -8,6 +8,7 @@ use std::path::Path;
 
 use super::fields::{Loaded, hook_from_fields};
 use super::{KNOWN_FIELDS, hook_id};
+use crate::event::Event;
 use crate::frontmatter::{self, FrontMatterError, Note};
 use crate::hook::{Hook, HookKind, Problem, ProblemKind};
 
@@ -155,12 +156,19 @@ fn read_declarative(id: String, path: &Path, text: &str) -> Result<HookFile, Pro
     hook_file(id, path, front, true)
 }
 
-/// The kind of hook a file's head declares: its front matter's `type`, read as pre-commit
-/// always read it (CRs dropped); without readable front matter, `pre-commit` when the file
-/// mentions it, since a commit must hear of a broken pre-commit hook.
+/// The kind of hook a file's head declares: its front matter's `type` (else the phase-1 kind
+/// of its `event`), read as pre-commit always read it (CRs dropped); without readable front
+/// matter, `pre-commit` when the file mentions it, since a commit must hear of a broken
+/// pre-commit hook.
 fn declared_kind(text: &str) -> Option<HookKind> {
     match frontmatter::parse(&text.replace('\r', "")) {
-        Ok(fields) => fields.get("type").and_then(|t| t.trim().parse().ok()),
+        Ok(fields) => fields
+            .get("type")
+            .and_then(|t| t.trim().parse().ok())
+            .or_else(|| {
+                let event = fields.get("event")?.trim().parse::<Event>().ok()?;
+                event.phase1_kind()
+            }),
         Err(_) => text.contains("pre-commit").then_some(HookKind::PreCommit),
     }
 }
@@ -200,6 +208,7 @@ mod tests {
         );
         dir.write("mentions.sh", "#!/bin/sh\n# a pre-commit hook\n", 0o755);
         dir.write("silent.sh", "#!/bin/sh\necho hi\n", 0o755);
+        dir.hook("event.sh", "# event: commit.before\n# when: (");
         dir.hook("dup.sh", "# type: pre-commit");
         dir.hook("DUP.py", "# type: file\n# pattern: x");
         symlink(dir.0.path().join("gone"), dir.0.path().join("broken.sh")).unwrap();
@@ -219,6 +228,7 @@ mod tests {
             ("commit.sh", Some(HookKind::PreCommit), true),
             ("crlf.sh", Some(HookKind::PreCommit), true),
             ("dup.sh", Some(HookKind::PreCommit), true),
+            ("event.sh", Some(HookKind::PreCommit), true),
             ("mentions.sh", Some(HookKind::PreCommit), true),
             ("noexec.sh", Some(HookKind::PreCommit), true),
             ("session.sh", Some(HookKind::Session), false),

@@ -1,6 +1,14 @@
 //! Finding the hooks of a workspace: every top-level, non-hidden file of `.discobot/hooks/` is
 //! either a [`Hook`] or a [`Problem`] that says why it will not run. Nothing is dropped silently.
 //!
+//! A hook is an executable script with front matter, or (EVENTS.md §2.1, §5 rule 9) a
+//! *declarative* hook: a non-executable `.yml`/`.yaml` file that is one `---` front matter block
+//! and nothing else, running its `run:` (`sh -c`) or `argv:` (no shell). An executable script
+//! that carries `run:` or `argv:` is a problem, since either could be what runs. Hooks the
+//! phase-1 runners can run as asked go to [`Discovery::hooks`], the others to
+//! [`Discovery::event_hooks`] (the rule is in [`Hook`]'s documentation). A problem whose line is
+//! known prints as `file:line: reason`.
+//!
 //! This file walks the directory and judges the hooks together (ids, duplicates, warnings);
 //! `hook_file` reads one file and its front matter, and `fields` turns the front matter's
 //! fields into a hook.
