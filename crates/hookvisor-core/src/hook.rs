@@ -511,6 +511,18 @@ pub enum ProblemKind {
     /// A declarative `.yml` hook has neither `event` nor `type`.
     #[error("missing 'event'; add one such as 'event: turn.end'")]
     MissingEvent,
+    /// `run_as: root` on an event hook of another event than `session.start`: only the init
+    /// runs hooks as root, before the agent starts (README, Security).
+    #[error(
+        "run_as: root is for session hooks, which the init runs before the agent; a {event} \
+         hook runs as the user: drop 'run_as'"
+    )]
+    RootOutsideSession {
+        /// 1-based line of `run_as`.
+        line: usize,
+        /// The hook's event.
+        event: String,
+    },
     /// A declarative `.yml` hook has text after its front matter.
     #[error(
         "a declarative .yml hook is front matter only; remove this text after the closing \
@@ -539,6 +551,7 @@ impl ProblemKind {
             | ProblemKind::ActionUnsupported { line, .. }
             | ProblemKind::UnknownAction { line, .. }
             | ProblemKind::ScriptWithCommand { line, .. }
+            | ProblemKind::RootOutsideSession { line, .. }
             | ProblemKind::TextAfterFrontMatter { line } => Some(*line),
             _ => None,
         }

@@ -184,6 +184,13 @@ pub(super) fn hook_from_fields(
         && spec.event.phase1_kind().is_some()
         && (spec.event != Event::TurnEnd || pattern.is_some())
         && !EVENT_FIELDS.iter().any(|key| fields.contains_key(*key));
+    // Phase-1 hooks keep their rules; a new event hook gets root only where the init runs it.
+    if !phase1 && run_as == RunAs::Root && spec.event != Event::SessionStart {
+        return Err(ProblemKind::RootOutsideSession {
+            line: line_of("run_as"),
+            event: spec.event.to_string(),
+        });
+    }
     let hook = Hook {
         name: text("name").map_or_else(|| id.clone(), str::to_owned),
         id,
@@ -958,6 +965,11 @@ mod tests {
                 "type: file\nevent: turn.end",
                 "h.sh: a file hook needs a 'pattern'",
             ),
+            (
+                "event: tool.before\nrun_as: root",
+                "h.sh:4: run_as: root is for session hooks, which the init runs before the \
+                 agent; a tool.before hook runs as the user: drop 'run_as'",
+            ),
         ];
         let mut wrong = Vec::new();
         for (front, want) in table {
@@ -1153,6 +1165,9 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+        // Root stays where phase 1 had it, and where the init will run event hooks.
+        assert!(script("type: file\npattern: x\nrun_as: root").is_ok());
+        assert!(script("event: session.start\nwhen: ${x} == 1\nrun_as: root").is_ok());
         // A phase-1 file says nothing of the event model: `list` keeps its JSON.
         assert!(!script("type: session").unwrap().0.spec.declared);
         assert!(script("event: session.start").unwrap().0.spec.declared);
@@ -1298,6 +1313,24 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    }
+
+    /// A script and a declarative hook of the same id are duplicates: neither runs.
+    #[test]
+    fn a_script_and_a_yml_of_one_id_are_duplicates() {
+        let dir = Dir::new();
+        dir.hook("lint.sh", "# type: file\n# pattern: x");
+        dir.write("lint.yml", "---\nevent: turn.end\nrun: make\n---\n", 0o644);
+        let d = dir.discover();
+        assert!(d.hooks.is_empty() && d.event_hooks.is_empty(), "{d:?}");
+        let reasons: Vec<String> = d.problems.iter().map(|p| p.kind.to_string()).collect();
+        assert_eq!(
+            reasons,
+            [
+                "hook id 'lint' is also the id of lint.yml; rename one of the files",
+                "hook id 'lint' is also the id of lint.sh; rename one of the files",
+            ]
+        );
     }
 
     /// A declarative `run:` hook's rewritten script runs in a real sh, and a value that looks
