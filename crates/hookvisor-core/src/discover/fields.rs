@@ -82,7 +82,7 @@ pub(super) struct Loaded {
 
 /// The fields of the event model (EVENTS.md §1.3, §1.2) that the phase-1 runners do not honour:
 /// a hook that sets one is an event hook only.
-pub(super) const EVENT_FIELDS: [&str; 12] = [
+const EVENT_FIELDS: [&str; 12] = [
     "tool",
     "when",
     "phase",
@@ -97,6 +97,51 @@ pub(super) const EVENT_FIELDS: [&str; 12] = [
     "argv",
 ];
 
+/// The front matter being turned into a hook, with the lookups every field needs.
+#[derive(Clone, Copy)]
+struct Front<'a>(&'a FrontMatter);
+
+impl<'a> Front<'a> {
+    /// The 1-based line of `key`; a key in a flow mapping has no line of its own, so the
+    /// block's first field line stands in.
+    fn line(self, key: &str) -> usize {
+        let lines = &self.0.lines;
+        lines
+            .get(key)
+            .copied()
+            .unwrap_or_else(|| lines.values().copied().min().unwrap_or(1))
+    }
+
+    /// Whether `key` is given at all.
+    fn has(self, key: &str) -> bool {
+        self.0.fields.contains_key(key)
+    }
+
+    /// A field taken as written; given without a value, a problem.
+    fn field(self, key: &str) -> Result<Option<&'a str>, ProblemKind> {
+        match self.0.fields.get(key).map(String::as_str) {
+            Some("") => Err(ProblemKind::NoValue {
+                key: key.to_owned(),
+            }),
+            other => Ok(other),
+        }
+    }
+
+    /// The items of `key` when YAML read it as a list.
+    fn list(self, key: &str) -> Option<&'a Vec<String>> {
+        self.0.lists.get(key)
+    }
+
+    /// A free-text field, trimmed; empty means absent.
+    fn text(self, key: &str) -> Option<&'a str> {
+        self.0
+            .fields
+            .get(key)
+            .map(|v| v.trim_matches([' ', '\t', '\n']))
+            .filter(|v| !v.is_empty())
+    }
+}
+
 /// Turns front matter into a hook, applying the defaults of DESIGN.md and EVENTS.md §1.3.
 ///
 /// `name` and `description` are free text: trimmed, and empty means absent. Every other field
@@ -110,36 +155,14 @@ pub(super) fn hook_from_fields(
     front: &FrontMatter,
     declarative: bool,
 ) -> Result<Loaded, ProblemKind> {
-    let fields = &front.fields;
-    // A key in a flow mapping has no line of its own; the block's first line stands in.
-    let line_of = |key: &str| {
-        front
-            .lines
-            .get(key)
-            .copied()
-            .unwrap_or_else(|| front.lines.values().copied().min().unwrap_or(1))
-    };
-    let text = |key: &str| {
-        fields
-            .get(key)
-            .map(|v| v.trim_matches([' ', '\t', '\n']))
-            .filter(|v| !v.is_empty())
-    };
-    let field = |key: &str| -> Result<Option<&str>, ProblemKind> {
-        match fields.get(key).map(String::as_str) {
-            Some("") => Err(ProblemKind::NoValue {
-                key: key.to_owned(),
-            }),
-            other => Ok(other),
-        }
-    };
-    let typed: Option<HookKind> = field("type")?.map(str::parse).transpose()?;
-    let named = match field("event")? {
+    let front = Front(front);
+    let typed: Option<HookKind> = front.field("type")?.map(str::parse).transpose()?;
+    let named = match front.field("event")? {
         Some(value) => Some(
             value
                 .parse::<Event>()
                 .map_err(|error| ProblemKind::InvalidEvent {
-                    line: line_of("event"),
+                    line: front.line("event"),
                     error,
                 })?,
         ),
@@ -148,7 +171,7 @@ pub(super) fn hook_from_fields(
     let event = match (typed, named) {
         (Some(kind), Some(event)) if Event::of_kind(kind) != event => {
             return Err(ProblemKind::TypeEventDisagree {
-                line: line_of("event"),
+                line: front.line("event"),
                 kind,
                 event: event.to_string(),
             });
@@ -159,23 +182,24 @@ pub(super) fn hook_from_fields(
         (None, None) => return Err(ProblemKind::MissingType),
     };
     let kind = event.phase1_kind().unwrap_or(HookKind::Session);
-    let run_as = match field("run_as")? {
+    let run_as = match front.field("run_as")? {
         Some(value) => value.parse::<RunAs>()?,
         None => RunAs::User,
     };
-    let pattern = match field("pattern")? {
+    let pattern = match front.field("pattern")? {
         Some(source) => Some(Pattern::new(source)?),
         // `type: file` keeps its rule; rule 8's `event: turn.end` may go without.
         None if typed == Some(HookKind::File) => return Err(ProblemKind::MissingPattern),
         None => None,
     };
-    let timeout = match field("timeout")? {
+    let timeout = match front.field("timeout")? {
         Some(value) => parse_timeout(value)?,
         None if event.phase1_kind().is_some() => kind.default_timeout(),
         None => DEFAULT_COMMAND_TIMEOUT,
     };
-    let retries = field("retries")?.map(parse_retries).transpose()?;
-    let blocking = field("blocking")?
+    let retries = front.field("retries")?.map(parse_retries).transpose()?;
+    let blocking = front
+        .field("blocking")?
         .map(|v| parse_bool("blocking", v))
         .transpose()?
         .unwrap_or(false);
@@ -183,24 +207,25 @@ pub(super) fn hook_from_fields(
     let phase1 = !declarative
         && spec.event.phase1_kind().is_some()
         && (spec.event != Event::TurnEnd || pattern.is_some())
-        && !EVENT_FIELDS.iter().any(|key| fields.contains_key(*key));
+        && !EVENT_FIELDS.iter().any(|key| front.has(key));
     // Phase-1 hooks keep their rules; a new event hook gets root only where the init runs it.
     if !phase1 && run_as == RunAs::Root && spec.event != Event::SessionStart {
         return Err(ProblemKind::RootOutsideSession {
-            line: line_of("run_as"),
+            line: front.line("run_as"),
             event: spec.event.to_string(),
         });
     }
     let hook = Hook {
-        name: text("name").map_or_else(|| id.clone(), str::to_owned),
+        name: front.text("name").map_or_else(|| id.clone(), str::to_owned),
         id,
         kind,
         path: path.to_owned(),
-        description: text("description").map(str::to_owned),
+        description: front.text("description").map(str::to_owned),
         run_as,
         blocking,
         pattern,
-        notify_llm: field("notify_llm")?
+        notify_llm: front
+            .field("notify_llm")?
             .map(|v| parse_bool("notify_llm", v))
             .transpose()?
             .unwrap_or(true),
@@ -223,32 +248,16 @@ fn event_spec(
     kind: HookKind,
     blocking: bool,
     retries: Option<u32>,
-    front: &FrontMatter,
+    front: Front<'_>,
     declarative: bool,
 ) -> Result<EventSpec, ProblemKind> {
-    let fields = &front.fields;
-    let line_of = |key: &str| {
-        front
-            .lines
-            .get(key)
-            .copied()
-            .unwrap_or_else(|| front.lines.values().copied().min().unwrap_or(1))
-    };
-    let field = |key: &str| -> Result<Option<&str>, ProblemKind> {
-        match fields.get(key).map(String::as_str) {
-            Some("") => Err(ProblemKind::NoValue {
-                key: key.to_owned(),
-            }),
-            other => Ok(other),
-        }
-    };
     let word = |key: &'static str, error: UnknownWord| ProblemKind::InvalidWord {
-        line: line_of(key),
+        line: front.line(key),
         error,
     };
     let invalid =
         |key: &'static str, value: &str, expected: &'static str| ProblemKind::InvalidValue {
-            line: line_of(key),
+            line: front.line(key),
             key,
             value: value.to_owned(),
             expected,
@@ -261,41 +270,40 @@ fn event_spec(
     };
     spec.block_on = event.default_block_on();
     spec.event = event;
-    spec.declared = declarative
-        || fields.contains_key("event")
-        || EVENT_FIELDS.iter().any(|key| fields.contains_key(*key));
+    spec.declared =
+        declarative || front.has("event") || EVENT_FIELDS.iter().any(|key| front.has(key));
     // §1.3: `await` is phase 1's `blocking` for session hooks, true for the others.
-    spec.await_ = match field("await")? {
+    spec.await_ = match front.field("await")? {
         Some(value) => {
             parse_bool("await", value).map_err(|_| invalid("await", value, "true or false"))?
         }
         None if spec.event == Event::SessionStart => blocking,
         None => true,
     };
-    if let Some(value) = field("tool")? {
+    if let Some(value) = front.field("tool")? {
         spec.tool = Some(ToolMatcher::parse(value));
     }
-    if let Some(value) = field("when")? {
+    if let Some(value) = front.field("when")? {
         let condition = Condition::parse(value).map_err(|error| ProblemKind::InvalidWhen {
-            line: line_of("when"),
+            line: front.line("when"),
             error,
         })?;
         spec.when = Some(condition);
     }
-    if let Some(value) = field("phase")? {
+    if let Some(value) = front.field("phase")? {
         spec.phase = value.parse::<Phase>().map_err(|e| word("phase", e))?;
     }
-    if let Some(value) = field("block_on")? {
+    if let Some(value) = front.field("block_on")? {
         spec.block_on = value.parse::<BlockOn>().map_err(|e| word("block_on", e))?;
     }
-    if let Some(value) = field("on_failure")? {
-        spec.on_failure = parse_on_failure(value, front.lists.get("on_failure"))
-            .map_err(|e| word("on_failure", e))?;
+    if let Some(value) = front.field("on_failure")? {
+        spec.on_failure =
+            parse_on_failure(value, front.list("on_failure")).map_err(|e| word("on_failure", e))?;
     }
     if let Some(retries) = retries {
         spec.retries = retries;
     }
-    if let Some(value) = field("retry_delay")? {
+    if let Some(value) = front.field("retry_delay")? {
         spec.retry_delay = parse_seconds(value).ok_or_else(|| {
             invalid(
                 "retry_delay",
@@ -304,7 +312,7 @@ fn event_spec(
             )
         })?;
     }
-    if let Some(value) = field("pipe_output")? {
+    if let Some(value) = front.field("pipe_output")? {
         spec.pipe_output = match value {
             "true" => PipeOutput::Always,
             "false" => PipeOutput::Never,
@@ -312,15 +320,15 @@ fn event_spec(
             other => return Err(invalid("pipe_output", other, "true, false or failure")),
         };
     }
-    if let Some(value) = field("reason_from")? {
+    if let Some(value) = front.field("reason_from")? {
         spec.reason_from = match value {
             "stdout" => ReasonFrom::Stdout,
             "stderr" => ReasonFrom::Stderr,
             other => return Err(invalid("reason_from", other, "stdout or stderr")),
         };
     }
-    if let Some(value) = field("action")? {
-        let line = line_of("action");
+    if let Some(value) = front.field("action")? {
+        let line = front.line("action");
         match value {
             "command" => {}
             "webhook" | "spawn" | "git-commit" | "git-push" => {
@@ -349,21 +357,19 @@ fn event_spec(
 
 /// What a command hook runs: its script, or for a declarative hook its `run` or `argv`
 /// (EVENTS.md §1.2, §5 rule 9).
-fn command(front: &FrontMatter, declarative: bool) -> Result<Command, ProblemKind> {
-    let line_of = |key: &str| front.lines.get(key).copied().unwrap_or(1);
-    let given = |key: &str| front.fields.contains_key(key);
+fn command(front: Front<'_>, declarative: bool) -> Result<Command, ProblemKind> {
     if !declarative {
-        return match ["run", "argv"].into_iter().find(|key| given(key)) {
+        return match ["run", "argv"].into_iter().find(|key| front.has(key)) {
             Some(key) => Err(ProblemKind::ScriptWithCommand {
-                line: line_of(key),
+                line: front.line(key),
                 key,
             }),
             None => Ok(Command::Script),
         };
     }
-    match (front.fields.get("run"), given("argv")) {
+    match (front.field("run")?, front.has("argv")) {
         (Some(_), true) => Err(ProblemKind::RunAndArgv {
-            line: line_of("run").max(line_of("argv")),
+            line: front.line("run").max(front.line("argv")),
         }),
         (Some(run), false) => {
             if run.trim_matches([' ', '\t', '\n']).is_empty() {
@@ -372,11 +378,11 @@ fn command(front: &FrontMatter, declarative: bool) -> Result<Command, ProblemKin
             ShellTemplate::parse(run)
                 .map(Command::Run)
                 .map_err(|error| ProblemKind::InvalidRun {
-                    line: line_of("run"),
+                    line: front.line("run"),
                     error,
                 })
         }
-        (None, true) => argv(front.lists.get("argv"), line_of("argv")).map(Command::Argv),
+        (None, true) => argv(front.list("argv"), front.line("argv")).map(Command::Argv),
         (None, false) => Err(ProblemKind::NoCommand),
     }
 }
