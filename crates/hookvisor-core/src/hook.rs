@@ -8,8 +8,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::decision::UnknownWord;
+use crate::event::{EventSpec, UnknownEvent};
 use crate::frontmatter::FrontMatterError;
 use crate::pattern::{Pattern, PatternError};
+use crate::template::TemplateError;
+use crate::when::WhenError;
 
 /// The moment of the agent's life a hook belongs to.
 ///
@@ -109,6 +113,22 @@ impl FromStr for RunAs {
 }
 
 /// A hook that passed every check of discovery and can be run.
+///
+/// # Phase-1 kinds and events
+///
+/// [`Hook::spec`]`.event` is authoritative for when a hook runs (EVENTS.md §2.1); `kind` is its
+/// phase-1 kind, kept so that the phase-1 runners (evaluation, session, pre-commit, `eval
+/// HOOK`) go on selecting hooks exactly as before. Discovery puts a hook in
+/// [`Discovery::hooks`](crate::Discovery::hooks), where those runners look, only when phase 1
+/// runs it exactly as it asks: an executable script whose event has a phase-1 kind (for
+/// `turn.end`, with a `pattern`: rule 8's pattern-less `turn.end` hook runs at every turn end,
+/// which the evaluator does not do) and whose front matter sets none of the §1.3 fields the
+/// phase-1 runners would ignore (`tool`, `when`, `phase`, `await`, `block_on`, `on_failure`,
+/// `retry_delay`, `pipe_output`, `reason_from`, `run`, `argv`, `action`). Every other hook goes to
+/// [`Discovery::event_hooks`](crate::Discovery::event_hooks), which only the event dispatcher
+/// will read, so a new event hook never runs in a phase-1 runner by accident. There `kind` has
+/// no meaning of its own: it is the event's phase-1 kind when it has one, else
+/// [`HookKind::Session`] as a stand-in, and `timeout` defaults to 60 seconds (§1.3 `command`).
 #[derive(Debug, Clone)]
 pub struct Hook {
     /// Stable identifier derived from the file name (see [`crate::hook_id`]).
@@ -131,6 +151,8 @@ pub struct Hook {
     pub notify_llm: bool,
     /// How long a run may take before its process group is killed.
     pub timeout: Duration,
+    /// The event it binds to and the §1.3 fields of its front matter, defaults applied.
+    pub spec: EventSpec,
 }
 
 impl Hook {
@@ -179,7 +201,10 @@ impl Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.kind)
+        match self.kind.line() {
+            Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.kind),
+            None => write!(f, "{}: {}", self.path.display(), self.kind),
+        }
     }
 }
 
@@ -367,9 +392,171 @@ pub enum ProblemKind {
     /// A problem as another process reported it (`hookvisor serve` to an adapter): its text.
     #[error("{0}")]
     Reported(String),
+    /// `event` names no event.
+    #[error("{error}")]
+    InvalidEvent {
+        /// 1-based line of the field.
+        line: usize,
+        /// The name and the known ones.
+        error: UnknownEvent,
+    },
+    /// `type` and `event` are both given and name different events.
+    #[error(
+        "'type: {kind}' is the event {}, but 'event' says {event}; drop 'type' or make them agree",
+        crate::event::Event::of_kind(*.kind)
+    )]
+    TypeEventDisagree {
+        /// 1-based line of `event`.
+        line: usize,
+        /// The kind `type` gives.
+        kind: HookKind,
+        /// The event `event` gives, as written.
+        event: String,
+    },
+    /// `phase`, `block_on` or `on_failure` is none of its words.
+    #[error("{error}")]
+    InvalidWord {
+        /// 1-based line of the field.
+        line: usize,
+        /// The field, the value and the words.
+        error: UnknownWord,
+    },
+    /// `await`, `pipe_output`, `reason_from` or `retry_delay` has a value it does not take.
+    #[error("invalid {key} '{value}'; use {expected}")]
+    InvalidValue {
+        /// 1-based line of the field.
+        line: usize,
+        /// The field.
+        key: &'static str,
+        /// The value as written.
+        value: String,
+        /// What it takes.
+        expected: &'static str,
+    },
+    /// `when` does not parse (EVENTS.md §4.2); the error says where in the condition.
+    #[error("{error}")]
+    InvalidWhen {
+        /// 1-based line of the field.
+        line: usize,
+        /// The parser's error, which starts with `when:`.
+        error: WhenError,
+    },
+    /// `run` cannot be made injection-safe (EVENTS.md §4.1 rule 1); lines and columns are
+    /// within the `run` text.
+    #[error("run: {error}")]
+    InvalidRun {
+        /// 1-based line of the field.
+        line: usize,
+        /// The lexer's error, with its line and column in the text.
+        error: TemplateError,
+    },
+    /// `argv` is not a non-empty list of strings, or an element has a `${` that is no name.
+    #[error("argv: {message}")]
+    InvalidArgv {
+        /// 1-based line of the field.
+        line: usize,
+        /// What is wrong and the fix.
+        message: String,
+    },
+    /// `run` and `argv` are both given.
+    #[error("give 'run' or 'argv', not both")]
+    RunAndArgv {
+        /// 1-based line of the second of them.
+        line: usize,
+    },
+    /// `action` names an action hookvisor will have but does not have yet.
+    #[error(
+        "action '{action}' is not supported yet; only 'command' (this script, 'run' or 'argv') \
+         runs for now"
+    )]
+    ActionNotSupportedYet {
+        /// 1-based line of the field.
+        line: usize,
+        /// The action.
+        action: String,
+    },
+    /// `action` names a model-driven action, which hookvisor does not run (EVENTS.md §1.2).
+    #[error(
+        "action '{action}' is unsupported: hookvisor runs no prompt or agent hooks; write the \
+         check as a command"
+    )]
+    ActionUnsupported {
+        /// 1-based line of the field.
+        line: usize,
+        /// The action.
+        action: String,
+    },
+    /// `action` names no action.
+    #[error("unknown action '{value}'; use command, webhook, spawn, git-commit or git-push")]
+    UnknownAction {
+        /// 1-based line of the field.
+        line: usize,
+        /// The value as written.
+        value: String,
+    },
+    /// An executable script carries `run` or `argv` (EVENTS.md §5 rule 9): which would run?
+    #[error(
+        "an executable script with '{key}': a script runs itself; drop '{key}', or make the \
+         file a non-executable .yml of front matter only"
+    )]
+    ScriptWithCommand {
+        /// 1-based line of the field.
+        line: usize,
+        /// `run` or `argv`.
+        key: &'static str,
+    },
+    /// A declarative `.yml` hook has neither `run` nor `argv`.
+    #[error("a declarative hook needs 'run: \"…\"' (sh -c) or 'argv: [program, …]' (no shell)")]
+    NoCommand,
+    /// A declarative `.yml` hook has neither `event` nor `type`.
+    #[error("missing 'event'; add one such as 'event: turn.end'")]
+    MissingEvent,
+    /// `run_as: root` on an event hook of another event than `session.start`: only the init
+    /// runs hooks as root, before the agent starts (README, Security).
+    #[error(
+        "run_as: root is for session hooks, which the init runs before the agent; a {event} \
+         hook runs as the user: drop 'run_as'"
+    )]
+    RootOutsideSession {
+        /// 1-based line of `run_as`.
+        line: usize,
+        /// The hook's event.
+        event: String,
+    },
+    /// A declarative `.yml` hook has text after its front matter.
+    #[error(
+        "a declarative .yml hook is front matter only; remove this text after the closing \
+         '---', or make the file an executable script"
+    )]
+    TextAfterFrontMatter {
+        /// 1-based line of the first such text.
+        line: usize,
+    },
 }
 
 impl ProblemKind {
+    /// The 1-based line of the hook file the problem is on, where one is known, for
+    /// `file:line: reason`.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            ProblemKind::InvalidEvent { line, .. }
+            | ProblemKind::TypeEventDisagree { line, .. }
+            | ProblemKind::InvalidWord { line, .. }
+            | ProblemKind::InvalidValue { line, .. }
+            | ProblemKind::InvalidWhen { line, .. }
+            | ProblemKind::InvalidRun { line, .. }
+            | ProblemKind::InvalidArgv { line, .. }
+            | ProblemKind::RunAndArgv { line }
+            | ProblemKind::ActionNotSupportedYet { line, .. }
+            | ProblemKind::ActionUnsupported { line, .. }
+            | ProblemKind::UnknownAction { line, .. }
+            | ProblemKind::ScriptWithCommand { line, .. }
+            | ProblemKind::RootOutsideSession { line, .. }
+            | ProblemKind::TextAfterFrontMatter { line } => Some(*line),
+            _ => None,
+        }
+    }
+
     /// Whether the problem kept the file from being read, so that nothing is known of what it
     /// declares.
     pub fn hides_the_file(&self) -> bool {
@@ -403,6 +590,27 @@ mod tests {
         for bad in ["Root", "ROOT", "admin", "", "root "] {
             assert!(bad.parse::<RunAs>().is_err(), "{bad:?} must be rejected");
         }
+    }
+
+    #[test]
+    fn a_problem_with_a_line_prints_it_after_the_path() {
+        let problem = |kind| Problem {
+            path: PathBuf::from("/hooks/a.yml"),
+            kind,
+            declared: None,
+        };
+        let with_line = problem(ProblemKind::RunAndArgv { line: 4 });
+        assert_eq!(
+            with_line.to_string(),
+            "/hooks/a.yml:4: give 'run' or 'argv', not both"
+        );
+        let without = problem(ProblemKind::NoCommand);
+        assert!(
+            without
+                .to_string()
+                .starts_with("/hooks/a.yml: a declarative hook needs")
+        );
+        assert_eq!(ProblemKind::MissingType.line(), None);
     }
 
     #[test]

@@ -87,6 +87,8 @@ mod context;
 pub mod decision;
 mod discover;
 mod evaluate;
+/// The events hooks bind to and what a hook declares about its run (EVENTS.md §1.1–§1.3).
+pub mod event;
 mod exec;
 mod frontmatter;
 mod git;

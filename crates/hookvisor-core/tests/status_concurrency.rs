@@ -41,6 +41,7 @@ fn hook(id: &str) -> Hook {
         pattern: None,
         notify_llm: true,
         timeout: Duration::from_secs(1),
+        spec: hookvisor_core::event::EventSpec::for_kind(HookKind::File),
     }
 }
 

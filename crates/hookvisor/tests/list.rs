@@ -429,3 +429,67 @@ fn a_workspace_path_that_is_not_utf8_lists_its_hooks() {
         "{listed}"
     );
 }
+
+/// EVENTS.md §5 rule 10: hooks of the event model carry `event`, `phase`, `action`, `source`,
+/// `tool`, `when`, `await`, `blockOn` and `onFailure` beside the phase-1 fields; a declarative
+/// `.yml` hook is listed; a phase-1 hook beside them keeps its JSON; a problem with a known
+/// line prints as `file:line: reason`.
+#[test]
+fn event_hooks_list_their_event_fields_and_problems_their_line() {
+    let ws = Workspace::new();
+    let guard = raw_hook(
+        &ws,
+        "guard.sh",
+        "#!/bin/sh\n---\nevent: tool.before\ntool: Bash\nwhen: ${iteration} > 1\n\
+         on_failure: [retry, abort]\n---\nexit 0\n",
+        0o755,
+    );
+    let plan = raw_hook(
+        &ws,
+        "plan.yml",
+        "---\nevent: stage.complete\nphase: post\nawait: false\nrun: echo ${stage}\n---\n",
+        0o644,
+    );
+    let lint = ws.hook("lint.sh", "file", "pattern: '*.go'", "exit 0");
+    let list: Value = serde_json::from_slice(&ws.hookvisor(&["list", "--json"]).stdout).unwrap();
+    assert_eq!(
+        list["hooks"],
+        json!([
+            {"id": "guard", "name": "guard", "type": "tool.before", "path": s(&guard),
+             "runAs": "user", "pattern": null, "notifyLlm": true, "blocking": false,
+             "timeout": 60, "description": null,
+             "event": "tool.before", "phase": "pre", "action": "command",
+             "source": ".discobot/hooks/guard.sh:1", "tool": "Bash",
+             "when": "${iteration} > 1", "await": true, "blockOn": "exit2",
+             "onFailure": ["retry", "abort"]},
+            {"id": "lint", "name": "lint", "type": "file", "path": s(&lint),
+             "runAs": "user", "pattern": "*.go", "notifyLlm": true, "blocking": false,
+             "timeout": 900, "description": null},
+            {"id": "plan", "name": "plan", "type": "stage.complete", "path": s(&plan),
+             "runAs": "user", "pattern": null, "notifyLlm": true, "blocking": false,
+             "timeout": 60, "description": null,
+             "event": "stage.complete", "phase": "post", "action": "command",
+             "source": ".discobot/hooks/plan.yml:1", "tool": null, "when": null,
+             "await": false, "blockOn": "exit2", "onFailure": "continue"},
+        ])
+    );
+    assert_eq!(list["problems"], json!([]));
+
+    let bad = raw_hook(
+        &ws,
+        "bad.yml",
+        "---\nevent: turn.end\nwhen: ${x} == (1\nrun: make\n---\n",
+        0o644,
+    );
+    let output = ws.hookvisor(&["check"]);
+    assert_eq!(code(&output), 1);
+    assert_eq!(
+        stdout(&output),
+        format!("{}:3: when: expected ')' at column 11\n", bad.display())
+    );
+    let list: Value = serde_json::from_slice(&ws.hookvisor(&["list", "--json"]).stdout).unwrap();
+    assert_eq!(
+        list["problems"],
+        json!([{"path": s(&bad), "reason": "when: expected ')' at column 11", "line": 3}])
+    );
+}

@@ -6,8 +6,9 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use super::fields::hook_from_fields;
+use super::fields::{Loaded, hook_from_fields};
 use super::{KNOWN_FIELDS, hook_id};
+use crate::event::Event;
 use crate::frontmatter::{self, FrontMatterError, Note};
 use crate::hook::{Hook, HookKind, Problem, ProblemKind};
 
@@ -23,6 +24,8 @@ pub(super) struct HookFile {
     pub(super) notes: Vec<Note>,
     /// Front matter `retries`, when given.
     pub(super) retries: Option<u32>,
+    /// Whether the phase-1 runners may run it (see [`Hook`]).
+    pub(super) phase1: bool,
 }
 
 /// Reads one entry: `Ok(None)` for a directory, `Err` for a file that will not run.
@@ -70,6 +73,10 @@ pub(super) fn read_hook(path: &Path) -> Result<Option<HookFile>, Problem> {
     })?;
     let text = String::from_utf8_lossy(&head);
     let refuse = |kind: ProblemKind| refuse(kind, declared_kind(&text));
+    let executable = meta.permissions().mode() & 0o111 != 0;
+    if !executable && is_yaml(name) {
+        return read_declarative(id, path, &text).map_err(refuse).map(Some);
+    }
     if !text.starts_with("#!") {
         if text.starts_with("\u{7f}ELF") {
             return Err(refuse(ProblemKind::Binary));
@@ -89,27 +96,79 @@ pub(super) fn read_hook(path: &Path) -> Result<Option<HookFile>, Problem> {
             path: path.to_owned(),
         }));
     }
-    let fields = &front.fields;
-    let (hook, retries) = hook_from_fields(id, path, fields).map_err(refuse)?;
-    let unknown = fields
+    hook_file(id, path, front, false).map_err(refuse).map(Some)
+}
+
+/// A hook from its read front matter, with what discovery reports besides.
+fn hook_file(
+    id: String,
+    path: &Path,
+    front: frontmatter::FrontMatter,
+    declarative: bool,
+) -> Result<HookFile, ProblemKind> {
+    let Loaded {
+        hook,
+        retries,
+        phase1,
+    } = hook_from_fields(id, path, &front, declarative)?;
+    let unknown = front
+        .fields
         .keys()
         .filter(|k| !KNOWN_FIELDS.contains(&k.as_str()))
         .cloned()
         .collect();
-    Ok(Some(HookFile {
+    Ok(HookFile {
         hook,
         unknown,
         notes: front.notes,
         retries,
-    }))
+        phase1,
+    })
 }
 
-/// The kind of hook a file's head declares: its front matter's `type`, read as pre-commit
-/// always read it (CRs dropped); without readable front matter, `pre-commit` when the file
-/// mentions it, since a commit must hear of a broken pre-commit hook.
+/// Whether a file name ends in `.yml` or `.yaml`, in any case.
+fn is_yaml(name: &str) -> bool {
+    name.rsplit_once('.')
+        .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("yml") || ext.eq_ignore_ascii_case("yaml"))
+}
+
+/// A declarative hook (EVENTS.md §2.1): a non-executable `.yml` whose whole content is one
+/// `---` front matter block, saying with `run` or `argv` what to run.
+fn read_declarative(id: String, path: &Path, text: &str) -> Result<HookFile, ProblemKind> {
+    // Line 1 must open the block: a `#!` line would make it a script that is not executable.
+    if !text.starts_with("---") {
+        return Err(ProblemKind::FrontMatter(FrontMatterError::Missing));
+    }
+    let front = frontmatter::read(text).map_err(|e| match e {
+        FrontMatterError::Crlf => ProblemKind::CrlfLineEndings {
+            path: path.to_owned(),
+        },
+        other => ProblemKind::FrontMatter(other),
+    })?;
+    let after = text
+        .split('\n')
+        .enumerate()
+        .skip(front.end_line)
+        .find(|(_, line)| !line.trim().is_empty());
+    if let Some((index, _)) = after {
+        return Err(ProblemKind::TextAfterFrontMatter { line: index + 1 });
+    }
+    hook_file(id, path, front, true)
+}
+
+/// The kind of hook a file's head declares: its front matter's `type` (else the phase-1 kind
+/// of its `event`), read as pre-commit always read it (CRs dropped); without readable front
+/// matter, `pre-commit` when the file mentions it, since a commit must hear of a broken
+/// pre-commit hook.
 fn declared_kind(text: &str) -> Option<HookKind> {
     match frontmatter::parse(&text.replace('\r', "")) {
-        Ok(fields) => fields.get("type").and_then(|t| t.trim().parse().ok()),
+        Ok(fields) => fields
+            .get("type")
+            .and_then(|t| t.trim().parse().ok())
+            .or_else(|| {
+                let event = fields.get("event")?.trim().parse::<Event>().ok()?;
+                event.phase1_kind()
+            }),
         Err(_) => text.contains("pre-commit").then_some(HookKind::PreCommit),
     }
 }
@@ -149,6 +208,7 @@ mod tests {
         );
         dir.write("mentions.sh", "#!/bin/sh\n# a pre-commit hook\n", 0o755);
         dir.write("silent.sh", "#!/bin/sh\necho hi\n", 0o755);
+        dir.hook("event.sh", "# event: commit.before\n# when: (");
         dir.hook("dup.sh", "# type: pre-commit");
         dir.hook("DUP.py", "# type: file\n# pattern: x");
         symlink(dir.0.path().join("gone"), dir.0.path().join("broken.sh")).unwrap();
@@ -168,6 +228,7 @@ mod tests {
             ("commit.sh", Some(HookKind::PreCommit), true),
             ("crlf.sh", Some(HookKind::PreCommit), true),
             ("dup.sh", Some(HookKind::PreCommit), true),
+            ("event.sh", Some(HookKind::PreCommit), true),
             ("mentions.sh", Some(HookKind::PreCommit), true),
             ("noexec.sh", Some(HookKind::PreCommit), true),
             ("session.sh", Some(HookKind::Session), false),

@@ -1,6 +1,14 @@
 //! Finding the hooks of a workspace: every top-level, non-hidden file of `.discobot/hooks/` is
 //! either a [`Hook`] or a [`Problem`] that says why it will not run. Nothing is dropped silently.
 //!
+//! A hook is an executable script with front matter, or (EVENTS.md §2.1, §5 rule 9) a
+//! *declarative* hook: a non-executable `.yml`/`.yaml` file that is one `---` front matter block
+//! and nothing else, running its `run:` (`sh -c`) or `argv:` (no shell). An executable script
+//! that carries `run:` or `argv:` is a problem, since either could be what runs. Hooks the
+//! phase-1 runners can run as asked go to [`Discovery::hooks`], the others to
+//! [`Discovery::event_hooks`] (the rule is in [`Hook`]'s documentation). A problem whose line is
+//! known prints as `file:line: reason`.
+//!
 //! This file walks the directory and judges the hooks together (ids, duplicates, warnings);
 //! `hook_file` reads one file and its front matter, and `fields` turns the front matter's
 //! fields into a hook.
@@ -14,13 +22,17 @@ use std::path::{Path, PathBuf};
 
 use self::fields::disagreement;
 use self::hook_file::{HookFile, read_hook};
+use crate::event::Event;
 use crate::hook::{Hook, HookKind, Problem, ProblemKind, RunAs};
 
 /// Extensions stripped from a file name to make its id (case-insensitive, one only).
-const SCRIPT_EXTENSIONS: [&str; 9] = ["sh", "bash", "zsh", "py", "js", "ts", "rb", "pl", "php"];
+/// `yml` and `yaml` name declarative hooks (EVENTS.md §2.1); phase 1 never ran such files.
+const SCRIPT_EXTENSIONS: [&str; 11] = [
+    "sh", "bash", "zsh", "py", "js", "ts", "rb", "pl", "php", "yml", "yaml",
+];
 
 /// Front matter keys hookvisor reads; others are reported as warnings.
-const KNOWN_FIELDS: [&str; 9] = [
+const KNOWN_FIELDS: [&str; 22] = [
     "name",
     "type",
     "description",
@@ -30,13 +42,30 @@ const KNOWN_FIELDS: [&str; 9] = [
     "notify_llm",
     "timeout",
     "retries",
+    "event",
+    "tool",
+    "when",
+    "phase",
+    "await",
+    "block_on",
+    "on_failure",
+    "retry_delay",
+    "pipe_output",
+    "reason_from",
+    "action",
+    "run",
+    "argv",
 ];
 
 /// The result of scanning a hooks directory.
 #[derive(Debug, Clone, Default)]
 pub struct Discovery {
-    /// Hooks that can run, in file-name order.
+    /// Hooks the phase-1 runners run (see [`Hook`] for which), in file-name order.
     pub hooks: Vec<Hook>,
+    /// Hooks of the event model that only the event dispatcher runs: declarative hooks, hooks
+    /// of events without a phase-1 kind, and hooks with fields phase 1 does not honour; in
+    /// file-name order.
+    pub event_hooks: Vec<Hook>,
     /// Files that will not run, with the reason, in file-name order.
     pub problems: Vec<Problem>,
     /// Things that do not stop a hook but are probably mistakes (unknown front matter keys,
@@ -97,6 +126,7 @@ pub fn discover(hooks_dir: &Path) -> Discovery {
                     unknown,
                     notes,
                     retries,
+                    phase1,
                 } = read;
                 let mut warn = |kind: ProblemKind| {
                     discovery.warnings.push(Problem {
@@ -116,17 +146,21 @@ pub fn discover(hooks_dir: &Path) -> Discovery {
                         warn(kind);
                     }
                 }
+                // Event hooks keep their `retries` in their spec, for `on_failure: retry`.
                 match retries {
-                    Some(retries) if hook.kind == HookKind::Session => {
+                    Some(retries) if phase1 && hook.kind == HookKind::Session => {
                         discovery.retries.insert(hook.id.clone(), retries);
                     }
-                    Some(_) => warn(ProblemKind::RetriesIgnored { kind: hook.kind }),
-                    None => {}
+                    Some(_) if phase1 => warn(ProblemKind::RetriesIgnored { kind: hook.kind }),
+                    _ => {}
                 }
-                if hook.kind == HookKind::Session && hook.run_as == RunAs::Root && !hook.blocking {
+                if hook.spec.event == Event::SessionStart
+                    && hook.run_as == RunAs::Root
+                    && !hook.blocking
+                {
                     warn(ProblemKind::RootRunsBlocking);
                 }
-                candidates.push(hook);
+                candidates.push((hook, phase1));
             }
             Ok(None) => {}
             Err(problem) => discovery.problems.push(problem),
@@ -134,7 +168,7 @@ pub fn discover(hooks_dir: &Path) -> Discovery {
     }
 
     let mut by_id: BTreeMap<&str, Vec<&Hook>> = BTreeMap::new();
-    for hook in &candidates {
+    for (hook, _) in &candidates {
         by_id.entry(&hook.id).or_default().push(hook);
     }
     let duplicated: Vec<(String, Vec<(PathBuf, HookKind)>)> = by_id
@@ -167,10 +201,16 @@ pub fn discover(hooks_dir: &Path) -> Discovery {
     for (id, _) in &duplicated {
         discovery.retries.remove(id);
     }
-    discovery.hooks = candidates
-        .into_iter()
-        .filter(|h| !duplicated.iter().any(|(id, _)| *id == h.id))
-        .collect();
+    for (hook, phase1) in candidates {
+        if duplicated.iter().any(|(id, _)| *id == hook.id) {
+            continue;
+        }
+        if phase1 {
+            discovery.hooks.push(hook);
+        } else {
+            discovery.event_hooks.push(hook);
+        }
+    }
     discovery.problems.sort_by(|a, b| a.path.cmp(&b.path));
     discovery
 }

@@ -415,6 +415,7 @@ mod tests {
             pattern: None,
             notify_llm: true,
             timeout: Duration::from_secs(30),
+            spec: crate::event::EventSpec::for_kind(kind),
         }
     }
 

@@ -15,10 +15,12 @@
 //!    `pattern: *.go` works unquoted. A key is letters, digits, `_` and `-`.
 //! 4. A key given twice is an error, whichever reader reads the body: no value silently wins.
 //! 5. Scalars become strings, a key without a value the empty string; a YAML list becomes a
-//!    comma-separated string (for `pattern`). A `pattern` line holding a comma-separated list of
+//!    comma-separated string (for `pattern`), its items also kept apart ([`FrontMatter::lists`],
+//!    for `argv` and `on_failure`). A `pattern` line holding a comma-separated list of
 //!    quoted globs (`pattern: '*.go', '*.ts'`) is read as that list, `*.go, *.ts`.
 //! 6. The fields that say how a hook runs (`type`, `run_as`, `blocking`, `notify_llm`,
-//!    `timeout`, `retries`) are read word for word from their own line, `key: value` at the
+//!    `timeout`, `retries`, and of the event model `event`, `action`, `tool`, `phase`, `await`,
+//!    `block_on`, `pipe_output`, `reason_from`, `retry_delay`) are read word for word from their own line, `key: value` at the
 //!    block's left margin, with the flat reading of rule 3: what the line shows is what runs. A
 //!    list, a value that YAML takes from elsewhere (a flow mapping, an explicit `?` key, an escape
 //!    sequence, a block scalar) or such a line that YAML reads as part of another value is an
@@ -50,13 +52,22 @@ use self::yaml::parse_yaml;
 pub(crate) type Fields = BTreeMap<String, String>;
 
 /// The fields read word for word from their line (rule 6).
-pub(crate) const WORD_FIELDS: [&str; 6] = [
+pub(crate) const WORD_FIELDS: [&str; 15] = [
     "type",
     "run_as",
     "blocking",
     "notify_llm",
     "timeout",
     "retries",
+    "event",
+    "action",
+    "tool",
+    "phase",
+    "await",
+    "block_on",
+    "pipe_output",
+    "reason_from",
+    "retry_delay",
 ];
 
 /// The text fields that keep the text written on their line (rule 7).
@@ -70,6 +81,13 @@ pub(crate) struct FrontMatter {
     pub fields: Fields,
     /// The fields whose value differs from another reader's, in line order.
     pub notes: Vec<Note>,
+    /// The items of the fields YAML read as lists (`argv: [a, b]`), which [`Self::fields`]
+    /// holds joined by commas (rule 5).
+    pub lists: BTreeMap<String, Vec<String>>,
+    /// The 1-based line of each key written at the block's left margin.
+    pub lines: BTreeMap<String, usize>,
+    /// The 1-based line of the closing delimiter.
+    pub end_line: usize,
 }
 
 /// A field whose value hookvisor reads otherwise than another reader of the same line.
@@ -194,21 +212,45 @@ pub(crate) fn read(text: &str) -> Result<FrontMatter, FrontMatterError> {
     let body = dedent(&body);
     let first_body_line = open_line + 1;
     let mut notes = Vec::new();
-    let fields = match parse_yaml(&body, first_body_line)? {
+    let (fields, lists) = match parse_yaml(&body, first_body_line)? {
         Some(yaml) => {
             let mut fields = yaml.fields.clone();
             read_word_fields(&body, first_body_line, &mut fields, Some(&yaml), &mut notes)?;
             read_text_fields(&body, first_body_line, &mut fields, &yaml, &mut notes)?;
-            fields
+            (fields, yaml.items)
         }
         None => {
             let mut fields = parse_flat(&body, first_body_line, &mut notes)?;
             read_word_fields(&body, first_body_line, &mut fields, None, &mut notes)?;
-            fields
+            (fields, BTreeMap::new())
         }
     };
     notes.sort_by_key(|note| note.line);
-    Ok(FrontMatter { fields, notes })
+    Ok(FrontMatter {
+        fields,
+        notes,
+        lists,
+        lines: key_lines(&body, first_body_line),
+        end_line: first_body_line + body.len(),
+    })
+}
+
+/// The line of each key written at the block's left margin, the first when repeated (rule 4
+/// refuses repeats anyway), so that a problem with a value can name its line.
+fn key_lines(body: &[String], first_line: usize) -> BTreeMap<String, usize> {
+    let mut lines = BTreeMap::new();
+    for (offset, line) in body.iter().enumerate() {
+        if line.starts_with(BLANK) {
+            continue;
+        }
+        if let Some((key, _)) = line.split_once(':') {
+            let key = key.trim_end_matches(BLANK);
+            if !key.is_empty() && !key.starts_with('#') {
+                lines.entry(key.to_owned()).or_insert(first_line + offset);
+            }
+        }
+    }
+    lines
 }
 
 /// Removes the indentation common to every non-blank line.

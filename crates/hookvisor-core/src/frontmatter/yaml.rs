@@ -39,6 +39,8 @@ pub(super) struct YamlFields {
     pub(super) fields: Fields,
     lists: Vec<String>,
     nulls: Vec<String>,
+    /// The items of each list, apart.
+    pub(super) items: BTreeMap<String, Vec<String>>,
 }
 
 impl YamlFields {
@@ -94,6 +96,7 @@ pub(super) fn parse_yaml(
         };
     let mut lists = Vec::new();
     let mut nulls = Vec::new();
+    let mut list_items = BTreeMap::new();
     let fields = map
         .into_iter()
         .map(|(key, value)| {
@@ -105,11 +108,11 @@ pub(super) fn parse_yaml(
                 Some(YamlValue::Scalar(s)) => s.into_string(),
                 Some(YamlValue::List(items)) => {
                     lists.push(key.clone());
-                    items
-                        .into_iter()
-                        .map(YamlScalar::into_string)
-                        .collect::<Vec<_>>()
-                        .join(",")
+                    let items: Vec<String> =
+                        items.into_iter().map(YamlScalar::into_string).collect();
+                    let joined = items.join(",");
+                    list_items.insert(key.clone(), items);
+                    joined
                 }
             };
             (key, value)
@@ -119,6 +122,7 @@ pub(super) fn parse_yaml(
         fields,
         lists,
         nulls,
+        items: list_items,
     }))
 }
 

@@ -328,6 +328,7 @@ mod tests {
             pattern: None,
             notify_llm: true,
             timeout: kind.default_timeout(),
+            spec: crate::event::EventSpec::for_kind(kind),
         }
     }
 

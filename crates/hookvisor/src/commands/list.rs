@@ -2,7 +2,9 @@
 
 use std::io::{self, Write};
 
-use hookvisor_core::{DEFAULT_RETRIES, Discovery, Hook, HookKind, Problem, discover};
+use hookvisor_core::decision::OnFailure;
+use hookvisor_core::event::Event;
+use hookvisor_core::{DEFAULT_RETRIES, Discovery, Hook, Problem, discover};
 use serde_json::{Value, json};
 
 use crate::commands::Globals;
@@ -17,7 +19,7 @@ pub fn run(globals: &Globals, json: bool) -> CliResult {
         writeln!(out, "{}", list_json(&discovery))?;
         return Ok(Exit::Ok);
     }
-    if discovery.hooks.is_empty() {
+    if discovery.hooks.is_empty() && discovery.event_hooks.is_empty() {
         writeln!(out, "no hooks in {}", ctx.hooks_dir().display())?;
     } else {
         writeln!(
@@ -25,12 +27,12 @@ pub fn run(globals: &Globals, json: bool) -> CliResult {
             "{:<24} {:<10} {:<6} {:<24} NAME",
             "ID", "TYPE", "AS", "PATTERN"
         )?;
-        for hook in &discovery.hooks {
+        for hook in all_hooks(discovery.hooks.iter(), discovery.event_hooks.iter()) {
             writeln!(
                 out,
                 "{:<24} {:<10} {:<6} {:<24} {}",
                 hook.id,
-                hook.kind,
+                type_of(hook),
                 hook.run_as.as_str(),
                 hook.pattern.as_ref().map_or("-", |p| p.as_str()),
                 hook.name
@@ -69,9 +71,7 @@ fn write_problems(out: &mut impl Write, discovery: &Discovery) -> io::Result<()>
 /// and `Path`'s own `Serialize` would fail on it.
 pub fn list_json(discovery: &Discovery) -> Value {
     json!({
-        "hooks": discovery
-            .hooks
-            .iter()
+        "hooks": all_hooks(discovery.hooks.iter(), discovery.event_hooks.iter())
             .map(|hook| hook_json(hook, discovery))
             .collect::<Vec<_>>(),
         "problems": discovery.problems.iter().map(problem_json).collect::<Vec<_>>(),
@@ -79,11 +79,35 @@ pub fn list_json(discovery: &Discovery) -> Value {
     })
 }
 
+/// The phase-1 hooks and the event hooks, merged in file-name order as discovery read them.
+fn all_hooks<'a>(
+    phase1: impl Iterator<Item = &'a Hook>,
+    events: impl Iterator<Item = &'a Hook>,
+) -> impl Iterator<Item = &'a Hook> {
+    let mut hooks: Vec<&Hook> = phase1.chain(events).collect();
+    hooks.sort_by(|a, b| a.path.cmp(&b.path));
+    hooks.into_iter()
+}
+
+/// The `type` shown: the phase-1 kind, else the event (EVENTS.md §2.1, as status.json).
+fn type_of(hook: &Hook) -> String {
+    match hook.spec.event.phase1_kind() {
+        Some(kind) => kind.as_str().to_owned(),
+        None => hook.spec.event.to_string(),
+    }
+}
+
+/// Where a hook is declared, `relative/path:line` (EVENTS.md §5 rule 10): the hooks dir
+/// relative to the workspace, and line 1, where both a script and a declarative file start.
+fn source_of(hook: &Hook) -> String {
+    format!(".discobot/hooks/{}:1", hook.file_name())
+}
+
 fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
     let mut json = json!({
         "id": hook.id,
         "name": hook.name,
-        "type": hook.kind.as_str(),
+        "type": type_of(hook),
         "path": hook.path.to_string_lossy(),
         "runAs": hook.run_as.as_str(),
         "pattern": hook.pattern.as_ref().map(|p| p.as_str()),
@@ -92,14 +116,43 @@ fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
         "timeout": hook.timeout.as_secs(),
         "description": hook.description,
     });
+    let spec = &hook.spec;
     // Only session hooks are retried, so only they carry the field.
-    if hook.kind == HookKind::Session {
-        let retries = discovery.retries.get(&hook.id).copied();
-        json["retries"] = json!(retries.unwrap_or(DEFAULT_RETRIES));
+    if spec.event == Event::SessionStart {
+        let retries = match spec.declared {
+            true => spec.retries,
+            false => discovery
+                .retries
+                .get(&hook.id)
+                .copied()
+                .unwrap_or(DEFAULT_RETRIES),
+        };
+        json["retries"] = json!(retries);
+    }
+    // Phase-1 hook files show exactly the phase-1 fields, so that their JSON stays as it was;
+    // files that use the event model show its fields too.
+    if spec.declared {
+        json["event"] = json!(spec.event.to_string());
+        json["phase"] = json!(spec.phase.as_str());
+        json["action"] = json!(spec.action.as_str());
+        json["source"] = json!(source_of(hook));
+        json["tool"] = json!(spec.tool.as_ref().map(ToString::to_string));
+        json["when"] = json!(spec.when.as_ref().map(ToString::to_string));
+        json["await"] = json!(spec.await_);
+        json["blockOn"] = json!(spec.block_on.as_str());
+        json["onFailure"] = match spec.on_failure {
+            OnFailure::RetryThenAbort => json!(["retry", "abort"]),
+            other => json!(other.as_str()),
+        };
     }
     json
 }
 
 fn problem_json(problem: &Problem) -> Value {
-    json!({ "path": problem.path.to_string_lossy(), "reason": problem.kind.to_string() })
+    let mut json =
+        json!({ "path": problem.path.to_string_lossy(), "reason": problem.kind.to_string() });
+    if let Some(line) = problem.kind.line() {
+        json["line"] = json!(line);
+    }
+    json
 }

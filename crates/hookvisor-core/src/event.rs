@@ -1,0 +1,575 @@
+//! The events hooks bind to and what a hook declares about its run (EVENTS.md §1.1–§1.3, §2.1,
+//! §5 rules 6, 8, 9, 15).
+//!
+//! The rules, written once here:
+//!
+//! 1. **Names** (§1.1, §5 rule 15). An event is one of the canonical names of §1.1
+//!    ([`Event::ALL`](crate::event::Event::ALL)), or an agent's own event bound raw, `claude.X`, `codex.X` or `gemini.X`
+//!    (`claude.PreCompact`), where `X` is letters, digits and `_`. Any other name is an error
+//!    whose text lists the known ones, so a typo is reported with its fix.
+//! 2. **Gates** (§1.1, "block =" column). Gates can be blocked; notices cannot. A raw event is
+//!    a gate: hookvisor cannot know what the agent does with a block, so it passes the block
+//!    on and lets the agent decide, which is how the agents treat exit 2 (§3.1).
+//! 3. **Default `block_on`** (§1.3 †): `failure` on `turn.end` and `commit.before` (phase-1
+//!    linters exit 1), `exit2` elsewhere, so a crashing guard fails open.
+//! 4. **Phase-1 kinds** (§2.1): `type: session` ≡ `session.start`, `type: file` ≡ `turn.end`,
+//!    `type: pre-commit` ≡ `commit.before` ([`Event::of_kind`](crate::event::Event::of_kind), [`Event::phase1_kind`](crate::event::Event::phase1_kind)).
+//! 5. **Tool matcher** (§5 rule 6): a `tool` of only `[A-Za-z0-9_|*]` is a `|`-list of exact
+//!    names, `*` meaning all; anything else is a regex over the whole name (compiled by the dispatcher).
+//! 6. **Actions** (§1.2, §5 rule 9): a hook's action is a command: its own script file, an
+//!    `argv:` list run without a shell, or a `run:` text run by `sh -c` after the injection-safe
+//!    rewrite of [`crate::template`]. `webhook`, `spawn`, `git-commit` and `git-push` are not
+//!    supported yet; `prompt` and `agent` are not supported (discovery reports all of these).
+//!
+//! How a hook file says these things, and how discovery keeps event hooks away from the
+//! phase-1 runners, is in [`crate::Hook`]'s documentation.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::decision::{BlockOn, OnFailure, Phase};
+use crate::hook::HookKind;
+use crate::template::ShellTemplate;
+use crate::when::Condition;
+
+/// An agent whose own events can be bound raw (`claude.PreCompact`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Agent {
+    /// Claude Code.
+    Claude,
+    /// OpenAI Codex CLI.
+    Codex,
+    /// Gemini CLI.
+    Gemini,
+}
+
+impl Agent {
+    /// The prefix of the agent's raw event names.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+        }
+    }
+}
+
+/// An event a hook binds to: a canonical one of EVENTS.md §1.1, or an agent's own (rule 1).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Event {
+    /// The session starts (phase 1: `type: session`).
+    SessionStart,
+    /// A turn starts (the user's prompt); a block refuses the prompt.
+    TurnStart,
+    /// A tool is about to run; a block denies it.
+    ToolBefore,
+    /// A tool ran; a block is feedback to the model.
+    ToolAfter,
+    /// A tool failed.
+    ToolFailed,
+    /// A file tool wrote a path.
+    FileEdited,
+    /// A turn ends (phase 1: `type: file`); a block re-prompts.
+    TurnEnd,
+    /// A task is created; a block keeps it from starting.
+    TaskStart,
+    /// A task is reported done; a block rejects it.
+    TaskComplete,
+    /// A teammate is about to go idle; a block keeps it working.
+    TeamIdle,
+    /// A pipeline stage completed.
+    StageComplete,
+    /// The agent is about to stop; a block buys one more turn.
+    SessionStop,
+    /// The session ended.
+    SessionEnd,
+    /// The agent failed.
+    Error,
+    /// A commit is about to be made (phase 1: `type: pre-commit`); a block refuses it.
+    CommitBefore,
+    /// A commit was made.
+    CommitAfter,
+    /// An agent's own event, bound by its own name (`claude.PreCompact`).
+    Raw {
+        /// Whose event it is.
+        agent: Agent,
+        /// The agent's name for it, as the agent spells it.
+        name: String,
+    },
+}
+
+/// The canonical names, in the order of EVENTS.md §1.1, with their gate flag.
+const CANONICAL: [(&str, bool); 16] = [
+    ("session.start", false),
+    ("turn.start", true),
+    ("tool.before", true),
+    ("tool.after", true),
+    ("tool.failed", false),
+    ("file.edited", false),
+    ("turn.end", true),
+    ("task.start", true),
+    ("task.complete", true),
+    ("team.idle", true),
+    ("stage.complete", false),
+    ("session.stop", true),
+    ("session.end", false),
+    ("error", false),
+    ("commit.before", true),
+    ("commit.after", false),
+];
+
+impl Event {
+    /// Every canonical event, in the order of EVENTS.md §1.1.
+    pub const ALL: [Event; 16] = [
+        Event::SessionStart,
+        Event::TurnStart,
+        Event::ToolBefore,
+        Event::ToolAfter,
+        Event::ToolFailed,
+        Event::FileEdited,
+        Event::TurnEnd,
+        Event::TaskStart,
+        Event::TaskComplete,
+        Event::TeamIdle,
+        Event::StageComplete,
+        Event::SessionStop,
+        Event::SessionEnd,
+        Event::Error,
+        Event::CommitBefore,
+        Event::CommitAfter,
+    ];
+
+    /// Index into [`CANONICAL`]; `None` for a raw event.
+    fn index(&self) -> Option<usize> {
+        Some(match self {
+            Event::SessionStart => 0,
+            Event::TurnStart => 1,
+            Event::ToolBefore => 2,
+            Event::ToolAfter => 3,
+            Event::ToolFailed => 4,
+            Event::FileEdited => 5,
+            Event::TurnEnd => 6,
+            Event::TaskStart => 7,
+            Event::TaskComplete => 8,
+            Event::TeamIdle => 9,
+            Event::StageComplete => 10,
+            Event::SessionStop => 11,
+            Event::SessionEnd => 12,
+            Event::Error => 13,
+            Event::CommitBefore => 14,
+            Event::CommitAfter => 15,
+            Event::Raw { .. } => return None,
+        })
+    }
+
+    /// Whether a block on this event is passed back to its caller (rule 2); raw events are gates.
+    pub fn is_gate(&self) -> bool {
+        self.index().is_none_or(|i| CANONICAL[i].1)
+    }
+
+    /// The `block_on` a hook of this event gets when it names none (rule 3).
+    pub fn default_block_on(&self) -> BlockOn {
+        match self {
+            Event::TurnEnd | Event::CommitBefore => BlockOn::Failure,
+            _ => BlockOn::Exit2,
+        }
+    }
+
+    /// The event a phase-1 kind is (rule 4).
+    pub fn of_kind(kind: HookKind) -> Event {
+        match kind {
+            HookKind::Session => Event::SessionStart,
+            HookKind::File => Event::TurnEnd,
+            HookKind::PreCommit => Event::CommitBefore,
+        }
+    }
+
+    /// The phase-1 kind this event is, if any (rule 4).
+    pub fn phase1_kind(&self) -> Option<HookKind> {
+        match self {
+            Event::SessionStart => Some(HookKind::Session),
+            Event::TurnEnd => Some(HookKind::File),
+            Event::CommitBefore => Some(HookKind::PreCommit),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self, self.index()) {
+            (Event::Raw { agent, name }, _) => write!(f, "{}.{name}", agent.as_str()),
+            (_, Some(i)) => f.write_str(CANONICAL[i].0),
+            // `index` is `None` only for `Raw`, matched above.
+            (_, None) => Ok(()),
+        }
+    }
+}
+
+/// An event name that is neither canonical nor a raw agent event (rule 1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown event '{name}'; use one of {}, or an agent's own event as claude.NAME, codex.NAME \
+     or gemini.NAME",
+    CANONICAL.map(|(n, _)| n).join(", ")
+)]
+pub struct UnknownEvent {
+    /// The name as written.
+    pub name: String,
+}
+
+impl FromStr for Event {
+    type Err = UnknownEvent;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Some(i) = CANONICAL.iter().position(|(name, _)| *name == s) {
+            return Ok(Event::ALL[i].clone());
+        }
+        let unknown = || UnknownEvent { name: s.to_owned() };
+        let (prefix, name) = s.split_once('.').ok_or_else(unknown)?;
+        let agent = match prefix {
+            "claude" => Agent::Claude,
+            "codex" => Agent::Codex,
+            "gemini" => Agent::Gemini,
+            _ => return Err(unknown()),
+        };
+        let valid =
+            !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !valid {
+            return Err(unknown());
+        }
+        Ok(Event::Raw {
+            agent,
+            name: name.to_owned(),
+        })
+    }
+}
+
+/// Which tool calls a hook of a tool event cares about (`tool:`, rule 5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolMatcher {
+    /// Every tool (`*`).
+    All,
+    /// These exact names (`Write|Edit`).
+    Names(Vec<String>),
+    /// A regex to match against the whole name. It is kept as text: the core has no regex
+    /// engine yet, so compiling it (and refusing a bad one) is left to the dispatcher.
+    Regex(String),
+}
+
+impl ToolMatcher {
+    /// Reads a `tool:` value by rule 5.
+    pub fn parse(text: &str) -> ToolMatcher {
+        let plain = text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'|' | b'*'));
+        if !plain {
+            return ToolMatcher::Regex(text.to_owned());
+        }
+        let names: Vec<&str> = text.split('|').filter(|n| !n.is_empty()).collect();
+        if names.is_empty() || names.contains(&"*") {
+            return ToolMatcher::All;
+        }
+        ToolMatcher::Names(names.into_iter().map(str::to_owned).collect())
+    }
+}
+
+impl fmt::Display for ToolMatcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolMatcher::All => f.write_str("*"),
+            ToolMatcher::Names(names) => f.write_str(&names.join("|")),
+            ToolMatcher::Regex(text) => f.write_str(text),
+        }
+    }
+}
+
+/// Where a hook's output goes besides the log (`pipe_output`, EVENTS.md §1.3, §1.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PipeOutput {
+    /// Nowhere else (the default).
+    #[default]
+    Never,
+    /// Always into the context buffer.
+    Always,
+    /// Into the context buffer when the run failed.
+    Failure,
+}
+
+impl PipeOutput {
+    /// The spelling used in front matter and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PipeOutput::Never => "false",
+            PipeOutput::Always => "true",
+            PipeOutput::Failure => "failure",
+        }
+    }
+}
+
+/// Which output stream a block reason is taken from first (`reason_from`, §5 rule 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReasonFrom {
+    /// stderr, else stdout (the default).
+    #[default]
+    Stderr,
+    /// stdout, else stderr (`reason_from: stdout`).
+    Stdout,
+}
+
+/// What a command hook runs (rule 6).
+#[derive(Debug, Clone)]
+pub enum Command {
+    /// The hook file itself, an executable script.
+    Script,
+    /// `argv:`: a program and its arguments, run without a shell.
+    Argv(Vec<String>),
+    /// `run:`: a script for `sh -c`, its placeholders rewritten at load.
+    Run(ShellTemplate),
+}
+
+/// What a hook does when it runs (rule 6); only `command` exists so far.
+#[derive(Debug, Clone)]
+pub enum HookAction {
+    /// A command: a script, an argv or a `run:` text.
+    Command(Command),
+}
+
+impl HookAction {
+    /// The `action:` word, for `list` and status.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            HookAction::Command(_) => "command",
+        }
+    }
+}
+
+/// What a hook's front matter says about its event and how its result is judged
+/// (EVENTS.md §1.3), defaults applied.
+#[derive(Debug, Clone)]
+pub struct EventSpec {
+    /// The event it binds to: `event:`, else the event of its `type`.
+    pub event: Event,
+    /// `tool:`, for tool events; `None` matches every tool.
+    pub tool: Option<ToolMatcher>,
+    /// `when:`, parsed at load.
+    pub when: Option<Condition>,
+    /// `phase:`; default `pre`.
+    pub phase: Phase,
+    /// `await:`; default true (a phase-1 session hook: its `blocking`).
+    pub await_: bool,
+    /// `block_on:`; default [`Event::default_block_on`].
+    pub block_on: BlockOn,
+    /// `on_failure:`; default `continue`.
+    pub on_failure: OnFailure,
+    /// `retries:`: re-runs after the first under `on_failure: retry` (session hooks: their
+    /// phase-1 retries); default 3, for session hooks [`crate::DEFAULT_RETRIES`].
+    pub retries: u32,
+    /// `retry_delay:`; default 5 seconds.
+    pub retry_delay: Duration,
+    /// `pipe_output:`; default `false`.
+    pub pipe_output: PipeOutput,
+    /// `reason_from:`; default stderr first.
+    pub reason_from: ReasonFrom,
+    /// `action:` and its fields; default the hook's own script.
+    pub action: HookAction,
+    /// Whether the front matter names any field of the event model (`event:` or a field of
+    /// §1.3), or the hook is a declarative file: `list` shows the event fields of such hooks
+    /// and keeps phase-1 hooks' JSON as it was.
+    pub declared: bool,
+}
+
+/// The default `retries` of a hook that is not a session hook (EVENTS.md §1.3).
+pub(crate) const DEFAULT_EVENT_RETRIES: u32 = 3;
+
+/// The default `retry_delay` (EVENTS.md §1.3).
+pub(crate) const DEFAULT_RETRY_DELAY: Duration = Duration::from_secs(5);
+
+impl EventSpec {
+    /// The spec of a phase-1 hook of this kind with nothing of the event model in its front
+    /// matter: its event, every default.
+    pub fn for_kind(kind: HookKind) -> EventSpec {
+        let event = Event::of_kind(kind);
+        EventSpec {
+            block_on: event.default_block_on(),
+            event,
+            tool: None,
+            when: None,
+            phase: Phase::Pre,
+            await_: kind != HookKind::Session,
+            on_failure: OnFailure::Continue,
+            retries: if kind == HookKind::Session {
+                crate::DEFAULT_RETRIES
+            } else {
+                DEFAULT_EVENT_RETRIES
+            },
+            retry_delay: DEFAULT_RETRY_DELAY,
+            pipe_output: PipeOutput::Never,
+            reason_from: ReasonFrom::Stderr,
+            action: HookAction::Command(Command::Script),
+            declared: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_names_round_trip_and_raw_names_parse() {
+        for event in Event::ALL {
+            assert_eq!(event.to_string().parse::<Event>(), Ok(event.clone()));
+        }
+        let raw: Event = "claude.PreCompact".parse().unwrap();
+        assert_eq!(
+            raw,
+            Event::Raw {
+                agent: Agent::Claude,
+                name: "PreCompact".into()
+            }
+        );
+        assert_eq!(raw.to_string(), "claude.PreCompact");
+        assert_eq!(
+            "gemini.BeforeModel".parse::<Event>().unwrap().to_string(),
+            "gemini.BeforeModel"
+        );
+        assert!("codex.Stop".parse::<Event>().is_ok());
+    }
+
+    #[test]
+    fn unknown_names_are_refused_naming_the_known_ones() {
+        for bad in [
+            "",
+            "turn_end",
+            "Turn.End",
+            "claude.",
+            "claude.Pre Compact",
+            "cursor.Stop",
+            "claude.a.b",
+            "session.start ",
+            "turn",
+        ] {
+            let err = bad.parse::<Event>().unwrap_err();
+            assert_eq!(err.name, bad);
+            let text = err.to_string();
+            assert!(
+                text.starts_with(&format!(
+                    "unknown event '{bad}'; use one of session.start, turn.start,"
+                )),
+                "{text}"
+            );
+            assert!(
+                text.contains("commit.after, or an agent's own event as claude.NAME"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn gates_follow_the_block_column() {
+        let gates: Vec<String> = Event::ALL
+            .iter()
+            .filter(|e| e.is_gate())
+            .map(Event::to_string)
+            .collect();
+        assert_eq!(
+            gates,
+            [
+                "turn.start",
+                "tool.before",
+                "tool.after",
+                "turn.end",
+                "task.start",
+                "task.complete",
+                "team.idle",
+                "session.stop",
+                "commit.before"
+            ]
+        );
+        assert!("claude.PreCompact".parse::<Event>().unwrap().is_gate());
+    }
+
+    #[test]
+    fn default_block_on_is_failure_only_for_the_phase1_linters() {
+        for event in Event::ALL {
+            let want = if matches!(event, Event::TurnEnd | Event::CommitBefore) {
+                BlockOn::Failure
+            } else {
+                BlockOn::Exit2
+            };
+            assert_eq!(event.default_block_on(), want, "{event}");
+        }
+        let raw: Event = "codex.Stop".parse().unwrap();
+        assert_eq!(raw.default_block_on(), BlockOn::Exit2);
+    }
+
+    #[test]
+    fn phase1_kinds_map_both_ways() {
+        for kind in HookKind::ALL {
+            assert_eq!(Event::of_kind(kind).phase1_kind(), Some(kind));
+        }
+        assert_eq!(Event::of_kind(HookKind::File), Event::TurnEnd);
+        let with_kind = Event::ALL
+            .iter()
+            .filter(|e| e.phase1_kind().is_some())
+            .count();
+        assert_eq!(with_kind, 3);
+    }
+
+    #[test]
+    fn a_phase1_kind_gets_its_event_and_the_defaults() {
+        let session = EventSpec::for_kind(HookKind::Session);
+        assert_eq!(session.event, Event::SessionStart);
+        assert_eq!(session.block_on, BlockOn::Exit2);
+        assert_eq!(session.retries, crate::DEFAULT_RETRIES);
+        assert!(
+            !session.await_,
+            "phase-1 session hooks do not block by default"
+        );
+        let file = EventSpec::for_kind(HookKind::File);
+        assert_eq!(
+            (file.event, file.block_on, file.retries, file.await_),
+            (Event::TurnEnd, BlockOn::Failure, 3, true)
+        );
+        let commit = EventSpec::for_kind(HookKind::PreCommit);
+        assert_eq!(
+            (
+                commit.event,
+                commit.block_on,
+                commit.phase,
+                commit.on_failure
+            ),
+            (
+                Event::CommitBefore,
+                BlockOn::Failure,
+                Phase::Pre,
+                OnFailure::Continue
+            )
+        );
+        assert!(matches!(
+            commit.action,
+            HookAction::Command(Command::Script)
+        ));
+        assert!(!commit.declared && commit.when.is_none() && commit.tool.is_none());
+    }
+
+    #[test]
+    fn tool_matchers_by_rule_5() {
+        let names = |n: &[&str]| ToolMatcher::Names(n.iter().map(|s| s.to_string()).collect());
+        let table: &[(&str, ToolMatcher)] = &[
+            ("*", ToolMatcher::All),
+            ("Write|*", ToolMatcher::All),
+            ("Write|Edit", names(&["Write", "Edit"])),
+            ("Bash", names(&["Bash"])),
+            ("mcp__github", names(&["mcp__github"])),
+            ("mcp__.*", ToolMatcher::Regex("mcp__.*".into())),
+            ("Edit.?", ToolMatcher::Regex("Edit.?".into())),
+            ("Write Edit", ToolMatcher::Regex("Write Edit".into())),
+        ];
+        for (tool, want) in table {
+            assert_eq!(&ToolMatcher::parse(tool), want, "{tool}");
+        }
+    }
+}
