@@ -28,7 +28,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::decision::{BlockOn, OnFailure, Phase};
+use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::hook::HookKind;
 use crate::template::ShellTemplate;
 use crate::when::Condition;
@@ -306,16 +306,6 @@ impl PipeOutput {
             PipeOutput::Failure => "failure",
         }
     }
-}
-
-/// Which output stream a block reason is taken from first (`reason_from`, §5 rule 2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ReasonFrom {
-    /// stderr, else stdout (the default).
-    #[default]
-    Stderr,
-    /// stdout, else stderr (`reason_from: stdout`).
-    Stdout,
 }
 
 /// What a command hook runs (rule 6).

@@ -4,10 +4,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::decision::{BlockOn, OnFailure, Phase, UnknownWord};
+use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom, UnknownWord};
 use crate::event::{
-    Command, DEFAULT_EVENT_RETRIES, Event, EventSpec, HookAction, PipeOutput, ReasonFrom,
-    ToolMatcher,
+    Command, DEFAULT_EVENT_RETRIES, Event, EventSpec, HookAction, PipeOutput, ToolMatcher,
 };
 use crate::frontmatter::{FrontMatter, Note, Other, WORD_FIELDS};
 use crate::hook::{Hook, HookKind, ProblemKind, RunAs};
