@@ -83,6 +83,8 @@ mod account;
 mod change_watch;
 mod changes;
 mod context;
+/// The context buffer: piped hook output waiting for the next turn (EVENTS.md §1.6).
+pub mod context_buffer;
 /// The blocking protocol's words: `phase`, `block_on`, `on_failure` (EVENTS.md §1.3, §1.5).
 pub mod decision;
 mod discover;
@@ -94,6 +96,8 @@ mod hook;
 mod leftovers;
 mod message;
 mod pattern;
+/// The event JSON and environment a hook of the event model receives (EVENTS.md §4.1).
+pub mod payload;
 mod precommit;
 mod seal;
 mod session;
