@@ -658,7 +658,10 @@ mod tests {
         let _ = holder.kill();
         let _ = holder.wait();
         assert!(
-            matches!(err, ContextBufferError::Lock(StatusError::LockTimeout { .. })),
+            matches!(
+                err,
+                ContextBufferError::Lock(StatusError::LockTimeout { .. })
+            ),
             "{err}"
         );
     }
