@@ -43,6 +43,13 @@
 //! [hookvisor: context truncated: 25000 characters in 3 entries; the full text is in /s/output/context-20261122T050910.042Z.log; the last 9870 characters follow]
 //! …tail…
 //! ```
+//!
+//! [`ContextBuffer::drain`]: crate::context_buffer::ContextBuffer::drain
+//! [`ContextBuffer::with_lock_timeout`]: crate::context_buffer::ContextBuffer::with_lock_timeout
+//! [`ContextBufferError::Full`]: crate::context_buffer::ContextBufferError::Full
+//! [`ContextBufferError::Lock`]: crate::context_buffer::ContextBufferError::Lock
+//! [`MAX_BUFFER_BYTES`]: crate::context_buffer::MAX_BUFFER_BYTES
+//! [`MAX_CONTEXT_CHARS`]: crate::context_buffer::MAX_CONTEXT_CHARS
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};

@@ -56,6 +56,19 @@
 //! 7. At most [`MAX_VARIABLES`] variables are set, and a file's path counts against the
 //!    budget too: a variable past either is left out, and is only in `payload.json` and the
 //!    lookups. Together they keep `execve` clear of `E2BIG`.
+//!
+//! [`ENV_BUDGET_BYTES`]: crate::payload::ENV_BUDGET_BYTES
+//! [`MAX_FLATTEN_SEGMENTS`]: crate::payload::MAX_FLATTEN_SEGMENTS
+//! [`MAX_INLINE_BYTES`]: crate::payload::MAX_INLINE_BYTES
+//! [`MAX_VARIABLES`]: crate::payload::MAX_VARIABLES
+//! [`Payload::environment`]: crate::payload::Payload::environment
+//! [`Payload::lookup`]: crate::payload::Payload::lookup
+//! [`Payload::stdin_json`]: crate::payload::Payload::stdin_json
+//! [`Payload::template_value`]: crate::payload::Payload::template_value
+//! [`Payload::text_var`]: crate::payload::Payload::text_var
+//! [`Lookup`]: crate::when::Lookup
+//! [`env_name`]: crate::template::env_name
+//! [`nul_env_name`]: crate::template::nul_env_name
 
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
@@ -741,7 +754,7 @@ mod tests {
         assert_eq!(env["HOOKVISOR_TAGS"], b"a b c 3");
         assert_eq!(
             fs::read(OsStr::from_bytes(&env["HOOKVISOR_TAGS_NUL"])).unwrap(),
-            b"a\0b c\03\0"
+            b"a\0b c\x003\0"
         );
         assert_eq!(env["HOOKVISOR_ITERATION"], b"2");
         assert_eq!(env["HOOKVISOR_NONE"], b"");
