@@ -493,8 +493,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let buf = buffer(dir.path());
         let mut expected_full = String::new();
-        for i in 0..3000 {
-            let line = format!("line {i} ü\n");
+        // 300 appends of 44 characters: over the cap, and few enough fsyncs to stay quick.
+        for i in 0..300 {
+            let line = format!("line {i:03} ü {}\n", "-".repeat(32));
             buf.append("h", &line).unwrap();
             expected_full.push_str(&line);
         }
@@ -506,15 +507,16 @@ mod tests {
         assert!(drained.text.chars().count() > MAX_CONTEXT_CHARS - 100);
         let (pointer, tail) = drained.text.split_once('\n').unwrap();
         assert!(pointer.contains(&saved.display().to_string()), "{pointer}");
-        assert!(pointer.contains("3000 entries"), "{pointer}");
+        assert!(pointer.contains("300 entries"), "{pointer}");
+        assert!(pointer.contains("13200 characters"), "{pointer}");
         assert!(
             pointer.contains(&format!("the last {} characters", tail.chars().count())),
             "{pointer}"
         );
         assert!(expected_full.ends_with(tail));
         assert!(tail.starts_with("line "), "cut at a line start: {tail:.40}");
-        assert!(tail.ends_with("line 2999 ü\n"));
-        assert_eq!(drained.entries, 3000);
+        assert!(tail.ends_with(&format!("line 299 ü {}\n", "-".repeat(32))));
+        assert_eq!(drained.entries, 300);
         assert!(buf.is_empty().unwrap());
 
         // A second overflow in the same millisecond gets its own file.
@@ -641,35 +643,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let buf = buffer(dir.path()).with_lock_timeout(Duration::from_millis(300));
         buf.append("h", "x").unwrap();
-        // Another process holds the lock (flock is per open file, so a child is a real rival).
-        let lock = dir.path().join("context.json.lock");
-        let mut holder = Command::new("flock")
-            .arg(&lock)
-            .args(["sleep", "30"])
-            .spawn();
-        let Ok(holder) = holder.as_mut() else {
-            eprintln!("flock(1) missing; skipped");
-            return;
-        };
+        // A rival holds the lock: flock belongs to an open file description, so a second
+        // open of the lock file contends with the buffer's own even in this process.
+        let rival = fs::File::open(dir.path().join("context.json.lock")).unwrap();
+        rival.lock().unwrap();
         let start = Instant::now();
-        let err = loop {
-            match buf.append("h", "y") {
-                Err(e) => break e,
-                // The child may not hold it yet.
-                Ok(()) if start.elapsed() < Duration::from_secs(5) => {
-                    thread::sleep(Duration::from_millis(50))
-                }
-                Ok(()) => panic!("the lock was never held"),
-            }
-        };
-        let _ = holder.kill();
-        let _ = holder.wait();
+        let err = buf.append("h", "y").unwrap_err();
+        let waited = start.elapsed();
         assert!(
             matches!(
                 err,
                 ContextBufferError::Lock(StatusError::LockTimeout { .. })
             ),
             "{err}"
+        );
+        assert!(
+            waited >= Duration::from_millis(300) && waited < Duration::from_secs(5),
+            "{waited:?}"
+        );
+        rival.unlock().unwrap();
+        buf.append("h", "z").unwrap();
+        assert_eq!(
+            buf.drain(100).unwrap().text,
+            "x\nz\n",
+            "the refused append left nothing"
         );
     }
 
