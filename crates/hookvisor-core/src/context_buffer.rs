@@ -23,7 +23,9 @@
 //! # JSON shape
 //!
 //! ```json
-//! {"entries": [{"text": "lint: 3 warnings\n", "at": "2026-11-22T05:09:10.042Z", "source": "lint"}]}
+//! {"entries": [
+//!   {"text": "lint: 3 warnings\n", "at": "2026-11-22T05:09:10.042Z", "source": "lint"}
+//! ]}
 //! ```
 //!
 //! `entries` oldest first; `at` is when the entry was appended (RFC 3339 UTC, milliseconds);
@@ -107,7 +109,10 @@ pub enum ContextBufferError {
     #[error(transparent)]
     Lock(#[from] StatusError),
     /// `context.json`, its directory or an overflow log could not be read or written.
-    #[error("context buffer {}: {source}; make the state dir writable or pass --state-dir", path.display())]
+    #[error(
+        "context buffer {}: {source}; make the state dir writable or pass --state-dir",
+        path.display()
+    )]
     Io {
         /// The file or directory.
         path: PathBuf,

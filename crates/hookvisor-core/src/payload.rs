@@ -6,9 +6,9 @@
 //! `{"event", "session", "workspace", "timestamp", "trigger", "iteration"?, "stage"?, "files"?,
 //! "data"}`, in this order, one line, from [`Payload::stdin_json`]. `timestamp` is RFC 3339 UTC
 //! with milliseconds; `iteration`, `stage` and `files` are left out when unset; `data` is the
-//! event's data object as given. JSON text is UTF-8, so a workspace or file name that is not
-//! is written with U+FFFD in its place; its exact bytes are in the environment and the NUL
-//! file (below).
+//! event's data object as given; extra variables (below) are not in it. JSON text is UTF-8,
+//! so a workspace or file name that is not is written with U+FFFD in its place; its exact
+//! bytes are in the environment and the NUL file (below).
 //!
 //! # Names
 //!
@@ -16,12 +16,13 @@
 //!
 //! 1. the built-ins `event session workspace timestamp trigger iteration stage files`;
 //! 2. the extra variables the caller sets ([`Payload::text_var`] and friends: `decision`,
-//!    `tool_name`, `hook_response`…);
+//!    `tool_name`, `hook_response`…), which cannot take a built-in name or `data`;
 //! 3. `data`, the whole data object (so `${data.event}` reads data even where a built-in has
 //!    the name);
 //! 4. every key of `data`, in sorted order.
 //!
-//! Names are case-insensitive: a name matches exactly first, else ignoring ASCII case.
+//! Names are case-insensitive: level by level, a name matches exactly first, else ignoring
+//! ASCII case.
 //! `${a.b}` reads JSON: each further segment is an object key (matched the same way) or an
 //! array index. [`Payload::lookup`] (for `when:`, also as [`Lookup`]) and
 //! [`Payload::template_value`] (for `argv:`) resolve names so.
