@@ -53,6 +53,8 @@
 //! [`MAX_BUFFER_BYTES`]: crate::context_buffer::MAX_BUFFER_BYTES
 //! [`MAX_CONTEXT_CHARS`]: crate::context_buffer::MAX_CONTEXT_CHARS
 
+#![forbid(unsafe_code)]
+
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};

@@ -71,6 +71,8 @@
 //! [`env_name`]: crate::template::env_name
 //! [`nul_env_name`]: crate::template::nul_env_name
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::fs::OpenOptions;
@@ -866,6 +868,44 @@ mod tests {
         let err = payload().environment(dir.path()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
         assert_eq!(fs::read_to_string(&target).unwrap(), "keep");
+    }
+
+    #[test]
+    fn a_run_script_reads_the_values_through_its_rewritten_placeholders() {
+        // The wiring's path for `run:`: the template names variables, this environment holds
+        // them, sh expands each once.
+        let p = payload();
+        let script = template::ShellTemplate::parse(
+            "printf '%s' ${msg} > a.out; printf '%s' \"${data.msg}\" > b.out; \
+             printf '%s' 'f=${file}' > c.out; printf '%s|' ${files} > d.out",
+        )
+        .unwrap();
+        for name in script.references() {
+            assert!(p.template_value(name).is_some(), "{name} unknown");
+        }
+        let work = tempfile::tempdir().unwrap();
+        let run_dir = work.path().join("run");
+        fs::create_dir(&run_dir).unwrap();
+        let status = Command::new("/bin/sh")
+            .args(["-c", script.script()])
+            .current_dir(work.path())
+            .env_clear()
+            .envs(p.environment(&run_dir).unwrap())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let read = |name: &str| fs::read(work.path().join(name)).unwrap();
+        assert_eq!(read("a.out"), HOSTILE.as_bytes());
+        assert_eq!(read("b.out"), HOSTILE.as_bytes());
+        let mut c = b"f=".to_vec();
+        c.extend_from_slice(non_utf8().as_bytes());
+        assert_eq!(read("c.out"), c);
+        // A list placeholder in sh is its space-joined form, one word.
+        let mut d = b"a.txt ".to_vec();
+        d.extend_from_slice(non_utf8().as_bytes());
+        d.push(b'|');
+        assert_eq!(read("d.out"), d);
+        assert!(!work.path().join("S").exists(), "a value was run as code");
     }
 
     #[test]
