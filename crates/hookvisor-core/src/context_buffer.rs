@@ -14,9 +14,10 @@
 //!    the order it appended them, and an append is never lost.
 //! 3. The agent controls the state dir: `context.json` is opened without following a symbolic
 //!    link and without blocking, and used only when it is a regular file with one link, read up
-//!    to 8 MiB. Anything else, or a file that does not parse, is moved aside to
-//!    `context.json.corrupt-<UTC time>` with a warning and the buffer starts empty.
-//! 4. The buffer holds at most [`MAX_BUFFER_BYTES`] of text: an append past it fails with
+//!    to [`MAX_BUFFER_BYTES`] (8 MiB). Anything else, or a file that does not parse, is moved
+//!    aside to `context.json.corrupt-<UTC time>` with a warning and the buffer starts empty.
+//! 4. An append that would make the file larger than [`MAX_BUFFER_BYTES`] (as written, JSON
+//!    escapes included, so that rule 3 never moves aside a file this code wrote) fails with
 //!    [`ContextBufferError::Full`], naming the limit, rather than dropping older entries
 //!    silently (the hook's own log still holds its output).
 //!
@@ -71,11 +72,8 @@ use crate::timestamp::rfc3339_millis;
 /// The most characters a drain delivers: Claude's cap on `additionalContext` (EVENTS.md §1.6).
 pub const MAX_CONTEXT_CHARS: usize = 10_000;
 
-/// The most bytes of text the buffer holds (rule 4).
-pub const MAX_BUFFER_BYTES: usize = 4 << 20;
-
-/// The largest `context.json` read (rule 3): the text limit plus room for JSON escapes.
-const MAX_FILE_BYTES: u64 = 8 << 20;
+/// The largest `context.json` read (rule 3) or made by an append (rule 4), in bytes.
+pub const MAX_BUFFER_BYTES: usize = 8 << 20;
 
 /// How long a writer waits for the lock unless told otherwise (rule 1).
 const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -121,19 +119,19 @@ pub enum ContextBufferError {
         /// What the file system said.
         source: io::Error,
     },
-    /// An append would take the buffer past [`MAX_BUFFER_BYTES`].
+    /// An append would make `context.json` larger than [`MAX_BUFFER_BYTES`].
     #[error(
-        "context buffer {} is full ({held} bytes held, {adding} more would pass the limit of \
-         {limit}); it empties at the next turn.start",
+        "context buffer {} is full: appending {adding} bytes of text would make it {size} \
+         bytes, over the limit of {limit}; it empties at the next turn.start",
         path.display()
     )]
     Full {
         /// `context.json`.
         path: PathBuf,
-        /// Bytes of text already held.
-        held: usize,
-        /// Bytes of the refused append.
+        /// Bytes of text of the refused append.
         adding: usize,
+        /// The size the file would have had.
+        size: usize,
         /// [`MAX_BUFFER_BYTES`].
         limit: usize,
     },
@@ -192,16 +190,7 @@ impl ContextBuffer {
         if text.is_empty() {
             return Ok(());
         }
-        self.update(|file| {
-            let held: usize = file.entries.iter().map(|e| e.text.len()).sum();
-            if held.saturating_add(text.len()) > MAX_BUFFER_BYTES {
-                return Err(ContextBufferError::Full {
-                    path: self.path.clone(),
-                    held,
-                    adding: text.len(),
-                    limit: MAX_BUFFER_BYTES,
-                });
-            }
+        self.update(Some(text.len()), |file| {
             file.entries.push(Entry {
                 text: text.to_owned(),
                 at: rfc3339_millis(SystemTime::now()),
@@ -218,7 +207,7 @@ impl ContextBuffer {
     pub fn drain(&self, limit_chars: usize) -> Result<Drained, ContextBufferError> {
         let limit = limit_chars.min(MAX_CONTEXT_CHARS);
         let mut drained = Drained::default();
-        self.update(|file| {
+        self.update(None, |file| {
             if file.entries.is_empty() {
                 return Ok(false);
             }
@@ -242,7 +231,7 @@ impl ContextBuffer {
     /// log.
     pub fn discard(&self) -> Result<usize, ContextBufferError> {
         let mut count = 0;
-        self.update(|file| {
+        self.update(None, |file| {
             count = file.entries.len();
             file.entries.clear();
             Ok(count > 0)
@@ -253,7 +242,7 @@ impl ContextBuffer {
     /// How many entries wait, read under the lock.
     pub fn len(&self) -> Result<usize, ContextBufferError> {
         let mut count = 0;
-        self.update(|file| {
+        self.update(None, |file| {
             count = file.entries.len();
             Ok(false)
         })?;
@@ -266,9 +255,11 @@ impl ContextBuffer {
     }
 
     /// Runs `f` on the buffer under the lock (rules 1 to 3) and writes the result when `f`
-    /// returns `Ok(true)`.
+    /// returns `Ok(true)`. `appending` is the text length of an append, whose result must fit
+    /// rule 4; other changes only shrink the file.
     fn update(
         &self,
+        appending: Option<usize>,
         f: impl FnOnce(&mut BufferFile) -> Result<bool, ContextBufferError>,
     ) -> Result<(), ContextBufferError> {
         let dir = crate::state::parent_dir(&self.path);
@@ -290,6 +281,16 @@ impl ContextBuffer {
             let mut bytes = serde_json::to_vec_pretty(&file)
                 .map_err(|e| self.io_error(&self.path, io::Error::other(e)))?;
             bytes.push(b'\n');
+            if let Some(adding) = appending
+                && bytes.len() > MAX_BUFFER_BYTES
+            {
+                return Err(ContextBufferError::Full {
+                    path: self.path.clone(),
+                    adding,
+                    size: bytes.len(),
+                    limit: MAX_BUFFER_BYTES,
+                });
+            }
             write_atomic(&self.path, &bytes, Durability::Durable)
                 .map_err(|e| self.io_error(&self.path, e))?;
         }
@@ -306,13 +307,13 @@ impl ContextBuffer {
             Err(e) => return Err(self.io_error(&self.path, e)),
         };
         let mut bytes = Vec::new();
-        file.take(MAX_FILE_BYTES + 1)
+        file.take(MAX_BUFFER_BYTES as u64 + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| self.io_error(&self.path, e))?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
+        if bytes.len() > MAX_BUFFER_BYTES {
             return Ok(Err(format!(
                 "is over the limit of {} MiB",
-                MAX_FILE_BYTES >> 20
+                MAX_BUFFER_BYTES >> 20
             )));
         }
         Ok(serde_json::from_slice(&bytes).map_err(|e| format!("does not parse ({e})")))
@@ -558,11 +559,24 @@ mod tests {
     fn a_full_buffer_refuses_the_append_and_keeps_what_it_holds() {
         let dir = tempfile::tempdir().unwrap();
         let buf = buffer(dir.path());
-        buf.append("a", &"x".repeat(MAX_BUFFER_BYTES - 1)).unwrap();
-        buf.append("b", "y").unwrap();
-        let err = buf.append("c", "z").unwrap_err();
+        buf.append("a", &"x".repeat(MAX_BUFFER_BYTES / 2)).unwrap();
+        let err = buf
+            .append("b", &"y".repeat(MAX_BUFFER_BYTES / 2))
+            .unwrap_err();
         assert!(matches!(err, ContextBufferError::Full { .. }), "{err}");
+        // Control characters take six bytes each in JSON: the limit is on the file as written,
+        // so the next reader never finds it oversized and moves it aside.
+        let err = buf
+            .append("c", &"\u{1}".repeat(MAX_BUFFER_BYTES / 4))
+            .unwrap_err();
+        assert!(matches!(err, ContextBufferError::Full { .. }), "{err}");
+        buf.append("d", "small").unwrap();
         assert_eq!(buf.len().unwrap(), 2);
+        assert_eq!(set_aside(dir.path()), Vec::<PathBuf>::new());
+        let drained = buf.drain(MAX_CONTEXT_CHARS).unwrap();
+        let full = fs::read_to_string(drained.full_text.unwrap()).unwrap();
+        assert_eq!(full.len(), MAX_BUFFER_BYTES / 2 + "\nsmall\n".len());
+        assert!(full.ends_with("x\nsmall\n"));
     }
 
     #[test]
@@ -626,7 +640,7 @@ mod tests {
         // A huge regular file is not read whole: moved aside.
         let dir = tempfile::tempdir().unwrap();
         let huge = fs::File::create(dir.path().join("context.json")).unwrap();
-        huge.set_len(MAX_FILE_BYTES + 10).unwrap();
+        huge.set_len(MAX_BUFFER_BYTES as u64 + 10).unwrap();
         let buf = buffer(dir.path());
         let start = Instant::now();
         within("huge", move || buf.append("h", "after").unwrap());
