@@ -28,9 +28,11 @@
 //! - `state`: the name of every file in the state dir, and the one atomic writer ([`StateDir`]).
 //! - `timestamp`: RFC 3339 times as status.json writes them ([`rfc3339`]).
 //!
-//! The event model of EVENTS.md is being built on top; its first pieces are public modules,
-//! not yet wired to hooks: [`when`] (conditions), [`template`] (`${name}` in `run:` and
-//! `argv:`), [`decision`] (the blocking protocol).
+//! The event model of EVENTS.md is being built on top; its pieces are public modules, not yet
+//! wired to a dispatcher: [`event`] (the events and what a hook declares), [`when`]
+//! (conditions), [`template`] (`${name}` in `run:` and `argv:`), [`decision`] (the blocking
+//! protocol), [`payload`] (the event JSON and variables a hook gets), [`context_buffer`] (piped
+//! output for the next turn).
 //!
 //! # Example
 //!
@@ -83,6 +85,8 @@ mod account;
 mod change_watch;
 mod changes;
 mod context;
+/// The context buffer: piped hook output waiting for the next turn (EVENTS.md §1.6).
+pub mod context_buffer;
 /// The blocking protocol: one run judged, verdicts combined, the reply (EVENTS.md §1.4, §1.5, §5).
 pub mod decision;
 mod discover;
@@ -96,6 +100,8 @@ mod hook;
 mod leftovers;
 mod message;
 mod pattern;
+/// The event JSON and environment a hook of the event model receives (EVENTS.md §4.1).
+pub mod payload;
 mod precommit;
 mod seal;
 mod session;

@@ -81,6 +81,11 @@ impl StateDir {
         &self.root
     }
 
+    /// `context.json`, the context buffer's FIFO of piped hook output (EVENTS.md §1.6).
+    pub fn context_buffer(&self) -> PathBuf {
+        self.root.join("context.json")
+    }
+
     /// `agent-turns.json`, the adapters' turn log.
     pub fn turn_log(&self) -> PathBuf {
         self.root.join("agent-turns.json")
@@ -174,6 +179,7 @@ mod tests {
         assert_eq!(state.changes_journal(), Path::new("/s/changes.journal"));
         assert_eq!(state.cookie_dir(), Path::new("/s"));
         assert_eq!(state.turn_log(), Path::new("/s/agent-turns.json"));
+        assert_eq!(state.context_buffer(), Path::new("/s/context.json"));
     }
 
     #[test]

@@ -19,7 +19,7 @@ const LOCK_RETRY_MAX: Duration = Duration::from_millis(10);
 impl StatusStore {
     /// Takes the exclusive lock (rules 1 and 3); it is released when the returned guard is
     /// dropped or the process dies.
-    pub(super) fn lock(&self) -> Result<Locked, StatusError> {
+    pub(crate) fn lock(&self) -> Result<Locked, StatusError> {
         let lock_path = self.lock_path();
         let deadline = Instant::now() + self.lock_timeout;
         let lock_error = |source| StatusError::Lock {
@@ -91,7 +91,7 @@ impl StatusStore {
 }
 
 /// The lock of a writer, held until dropped.
-pub(super) struct Locked(Option<File>);
+pub(crate) struct Locked(Option<File>);
 
 impl Drop for Locked {
     fn drop(&mut self) {

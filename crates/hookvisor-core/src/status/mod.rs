@@ -47,7 +47,7 @@ use serde_json::{Map, Value};
 
 use self::file::{empty_as_none, is_false};
 pub use self::store::{StatusError, StatusStore};
-pub(crate) use self::untrusted::not_ours;
+pub(crate) use self::untrusted::{OPEN_FLAGS, move_aside, not_ours, open_regular};
 use crate::context::Context;
 use crate::exec::RunOutcome;
 use crate::hook::{Hook, HookKind};

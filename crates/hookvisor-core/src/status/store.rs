@@ -191,7 +191,7 @@ impl StatusStore {
     /// Under the lock, any temp file of ours belongs to a writer that died mid-write. Removing
     /// unlinks the name itself: a symbolic link planted under such a name goes, its target
     /// stays.
-    fn remove_dead_temp_files(&self) {
+    pub(crate) fn remove_dead_temp_files(&self) {
         let Some(prefix) = temp_prefix(&self.path) else {
             return;
         };

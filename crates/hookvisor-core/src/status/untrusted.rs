@@ -11,11 +11,11 @@ use std::time::SystemTime;
 use crate::timestamp::rfc3339_millis;
 
 /// How `status.json` and its lock are opened (rule 3). std adds `O_CLOEXEC`.
-pub(super) const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY;
+pub(crate) const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY;
 
 /// Opens `path` read-only if it is a regular file with at most one link (rule 3), never
 /// following a symbolic link and never blocking; `Ok(Err(why))` says what it is instead.
-pub(super) fn open_regular(path: &Path) -> io::Result<Result<File, String>> {
+pub(crate) fn open_regular(path: &Path) -> io::Result<Result<File, String>> {
     // Looking first keeps us from opening a device or a FIFO at all; looking at what was opened
     // closes the race with whoever swaps the file in between.
     if let Some(why) = not_ours(&fs::symlink_metadata(path)?) {
@@ -73,7 +73,7 @@ pub(crate) fn not_ours(meta: &fs::Metadata) -> Option<String> {
 
 /// Renames `path`, which `why` describes, to `<path>.corrupt-<UTC time>` with a warning
 /// (rule 4). Nothing there any more is no error: someone moved it first.
-pub(super) fn move_aside(path: &Path, why: &str) -> io::Result<()> {
+pub(crate) fn move_aside(path: &Path, why: &str) -> io::Result<()> {
     let stamp = rfc3339_millis(SystemTime::now()).replace([':', '-'], "");
     let mut aside = PathBuf::from(format!("{}.corrupt-{stamp}", path.display()));
     let mut n = 1;

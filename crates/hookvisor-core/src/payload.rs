@@ -1,0 +1,962 @@
+//! What a hook of the event model receives (EVENTS.md §4.1 "Transport", §5 rule 19): the event
+//! JSON on stdin, the same JSON in a file, and every template variable in the environment.
+//!
+//! # The event JSON
+//!
+//! `{"event", "session", "workspace", "timestamp", "trigger", "iteration"?, "stage"?, "files"?,
+//! "data"}`, in this order, one line, from [`Payload::stdin_json`]. `timestamp` is RFC 3339 UTC
+//! with milliseconds; `iteration`, `stage` and `files` are left out when unset; `data` is the
+//! event's data object as given; extra variables (below) are not in it. JSON text is UTF-8,
+//! so a workspace or file name that is not is written with U+FFFD in its place; its exact
+//! bytes are in the environment and the NUL file (below).
+//!
+//! # Names
+//!
+//! The variables, in order of precedence (an earlier one wins a name):
+//!
+//! 1. the built-ins `event session workspace timestamp trigger iteration stage files`;
+//! 2. the extra variables the caller sets ([`Payload::text_var`] and friends: `decision`,
+//!    `tool_name`, `hook_response`…), which cannot take a built-in name or `data`;
+//! 3. `data`, the whole data object (so `${data.event}` reads data even where a built-in has
+//!    the name);
+//! 4. every key of `data`, in sorted order.
+//!
+//! Names are case-insensitive: level by level, a name matches exactly first, else ignoring
+//! ASCII case.
+//! `${a.b}` reads JSON: each further segment is an object key (matched the same way) or an
+//! array index. [`Payload::lookup`] (for `when:`, also as [`Lookup`]) and
+//! [`Payload::template_value`] (for `argv:`) resolve names so.
+//!
+//! # The environment
+//!
+//! [`Payload::environment`] writes its files into a per-run directory the caller made (owned by
+//! the run user: the caller acts as that user), each created new (`O_EXCL`), never through a
+//! symbolic link (`O_NOFOLLOW`), mode 0600, named after its variable:
+//!
+//! 1. `HOOKVISOR_PAYLOAD`: the path of `payload.json`, the event JSON.
+//! 2. A scalar is `HOOKVISOR_<NAME>` ([`env_name`]: upper case, dots and other bytes → `_`,
+//!    so `a.b` → `HOOKVISOR_A_B`). Text is itself, with its exact bytes; a JSON string its
+//!    text; a number or boolean its JSON text; `null` empty; an object its compact JSON.
+//! 3. A list (`files`, a JSON array) is a file `HOOKVISOR_<NAME>_NUL` ([`nul_env_name`]) with
+//!    every item followed by a NUL byte (`xargs -0` reads it), plus `HOOKVISOR_<NAME>`, the
+//!    items joined by single spaces. An item is rendered like a scalar.
+//! 4. JSON objects are flattened by dotted path: `data = {"agent": {"tool_input":
+//!    {"command": "ls"}}}` gives `HOOKVISOR_AGENT` (the object's JSON) and
+//!    `HOOKVISOR_AGENT_TOOL_INPUT_COMMAND=ls`, down to names of [`MAX_FLATTEN_SEGMENTS`]
+//!    segments; deeper values are only in their parent's JSON (and in the lookups). Arrays are
+//!    not flattened into their items' objects.
+//! 5. A value over [`MAX_INLINE_BYTES`] (64 KiB), one with a NUL byte (no environment can hold
+//!    it), or one past the environment's budget of [`ENV_BUDGET_BYTES`] goes by file only:
+//!    `HOOKVISOR_<NAME>_FILE` is the path of a file holding its exact bytes, and
+//!    `HOOKVISOR_<NAME>` is unset. The limit is on the value's bytes: 65,536 is inline,
+//!    65,537 a file.
+//! 6. Each variable name is set once: when two names map to one variable (`a.b` and `a_b`, or
+//!    a data key `files_nul`), the first in precedence order keeps it and the other is left
+//!    out of the environment (the lookups still find it). A name whose variable would be bare
+//!    `HOOKVISOR_` (an empty key) is left out.
+//! 7. At most [`MAX_VARIABLES`] variables are set, and a file's path counts against the
+//!    budget too: a variable past either is left out, and is only in `payload.json` and the
+//!    lookups. Together they keep `execve` clear of `E2BIG`.
+//!
+//! [`ENV_BUDGET_BYTES`]: crate::payload::ENV_BUDGET_BYTES
+//! [`MAX_FLATTEN_SEGMENTS`]: crate::payload::MAX_FLATTEN_SEGMENTS
+//! [`MAX_INLINE_BYTES`]: crate::payload::MAX_INLINE_BYTES
+//! [`MAX_VARIABLES`]: crate::payload::MAX_VARIABLES
+//! [`Payload::environment`]: crate::payload::Payload::environment
+//! [`Payload::lookup`]: crate::payload::Payload::lookup
+//! [`Payload::stdin_json`]: crate::payload::Payload::stdin_json
+//! [`Payload::template_value`]: crate::payload::Payload::template_value
+//! [`Payload::text_var`]: crate::payload::Payload::text_var
+//! [`Lookup`]: crate::when::Lookup
+//! [`env_name`]: crate::template::env_name
+//! [`nul_env_name`]: crate::template::nul_env_name
+
+#![forbid(unsafe_code)]
+
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde_json::{Map, Value as Json};
+
+use crate::template::{self, env_name, nul_env_name};
+use crate::timestamp::rfc3339_millis;
+use crate::when::{self, Lookup};
+
+/// The largest value passed inline in the environment (§4.1: "> 64 KiB by file only").
+pub const MAX_INLINE_BYTES: usize = 64 << 10;
+
+/// The most bytes of values set inline in all; later values go by file (rule 5). Linux allows
+/// arguments and environment 2 MiB together; a quarter leaves room for the rest.
+pub const ENV_BUDGET_BYTES: usize = 512 << 10;
+
+/// The most variables [`Payload::environment`] sets (rule 7).
+pub const MAX_VARIABLES: usize = 1024;
+
+/// The most segments of a flattened name (rule 4): `a.b.c.d.e.f.g.h`.
+pub const MAX_FLATTEN_SEGMENTS: usize = 8;
+
+/// The built-in names and `data`, which extra variables cannot take (levels 1 and 3 of
+/// "Names").
+const RESERVED: [&str; 9] = [
+    "event",
+    "session",
+    "workspace",
+    "timestamp",
+    "trigger",
+    "iteration",
+    "stage",
+    "files",
+    "data",
+];
+
+/// The event a hook receives; built with [`Payload::new`] and its setters. See the [module
+/// documentation](self) for the JSON, the names and the environment.
+#[derive(Debug, Clone)]
+pub struct Payload {
+    event: String,
+    session: String,
+    workspace: PathBuf,
+    timestamp: String,
+    trigger: String,
+    iteration: Option<u64>,
+    stage: Option<String>,
+    files: Option<Vec<OsString>>,
+    data: Map<String, Json>,
+    /// Extra variables, by lower-cased name, in the order set.
+    vars: Vec<(String, Var)>,
+}
+
+/// A variable's value before it is rendered for one consumer.
+#[derive(Debug, Clone)]
+enum Var {
+    /// Any bytes (a file name, the workspace).
+    Text(OsString),
+    /// A list of any bytes (`files`).
+    List(Vec<OsString>),
+    /// A JSON value (data and what is read inside it).
+    Json(Json),
+}
+
+impl Payload {
+    /// The payload of `event` in `session` at `workspace`, fired by `trigger` (`user`, `hook`,
+    /// `loop`), stamped now, with empty `data` and no iteration, stage or files.
+    pub fn new(
+        event: impl Into<String>,
+        session: impl Into<String>,
+        workspace: impl Into<PathBuf>,
+        trigger: impl Into<String>,
+    ) -> Payload {
+        Payload {
+            event: event.into(),
+            session: session.into(),
+            workspace: workspace.into(),
+            timestamp: rfc3339_millis(SystemTime::now()),
+            trigger: trigger.into(),
+            iteration: None,
+            stage: None,
+            files: None,
+            data: Map::new(),
+            vars: Vec::new(),
+        }
+    }
+
+    /// Stamps the event at `at` instead of now.
+    pub fn at(mut self, at: SystemTime) -> Payload {
+        self.timestamp = rfc3339_millis(at);
+        self
+    }
+
+    /// Sets `iteration` (a loop's turn number). Unset by default.
+    pub fn iteration(mut self, iteration: u64) -> Payload {
+        self.iteration = Some(iteration);
+        self
+    }
+
+    /// Sets `stage`. Unset by default.
+    pub fn stage(mut self, stage: impl Into<String>) -> Payload {
+        self.stage = Some(stage.into());
+        self
+    }
+
+    /// Sets `files`, the paths the event concerns, with their exact bytes. Unset by default.
+    pub fn files<I, F>(mut self, files: I) -> Payload
+    where
+        I: IntoIterator<Item = F>,
+        F: Into<OsString>,
+    {
+        self.files = Some(files.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Sets `data`, the event's data object. Empty by default.
+    pub fn data(mut self, data: Map<String, Json>) -> Payload {
+        self.data = data;
+        self
+    }
+
+    /// Adds a text variable `name` (exact bytes), below the built-ins, above `data` (level 2
+    /// of "Names"). Not in the event JSON. A second setting of a name replaces the first; a
+    /// built-in name or `data` is ignored (they are the event's).
+    pub fn text_var(self, name: &str, value: impl Into<OsString>) -> Payload {
+        self.var(name, Var::Text(value.into()))
+    }
+
+    /// Adds a list variable `name`, like [`Payload::text_var`].
+    pub fn list_var<I, F>(self, name: &str, items: I) -> Payload
+    where
+        I: IntoIterator<Item = F>,
+        F: Into<OsString>,
+    {
+        self.var(name, Var::List(items.into_iter().map(Into::into).collect()))
+    }
+
+    /// Adds a JSON variable `name` (`${name.key}` reads inside it), like [`Payload::text_var`].
+    pub fn json_var(self, name: &str, value: Json) -> Payload {
+        self.var(name, Var::Json(value))
+    }
+
+    fn var(mut self, name: &str, value: Var) -> Payload {
+        let name = name.to_ascii_lowercase();
+        if RESERVED.contains(&name.as_str()) {
+            return self;
+        }
+        self.vars.retain(|(n, _)| *n != name);
+        self.vars.push((name, value));
+        self
+    }
+
+    /// The event JSON, for stdin and `HOOKVISOR_PAYLOAD` (see "The event JSON").
+    pub fn stdin_json(&self) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct Wire<'a> {
+            event: &'a str,
+            session: &'a str,
+            workspace: String,
+            timestamp: &'a str,
+            trigger: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            iteration: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            stage: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            files: Option<Vec<String>>,
+            data: &'a Map<String, Json>,
+        }
+        let wire = Wire {
+            event: &self.event,
+            session: &self.session,
+            workspace: self.workspace.to_string_lossy().into_owned(),
+            timestamp: &self.timestamp,
+            trigger: &self.trigger,
+            iteration: self.iteration,
+            stage: self.stage.as_deref(),
+            files: self.files.as_ref().map(|files| {
+                files
+                    .iter()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .collect()
+            }),
+            data: &self.data,
+        };
+        // Strings, integers and a map with string keys: serializing cannot fail, and an empty
+        // object is no worse than a panic if it ever did.
+        serde_json::to_vec(&wire).unwrap_or_else(|_| b"{}".to_vec())
+    }
+
+    /// Writes the payload's files into `dir` and returns the environment of a hook (see "The
+    /// environment"): `HOOKVISOR_PAYLOAD` first, then the variables in precedence order.
+    /// Fails when a file cannot be created, including when one already exists: give each run
+    /// a fresh directory.
+    pub fn environment(&self, dir: &Path) -> io::Result<Vec<(OsString, OsString)>> {
+        let mut env = Env {
+            dir,
+            out: Vec::new(),
+            used: HashSet::new(),
+            budget: ENV_BUDGET_BYTES,
+        };
+        env.file_var(
+            "HOOKVISOR_PAYLOAD".to_owned(),
+            "payload.json",
+            &self.stdin_json(),
+        )?;
+        for (name, var) in self.variables() {
+            env.emit(&name, &var, 1)?;
+        }
+        Ok(env.out)
+    }
+
+    /// The value of `${path[0].path[1]…}` for `when:` (see "Names"): text as
+    /// [`when::Value::Text`], lists and JSON as [`when::Value::Json`].
+    pub fn lookup(&self, path: &[&str]) -> Option<when::Value> {
+        Some(match self.resolve(path)? {
+            Var::Text(text) => when::Value::Text(text.to_string_lossy().into_owned()),
+            Var::List(items) => when::Value::Json(Json::Array(
+                items
+                    .iter()
+                    .map(|i| Json::String(i.to_string_lossy().into_owned()))
+                    .collect(),
+            )),
+            Var::Json(value) => when::Value::Json(value),
+        })
+    }
+
+    /// The value of the dotted `name` for `argv:` ([`template::expand_argv`]): a scalar or a
+    /// list, each item rendered as the environment renders it (rule 2 of "The environment").
+    pub fn template_value(&self, name: &str) -> Option<template::Value> {
+        let path: Vec<&str> = name.split('.').collect();
+        Some(match self.resolve(&path)? {
+            Var::Text(text) => template::Value::Scalar(text),
+            Var::List(items) => template::Value::List(items),
+            Var::Json(Json::Array(items)) => {
+                template::Value::List(items.iter().map(|i| OsString::from(scalar(i))).collect())
+            }
+            Var::Json(value) => template::Value::Scalar(OsString::from(scalar(&value))),
+        })
+    }
+
+    /// The built-ins that are set, then the extra variables: the first two levels of "Names",
+    /// small, so cheap to build per lookup.
+    fn named(&self) -> Vec<(String, Var)> {
+        let text = |s: &str| Var::Text(OsString::from(s));
+        let mut named: Vec<(String, Var)> = vec![
+            ("event".into(), text(&self.event)),
+            ("session".into(), text(&self.session)),
+            (
+                "workspace".into(),
+                Var::Text(self.workspace.clone().into_os_string()),
+            ),
+            ("timestamp".into(), text(&self.timestamp)),
+            ("trigger".into(), text(&self.trigger)),
+        ];
+        if let Some(n) = self.iteration {
+            named.push(("iteration".into(), text(&n.to_string())));
+        }
+        if let Some(stage) = &self.stage {
+            named.push(("stage".into(), text(stage)));
+        }
+        if let Some(files) = &self.files {
+            named.push(("files".into(), Var::List(files.clone())));
+        }
+        named.extend(self.vars.iter().cloned());
+        named
+    }
+
+    /// Every variable in precedence order, each name once (the first wins): what the
+    /// environment sets.
+    fn variables(&self) -> Vec<(String, Var)> {
+        let mut all = self.named();
+        all.push(("data".into(), Var::Json(Json::Object(self.data.clone()))));
+        for key in sorted_keys(&self.data) {
+            if let Some(value) = self.data.get(key) {
+                all.push((key.clone(), Var::Json(value.clone())));
+            }
+        }
+        let mut seen = HashSet::new();
+        all.retain(|(name, _)| seen.insert(name.to_ascii_lowercase()));
+        all
+    }
+
+    /// Resolves a dotted path (see "Names"): level by level in precedence order, within a
+    /// level an exact match before one ignoring case.
+    fn resolve(&self, path: &[&str]) -> Option<Var> {
+        let (first, rest) = path.split_first()?;
+        let named = self.named();
+        let found = named
+            .iter()
+            .find(|(n, _)| n == first)
+            .or_else(|| named.iter().find(|(n, _)| n.eq_ignore_ascii_case(first)));
+        if let Some((_, var)) = found {
+            if rest.is_empty() {
+                return Some(var.clone());
+            }
+            let Var::Json(root) = var else {
+                return None;
+            };
+            return walk(root, rest).cloned().map(Var::Json);
+        }
+        let value = if first.eq_ignore_ascii_case("data") {
+            let Some((key, rest)) = rest.split_first() else {
+                return Some(Var::Json(Json::Object(self.data.clone())));
+            };
+            walk(get_key(&self.data, key)?, rest)?
+        } else {
+            walk(get_key(&self.data, first)?, rest)?
+        };
+        Some(Var::Json(value.clone()))
+    }
+}
+
+/// The value at `path` inside `value`: object keys as [`get_key`] matches them, array indexes
+/// in decimal.
+fn walk<'a>(mut value: &'a Json, path: &[&str]) -> Option<&'a Json> {
+    for segment in path {
+        value = match value {
+            Json::Object(map) => get_key(map, segment)?,
+            Json::Array(items) => items.get(segment.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(value)
+}
+
+impl Lookup for Payload {
+    fn lookup(&self, path: &[&str]) -> Option<when::Value> {
+        Payload::lookup(self, path)
+    }
+}
+
+/// `map[key]`, matched exactly first, else ignoring ASCII case (in sorted key order, so the
+/// answer does not depend on how the map keeps its keys).
+fn get_key<'a>(map: &'a Map<String, Json>, key: &str) -> Option<&'a Json> {
+    map.get(key).or_else(|| {
+        sorted_keys(map)
+            .into_iter()
+            .find(|k| k.eq_ignore_ascii_case(key))
+            .and_then(|k| map.get(k))
+    })
+}
+
+/// The keys of `map` in sorted order, whatever order the map keeps (serde_json's
+/// `preserve_order` is on in some builds of the workspace and off in others).
+fn sorted_keys(map: &Map<String, Json>) -> Vec<&String> {
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    keys
+}
+
+/// A JSON value as one text (rule 2 of "The environment").
+fn scalar(value: &Json) -> String {
+    match value {
+        Json::String(s) => s.clone(),
+        Json::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// The environment being built.
+struct Env<'a> {
+    dir: &'a Path,
+    out: Vec<(OsString, OsString)>,
+    /// Variable names set so far (rule 6).
+    used: HashSet<String>,
+    /// Inline bytes left (rule 5).
+    budget: usize,
+}
+
+impl Env<'_> {
+    /// Sets the variables of `name` (at `depth` segments) and of its flattened children.
+    fn emit(&mut self, name: &str, var: &Var, depth: usize) -> io::Result<()> {
+        let var_name = env_name(name);
+        if var_name.len() == "HOOKVISOR_".len() {
+            return Ok(());
+        }
+        match var {
+            Var::Text(text) => self.scalar(var_name, text.as_bytes())?,
+            Var::List(items) => self.list(name, var_name, items.iter().map(|i| i.as_bytes()))?,
+            Var::Json(Json::Array(items)) => {
+                let texts: Vec<String> = items.iter().map(scalar).collect();
+                self.list(name, var_name, texts.iter().map(|t| t.as_bytes()))?;
+            }
+            Var::Json(value) => self.scalar(var_name, scalar(value).as_bytes())?,
+        }
+        if let Var::Json(Json::Object(map)) = var
+            && depth < MAX_FLATTEN_SEGMENTS
+        {
+            for key in sorted_keys(map) {
+                if let Some(child) = map.get(key) {
+                    // Cloned per child; bounded by the depth and the data's size.
+                    self.emit(
+                        &format!("{name}.{key}"),
+                        &Var::Json(child.clone()),
+                        depth + 1,
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A list: its NUL file and its space-joined scalar (rule 3).
+    fn list<'b>(
+        &mut self,
+        name: &str,
+        var_name: String,
+        items: impl Iterator<Item = &'b [u8]>,
+    ) -> io::Result<()> {
+        let nul_name = nul_env_name(name);
+        if !self.free(&nul_name) || !self.free(&var_name) {
+            return Ok(());
+        }
+        let mut nul = Vec::new();
+        let mut joined = Vec::new();
+        for (i, item) in items.enumerate() {
+            nul.extend_from_slice(item);
+            nul.push(0);
+            if i > 0 {
+                joined.push(b' ');
+            }
+            joined.extend_from_slice(item);
+        }
+        self.file_var(nul_name.clone(), &nul_name, &nul)?;
+        self.scalar(var_name, &joined)
+    }
+
+    /// A scalar: inline, or by file (rule 5).
+    fn scalar(&mut self, var_name: String, bytes: &[u8]) -> io::Result<()> {
+        if !self.free(&var_name) {
+            return Ok(());
+        }
+        let inline = bytes.len() <= MAX_INLINE_BYTES && !bytes.contains(&0);
+        let cost = var_name.len() + bytes.len() + 2;
+        if inline && cost <= self.budget {
+            self.budget -= cost;
+            self.used.insert(var_name.clone());
+            self.out.push((
+                OsString::from(var_name),
+                OsStr::from_bytes(bytes).to_owned(),
+            ));
+            return Ok(());
+        }
+        let file_name = format!("{var_name}_FILE");
+        if !self.free(&file_name) {
+            return Ok(());
+        }
+        // The bare name is taken too, so no later value sets it beside its file.
+        self.used.insert(var_name);
+        self.file_var(file_name.clone(), &file_name, bytes)
+    }
+
+    /// Whether `var_name` may still be set (rules 6 and 7).
+    fn free(&self, var_name: &str) -> bool {
+        !self.used.contains(var_name) && self.out.len() < MAX_VARIABLES
+    }
+
+    /// Sets `var_name` to the path of a new file `dir/file_name` holding `bytes`, when the
+    /// budget still has room for the path (rules 5 and 7); else sets nothing and writes
+    /// nothing.
+    fn file_var(&mut self, var_name: String, file_name: &str, bytes: &[u8]) -> io::Result<()> {
+        let path = self.dir.join(file_name);
+        let cost = var_name.len() + path.as_os_str().len() + 2;
+        if !self.free(&var_name) || cost > self.budget {
+            return Ok(());
+        }
+        write_new(&path, bytes)?;
+        self.budget -= cost;
+        self.used.insert(var_name.clone());
+        self.out
+            .push((OsString::from(var_name), path.into_os_string()));
+        Ok(())
+    }
+}
+
+/// Creates `path` (new, not through a link, 0600) holding `bytes`.
+fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    file.write_all(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::fs;
+    use std::os::unix::ffi::OsStringExt;
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::{Command, Stdio};
+
+    use serde_json::json;
+
+    const HOSTILE: &str = "it's \"quoted\" $HOME ; & | \\ `id` $(touch S)\nline two\r\n\ttab";
+
+    fn non_utf8() -> OsString {
+        OsString::from_vec(b"caf\xe9 $(touch S).txt".to_vec())
+    }
+
+    fn payload() -> Payload {
+        let Json::Object(data) = json!({
+            "msg": HOSTILE,
+            "event": "fake-event",
+            "payload": "/etc/passwd",
+            "Tags": ["a", "b c", 3],
+            "agent": {"tool_input": {"command": "ls -l", "Limit": 5}},
+            "n": 3,
+            "none": null,
+        }) else {
+            unreachable!()
+        };
+        Payload::new("turn.end", "s-1", "/ws", "user")
+            .at(SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(1_234))
+            .iteration(2)
+            .stage("plan")
+            .files([OsString::from("a.txt"), non_utf8()])
+            .text_var("file", non_utf8())
+            .data(data)
+    }
+
+    fn env_map(env: &[(OsString, OsString)]) -> HashMap<String, Vec<u8>> {
+        let mut map = HashMap::new();
+        for (k, v) in env {
+            let k = k.to_str().unwrap().to_owned();
+            assert!(!map.contains_key(&k), "{k} set twice");
+            map.insert(k, v.as_bytes().to_vec());
+        }
+        map
+    }
+
+    #[test]
+    fn stdin_json_has_the_documented_shape_and_order() {
+        let text = String::from_utf8(payload().stdin_json()).unwrap();
+        assert!(
+            text.starts_with(
+                r#"{"event":"turn.end","session":"s-1","workspace":"/ws","timestamp":"1970-01-01T00:00:01.234Z","trigger":"user","iteration":2,"stage":"plan","files":["a.txt","caf� $(touch S).txt"],"data":{"#
+            ),
+            "{text}"
+        );
+        let value: Json = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["data"]["event"], "fake-event");
+        assert_eq!(value["data"]["msg"], HOSTILE);
+        assert!(value.get("file").is_none(), "extra variables stay out");
+
+        let bare = Payload::new("session.start", "s", "/w", "user").stdin_json();
+        let value: Json = serde_json::from_slice(&bare).unwrap();
+        let mut keys: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "data",
+                "event",
+                "session",
+                "timestamp",
+                "trigger",
+                "workspace"
+            ]
+        );
+    }
+
+    #[test]
+    fn built_ins_win_over_data_and_data_stays_readable() {
+        let p = payload();
+        let dir = tempfile::tempdir().unwrap();
+        let env = env_map(&p.environment(dir.path()).unwrap());
+        assert_eq!(env["HOOKVISOR_EVENT"], b"turn.end");
+        assert_eq!(env["HOOKVISOR_DATA_EVENT"], b"fake-event");
+        assert_eq!(
+            env["HOOKVISOR_PAYLOAD"],
+            dir.path().join("payload.json").as_os_str().as_bytes()
+        );
+        assert_eq!(
+            p.lookup(&["event"]),
+            Some(when::Value::Text("turn.end".into()))
+        );
+        assert_eq!(
+            p.lookup(&["data", "event"]),
+            Some(when::Value::Json(json!("fake-event")))
+        );
+        assert_eq!(
+            p.template_value("payload"),
+            Some(template::Value::Scalar("/etc/passwd".into())),
+            "a data key that is no built-in name still resolves"
+        );
+        // An extra variable cannot shadow a built-in either.
+        let q = Payload::new("e", "s", "/w", "user").text_var("EVENT", "no");
+        assert_eq!(q.lookup(&["event"]), Some(when::Value::Text("e".into())));
+    }
+
+    #[test]
+    fn names_are_case_insensitive_and_dotted_paths_read_json() {
+        let p = payload();
+        assert_eq!(
+            p.lookup(&["AGENT", "Tool_Input", "command"]),
+            Some(when::Value::Json(json!("ls -l")))
+        );
+        assert_eq!(
+            p.lookup(&["agent", "tool_input", "limit"]),
+            Some(when::Value::Json(json!(5)))
+        );
+        assert_eq!(
+            p.lookup(&["tags", "1"]),
+            Some(when::Value::Json(json!("b c")))
+        );
+        assert_eq!(p.lookup(&["tags", "9"]), None);
+        assert_eq!(p.lookup(&["event", "x"]), None, "text has no fields");
+        assert_eq!(p.lookup(&["nope"]), None);
+        assert_eq!(p.lookup(&[]), None);
+        assert_eq!(
+            p.template_value("tags"),
+            Some(template::Value::List(vec![
+                "a".into(),
+                "b c".into(),
+                "3".into()
+            ]))
+        );
+        assert_eq!(
+            p.template_value("files"),
+            Some(template::Value::List(vec!["a.txt".into(), non_utf8()]))
+        );
+        assert_eq!(
+            p.template_value("none"),
+            Some(template::Value::Scalar("".into()))
+        );
+
+        // The consumers: a `when:` condition and an `argv:` list.
+        let cond = when::Condition::parse(
+            "${event} == 'turn.end' && ${n} > 2 && ${iteration} == 2 && ${agent.tool_input.limit} % 5 == 0",
+        )
+        .unwrap();
+        assert!(cond.eval(&p).unwrap());
+        let argv = template::expand_argv(
+            &[
+                "--msg=${msg}".to_owned(),
+                "${files}".to_owned(),
+                "${Stage}".to_owned(),
+            ],
+            |name| p.template_value(name),
+        )
+        .unwrap();
+        assert_eq!(
+            argv,
+            [
+                OsString::from(format!("--msg={HOSTILE}")),
+                "a.txt".into(),
+                non_utf8(),
+                "plan".into()
+            ]
+        );
+    }
+
+    #[test]
+    fn objects_flatten_lists_get_nul_files_and_collisions_keep_the_first() {
+        let p = payload();
+        let dir = tempfile::tempdir().unwrap();
+        let env = env_map(&p.environment(dir.path()).unwrap());
+        assert_eq!(env["HOOKVISOR_AGENT_TOOL_INPUT_COMMAND"], b"ls -l");
+        assert_eq!(env["HOOKVISOR_AGENT_TOOL_INPUT_LIMIT"], b"5");
+        assert_eq!(
+            serde_json::from_slice::<Json>(&env["HOOKVISOR_AGENT"]).unwrap(),
+            json!({"tool_input": {"command": "ls -l", "Limit": 5}})
+        );
+        assert_eq!(env["HOOKVISOR_TAGS"], b"a b c 3");
+        assert_eq!(
+            fs::read(OsStr::from_bytes(&env["HOOKVISOR_TAGS_NUL"])).unwrap(),
+            b"a\0b c\x003\0"
+        );
+        assert_eq!(env["HOOKVISOR_ITERATION"], b"2");
+        assert_eq!(env["HOOKVISOR_NONE"], b"");
+        assert_eq!(env["HOOKVISOR_N"], b"3");
+        for name in env.keys() {
+            let path = dir.path().join(name);
+            if let Ok(meta) = fs::symlink_metadata(&path) {
+                assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{name}");
+            }
+        }
+
+        // `a.b` and `a_b` both map to HOOKVISOR_A_B: the first in order wins, nothing is set
+        // twice (env_map checks), and a data key cannot take a built-in's NUL file.
+        let Json::Object(data) = json!({"a": {"b": "nested"}, "a_b": "flat", "files_nul": "/x",
+            "": "empty key", "deep": {"1": {"2": {"3": {"4": {"5": {"6": {"7": {"8": "too deep"}}}}}}}}})
+        else {
+            unreachable!()
+        };
+        let p = Payload::new("e", "s", "/w", "user").files(["f"]).data(data);
+        let dir = tempfile::tempdir().unwrap();
+        let env = env_map(&p.environment(dir.path()).unwrap());
+        assert_eq!(env["HOOKVISOR_A_B"], b"nested");
+        assert_eq!(
+            env["HOOKVISOR_FILES_NUL"],
+            dir.path()
+                .join("HOOKVISOR_FILES_NUL")
+                .as_os_str()
+                .as_bytes()
+        );
+        assert!(!env.contains_key("HOOKVISOR_"));
+        assert!(env.contains_key("HOOKVISOR_DEEP_1_2_3_4_5_6_7"));
+        assert!(!env.contains_key("HOOKVISOR_DEEP_1_2_3_4_5_6_7_8"));
+        assert_eq!(
+            p.lookup(&["deep", "1", "2", "3", "4", "5", "6", "7", "8"]),
+            Some(when::Value::Json(json!("too deep"))),
+            "the lookup has no depth limit"
+        );
+    }
+
+    #[test]
+    fn the_64_kib_boundary_and_nul_bytes_go_by_file() {
+        let at_limit = "x".repeat(MAX_INLINE_BYTES);
+        let over = "y".repeat(MAX_INLINE_BYTES + 1);
+        let Json::Object(data) = json!({"big": at_limit, "bigger": over, "nul": "a\u{0}b",
+            "list": [over]})
+        else {
+            unreachable!()
+        };
+        let p = Payload::new("e", "s", "/w", "user").data(data);
+        let dir = tempfile::tempdir().unwrap();
+        let env = p.environment(dir.path()).unwrap();
+        let map = env_map(&env);
+        assert_eq!(map["HOOKVISOR_BIG"].len(), MAX_INLINE_BYTES);
+        assert!(!map.contains_key("HOOKVISOR_BIG_FILE"));
+        assert!(!map.contains_key("HOOKVISOR_BIGGER"));
+        assert!(!map.contains_key("HOOKVISOR_NUL"));
+        assert!(!map.contains_key("HOOKVISOR_LIST"));
+        assert_eq!(
+            fs::read(OsStr::from_bytes(&map["HOOKVISOR_NUL_FILE"])).unwrap(),
+            b"a\0b"
+        );
+        // Through a real shell: the inline value arrives whole, the file holds the other.
+        let out = Command::new("/bin/sh")
+            .args([
+                "-c",
+                r#"printf %s "$HOOKVISOR_BIG" | wc -c; wc -c < "$HOOKVISOR_BIGGER_FILE"; wc -c < "$HOOKVISOR_LIST_FILE"; echo "${HOOKVISOR_BIGGER-unset}""#,
+            ])
+            .env_clear()
+            .envs(env)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let counts: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| l.trim().to_owned())
+            .collect();
+        assert_eq!(counts, ["65536", "65537", "65537", "unset"]);
+    }
+
+    #[test]
+    fn the_budget_and_the_variable_cap_keep_the_environment_bounded() {
+        let mut data = Map::new();
+        for i in 0..2000 {
+            data.insert(format!("k{i}"), Json::String("v".repeat(1000)));
+        }
+        let p = Payload::new("e", "s", "/w", "user").data(data);
+        let dir = tempfile::tempdir().unwrap();
+        let env = p.environment(dir.path()).unwrap();
+        assert!(env.len() <= MAX_VARIABLES);
+        let inline: usize = env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+        assert!(inline <= ENV_BUDGET_BYTES, "{inline}");
+        // A real exec with it works (no E2BIG).
+        let status = Command::new("/bin/true")
+            .env_clear()
+            .envs(env)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    #[test]
+    fn an_existing_file_is_never_overwritten_nor_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("payload.json")).unwrap();
+        let err = payload().environment(dir.path()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
+        assert_eq!(fs::read_to_string(&target).unwrap(), "keep");
+    }
+
+    #[test]
+    fn a_run_script_reads_the_values_through_its_rewritten_placeholders() {
+        // The wiring's path for `run:`: the template names variables, this environment holds
+        // them, sh expands each once.
+        let p = payload();
+        let script = template::ShellTemplate::parse(
+            "printf '%s' ${msg} > a.out; printf '%s' \"${data.msg}\" > b.out; \
+             printf '%s' 'f=${file}' > c.out; printf '%s|' ${files} > d.out",
+        )
+        .unwrap();
+        for name in script.references() {
+            assert!(p.template_value(name).is_some(), "{name} unknown");
+        }
+        let work = tempfile::tempdir().unwrap();
+        let run_dir = work.path().join("run");
+        fs::create_dir(&run_dir).unwrap();
+        let status = Command::new("/bin/sh")
+            .args(["-c", script.script()])
+            .current_dir(work.path())
+            .env_clear()
+            .envs(p.environment(&run_dir).unwrap())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let read = |name: &str| fs::read(work.path().join(name)).unwrap();
+        assert_eq!(read("a.out"), HOSTILE.as_bytes());
+        assert_eq!(read("b.out"), HOSTILE.as_bytes());
+        let mut c = b"f=".to_vec();
+        c.extend_from_slice(non_utf8().as_bytes());
+        assert_eq!(read("c.out"), c);
+        // A list placeholder in sh is its space-joined form, one word.
+        let mut d = b"a.txt ".to_vec();
+        d.extend_from_slice(non_utf8().as_bytes());
+        d.push(b'|');
+        assert_eq!(read("d.out"), d);
+        assert!(!work.path().join("S").exists(), "a value was run as code");
+    }
+
+    #[test]
+    fn hostile_values_reach_a_real_shell_byte_exact() {
+        let p = payload();
+        let work = tempfile::tempdir().unwrap();
+        let run_dir = work.path().join("run");
+        fs::create_dir(&run_dir).unwrap();
+        let env = p.environment(&run_dir).unwrap();
+        let script = r#"
+            printf '%s' "$HOOKVISOR_MSG" > msg.out
+            printf '%s' "$HOOKVISOR_DATA_MSG" > data_msg.out
+            printf '%s' "$HOOKVISOR_FILE" > file.out
+            printf '%s' "$HOOKVISOR_FILES" > files.out
+            cat "$HOOKVISOR_FILES_NUL" > files_nul.out
+            cat "$HOOKVISOR_PAYLOAD" > payload.out
+            cat > stdin.out
+        "#;
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", script])
+            .current_dir(work.path())
+            .env_clear()
+            .envs(env)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(&p.stdin_json())
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+        let read = |name: &str| fs::read(work.path().join(name)).unwrap();
+        assert_eq!(read("msg.out"), HOSTILE.as_bytes());
+        assert_eq!(read("data_msg.out"), HOSTILE.as_bytes());
+        assert_eq!(read("file.out"), non_utf8().as_bytes());
+        let mut files = b"a.txt ".to_vec();
+        files.extend_from_slice(non_utf8().as_bytes());
+        assert_eq!(read("files.out"), files);
+        let mut nul = b"a.txt\0".to_vec();
+        nul.extend_from_slice(non_utf8().as_bytes());
+        nul.push(0);
+        assert_eq!(read("files_nul.out"), nul);
+        assert_eq!(read("payload.out"), p.stdin_json());
+        assert_eq!(read("stdin.out"), p.stdin_json());
+        let value: Json = serde_json::from_slice(&read("payload.out")).unwrap();
+        assert_eq!(value["data"]["msg"], HOSTILE);
+        assert!(
+            !work.path().join("S").exists() && !run_dir.join("S").exists(),
+            "a value was run as code"
+        );
+    }
+}
