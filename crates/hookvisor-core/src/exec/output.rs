@@ -324,7 +324,7 @@ impl LineEcho {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::time::Duration;
 
     use super::*;
@@ -415,7 +415,7 @@ mod tests {
         run_isolated("exec::output::tests::huge_output_child");
     }
 
-    fn high_water_kib() -> u64 {
+    pub(in crate::exec) fn high_water_kib() -> u64 {
         let status = fs::read_to_string("/proc/self/status").unwrap();
         status
             .lines()

@@ -168,7 +168,7 @@ pub(super) fn spawn(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::fs::{self, File};
     use std::os::unix::fs::PermissionsExt;
 
@@ -180,7 +180,7 @@ mod tests {
     use crate::exec::{RunOptions, run_hook};
     use crate::hook::{Hook, HookKind};
 
-    fn in_ci() -> bool {
+    pub(in crate::exec) fn in_ci() -> bool {
         std::env::var_os("CI").is_some_and(|v| v == "true")
     }
 
@@ -293,7 +293,7 @@ mod tests {
 
     /// Creates `hv-test` with the supplementary group `hv-test-extra` once, safely when several
     /// tests (or test binaries) do it at the same time. False when not root and not in CI.
-    fn ensure_test_user() -> bool {
+    pub(in crate::exec) fn ensure_test_user() -> bool {
         if !Uid::effective().is_root() {
             assert!(
                 !in_ci(),
