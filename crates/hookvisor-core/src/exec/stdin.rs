@@ -128,7 +128,10 @@ mod tests {
         };
         let out = run_hook(&f.ctx, &hook, &[], &options).unwrap();
         assert!(out.success(), "{out:?}");
-        assert_eq!(fs::read(f.ctx.workspace.join("got.bin")).unwrap(), payload());
+        assert_eq!(
+            fs::read(f.ctx.workspace.join("got.bin")).unwrap(),
+            payload()
+        );
         let captured = out.captured.unwrap();
         assert_eq!(
             captured.stderr,
@@ -154,8 +157,11 @@ mod tests {
         let ws = &f.ctx.workspace;
         fs::write(ws.join("real.json"), "{}").unwrap();
         std::os::unix::fs::symlink(ws.join("real.json"), ws.join("link.json")).unwrap();
-        nix::unistd::mkfifo(&ws.join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o600))
-            .unwrap();
+        nix::unistd::mkfifo(
+            &ws.join("fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
         fs::create_dir(ws.join("dir")).unwrap();
         let cases = [
             ("link.json", "symbolic link"),
@@ -232,7 +238,10 @@ mod tests {
                 assert_eq!(out.tail, "secret\n", "{mode:o} {owned}: {out:?}");
             } else {
                 let text = result.unwrap_err().to_string();
-                assert!(text.contains("ermission denied"), "{mode:o} {owned}: {text}");
+                assert!(
+                    text.contains("ermission denied"),
+                    "{mode:o} {owned}: {text}"
+                );
             }
         }
     }
