@@ -355,13 +355,16 @@ pub(crate) fn run_command(
     let (readers, writers) = match options.capture {
         Capture::Merged => {
             let (read, write) = output_pipe()?;
-            (vec![(read, Stream::Merged)], Writers::Merged(write))
+            ([Some((read, Stream::Merged)), None], Writers::Merged(write))
         }
         Capture::Separate { .. } => {
             let (out_read, stdout) = output_pipe()?;
             let (err_read, stderr) = output_pipe()?;
             (
-                vec![(out_read, Stream::Stdout), (err_read, Stream::Stderr)],
+                [
+                    Some((out_read, Stream::Stdout)),
+                    Some((err_read, Stream::Stderr)),
+                ],
                 Writers::Separate { stdout, stderr },
             )
         }

@@ -22,6 +22,10 @@ const READ_BUFFER: usize = 64 * 1024;
 /// How long output is still read after the child is gone and its group killed.
 const DRAIN: Duration = Duration::from_millis(200);
 
+/// The read ends of the output pipes, each with its stream, at fixed positions; a reader becomes
+/// `None` at its EOF (or when never used: the merged pipe takes only the first).
+pub(super) type Readers = [Option<(OwnedFd, Stream)>; 2];
+
 pub(super) fn child_pid(child: &Child) -> Pid {
     Pid::from_raw(child.id() as libc::pid_t)
 }
@@ -46,11 +50,11 @@ fn signal_group(pid: Pid, signal: Signal) {
 }
 
 /// The loop of a run: read output, watch the child, the clock and the cancel token, until the
-/// child is reaped and its output drained. `readers` are the read ends of the output pipes (one,
-/// or stdout's and stderr's), each with the stream it carries.
+/// child is reaped and its output drained. `readers` are the read ends of the output pipes, each
+/// with the stream it carries: the merged pipe alone, or stdout's and stderr's.
 pub(super) fn supervise(
     child: &mut Child,
-    readers: Vec<(OwnedFd, Stream)>,
+    mut readers: Readers,
     sink: &mut Sink,
     timeout: Duration,
     options: &RunOptions,
@@ -62,8 +66,6 @@ pub(super) fn supervise(
     let cancel_fd = cancel.and_then(CancelToken::wake_fd);
     let deadline = Instant::now().checked_add(timeout);
 
-    // A reader becomes `None` at its EOF; the positions stay, so poll slots map back to them.
-    let mut readers: Vec<Option<(OwnedFd, Stream)>> = readers.into_iter().map(Some).collect();
     let mut buffer = vec![0u8; READ_BUFFER];
     let mut ending = Ending::Exited;
     let mut kill_at: Option<Instant> = None;
@@ -124,7 +126,7 @@ pub(super) fn supervise(
         }
 
         let mut fds = Vec::with_capacity(4);
-        // Which reader each of the first poll slots is.
+        // Which reader each of the first poll slots is; every reader fits, there are two.
         let mut polled: [Option<usize>; 2] = [None; 2];
         for (i, (fd, _)) in readers
             .iter()
