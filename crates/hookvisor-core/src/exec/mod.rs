@@ -2,7 +2,7 @@
 //! output log (DESIGN.md, "Running a hook").
 //!
 //! [`run_hook`] is the whole contract for one hook; [`run_command`] is the same machinery for any
-//! program. Both are synchronous and single-threaded: one `poll` waits on the output pipe, the
+//! program. Both are synchronous and single-threaded: one `poll` waits on the output pipes, the
 //! child's exit (a pidfd), the [`CancelToken`] and the next deadline, so the PID-1 init can call
 //! them from a forked single-threaded child.
 //!
@@ -14,9 +14,9 @@
 //!    stdin instead (EVENTS.md §4.1, "Transport": the event JSON), opened by us before the fork:
 //!    a regular file only, never through a symlink, and when a root run switches users, one the
 //!    run user could read; anything else is an [`ExecError::Stdin`] and nothing runs. The child
-//!    gets its own process group, an empty signal mask,
-//!    default signal dispositions, no descriptor above 2 and, with [`Credentials`], the user's
-//!    supplementary groups, gid and uid, set in that order.
+//!    gets its own process group, an empty signal mask, default signal dispositions, no
+//!    descriptor above 2 and, with [`Credentials`], the user's supplementary groups, gid and uid,
+//!    set in that order.
 //! 2. At most [`RunOptions::log_limit`] bytes of output go to the log, then one line
 //!    `[output truncated: N more bytes not logged]`; the last 64 KiB are kept in memory as the tail.
 //! 3. At the timeout, or on cancel, the whole group gets SIGTERM and, after
@@ -24,8 +24,9 @@
 //!    `[hook timed out after Ns]` line in the log.
 //! 4. When the direct child exits, whatever is left of its group is killed; output still in the
 //!    pipes is read for at most 200 ms more, so a descendant that escaped the group and holds
-//!    either pipe cannot hold the run open. Then every process still carrying the run's `HOOKVISOR_RUN` marker (one
-//!    that left the group with `setsid`, a daemon) is killed too (see `leftovers`).
+//!    either pipe cannot hold the run open. Then every process still carrying the run's
+//!    `HOOKVISOR_RUN` marker (one that left the group with `setsid`, a daemon) is killed too (see
+//!    `leftovers`).
 //! 5. Exit codes: the child's own; 128+n for death by signal n; 127 when the program or its
 //!    interpreter does not exist; 126 for any other failure to start, with the reason in the log.
 //! 6. [`Capture::Separate`] puts stdout and stderr on two pipes, polled together, and keeps what
@@ -33,11 +34,12 @@
 //!    JSON object", a reason is "stderr, else stdout"): the *first* `limit` bytes of stdout, since
 //!    a JSON decision is only useful whole, and the *last* `limit` bytes of stderr, since the end
 //!    of an error is what explains it. The log, the tail and the echo still get every byte of both
-//!    under rules 2–4, in the order the reads return them: a stdout chunk and a stderr chunk
-//!    written close together may appear in either order, and a line written in several pieces
-//!    may be split by the other stream's chunk, but each `write` of at most 4 KiB (`PIPE_BUF`)
-//!    stays whole. Only the child's bytes are captured; our notes (`[hook timed out after Ns]`,
-//!    why a program could not start) go to the log and the tail only.
+//!    under rules 2–4, in the order the reads return them. Each read takes up to 64 KiB (a
+//!    default pipe's whole content) from one pipe, so chunks interleave only at read boundaries:
+//!    output written close together on the two streams may appear in either order, and a line
+//!    written in several pieces may be split by a chunk of the other stream. Only the child's
+//!    bytes are captured; our notes (`[hook timed out after Ns]`, why a program could not start)
+//!    go to the log and the tail only, and the capture is empty when the program did not start.
 //!
 //! This file holds the contract and the order of a run; each step lives in a module of its own:
 //! `stdin` opens its input and `spawn` starts the child (rule 1), `output` takes what it prints
