@@ -124,7 +124,7 @@ pub use changes::{
 pub use context::{Context, ContextError, ContextOverrides};
 pub use discover::{Discovery, discover, hook_id};
 pub use evaluate::{Action, EvalError, EvalOptions, EvalReport, Evaluator, HookResult, Trigger};
-pub use exec::{CancelToken, ExecError, RunOptions, RunOutcome, run_hook};
+pub use exec::{CancelToken, Capture, Captured, ExecError, RunOptions, RunOutcome, run_hook};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
 pub use hook::{Hook, HookKind, Problem, ProblemKind, RunAs};

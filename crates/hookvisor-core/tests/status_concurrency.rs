@@ -55,6 +55,7 @@ fn outcome(exit_code: i32, duration: Duration) -> RunOutcome {
         tail: String::new(),
         output_bytes: 0,
         log_truncated: false,
+        captured: None,
     }
 }
 

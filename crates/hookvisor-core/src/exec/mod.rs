@@ -2,7 +2,7 @@
 //! output log (DESIGN.md, "Running a hook").
 //!
 //! [`run_hook`] is the whole contract for one hook; [`run_command`] is the same machinery for any
-//! program. Both are synchronous and single-threaded: one `poll` waits on the output pipe, the
+//! program. Both are synchronous and single-threaded: one `poll` waits on the output pipes, the
 //! child's exit (a pidfd), the [`CancelToken`] and the next deadline, so the PID-1 init can call
 //! them from a forked single-threaded child.
 //!
@@ -10,33 +10,52 @@
 //!
 //! 1. The program is executed directly (no shell, not even glibc's fallback for files without a
 //!    `#!` line) with stdin on `/dev/null` and stdout and stderr on one pipe, so output keeps the
-//!    order it was written in. The child gets its own process group, an empty signal mask,
-//!    default signal dispositions, no descriptor above 2 and, with [`Credentials`], the user's
-//!    supplementary groups, gid and uid, set in that order.
+//!    order it was written in ([`Capture::Merged`]). [`RunOptions::stdin`] gives it a file as
+//!    stdin instead (EVENTS.md §4.1, "Transport": the event JSON), opened by us before the fork:
+//!    a regular file only, never through a symlink, and when a root run switches users, one the
+//!    run user could read; anything else is an [`ExecError::Stdin`] and nothing runs. The child
+//!    gets its own process group, an empty signal mask, default signal dispositions, no
+//!    descriptor above 2 and, with [`Credentials`], the user's supplementary groups, gid and uid,
+//!    set in that order.
 //! 2. At most [`RunOptions::log_limit`] bytes of output go to the log, then one line
 //!    `[output truncated: N more bytes not logged]`; the last 64 KiB are kept in memory as the tail.
 //! 3. At the timeout, or on cancel, the whole group gets SIGTERM and, after
 //!    [`RunOptions::kill_grace`], SIGKILL; a timeout is exit code 124 with a
 //!    `[hook timed out after Ns]` line in the log.
 //! 4. When the direct child exits, whatever is left of its group is killed; output still in the
-//!    pipe is read for at most 200 ms more, so a descendant that escaped the group cannot hold
-//!    the run open. Then every process still carrying the run's `HOOKVISOR_RUN` marker (one
-//!    that left the group with `setsid`, a daemon) is killed too (see `leftovers`).
+//!    pipes is read for at most 200 ms more, so a descendant that escaped the group and holds
+//!    either pipe cannot hold the run open. Then every process still carrying the run's
+//!    `HOOKVISOR_RUN` marker (one that left the group with `setsid`, a daemon) is killed too (see
+//!    `leftovers`).
 //! 5. Exit codes: the child's own; 128+n for death by signal n; 127 when the program or its
 //!    interpreter does not exist; 126 for any other failure to start, with the reason in the log.
+//! 6. [`Capture::Separate`] puts stdout and stderr on two pipes, polled together, and keeps what
+//!    each stream carried in [`RunOutcome::captured`] (EVENTS.md §1.5: a decision is "stdout one
+//!    JSON object", a reason is "stderr, else stdout"): the *first* `limit` bytes of stdout, since
+//!    a JSON decision is only useful whole, and the *last* `limit` bytes of stderr, since the end
+//!    of an error is what explains it. The log, the tail and the echo still get every byte of both
+//!    under rules 2–4, in the order the reads return them. Each read takes up to 64 KiB (a
+//!    default pipe's whole content) from one pipe, so chunks interleave only at read boundaries:
+//!    output written close together on the two streams may appear in either order, and a line
+//!    written in several pieces may be split by a chunk of the other stream. Only the child's
+//!    bytes are captured; our notes (`[hook timed out after Ns]`, why a program could not start)
+//!    go to the log and the tail only, and the capture is empty when the program did not start.
 //!
 //! This file holds the contract and the order of a run; each step lives in a module of its own:
-//! `spawn` starts the child (rule 1), `output` takes what it prints (rule 2), `supervise` watches
-//! it to its end (rules 3 and 4) and `cancel` stops it from elsewhere.
+//! `stdin` opens its input and `spawn` starts the child (rule 1), `output` takes what it prints
+//! (rule 2) and `capture` keeps the streams apart (rule 6), `supervise` watches it to its end
+//! (rules 3 and 4) and `cancel` stops it from elsewhere.
 
 mod cancel;
+mod capture;
 mod output;
 mod spawn;
+mod stdin;
 mod supervise;
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,8 +65,10 @@ use nix::fcntl::OFlag;
 use nix::sys::signal::{Signal, killpg};
 
 pub use self::cancel::CancelToken;
+use self::capture::Stream;
 use self::output::{Sink, create_log, write_changed_list};
-use self::spawn::{child_env, exec_args, resolve_program, spawn, spawn_failure};
+use self::spawn::{Writers, child_env, exec_args, resolve_program, spawn, spawn_failure};
+use self::stdin::open_stdin;
 use self::supervise::{child_pid, supervise};
 // Lives in account.rs; session.rs, seal.rs and user_fs.rs name it through here.
 pub(crate) use crate::account::Credentials;
@@ -80,6 +101,38 @@ pub struct RunOptions {
     /// Execute these sealed bytes instead of opening the program's path (root hooks, see
     /// [`SealedScript`]). Default `None`.
     pub sealed: Option<Arc<SealedScript>>,
+    /// The child's stdin: this file, opened read-only (rule 1). Default `None`: `/dev/null`.
+    pub stdin: Option<PathBuf>,
+    /// Whether stdout and stderr share one pipe or are captured apart (rule 6). Default
+    /// [`Capture::Merged`].
+    pub capture: Capture,
+}
+
+/// How the child's stdout and stderr are taken (rule 6 of the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Capture {
+    /// One pipe for both, so the log keeps the order things were written in; nothing is
+    /// captured beyond [`RunOutcome::tail`]. The default.
+    #[default]
+    Merged,
+    /// Two pipes; [`RunOutcome::captured`] keeps up to `limit` bytes of each stream.
+    Separate {
+        /// Bytes kept per stream: the first of stdout, the last of stderr.
+        limit: usize,
+    },
+}
+
+/// What a [`Capture::Separate`] run wrote on each stream, within the limit (rule 6).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Captured {
+    /// The first `limit` bytes the child wrote to stdout.
+    pub stdout: Vec<u8>,
+    /// The last `limit` bytes the child wrote to stderr.
+    pub stderr: Vec<u8>,
+    /// Stdout had more than `limit` bytes; its end is missing.
+    pub stdout_truncated: bool,
+    /// Stderr had more than `limit` bytes; its beginning is missing.
+    pub stderr_truncated: bool,
 }
 
 impl Default for RunOptions {
@@ -92,6 +145,8 @@ impl Default for RunOptions {
             kill_grace: Duration::from_secs(2),
             extra_env: Vec::new(),
             sealed: None,
+            stdin: None,
+            capture: Capture::Merged,
         }
     }
 }
@@ -114,6 +169,9 @@ pub struct RunOutcome {
     pub output_bytes: u64,
     /// The log holds only the first `log_limit` bytes.
     pub log_truncated: bool,
+    /// Each stream apart under [`Capture::Separate`], also when the program could not start
+    /// (then both are empty); `None` under [`Capture::Merged`].
+    pub captured: Option<Captured>,
 }
 
 impl RunOutcome {
@@ -149,6 +207,18 @@ pub enum ExecError {
         /// The list file.
         path: PathBuf,
         /// What the file system said.
+        source: io::Error,
+    },
+    /// The file given as [`RunOptions::stdin`] cannot be used.
+    #[error(
+        "cannot use {} as a hook's stdin: {source}; pass a regular file (not a symlink, FIFO or \
+         device) that the hook's user can read",
+        path.display()
+    )]
+    Stdin {
+        /// The file.
+        path: PathBuf,
+        /// What the file system said, or what the file is instead of a regular file.
         source: io::Error,
     },
     /// The output pipe or the wait for the child failed (out of descriptors or processes).
@@ -238,6 +308,11 @@ pub(crate) fn run_command(
     options: &RunOptions,
 ) -> Result<RunOutcome, ExecError> {
     let start = Instant::now();
+    // Before the log is made: a run that cannot get its input is not attempted at all.
+    let stdin = match &options.stdin {
+        Some(path) => Some(open_stdin(path, options.credentials.as_ref())?),
+        None => None,
+    };
     let log = create_log(&invocation.log_path, options.credentials.as_ref())?;
     let mut sink = Sink::new(log, options);
 
@@ -279,20 +354,27 @@ pub(crate) fn run_command(
         ));
         return Ok(sink.finish(126, Ending::Exited, start));
     }
-    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| ExecError::System {
-        what: "create the output pipe",
-        source: e.into(),
-    })?;
-    nix::fcntl::fcntl(&read, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(|e| {
-        ExecError::System {
-            what: "set up the output pipe",
-            source: e.into(),
+    let (readers, writers) = match options.capture {
+        Capture::Merged => {
+            let (read, write) = output_pipe()?;
+            ([Some((read, Stream::Merged)), None], Writers::Merged(write))
         }
-    })?;
+        Capture::Separate { .. } => {
+            let (out_read, stdout) = output_pipe()?;
+            let (err_read, stderr) = output_pipe()?;
+            (
+                [
+                    Some((out_read, Stream::Stdout)),
+                    Some((err_read, Stream::Stderr)),
+                ],
+                Writers::Separate { stdout, stderr },
+            )
+        }
+    };
 
     let mut exec = exec_args(&program, invocation, &env, options.credentials.as_ref());
     exec.execute_fd(options.sealed.as_ref().map(|s| s.fd().as_raw_fd()));
-    let mut child = match spawn(&program, invocation, write, exec) {
+    let mut child = match spawn(&program, invocation, stdin, writers, exec) {
         Ok(child) => child,
         Err(err) => {
             sink.note(&spawn_failure(&program, &err, options.credentials.as_ref()));
@@ -304,7 +386,7 @@ pub(crate) fn run_command(
         }
     };
 
-    let supervised = supervise(&mut child, read, &mut sink, invocation.timeout, options);
+    let supervised = supervise(&mut child, readers, &mut sink, invocation.timeout, options);
     let left = leftovers::kill(&marker);
     if left > 0 {
         sink.note(&format!(
@@ -339,6 +421,22 @@ pub(crate) fn run_command(
         sink.note(&line);
     }
     Ok(sink.finish(code, ending, start))
+}
+
+/// A pipe for output: the read end non-blocking for the poll loop, both ends close-on-exec (the
+/// child gets its copy of the write end through `dup2`, which clears the flag).
+fn output_pipe() -> Result<(OwnedFd, OwnedFd), ExecError> {
+    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| ExecError::System {
+        what: "create the output pipe",
+        source: e.into(),
+    })?;
+    nix::fcntl::fcntl(&read, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(|e| {
+        ExecError::System {
+            what: "set up the output pipe",
+            source: e.into(),
+        }
+    })?;
+    Ok((read, write))
 }
 
 /// How a run ended.

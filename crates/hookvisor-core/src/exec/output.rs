@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use nix::unistd::{Gid, Uid};
 
+use super::capture::{Capturing, Stream};
 use super::{Credentials, Ending, ExecError, RunOptions, RunOutcome};
 
 /// How many bytes of output a run keeps in memory for messages.
@@ -102,6 +103,8 @@ pub(super) struct Sink {
     truncation_noted: bool,
     tail: Tail,
     echo: Option<LineEcho>,
+    /// The streams kept apart, under `Capture::Separate` only.
+    capture: Option<Capturing>,
 }
 
 impl Sink {
@@ -115,10 +118,20 @@ impl Sink {
             truncation_noted: false,
             tail: Tail::default(),
             echo: options.echo_prefix.as_deref().map(LineEcho::new),
+            capture: Capturing::new(options.capture),
         }
     }
 
-    pub(super) fn output(&mut self, bytes: &[u8]) {
+    /// Output the child wrote on `stream`: to the log, the tail and the echo like any output,
+    /// and to the capture of that stream.
+    pub(super) fn output_from(&mut self, stream: Stream, bytes: &[u8]) {
+        if let Some(capture) = &mut self.capture {
+            capture.push(stream, bytes);
+        }
+        self.output(bytes);
+    }
+
+    fn output(&mut self, bytes: &[u8]) {
         self.total += bytes.len() as u64;
         let room = self.log_limit.saturating_sub(self.logged);
         let logged = &bytes[..bytes.len().min(usize::try_from(room).unwrap_or(usize::MAX))];
@@ -190,6 +203,7 @@ impl Sink {
             tail: self.tail.into_string(),
             output_bytes: self.total,
             log_truncated: self.truncation_noted,
+            captured: self.capture.map(Capturing::finish),
         }
     }
 
@@ -310,7 +324,7 @@ impl LineEcho {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::time::Duration;
 
     use super::*;
@@ -401,7 +415,7 @@ mod tests {
         run_isolated("exec::output::tests::huge_output_child");
     }
 
-    fn high_water_kib() -> u64 {
+    pub(in crate::exec) fn high_water_kib() -> u64 {
         let status = fs::read_to_string("/proc/self/status").unwrap();
         status
             .lines()

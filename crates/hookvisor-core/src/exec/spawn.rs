@@ -118,22 +118,41 @@ pub(super) fn exec_args(
     sys::ExecArgs::new(c(program.as_os_str().as_bytes()), args, env, switch)
 }
 
-/// Forks and executes, retrying while the file is busy being written.
+/// The write ends of the output pipes the child gets as stdout and stderr.
+pub(super) enum Writers {
+    /// One pipe for both ([`Capture::Merged`](super::Capture::Merged)).
+    Merged(OwnedFd),
+    /// A pipe each ([`Capture::Separate`](super::Capture::Separate)).
+    Separate {
+        /// Becomes the child's stdout.
+        stdout: OwnedFd,
+        /// Becomes the child's stderr.
+        stderr: OwnedFd,
+    },
+}
+
+/// Forks and executes, retrying while the file is busy being written; `stdin` is an open file
+/// (see `stdin.rs`), `None` for `/dev/null`.
 ///
 /// ETXTBSY happens when another thread of ours forked while it held the script open for writing
 /// (the classic race of writing a script and running it); it clears as soon as that fork execs.
 pub(super) fn spawn(
     program: &Path,
     invocation: &Invocation,
-    output: OwnedFd,
+    stdin: Option<OwnedFd>,
+    writers: Writers,
     exec: sys::ExecArgs,
 ) -> io::Result<Child> {
+    let (stdout, stderr) = match writers {
+        Writers::Merged(output) => (output.try_clone()?, output),
+        Writers::Separate { stdout, stderr } => (stdout, stderr),
+    };
     let mut command = Command::new(program);
     command
         .current_dir(&invocation.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(output.try_clone()?))
-        .stderr(Stdio::from(output));
+        .stdin(stdin.map_or_else(Stdio::null, Stdio::from))
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr));
     sys::prepare_exec(&mut command, exec);
     let mut backoff = Duration::from_millis(1);
     loop {
@@ -142,14 +161,14 @@ pub(super) fn spawn(
                 std::thread::sleep(backoff);
                 backoff *= 2;
             }
-            // Dropping `command` closes our copies of the pipe's write end, so EOF can come.
+            // Dropping `command` closes our copies of the pipes' write ends, so EOF can come.
             result => return result,
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::fs::{self, File};
     use std::os::unix::fs::PermissionsExt;
 
@@ -161,7 +180,7 @@ mod tests {
     use crate::exec::{RunOptions, run_hook};
     use crate::hook::{Hook, HookKind};
 
-    fn in_ci() -> bool {
+    pub(in crate::exec) fn in_ci() -> bool {
         std::env::var_os("CI").is_some_and(|v| v == "true")
     }
 
@@ -274,7 +293,7 @@ mod tests {
 
     /// Creates `hv-test` with the supplementary group `hv-test-extra` once, safely when several
     /// tests (or test binaries) do it at the same time. False when not root and not in CI.
-    fn ensure_test_user() -> bool {
+    pub(in crate::exec) fn ensure_test_user() -> bool {
         if !Uid::effective().is_root() {
             assert!(
                 !in_ci(),

@@ -12,6 +12,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
 
+use super::capture::Stream;
 use super::output::Sink;
 use super::{CancelToken, Ending, RunOptions, TICK};
 use crate::sys;
@@ -20,6 +21,10 @@ use crate::sys;
 const READ_BUFFER: usize = 64 * 1024;
 /// How long output is still read after the child is gone and its group killed.
 const DRAIN: Duration = Duration::from_millis(200);
+
+/// The read ends of the output pipes, each with its stream, at fixed positions; a reader becomes
+/// `None` at its EOF (or when never used: the merged pipe takes only the first).
+pub(super) type Readers = [Option<(OwnedFd, Stream)>; 2];
 
 pub(super) fn child_pid(child: &Child) -> Pid {
     Pid::from_raw(child.id() as libc::pid_t)
@@ -45,10 +50,11 @@ fn signal_group(pid: Pid, signal: Signal) {
 }
 
 /// The loop of a run: read output, watch the child, the clock and the cancel token, until the
-/// child is reaped and its output drained.
+/// child is reaped and its output drained. `readers` are the read ends of the output pipes, each
+/// with the stream it carries: the merged pipe alone, or stdout's and stderr's.
 pub(super) fn supervise(
     child: &mut Child,
-    reader: OwnedFd,
+    mut readers: Readers,
     sink: &mut Sink,
     timeout: Duration,
     options: &RunOptions,
@@ -60,7 +66,6 @@ pub(super) fn supervise(
     let cancel_fd = cancel.and_then(CancelToken::wake_fd);
     let deadline = Instant::now().checked_add(timeout);
 
-    let mut reader = Some(reader);
     let mut buffer = vec![0u8; READ_BUFFER];
     let mut ending = Ending::Exited;
     let mut kill_at: Option<Instant> = None;
@@ -96,7 +101,7 @@ pub(super) fn supervise(
             }
         }
         if let Some((exit, exited_at)) = status
-            && (reader.is_none() || now >= exited_at + DRAIN)
+            && (readers.iter().all(Option::is_none) || now >= exited_at + DRAIN)
         {
             return Ok((exit, ending));
         }
@@ -120,9 +125,18 @@ pub(super) fn supervise(
             }
         }
 
-        let mut fds = Vec::with_capacity(3);
-        if let Some(r) = &reader {
-            fds.push(PollFd::new(r.as_fd(), PollFlags::POLLIN));
+        let mut fds = Vec::with_capacity(4);
+        // Which reader each of the first poll slots is; every reader fits, there are two.
+        let mut polled: [Option<usize>; 2] = [None; 2];
+        for (i, (fd, _)) in readers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.as_ref().map(|r| (i, r)))
+        {
+            if let Some(slot) = polled.get_mut(fds.len()) {
+                *slot = Some(i);
+                fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            }
         }
         // The pidfd only wakes the loop; the exit itself is checked at the top of each turn.
         if let (Some(fd), None) = (&pidfd, status) {
@@ -143,18 +157,28 @@ pub(super) fn supervise(
             Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => return Err(e.into()),
         }
-        let output_ready = reader.is_some()
-            && fds[0].revents().is_some_and(|r| {
-                r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
-            });
+        let mut ready = [false; 2];
+        for (slot, fd) in fds.iter().enumerate() {
+            if let Some(Some(i)) = polled.get(slot)
+                && let Some(flag) = ready.get_mut(*i)
+            {
+                *flag = fd.revents().is_some_and(|r| {
+                    r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
+                });
+            }
+        }
         drop(fds);
 
-        if output_ready && let Some(r) = &reader {
-            match nix::unistd::read(r, &mut buffer) {
-                Ok(0) => reader = None,
-                Ok(n) => sink.output(&buffer[..n]),
+        // One read per ready pipe and turn: neither stream can starve the other.
+        for (reader, _) in readers.iter_mut().zip(ready).filter(|(_, ready)| *ready) {
+            let Some((fd, stream)) = reader else {
+                continue;
+            };
+            match nix::unistd::read(&*fd, &mut buffer) {
+                Ok(0) => *reader = None,
+                Ok(n) => sink.output_from(*stream, buffer.get(..n).unwrap_or_default()),
                 Err(Errno::EAGAIN | Errno::EINTR) => {}
-                Err(_) => reader = None,
+                Err(_) => *reader = None,
             }
         }
     }

@@ -550,6 +550,7 @@ mod tests {
                         tail: String::new(),
                         output_bytes: 0,
                         log_truncated: false,
+                        captured: None,
                     },
                     SystemTime::now(),
                 );

@@ -350,6 +350,7 @@ mod tests {
             tail: String::new(),
             output_bytes: 0,
             log_truncated: false,
+            captured: None,
         }
     }
 
