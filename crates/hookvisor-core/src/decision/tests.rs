@@ -725,9 +725,11 @@ fn the_first_block_ends_the_pre_pass_and_context_keeps_its_order() {
 #[test]
 fn the_reply_serialises_as_rule_4_says() {
     let allow = Outcome::combine([judged(Verdict::Allow, &["ctx"])]);
+    // The result's keys in sorted order: the same text whether or not serde_json keeps
+    // insertion order (its `preserve_order` feature is on when the whole workspace is built).
     let reply = allow.into_reply(
         "tool.before",
-        vec![serde_json::json!({"hookId": "guard", "blocked": false})],
+        vec![serde_json::json!({"blocked": false, "hookId": "guard"})],
         None,
     );
     assert_eq!(
