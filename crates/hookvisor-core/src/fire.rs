@@ -514,3 +514,409 @@ fn result_json(hook: &Hook, firing: &Firing, done: &Done) -> Json {
         "blocked": matches!(done.judgment.verdict, Verdict::Block { .. }),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::Decision;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A workspace with a hooks dir and a state dir, removed on drop.
+    struct Ws {
+        _temp: tempfile::TempDir,
+        ctx: Context,
+    }
+
+    impl Ws {
+        fn new() -> Ws {
+            let temp = tempfile::tempdir().unwrap();
+            let ctx = Context {
+                workspace: temp.path().join("ws"),
+                session_id: "s1".into(),
+                state_dir: temp.path().join("state"),
+            };
+            fs::create_dir_all(ctx.hooks_dir()).unwrap();
+            Ws { _temp: temp, ctx }
+        }
+
+        /// A declarative hook `name.yml` with this front matter.
+        fn yml(&self, name: &str, front: &str) {
+            let path = self.ctx.hooks_dir().join(format!("{name}.yml"));
+            fs::write(path, format!("---\n{front}\n---\n")).unwrap();
+        }
+
+        /// An executable script hook with this front matter and body.
+        fn script(&self, name: &str, front: &str, body: &str) {
+            let path = self.ctx.hooks_dir().join(name);
+            fs::write(&path, format!("#!/bin/sh\n#---\n{front}\n#---\n{body}\n")).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+
+        fn fire(&self, firing: &Firing) -> Reply {
+            let discovery = crate::discover(&self.ctx.hooks_dir());
+            assert!(discovery.problems.is_empty(), "{:?}", discovery.problems);
+            fire(&self.ctx, &discovery, firing).unwrap()
+        }
+
+        fn fire_event(&self, event: &str, data: Json) -> Reply {
+            let mut firing = Firing::new(event.parse().unwrap());
+            if let Json::Object(map) = data {
+                firing.data = map;
+            }
+            self.fire(&firing)
+        }
+
+        /// Lines the hooks appended to `trace` in the workspace.
+        fn trace(&self) -> Vec<String> {
+            fs::read_to_string(self.ctx.workspace.join("trace"))
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        }
+
+        fn status(&self) -> crate::Status {
+            StatusStore::for_context(&self.ctx).load().unwrap()
+        }
+    }
+
+    fn ids(reply: &Reply) -> Vec<String> {
+        reply
+            .results
+            .iter()
+            .map(|r| r["hookId"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn exit_codes_give_allow_block_and_abort() {
+        // (front matter, decision, reason)
+        let table: &[(&str, Decision, Option<&str>)] = &[
+            ("run: exit 0", Decision::Allow, None),
+            ("run: echo no >&2; exit 2", Decision::Block, Some("no")),
+            ("run: exit 1", Decision::Allow, None),
+            (
+                "run: exit 1\nblock_on: failure",
+                Decision::Block,
+                Some("exited 1"),
+            ),
+            (
+                "run: exit 1\non_failure: abort",
+                Decision::Abort,
+                Some("exited 1"),
+            ),
+            (
+                "run: echo '{\"decision\":\"block\",\"reason\":\"json\"}'",
+                Decision::Block,
+                Some("json"),
+            ),
+        ];
+        for (front, decision, reason) in table {
+            let ws = Ws::new();
+            ws.yml("h", &format!("event: tool.before\n{front}"));
+            let reply = ws.fire_event("tool.before", json!({}));
+            assert_eq!(reply.decision, *decision, "{front}");
+            assert_eq!(reply.reason.as_deref(), *reason, "{front}");
+            assert_eq!(ids(&reply), ["h"]);
+            assert_eq!(
+                reply.results[0]["blocked"],
+                *decision == Decision::Block,
+                "{front}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_notice_never_blocks() {
+        let ws = Ws::new();
+        ws.yml("h", "event: session.end\nrun: exit 2");
+        let reply = ws.fire_event("session.end", json!({}));
+        assert_eq!(reply.decision, Decision::Allow);
+        assert_eq!(reply.results[0]["exitCode"], 2);
+        assert_eq!(reply.results[0]["blocked"], false);
+    }
+
+    #[test]
+    fn when_true_runs_false_skips_and_an_error_fails_the_hook() {
+        let ws = Ws::new();
+        ws.yml(
+            "a",
+            "event: task.complete\nwhen: ${n} == 1\nrun: echo a >> trace",
+        );
+        ws.yml(
+            "b",
+            "event: task.complete\nwhen: ${n} == 2\nrun: echo b >> trace",
+        );
+        ws.yml(
+            "c",
+            "event: task.complete\nwhen: ${missing} == 1\nblock_on: failure\nrun: echo c >> trace",
+        );
+        let reply = ws.fire_event("task.complete", json!({"n": 1}));
+        assert_eq!(ws.trace(), ["a"]);
+        assert_eq!(ids(&reply), ["a", "c"]);
+        assert_eq!(reply.decision, Decision::Block);
+        let reason = reply.reason.unwrap();
+        assert!(reason.contains("missing"), "{reason}");
+        let status = ws.status();
+        assert!(!status.hooks.contains_key("b"));
+        let c = &status.hooks["c"];
+        assert_eq!((c.run_count, c.fail_count), (1, 1));
+        assert!(c.note.as_deref().unwrap_or_default().contains("missing"));
+        let log = fs::read_to_string(ws.ctx.log_path("c")).unwrap();
+        assert!(log.contains("missing"), "{log}");
+    }
+
+    #[test]
+    fn tool_lists_match_exact_names_and_a_regex_never_runs() {
+        let ws = Ws::new();
+        ws.yml(
+            "any",
+            "event: tool.before\ntool: '*'\nrun: echo any >> trace",
+        );
+        ws.yml(
+            "bash",
+            "event: tool.before\ntool: Bash\nrun: echo bash >> trace",
+        );
+        ws.yml(
+            "files",
+            "event: tool.before\ntool: Write|Edit\nrun: echo files >> trace",
+        );
+        ws.yml(
+            "regex",
+            "event: tool.before\ntool: 'mcp__.*'\nrun: echo regex >> trace",
+        );
+        ws.fire_event("tool.before", json!({"tool_name": "Edit"}));
+        assert_eq!(ws.trace(), ["any", "files"]);
+        ws.fire_event("tool.before", json!({"tool_name": "bash"}));
+        assert_eq!(ws.trace(), ["any", "files", "any"], "names are exact");
+        ws.fire_event("tool.before", json!({"tool_name": "mcp__x"}));
+        assert_eq!(ws.trace(), ["any", "files", "any", "any"]);
+    }
+
+    #[test]
+    fn other_events_and_unmatched_patterns_run_nothing() {
+        let ws = Ws::new();
+        ws.yml("h", "event: tool.after\nrun: echo h >> trace");
+        ws.yml(
+            "p",
+            "event: task.start\npattern: '*.rs'\nrun: echo p >> trace",
+        );
+        assert!(ws.fire_event("tool.before", json!({})).results.is_empty());
+        assert!(ws.fire_event("task.start", json!({})).results.is_empty());
+        let mut firing = Firing::new(Event::TaskStart);
+        firing.files = Some(vec!["README.md".into()]);
+        assert!(ws.fire(&firing).results.is_empty());
+        firing.files = Some(vec!["README.md".into(), "src/main.rs".into()]);
+        assert_eq!(ids(&ws.fire(&firing)), ["p"]);
+        assert_eq!(ws.trace(), ["p"]);
+    }
+
+    #[test]
+    fn pre_then_post_with_decision_and_the_first_block_ends_the_pre_pass() {
+        let ws = Ws::new();
+        ws.yml(
+            "a-post",
+            "event: task.complete\nphase: post\nrun: echo post ${decision} >> trace",
+        );
+        ws.yml("b-pre", "event: task.complete\nrun: echo pre1 >> trace");
+        ws.yml(
+            "c-block",
+            "event: task.complete\nrun: echo block >> trace; echo stop >&2; exit 2",
+        );
+        ws.yml("d-pre", "event: task.complete\nrun: echo pre2 >> trace");
+        ws.yml(
+            "e-post",
+            "event: task.complete\nphase: post\nrun: 'echo post2 >> trace; exit 2'",
+        );
+        let reply = ws.fire_event("task.complete", json!({}));
+        assert_eq!(ws.trace(), ["pre1", "block", "post block", "post2"]);
+        assert_eq!(ids(&reply), ["b-pre", "c-block", "a-post", "e-post"]);
+        assert_eq!(reply.decision, Decision::Block);
+        assert_eq!(reply.reason.as_deref(), Some("stop"));
+        assert_eq!(
+            reply.results[3]["blocked"], false,
+            "post hooks cannot block"
+        );
+    }
+
+    #[test]
+    fn post_hooks_see_allow() {
+        let ws = Ws::new();
+        ws.yml(
+            "a",
+            "event: task.complete\nphase: post\nrun: echo ${decision} >> trace",
+        );
+        ws.fire_event("task.complete", json!({}));
+        assert_eq!(ws.trace(), ["allow"]);
+    }
+
+    #[test]
+    fn piped_output_is_drained_by_turn_start_after_its_own_hooks() {
+        let ws = Ws::new();
+        ws.yml(
+            "lint",
+            "event: tool.after\npipe_output: true\nrun: echo lint says hi",
+        );
+        ws.yml(
+            "quiet",
+            "event: tool.after\npipe_output: failure\nrun: echo never piped",
+        );
+        ws.yml(
+            "loud",
+            "event: tool.after\npipe_output: failure\nrun: echo failed once; exit 1",
+        );
+        ws.yml(
+            "start",
+            "event: turn.start\npipe_output: true\nrun: echo from turn.start",
+        );
+        let reply = ws.fire_event("tool.after", json!({}));
+        assert!(reply.context.is_empty(), "only turn.start drains");
+        let reply = ws.fire_event("turn.start", json!({}));
+        assert_eq!(reply.context.len(), 1, "{:?}", reply.context);
+        let text = &reply.context[0];
+        let at = |s: &str| {
+            text.find(s)
+                .unwrap_or_else(|| panic!("{s} not in {text:?}"))
+        };
+        assert!(at("lint says hi") < at("failed once"));
+        assert!(at("failed once") < at("from turn.start"));
+        assert!(!text.contains("never piped"));
+        let reply = ws.fire_event("turn.start", json!({}));
+        assert_eq!(reply.context.len(), 1, "its own hook pipes again");
+        assert!(!reply.context[0].contains("lint"), "the buffer was emptied");
+    }
+
+    #[test]
+    fn additional_context_goes_to_the_reply() {
+        let ws = Ws::new();
+        ws.yml(
+            "ctx",
+            "event: tool.before\nrun: echo '{\"additionalContext\":\"remember tests\"}'",
+        );
+        let reply = ws.fire_event("tool.before", json!({}));
+        assert_eq!(reply.context, ["remember tests"]);
+    }
+
+    #[test]
+    fn retries_rerun_a_failure_then_go_on() {
+        let ws = Ws::new();
+        ws.yml(
+            "flaky",
+            "event: task.start\non_failure: retry\nretries: 2\nretry_delay: 0\n\
+             run: echo x >> trace; exit 1",
+        );
+        let reply = ws.fire_event("task.start", json!({}));
+        assert_eq!(ws.trace().len(), 3, "one run and two re-runs");
+        assert_eq!(reply.decision, Decision::Allow);
+        assert_eq!(reply.results.len(), 1, "one result per hook");
+        let flaky = &ws.status().hooks["flaky"];
+        assert_eq!((flaky.run_count, flaky.fail_count), (3, 3));
+    }
+
+    #[test]
+    fn a_retry_that_passes_stops_retrying() {
+        let ws = Ws::new();
+        ws.yml(
+            "flaky",
+            "event: task.start\non_failure: [retry, abort]\nretries: 5\nretry_delay: 0\n\
+             run: echo x >> trace; test $(wc -l < trace) -ge 2",
+        );
+        let reply = ws.fire_event("task.start", json!({}));
+        assert_eq!(ws.trace().len(), 2);
+        assert_eq!(reply.decision, Decision::Allow);
+    }
+
+    #[test]
+    fn unknown_names_fail_the_run_and_never_expand_empty() {
+        let ws = Ws::new();
+        ws.yml(
+            "r",
+            "event: task.start\nblock_on: failure\nrun: echo ${nope} >> trace",
+        );
+        ws.yml(
+            "a",
+            "event: task.start\nphase: post\nargv: [sh, -c, 'echo $0 >> trace', '${nope}']",
+        );
+        let reply = ws.fire_event("task.start", json!({}));
+        assert!(ws.trace().is_empty());
+        assert_eq!(reply.decision, Decision::Block);
+        assert!(reply.reason.unwrap().contains("nope"));
+        assert_eq!(reply.results[1]["exitCode"], 1);
+        let status = ws.status();
+        assert!(status.hooks["a"].note.as_deref().unwrap().contains("nope"));
+    }
+
+    #[test]
+    fn hostile_values_reach_run_and_argv_byte_exact() {
+        let ws = Ws::new();
+        let hostile = "' \" $ ; & | ` $(touch SENTINEL) `touch SENTINEL`\nline2";
+        ws.yml("r", "event: task.start\nrun: printf '%s' ${v} > run.out");
+        ws.yml(
+            "a",
+            "event: task.start\nargv: [sh, -c, 'printf %s \"$1\" > argv.out', sh, '${v}']",
+        );
+        let reply = ws.fire_event("task.start", json!({"v": hostile}));
+        assert_eq!(reply.decision, Decision::Allow, "{reply:?}");
+        for out in ["run.out", "argv.out"] {
+            assert_eq!(
+                fs::read_to_string(ws.ctx.workspace.join(out)).unwrap(),
+                hostile
+            );
+        }
+        assert!(!ws.ctx.workspace.join("SENTINEL").exists());
+    }
+
+    #[test]
+    fn scripts_get_the_event_json_on_stdin_and_the_variables() {
+        let ws = Ws::new();
+        ws.script(
+            "s.sh",
+            "# event: task.complete",
+            "cat > stdin.json; printf '%s' \"$HOOKVISOR_TASK_ID\" > id.txt",
+        );
+        let mut firing = Firing::new(Event::TaskComplete);
+        firing.data = json!({"task_id": "t-1"}).as_object().unwrap().clone();
+        firing.session = Some("other".into());
+        firing.stage = Some("plan".into());
+        ws.fire(&firing);
+        let stdin: Json =
+            serde_json::from_slice(&fs::read(ws.ctx.workspace.join("stdin.json")).unwrap())
+                .unwrap();
+        assert_eq!(stdin["event"], "task.complete");
+        assert_eq!(stdin["session"], "other");
+        assert_eq!(stdin["stage"], "plan");
+        assert_eq!(stdin["trigger"], "user");
+        assert_eq!(stdin["data"]["task_id"], "t-1");
+        assert_eq!(
+            fs::read_to_string(ws.ctx.workspace.join("id.txt")).unwrap(),
+            "t-1"
+        );
+    }
+
+    #[test]
+    fn status_records_event_source_and_action() {
+        let ws = Ws::new();
+        ws.yml("h", "event: task.start\nrun: exit 0");
+        ws.script("s.sh", "# event: task.start", "exit 3");
+        ws.fire_event("task.start", json!({}));
+        ws.fire_event("task.start", json!({}));
+        let bytes = fs::read(ws.ctx.status_path()).unwrap();
+        let json: Json = serde_json::from_slice(&bytes).unwrap();
+        let h = &json["hooks"]["h"];
+        assert_eq!(h["event"], "task.start");
+        assert_eq!(h["source"], ".discobot/hooks/h.yml:1");
+        assert_eq!(h["action"], "command");
+        assert_eq!(h["runCount"], 2);
+        let s = &json["hooks"]["s"];
+        assert_eq!(s["source"], ".discobot/hooks/s.sh:1");
+        assert_eq!(
+            (s["runCount"].as_u64(), s["lastExitCode"].as_i64()),
+            (Some(2), Some(3))
+        );
+        // A phase-1 entry keeps its JSON: no event fields.
+        let phase1 =
+            serde_json::to_value(crate::HookStatus::new("x", "x", crate::HookKind::File)).unwrap();
+        assert!(phase1.get("event").is_none() && phase1.get("source").is_none());
+        assert!(phase1.get("action").is_none());
+    }
+}
