@@ -391,7 +391,8 @@ fn run_once(
     let (program, args): (PathBuf, Vec<OsString>) = match command {
         Command::Script => {
             let files = firing.files.as_deref().unwrap_or_default();
-            return Ok(Ran::Finished(run_hook(ctx, hook, files, &options)?));
+            let outcome = racing_log(|| run_hook(ctx, hook, files, &options))?;
+            return Ok(Ran::Finished(outcome));
         }
         Command::Argv(argv) => {
             let expanded = match template::expand_argv(argv, |n| payload.template_value(n)) {
@@ -442,7 +443,34 @@ fn run_once(
         log_path: ctx.log_path(&hook.id),
         timeout: hook.timeout,
     };
-    Ok(Ran::Finished(run_command(&invocation, &options)?))
+    Ok(Ran::Finished(racing_log(|| {
+        run_command(&invocation, &options)
+    })?))
+}
+
+/// Attempts at a run whose log another process re-created between our unlink and our create.
+const LOG_RACE_ATTEMPTS: u32 = 20;
+
+/// Runs `start` again when it failed only because its log file exists. exec replaces a log by
+/// unlinking it and creating it with `O_EXCL` (never through a symlink); two `fire` processes
+/// running the same hook at once can both unlink, and then the second create fails. Nothing
+/// has run at that point (the log is made before the child), so starting again is safe, and
+/// each run writes its own inode.
+fn racing_log(
+    mut start: impl FnMut() -> Result<RunOutcome, ExecError>,
+) -> Result<RunOutcome, ExecError> {
+    let mut attempts = 1;
+    loop {
+        match start() {
+            Err(ExecError::Log { source, .. })
+                if source.kind() == io::ErrorKind::AlreadyExists
+                    && attempts < LOG_RACE_ATTEMPTS =>
+            {
+                attempts += 1;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// The judge's view of a finished run.
@@ -473,11 +501,22 @@ fn unfinished(ctx: &Context, hook: &Hook, message: &str) -> FinishedRun {
     }
 }
 
+/// Replaces the log like exec does: unlinked, then created with `O_EXCL`, which never follows
+/// a symlink a hook may have left in its place.
 fn write_log(path: &Path, message: &str) -> io::Result<()> {
+    use std::io::Write as _;
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir)?;
     }
-    fs::write(path, format!("{message}\n"))
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?
+        .write_all(format!("{message}\n").as_bytes())
 }
 
 /// Step 8: the run's output into the context buffer when `pipe_output` asks.
