@@ -35,8 +35,11 @@
 //!    run's output (stdout, then stderr) to the [`ContextBuffer`]. A hook's own
 //!    `additionalContext` goes straight to the reply's `context`.
 //! 9. **Drain** (§5 rule 5). `turn.start` drains the buffer into the reply's `context` after its
-//!    own hooks ran, so what they piped is included.
-//! 10. **Reply** (§5 rule 4). `{event, decision, reason, context, results, attempt,
+//!    own hooks ran, so what they piped is included; a blocked or aborted `turn.start` leaves the
+//!    buffer for the next one, since a refused prompt reaches no model.
+//! 10. **Cancel**. When [`Firing::cancel`] is cancelled, the running hook is stopped, no further
+//!     hook starts and [`fire`] returns [`FireError::Cancelled`]: half an event has no decision.
+//! 11. **Reply** (§5 rule 4). `{event, decision, reason, context, results, attempt,
 //!     maxAttempts}`; each result is `{hookId, exitCode, success, timedOut, files, blocked}`,
 //!     the phase-1 fields plus `blocked`. `attempt`/`maxAttempts` are `null`: the loop guard of
 //!     `turn.end`/`session.stop` belongs to the later wiring.
@@ -144,6 +147,10 @@ pub enum FireError {
     /// The context buffer could not be appended to or drained.
     #[error(transparent)]
     Buffer(#[from] ContextBufferError),
+    /// The firing's cancel token stopped the event before its hooks were done; no decision
+    /// was reached, so none is returned (a caller of a gate treats this as a refusal).
+    #[error("interrupted before the hooks of the event were done")]
+    Cancelled,
 }
 
 /// Fires `firing.event`: runs its event hooks by the steps of the [module documentation](self)
@@ -159,7 +166,7 @@ pub fn fire(ctx: &Context, discovery: &Discovery, firing: &Firing) -> Result<Rep
             if hook.spec.phase != phase {
                 continue;
             }
-            if phase == Phase::Pre && outcome.ends_pre_pass() {
+            if phase == Phase::Pre && outcome.ends_pre_pass() || cancel.is_cancelled() {
                 break;
             }
             let decision = (phase == Phase::Post).then(|| outcome.decision().as_str());
@@ -172,8 +179,13 @@ pub fn fire(ctx: &Context, discovery: &Discovery, firing: &Firing) -> Result<Rep
             outcome.push(done.judgment);
         }
     }
+    if cancel.is_cancelled() {
+        return Err(FireError::Cancelled);
+    }
+    let allowed = outcome.decision() == crate::decision::Decision::Allow;
     let mut reply = outcome.into_reply(firing.event.to_string(), results, None);
-    if firing.event == Event::TurnStart {
+    // A refused prompt reaches no model: the buffer waits for the next turn.start.
+    if firing.event == Event::TurnStart && allowed {
         let drained = buffer.drain(MAX_CONTEXT_CHARS)?;
         if !drained.text.is_empty() {
             reply.context.push(drained.text);
@@ -823,6 +835,55 @@ mod tests {
         let reply = ws.fire_event("turn.start", json!({}));
         assert_eq!(reply.context.len(), 1, "its own hook pipes again");
         assert!(!reply.context[0].contains("lint"), "the buffer was emptied");
+    }
+
+    #[test]
+    fn a_blocked_turn_start_keeps_the_buffer() {
+        let ws = Ws::new();
+        ws.yml(
+            "lint",
+            "event: tool.after\npipe_output: true\nrun: echo keep me",
+        );
+        ws.yml(
+            "gate",
+            "event: turn.start\nwhen: ${open} == false\nrun: exit 2",
+        );
+        ws.fire_event("tool.after", json!({}));
+        let refused = ws.fire_event("turn.start", json!({"open": false}));
+        assert_eq!(refused.decision, Decision::Block);
+        assert!(refused.context.is_empty());
+        let next = ws.fire_event("turn.start", json!({"open": true}));
+        assert_eq!(next.decision, Decision::Allow);
+        assert_eq!(next.context, ["keep me\n"]);
+    }
+
+    #[test]
+    fn a_timeout_blocks_under_block_on_failure() {
+        let ws = Ws::new();
+        ws.yml(
+            "slow",
+            "event: task.start\ntimeout: 1\nblock_on: failure\nrun: sleep 30",
+        );
+        let started = Instant::now();
+        let reply = ws.fire_event("task.start", json!({}));
+        assert!(started.elapsed().as_secs() < 10);
+        assert_eq!(reply.decision, Decision::Block);
+        assert_eq!(reply.reason.as_deref(), Some("timed out after 1s"));
+        assert_eq!(reply.results[0]["timedOut"], true);
+    }
+
+    #[test]
+    fn a_cancelled_firing_has_no_decision() {
+        let ws = Ws::new();
+        ws.yml("a", "event: task.start\nrun: echo a >> trace");
+        let mut firing = Firing::new(Event::TaskStart);
+        let cancel = CancelToken::new();
+        cancel.cancel();
+        firing.cancel = Some(cancel);
+        let discovery = crate::discover(&ws.ctx.hooks_dir());
+        let err = fire(&ws.ctx, &discovery, &firing).unwrap_err();
+        assert!(matches!(err, FireError::Cancelled), "{err}");
+        assert!(ws.trace().is_empty());
     }
 
     #[test]

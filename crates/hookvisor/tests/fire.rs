@@ -225,18 +225,22 @@ fn when_true_runs_false_skips_and_an_error_fails() {
     assert_eq!(results.len(), 2);
     assert_eq!(results[1]["hookId"], "c");
     assert_eq!(results[1]["success"], false);
-    let log = fs::read_to_string(ws.state_dir().join("output/c.log")).unwrap_or_default();
+    let message = "when: '%' at column 6 divides by zero";
+    let log = fs::read_to_string(ws.state_dir().join("output/c.log")).unwrap();
+    assert_eq!(log, format!("{message}\n"));
     let hooks = &status(&ws)["hooks"];
     assert!(hooks.get("b").is_none());
     assert_eq!(hooks["c"]["lastResult"], "failure");
-    assert!(
-        hooks["c"]["note"]
-            .as_str()
-            .unwrap_or_default()
-            .contains('%')
-            || log.contains('%'),
-        "{hooks} {log}"
+    assert_eq!(hooks["c"]["note"], message);
+    // On a gate with block_on: failure the same error blocks, its message the reason.
+    yml(
+        &ws,
+        "d",
+        "event: task.start\nblock_on: failure\nwhen: ${n} % 0 == 1\nrun: exit 0",
     );
+    let out = ws.hookvisor(&["fire", "task.start", "--data", r#"{"n":1}"#]);
+    assert_eq!(code(&out), 1);
+    assert_eq!(stderr(&out), format!("{message}\n"));
 }
 
 #[test]
