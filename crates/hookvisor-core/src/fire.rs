@@ -57,6 +57,9 @@
 //! [`CancelToken`]: crate::CancelToken
 //! [`Judge`]: crate::decision::Judge
 //! [`ContextBuffer`]: crate::context_buffer::ContextBuffer
+//! [`Firing::cancel`]: crate::fire::Firing::cancel
+//! [`fire`]: crate::fire::fire
+//! [`FireError::Cancelled`]: crate::fire::FireError::Cancelled
 
 #![forbid(unsafe_code)]
 
@@ -426,6 +429,18 @@ fn run_once(
             {
                 return Ok(Ran::Refused(format!(
                     "run: unknown template variable ${{{name}}}; set it in --data or fix the name"
+                )));
+            }
+            // A value too large for the environment is only in a file (payload rule 5): the
+            // script's `$HOOKVISOR_X` would be empty, which rule 20 forbids as well.
+            if let Some(name) = script.references().iter().find(|n| {
+                let var = template::env_name(n);
+                !env.iter().any(|(k, _)| k.as_os_str() == var.as_str())
+            }) {
+                let var = template::env_name(name);
+                return Ok(Ran::Refused(format!(
+                    "run: ${{{name}}} is too large for the environment; read the file \
+                     ${var}_FILE instead"
                 )));
             }
             (
@@ -944,6 +959,25 @@ mod tests {
         assert_eq!(reply.results[1]["exitCode"], 1);
         let status = ws.status();
         assert!(status.hooks["a"].note.as_deref().unwrap().contains("nope"));
+    }
+
+    #[test]
+    fn a_value_only_in_a_file_fails_a_run_hook_and_reaches_argv() {
+        let ws = Ws::new();
+        ws.yml(
+            "r",
+            "event: task.start\nblock_on: failure\nrun: echo ${big} > run.out",
+        );
+        ws.yml("a", "event: task.start\nphase: post\nargv: [sh, -c, 'printf %s \"$1\" > argv.out', sh, '${big}']");
+        let big = "x".repeat(70_000);
+        let reply = ws.fire_event("task.start", json!({ "big": big }));
+        assert_eq!(reply.decision, Decision::Block);
+        assert!(reply.reason.unwrap().contains("HOOKVISOR_BIG_FILE"));
+        assert!(!ws.ctx.workspace.join("run.out").exists());
+        assert_eq!(
+            fs::read_to_string(ws.ctx.workspace.join("argv.out")).unwrap(),
+            big
+        );
     }
 
     #[test]
