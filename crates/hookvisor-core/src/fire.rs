@@ -67,7 +67,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value as Json, json};
 
@@ -271,53 +271,61 @@ fn run_judged(
         hook.spec.on_failure,
     );
     judge.reason_from = hook.spec.reason_from;
+    // Evaluated once: a re-run is the same run again (§5 rule 1), on the same payload.
+    match refusal(hook, payload) {
+        Refusal::Skip => return Ok(None),
+        // Deterministic, so never re-run: the same condition fails the same way.
+        Refusal::Fail(message) => {
+            let run = record_refused(ctx, hook, store, &message)?;
+            return Ok(Some(Done {
+                judgment: judge.judge(&run),
+                run,
+            }));
+        }
+        Refusal::Run => {}
+    }
     let mut retries_left = hook.spec.retries;
     loop {
-        let started = Instant::now();
-        let run = match refusal(hook, payload) {
-            Refusal::Skip => return Ok(None),
-            Refusal::Fail(message) => {
-                let run = unfinished(ctx, hook, &message);
+        let (run, deterministic) = match run_once(ctx, hook, firing, payload, cancel)? {
+            Ran::Finished(outcome) => {
                 store.update(|status| {
                     let entry = status.entry(hook, ctx);
-                    entry.record_unfinished(&message, started.elapsed(), SystemTime::now());
+                    entry.record(&outcome, SystemTime::now());
                     label(entry, hook);
                 })?;
-                run
+                (finished(ctx, hook, &outcome), false)
             }
-            Refusal::Run => match run_once(ctx, hook, firing, payload, cancel)? {
-                Ran::Finished(outcome) => {
-                    store.update(|status| {
-                        let entry = status.entry(hook, ctx);
-                        entry.record(&outcome, SystemTime::now());
-                        label(entry, hook);
-                    })?;
-                    finished(ctx, hook, &outcome)
-                }
-                Ran::Refused(message) => {
-                    let run = unfinished(ctx, hook, &message);
-                    store.update(|status| {
-                        let entry = status.entry(hook, ctx);
-                        entry.record_unfinished(&message, started.elapsed(), SystemTime::now());
-                        label(entry, hook);
-                    })?;
-                    run
-                }
-            },
+            Ran::Refused(message) => (record_refused(ctx, hook, store, &message)?, true),
         };
         let judgment = judge.judge(&run);
         for warning in &judgment.warnings {
             tracing::warn!("{}: {warning}", hook.file_name());
         }
-        if judgment.wants_retry() && retries_left > 0 && !cancel.is_cancelled() {
+        let again = judgment.wants_retry() && retries_left > 0 && !deterministic;
+        // A cancel during the wait ends the retries; `fire` then reports the cancel.
+        if again && !cancel.wait_for(hook.spec.retry_delay) {
             retries_left -= 1;
-            if cancel.wait_for(hook.spec.retry_delay) {
-                return Ok(Some(Done { judgment, run }));
-            }
             continue;
         }
         return Ok(Some(Done { judgment, run }));
     }
+}
+
+/// Records a run that failed before starting (a `when` error, an unknown name) and returns it
+/// as the judge sees it.
+fn record_refused(
+    ctx: &Context,
+    hook: &Hook,
+    store: &StatusStore,
+    message: &str,
+) -> Result<FinishedRun, FireError> {
+    let run = unfinished(ctx, hook, message);
+    store.update(|status| {
+        let entry = status.entry(hook, ctx);
+        entry.record_unfinished(message, Duration::ZERO, SystemTime::now());
+        label(entry, hook);
+    })?;
+    Ok(run)
 }
 
 /// The status fields of the event model (EVENTS.md §2.1, §5 rule 10).
@@ -879,7 +887,7 @@ mod tests {
             "slow",
             "event: task.start\ntimeout: 1\nblock_on: failure\nrun: sleep 30",
         );
-        let started = Instant::now();
+        let started = std::time::Instant::now();
         let reply = ws.fire_event("task.start", json!({}));
         assert!(started.elapsed().as_secs() < 10);
         assert_eq!(reply.decision, Decision::Block);
@@ -926,6 +934,19 @@ mod tests {
         assert_eq!(reply.results.len(), 1, "one result per hook");
         let flaky = &ws.status().hooks["flaky"];
         assert_eq!((flaky.run_count, flaky.fail_count), (3, 3));
+    }
+
+    #[test]
+    fn a_when_error_is_not_retried() {
+        let ws = Ws::new();
+        ws.yml(
+            "w",
+            "event: task.start\non_failure: retry\nretries: 3\nretry_delay: 0\n\
+             when: ${nope} == 1\nrun: exit 0",
+        );
+        let reply = ws.fire_event("task.start", json!({}));
+        assert_eq!(reply.results[0]["success"], false);
+        assert_eq!(ws.status().hooks["w"].run_count, 1);
     }
 
     #[test]
