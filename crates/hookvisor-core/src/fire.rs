@@ -414,7 +414,7 @@ fn run_once(
     let (program, args): (PathBuf, Vec<OsString>) = match command {
         Command::Script => {
             let files = firing.files.as_deref().unwrap_or_default();
-            let outcome = racing_log(|| run_hook(ctx, hook, files, &options))?;
+            let outcome = run_hook(ctx, hook, files, &options)?;
             return Ok(Ran::Finished(outcome));
         }
         Command::Argv(argv) => {
@@ -478,34 +478,7 @@ fn run_once(
         log_path: ctx.log_path(&hook.id),
         timeout: hook.timeout,
     };
-    Ok(Ran::Finished(racing_log(|| {
-        run_command(&invocation, &options)
-    })?))
-}
-
-/// Attempts at a run whose log another process re-created between our unlink and our create.
-const LOG_RACE_ATTEMPTS: u32 = 20;
-
-/// Runs `start` again when it failed only because its log file exists. exec replaces a log by
-/// unlinking it and creating it with `O_EXCL` (never through a symlink); two `fire` processes
-/// running the same hook at once can both unlink, and then the second create fails. Nothing
-/// has run at that point (the log is made before the child), so starting again is safe, and
-/// each run writes its own inode.
-fn racing_log(
-    mut start: impl FnMut() -> Result<RunOutcome, ExecError>,
-) -> Result<RunOutcome, ExecError> {
-    let mut attempts = 1;
-    loop {
-        match start() {
-            Err(ExecError::Log { source, .. })
-                if source.kind() == io::ErrorKind::AlreadyExists
-                    && attempts < LOG_RACE_ATTEMPTS =>
-            {
-                attempts += 1;
-            }
-            other => return other,
-        }
-    }
+    Ok(Ran::Finished(run_command(&invocation, &options)?))
 }
 
 /// The judge's view of a finished run.
