@@ -94,6 +94,8 @@ mod evaluate;
 /// The events hooks bind to and what a hook declares about its run (EVENTS.md §1.1–§1.3).
 pub mod event;
 mod exec;
+/// The event dispatcher: an event's hooks selected, run, judged, and the reply (EVENTS.md §1.4).
+pub mod fire;
 mod frontmatter;
 mod git;
 mod hook;

@@ -213,6 +213,9 @@ pub enum Command {
     Check,
     /// Evaluate file hooks at the end of an LLM turn.
     Eval(EvalArgs),
+    /// Fire an event: run its event hooks and print the decision (exit 0 allow, 1 block,
+    /// 3 abort, 2 usage).
+    Fire(FireArgs),
     /// Run one hook now, whatever its type.
     Run {
         /// The hook id (see `hookvisor list`).
@@ -276,6 +279,44 @@ pub struct EvalArgs {
     /// Hook-triggered re-prompts allowed per user turn.
     #[arg(long, env = "HOOKVISOR_MAX_RETRIES", default_value_t = 3)]
     pub max_retries: u32,
+}
+
+/// Options of `fire` (EVENTS.md §3, §5 rule 15); `--session` is the global option.
+#[derive(Debug, Args)]
+pub struct FireArgs {
+    /// The event: a canonical name (`tool.before`) or an agent's own (`claude.PreCompact`).
+    pub event: String,
+    /// The event's data: a JSON object, `@FILE` to read it from a file, or `-` from stdin.
+    #[arg(long, value_name = "JSON|@FILE|-")]
+    pub data: Option<String>,
+    /// Print the reply as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Who fired the event.
+    #[arg(long, value_enum, default_value_t = FireTrigger::User)]
+    pub trigger: FireTrigger,
+}
+
+/// Who fired an event (`${trigger}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FireTrigger {
+    /// A person or an agent's own event.
+    User,
+    /// A hook.
+    Hook,
+    /// `hookvisor loop`.
+    Loop,
+}
+
+impl FireTrigger {
+    /// The word hooks see.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FireTrigger::User => "user",
+            FireTrigger::Hook => "hook",
+            FireTrigger::Loop => "loop",
+        }
+    }
 }
 
 /// What started a turn.

@@ -65,6 +65,7 @@ fn run(cli: Cli) -> CliResult {
         Command::List { json } => commands::list::run(&globals, json),
         Command::Check => commands::list::check(&globals),
         Command::Eval(args) => commands::eval::run(&globals, &args),
+        Command::Fire(args) => commands::fire::run(&globals, &args),
         Command::Run { id, json } => commands::eval::run_one(&globals, &id, json),
         Command::Status { json } => commands::eval::status(&globals, json),
         Command::Session { user, root_hooks } => {

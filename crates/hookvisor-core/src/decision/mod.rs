@@ -66,11 +66,11 @@
 //!
 //! # Capture
 //!
-//! `exec` writes stdout and stderr to one pipe today; capturing them apart for a [`FinishedRun`]
-//! is the wiring's job. Until it does, the merged output can be given as `stdout` with an empty
-//! `stderr`: verdicts are the same except that a hook's JSON is refused when it also wrote to
-//! stderr and a reason holds both streams; exec's own notes (`[hook timed out after Ns]`) must be
-//! left out of it.
+//! The dispatcher (`fire`) runs event hooks with exec's `Capture::Separate`, which keeps stdout
+//! and stderr apart, and fills a [`FinishedRun`] from them; exec's own notes (`[hook timed out
+//! after Ns]`) go to the log only, so they never become a reason. A caller with only merged
+//! output can give it as `stdout` with an empty `stderr`: verdicts are the same except that a
+//! hook's JSON is refused when it also wrote to stderr and a reason holds both streams.
 //!
 //! [`BlockOn`]: crate::decision::BlockOn
 //! [`FinishedRun`]: crate::decision::FinishedRun

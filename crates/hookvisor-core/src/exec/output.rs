@@ -65,20 +65,40 @@ fn fresh_file(path: &Path, credentials: Option<&Credentials>) -> io::Result<File
             }
         }
     }
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .open(path)?;
+    let file = replace_with_new(path)?;
     // Names of workspace files and hook output are no secret, and the hook may run as another
     // user than the one writing; the mode must not depend on the umask.
     file.set_permissions(fs::Permissions::from_mode(0o644))?;
     give_to(&file, credentials);
     Ok(file)
+}
+
+/// Times [`replace_with_new`] unlinks and creates again while other runs of the same hook race it.
+const REPLACE_ATTEMPTS: u32 = 20;
+
+/// Unlinks `path` and creates it anew with `O_EXCL`, so never through a symbolic link. Two runs
+/// of the same hook at once (two `fire` processes, a rerun beside an evaluation) can both unlink
+/// and then race to create: the loser unlinks the winner's file and tries again, which leaves
+/// each run writing its own inode, as a plain replace would.
+fn replace_with_new(path: &Path) -> io::Result<File> {
+    let mut attempts = 1;
+    loop {
+        match fs::remove_file(path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(path)
+        {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < REPLACE_ATTEMPTS => {
+                attempts += 1;
+            }
+            result => return result,
+        }
+    }
 }
 
 /// Chowns something we created for a hook to the hook's user, when we are root and it is not.

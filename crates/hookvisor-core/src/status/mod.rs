@@ -118,6 +118,16 @@ pub struct HookStatus {
     /// end of the session, refused, interrupted); discobot's dashboards ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The event of an event-model hook (EVENTS.md §2.1); absent for phase-1 runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    /// Where an event-model hook is declared, `relative/path:line` (§5 rule 10); absent for
+    /// phase-1 runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The `action:` of an event-model hook (§1.2); absent for phase-1 runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
     /// Fields this version does not know, written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -248,6 +258,9 @@ impl HookStatus {
             timed_out: false,
             duration_ms: None,
             note: None,
+            event: None,
+            source: None,
+            action: None,
             extra: Map::new(),
         }
     }

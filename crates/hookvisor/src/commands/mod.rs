@@ -2,6 +2,7 @@
 
 pub mod adapter;
 pub mod eval;
+pub mod fire;
 pub mod install;
 pub mod list;
 pub mod precommit;

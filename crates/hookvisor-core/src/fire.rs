@@ -1,0 +1,1050 @@
+//! The event dispatcher: one event fired, its hooks selected, run in order and judged, and the
+//! reply (EVENTS.md §1.4, §1.6, §3, §5 rules 1, 4, 5, 6, 15, 19, 20).
+//!
+//! [`fire`] follows these steps, written once here:
+//!
+//! 1. **Selection** (§1.4). The hooks are [`Discovery::event_hooks`] whose `spec.event` is the
+//!    fired event, in discovery (file-name) order. Phase-1 hooks ([`Discovery::hooks`]) are not
+//!    run here: `turn.end` (≡ `eval`, rule 8), `session.start` and `commit.before` keep their
+//!    phase-1 runners, and firing one of those events runs only its event hooks until the later
+//!    wiring joins the two.
+//! 2. **Tool** (§5 rule 6). A hook with `tool:` runs only when `data.tool_name` is a string it
+//!    matches: `*` matches every call (also one without a tool name), a `|`-list matches its
+//!    exact names. A regex matcher never matches: the core has no regex engine yet, so such a
+//!    hook is skipped (with a warning in the log) rather than run on a guess.
+//! 3. **Pattern**. A hook with `pattern:` runs only when one of the firing's `files` matches it;
+//!    an event without files runs no hook that has a pattern.
+//! 4. **Passes** (§1.4). Every `pre` hook runs, then every `post` hook. The first block or abort
+//!    ends the `pre` pass ([`Outcome::ends_pre_pass`]); `post` hooks still run, and see the
+//!    decision so far as `${decision}`. Only a `pre` hook of a gate can block (§1.5).
+//! 5. **When** (§4.2). A hook's `when:` is evaluated just before its run, over the payload
+//!    ([`Payload::lookup`]). False skips the hook (nothing is recorded). An evaluation error
+//!    *fails* the hook: its message is the run's output (stderr, exit 1) and is judged as a
+//!    failure, never read as true or false.
+//! 6. **Run** (§4.1, rule 19). Each run gets a fresh directory under `<state>/fire/` for the
+//!    payload's files ([`Payload::environment`]); the event JSON is the child's stdin; stdout and
+//!    stderr are captured apart for the judge. A script hook runs through [`run_hook`]; `argv:`
+//!    is expanded by [`template::expand_argv`] and run without a shell; `run:` is
+//!    `sh -c SCRIPT` after every referenced name was checked to exist (rule 20). An unknown
+//!    name or an empty argv is a failed run, never an empty value. The timeout is the hook's.
+//! 7. **Retry and judgment** (§5 rule 1). A run the judge wants re-run (`on_failure: retry`) is
+//!    re-run up to `retries` times, `retry_delay` apart (a [`CancelToken`] wait, so a cancel
+//!    ends it); the last run is judged with [`Judge`] and folded into the [`Outcome`]. Each run
+//!    is recorded in `status.json` with its `event`, `source` and `action`.
+//! 8. **Pipe** (§1.6). `pipe_output: true`, or `failure` when the last run failed, appends the
+//!    run's output (stdout, then stderr) to the [`ContextBuffer`]. A hook's own
+//!    `additionalContext` goes straight to the reply's `context`.
+//! 9. **Drain** (§5 rule 5). `turn.start` drains the buffer into the reply's `context` after its
+//!    own hooks ran, so what they piped is included; a blocked or aborted `turn.start` leaves the
+//!    buffer for the next one, since a refused prompt reaches no model.
+//! 10. **Cancel**. When [`Firing::cancel`] is cancelled, the running hook is stopped, no further
+//!     hook starts and [`fire`] returns [`FireError::Cancelled`]: half an event has no decision.
+//! 11. **Reply** (§5 rule 4). `{event, decision, reason, context, results, attempt,
+//!     maxAttempts}`; each result is `{hookId, exitCode, success, timedOut, files, blocked}`,
+//!     the phase-1 fields plus `blocked`. `attempt`/`maxAttempts` are `null`: the loop guard of
+//!     `turn.end`/`session.stop` belongs to the later wiring.
+//!
+//! Unawaited hooks (`await: false`) are awaited here as well: a CLI has nowhere to leave them.
+//!
+//! [`Discovery::event_hooks`]: crate::Discovery::event_hooks
+//! [`Discovery::hooks`]: crate::Discovery::hooks
+//! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
+//! [`Outcome`]: crate::decision::Outcome
+//! [`Payload::lookup`]: crate::payload::Payload::lookup
+//! [`Payload::environment`]: crate::payload::Payload::environment
+//! [`run_hook`]: crate::run_hook
+//! [`template::expand_argv`]: crate::template::expand_argv
+//! [`CancelToken`]: crate::CancelToken
+//! [`Judge`]: crate::decision::Judge
+//! [`ContextBuffer`]: crate::context_buffer::ContextBuffer
+//! [`Firing::cancel`]: crate::fire::Firing::cancel
+//! [`fire`]: crate::fire::fire
+//! [`FireError::Cancelled`]: crate::fire::FireError::Cancelled
+
+#![forbid(unsafe_code)]
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value as Json, json};
+
+use crate::context::Context;
+use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
+use crate::decision::{FinishedRun, Judge, Judgment, Outcome, Phase, Reply, Verdict};
+use crate::discover::Discovery;
+use crate::event::{Command, Event, HookAction, PipeOutput, ToolMatcher};
+use crate::exec::{
+    CancelToken, Capture, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,
+};
+use crate::hook::Hook;
+use crate::payload::Payload;
+use crate::status::{StatusError, StatusStore};
+use crate::template;
+
+/// Bytes of each stream kept for the judge: a decision or reason longer than this is no use to
+/// an agent, whose own cap is 10,000 characters.
+const CAPTURE_LIMIT: usize = 1024 * 1024;
+
+/// One event to fire: what happened, and the variables its hooks see (EVENTS.md §5 rule 19).
+#[derive(Debug, Clone)]
+pub struct Firing {
+    /// The event.
+    pub event: Event,
+    /// The event's data object (`--data`); each key is also a template variable.
+    pub data: Map<String, Json>,
+    /// Who fired it: `user`, `hook` or `loop`.
+    pub trigger: String,
+    /// The session id; `None` uses the context's.
+    pub session: Option<String>,
+    /// The loop's turn number, when a loop fires.
+    pub iteration: Option<u64>,
+    /// The pipeline stage, when there is one.
+    pub stage: Option<String>,
+    /// The workspace-relative paths the event concerns (`pattern:` matches these).
+    pub files: Option<Vec<PathBuf>>,
+    /// Stops a running hook and a retry wait when cancelled.
+    pub cancel: Option<CancelToken>,
+}
+
+impl Firing {
+    /// A firing of `event` by the user, with empty data and nothing else set.
+    pub fn new(event: Event) -> Firing {
+        Firing {
+            event,
+            data: Map::new(),
+            trigger: "user".to_owned(),
+            session: None,
+            iteration: None,
+            stage: None,
+            files: None,
+            cancel: None,
+        }
+    }
+}
+
+/// Why an event could not be fired to the end. A hook that fails is no error: it is judged.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FireError {
+    /// A run's directory under the state dir could not be made.
+    #[error(
+        "cannot create the run directory {}: {source}; make the state dir writable or pass \
+         --state-dir",
+        path.display()
+    )]
+    RunDir {
+        /// The directory.
+        path: PathBuf,
+        /// What the file system said.
+        source: io::Error,
+    },
+    /// A hook could not be started at all (its log, its stdin, the system).
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// `status.json` could not be updated.
+    #[error(transparent)]
+    Status(#[from] StatusError),
+    /// The context buffer could not be appended to or drained.
+    #[error(transparent)]
+    Buffer(#[from] ContextBufferError),
+    /// The firing's cancel token stopped the event before its hooks were done; no decision
+    /// was reached, so none is returned (a caller of a gate treats this as a refusal).
+    #[error("interrupted before the hooks of the event were done")]
+    Cancelled,
+}
+
+/// Fires `firing.event`: runs its event hooks by the steps of the [module documentation](self)
+/// and returns the reply.
+pub fn fire(ctx: &Context, discovery: &Discovery, firing: &Firing) -> Result<Reply, FireError> {
+    let cancel = firing.cancel.clone().unwrap_or_default();
+    let buffer = ContextBuffer::new(&ctx.state());
+    let store = StatusStore::for_context(ctx);
+    let mut outcome = Outcome::new();
+    let mut results = Vec::new();
+    for phase in [Phase::Pre, Phase::Post] {
+        for hook in discovery.event_hooks.iter().filter(|h| selected(h, firing)) {
+            if hook.spec.phase != phase {
+                continue;
+            }
+            if phase == Phase::Pre && outcome.ends_pre_pass() || cancel.is_cancelled() {
+                break;
+            }
+            let decision = (phase == Phase::Post).then(|| outcome.decision().as_str());
+            let payload = payload(ctx, firing, decision);
+            let Some(done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
+                continue;
+            };
+            pipe(&buffer, hook, &done)?;
+            results.push(result_json(hook, firing, &done));
+            outcome.push(done.judgment);
+        }
+    }
+    if cancel.is_cancelled() {
+        return Err(FireError::Cancelled);
+    }
+    let allowed = outcome.decision() == crate::decision::Decision::Allow;
+    let mut reply = outcome.into_reply(firing.event.to_string(), results, None);
+    // A refused prompt reaches no model: the buffer waits for the next turn.start.
+    if firing.event == Event::TurnStart && allowed {
+        let drained = buffer.drain(MAX_CONTEXT_CHARS)?;
+        if !drained.text.is_empty() {
+            reply.context.push(drained.text);
+        }
+    }
+    Ok(reply)
+}
+
+/// Steps 1–3: the hook binds this event and its `tool` and `pattern` match.
+fn selected(hook: &Hook, firing: &Firing) -> bool {
+    if hook.spec.event != firing.event {
+        return false;
+    }
+    let tool_name = firing.data.get("tool_name").and_then(Json::as_str);
+    let tool_ok = match &hook.spec.tool {
+        None | Some(ToolMatcher::All) => true,
+        Some(ToolMatcher::Names(names)) => tool_name.is_some_and(|t| names.iter().any(|n| n == t)),
+        Some(ToolMatcher::Regex(text)) => {
+            tracing::warn!(
+                "{}: tool regex '{text}' is not supported yet; the hook does not run",
+                hook.file_name()
+            );
+            false
+        }
+    };
+    let pattern_ok = hook.pattern.is_none()
+        || firing
+            .files
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .any(|f| hook.matches(f));
+    tool_ok && pattern_ok
+}
+
+/// The payload of one run; `decision` is `${decision}` for the `post` pass.
+fn payload(ctx: &Context, firing: &Firing, decision: Option<&str>) -> Payload {
+    let session = firing.session.as_deref().unwrap_or(&ctx.session_id);
+    let mut payload = Payload::new(
+        firing.event.to_string(),
+        session,
+        ctx.workspace.clone(),
+        firing.trigger.clone(),
+    )
+    .data(firing.data.clone());
+    if let Some(iteration) = firing.iteration {
+        payload = payload.iteration(iteration);
+    }
+    if let Some(stage) = &firing.stage {
+        payload = payload.stage(stage.clone());
+    }
+    if let Some(files) = &firing.files {
+        payload = payload.files(files.iter().map(|f| f.as_os_str().to_owned()));
+    }
+    if let Some(decision) = decision {
+        payload = payload.text_var("decision", decision);
+    }
+    payload
+}
+
+/// One hook's last run and its judgment.
+struct Done {
+    judgment: Judgment,
+    run: FinishedRun,
+}
+
+/// Steps 5–7 for one hook: `None` when its `when` is false.
+fn run_judged(
+    ctx: &Context,
+    hook: &Hook,
+    firing: &Firing,
+    payload: &Payload,
+    store: &StatusStore,
+    cancel: &CancelToken,
+) -> Result<Option<Done>, FireError> {
+    let mut judge = Judge::new(
+        firing.event.is_gate(),
+        hook.spec.phase,
+        hook.spec.block_on,
+        hook.spec.on_failure,
+    );
+    judge.reason_from = hook.spec.reason_from;
+    // Evaluated once: a re-run is the same run again (§5 rule 1), on the same payload.
+    match refusal(hook, payload) {
+        Refusal::Skip => return Ok(None),
+        // Deterministic, so never re-run: the same condition fails the same way.
+        Refusal::Fail(message) => {
+            let run = record_refused(ctx, hook, store, &message)?;
+            return Ok(Some(Done {
+                judgment: judge.judge(&run),
+                run,
+            }));
+        }
+        Refusal::Run => {}
+    }
+    let mut retries_left = hook.spec.retries;
+    loop {
+        let (run, deterministic) = match run_once(ctx, hook, firing, payload, cancel)? {
+            Ran::Finished(outcome) => {
+                store.update(|status| {
+                    let entry = status.entry(hook, ctx);
+                    entry.record(&outcome, SystemTime::now());
+                    label(entry, hook);
+                })?;
+                (finished(ctx, hook, &outcome), false)
+            }
+            Ran::Refused(message) => (record_refused(ctx, hook, store, &message)?, true),
+        };
+        let judgment = judge.judge(&run);
+        for warning in &judgment.warnings {
+            tracing::warn!("{}: {warning}", hook.file_name());
+        }
+        let again = judgment.wants_retry() && retries_left > 0 && !deterministic;
+        // A cancel during the wait ends the retries; `fire` then reports the cancel.
+        if again && !cancel.wait_for(hook.spec.retry_delay) {
+            retries_left -= 1;
+            continue;
+        }
+        return Ok(Some(Done { judgment, run }));
+    }
+}
+
+/// Records a run that failed before starting (a `when` error, an unknown name) and returns it
+/// as the judge sees it.
+fn record_refused(
+    ctx: &Context,
+    hook: &Hook,
+    store: &StatusStore,
+    message: &str,
+) -> Result<FinishedRun, FireError> {
+    let run = unfinished(ctx, hook, message);
+    store.update(|status| {
+        let entry = status.entry(hook, ctx);
+        entry.record_unfinished(message, Duration::ZERO, SystemTime::now());
+        label(entry, hook);
+    })?;
+    Ok(run)
+}
+
+/// The status fields of the event model (EVENTS.md §2.1, §5 rule 10).
+fn label(entry: &mut crate::status::HookStatus, hook: &Hook) {
+    entry.event = Some(hook.spec.event.to_string());
+    entry.source = Some(source_of(hook));
+    entry.action = Some(hook.spec.action.as_str().to_owned());
+}
+
+/// Where a hook is declared, `relative/path:line`: its file in the hooks dir, line 1, where
+/// both a script and a declarative file start (the same as `list --json`).
+fn source_of(hook: &Hook) -> String {
+    format!(".discobot/hooks/{}:1", hook.file_name())
+}
+
+/// What is decided about a hook before anything runs.
+enum Refusal {
+    /// `when` is false.
+    Skip,
+    /// It fails without running, with this message as its output.
+    Fail(String),
+    /// It runs.
+    Run,
+}
+
+/// Step 5: the hook's `when`, evaluated now.
+fn refusal(hook: &Hook, payload: &Payload) -> Refusal {
+    let Some(condition) = &hook.spec.when else {
+        return Refusal::Run;
+    };
+    let lookup = |path: &[&str]| payload.lookup(path);
+    match condition.eval(&lookup) {
+        Ok(true) => Refusal::Run,
+        Ok(false) => Refusal::Skip,
+        Err(err) => Refusal::Fail(err.to_string()),
+    }
+}
+
+/// How a run ended.
+enum Ran {
+    /// It ran (or its program could not start, which exec reports as an outcome).
+    Finished(RunOutcome),
+    /// It was refused before starting: an unknown name or an empty argv.
+    Refused(String),
+}
+
+/// Step 6: one run of the hook's action in a fresh run directory.
+fn run_once(
+    ctx: &Context,
+    hook: &Hook,
+    firing: &Firing,
+    payload: &Payload,
+    cancel: &CancelToken,
+) -> Result<Ran, FireError> {
+    let parent = ctx.state().root().join("fire");
+    fs::create_dir_all(&parent).map_err(|source| FireError::RunDir {
+        path: parent.clone(),
+        source,
+    })?;
+    // Removed when the run is over: its files are the payload, kept in the log's place by
+    // nobody; a fresh name per run lets concurrent `fire`s share the state dir.
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{}-", hook.id))
+        .tempdir_in(&parent)
+        .map_err(|source| FireError::RunDir {
+            path: parent.clone(),
+            source,
+        })?;
+    let run_dir_error = |source| FireError::RunDir {
+        path: dir.path().to_owned(),
+        source,
+    };
+    let env = payload.environment(dir.path()).map_err(run_dir_error)?;
+    let stdin = dir.path().join("stdin.json");
+    fs::write(&stdin, payload.stdin_json()).map_err(run_dir_error)?;
+    let options = RunOptions {
+        cancel: Some(cancel.clone()),
+        extra_env: env.clone(),
+        stdin: Some(stdin),
+        capture: Capture::Separate {
+            limit: CAPTURE_LIMIT,
+        },
+        ..RunOptions::default()
+    };
+    let HookAction::Command(command) = &hook.spec.action;
+    let (program, args): (PathBuf, Vec<OsString>) = match command {
+        Command::Script => {
+            let files = firing.files.as_deref().unwrap_or_default();
+            let outcome = run_hook(ctx, hook, files, &options)?;
+            return Ok(Ran::Finished(outcome));
+        }
+        Command::Argv(argv) => {
+            let expanded = match template::expand_argv(argv, |n| payload.template_value(n)) {
+                Ok(expanded) => expanded,
+                Err(err) => return Ok(Ran::Refused(format!("argv: {err}"))),
+            };
+            let mut expanded = expanded.into_iter();
+            let Some(program) = expanded.next().filter(|p| !p.is_empty()) else {
+                return Ok(Ran::Refused("argv: the program expands to nothing".into()));
+            };
+            (PathBuf::from(program), expanded.collect())
+        }
+        Command::Run(script) => {
+            // Rule 20: an unknown name fails the run; the shell would read it as empty.
+            if let Some(name) = script
+                .references()
+                .iter()
+                .find(|n| payload.template_value(n).is_none())
+            {
+                return Ok(Ran::Refused(format!(
+                    "run: unknown template variable ${{{name}}}; set it in --data or fix the name"
+                )));
+            }
+            // A value too large for the environment is only in a file (payload rule 5): the
+            // script's `$HOOKVISOR_X` would be empty, which rule 20 forbids as well.
+            if let Some(name) = script.references().iter().find(|n| {
+                let var = template::env_name(n);
+                !env.iter().any(|(k, _)| k.as_os_str() == var.as_str())
+            }) {
+                let var = template::env_name(name);
+                return Ok(Ran::Refused(format!(
+                    "run: ${{{name}}} is too large for the environment; read the file \
+                     ${var}_FILE instead"
+                )));
+            }
+            (
+                PathBuf::from("/bin/sh"),
+                vec!["-c".into(), script.script().into()],
+            )
+        }
+    };
+    let mut vars = vec![
+        ("DISCOBOT_SESSION_ID".into(), ctx.session_id.clone().into()),
+        ("DISCOBOT_WORKSPACE".into(), ctx.workspace.clone().into()),
+        ("HOOKVISOR_HOOK_ID".into(), hook.id.clone().into()),
+        ("HOOKVISOR_HOOK_PATH".into(), hook.path.clone().into()),
+    ];
+    vars.extend(env);
+    let invocation = Invocation {
+        program,
+        args,
+        env: vars,
+        // The API token is the server's secret; a changed list belongs to another run.
+        env_remove: vec![
+            "HOOKVISOR_TOKEN".into(),
+            "DISCOBOT_CHANGED_FILES".into(),
+            "HOOKVISOR_CHANGED_FILES_NUL".into(),
+        ],
+        cwd: ctx.workspace.clone(),
+        log_path: ctx.log_path(&hook.id),
+        timeout: hook.timeout,
+    };
+    Ok(Ran::Finished(run_command(&invocation, &options)?))
+}
+
+/// The judge's view of a finished run.
+fn finished(ctx: &Context, hook: &Hook, outcome: &RunOutcome) -> FinishedRun {
+    let captured = outcome.captured.clone().unwrap_or_default();
+    FinishedRun {
+        exit_code: outcome.exit_code,
+        timed_out: outcome.timed_out.then_some(hook.timeout),
+        stdout: captured.stdout,
+        stderr: captured.stderr,
+        log_path: Some(ctx.log_path(&hook.id)),
+    }
+}
+
+/// A run that failed before starting: exit 1 with `message` on stderr, also written to its log
+/// so that `outputPath` shows why.
+fn unfinished(ctx: &Context, hook: &Hook, message: &str) -> FinishedRun {
+    let log = ctx.log_path(&hook.id);
+    if let Err(err) = write_log(&log, message) {
+        tracing::warn!("cannot write {}: {err}", log.display());
+    }
+    FinishedRun {
+        exit_code: 1,
+        timed_out: None,
+        stdout: Vec::new(),
+        stderr: format!("{message}\n").into_bytes(),
+        log_path: Some(log),
+    }
+}
+
+/// Replaces the log like exec does: unlinked, then created with `O_EXCL`, which never follows
+/// a symlink a hook may have left in its place.
+fn write_log(path: &Path, message: &str) -> io::Result<()> {
+    use std::io::Write as _;
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?
+        .write_all(format!("{message}\n").as_bytes())
+}
+
+/// Step 8: the run's output into the context buffer when `pipe_output` asks.
+fn pipe(buffer: &ContextBuffer, hook: &Hook, done: &Done) -> Result<(), FireError> {
+    let failed = done.run.timed_out.is_some() || done.run.exit_code != 0;
+    let wanted = match hook.spec.pipe_output {
+        PipeOutput::Never => false,
+        PipeOutput::Always => true,
+        PipeOutput::Failure => failed,
+    };
+    if wanted {
+        let mut text = String::from_utf8_lossy(&done.run.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&done.run.stderr));
+        buffer.append(&hook.id, &text)?;
+    }
+    Ok(())
+}
+
+/// One entry of the reply's `results`: the phase-1 fields plus `blocked`.
+fn result_json(hook: &Hook, firing: &Firing, done: &Done) -> Json {
+    let files: Vec<String> = firing
+        .files
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|f| f.to_string_lossy().into_owned())
+        .collect();
+    json!({
+        "hookId": hook.id,
+        "exitCode": done.run.exit_code,
+        "success": done.run.timed_out.is_none() && done.run.exit_code == 0,
+        "timedOut": done.run.timed_out.is_some(),
+        "files": files,
+        "blocked": matches!(done.judgment.verdict, Verdict::Block { .. }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::Decision;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A workspace with a hooks dir and a state dir, removed on drop.
+    struct Ws {
+        _temp: tempfile::TempDir,
+        ctx: Context,
+    }
+
+    impl Ws {
+        fn new() -> Ws {
+            let temp = tempfile::tempdir().unwrap();
+            let ctx = Context {
+                workspace: temp.path().join("ws"),
+                session_id: "s1".into(),
+                state_dir: temp.path().join("state"),
+            };
+            fs::create_dir_all(ctx.hooks_dir()).unwrap();
+            Ws { _temp: temp, ctx }
+        }
+
+        /// A declarative hook `name.yml` with this front matter.
+        fn yml(&self, name: &str, front: &str) {
+            let path = self.ctx.hooks_dir().join(format!("{name}.yml"));
+            fs::write(path, format!("---\n{front}\n---\n")).unwrap();
+        }
+
+        /// An executable script hook with this front matter and body.
+        fn script(&self, name: &str, front: &str, body: &str) {
+            let path = self.ctx.hooks_dir().join(name);
+            fs::write(&path, format!("#!/bin/sh\n#---\n{front}\n#---\n{body}\n")).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+
+        fn fire(&self, firing: &Firing) -> Reply {
+            let discovery = crate::discover(&self.ctx.hooks_dir());
+            assert!(discovery.problems.is_empty(), "{:?}", discovery.problems);
+            fire(&self.ctx, &discovery, firing).unwrap()
+        }
+
+        fn fire_event(&self, event: &str, data: Json) -> Reply {
+            let mut firing = Firing::new(event.parse().unwrap());
+            if let Json::Object(map) = data {
+                firing.data = map;
+            }
+            self.fire(&firing)
+        }
+
+        /// Lines the hooks appended to `trace` in the workspace.
+        fn trace(&self) -> Vec<String> {
+            fs::read_to_string(self.ctx.workspace.join("trace"))
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        }
+
+        fn status(&self) -> crate::Status {
+            StatusStore::for_context(&self.ctx).load().unwrap()
+        }
+    }
+
+    fn ids(reply: &Reply) -> Vec<String> {
+        reply
+            .results
+            .iter()
+            .map(|r| r["hookId"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn exit_codes_give_allow_block_and_abort() {
+        // (front matter, decision, reason)
+        let table: &[(&str, Decision, Option<&str>)] = &[
+            ("run: exit 0", Decision::Allow, None),
+            ("run: echo no >&2; exit 2", Decision::Block, Some("no")),
+            ("run: exit 1", Decision::Allow, None),
+            (
+                "run: exit 1\nblock_on: failure",
+                Decision::Block,
+                Some("exited 1"),
+            ),
+            (
+                "run: exit 1\non_failure: abort",
+                Decision::Abort,
+                Some("exited 1"),
+            ),
+            (
+                "run: echo '{\"decision\":\"block\",\"reason\":\"json\"}'",
+                Decision::Block,
+                Some("json"),
+            ),
+        ];
+        for (front, decision, reason) in table {
+            let ws = Ws::new();
+            ws.yml("h", &format!("event: tool.before\n{front}"));
+            let reply = ws.fire_event("tool.before", json!({}));
+            assert_eq!(reply.decision, *decision, "{front}");
+            assert_eq!(reply.reason.as_deref(), *reason, "{front}");
+            assert_eq!(ids(&reply), ["h"]);
+            assert_eq!(
+                reply.results[0]["blocked"],
+                *decision == Decision::Block,
+                "{front}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_notice_never_blocks() {
+        let ws = Ws::new();
+        ws.yml("h", "event: session.end\nrun: exit 2");
+        let reply = ws.fire_event("session.end", json!({}));
+        assert_eq!(reply.decision, Decision::Allow);
+        assert_eq!(reply.results[0]["exitCode"], 2);
+        assert_eq!(reply.results[0]["blocked"], false);
+    }
+
+    #[test]
+    fn when_true_runs_false_skips_and_an_error_fails_the_hook() {
+        let ws = Ws::new();
+        ws.yml(
+            "a",
+            "event: task.complete\nwhen: ${n} == 1\nrun: echo a >> trace",
+        );
+        ws.yml(
+            "b",
+            "event: task.complete\nwhen: ${n} == 2\nrun: echo b >> trace",
+        );
+        ws.yml(
+            "c",
+            "event: task.complete\nwhen: ${missing} == 1\nblock_on: failure\nrun: echo c >> trace",
+        );
+        let reply = ws.fire_event("task.complete", json!({"n": 1}));
+        assert_eq!(ws.trace(), ["a"]);
+        assert_eq!(ids(&reply), ["a", "c"]);
+        assert_eq!(reply.decision, Decision::Block);
+        let reason = reply.reason.unwrap();
+        assert!(reason.contains("missing"), "{reason}");
+        let status = ws.status();
+        assert!(!status.hooks.contains_key("b"));
+        let c = &status.hooks["c"];
+        assert_eq!((c.run_count, c.fail_count), (1, 1));
+        assert!(c.note.as_deref().unwrap_or_default().contains("missing"));
+        let log = fs::read_to_string(ws.ctx.log_path("c")).unwrap();
+        assert!(log.contains("missing"), "{log}");
+    }
+
+    #[test]
+    fn tool_lists_match_exact_names_and_a_regex_never_runs() {
+        let ws = Ws::new();
+        ws.yml(
+            "any",
+            "event: tool.before\ntool: '*'\nrun: echo any >> trace",
+        );
+        ws.yml(
+            "bash",
+            "event: tool.before\ntool: Bash\nrun: echo bash >> trace",
+        );
+        ws.yml(
+            "files",
+            "event: tool.before\ntool: Write|Edit\nrun: echo files >> trace",
+        );
+        ws.yml(
+            "regex",
+            "event: tool.before\ntool: 'mcp__.*'\nrun: echo regex >> trace",
+        );
+        ws.fire_event("tool.before", json!({"tool_name": "Edit"}));
+        assert_eq!(ws.trace(), ["any", "files"]);
+        ws.fire_event("tool.before", json!({"tool_name": "bash"}));
+        assert_eq!(ws.trace(), ["any", "files", "any"], "names are exact");
+        ws.fire_event("tool.before", json!({"tool_name": "mcp__x"}));
+        assert_eq!(ws.trace(), ["any", "files", "any", "any"]);
+    }
+
+    #[test]
+    fn other_events_and_unmatched_patterns_run_nothing() {
+        let ws = Ws::new();
+        ws.yml("h", "event: tool.after\nrun: echo h >> trace");
+        ws.yml(
+            "p",
+            "event: task.start\npattern: '*.rs'\nrun: echo p >> trace",
+        );
+        assert!(ws.fire_event("tool.before", json!({})).results.is_empty());
+        assert!(ws.fire_event("task.start", json!({})).results.is_empty());
+        let mut firing = Firing::new(Event::TaskStart);
+        firing.files = Some(vec!["README.md".into()]);
+        assert!(ws.fire(&firing).results.is_empty());
+        firing.files = Some(vec!["README.md".into(), "src/main.rs".into()]);
+        assert_eq!(ids(&ws.fire(&firing)), ["p"]);
+        assert_eq!(ws.trace(), ["p"]);
+    }
+
+    #[test]
+    fn pre_then_post_with_decision_and_the_first_block_ends_the_pre_pass() {
+        let ws = Ws::new();
+        ws.yml(
+            "a-post",
+            "event: task.complete\nphase: post\nrun: echo post ${decision} >> trace",
+        );
+        ws.yml("b-pre", "event: task.complete\nrun: echo pre1 >> trace");
+        ws.yml(
+            "c-block",
+            "event: task.complete\nrun: echo block >> trace; echo stop >&2; exit 2",
+        );
+        ws.yml("d-pre", "event: task.complete\nrun: echo pre2 >> trace");
+        ws.yml(
+            "e-post",
+            "event: task.complete\nphase: post\nrun: 'echo post2 >> trace; exit 2'",
+        );
+        let reply = ws.fire_event("task.complete", json!({}));
+        assert_eq!(ws.trace(), ["pre1", "block", "post block", "post2"]);
+        assert_eq!(ids(&reply), ["b-pre", "c-block", "a-post", "e-post"]);
+        assert_eq!(reply.decision, Decision::Block);
+        assert_eq!(reply.reason.as_deref(), Some("stop"));
+        assert_eq!(
+            reply.results[3]["blocked"], false,
+            "post hooks cannot block"
+        );
+    }
+
+    #[test]
+    fn post_hooks_see_allow() {
+        let ws = Ws::new();
+        ws.yml(
+            "a",
+            "event: task.complete\nphase: post\nrun: echo ${decision} >> trace",
+        );
+        ws.fire_event("task.complete", json!({}));
+        assert_eq!(ws.trace(), ["allow"]);
+    }
+
+    #[test]
+    fn piped_output_is_drained_by_turn_start_after_its_own_hooks() {
+        let ws = Ws::new();
+        ws.yml(
+            "lint",
+            "event: tool.after\npipe_output: true\nrun: echo lint says hi",
+        );
+        ws.yml(
+            "quiet",
+            "event: tool.after\npipe_output: failure\nrun: echo never piped",
+        );
+        ws.yml(
+            "loud",
+            "event: tool.after\npipe_output: failure\nrun: echo failed once; exit 1",
+        );
+        ws.yml(
+            "start",
+            "event: turn.start\npipe_output: true\nrun: echo from turn.start",
+        );
+        let reply = ws.fire_event("tool.after", json!({}));
+        assert!(reply.context.is_empty(), "only turn.start drains");
+        let reply = ws.fire_event("turn.start", json!({}));
+        assert_eq!(reply.context.len(), 1, "{:?}", reply.context);
+        let text = &reply.context[0];
+        let at = |s: &str| {
+            text.find(s)
+                .unwrap_or_else(|| panic!("{s} not in {text:?}"))
+        };
+        assert!(at("lint says hi") < at("failed once"));
+        assert!(at("failed once") < at("from turn.start"));
+        assert!(!text.contains("never piped"));
+        let reply = ws.fire_event("turn.start", json!({}));
+        assert_eq!(reply.context.len(), 1, "its own hook pipes again");
+        assert!(!reply.context[0].contains("lint"), "the buffer was emptied");
+    }
+
+    #[test]
+    fn a_blocked_turn_start_keeps_the_buffer() {
+        let ws = Ws::new();
+        ws.yml(
+            "lint",
+            "event: tool.after\npipe_output: true\nrun: echo keep me",
+        );
+        ws.yml(
+            "gate",
+            "event: turn.start\nwhen: ${open} == false\nrun: exit 2",
+        );
+        ws.fire_event("tool.after", json!({}));
+        let refused = ws.fire_event("turn.start", json!({"open": false}));
+        assert_eq!(refused.decision, Decision::Block);
+        assert!(refused.context.is_empty());
+        let next = ws.fire_event("turn.start", json!({"open": true}));
+        assert_eq!(next.decision, Decision::Allow);
+        assert_eq!(next.context, ["keep me\n"]);
+    }
+
+    #[test]
+    fn a_timeout_blocks_under_block_on_failure() {
+        let ws = Ws::new();
+        ws.yml(
+            "slow",
+            "event: task.start\ntimeout: 1\nblock_on: failure\nrun: sleep 30",
+        );
+        let started = std::time::Instant::now();
+        let reply = ws.fire_event("task.start", json!({}));
+        assert!(started.elapsed().as_secs() < 10);
+        assert_eq!(reply.decision, Decision::Block);
+        assert_eq!(reply.reason.as_deref(), Some("timed out after 1s"));
+        assert_eq!(reply.results[0]["timedOut"], true);
+    }
+
+    #[test]
+    fn a_cancelled_firing_has_no_decision() {
+        let ws = Ws::new();
+        ws.yml("a", "event: task.start\nrun: echo a >> trace");
+        let mut firing = Firing::new(Event::TaskStart);
+        let cancel = CancelToken::new();
+        cancel.cancel();
+        firing.cancel = Some(cancel);
+        let discovery = crate::discover(&ws.ctx.hooks_dir());
+        let err = fire(&ws.ctx, &discovery, &firing).unwrap_err();
+        assert!(matches!(err, FireError::Cancelled), "{err}");
+        assert!(ws.trace().is_empty());
+    }
+
+    #[test]
+    fn additional_context_goes_to_the_reply() {
+        let ws = Ws::new();
+        ws.yml(
+            "ctx",
+            "event: tool.before\nrun: echo '{\"additionalContext\":\"remember tests\"}'",
+        );
+        let reply = ws.fire_event("tool.before", json!({}));
+        assert_eq!(reply.context, ["remember tests"]);
+    }
+
+    #[test]
+    fn retries_rerun_a_failure_then_go_on() {
+        let ws = Ws::new();
+        ws.yml(
+            "flaky",
+            "event: task.start\non_failure: retry\nretries: 2\nretry_delay: 0\n\
+             run: echo x >> trace; exit 1",
+        );
+        let reply = ws.fire_event("task.start", json!({}));
+        assert_eq!(ws.trace().len(), 3, "one run and two re-runs");
+        assert_eq!(reply.decision, Decision::Allow);
+        assert_eq!(reply.results.len(), 1, "one result per hook");
+        let flaky = &ws.status().hooks["flaky"];
+        assert_eq!((flaky.run_count, flaky.fail_count), (3, 3));
+    }
+
+    #[test]
+    fn a_when_error_is_not_retried() {
+        let ws = Ws::new();
+        ws.yml(
+            "w",
+            "event: task.start\non_failure: retry\nretries: 3\nretry_delay: 0\n\
+             when: ${nope} == 1\nrun: exit 0",
+        );
+        let reply = ws.fire_event("task.start", json!({}));
+        assert_eq!(reply.results[0]["success"], false);
+        assert_eq!(ws.status().hooks["w"].run_count, 1);
+    }
+
+    #[test]
+    fn a_retry_that_passes_stops_retrying() {
+        let ws = Ws::new();
+        ws.yml(
+            "flaky",
+            "event: task.start\non_failure: [retry, abort]\nretries: 5\nretry_delay: 0\n\
+             run: echo x >> trace; test $(wc -l < trace) -ge 2",
+        );
+        let reply = ws.fire_event("task.start", json!({}));
+        assert_eq!(ws.trace().len(), 2);
+        assert_eq!(reply.decision, Decision::Allow);
+    }
+
+    #[test]
+    fn unknown_names_fail_the_run_and_never_expand_empty() {
+        let ws = Ws::new();
+        ws.yml(
+            "r",
+            "event: task.start\nblock_on: failure\nrun: echo ${nope} >> trace",
+        );
+        ws.yml(
+            "a",
+            "event: task.start\nphase: post\nargv: [sh, -c, 'echo $0 >> trace', '${nope}']",
+        );
+        let reply = ws.fire_event("task.start", json!({}));
+        assert!(ws.trace().is_empty());
+        assert_eq!(reply.decision, Decision::Block);
+        assert!(reply.reason.unwrap().contains("nope"));
+        assert_eq!(reply.results[1]["exitCode"], 1);
+        let status = ws.status();
+        assert!(status.hooks["a"].note.as_deref().unwrap().contains("nope"));
+    }
+
+    #[test]
+    fn a_value_only_in_a_file_fails_a_run_hook_and_reaches_argv() {
+        let ws = Ws::new();
+        ws.yml(
+            "r",
+            "event: task.start\nblock_on: failure\nrun: echo ${big} > run.out",
+        );
+        ws.yml("a", "event: task.start\nphase: post\nargv: [sh, -c, 'printf %s \"$1\" > argv.out', sh, '${big}']");
+        let big = "x".repeat(70_000);
+        let reply = ws.fire_event("task.start", json!({ "big": big }));
+        assert_eq!(reply.decision, Decision::Block);
+        assert!(reply.reason.unwrap().contains("HOOKVISOR_BIG_FILE"));
+        assert!(!ws.ctx.workspace.join("run.out").exists());
+        assert_eq!(
+            fs::read_to_string(ws.ctx.workspace.join("argv.out")).unwrap(),
+            big
+        );
+    }
+
+    #[test]
+    fn hostile_values_reach_run_and_argv_byte_exact() {
+        let ws = Ws::new();
+        let hostile = "' \" $ ; & | ` $(touch SENTINEL) `touch SENTINEL`\nline2";
+        ws.yml("r", "event: task.start\nrun: printf '%s' ${v} > run.out");
+        ws.yml(
+            "a",
+            "event: task.start\nargv: [sh, -c, 'printf %s \"$1\" > argv.out', sh, '${v}']",
+        );
+        let reply = ws.fire_event("task.start", json!({"v": hostile}));
+        assert_eq!(reply.decision, Decision::Allow, "{reply:?}");
+        for out in ["run.out", "argv.out"] {
+            assert_eq!(
+                fs::read_to_string(ws.ctx.workspace.join(out)).unwrap(),
+                hostile
+            );
+        }
+        assert!(!ws.ctx.workspace.join("SENTINEL").exists());
+    }
+
+    #[test]
+    fn scripts_get_the_event_json_on_stdin_and_the_variables() {
+        let ws = Ws::new();
+        ws.script(
+            "s.sh",
+            "# event: task.complete",
+            "cat > stdin.json; printf '%s' \"$HOOKVISOR_TASK_ID\" > id.txt",
+        );
+        let mut firing = Firing::new(Event::TaskComplete);
+        firing.data = json!({"task_id": "t-1"}).as_object().unwrap().clone();
+        firing.session = Some("other".into());
+        firing.stage = Some("plan".into());
+        ws.fire(&firing);
+        let stdin: Json =
+            serde_json::from_slice(&fs::read(ws.ctx.workspace.join("stdin.json")).unwrap())
+                .unwrap();
+        assert_eq!(stdin["event"], "task.complete");
+        assert_eq!(stdin["session"], "other");
+        assert_eq!(stdin["stage"], "plan");
+        assert_eq!(stdin["trigger"], "user");
+        assert_eq!(stdin["data"]["task_id"], "t-1");
+        assert_eq!(
+            fs::read_to_string(ws.ctx.workspace.join("id.txt")).unwrap(),
+            "t-1"
+        );
+    }
+
+    #[test]
+    fn status_records_event_source_and_action() {
+        let ws = Ws::new();
+        ws.yml("h", "event: task.start\nrun: exit 0");
+        ws.script("s.sh", "# event: task.start", "exit 3");
+        ws.fire_event("task.start", json!({}));
+        ws.fire_event("task.start", json!({}));
+        let bytes = fs::read(ws.ctx.status_path()).unwrap();
+        let json: Json = serde_json::from_slice(&bytes).unwrap();
+        let h = &json["hooks"]["h"];
+        assert_eq!(h["event"], "task.start");
+        assert_eq!(h["source"], ".discobot/hooks/h.yml:1");
+        assert_eq!(h["action"], "command");
+        assert_eq!(h["runCount"], 2);
+        let s = &json["hooks"]["s"];
+        assert_eq!(s["source"], ".discobot/hooks/s.sh:1");
+        assert_eq!(
+            (s["runCount"].as_u64(), s["lastExitCode"].as_i64()),
+            (Some(2), Some(3))
+        );
+        // A phase-1 entry keeps its JSON: no event fields.
+        let phase1 =
+            serde_json::to_value(crate::HookStatus::new("x", "x", crate::HookKind::File)).unwrap();
+        assert!(phase1.get("event").is_none() && phase1.get("source").is_none());
+        assert!(phase1.get("action").is_none());
+    }
+}

@@ -1,0 +1,383 @@
+//! End-to-end tests of `hookvisor fire` (EVENTS.md §3 "CLI", §5 rules 4, 5, 15, 19): the built
+//! binary firing events at real `/bin/sh` hooks, with exit codes, the reply, the context
+//! buffer and status.json checked, and twenty `fire` processes at once.
+
+mod common;
+
+use std::fs;
+use std::io::Write;
+use std::process::{Output, Stdio};
+use std::thread;
+
+use common::Workspace;
+use serde_json::Value;
+
+/// Writes a declarative hook `.discobot/hooks/<name>.yml` with this front matter.
+fn yml(ws: &Workspace, name: &str, front: &str) {
+    ws.write(
+        &format!(".discobot/hooks/{name}.yml"),
+        &format!("---\n{front}\n---\n"),
+    );
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The reply of `fire --json`.
+fn reply(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {:?} {}", out.stdout, stderr(out)))
+}
+
+/// Lines the hooks appended to `trace`.
+fn trace(ws: &Workspace) -> Vec<String> {
+    fs::read_to_string(ws.path().join("trace"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn status(ws: &Workspace) -> Value {
+    serde_json::from_slice(&fs::read(ws.state_dir().join("status.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn exit_codes_are_allow_0_block_1_abort_3() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "guard",
+        "event: tool.before\nrun: 'test \"${tool_name}\" != Bash || { echo no shell >&2; exit 2; }'",
+    );
+    yml(
+        &ws,
+        "stop",
+        "event: task.complete\non_failure: abort\nrun: echo out of budget >&2; exit 1",
+    );
+
+    let allow = ws.hookvisor(&["fire", "tool.before", "--data", r#"{"tool_name":"Read"}"#]);
+    assert_eq!(code(&allow), 0, "{}", stderr(&allow));
+    assert_eq!(stderr(&allow), "");
+
+    let block = ws.hookvisor(&["fire", "tool.before", "--data", r#"{"tool_name":"Bash"}"#]);
+    assert_eq!(code(&block), 1);
+    assert_eq!(stderr(&block), "no shell\n");
+
+    let abort = ws.hookvisor(&["fire", "task.complete", "--json"]);
+    assert_eq!(code(&abort), 3);
+    let r = reply(&abort);
+    assert_eq!(r["event"], "task.complete");
+    assert_eq!(r["decision"], "abort");
+    assert_eq!(r["reason"], "out of budget");
+    assert_eq!(r["attempt"], Value::Null);
+    assert_eq!(r["maxAttempts"], Value::Null);
+    assert_eq!(r["results"][0]["hookId"], "stop");
+    assert_eq!(r["results"][0]["exitCode"], 1);
+    assert_eq!(r["results"][0]["blocked"], false);
+
+    // An event nothing binds allows.
+    let none = ws.hookvisor(&["fire", "claude.PreCompact", "--json"]);
+    assert_eq!(code(&none), 0);
+    assert_eq!(reply(&none)["results"], Value::Array(vec![]));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let ws = Workspace::new();
+    let unknown = ws.hookvisor(&["fire", "turn_end"]);
+    assert_eq!(code(&unknown), 2);
+    let text = stderr(&unknown);
+    assert!(text.contains("unknown event 'turn_end'"), "{text}");
+    assert!(
+        text.contains("turn.end") && text.contains("claude.NAME"),
+        "{text}"
+    );
+    for bad in ["{", "[1]", "\"x\"", "@missing.json"] {
+        let out = ws.hookvisor(&["fire", "tool.before", "--data", bad]);
+        assert_eq!(code(&out), 2, "{bad}: {}", stderr(&out));
+        assert!(stderr(&out).contains("--data"), "{bad}: {}", stderr(&out));
+    }
+    let trigger = ws.hookvisor(&["fire", "tool.before", "--trigger", "cron"]);
+    assert_eq!(code(&trigger), 2);
+}
+
+#[test]
+fn data_comes_inline_from_a_file_or_stdin_with_trigger_and_session() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "dump",
+        "event: task.start\nrun: cat > \"${task_id}.json\"",
+    );
+    fs::write(ws.base().join("d.json"), r#"{"task_id":"file"}"#).unwrap();
+    let file_arg = format!("@{}", ws.base().join("d.json").display());
+    assert_eq!(
+        code(&ws.hookvisor(&["fire", "task.start", "--data", &file_arg])),
+        0
+    );
+    let inline = ws.hookvisor(&[
+        "fire",
+        "task.start",
+        "--data",
+        r#"{"task_id":"inline"}"#,
+        "--trigger",
+        "loop",
+        "--session",
+        "s-9",
+    ]);
+    assert_eq!(code(&inline), 0, "{}", stderr(&inline));
+    let mut child = ws
+        .hookvisor_command()
+        .args(["fire", "task.start", "--data", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"task_id":"stdin"}"#)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    for (name, trigger) in [("file", "user"), ("inline", "loop"), ("stdin", "user")] {
+        let json: Value =
+            serde_json::from_slice(&fs::read(ws.path().join(format!("{name}.json"))).unwrap())
+                .unwrap();
+        assert_eq!(json["event"], "task.start");
+        assert_eq!(json["data"]["task_id"], name);
+        assert_eq!(json["trigger"], trigger, "{name}");
+    }
+    let inline: Value =
+        serde_json::from_slice(&fs::read(ws.path().join("inline.json")).unwrap()).unwrap();
+    assert_eq!(inline["session"], "s-9");
+}
+
+#[test]
+fn hostile_data_reaches_run_and_argv_hooks_byte_exact() {
+    let ws = Workspace::new();
+    let hostile = "' \" $ ; & | \\ ` $(touch SENTINEL) `touch SENTINEL`\nsecond line";
+    yml(
+        &ws,
+        "a-run",
+        "event: task.start\nrun: printf '%s' ${v} > run.out",
+    );
+    yml(
+        &ws,
+        "b-argv",
+        "event: task.start\nargv: [/bin/sh, -c, 'printf %s \"$1\" > argv.out', sh, '${v}']",
+    );
+    let data = serde_json::json!({ "v": hostile }).to_string();
+    let out = ws.hookvisor(&["fire", "task.start", "--data", &data, "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = reply(&out);
+    assert_eq!(r["results"].as_array().unwrap().len(), 2);
+    for file in ["run.out", "argv.out"] {
+        assert_eq!(
+            fs::read(ws.path().join(file)).unwrap(),
+            hostile.as_bytes(),
+            "{file}"
+        );
+    }
+    assert!(!ws.path().join("SENTINEL").exists());
+    assert!(!ws.base().join("SENTINEL").exists());
+}
+
+#[test]
+fn when_true_runs_false_skips_and_an_error_fails() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "a",
+        "event: stage.complete\nwhen: ${stage_name} == 'plan'\nrun: echo a >> trace",
+    );
+    yml(
+        &ws,
+        "b",
+        "event: stage.complete\nwhen: ${stage_name} == 'build'\nrun: echo b >> trace",
+    );
+    yml(
+        &ws,
+        "c",
+        "event: stage.complete\nwhen: ${n} % 0 == 1\nrun: echo c >> trace",
+    );
+    let out = ws.hookvisor(&[
+        "fire",
+        "stage.complete",
+        "--data",
+        r#"{"stage_name":"plan","n":1}"#,
+        "--json",
+    ]);
+    assert_eq!(
+        code(&out),
+        0,
+        "a failure on a notice goes on: {}",
+        stderr(&out)
+    );
+    assert_eq!(trace(&ws), ["a"]);
+    let r = reply(&out);
+    let results = r["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[1]["hookId"], "c");
+    assert_eq!(results[1]["success"], false);
+    let message = "when: '%' at column 6 divides by zero";
+    let log = fs::read_to_string(ws.state_dir().join("output/c.log")).unwrap();
+    assert_eq!(log, format!("{message}\n"));
+    let hooks = &status(&ws)["hooks"];
+    assert!(hooks.get("b").is_none());
+    assert_eq!(hooks["c"]["lastResult"], "failure");
+    assert_eq!(hooks["c"]["note"], message);
+    // On a gate with block_on: failure the same error blocks, its message the reason.
+    yml(
+        &ws,
+        "d",
+        "event: task.start\nblock_on: failure\nwhen: ${n} % 0 == 1\nrun: exit 0",
+    );
+    let out = ws.hookvisor(&["fire", "task.start", "--data", r#"{"n":1}"#]);
+    assert_eq!(code(&out), 1);
+    assert_eq!(stderr(&out), format!("{message}\n"));
+}
+
+#[test]
+fn tool_lists_match_exact_names() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "a",
+        "event: tool.after\ntool: Write|Edit\nrun: echo ${tool_name} >> trace",
+    );
+    yml(&ws, "b", "event: tool.after\nrun: echo all >> trace");
+    for tool in ["Write", "Bash", "Edit", "edit"] {
+        let data = format!(r#"{{"tool_name":"{tool}"}}"#);
+        assert_eq!(
+            code(&ws.hookvisor(&["fire", "tool.after", "--data", &data])),
+            0
+        );
+    }
+    assert_eq!(trace(&ws), ["Write", "all", "all", "Edit", "all", "all"]);
+}
+
+#[test]
+fn pre_runs_before_post_and_the_first_block_ends_the_pre_pass() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "1-post",
+        "event: turn.start\nphase: post\nrun: echo post ${decision} >> trace",
+    );
+    yml(&ws, "2-pre", "event: turn.start\nrun: echo pre >> trace");
+    yml(
+        &ws,
+        "3-block",
+        "event: turn.start\nrun: echo block >> trace; echo refused >&2; exit 2",
+    );
+    yml(&ws, "4-late", "event: turn.start\nrun: echo late >> trace");
+    let out = ws.hookvisor(&["fire", "turn.start"]);
+    assert_eq!(code(&out), 1);
+    assert_eq!(stderr(&out), "refused\n");
+    assert_eq!(trace(&ws), ["pre", "block", "post block"]);
+}
+
+#[test]
+fn piped_output_comes_back_from_turn_start() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "lint",
+        "event: tool.after\npipe_output: true\nrun: echo 'lint: 2 warnings'",
+    );
+    yml(
+        &ws,
+        "greet",
+        "event: turn.start\npipe_output: true\nrun: echo welcome back",
+    );
+    assert_eq!(code(&ws.hookvisor(&["fire", "tool.after"])), 0);
+    let out = ws.hookvisor(&["fire", "turn.start", "--json"]);
+    assert_eq!(code(&out), 0);
+    let r = reply(&out);
+    let context = r["context"].as_array().unwrap();
+    assert_eq!(context.len(), 1, "{r}");
+    let text = context[0].as_str().unwrap();
+    let lint = text.find("lint: 2 warnings").expect(text);
+    let greet = text.find("welcome back").expect(text);
+    assert!(lint < greet, "oldest first: {text}");
+    // Without --json the context goes to stdout.
+    assert_eq!(code(&ws.hookvisor(&["fire", "tool.after"])), 0);
+    let out = ws.hookvisor(&["fire", "turn.start"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("lint: 2 warnings") && text.contains("welcome back"),
+        "{text}"
+    );
+}
+
+#[test]
+fn status_json_gains_event_source_and_action() {
+    let ws = Workspace::new();
+    yml(&ws, "note", "event: session.end\nrun: exit 0");
+    ws.hook("lint.sh", "file", "pattern: '*.rs'", "exit 0");
+    assert_eq!(code(&ws.hookvisor(&["fire", "session.end"])), 0);
+    let note = &status(&ws)["hooks"]["note"];
+    assert_eq!(note["event"], "session.end");
+    assert_eq!(note["source"], ".discobot/hooks/note.yml:1");
+    assert_eq!(note["action"], "command");
+    assert_eq!(note["runCount"], 1);
+    assert_eq!(note["lastResult"], "success");
+    // A phase-1 run keeps its entry as it was.
+    assert_eq!(code(&ws.hookvisor(&["run", "lint"])), 0);
+    let lint = &status(&ws)["hooks"]["lint"];
+    assert_eq!(lint["type"], "file");
+    assert!(
+        lint.get("event").is_none() && lint.get("source").is_none(),
+        "{lint}"
+    );
+    assert!(lint.get("action").is_none(), "{lint}");
+}
+
+/// Twenty `fire` processes at once, each firing three times in order: status.json counts
+/// every run, and the buffer keeps each writer's entries in its order.
+#[test]
+fn twenty_concurrent_fires_lose_no_run_and_keep_each_writer_fifo() {
+    const WRITERS: usize = 20;
+    const EACH: usize = 3;
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "pipe",
+        "event: tool.after\npipe_output: true\nrun: echo \"w${writer}-${seq}\"",
+    );
+    thread::scope(|scope| {
+        for writer in 0..WRITERS {
+            let ws = &ws;
+            scope.spawn(move || {
+                for seq in 0..EACH {
+                    let data = format!(r#"{{"writer":{writer},"seq":{seq}}}"#);
+                    let out = ws.hookvisor(&["fire", "tool.after", "--data", &data]);
+                    assert_eq!(code(&out), 0, "{}", stderr(&out));
+                }
+            });
+        }
+    });
+    let pipe = &status(&ws)["hooks"]["pipe"];
+    assert_eq!(pipe["runCount"], WRITERS * EACH);
+    assert_eq!(pipe["failCount"], 0);
+    let out = ws.hookvisor(&["fire", "turn.start", "--json"]);
+    let r = reply(&out);
+    let text = r["context"][0].as_str().unwrap().to_owned();
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with('w')).collect();
+    assert_eq!(lines.len(), WRITERS * EACH, "{text}");
+    for writer in 0..WRITERS {
+        let mine: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| l.split('-').next() == Some(&format!("w{writer}")))
+            .collect();
+        let want: Vec<String> = (0..EACH).map(|s| format!("w{writer}-{s}")).collect();
+        assert_eq!(mine, want, "writer {writer}");
+    }
+}
