@@ -28,11 +28,11 @@
 //! - `state`: the name of every file in the state dir, and the one atomic writer ([`StateDir`]).
 //! - `timestamp`: RFC 3339 times as status.json writes them ([`rfc3339`]).
 //!
-//! The event model of EVENTS.md is being built on top; its pieces are public modules, not yet
-//! wired to a dispatcher: [`event`] (the events and what a hook declares), [`when`]
-//! (conditions), [`template`] (`${name}` in `run:` and `argv:`), [`decision`] (the blocking
-//! protocol), [`payload`] (the event JSON and variables a hook gets), [`context_buffer`] (piped
-//! output for the next turn).
+//! The event model of EVENTS.md is being built on top, as public modules: [`event`] (the events
+//! and what a hook declares), [`when`] (conditions), [`template`] (`${name}` in `run:` and
+//! `argv:`), [`decision`] (the blocking protocol), [`payload`] (the event JSON and variables a
+//! hook gets), [`context_buffer`] (piped output for the next turn) and [`fire`] (running an
+//! event's hooks: `hookvisor fire`).
 //!
 //! # Example
 //!
