@@ -151,6 +151,17 @@ pub enum RefusedContext {
     CodeVariable,
     /// A `$'…'` string.
     AnsiC,
+    /// Single quotes, whose text is usually another program's (`sh -c '…'`, awk), which
+    /// would parse the value again.
+    SingleQuoted,
+    /// A script that uses `$'…'` anywhere: dash reads it as `$` and a single-quoted string,
+    /// bash as one string, so the two split the rest of the script differently.
+    DollarQuoteScript,
+    /// A script that defines an alias, which can turn any command into an `eval`.
+    AliasScript,
+    /// A variable name: the operand of `-v` (`[ -v …]`, `test`, `printf`), `unset`, `read`,
+    /// `declare -n`, whose subscript bash evaluates as arithmetic.
+    VariableName,
 }
 
 impl fmt::Display for RefusedContext {
@@ -172,6 +183,18 @@ impl fmt::Display for RefusedContext {
                 "assigned to a variable whose value the shell runs as code"
             }
             RefusedContext::AnsiC => "inside a $'…' string",
+            RefusedContext::SingleQuoted => {
+                "inside single quotes, whose text another program usually parses again"
+            }
+            RefusedContext::DollarQuoteScript => {
+                "in a script that uses $'…', which dash and bash split differently"
+            }
+            RefusedContext::AliasScript => {
+                "in a script that defines an alias, which can make any command an eval"
+            }
+            RefusedContext::VariableName => {
+                "used as a variable name, whose subscript bash evaluates as arithmetic"
+            }
         })
     }
 }
@@ -198,6 +221,24 @@ fn fix_for(context: &RefusedContext, name: &str) -> String {
         ),
         RefusedContext::CodeVariable => format!("do not put ${{{name}}} into that variable"),
         RefusedContext::AnsiC => format!("close the $'…' and write ${{{name}}} outside it"),
+        RefusedContext::SingleQuoted => {
+            let var = env_name(name);
+            format!(
+                "close the quotes and pass it as an argument (sh -c '… \"$1\"' _ ${{{name}}}), \
+                 or read the environment inside (\"${var}\", in awk ENVIRON[\"{var}\"])"
+            )
+        }
+        RefusedContext::DollarQuoteScript => format!(
+            "write that text without $'…' (printf '\\n' for a newline) so that ${{{name}}} \
+             can be quoted"
+        ),
+        RefusedContext::AliasScript => {
+            format!("use a shell function instead of the alias, then ${{{name}}} can be quoted")
+        }
+        RefusedContext::VariableName => format!(
+            "set v=${{{name}}} first and check it is a plain name (case $v in ''|*[!A-Za-z0-9_]*) \
+             exit 1;; esac) before using \"$v\" as one"
+        ),
     }
 }
 

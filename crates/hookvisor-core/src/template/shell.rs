@@ -78,7 +78,6 @@ impl ShellTemplate {
 enum Quoting {
     Unquoted,
     Double,
-    Single,
 }
 
 /// How many `"…"` and `$(…)` may be open at once.
@@ -133,19 +132,28 @@ impl Word {
         self.expansion = true;
     }
 
-    /// `NAME=…` before any quote or expansion: a prefix assignment, not the command name.
+    /// `NAME=…` (or bash's `NAME+=…`) before any quote or expansion: a prefix assignment,
+    /// not the command name.
     fn is_assignment(&self) -> bool {
         match self.text.find('=') {
             Some(eq) if eq > 0 => {
                 self.special_at.is_none_or(|at| at > eq)
-                    && self.text.get(..eq).is_some_and(|name| {
-                        !name.starts_with(|c: char| c.is_ascii_digit())
-                            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                    })
+                    && self
+                        .text
+                        .get(..eq)
+                        .map(|name| name.strip_suffix('+').unwrap_or(name))
+                        .is_some_and(is_shell_name)
             }
             _ => false,
         }
     }
+}
+
+/// Whether `name` is a shell variable name: `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_shell_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The simple command being read in an unquoted frame.
@@ -162,6 +170,22 @@ struct Command {
     declares: bool,
     /// Whether such a command had an option with `i`: its names are integers.
     integer: bool,
+    /// Whether it is `export`, `readonly`, `declare`, `typeset` or `local`, whose `NAME=…`
+    /// arguments are assignments (arithmetic for an integer `NAME`, or with a subscript).
+    assigns: bool,
+    /// Whether a prefix (`command`, `builtin`, `exec`, `time`) was read: its options
+    /// (`-p`, `--`) are skipped before the command name.
+    after_prefix: bool,
+    /// Whether it is `[[` and its `]]` was not read yet: `;`, `&`, `|`, `(` inside it do not
+    /// end the command, so its refusal lasts to the `]]`.
+    in_double_bracket: bool,
+    /// Whether it is `[`, `test` or `printf`, whose `-v` takes a variable name.
+    takes_v: bool,
+    /// Whether the previous word was such a `-v`: the word being read names a variable,
+    /// whose subscript bash evaluates as arithmetic.
+    operand_v: bool,
+    /// Whether the previous word was `for`: the word being read is the loop variable.
+    for_name: bool,
 }
 
 /// An unquoted context: the script itself or a `$(…)`.
@@ -173,6 +197,9 @@ struct Unquoted {
     depth: u32,
     /// `case` opened inside it and not yet closed by `esac` (whose patterns end with `)`).
     case_depth: u32,
+    /// The `depth` outside bash's compound array assignment `NAME=(…)` being read: its
+    /// `[…]=` subscripts are arithmetic, so every placeholder inside is refused.
+    array: Option<u32>,
     command: Command,
     word: Word,
 }
@@ -215,6 +242,12 @@ struct Lexer {
     integers: Vec<String>,
     /// The first construct found unterminated: (what, index where it starts).
     unterminated: Option<(&'static str, usize)>,
+    /// The first placeholder rewritten: (index, name), for the whole-script refusals.
+    first_placeholder: Option<(usize, String)>,
+    /// Whether an unquoted `$'` was read: dash and bash read the rest differently.
+    dollar_quote: bool,
+    /// Whether a command named `alias` was read: an alias can make any word an `eval`.
+    alias: bool,
 }
 
 impl Lexer {
@@ -231,6 +264,9 @@ impl Lexer {
             subst_placeholder: None,
             integers: Vec::new(),
             unterminated: None,
+            first_placeholder: None,
+            dollar_quote: false,
+            alias: false,
         }
     }
 
@@ -256,6 +292,15 @@ impl Lexer {
                     self.note_unterminated("$(", at);
                 }
                 Frame::Unquoted(_) => {}
+            }
+        }
+        if let Some((at, name)) = &self.first_placeholder {
+            // Judged on the whole script: the `$'` or `alias` may come after the placeholder.
+            if self.dollar_quote {
+                return Err(self.unclassifiable(*at, name, RefusedContext::DollarQuoteScript));
+            }
+            if self.alias {
+                return Err(self.unclassifiable(*at, name, RefusedContext::AliasScript));
             }
         }
         match self.unterminated {
@@ -407,6 +452,9 @@ impl Lexer {
         if self.in_arithmetic_word() {
             return Err(self.unclassifiable(at, &name, RefusedContext::Arithmetic));
         }
+        if self.in_variable_name() {
+            return Err(self.unclassifiable(at, &name, RefusedContext::VariableName));
+        }
         if self.in_code_variable() {
             return Err(self.unclassifiable(at, &name, RefusedContext::CodeVariable));
         }
@@ -430,16 +478,14 @@ impl Lexer {
                 self.out.push_str(&var);
                 self.out.push('}');
             }
-            Quoting::Single => {
-                self.out.push_str("'\"$");
-                self.out.push_str(&var);
-                self.out.push_str("\"'");
-            }
         }
         if let Some(word) = self.word() {
             word.expanded();
         }
         self.placeholders += 1;
+        if self.first_placeholder.is_none() {
+            self.first_placeholder = Some((at, name.clone()));
+        }
         push_unique(&mut self.refs, name);
         Ok(())
     }
@@ -451,19 +497,35 @@ impl Lexer {
         if !word.started {
             return;
         }
+        let integer_word = !word.expansion && self.integers.contains(&word.text);
+        let mut saw_alias = false;
+        let Some(frame) = self.frame() else { return };
         let command = &mut frame.command;
         if command.redirect {
             command.redirect = false;
             return;
         }
+        // Only the one word right after `-v` is its operand.
+        command.operand_v = false;
+        if command.in_double_bracket && word.special_at.is_none() && word.text == "]]" {
+            command.in_double_bracket = false;
+        }
+        if command.takes_v && !word.expansion && word.text == "-v" {
+            command.operand_v = true;
+        }
+        let for_name = std::mem::take(&mut command.for_name);
         if command.declares && !word.expansion {
             if word.text.starts_with('-') {
+                if word.text.contains('n') {
+                    // `declare -n r=…`: the value names a variable, subscript included.
+                    command.refuse = Some(RefusedContext::VariableName);
+                }
                 if word.text.contains('i') {
                     command.integer = true;
                     command.refuse = Some(RefusedContext::Arithmetic);
                 }
             } else if command.integer {
-                let name = word.text.split('=').next().unwrap_or_default();
+                let name = word.text.split(['=', '+']).next().unwrap_or_default();
                 let name = name.to_owned();
                 push_unique(&mut self.integers, name);
                 return;
@@ -473,34 +535,62 @@ impl Lexer {
             if word.is_assignment() {
                 return;
             }
+            // Options of a prefix (`command -p`, `time -p`, `command --`) come before the
+            // command it runs.
+            if command.after_prefix && !word.expansion && word.text.starts_with('-') {
+                return;
+            }
             if word.special_at.is_none() {
                 let text = word.text.as_str();
                 if KEYWORDS.contains(&text) {
                     match text {
                         "case" => frame.case_depth += 1,
                         "esac" => frame.case_depth = frame.case_depth.saturating_sub(1),
+                        "for" => command.for_name = true,
+                        "time" => command.after_prefix = true,
                         _ => {}
                     }
                     return;
                 }
-                if PREFIX_COMMANDS.contains(&text) {
-                    return;
-                }
             }
             if !word.expansion {
-                command.refuse = match word.text.as_str() {
+                let text = word.text.as_str();
+                // Quotes do not stop a builtin (`\command`, `"eval"`), only keywords.
+                if PREFIX_COMMANDS.contains(&text) {
+                    command.after_prefix = true;
+                    return;
+                }
+                command.refuse = match text {
                     // `trap` and `alias` keep their argument as shell text to run later.
-                    "eval" | "trap" | "alias" => Some(RefusedContext::Eval),
+                    "eval" | "trap" => Some(RefusedContext::Eval),
+                    "alias" => {
+                        saw_alias = true;
+                        Some(RefusedContext::Eval)
+                    }
                     // bash evaluates `let` arguments and `[[ … -eq … ]]` operands as
                     // arithmetic, where `a[$(cmd)]` in a value runs cmd.
                     "let" => Some(RefusedContext::Arithmetic),
-                    "[[" => Some(RefusedContext::DoubleBracket),
+                    "[[" => {
+                        command.in_double_bracket = true;
+                        Some(RefusedContext::DoubleBracket)
+                    }
+                    // Their arguments name variables, whose subscripts bash evaluates.
+                    "unset" | "read" => Some(RefusedContext::VariableName),
                     _ => None,
                 };
-                command.declares = matches!(word.text.as_str(), "declare" | "typeset" | "local");
+                command.declares = matches!(text, "declare" | "typeset" | "local");
+                command.assigns = command.declares || matches!(text, "export" | "readonly");
+                command.takes_v = matches!(text, "[" | "test" | "printf");
             }
         }
+        if for_name && integer_word {
+            // `for n in …` assigns each item to `n`: arithmetic when `n` is an integer.
+            command.refuse = Some(RefusedContext::Arithmetic);
+        }
         command.words += 1;
+        if saw_alias {
+            self.alias = true;
+        }
     }
 
     /// Whether a word being read at the start of a command, in this frame or one around it,
@@ -510,10 +600,20 @@ impl Lexer {
     fn in_arithmetic_word(&self) -> bool {
         self.stack.iter().any(|f| match f {
             Frame::Unquoted(frame) => {
-                frame.command.words == 0 && self.is_arithmetic_word(&frame.word)
+                frame.array.is_some()
+                    || ((frame.command.words == 0 || frame.command.assigns)
+                        && self.is_arithmetic_word(&frame.word))
             }
             Frame::Double(_) => false,
         })
+    }
+
+    /// Whether a word being read, in this frame or one around it, is the operand of a `-v`
+    /// of `[`, `test` or `printf`: a variable name, whose subscript bash evaluates.
+    fn in_variable_name(&self) -> bool {
+        self.stack
+            .iter()
+            .any(|f| matches!(f, Frame::Unquoted(u) if u.command.operand_v))
     }
 
     /// [`Lexer::in_arithmetic_word`] for one word.
@@ -524,6 +624,11 @@ impl Lexer {
         };
         let name = word.text.get(..end).unwrap_or_default();
         let rest = word.text.get(end..).unwrap_or_default();
+        // `n+=…` appends, evaluated as arithmetic like `n=…` for an integer `n`.
+        let name = match rest.starts_with('=') {
+            true => name.strip_suffix('+').unwrap_or(name),
+            false => name,
+        };
         let name_ok = !name.is_empty()
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             && word.special_at.is_none_or(|at| at > end);
@@ -560,7 +665,9 @@ impl Lexer {
     /// Ends the current simple command (at `;`, `&`, `|`, newline, `(`, `)`).
     fn end_command(&mut self) {
         self.finish_word();
-        if let Some(frame) = self.frame() {
+        if let Some(frame) = self.frame()
+            && !frame.command.in_double_bracket
+        {
             frame.command = Command::default();
         }
     }
@@ -639,8 +746,19 @@ impl Lexer {
                 self.arithmetic(body)?;
             }
             '(' => {
+                // bash's `NAME=(…)` / `NAME+=(…)`: a compound array assignment.
+                let array = self.word().is_some_and(|w| {
+                    w.special_at.is_none()
+                        && w.text
+                            .strip_suffix('=')
+                            .map(|n| n.strip_suffix('+').unwrap_or(n))
+                            .is_some_and(is_shell_name)
+                });
                 self.end_command();
                 if let Some(frame) = self.frame() {
+                    if array && frame.array.is_none() {
+                        frame.array = Some(frame.depth);
+                    }
                     frame.depth += 1;
                 }
                 self.out.push('(');
@@ -671,6 +789,9 @@ impl Lexer {
             Some(Frame::Unquoted(frame)) => {
                 if frame.depth > 0 {
                     frame.depth -= 1;
+                    if frame.array == Some(frame.depth) {
+                        frame.array = None;
+                    }
                     false
                 } else {
                     frame.case_depth == 0 && frame.subst.is_some()
@@ -732,13 +853,13 @@ impl Lexer {
                     break;
                 }
                 Some('$') if self.at(i + 1) == Some('{') => {
-                    if let Some((name, end)) = self.reference_at(i + 1) {
-                        self.placeholder(i, name, Quoting::Single)?;
-                        i = end;
-                    } else {
-                        self.out.push('$');
-                        i += 1;
+                    // The text in '…' is usually another program's (`sh -c '…'`, awk):
+                    // a value spliced there would be parsed again, so it is refused.
+                    if let Some((name, _)) = self.reference_at(i + 1) {
+                        return Err(self.unclassifiable(i, &name, RefusedContext::SingleQuoted));
                     }
+                    self.out.push('$');
+                    i += 1;
                 }
                 Some(c) => {
                     if let Some(word) = self.word() {
@@ -831,7 +952,19 @@ impl Lexer {
         context: RefusedContext,
         literal: bool,
     ) -> Result<(), TemplateError> {
-        match self.reference_at(i + 1) {
+        self.refuse_brace_at(i, i + 1, context, literal)
+    }
+
+    /// [`Lexer::refuse_brace`] for a `$` at `i` whose `{` is at `brace` (after line
+    /// continuations).
+    fn refuse_brace_at(
+        &self,
+        i: usize,
+        brace: usize,
+        context: RefusedContext,
+        literal: bool,
+    ) -> Result<(), TemplateError> {
+        match self.reference_at(brace) {
             Some((name, _)) => Err(self.unclassifiable(i, &name, context)),
             None if literal => Ok(()),
             None => Err(self.not_a_reference(i)),
@@ -968,6 +1101,9 @@ impl Lexer {
     /// `$'…'` from the `$` at `self.i`: copied to the closing quote; no placeholder inside.
     fn dollar_single(&mut self) -> Result<(), TemplateError> {
         self.quote_seen()?;
+        // dash reads `$'` as `$` and a single quote, bash as one string: from here on the
+        // two shells may split the script differently.
+        self.dollar_quote = true;
         let start = self.i;
         if let Some(word) = self.word() {
             word.expanded();
@@ -1141,7 +1277,33 @@ impl Lexer {
                 let end = (start..self.chars.len())
                     .find(|&j| self.at(j) == Some('\n'))
                     .unwrap_or(self.chars.len());
-                let line: String = self.chars.get(start..end).unwrap_or(&[]).iter().collect();
+                // In an unquoted here-document sh joins `\` newline before it compares a
+                // line with the delimiter, so the line goes on to the next newline that is
+                // no continuation.
+                let mut end = end;
+                if !doc.quoted {
+                    let mut j = start;
+                    while j < self.chars.len() {
+                        match self.at(j) {
+                            Some('\\') if self.at(j + 1) == Some('\n') => j += 2,
+                            Some('\\') => j += 2,
+                            Some('\n') | None => break,
+                            Some(_) => j += 1,
+                        }
+                    }
+                    end = j.min(self.chars.len());
+                }
+                let line: String = self
+                    .chars
+                    .get(start..end)
+                    .unwrap_or(&[])
+                    .iter()
+                    .collect();
+                let line = if doc.quoted {
+                    line
+                } else {
+                    line.replace("\\\n", "")
+                };
                 let candidate = if doc.strip_tabs {
                     line.trim_start_matches('\t')
                 } else {
@@ -1150,8 +1312,9 @@ impl Lexer {
                 let last = candidate == doc.delimiter;
                 if !last {
                     for j in start..end {
-                        if self.at(j) == Some('$') && self.at(j + 1) == Some('{') {
-                            self.refuse_brace(j, RefusedContext::Heredoc, doc.quoted)?;
+                        let brace = self.skip_continuations(j + 1);
+                        if self.at(j) == Some('$') && self.at(brace) == Some('{') {
+                            self.refuse_brace_at(j, brace, RefusedContext::Heredoc, doc.quoted)?;
                         }
                     }
                 }
