@@ -1293,12 +1293,7 @@ impl Lexer {
                     }
                     end = j.min(self.chars.len());
                 }
-                let line: String = self
-                    .chars
-                    .get(start..end)
-                    .unwrap_or(&[])
-                    .iter()
-                    .collect();
+                let line: String = self.chars.get(start..end).unwrap_or(&[]).iter().collect();
                 let line = if doc.quoted {
                     line
                 } else {
@@ -1347,8 +1342,12 @@ mod tests {
             ("echo ${x}", "echo \"$HOOKVISOR_X\""),
             ("echo a${X}b", "echo a\"$HOOKVISOR_X\"b"),
             ("echo \"a ${x} b\"", "echo \"a ${HOOKVISOR_X} b\""),
-            ("echo 'a ${x} b'", "echo 'a '\"$HOOKVISOR_X\"' b'"),
-            ("echo '\\${x}'", "echo '\\'\"$HOOKVISOR_X\"''"),
+            // Next to single quotes, not inside them.
+            ("echo 'a '${x}' b'", "echo 'a '\"$HOOKVISOR_X\"' b'"),
+            (
+                "sh -c 'echo \"$1\"' _ ${x}",
+                "sh -c 'echo \"$1\"' _ \"$HOOKVISOR_X\"",
+            ),
             ("echo ${data.key}", "echo \"$HOOKVISOR_DATA_KEY\""),
             ("v=${x} eval_it", "v=\"$HOOKVISOR_X\" eval_it"),
             ("echo $(basename ${x})", "echo $(basename \"$HOOKVISOR_X\")"),
@@ -1392,9 +1391,26 @@ mod tests {
                 "cat <<-'E' <<F; echo \"$HOOKVISOR_X\"\n\t${not_a_ref:-q}\n\tE\nF\necho \"$HOOKVISOR_Y\"",
             ),
             (
-                "echo `date` $((1 + 2)) $'\\n' ${x}",
-                "echo `date` $((1 + 2)) $'\\n' \"$HOOKVISOR_X\"",
+                "echo `date` $((1 + 2)) ${x}",
+                "echo `date` $((1 + 2)) \"$HOOKVISOR_X\"",
             ),
+            // A `$'` inside quotes is the same text to dash and bash.
+            ("echo '$' \"$'\" ${x}", "echo '$' \"$'\" \"$HOOKVISOR_X\""),
+            // An unquoted here-document's `\\` newline ends no line; `\\\\` is a backslash.
+            (
+                "cat <<EOF\na\\\\\nEOF\necho ${x}",
+                "cat <<EOF\na\\\\\nEOF\necho \"$HOOKVISOR_X\"",
+            ),
+            // What only looks like the new refusals.
+            ("grep -v ${x} f", "grep -v \"$HOOKVISOR_X\" f"),
+            (
+                "for n in ${x}; do :; done",
+                "for n in \"$HOOKVISOR_X\"; do :; done",
+            ),
+            ("[[ a ]] && echo ${x}", "[[ a ]] && echo \"$HOOKVISOR_X\""),
+            ("a=(1); echo ${x}", "a=(1); echo \"$HOOKVISOR_X\""),
+            ("command -v ${x}", "command -v \"$HOOKVISOR_X\""),
+            ("echo alias ${x}", "echo alias \"$HOOKVISOR_X\""),
             ("cat <<< ${x}", "cat <<< \"$HOOKVISOR_X\""),
             // Subshells, quoted or argument brackets are no arithmetic.
             ("( (echo ${x}) )", "( (echo \"$HOOKVISOR_X\") )"),
@@ -1436,7 +1452,7 @@ mod tests {
 
     #[test]
     fn references_are_lowercased_once_in_order_and_skip_comments() {
-        let t = ShellTemplate::parse("echo ${B} \"${a}\" '${b}' # ${c}").unwrap();
+        let t = ShellTemplate::parse("echo ${B} \"${a}\" ${b} '${c:-q}' # ${c}").unwrap();
         assert_eq!(t.references(), ["b", "a"]);
     }
 
@@ -1482,12 +1498,51 @@ mod tests {
             ("echo $[${x}+1]", Arithmetic, 1, 8),
             ("a[${x}]=1", Arithmetic, 1, 3),
             ("a[\"${x}\"]=1", Arithmetic, 1, 4),
-            ("a['${x}']=1", Arithmetic, 1, 4),
+            ("a['${x}']=1", SingleQuoted, 1, 4),
             ("a[$(echo ${x})]=1", Arithmetic, 1, 10),
             ("declare -i n=${x}", Arithmetic, 1, 14),
             ("f() { local -ri n=\"${x}\"; }", Arithmetic, 1, 20),
             ("declare -i n m\nn=1 m=\"${x}\"", Arithmetic, 2, 8),
             ("[[ ${x} -eq 1 ]]", DoubleBracket, 1, 4),
+            // Review finding 3: single-quoted text is usually another program's.
+            ("sh -c 'echo ${x}'", SingleQuoted, 1, 13),
+            ("echo 'a ${x} b'", SingleQuoted, 1, 9),
+            ("xargs sh -c 'echo ${x}'", SingleQuoted, 1, 19),
+            ("awk 'BEGIN{print \"${x}\"}'", SingleQuoted, 1, 19),
+            // Finding 4a: sh joins `\` newline before it looks for the delimiter.
+            ("sh <<EOF\nx\\\nEOF\necho ${x}\nEOF", Heredoc, 4, 6),
+            ("cat <<EOF\n$\\\n{x}\nEOF", Heredoc, 2, 1),
+            // Finding 4b: dash reads `$'` as `$` and a quote, so the rest splits differently.
+            ("echo $'\\'' \" ' ; eval ${x} #\"", DollarQuoteScript, 1, 23),
+            ("echo ${x} $'\\n'", DollarQuoteScript, 1, 6),
+            // Finding 4c: options of prefixes, and aliases.
+            ("command -p eval ${x}", Eval, 1, 17),
+            ("command -- eval ${x}", Eval, 1, 17),
+            ("command -p trap ${x} EXIT", Eval, 1, 17),
+            ("\\command -p eval ${x}", Eval, 1, 18),
+            ("time -p eval ${x}", Eval, 1, 14),
+            ("alias e=eval\ne ${x}", AliasScript, 2, 3),
+            ("echo ${x}; alias e=eval", AliasScript, 1, 6),
+            // Finding 5: bash arithmetic past the checks.
+            ("[[ 1 == 1 && ${x} -eq 2 ]]", DoubleBracket, 1, 14),
+            ("[[ ( ${x} -eq 2 ) ]]", DoubleBracket, 1, 6),
+            ("[[ 1 == 1 ||\n${x} -eq 2 ]]", DoubleBracket, 2, 1),
+            ("a=([${x}]=1)", Arithmetic, 1, 5),
+            ("a+=([${x}]=1)", Arithmetic, 1, 6),
+            ("f() { local a=([${x}]=1); }", Arithmetic, 1, 17),
+            ("a=( $(echo ${x}) )", Arithmetic, 1, 12),
+            ("declare -i n; n+=${x}", Arithmetic, 1, 18),
+            ("declare -i n; export n=${x}", Arithmetic, 1, 24),
+            ("declare -i n; readonly n=${x}", Arithmetic, 1, 26),
+            ("declare -i n; for n in ${x}; do :; done", Arithmetic, 1, 24),
+            ("export a[${x}]=1", Arithmetic, 1, 10),
+            ("[ -v ${x} ]", VariableName, 1, 6),
+            ("test -v \"a[${x}]\"", VariableName, 1, 12),
+            ("printf -v ${x} %s 1", VariableName, 1, 11),
+            ("declare -n r=${x}", VariableName, 1, 14),
+            ("f() { local -n r=${x}; }", VariableName, 1, 18),
+            ("unset ${x}", VariableName, 1, 7),
+            ("read -r ${x}", VariableName, 1, 9),
         ];
         for (text, context, line, column) in table {
             let err = ShellTemplate::parse(text).unwrap_err();
@@ -1593,6 +1648,35 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Review finding 3's fix, as its message gives it, with real shells: the value reaches
+    /// the inner `sh -c` as an argument, and its own text never runs.
+    #[test]
+    fn the_single_quote_fix_passes_values_as_arguments() {
+        let err = ShellTemplate::parse("sh -c 'echo ${y}'").unwrap_err();
+        assert!(
+            err.to_string().contains("sh -c '… \"$1\"' _ ${y}")
+                && err.to_string().contains("ENVIRON[\"HOOKVISOR_Y\"]"),
+            "{err}"
+        );
+        let t = ShellTemplate::parse("sh -c 'printf %s \"$1\" > out' _ ${y}").unwrap();
+        let value = "$(touch PWN)`touch PWN`';touch PWN'";
+        for shell in ["/bin/sh", "dash", "bash"] {
+            let dir = tempfile::tempdir().unwrap();
+            let status = std::process::Command::new(shell)
+                .arg("-c")
+                .arg(t.script())
+                .env("HOOKVISOR_Y", value)
+                .current_dir(dir.path())
+                .status();
+            // dash or bash may be missing on some systems; /bin/sh never is.
+            let Ok(status) = status else { continue };
+            assert!(status.success(), "{shell}");
+            let out = std::fs::read_to_string(dir.path().join("out")).unwrap();
+            assert_eq!(out, value, "{shell}");
+            assert!(!dir.path().join("PWN").exists(), "{shell}");
+        }
     }
 
     #[test]
