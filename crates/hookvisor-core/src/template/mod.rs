@@ -18,7 +18,9 @@
 //!    never re-parses, so a file named `$(rm -rf ~)` stays text. Because `${name}` is always
 //!    ours, the shell's brace expansions (`${VAR:-x}`) are not available in `run:`. Contexts
 //!    the lexer cannot classify are load errors with line and column; the full list is in
-//!    [`ShellTemplate`]'s doc.
+//!    [`ShellTemplate`]'s doc. Unlike §4.1 rule 1, a placeholder inside `'…'` is refused,
+//!    not rewritten: that text is usually another program's (`sh -c '…'`, awk), which would
+//!    parse the value again.
 //! 4. **`argv:`** ([`expand_argv`], §4.1 rule 2): a placeholder expands within its element,
 //!    never splitting it; an element that is exactly one list placeholder becomes one element
 //!    per item.

@@ -15,8 +15,13 @@ use super::{RefusedContext, TemplateError};
 ///    available in `run:`; write `$VAR`. Inside `'…'` such text is literal, as sh reads it.
 /// 2. Each placeholder becomes a variable [`env_name`](super::env_name) names, quoted so the
 ///    shell expands it exactly once into exactly one word: unquoted → `"$HOOKVISOR_X"`, inside
-///    `"…"` → `${HOOKVISOR_X}`, inside `'…'` → `'"$HOOKVISOR_X"'`. Inside an unquoted
-///    `$(…)` that contains no quotes it is rewritten as unquoted.
+///    `"…"` → `${HOOKVISOR_X}`. Inside an unquoted `$(…)` that contains no quotes it is
+///    rewritten as unquoted. **Deviation from EVENTS.md §4.1 rule 1**, which rewrites a
+///    placeholder inside `'…'` to `'"$HOOKVISOR_X"'`: here that is a load error, because
+///    single-quoted text is usually another program's (`sh -c 'echo ${x}'`, `xargs sh -c`,
+///    `awk 'BEGIN{print "${x}"}'`), which would parse the spliced value again and run it.
+///    The message gives the fix: pass the value as an argument (`sh -c '… "$1"' _ ${x}`) or
+///    read the environment (`"$HOOKVISOR_X"`, awk `ENVIRON["HOOKVISOR_X"]`).
 /// 3. `\${x}` (unquoted or inside `"…"`) is the literal text `${x}`, as in sh: the escape
 ///    for a literal. Likewise `$${x}` is sh's `$$` (its process id) followed by `{x}`.
 /// 4. A placeholder in a comment (`#` at the start of a word, to the end of the line) is left
@@ -24,20 +29,32 @@ use super::{RefusedContext, TemplateError};
 /// 5. A placeholder where the lexer cannot tell how sh would quote it, or where sh would run
 ///    its value as code, is a load error with its
 ///    1-based line and column (columns count characters): in a heredoc body or delimiter
-///    (`<<`), inside backticks, inside a `$(…)` whose text contains a quote (`'`, `"` or
+///    (`<<`; in an unquoted one `\` newline joins lines before the delimiter is matched, as
+///    sh does), inside backticks, inside a `$(…)` whose text contains a quote (`'`, `"` or
 ///    `$'`), inside arithmetic `$((…))`, inside `$'…'`, or anywhere in a command whose first
-///    word is `eval`, `trap` or `alias` (after prefix assignments and
-///    `command`/`builtin`/`exec`), or in an assignment to a variable whose value a shell runs
-///    (`PS1`–`PS4`, `PROMPT_COMMAND`, `ENV`, `BASH_ENV`, also after `export` or `env`). Each message
-///    says the fix: assign the value to a shell variable first (`v=${x}`) and use `"$v"`.
+///    word is `eval`, `trap` or `alias` (after prefix assignments, `command`/`builtin`/`exec`/
+///    `time` and their options such as `-p` and `--`), or in an assignment to a variable whose
+///    value a shell runs (`PS1`–`PS4`, `PROMPT_COMMAND`, `ENV`, `BASH_ENV`, also after
+///    `export` or `env`). Two refusals are judged on the whole script, since the lexer cannot
+///    follow them: any placeholder in a script with an unquoted `$'` (bash reads `$'…'` as
+///    one string, dash — `/bin/sh` on Debian — as `$` and a single-quoted string, so the
+///    two split what follows differently), and any placeholder in a script that runs
+///    `alias` (an alias can make any later word an `eval`). Each message says the fix, most
+///    often: assign the value to a shell variable first (`v=${x}`) and use `"$v"`.
 ///    Because `sh` is bash on some systems, bash's arithmetic contexts are refused as well,
 ///    since in bash a value such as `a[$(cmd)]` there runs cmd: `((…))` at the start of a
-///    command, `$[…]`, commands starting with `let` or `[[`, the subscript of an array
-///    assignment (`a[${x}]=1`, quoted or not), a `declare`/`typeset`/`local` with an `-i`
-///    option, and assigning to a variable such a command made an integer earlier in the
-///    script. What the lexer cannot see stays the script's choice, as `sh -c ${x}` is: an
-///    integer variable declared elsewhere, or a value used as a variable *name*
-///    (`printf -v`, `read`).
+///    command, `$[…]`, commands starting with `let`, a `[[` up to its `]]` (its `&&`, `||`,
+///    `(` and newlines do not end it), the subscript of an array assignment (`a[${x}]=1`,
+///    quoted or not, also as an argument of `export`/`readonly`/`declare`/`local`), anything
+///    inside a compound array assignment `a=(…)` or `a+=(…)`, a `declare`/`typeset`/`local`
+///    with an `-i` option, and assigning (`n=`, `n+=`, as an argument of those commands, or
+///    as the variable of `for n in`) to a variable such a command made an integer earlier in
+///    the script. A value used as a variable *name* is refused too, since bash evaluates
+///    its subscript: the operand of `-v` of `[`/`test`/`printf`, any word of `unset` and
+///    `read`, and a `declare`/`local` with `-n`. Where a rule is simpler than bash and still
+///    sound, it refuses more than bash would run. What the lexer cannot see stays the
+///    script's choice, as `sh -c "$v"` is: an integer variable declared elsewhere or in a
+///    function defined after its use.
 /// 6. Scripts the lexer finds unterminated (a quote, `$(`, backticks, `$((`) are refused
 ///    only when they have a placeholder; without one the text is passed on unchanged and sh
 ///    reports its own syntax errors.
