@@ -148,8 +148,8 @@ pub enum RefusedContext {
     Arithmetic,
     /// bash's `[[ … ]]`, whose arithmetic comparisons evaluate their operands as expressions.
     DoubleBracket,
-    /// A command whose first word is `eval`, `trap` or `alias`, which run their arguments as
-    /// shell text.
+    /// A command whose first word is `eval`, `trap`, `alias` or `mapfile`/`readarray`
+    /// (`-C`), which run their arguments as shell text.
     Eval,
     /// An assignment to a variable whose value a shell runs (`PS4`, `BASH_ENV`, …).
     CodeVariable,
@@ -181,7 +181,8 @@ impl fmt::Display for RefusedContext {
                 "in a [[ … ]] test, which bash may evaluate as arithmetic"
             }
             RefusedContext::Eval => {
-                "in an eval, trap or alias command, which runs its arguments as shell text"
+                "in an eval, trap, alias or mapfile command, which runs its arguments as shell \
+                 text"
             }
             RefusedContext::CodeVariable => {
                 "assigned to a variable whose value the shell runs as code"

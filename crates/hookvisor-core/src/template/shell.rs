@@ -50,8 +50,9 @@ use super::{RefusedContext, TemplateError};
 ///    with an `-i` option, and assigning (`n=`, `n+=`, as an argument of those commands, or
 ///    as the variable of `for n in`) to a variable such a command made an integer earlier in
 ///    the script. A value used as a variable *name* is refused too, since bash evaluates
-///    its subscript: the operand of `-v` of `[`/`test`/`printf`, any word of `unset` and
-///    `read`, and a `declare`/`local` with `-n`. Where a rule is simpler than bash and still
+///    its subscript: the operand of `-v` of `[`/`test`/`printf` and of `-p` of `wait`, any
+///    word of `unset`, `read` and `getopts`, and a `declare`/`local` with `-n`; and any word
+///    of `mapfile`/`readarray`, whose `-C` callback runs as shell text. Where a rule is simpler than bash and still
 ///    sound, it refuses more than bash would run. What the lexer cannot see stays the
 ///    script's choice, as `sh -c "$v"` is: an integer variable declared elsewhere or in a
 ///    function defined after its use.
@@ -196,8 +197,9 @@ struct Command {
     /// Whether it is `[[` and its `]]` was not read yet: `;`, `&`, `|`, `(` inside it do not
     /// end the command, so its refusal lasts to the `]]`.
     in_double_bracket: bool,
-    /// Whether it is `[`, `test` or `printf`, whose `-v` takes a variable name.
-    takes_v: bool,
+    /// The option that takes a variable name: `-v` of `[`, `test` and `printf`, `-p` of
+    /// `wait`.
+    name_option: Option<&'static str>,
     /// Whether the previous word was such a `-v`: the word being read names a variable,
     /// whose subscript bash evaluates as arithmetic.
     operand_v: bool,
@@ -527,7 +529,7 @@ impl Lexer {
         if command.in_double_bracket && word.special_at.is_none() && word.text == "]]" {
             command.in_double_bracket = false;
         }
-        if command.takes_v && !word.expansion && word.text == "-v" {
+        if !word.expansion && command.name_option == Some(word.text.as_str()) {
             command.operand_v = true;
         }
         let for_name = std::mem::take(&mut command.for_name);
@@ -592,12 +594,18 @@ impl Lexer {
                         Some(RefusedContext::DoubleBracket)
                     }
                     // Their arguments name variables, whose subscripts bash evaluates.
-                    "unset" | "read" => Some(RefusedContext::VariableName),
+                    "unset" | "read" | "getopts" => Some(RefusedContext::VariableName),
+                    // `-C` names a callback they run as shell text.
+                    "mapfile" | "readarray" => Some(RefusedContext::Eval),
                     _ => None,
                 };
                 command.declares = matches!(text, "declare" | "typeset" | "local");
                 command.assigns = command.declares || matches!(text, "export" | "readonly");
-                command.takes_v = matches!(text, "[" | "test" | "printf");
+                command.name_option = match text {
+                    "[" | "test" | "printf" => Some("-v"),
+                    "wait" => Some("-p"),
+                    _ => None,
+                };
             }
         }
         if for_name && integer_word {
@@ -1266,6 +1274,12 @@ impl Lexer {
                     delimiter.push(c);
                     i += 1;
                 }
+                '$' if self.at(i + 1) == Some('\'') => {
+                    // bash and dash may read a `$'…'` delimiter differently.
+                    self.dollar_quote = true;
+                    delimiter.push(c);
+                    i += 1;
+                }
                 _ => {
                     delimiter.push(c);
                     i += 1;
@@ -1560,6 +1574,9 @@ mod tests {
             ("f() { local -n r=${x}; }", VariableName, 1, 18),
             ("unset ${x}", VariableName, 1, 7),
             ("read -r ${x}", VariableName, 1, 9),
+            ("getopts a ${x}", VariableName, 1, 11),
+            ("wait -n -p ${x}", VariableName, 1, 12),
+            ("mapfile -C ${x} -c 1 a", Eval, 1, 12),
         ];
         for (text, context, line, column) in table {
             let err = ShellTemplate::parse(text).unwrap_err();
