@@ -18,7 +18,9 @@
 //!    never re-parses, so a file named `$(rm -rf ~)` stays text. Because `${name}` is always
 //!    ours, the shell's brace expansions (`${VAR:-x}`) are not available in `run:`. Contexts
 //!    the lexer cannot classify are load errors with line and column; the full list is in
-//!    [`ShellTemplate`]'s doc.
+//!    [`ShellTemplate`]'s doc. Unlike §4.1 rule 1, a placeholder inside `'…'` is refused,
+//!    not rewritten: that text is usually another program's (`sh -c '…'`, awk), which would
+//!    parse the value again.
 //! 4. **`argv:`** ([`expand_argv`], §4.1 rule 2): a placeholder expands within its element,
 //!    never splitting it; an element that is exactly one list placeholder becomes one element
 //!    per item.
@@ -31,12 +33,14 @@
 //! ```
 //! use hookvisor_core::template::{ShellTemplate, env_name};
 //!
-//! let t = ShellTemplate::parse("grep -n ${pattern} \"dir/${file}\" 'x${file}'").unwrap();
+//! let t = ShellTemplate::parse("grep -n ${pattern} \"dir/${file}\" 'x'${file}").unwrap();
 //! assert_eq!(
 //!     t.script(),
-//!     "grep -n \"$HOOKVISOR_PATTERN\" \"dir/${HOOKVISOR_FILE}\" 'x'\"$HOOKVISOR_FILE\"''"
+//!     "grep -n \"$HOOKVISOR_PATTERN\" \"dir/${HOOKVISOR_FILE}\" 'x'\"$HOOKVISOR_FILE\""
 //! );
 //! assert_eq!(t.references(), ["pattern", "file"]);
+//! // Inside '…' a placeholder is refused: that text is usually another program's.
+//! assert!(ShellTemplate::parse("sh -c 'echo ${file}'").is_err());
 //! assert_eq!(env_name("data.key"), "HOOKVISOR_DATA_KEY");
 //! ```
 //!
@@ -144,13 +148,24 @@ pub enum RefusedContext {
     Arithmetic,
     /// bash's `[[ … ]]`, whose arithmetic comparisons evaluate their operands as expressions.
     DoubleBracket,
-    /// A command whose first word is `eval`, `trap` or `alias`, which run their arguments as
-    /// shell text.
+    /// A command whose first word is `eval`, `trap`, `alias` or `mapfile`/`readarray`
+    /// (`-C`), which run their arguments as shell text.
     Eval,
     /// An assignment to a variable whose value a shell runs (`PS4`, `BASH_ENV`, …).
     CodeVariable,
     /// A `$'…'` string.
     AnsiC,
+    /// Single quotes, whose text is usually another program's (`sh -c '…'`, awk), which
+    /// would parse the value again.
+    SingleQuoted,
+    /// A script that uses `$'…'` anywhere: dash reads it as `$` and a single-quoted string,
+    /// bash as one string, so the two split the rest of the script differently.
+    DollarQuoteScript,
+    /// A script that defines an alias, which can turn any command into an `eval`.
+    AliasScript,
+    /// A variable name: the operand of `-v` (`[ -v …]`, `test`, `printf`), `unset`, `read`,
+    /// `declare -n`, whose subscript bash evaluates as arithmetic.
+    VariableName,
 }
 
 impl fmt::Display for RefusedContext {
@@ -166,12 +181,25 @@ impl fmt::Display for RefusedContext {
                 "in a [[ … ]] test, which bash may evaluate as arithmetic"
             }
             RefusedContext::Eval => {
-                "in an eval, trap or alias command, which runs its arguments as shell text"
+                "in an eval, trap, alias or mapfile command, which runs its arguments as shell \
+                 text"
             }
             RefusedContext::CodeVariable => {
                 "assigned to a variable whose value the shell runs as code"
             }
             RefusedContext::AnsiC => "inside a $'…' string",
+            RefusedContext::SingleQuoted => {
+                "inside single quotes, whose text another program usually parses again"
+            }
+            RefusedContext::DollarQuoteScript => {
+                "in a script that uses $'…', which dash and bash split differently"
+            }
+            RefusedContext::AliasScript => {
+                "in a script that defines an alias, which can make any command an eval"
+            }
+            RefusedContext::VariableName => {
+                "used as a variable name, whose subscript bash evaluates as arithmetic"
+            }
         })
     }
 }
@@ -198,6 +226,24 @@ fn fix_for(context: &RefusedContext, name: &str) -> String {
         ),
         RefusedContext::CodeVariable => format!("do not put ${{{name}}} into that variable"),
         RefusedContext::AnsiC => format!("close the $'…' and write ${{{name}}} outside it"),
+        RefusedContext::SingleQuoted => {
+            let var = env_name(name);
+            format!(
+                "close the quotes and pass it as an argument (sh -c '… \"$1\"' _ ${{{name}}}), \
+                 or read the environment inside (\"${var}\", in awk ENVIRON[\"{var}\"])"
+            )
+        }
+        RefusedContext::DollarQuoteScript => format!(
+            "write that text without $'…' (printf '\\n' for a newline) so that ${{{name}}} \
+             can be quoted"
+        ),
+        RefusedContext::AliasScript => {
+            format!("use a shell function instead of the alias, then ${{{name}}} can be quoted")
+        }
+        RefusedContext::VariableName => format!(
+            "set v=${{{name}}} first and check it is a plain name (case $v in ''|*[!A-Za-z0-9_]*) \
+             exit 1;; esac) before using \"$v\" as one"
+        ),
     }
 }
 
@@ -272,8 +318,9 @@ mod tests {
             ("printf '%s' x${V}y > out", b"x", b"y"),
             ("printf '%s' \"${v}\" > out", b"", b""),
             ("printf '%s' \"<${v}>\" > out", b"<", b">"),
-            ("printf '%s' '${v}' > out", b"", b""),
-            ("printf '%s' 'a b ${v} c' > out", b"a b ", b" c"),
+            ("printf '%s' 'a b '${v}' c' > out", b"a b ", b" c"),
+            // The fix the single-quote refusal gives: pass the value as an argument.
+            ("sh -c 'printf %s \"$1\" > out' _ ${v}", b"", b""),
             ("printf '%s' \\${v}${v} > out", b"${v}", b""),
             ("x=${v}; printf '%s' \"$x\" > out", b"", b""),
             ("printf %s \"$(printf %s ${v})\" > out", b"", b""),
@@ -509,8 +556,8 @@ mod tests {
             let template = [
                 "printf '%s' ${v} > out",
                 "printf '%s' \"${v}\" > out",
-                "printf '%s' '${v}' > out",
-                "printf '%s' a${v}\"${v}\"'${v}' > out",
+                "printf '%s' ''${v}'' > out",
+                "printf '%s' a${v}\"${v}\"${v} > out",
                 "printf '%s' \"$(printf '%s' \"$HOOKVISOR_V\")\"${v} > out",
             ][context];
             let parsed = ShellTemplate::parse(template).unwrap();

@@ -15,8 +15,13 @@ use super::{RefusedContext, TemplateError};
 ///    available in `run:`; write `$VAR`. Inside `'…'` such text is literal, as sh reads it.
 /// 2. Each placeholder becomes a variable [`env_name`](super::env_name) names, quoted so the
 ///    shell expands it exactly once into exactly one word: unquoted → `"$HOOKVISOR_X"`, inside
-///    `"…"` → `${HOOKVISOR_X}`, inside `'…'` → `'"$HOOKVISOR_X"'`. Inside an unquoted
-///    `$(…)` that contains no quotes it is rewritten as unquoted.
+///    `"…"` → `${HOOKVISOR_X}`. Inside an unquoted `$(…)` that contains no quotes it is
+///    rewritten as unquoted. **Deviation from EVENTS.md §4.1 rule 1**, which rewrites a
+///    placeholder inside `'…'` to `'"$HOOKVISOR_X"'`: here that is a load error, because
+///    single-quoted text is usually another program's (`sh -c 'echo ${x}'`, `xargs sh -c`,
+///    `awk 'BEGIN{print "${x}"}'`), which would parse the spliced value again and run it.
+///    The message gives the fix: pass the value as an argument (`sh -c '… "$1"' _ ${x}`) or
+///    read the environment (`"$HOOKVISOR_X"`, awk `ENVIRON["HOOKVISOR_X"]`).
 /// 3. `\${x}` (unquoted or inside `"…"`) is the literal text `${x}`, as in sh: the escape
 ///    for a literal. Likewise `$${x}` is sh's `$$` (its process id) followed by `{x}`.
 /// 4. A placeholder in a comment (`#` at the start of a word, to the end of the line) is left
@@ -24,20 +29,33 @@ use super::{RefusedContext, TemplateError};
 /// 5. A placeholder where the lexer cannot tell how sh would quote it, or where sh would run
 ///    its value as code, is a load error with its
 ///    1-based line and column (columns count characters): in a heredoc body or delimiter
-///    (`<<`), inside backticks, inside a `$(…)` whose text contains a quote (`'`, `"` or
+///    (`<<`; in an unquoted one `\` newline joins lines before the delimiter is matched, as
+///    sh does), inside backticks, inside a `$(…)` whose text contains a quote (`'`, `"` or
 ///    `$'`), inside arithmetic `$((…))`, inside `$'…'`, or anywhere in a command whose first
-///    word is `eval`, `trap` or `alias` (after prefix assignments and
-///    `command`/`builtin`/`exec`), or in an assignment to a variable whose value a shell runs
-///    (`PS1`–`PS4`, `PROMPT_COMMAND`, `ENV`, `BASH_ENV`, also after `export` or `env`). Each message
-///    says the fix: assign the value to a shell variable first (`v=${x}`) and use `"$v"`.
+///    word is `eval`, `trap` or `alias` (after prefix assignments, `command`/`builtin`/`exec`/
+///    `time` and their options such as `-p` and `--`), or in an assignment to a variable whose
+///    value a shell runs (`PS1`–`PS4`, `PROMPT_COMMAND`, `ENV`, `BASH_ENV`, also after
+///    `export` or `env`). Two refusals are judged on the whole script, since the lexer cannot
+///    follow them: any placeholder in a script with an unquoted `$'` (bash reads `$'…'` as
+///    one string, dash — `/bin/sh` on Debian — as `$` and a single-quoted string, so the
+///    two split what follows differently), and any placeholder in a script that runs
+///    `alias` (an alias can make any later word an `eval`). Each message says the fix, most
+///    often: assign the value to a shell variable first (`v=${x}`) and use `"$v"`.
 ///    Because `sh` is bash on some systems, bash's arithmetic contexts are refused as well,
 ///    since in bash a value such as `a[$(cmd)]` there runs cmd: `((…))` at the start of a
-///    command, `$[…]`, commands starting with `let` or `[[`, the subscript of an array
-///    assignment (`a[${x}]=1`, quoted or not), a `declare`/`typeset`/`local` with an `-i`
-///    option, and assigning to a variable such a command made an integer earlier in the
-///    script. What the lexer cannot see stays the script's choice, as `sh -c ${x}` is: an
-///    integer variable declared elsewhere, or a value used as a variable *name*
-///    (`printf -v`, `read`).
+///    command, `$[…]`, commands starting with `let`, a `[[` up to its `]]` (its `&&`, `||`,
+///    `(` and newlines do not end it), the subscript of an array assignment (`a[${x}]=1`,
+///    quoted or not, also as an argument of `export`/`readonly`/`declare`/`local`), anything
+///    inside a compound array assignment `a=(…)` or `a+=(…)`, a `declare`/`typeset`/`local`
+///    with an `-i` option, and assigning (`n=`, `n+=`, as an argument of those commands, or
+///    as the variable of `for n in`) to a variable such a command made an integer earlier in
+///    the script. A value used as a variable *name* is refused too, since bash evaluates
+///    its subscript: the operand of `-v` of `[`/`test`/`printf` and of `-p` of `wait`, any
+///    word of `unset`, `read` and `getopts`, and a `declare`/`local` with `-n`; and any word
+///    of `mapfile`/`readarray`, whose `-C` callback runs as shell text. Where a rule is simpler than bash and still
+///    sound, it refuses more than bash would run. What the lexer cannot see stays the
+///    script's choice, as `sh -c "$v"` is: an integer variable declared elsewhere or in a
+///    function defined after its use.
 /// 6. Scripts the lexer finds unterminated (a quote, `$(`, backticks, `$((`) are refused
 ///    only when they have a placeholder; without one the text is passed on unchanged and sh
 ///    reports its own syntax errors.
@@ -78,7 +96,6 @@ impl ShellTemplate {
 enum Quoting {
     Unquoted,
     Double,
-    Single,
 }
 
 /// How many `"…"` and `$(…)` may be open at once.
@@ -133,19 +150,28 @@ impl Word {
         self.expansion = true;
     }
 
-    /// `NAME=…` before any quote or expansion: a prefix assignment, not the command name.
+    /// `NAME=…` (or bash's `NAME+=…`) before any quote or expansion: a prefix assignment,
+    /// not the command name.
     fn is_assignment(&self) -> bool {
         match self.text.find('=') {
             Some(eq) if eq > 0 => {
                 self.special_at.is_none_or(|at| at > eq)
-                    && self.text.get(..eq).is_some_and(|name| {
-                        !name.starts_with(|c: char| c.is_ascii_digit())
-                            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                    })
+                    && self
+                        .text
+                        .get(..eq)
+                        .map(|name| name.strip_suffix('+').unwrap_or(name))
+                        .is_some_and(is_shell_name)
             }
             _ => false,
         }
     }
+}
+
+/// Whether `name` is a shell variable name: `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_shell_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The simple command being read in an unquoted frame.
@@ -162,6 +188,23 @@ struct Command {
     declares: bool,
     /// Whether such a command had an option with `i`: its names are integers.
     integer: bool,
+    /// Whether it is `export`, `readonly`, `declare`, `typeset` or `local`, whose `NAME=…`
+    /// arguments are assignments (arithmetic for an integer `NAME`, or with a subscript).
+    assigns: bool,
+    /// Whether a prefix (`command`, `builtin`, `exec`, `time`) was read: its options
+    /// (`-p`, `--`) are skipped before the command name.
+    after_prefix: bool,
+    /// Whether it is `[[` and its `]]` was not read yet: `;`, `&`, `|`, `(` inside it do not
+    /// end the command, so its refusal lasts to the `]]`.
+    in_double_bracket: bool,
+    /// The option that takes a variable name: `-v` of `[`, `test` and `printf`, `-p` of
+    /// `wait`.
+    name_option: Option<&'static str>,
+    /// Whether the previous word was such a `-v`: the word being read names a variable,
+    /// whose subscript bash evaluates as arithmetic.
+    operand_v: bool,
+    /// Whether the previous word was `for`: the word being read is the loop variable.
+    for_name: bool,
 }
 
 /// An unquoted context: the script itself or a `$(…)`.
@@ -173,6 +216,9 @@ struct Unquoted {
     depth: u32,
     /// `case` opened inside it and not yet closed by `esac` (whose patterns end with `)`).
     case_depth: u32,
+    /// The `depth` outside bash's compound array assignment `NAME=(…)` being read: its
+    /// `[…]=` subscripts are arithmetic, so every placeholder inside is refused.
+    array: Option<u32>,
     command: Command,
     word: Word,
 }
@@ -215,6 +261,12 @@ struct Lexer {
     integers: Vec<String>,
     /// The first construct found unterminated: (what, index where it starts).
     unterminated: Option<(&'static str, usize)>,
+    /// The first placeholder rewritten: (index, name), for the whole-script refusals.
+    first_placeholder: Option<(usize, String)>,
+    /// Whether an unquoted `$'` was read: dash and bash read the rest differently.
+    dollar_quote: bool,
+    /// Whether a command named `alias` was read: an alias can make any word an `eval`.
+    alias: bool,
 }
 
 impl Lexer {
@@ -231,6 +283,9 @@ impl Lexer {
             subst_placeholder: None,
             integers: Vec::new(),
             unterminated: None,
+            first_placeholder: None,
+            dollar_quote: false,
+            alias: false,
         }
     }
 
@@ -256,6 +311,15 @@ impl Lexer {
                     self.note_unterminated("$(", at);
                 }
                 Frame::Unquoted(_) => {}
+            }
+        }
+        if let Some((at, name)) = &self.first_placeholder {
+            // Judged on the whole script: the `$'` or `alias` may come after the placeholder.
+            if self.dollar_quote {
+                return Err(self.unclassifiable(*at, name, RefusedContext::DollarQuoteScript));
+            }
+            if self.alias {
+                return Err(self.unclassifiable(*at, name, RefusedContext::AliasScript));
             }
         }
         match self.unterminated {
@@ -407,6 +471,9 @@ impl Lexer {
         if self.in_arithmetic_word() {
             return Err(self.unclassifiable(at, &name, RefusedContext::Arithmetic));
         }
+        if self.in_variable_name() {
+            return Err(self.unclassifiable(at, &name, RefusedContext::VariableName));
+        }
         if self.in_code_variable() {
             return Err(self.unclassifiable(at, &name, RefusedContext::CodeVariable));
         }
@@ -430,16 +497,14 @@ impl Lexer {
                 self.out.push_str(&var);
                 self.out.push('}');
             }
-            Quoting::Single => {
-                self.out.push_str("'\"$");
-                self.out.push_str(&var);
-                self.out.push_str("\"'");
-            }
         }
         if let Some(word) = self.word() {
             word.expanded();
         }
         self.placeholders += 1;
+        if self.first_placeholder.is_none() {
+            self.first_placeholder = Some((at, name.clone()));
+        }
         push_unique(&mut self.refs, name);
         Ok(())
     }
@@ -451,19 +516,35 @@ impl Lexer {
         if !word.started {
             return;
         }
+        let integer_word = !word.expansion && self.integers.contains(&word.text);
+        let mut saw_alias = false;
+        let Some(frame) = self.frame() else { return };
         let command = &mut frame.command;
         if command.redirect {
             command.redirect = false;
             return;
         }
+        // Only the one word right after `-v` is its operand.
+        command.operand_v = false;
+        if command.in_double_bracket && word.special_at.is_none() && word.text == "]]" {
+            command.in_double_bracket = false;
+        }
+        if !word.expansion && command.name_option == Some(word.text.as_str()) {
+            command.operand_v = true;
+        }
+        let for_name = std::mem::take(&mut command.for_name);
         if command.declares && !word.expansion {
             if word.text.starts_with('-') {
+                if word.text.contains('n') {
+                    // `declare -n r=…`: the value names a variable, subscript included.
+                    command.refuse = Some(RefusedContext::VariableName);
+                }
                 if word.text.contains('i') {
                     command.integer = true;
                     command.refuse = Some(RefusedContext::Arithmetic);
                 }
             } else if command.integer {
-                let name = word.text.split('=').next().unwrap_or_default();
+                let name = word.text.split(['=', '+']).next().unwrap_or_default();
                 let name = name.to_owned();
                 push_unique(&mut self.integers, name);
                 return;
@@ -473,34 +554,68 @@ impl Lexer {
             if word.is_assignment() {
                 return;
             }
+            // Options of a prefix (`command -p`, `time -p`, `command --`) come before the
+            // command it runs.
+            if command.after_prefix && !word.expansion && word.text.starts_with('-') {
+                return;
+            }
             if word.special_at.is_none() {
                 let text = word.text.as_str();
                 if KEYWORDS.contains(&text) {
                     match text {
                         "case" => frame.case_depth += 1,
                         "esac" => frame.case_depth = frame.case_depth.saturating_sub(1),
+                        "for" => command.for_name = true,
+                        "time" => command.after_prefix = true,
                         _ => {}
                     }
                     return;
                 }
-                if PREFIX_COMMANDS.contains(&text) {
-                    return;
-                }
             }
             if !word.expansion {
-                command.refuse = match word.text.as_str() {
+                let text = word.text.as_str();
+                // Quotes do not stop a builtin (`\command`, `"eval"`), only keywords.
+                if PREFIX_COMMANDS.contains(&text) {
+                    command.after_prefix = true;
+                    return;
+                }
+                command.refuse = match text {
                     // `trap` and `alias` keep their argument as shell text to run later.
-                    "eval" | "trap" | "alias" => Some(RefusedContext::Eval),
+                    "eval" | "trap" => Some(RefusedContext::Eval),
+                    "alias" => {
+                        saw_alias = true;
+                        Some(RefusedContext::Eval)
+                    }
                     // bash evaluates `let` arguments and `[[ … -eq … ]]` operands as
                     // arithmetic, where `a[$(cmd)]` in a value runs cmd.
                     "let" => Some(RefusedContext::Arithmetic),
-                    "[[" => Some(RefusedContext::DoubleBracket),
+                    "[[" => {
+                        command.in_double_bracket = true;
+                        Some(RefusedContext::DoubleBracket)
+                    }
+                    // Their arguments name variables, whose subscripts bash evaluates.
+                    "unset" | "read" | "getopts" => Some(RefusedContext::VariableName),
+                    // `-C` names a callback they run as shell text.
+                    "mapfile" | "readarray" => Some(RefusedContext::Eval),
                     _ => None,
                 };
-                command.declares = matches!(word.text.as_str(), "declare" | "typeset" | "local");
+                command.declares = matches!(text, "declare" | "typeset" | "local");
+                command.assigns = command.declares || matches!(text, "export" | "readonly");
+                command.name_option = match text {
+                    "[" | "test" | "printf" => Some("-v"),
+                    "wait" => Some("-p"),
+                    _ => None,
+                };
             }
         }
+        if for_name && integer_word {
+            // `for n in …` assigns each item to `n`: arithmetic when `n` is an integer.
+            command.refuse = Some(RefusedContext::Arithmetic);
+        }
         command.words += 1;
+        if saw_alias {
+            self.alias = true;
+        }
     }
 
     /// Whether a word being read at the start of a command, in this frame or one around it,
@@ -510,10 +625,20 @@ impl Lexer {
     fn in_arithmetic_word(&self) -> bool {
         self.stack.iter().any(|f| match f {
             Frame::Unquoted(frame) => {
-                frame.command.words == 0 && self.is_arithmetic_word(&frame.word)
+                frame.array.is_some()
+                    || ((frame.command.words == 0 || frame.command.assigns)
+                        && self.is_arithmetic_word(&frame.word))
             }
             Frame::Double(_) => false,
         })
+    }
+
+    /// Whether a word being read, in this frame or one around it, is the operand of a `-v`
+    /// of `[`, `test` or `printf`: a variable name, whose subscript bash evaluates.
+    fn in_variable_name(&self) -> bool {
+        self.stack
+            .iter()
+            .any(|f| matches!(f, Frame::Unquoted(u) if u.command.operand_v))
     }
 
     /// [`Lexer::in_arithmetic_word`] for one word.
@@ -524,6 +649,11 @@ impl Lexer {
         };
         let name = word.text.get(..end).unwrap_or_default();
         let rest = word.text.get(end..).unwrap_or_default();
+        // `n+=…` appends, evaluated as arithmetic like `n=…` for an integer `n`.
+        let name = match rest.starts_with('=') {
+            true => name.strip_suffix('+').unwrap_or(name),
+            false => name,
+        };
         let name_ok = !name.is_empty()
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             && word.special_at.is_none_or(|at| at > end);
@@ -560,7 +690,9 @@ impl Lexer {
     /// Ends the current simple command (at `;`, `&`, `|`, newline, `(`, `)`).
     fn end_command(&mut self) {
         self.finish_word();
-        if let Some(frame) = self.frame() {
+        if let Some(frame) = self.frame()
+            && !frame.command.in_double_bracket
+        {
             frame.command = Command::default();
         }
     }
@@ -639,8 +771,19 @@ impl Lexer {
                 self.arithmetic(body)?;
             }
             '(' => {
+                // bash's `NAME=(…)` / `NAME+=(…)`: a compound array assignment.
+                let array = self.word().is_some_and(|w| {
+                    w.special_at.is_none()
+                        && w.text
+                            .strip_suffix('=')
+                            .map(|n| n.strip_suffix('+').unwrap_or(n))
+                            .is_some_and(is_shell_name)
+                });
                 self.end_command();
                 if let Some(frame) = self.frame() {
+                    if array && frame.array.is_none() {
+                        frame.array = Some(frame.depth);
+                    }
                     frame.depth += 1;
                 }
                 self.out.push('(');
@@ -671,6 +814,9 @@ impl Lexer {
             Some(Frame::Unquoted(frame)) => {
                 if frame.depth > 0 {
                     frame.depth -= 1;
+                    if frame.array == Some(frame.depth) {
+                        frame.array = None;
+                    }
                     false
                 } else {
                     frame.case_depth == 0 && frame.subst.is_some()
@@ -732,13 +878,13 @@ impl Lexer {
                     break;
                 }
                 Some('$') if self.at(i + 1) == Some('{') => {
-                    if let Some((name, end)) = self.reference_at(i + 1) {
-                        self.placeholder(i, name, Quoting::Single)?;
-                        i = end;
-                    } else {
-                        self.out.push('$');
-                        i += 1;
+                    // The text in '…' is usually another program's (`sh -c '…'`, awk):
+                    // a value spliced there would be parsed again, so it is refused.
+                    if let Some((name, _)) = self.reference_at(i + 1) {
+                        return Err(self.unclassifiable(i, &name, RefusedContext::SingleQuoted));
                     }
+                    self.out.push('$');
+                    i += 1;
                 }
                 Some(c) => {
                     if let Some(word) = self.word() {
@@ -831,7 +977,19 @@ impl Lexer {
         context: RefusedContext,
         literal: bool,
     ) -> Result<(), TemplateError> {
-        match self.reference_at(i + 1) {
+        self.refuse_brace_at(i, i + 1, context, literal)
+    }
+
+    /// [`Lexer::refuse_brace`] for a `$` at `i` whose `{` is at `brace` (after line
+    /// continuations).
+    fn refuse_brace_at(
+        &self,
+        i: usize,
+        brace: usize,
+        context: RefusedContext,
+        literal: bool,
+    ) -> Result<(), TemplateError> {
+        match self.reference_at(brace) {
             Some((name, _)) => Err(self.unclassifiable(i, &name, context)),
             None if literal => Ok(()),
             None => Err(self.not_a_reference(i)),
@@ -968,6 +1126,9 @@ impl Lexer {
     /// `$'…'` from the `$` at `self.i`: copied to the closing quote; no placeholder inside.
     fn dollar_single(&mut self) -> Result<(), TemplateError> {
         self.quote_seen()?;
+        // dash reads `$'` as `$` and a single quote, bash as one string: from here on the
+        // two shells may split the script differently.
+        self.dollar_quote = true;
         let start = self.i;
         if let Some(word) = self.word() {
             word.expanded();
@@ -1113,6 +1274,12 @@ impl Lexer {
                     delimiter.push(c);
                     i += 1;
                 }
+                '$' if self.at(i + 1) == Some('\'') => {
+                    // bash and dash may read a `$'…'` delimiter differently.
+                    self.dollar_quote = true;
+                    delimiter.push(c);
+                    i += 1;
+                }
                 _ => {
                     delimiter.push(c);
                     i += 1;
@@ -1141,7 +1308,28 @@ impl Lexer {
                 let end = (start..self.chars.len())
                     .find(|&j| self.at(j) == Some('\n'))
                     .unwrap_or(self.chars.len());
+                // In an unquoted here-document sh joins `\` newline before it compares a
+                // line with the delimiter, so the line goes on to the next newline that is
+                // no continuation.
+                let mut end = end;
+                if !doc.quoted {
+                    let mut j = start;
+                    while j < self.chars.len() {
+                        match self.at(j) {
+                            Some('\\') if self.at(j + 1) == Some('\n') => j += 2,
+                            Some('\\') => j += 2,
+                            Some('\n') | None => break,
+                            Some(_) => j += 1,
+                        }
+                    }
+                    end = j.min(self.chars.len());
+                }
                 let line: String = self.chars.get(start..end).unwrap_or(&[]).iter().collect();
+                let line = if doc.quoted {
+                    line
+                } else {
+                    line.replace("\\\n", "")
+                };
                 let candidate = if doc.strip_tabs {
                     line.trim_start_matches('\t')
                 } else {
@@ -1150,8 +1338,9 @@ impl Lexer {
                 let last = candidate == doc.delimiter;
                 if !last {
                     for j in start..end {
-                        if self.at(j) == Some('$') && self.at(j + 1) == Some('{') {
-                            self.refuse_brace(j, RefusedContext::Heredoc, doc.quoted)?;
+                        let brace = self.skip_continuations(j + 1);
+                        if self.at(j) == Some('$') && self.at(brace) == Some('{') {
+                            self.refuse_brace_at(j, brace, RefusedContext::Heredoc, doc.quoted)?;
                         }
                     }
                 }
@@ -1184,8 +1373,12 @@ mod tests {
             ("echo ${x}", "echo \"$HOOKVISOR_X\""),
             ("echo a${X}b", "echo a\"$HOOKVISOR_X\"b"),
             ("echo \"a ${x} b\"", "echo \"a ${HOOKVISOR_X} b\""),
-            ("echo 'a ${x} b'", "echo 'a '\"$HOOKVISOR_X\"' b'"),
-            ("echo '\\${x}'", "echo '\\'\"$HOOKVISOR_X\"''"),
+            // Next to single quotes, not inside them.
+            ("echo 'a '${x}' b'", "echo 'a '\"$HOOKVISOR_X\"' b'"),
+            (
+                "sh -c 'echo \"$1\"' _ ${x}",
+                "sh -c 'echo \"$1\"' _ \"$HOOKVISOR_X\"",
+            ),
             ("echo ${data.key}", "echo \"$HOOKVISOR_DATA_KEY\""),
             ("v=${x} eval_it", "v=\"$HOOKVISOR_X\" eval_it"),
             ("echo $(basename ${x})", "echo $(basename \"$HOOKVISOR_X\")"),
@@ -1229,9 +1422,26 @@ mod tests {
                 "cat <<-'E' <<F; echo \"$HOOKVISOR_X\"\n\t${not_a_ref:-q}\n\tE\nF\necho \"$HOOKVISOR_Y\"",
             ),
             (
-                "echo `date` $((1 + 2)) $'\\n' ${x}",
-                "echo `date` $((1 + 2)) $'\\n' \"$HOOKVISOR_X\"",
+                "echo `date` $((1 + 2)) ${x}",
+                "echo `date` $((1 + 2)) \"$HOOKVISOR_X\"",
             ),
+            // A `$'` inside quotes is the same text to dash and bash.
+            ("echo '$' \"$'\" ${x}", "echo '$' \"$'\" \"$HOOKVISOR_X\""),
+            // An unquoted here-document's `\\` newline ends no line; `\\\\` is a backslash.
+            (
+                "cat <<EOF\na\\\\\nEOF\necho ${x}",
+                "cat <<EOF\na\\\\\nEOF\necho \"$HOOKVISOR_X\"",
+            ),
+            // What only looks like the new refusals.
+            ("grep -v ${x} f", "grep -v \"$HOOKVISOR_X\" f"),
+            (
+                "for n in ${x}; do :; done",
+                "for n in \"$HOOKVISOR_X\"; do :; done",
+            ),
+            ("[[ a ]] && echo ${x}", "[[ a ]] && echo \"$HOOKVISOR_X\""),
+            ("a=(1); echo ${x}", "a=(1); echo \"$HOOKVISOR_X\""),
+            ("command -v ${x}", "command -v \"$HOOKVISOR_X\""),
+            ("echo alias ${x}", "echo alias \"$HOOKVISOR_X\""),
             ("cat <<< ${x}", "cat <<< \"$HOOKVISOR_X\""),
             // Subshells, quoted or argument brackets are no arithmetic.
             ("( (echo ${x}) )", "( (echo \"$HOOKVISOR_X\") )"),
@@ -1273,7 +1483,7 @@ mod tests {
 
     #[test]
     fn references_are_lowercased_once_in_order_and_skip_comments() {
-        let t = ShellTemplate::parse("echo ${B} \"${a}\" '${b}' # ${c}").unwrap();
+        let t = ShellTemplate::parse("echo ${B} \"${a}\" ${b} '${c:-q}' # ${c}").unwrap();
         assert_eq!(t.references(), ["b", "a"]);
     }
 
@@ -1319,12 +1529,54 @@ mod tests {
             ("echo $[${x}+1]", Arithmetic, 1, 8),
             ("a[${x}]=1", Arithmetic, 1, 3),
             ("a[\"${x}\"]=1", Arithmetic, 1, 4),
-            ("a['${x}']=1", Arithmetic, 1, 4),
+            ("a['${x}']=1", SingleQuoted, 1, 4),
             ("a[$(echo ${x})]=1", Arithmetic, 1, 10),
             ("declare -i n=${x}", Arithmetic, 1, 14),
             ("f() { local -ri n=\"${x}\"; }", Arithmetic, 1, 20),
             ("declare -i n m\nn=1 m=\"${x}\"", Arithmetic, 2, 8),
             ("[[ ${x} -eq 1 ]]", DoubleBracket, 1, 4),
+            // Review finding 3: single-quoted text is usually another program's.
+            ("sh -c 'echo ${x}'", SingleQuoted, 1, 13),
+            ("echo 'a ${x} b'", SingleQuoted, 1, 9),
+            ("xargs sh -c 'echo ${x}'", SingleQuoted, 1, 19),
+            ("awk 'BEGIN{print \"${x}\"}'", SingleQuoted, 1, 19),
+            // Finding 4a: sh joins `\` newline before it looks for the delimiter.
+            ("sh <<EOF\nx\\\nEOF\necho ${x}\nEOF", Heredoc, 4, 6),
+            ("cat <<EOF\n$\\\n{x}\nEOF", Heredoc, 2, 1),
+            // Finding 4b: dash reads `$'` as `$` and a quote, so the rest splits differently.
+            ("echo $'\\'' \" ' ; eval ${x} #\"", DollarQuoteScript, 1, 23),
+            ("echo ${x} $'\\n'", DollarQuoteScript, 1, 6),
+            // Finding 4c: options of prefixes, and aliases.
+            ("command -p eval ${x}", Eval, 1, 17),
+            ("command -- eval ${x}", Eval, 1, 17),
+            ("command -p trap ${x} EXIT", Eval, 1, 17),
+            ("\\command -p eval ${x}", Eval, 1, 18),
+            ("time -p eval ${x}", Eval, 1, 14),
+            ("alias e=eval\ne ${x}", AliasScript, 2, 3),
+            ("echo ${x}; alias e=eval", AliasScript, 1, 6),
+            // Finding 5: bash arithmetic past the checks.
+            ("[[ 1 == 1 && ${x} -eq 2 ]]", DoubleBracket, 1, 14),
+            ("[[ ( ${x} -eq 2 ) ]]", DoubleBracket, 1, 6),
+            ("[[ 1 == 1 ||\n${x} -eq 2 ]]", DoubleBracket, 2, 1),
+            ("a=([${x}]=1)", Arithmetic, 1, 5),
+            ("a+=([${x}]=1)", Arithmetic, 1, 6),
+            ("f() { local a=([${x}]=1); }", Arithmetic, 1, 17),
+            ("a=( $(echo ${x}) )", Arithmetic, 1, 12),
+            ("declare -i n; n+=${x}", Arithmetic, 1, 18),
+            ("declare -i n; export n=${x}", Arithmetic, 1, 24),
+            ("declare -i n; readonly n=${x}", Arithmetic, 1, 26),
+            ("declare -i n; for n in ${x}; do :; done", Arithmetic, 1, 24),
+            ("export a[${x}]=1", Arithmetic, 1, 10),
+            ("[ -v ${x} ]", VariableName, 1, 6),
+            ("test -v \"a[${x}]\"", VariableName, 1, 12),
+            ("printf -v ${x} %s 1", VariableName, 1, 11),
+            ("declare -n r=${x}", VariableName, 1, 14),
+            ("f() { local -n r=${x}; }", VariableName, 1, 18),
+            ("unset ${x}", VariableName, 1, 7),
+            ("read -r ${x}", VariableName, 1, 9),
+            ("getopts a ${x}", VariableName, 1, 11),
+            ("wait -n -p ${x}", VariableName, 1, 12),
+            ("mapfile -C ${x} -c 1 a", Eval, 1, 12),
         ];
         for (text, context, line, column) in table {
             let err = ShellTemplate::parse(text).unwrap_err();
@@ -1430,6 +1682,35 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Review finding 3's fix, as its message gives it, with real shells: the value reaches
+    /// the inner `sh -c` as an argument, and its own text never runs.
+    #[test]
+    fn the_single_quote_fix_passes_values_as_arguments() {
+        let err = ShellTemplate::parse("sh -c 'echo ${y}'").unwrap_err();
+        assert!(
+            err.to_string().contains("sh -c '… \"$1\"' _ ${y}")
+                && err.to_string().contains("ENVIRON[\"HOOKVISOR_Y\"]"),
+            "{err}"
+        );
+        let t = ShellTemplate::parse("sh -c 'printf %s \"$1\" > out' _ ${y}").unwrap();
+        let value = "$(touch PWN)`touch PWN`';touch PWN'";
+        for shell in ["/bin/sh", "dash", "bash"] {
+            let dir = tempfile::tempdir().unwrap();
+            let status = std::process::Command::new(shell)
+                .arg("-c")
+                .arg(t.script())
+                .env("HOOKVISOR_Y", value)
+                .current_dir(dir.path())
+                .status();
+            // dash or bash may be missing on some systems; /bin/sh never is.
+            let Ok(status) = status else { continue };
+            assert!(status.success(), "{shell}");
+            let out = std::fs::read_to_string(dir.path().join("out")).unwrap();
+            assert_eq!(out, value, "{shell}");
+            assert!(!dir.path().join("PWN").exists(), "{shell}");
+        }
     }
 
     #[test]
