@@ -877,7 +877,7 @@ mod tests {
         let p = payload();
         let script = template::ShellTemplate::parse(
             "printf '%s' ${msg} > a.out; printf '%s' \"${data.msg}\" > b.out; \
-             printf '%s' 'f=${file}' > c.out; printf '%s|' ${files} > d.out",
+             printf '%s' 'f='${file} > c.out; printf '%s|' ${files} > d.out",
         )
         .unwrap();
         for name in script.references() {
