@@ -204,8 +204,7 @@ fn selected(hook: &Hook, firing: &Firing) -> bool {
     }
     let tool_name = firing.data.get("tool_name").and_then(Json::as_str);
     let tool_ok = match &hook.spec.tool {
-        None | Some(ToolMatcher::All) => true,
-        Some(ToolMatcher::Names(names)) => tool_name.is_some_and(|t| names.iter().any(|n| n == t)),
+        None => true,
         Some(ToolMatcher::Regex(text)) => {
             tracing::warn!(
                 "{}: tool regex '{text}' is not supported yet; the hook does not run",
@@ -213,6 +212,7 @@ fn selected(hook: &Hook, firing: &Firing) -> bool {
             );
             false
         }
+        Some(matcher) => matcher.matches(tool_name),
     };
     let pattern_ok = hook.pattern.is_none()
         || firing
