@@ -399,12 +399,11 @@ fn run_once(
         source,
     };
     let env = payload.environment(dir.path()).map_err(run_dir_error)?;
-    let stdin = dir.path().join("stdin.json");
-    fs::write(&stdin, payload.stdin_json()).map_err(run_dir_error)?;
     let options = RunOptions {
         cancel: Some(cancel.clone()),
         extra_env: env.clone(),
-        stdin: Some(stdin),
+        // From bytes, not a file in the run directory the agent could rewrite (exec rule 1).
+        stdin: Some(payload.stdin_json().into()),
         capture: Capture::Separate {
             limit: CAPTURE_LIMIT,
         },
