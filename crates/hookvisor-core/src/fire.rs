@@ -88,6 +88,9 @@ use crate::template;
 /// an agent, whose own cap is 10,000 characters.
 const CAPTURE_LIMIT: usize = 1024 * 1024;
 
+/// Linux's `MAX_ARG_STRLEN`: `execve` refuses one argument of this many bytes with its NUL.
+const MAX_ARG_BYTES: usize = 128 << 10;
+
 /// One event to fire: what happened, and the variables its hooks see (EVENTS.md §5 rule 19).
 #[derive(Debug, Clone)]
 pub struct Firing {
@@ -421,6 +424,24 @@ fn run_once(
                 Ok(expanded) => expanded,
                 Err(err) => return Ok(Ran::Refused(format!("argv: {err}"))),
             };
+            // What `execve` cannot pass is refused here, where the run can say why: a NUL
+            // would end the argument early, an over-long one fail the exec.
+            for (i, arg) in expanded.iter().enumerate() {
+                let bytes = arg.as_encoded_bytes();
+                if bytes.contains(&0) {
+                    return Ok(Ran::Refused(format!(
+                        "argv: item {i} has a NUL byte, which no argument can hold; read the \
+                         value from the event JSON on stdin"
+                    )));
+                }
+                if bytes.len() >= MAX_ARG_BYTES {
+                    return Ok(Ran::Refused(format!(
+                        "argv: item {i} is {} bytes, over the 128 KiB one argument can hold; \
+                         read the value from the event JSON on stdin",
+                        bytes.len()
+                    )));
+                }
+            }
             let mut expanded = expanded.into_iter();
             let Some(program) = expanded.next().filter(|p| !p.is_empty()) else {
                 return Ok(Ran::Refused("argv: the program expands to nothing".into()));
@@ -445,9 +466,18 @@ fn run_once(
                 !env.iter().any(|(k, _)| k.as_os_str() == var.as_str())
             }) {
                 let var = template::env_name(name);
+                let file = format!("{var}_FILE");
+                if env.iter().any(|(k, _)| k.as_os_str() == file.as_str()) {
+                    return Ok(Ran::Refused(format!(
+                        "run: ${{{name}}} is too large for the environment; read the file \
+                         ${file} instead"
+                    )));
+                }
+                // Payload rules 6-9: a name ending in _FILE or _NUL, a too long one, one
+                // another value took, or one past the budget.
                 return Ok(Ran::Refused(format!(
-                    "run: ${{{name}}} is too large for the environment; read the file \
-                     ${var}_FILE instead"
+                    "run: ${{{name}}} is not in the environment; read it from the event JSON \
+                     on stdin"
                 )));
             }
             (
@@ -971,6 +1001,54 @@ mod tests {
             fs::read_to_string(ws.ctx.workspace.join("argv.out")).unwrap(),
             big
         );
+    }
+
+    /// A `run:` reference to a name the environment keeps for files fails the run, and says
+    /// where the value is, instead of naming a file that does not exist.
+    #[test]
+    fn a_run_reference_to_a_file_name_fails_and_points_to_stdin() {
+        let ws = Ws::new();
+        ws.yml(
+            "r",
+            "event: task.start\nblock_on: failure\nrun: cat ${note_file} > run.out",
+        );
+        let reply = ws.fire_event("task.start", json!({ "note_file": "/etc/passwd" }));
+        assert_eq!(reply.decision, Decision::Block, "{reply:?}");
+        let reason = reply.reason.unwrap();
+        assert!(reason.contains("not in the environment"), "{reason}");
+        assert!(!ws.ctx.workspace.join("run.out").exists());
+    }
+
+    /// Review finding 8: an argument no `execve` takes (a NUL byte, over 128 KiB) fails the
+    /// run with a message, not `fire` with an internal error.
+    #[test]
+    fn an_argv_value_exec_cannot_take_fails_the_run_with_a_reason() {
+        for (value, why) in [
+            (json!("a\u{0}b"), "NUL byte"),
+            (json!("x".repeat(MAX_ARG_BYTES)), "over the 128 KiB"),
+        ] {
+            let ws = Ws::new();
+            ws.yml(
+                "a",
+                "event: task.start\nblock_on: failure\nargv: [sh, -c, ': > ran', sh, '${v}']",
+            );
+            let reply = ws.fire_event("task.start", json!({ "v": value }));
+            assert_eq!(reply.decision, Decision::Block, "{why}: {reply:?}");
+            let reason = reply.reason.unwrap();
+            assert!(reason.contains(why) && reason.contains("argv"), "{reason}");
+            assert!(!ws.ctx.workspace.join("ran").exists());
+        }
+        // One byte under the limit still runs.
+        let ws = Ws::new();
+        ws.yml(
+            "a",
+            "event: task.start\nargv: [sh, -c, 'printf %s \"$1\" | wc -c > n', sh, '${v}']",
+        );
+        let value = "x".repeat(MAX_ARG_BYTES - 1);
+        let reply = ws.fire_event("task.start", json!({ "v": value }));
+        assert_eq!(reply.decision, Decision::Allow, "{reply:?}");
+        let n = fs::read_to_string(ws.ctx.workspace.join("n")).unwrap();
+        assert_eq!(n.trim(), (MAX_ARG_BYTES - 1).to_string());
     }
 
     #[test]
