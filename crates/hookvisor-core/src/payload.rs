@@ -660,7 +660,10 @@ impl Env<'_> {
         let inline = bytes.len() <= MAX_INLINE_BYTES && !bytes.contains(&0);
         if !self.free(&var_name) {
             if !inline && self.out.len() < MAX_VARIABLES {
-                self.skip(var_name, "another value took its name, and it is too large inline");
+                self.skip(
+                    var_name,
+                    "another value took its name, and it is too large inline",
+                );
             }
             return Ok(());
         }
@@ -1049,7 +1052,10 @@ mod tests {
                 .as_os_str()
                 .as_bytes()
         );
-        assert_eq!(fs::read(OsStr::from_bytes(content)).unwrap(), big.as_bytes());
+        assert_eq!(
+            fs::read(OsStr::from_bytes(content)).unwrap(),
+            big.as_bytes()
+        );
         for name in [
             "HOOKVISOR_NOTE_FILE",
             "HOOKVISOR_X_NUL",
@@ -1061,8 +1067,15 @@ mod tests {
         }
         assert_eq!(map["HOOKVISOR_OBJ_FILE_INNER"], b"kept");
         let skipped: Vec<&str> = env.skipped.iter().map(|(n, _)| n.as_str()).collect();
-        for name in ["HOOKVISOR_NOTE_FILE", "HOOKVISOR_X_NUL", "HOOKVISOR_TAGS_FILE"] {
-            assert!(skipped.contains(&name), "{name} not warned about: {skipped:?}");
+        for name in [
+            "HOOKVISOR_NOTE_FILE",
+            "HOOKVISOR_X_NUL",
+            "HOOKVISOR_TAGS_FILE",
+        ] {
+            assert!(
+                skipped.contains(&name),
+                "{name} not warned about: {skipped:?}"
+            );
         }
         // The values stay readable where a hook should read them.
         assert_eq!(
@@ -1106,11 +1119,19 @@ mod tests {
         assert_eq!(fits_file.len(), MAX_NAME_BYTES);
         assert!(map.contains_key(&fits_file));
         assert!(!map.contains_key(&env_name(&over)));
-        assert!(map.keys().all(|k| k.len() <= MAX_NAME_BYTES), "{:?}", map.keys());
+        assert!(
+            map.keys().all(|k| k.len() <= MAX_NAME_BYTES),
+            "{:?}",
+            map.keys()
+        );
         // Each long key twice, itself and `data.<key>`, and `data.<fits>`, over by `DATA_`.
         let skipped: Vec<&str> = env.skipped.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(skipped.len(), 9, "{skipped:?}");
-        assert!(skipped.iter().all(|n| n.len() + "_FILE".len() > MAX_NAME_BYTES));
+        assert!(
+            skipped
+                .iter()
+                .all(|n| n.len() + "_FILE".len() > MAX_NAME_BYTES)
+        );
         assert!(skipped.contains(&env_name(&over).as_str()));
         assert!(skipped.contains(&env_name(&"k".repeat(250)).as_str()));
         // And a real shell starts with it.
@@ -1154,7 +1175,10 @@ mod tests {
         for mode in [0o777, 0o720, 0o1733] {
             fs::set_permissions(&real, fs::Permissions::from_mode(mode)).unwrap();
             let err = p.environment(&real).unwrap_err();
-            assert!(err.to_string().contains("must not be writable"), "{mode:o}: {err}");
+            assert!(
+                err.to_string().contains("must not be writable"),
+                "{mode:o}: {err}"
+            );
         }
         assert_eq!(fs::read_dir(&real).unwrap().count(), 0, "nothing written");
         fs::set_permissions(&real, fs::Permissions::from_mode(0o755)).unwrap();

@@ -130,7 +130,10 @@ mod tests {
             {
                 break pid;
             }
-            assert!(start.elapsed() < Duration::from_secs(10), "the hook never started");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the hook never started"
+            );
             std::thread::sleep(Duration::from_millis(20));
         };
         let fd0 = format!("/proc/{pid}/fd/0");
