@@ -22,11 +22,15 @@
 //!    *fails* the hook: its message is the run's output (stderr, exit 1) and is judged as a
 //!    failure, never read as true or false.
 //! 6. **Run** (§4.1, rule 19). Each run gets a fresh directory under `<state>/fire/` for the
-//!    payload's files ([`Payload::environment`]); the event JSON is the child's stdin; stdout and
-//!    stderr are captured apart for the judge. A script hook runs through [`run_hook`]; `argv:`
-//!    is expanded by [`template::expand_argv`] and run without a shell; `run:` is
-//!    `sh -c SCRIPT` after every referenced name was checked to exist (rule 20). An unknown
-//!    name or an empty argv is a failed run, never an empty value. The timeout is the hook's.
+//!    payload's files ([`Payload::environment`]); the event JSON is the child's stdin, from
+//!    bytes in a sealed memory file the agent cannot change (the source of truth: the files can
+//!    change under the hook, see the payload's "Known limit"); stdout and stderr are captured
+//!    apart for the judge. A script hook runs through [`run_hook`]; `argv:` is expanded by
+//!    [`template::expand_argv`] and run without a shell; `run:` is `sh -c SCRIPT` after every
+//!    referenced name was checked to exist and to be in the environment (rule 20). An unknown
+//!    name, an empty argv, or an argv item `execve` cannot pass (a NUL byte, 128 KiB or more)
+//!    is a failed run with its reason, never an empty or cut value. The timeout is the
+//!    hook's.
 //! 7. **Retry and judgment** (§5 rule 1). A run the judge wants re-run (`on_failure: retry`) is
 //!    re-run up to `retries` times, `retry_delay` apart (a [`CancelToken`] wait, so a cancel
 //!    ends it); the last run is judged with [`Judge`] and folded into the [`Outcome`]. Each run
