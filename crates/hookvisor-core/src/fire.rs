@@ -773,6 +773,27 @@ mod tests {
         assert_eq!(ws.trace(), ["any", "files", "any", "any"]);
     }
 
+    /// Review finding 10: `Bash*` and `mcp__*` were exact names no tool has, so a gate written
+    /// with them never ran.
+    #[test]
+    fn a_tool_glob_selects_its_tools() {
+        let ws = Ws::new();
+        ws.yml(
+            "mcp",
+            "event: tool.before\ntool: mcp__*\nrun: echo mcp >> trace",
+        );
+        ws.yml(
+            "bash",
+            "event: tool.before\ntool: Read|Bash*\nrun: echo bash >> trace",
+        );
+        ws.fire_event("tool.before", json!({"tool_name": "mcp__github__push"}));
+        assert_eq!(ws.trace(), ["mcp"]);
+        ws.fire_event("tool.before", json!({"tool_name": "BashOutput"}));
+        assert_eq!(ws.trace(), ["mcp", "bash"]);
+        ws.fire_event("tool.before", json!({"tool_name": "Write"}));
+        assert_eq!(ws.trace(), ["mcp", "bash"]);
+    }
+
     #[test]
     fn other_events_and_unmatched_patterns_run_nothing() {
         let ws = Ws::new();
