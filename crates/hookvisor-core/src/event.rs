@@ -251,7 +251,8 @@ impl FromStr for Event {
 pub enum ToolMatcher {
     /// Every tool (`*`).
     All,
-    /// These exact names (`Write|Edit`).
+    /// These names (`Write|Edit`); one with a `*` is a glob (`Bash*`, `mcp__*`), where `*`
+    /// matches any run of characters (see [`ToolMatcher::matches`]).
     Names(Vec<String>),
     /// A regex to match against the whole name. It is kept as text: the core has no regex
     /// engine yet, so compiling it (and refusing a bad one) is left to the dispatcher.
@@ -273,6 +274,39 @@ impl ToolMatcher {
         }
         ToolMatcher::Names(names.into_iter().map(str::to_owned).collect())
     }
+
+    /// Whether a call of the tool `tool_name` (`None`: the event names no tool) is selected.
+    /// A name with a `*` matches as a glob: taking `mcp__*` as an exact name would never
+    /// match, and a gate that never runs lets every call through. A regex is not matched
+    /// here (the core has no regex engine): it selects nothing.
+    pub fn matches(&self, tool_name: Option<&str>) -> bool {
+        match self {
+            ToolMatcher::All => true,
+            ToolMatcher::Names(names) => {
+                tool_name.is_some_and(|tool| names.iter().any(|n| name_matches(n, tool)))
+            }
+            ToolMatcher::Regex(_) => false,
+        }
+    }
+}
+
+/// Whether `tool` is `name`, or matches it as a glob when it has a `*`.
+fn name_matches(name: &str, tool: &str) -> bool {
+    if !name.contains('*') {
+        return name == tool;
+    }
+    // Runs of `*` are one `*`: globset refuses a `**` inside a name, and here they mean the
+    // same. `parse` let only letters, digits, `_` and `*` through, so nothing else is special.
+    let mut glob = String::with_capacity(name.len());
+    for c in name.chars() {
+        if !(c == '*' && glob.ends_with('*')) {
+            glob.push(c);
+        }
+    }
+    globset::GlobBuilder::new(&glob)
+        .literal_separator(false)
+        .build()
+        .is_ok_and(|g| g.compile_matcher().is_match(tool))
 }
 
 impl fmt::Display for ToolMatcher {
@@ -560,6 +594,33 @@ mod tests {
         ];
         for (tool, want) in table {
             assert_eq!(&ToolMatcher::parse(tool), want, "{tool}");
+        }
+    }
+
+    /// A `*` inside a name is a glob, not part of an exact name that no tool has.
+    #[test]
+    fn tool_names_with_a_star_match_as_globs() {
+        // (tool:, tool name, selected)
+        let table: &[(&str, Option<&str>, bool)] = &[
+            ("Bash*", Some("Bash"), true),
+            ("Bash*", Some("BashOutput"), true),
+            ("Bash*", Some("bash"), false),
+            ("Bash*", Some("MyBash"), false),
+            ("mcp__*", Some("mcp__github__create_issue"), true),
+            ("mcp__*", Some("mcp_x"), false),
+            ("mcp__*__write", Some("mcp__fs__write"), true),
+            ("mcp__*__write", Some("mcp__fs__read"), false),
+            ("Write|mcp__**", Some("mcp__a/b"), true),
+            ("Write|Edit*", Some("Write"), true),
+            ("Write|Edit*", Some("EditFile"), true),
+            ("Write|Edit", Some("Edit2"), false),
+            ("Bash*", None, false),
+            ("*", None, true),
+            ("mcp__.*", Some("mcp__x"), false),
+        ];
+        for (tool, name, want) in table {
+            let matcher = ToolMatcher::parse(tool);
+            assert_eq!(matcher.matches(*name), *want, "{tool} {name:?}");
         }
     }
 }

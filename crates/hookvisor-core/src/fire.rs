@@ -22,11 +22,15 @@
 //!    *fails* the hook: its message is the run's output (stderr, exit 1) and is judged as a
 //!    failure, never read as true or false.
 //! 6. **Run** (§4.1, rule 19). Each run gets a fresh directory under `<state>/fire/` for the
-//!    payload's files ([`Payload::environment`]); the event JSON is the child's stdin; stdout and
-//!    stderr are captured apart for the judge. A script hook runs through [`run_hook`]; `argv:`
-//!    is expanded by [`template::expand_argv`] and run without a shell; `run:` is
-//!    `sh -c SCRIPT` after every referenced name was checked to exist (rule 20). An unknown
-//!    name or an empty argv is a failed run, never an empty value. The timeout is the hook's.
+//!    payload's files ([`Payload::environment`]); the event JSON is the child's stdin, from
+//!    bytes in a sealed memory file the agent cannot change (the source of truth: the files can
+//!    change under the hook, see the payload's "Known limit"); stdout and stderr are captured
+//!    apart for the judge. A script hook runs through [`run_hook`]; `argv:` is expanded by
+//!    [`template::expand_argv`] and run without a shell; `run:` is `sh -c SCRIPT` after every
+//!    referenced name was checked to exist and to be in the environment (rule 20). An unknown
+//!    name, an empty argv, or an argv item `execve` cannot pass (a NUL byte, 128 KiB or more)
+//!    is a failed run with its reason, never an empty or cut value. The timeout is the
+//!    hook's.
 //! 7. **Retry and judgment** (§5 rule 1). A run the judge wants re-run (`on_failure: retry`) is
 //!    re-run up to `retries` times, `retry_delay` apart (a [`CancelToken`] wait, so a cancel
 //!    ends it); the last run is judged with [`Judge`] and folded into the [`Outcome`]. Each run
@@ -87,6 +91,9 @@ use crate::template;
 /// Bytes of each stream kept for the judge: a decision or reason longer than this is no use to
 /// an agent, whose own cap is 10,000 characters.
 const CAPTURE_LIMIT: usize = 1024 * 1024;
+
+/// Linux's `MAX_ARG_STRLEN`: `execve` refuses one argument of this many bytes with its NUL.
+const MAX_ARG_BYTES: usize = 128 << 10;
 
 /// One event to fire: what happened, and the variables its hooks see (EVENTS.md §5 rule 19).
 #[derive(Debug, Clone)]
@@ -204,8 +211,7 @@ fn selected(hook: &Hook, firing: &Firing) -> bool {
     }
     let tool_name = firing.data.get("tool_name").and_then(Json::as_str);
     let tool_ok = match &hook.spec.tool {
-        None | Some(ToolMatcher::All) => true,
-        Some(ToolMatcher::Names(names)) => tool_name.is_some_and(|t| names.iter().any(|n| n == t)),
+        None => true,
         Some(ToolMatcher::Regex(text)) => {
             tracing::warn!(
                 "{}: tool regex '{text}' is not supported yet; the hook does not run",
@@ -213,6 +219,7 @@ fn selected(hook: &Hook, firing: &Firing) -> bool {
             );
             false
         }
+        Some(matcher) => matcher.matches(tool_name),
     };
     let pattern_ok = hook.pattern.is_none()
         || firing
@@ -399,12 +406,11 @@ fn run_once(
         source,
     };
     let env = payload.environment(dir.path()).map_err(run_dir_error)?;
-    let stdin = dir.path().join("stdin.json");
-    fs::write(&stdin, payload.stdin_json()).map_err(run_dir_error)?;
     let options = RunOptions {
         cancel: Some(cancel.clone()),
         extra_env: env.clone(),
-        stdin: Some(stdin),
+        // From bytes, not a file in the run directory the agent could rewrite (exec rule 1).
+        stdin: Some(payload.stdin_json().into()),
         capture: Capture::Separate {
             limit: CAPTURE_LIMIT,
         },
@@ -422,6 +428,24 @@ fn run_once(
                 Ok(expanded) => expanded,
                 Err(err) => return Ok(Ran::Refused(format!("argv: {err}"))),
             };
+            // What `execve` cannot pass is refused here, where the run can say why: a NUL
+            // would end the argument early, an over-long one fail the exec.
+            for (i, arg) in expanded.iter().enumerate() {
+                let bytes = arg.as_encoded_bytes();
+                if bytes.contains(&0) {
+                    return Ok(Ran::Refused(format!(
+                        "argv: item {i} has a NUL byte, which no argument can hold; read the \
+                         value from the event JSON on stdin"
+                    )));
+                }
+                if bytes.len() >= MAX_ARG_BYTES {
+                    return Ok(Ran::Refused(format!(
+                        "argv: item {i} is {} bytes, over the 128 KiB one argument can hold; \
+                         read the value from the event JSON on stdin",
+                        bytes.len()
+                    )));
+                }
+            }
             let mut expanded = expanded.into_iter();
             let Some(program) = expanded.next().filter(|p| !p.is_empty()) else {
                 return Ok(Ran::Refused("argv: the program expands to nothing".into()));
@@ -446,9 +470,18 @@ fn run_once(
                 !env.iter().any(|(k, _)| k.as_os_str() == var.as_str())
             }) {
                 let var = template::env_name(name);
+                let file = format!("{var}_FILE");
+                if env.iter().any(|(k, _)| k.as_os_str() == file.as_str()) {
+                    return Ok(Ran::Refused(format!(
+                        "run: ${{{name}}} is too large for the environment; read the file \
+                         ${file} instead"
+                    )));
+                }
+                // Payload rules 6-9: a name ending in _FILE or _NUL, a too long one, one
+                // another value took, or one past the budget.
                 return Ok(Ran::Refused(format!(
-                    "run: ${{{name}}} is too large for the environment; read the file \
-                     ${var}_FILE instead"
+                    "run: ${{{name}}} is not in the environment; read it from the event JSON \
+                     on stdin"
                 )));
             }
             (
@@ -740,6 +773,27 @@ mod tests {
         assert_eq!(ws.trace(), ["any", "files", "any", "any"]);
     }
 
+    /// Review finding 10: `Bash*` and `mcp__*` were exact names no tool has, so a gate written
+    /// with them never ran.
+    #[test]
+    fn a_tool_glob_selects_its_tools() {
+        let ws = Ws::new();
+        ws.yml(
+            "mcp",
+            "event: tool.before\ntool: mcp__*\nrun: echo mcp >> trace",
+        );
+        ws.yml(
+            "bash",
+            "event: tool.before\ntool: Read|Bash*\nrun: echo bash >> trace",
+        );
+        ws.fire_event("tool.before", json!({"tool_name": "mcp__github__push"}));
+        assert_eq!(ws.trace(), ["mcp"]);
+        ws.fire_event("tool.before", json!({"tool_name": "BashOutput"}));
+        assert_eq!(ws.trace(), ["mcp", "bash"]);
+        ws.fire_event("tool.before", json!({"tool_name": "Write"}));
+        assert_eq!(ws.trace(), ["mcp", "bash"]);
+    }
+
     #[test]
     fn other_events_and_unmatched_patterns_run_nothing() {
         let ws = Ws::new();
@@ -972,6 +1026,54 @@ mod tests {
             fs::read_to_string(ws.ctx.workspace.join("argv.out")).unwrap(),
             big
         );
+    }
+
+    /// A `run:` reference to a name the environment keeps for files fails the run, and says
+    /// where the value is, instead of naming a file that does not exist.
+    #[test]
+    fn a_run_reference_to_a_file_name_fails_and_points_to_stdin() {
+        let ws = Ws::new();
+        ws.yml(
+            "r",
+            "event: task.start\nblock_on: failure\nrun: cat ${note_file} > run.out",
+        );
+        let reply = ws.fire_event("task.start", json!({ "note_file": "/etc/passwd" }));
+        assert_eq!(reply.decision, Decision::Block, "{reply:?}");
+        let reason = reply.reason.unwrap();
+        assert!(reason.contains("not in the environment"), "{reason}");
+        assert!(!ws.ctx.workspace.join("run.out").exists());
+    }
+
+    /// Review finding 8: an argument no `execve` takes (a NUL byte, over 128 KiB) fails the
+    /// run with a message, not `fire` with an internal error.
+    #[test]
+    fn an_argv_value_exec_cannot_take_fails_the_run_with_a_reason() {
+        for (value, why) in [
+            (json!("a\u{0}b"), "NUL byte"),
+            (json!("x".repeat(MAX_ARG_BYTES)), "over the 128 KiB"),
+        ] {
+            let ws = Ws::new();
+            ws.yml(
+                "a",
+                "event: task.start\nblock_on: failure\nargv: [sh, -c, ': > ran', sh, '${v}']",
+            );
+            let reply = ws.fire_event("task.start", json!({ "v": value }));
+            assert_eq!(reply.decision, Decision::Block, "{why}: {reply:?}");
+            let reason = reply.reason.unwrap();
+            assert!(reason.contains(why) && reason.contains("argv"), "{reason}");
+            assert!(!ws.ctx.workspace.join("ran").exists());
+        }
+        // One byte under the limit still runs.
+        let ws = Ws::new();
+        ws.yml(
+            "a",
+            "event: task.start\nargv: [sh, -c, 'printf %s \"$1\" | wc -c > n', sh, '${v}']",
+        );
+        let value = "x".repeat(MAX_ARG_BYTES - 1);
+        let reply = ws.fire_event("task.start", json!({ "v": value }));
+        assert_eq!(reply.decision, Decision::Allow, "{reply:?}");
+        let n = fs::read_to_string(ws.ctx.workspace.join("n")).unwrap();
+        assert_eq!(n.trim(), (MAX_ARG_BYTES - 1).to_string());
     }
 
     #[test]

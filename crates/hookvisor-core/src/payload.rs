@@ -29,9 +29,12 @@
 //!
 //! # The environment
 //!
-//! [`Payload::environment`] writes its files into a per-run directory the caller made (owned by
-//! the run user: the caller acts as that user), each created new (`O_EXCL`), never through a
-//! symbolic link (`O_NOFOLLOW`), mode 0600, named after its variable:
+//! [`Payload::environment`] writes its files into a per-run directory the caller made. It opens
+//! the directory once, not through a symbolic link (`O_DIRECTORY|O_NOFOLLOW`), and refuses it
+//! unless it is owned by the file-system uid we act as (the caller acts as the run user); acting
+//! as root, it takes only a directory owned by root that neither its group nor others can
+//! write. Each file is created relative to that descriptor (`openat`), new (`O_EXCL`), never
+//! through a symbolic link (`O_NOFOLLOW`), mode 0600, named after its variable:
 //!
 //! 1. `HOOKVISOR_PAYLOAD`: the path of `payload.json`, the event JSON.
 //! 2. A scalar is `HOOKVISOR_<NAME>` ([`env_name`]: upper case, dots and other bytes → `_`,
@@ -57,10 +60,31 @@
 //! 7. At most [`MAX_VARIABLES`] variables are set, and a file's path counts against the
 //!    budget too: a variable past either is left out, and is only in `payload.json` and the
 //!    lookups. Together they keep `execve` clear of `E2BIG`.
+//! 8. A name ending in `_FILE` or `_NUL` is never set from a value: those names are the paths
+//!    of the files of rules 3 and 5, and a data key `content_file` must not pass for the file
+//!    of `content` (a hook would read the path it names). Such a variable is left out with a
+//!    warning; its value stays in `payload.json` and the lookups.
+//! 9. A variable whose name, with `_FILE`, is over [`MAX_NAME_BYTES`] is left out with a
+//!    warning (and its flattened children with it), so that a long data key cannot make a file
+//!    name the file system refuses and keep the hook from starting.
+//!
+//! A variable left out because another took its name (rule 6), or whose `_FILE` name another
+//! took, is warned about too when its value was too large to be inline: it is then in no
+//! variable at all.
+//!
+//! # Known limit: the files can change under the hook
+//!
+//! The directory belongs to the run user, who is also the agent's user: between our write and
+//! the hook's read, the agent can replace `payload.json` or a `_FILE`/`_NUL` file. Closing that
+//! needs the files passed to the hook as sealed descriptors through the executor's descriptor
+//! closing, which is not done yet. The event JSON on stdin is a sealed memory file the agent
+//! cannot change (the executor's rule 1): **it is the source of truth, and a gate must read its
+//! event from stdin**; `HOOKVISOR_PAYLOAD`, the files and the environment are conveniences.
 //!
 //! [`ENV_BUDGET_BYTES`]: crate::payload::ENV_BUDGET_BYTES
 //! [`MAX_FLATTEN_SEGMENTS`]: crate::payload::MAX_FLATTEN_SEGMENTS
 //! [`MAX_INLINE_BYTES`]: crate::payload::MAX_INLINE_BYTES
+//! [`MAX_NAME_BYTES`]: crate::payload::MAX_NAME_BYTES
 //! [`MAX_VARIABLES`]: crate::payload::MAX_VARIABLES
 //! [`Payload::environment`]: crate::payload::Payload::environment
 //! [`Payload::lookup`]: crate::payload::Payload::lookup
@@ -75,16 +99,21 @@
 
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
-use std::fs::OpenOptions;
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
+
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::Mode;
 
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
+use crate::sys;
 use crate::template::{self, env_name, nul_env_name};
 use crate::timestamp::rfc3339_millis;
 use crate::when::{self, Lookup};
@@ -101,6 +130,13 @@ pub const MAX_VARIABLES: usize = 1024;
 
 /// The most segments of a flattened name (rule 4): `a.b.c.d.e.f.g.h`.
 pub const MAX_FLATTEN_SEGMENTS: usize = 8;
+
+/// The longest variable name with its `_FILE` suffix (rule 9): the file takes that name, and
+/// file systems refuse one over 255 bytes.
+pub const MAX_NAME_BYTES: usize = 200;
+
+/// The suffixes of the file variables (rules 3 and 5), which no value may take (rule 8).
+const FILE_SUFFIXES: [&str; 2] = ["_FILE", "_NUL"];
 
 /// The built-in names and `data`, which extra variables cannot take (levels 1 and 3 of
 /// "Names").
@@ -272,14 +308,24 @@ impl Payload {
 
     /// Writes the payload's files into `dir` and returns the environment of a hook (see "The
     /// environment"): `HOOKVISOR_PAYLOAD` first, then the variables in precedence order.
-    /// Fails when a file cannot be created, including when one already exists: give each run
-    /// a fresh directory.
+    /// Fails when `dir` is a symbolic link, not a directory, or not owned as "The environment"
+    /// requires, and when a file cannot be created, including when one already exists: give
+    /// each run a fresh directory.
     pub fn environment(&self, dir: &Path) -> io::Result<Vec<(OsString, OsString)>> {
+        let env = self.build_environment(dir)?;
+        env.warn_skipped();
+        Ok(env.out)
+    }
+
+    /// [`Payload::environment`], keeping what was left out for the warning and the tests.
+    fn build_environment<'a>(&self, dir: &'a Path) -> io::Result<Env<'a>> {
         let mut env = Env {
             dir,
+            dir_fd: open_run_dir(dir)?,
             out: Vec::new(),
             used: HashSet::new(),
             budget: ENV_BUDGET_BYTES,
+            skipped: Vec::new(),
         };
         env.file_var(
             "HOOKVISOR_PAYLOAD".to_owned(),
@@ -289,7 +335,7 @@ impl Payload {
         for (name, var) in self.variables() {
             env.emit(&name, &var, 1)?;
         }
-        Ok(env.out)
+        Ok(env)
     }
 
     /// The value of `${path[0].path[1]…}` for `when:` (see "Names"): text as
@@ -440,14 +486,64 @@ fn scalar(value: &Json) -> String {
     }
 }
 
+/// Opens the run directory `dir` once for every file (see "The environment"): not through a
+/// symbolic link, and only when it is ours to use.
+fn open_run_dir(dir: &Path) -> io::Result<OwnedFd> {
+    let refuse = |why: String| {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{}: {why}", dir.display()),
+        )
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)
+        .map_err(|e| {
+            // O_NOFOLLOW with O_DIRECTORY reports a symlink as ELOOP or ENOTDIR; the kernel's
+            // words would mislead, so look (for the message only: the open already refused).
+            let link = fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink());
+            if link {
+                refuse("the run directory is a symbolic link".into())
+            } else {
+                io::Error::new(e.kind(), format!("{}: {e}", dir.display()))
+            }
+        })?;
+    let meta = file.metadata()?;
+    // `setfsuid` with an id no user has changes nothing and reports the current one: the uid
+    // the kernel checks file access with, which may differ from the effective uid when the
+    // caller acts as the run user.
+    let fsuid = sys::setfsuid(u32::MAX);
+    if meta.uid() != fsuid {
+        return Err(refuse(format!(
+            "the run directory is owned by uid {}, not by uid {fsuid} we act as; make a fresh \
+             directory as that user",
+            meta.uid()
+        )));
+    }
+    if fsuid == 0 && meta.mode() & 0o022 != 0 {
+        return Err(refuse(format!(
+            "acting as root, the run directory must not be writable by its group or others \
+             (mode {:o}); make it 0700",
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok(OwnedFd::from(file))
+}
+
 /// The environment being built.
 struct Env<'a> {
+    /// The run directory's path, for the variables that name its files.
     dir: &'a Path,
+    /// The run directory itself, where the files are made (see "The environment").
+    dir_fd: OwnedFd,
     out: Vec<(OsString, OsString)>,
     /// Variable names set so far (rule 6).
     used: HashSet<String>,
     /// Inline bytes left (rule 5).
     budget: usize,
+    /// Variables left out with a warning (rules 8 and 9, and values in no variable), and why.
+    skipped: Vec<(String, &'static str)>,
 }
 
 impl Env<'_> {
@@ -457,14 +553,21 @@ impl Env<'_> {
         if var_name.len() == "HOOKVISOR_".len() {
             return Ok(());
         }
-        match var {
-            Var::Text(text) => self.scalar(var_name, text.as_bytes())?,
-            Var::List(items) => self.list(name, var_name, items.iter().map(|i| i.as_bytes()))?,
-            Var::Json(Json::Array(items)) => {
-                let texts: Vec<String> = items.iter().map(scalar).collect();
-                self.list(name, var_name, texts.iter().map(|t| t.as_bytes()))?;
-            }
-            Var::Json(value) => self.scalar(var_name, scalar(value).as_bytes())?,
+        // Rule 9; a child's name is longer still, so none of them is set either.
+        if var_name.len() + "_FILE".len() > MAX_NAME_BYTES {
+            self.skip(var_name, "its name is too long for a file name");
+            return Ok(());
+        }
+        // Rule 8: the value is left out, its children (`x_file.a`) are not. A bare `file` or
+        // `nul` is no file's name: that would need an empty key, which is never set.
+        let key = var_name.get("HOOKVISOR_".len()..).unwrap_or_default();
+        if FILE_SUFFIXES.iter().any(|s| key.ends_with(s)) {
+            self.skip(
+                var_name,
+                "names ending in _FILE or _NUL are kept for the paths of files",
+            );
+        } else {
+            self.value(name, var_name, var)?;
         }
         if let Var::Json(Json::Object(map)) = var
             && depth < MAX_FLATTEN_SEGMENTS
@@ -479,6 +582,50 @@ impl Env<'_> {
                     )?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Notes a variable left out, for [`Env::warn_skipped`].
+    fn skip(&mut self, var_name: String, why: &'static str) {
+        self.skipped.push((var_name, why));
+    }
+
+    /// One warning for every variable left out, naming a few: hostile data could have
+    /// thousands, and one line per name would flood the log.
+    fn warn_skipped(&self) {
+        const SHOWN: usize = 5;
+        if self.skipped.is_empty() {
+            return;
+        }
+        let shown: Vec<String> = self
+            .skipped
+            .iter()
+            .take(SHOWN)
+            .map(|(name, why)| format!("{name} ({why})"))
+            .collect();
+        let more = self.skipped.len().saturating_sub(SHOWN);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        tracing::warn!(
+            "hook environment: left out {}{more}; the values are in the event JSON on stdin",
+            shown.join(", ")
+        );
+    }
+
+    /// Sets the variable of one value, inline or by file (rules 2, 3 and 5).
+    fn value(&mut self, name: &str, var_name: String, var: &Var) -> io::Result<()> {
+        match var {
+            Var::Text(text) => self.scalar(var_name, text.as_bytes())?,
+            Var::List(items) => self.list(name, var_name, items.iter().map(|i| i.as_bytes()))?,
+            Var::Json(Json::Array(items)) => {
+                let texts: Vec<String> = items.iter().map(scalar).collect();
+                self.list(name, var_name, texts.iter().map(|t| t.as_bytes()))?;
+            }
+            Var::Json(value) => self.scalar(var_name, scalar(value).as_bytes())?,
         }
         Ok(())
     }
@@ -510,10 +657,16 @@ impl Env<'_> {
 
     /// A scalar: inline, or by file (rule 5).
     fn scalar(&mut self, var_name: String, bytes: &[u8]) -> io::Result<()> {
+        let inline = bytes.len() <= MAX_INLINE_BYTES && !bytes.contains(&0);
         if !self.free(&var_name) {
+            if !inline && self.out.len() < MAX_VARIABLES {
+                self.skip(
+                    var_name,
+                    "another value took its name, and it is too large inline",
+                );
+            }
             return Ok(());
         }
-        let inline = bytes.len() <= MAX_INLINE_BYTES && !bytes.contains(&0);
         let cost = var_name.len() + bytes.len() + 2;
         if inline && cost <= self.budget {
             self.budget -= cost;
@@ -526,6 +679,12 @@ impl Env<'_> {
         }
         let file_name = format!("{var_name}_FILE");
         if !self.free(&file_name) {
+            // Rule 8 keeps data from taking a `_FILE` name, but two names can still map to one
+            // file (`a.b` and `a_b`): the value is then in no variable, which must not go
+            // unsaid.
+            if self.out.len() < MAX_VARIABLES {
+                self.skip(file_name, "another value took its file's name");
+            }
             return Ok(());
         }
         // The bare name is taken too, so no later value sets it beside its file.
@@ -547,7 +706,8 @@ impl Env<'_> {
         if !self.free(&var_name) || cost > self.budget {
             return Ok(());
         }
-        write_new(&path, bytes)?;
+        write_new(&self.dir_fd, file_name, bytes)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         self.budget -= cost;
         self.used.insert(var_name.clone());
         self.out
@@ -556,16 +716,23 @@ impl Env<'_> {
     }
 }
 
-/// Creates `path` (new, not through a link, 0600) holding `bytes`.
-fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-    file.write_all(bytes)
+/// Creates `name` in the directory `dir` (new, not through a link, 0600) holding `bytes`.
+fn write_new(dir: &OwnedFd, name: &str, bytes: &[u8]) -> io::Result<()> {
+    // Variable names are `[A-Z0-9_]` (`env_name`); a `/` would leave the directory.
+    if name.contains('/') || name.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a plain file name",
+        ));
+    }
+    let fd = openat(
+        dir,
+        name,
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )
+    .map_err(io::Error::from)?;
+    File::from(fd).write_all(bytes)
 }
 
 #[cfg(test)]
@@ -857,6 +1024,165 @@ mod tests {
             .status()
             .unwrap();
         assert!(status.success());
+    }
+
+    /// Review finding 6: a sibling key must not pass for the file of a large value, or a hook
+    /// reading `$HOOKVISOR_..._CONTENT_FILE` reads the file the agent named.
+    #[test]
+    fn data_never_sets_a_file_or_nul_name() {
+        let big = "c".repeat(70 << 10);
+        let Json::Object(data) = json!({
+            "agent": {"tool_input": {"CONTENT_FILE": "/etc/passwd", "content": big}},
+            "note_file": "small",
+            "X_NUL": "/etc/shadow",
+            "Tags_File": ["/etc/passwd"],
+            "obj_file": {"inner": "kept"},
+        }) else {
+            unreachable!()
+        };
+        let p = Payload::new("e", "s", "/w", "user").data(data);
+        let dir = tempfile::tempdir().unwrap();
+        let env = p.build_environment(dir.path()).unwrap();
+        let map = env_map(&env.out);
+        let content = &map["HOOKVISOR_AGENT_TOOL_INPUT_CONTENT_FILE"];
+        assert_eq!(
+            content.as_slice(),
+            dir.path()
+                .join("HOOKVISOR_AGENT_TOOL_INPUT_CONTENT_FILE")
+                .as_os_str()
+                .as_bytes()
+        );
+        assert_eq!(
+            fs::read(OsStr::from_bytes(content)).unwrap(),
+            big.as_bytes()
+        );
+        for name in [
+            "HOOKVISOR_NOTE_FILE",
+            "HOOKVISOR_X_NUL",
+            "HOOKVISOR_TAGS_FILE",
+            "HOOKVISOR_TAGS_FILE_NUL",
+            "HOOKVISOR_OBJ_FILE",
+        ] {
+            assert!(!map.contains_key(name), "{name} was set from data");
+        }
+        assert_eq!(map["HOOKVISOR_OBJ_FILE_INNER"], b"kept");
+        let skipped: Vec<&str> = env.skipped.iter().map(|(n, _)| n.as_str()).collect();
+        for name in [
+            "HOOKVISOR_NOTE_FILE",
+            "HOOKVISOR_X_NUL",
+            "HOOKVISOR_TAGS_FILE",
+        ] {
+            assert!(
+                skipped.contains(&name),
+                "{name} not warned about: {skipped:?}"
+            );
+        }
+        // The values stay readable where a hook should read them.
+        assert_eq!(
+            p.lookup(&["note_file"]),
+            Some(when::Value::Json(json!("small")))
+        );
+
+        // Two names of one large value's file: the second is in no variable, and says so.
+        let Json::Object(data) = json!({"a": {"b": big}, "a_b": big}) else {
+            unreachable!()
+        };
+        let p = Payload::new("e", "s", "/w", "user").data(data);
+        let dir = tempfile::tempdir().unwrap();
+        let env = p.build_environment(dir.path()).unwrap();
+        assert!(env_map(&env.out).contains_key("HOOKVISOR_A_B_FILE"));
+        assert!(
+            env.skipped.iter().any(|(n, _)| n == "HOOKVISOR_A_B"),
+            "{:?}",
+            env.skipped
+        );
+    }
+
+    /// Review finding 8: a long key made a file name the file system refused, and the hook
+    /// did not start.
+    #[test]
+    fn a_name_too_long_for_a_file_is_left_out_not_fatal() {
+        // "HOOKVISOR_" + key + "_FILE": 185 bytes of key is exactly MAX_NAME_BYTES.
+        let fits = "f".repeat(MAX_NAME_BYTES - "HOOKVISOR_".len() - "_FILE".len());
+        let over = format!("{fits}g");
+        let mut data = Map::new();
+        data.insert("k".repeat(250), json!([]));
+        data.insert("j".repeat(250), json!({"a": 1}));
+        data.insert("big".repeat(100), json!("x".repeat(70 << 10)));
+        data.insert(fits.clone(), json!("x".repeat(70 << 10)));
+        data.insert(over.clone(), json!("y"));
+        let p = Payload::new("e", "s", "/w", "user").data(data);
+        let dir = tempfile::tempdir().unwrap();
+        let env = p.build_environment(dir.path()).unwrap();
+        let map = env_map(&env.out);
+        let fits_file = format!("{}_FILE", env_name(&fits));
+        assert_eq!(fits_file.len(), MAX_NAME_BYTES);
+        assert!(map.contains_key(&fits_file));
+        assert!(!map.contains_key(&env_name(&over)));
+        assert!(
+            map.keys().all(|k| k.len() <= MAX_NAME_BYTES),
+            "{:?}",
+            map.keys()
+        );
+        // Each long key twice, itself and `data.<key>`, and `data.<fits>`, over by `DATA_`.
+        let skipped: Vec<&str> = env.skipped.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(skipped.len(), 9, "{skipped:?}");
+        assert!(
+            skipped
+                .iter()
+                .all(|n| n.len() + "_FILE".len() > MAX_NAME_BYTES)
+        );
+        assert!(skipped.contains(&env_name(&over).as_str()));
+        assert!(skipped.contains(&env_name(&"k".repeat(250)).as_str()));
+        // And a real shell starts with it.
+        let status = Command::new("/bin/true")
+            .env_clear()
+            .envs(env.out)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Review finding 2: the run directory is opened once, not through a link, and only when
+    /// it is ours; acting as root, only when nobody else can write it.
+    #[test]
+    fn the_run_directory_must_be_ours_and_no_link() {
+        let p = payload();
+        let work = tempfile::tempdir().unwrap();
+        let real = work.path().join("real");
+        fs::create_dir(&real).unwrap();
+        fs::set_permissions(&real, fs::Permissions::from_mode(0o700)).unwrap();
+        let link = work.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let err = p.environment(&link).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert_eq!(fs::read_dir(&real).unwrap().count(), 0, "nothing written");
+        let err = p.environment(&real.join("missing")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+
+        if !nix::unistd::Uid::effective().is_root() {
+            // Someone else's directory: `/` is root's.
+            let err = p.environment(Path::new("/")).unwrap_err();
+            assert!(err.to_string().contains("owned by uid 0"), "{err}");
+            return;
+        }
+        // Root: a directory another user owns, or one others may write, is refused.
+        let theirs = work.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(4242)), None).unwrap();
+        let err = p.environment(&theirs).unwrap_err();
+        assert!(err.to_string().contains("owned by uid 4242"), "{err}");
+        for mode in [0o777, 0o720, 0o1733] {
+            fs::set_permissions(&real, fs::Permissions::from_mode(mode)).unwrap();
+            let err = p.environment(&real).unwrap_err();
+            assert!(
+                err.to_string().contains("must not be writable"),
+                "{mode:o}: {err}"
+            );
+        }
+        assert_eq!(fs::read_dir(&real).unwrap().count(), 0, "nothing written");
+        fs::set_permissions(&real, fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(p.environment(&real).is_ok());
     }
 
     #[test]

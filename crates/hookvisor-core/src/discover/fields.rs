@@ -214,6 +214,20 @@ pub(super) fn hook_from_fields(
             event: spec.event.to_string(),
         });
     }
+    // The init runs root session hooks to the end before CMD whatever `await` says: a written
+    // `await: false` would promise a background run that never happens.
+    if run_as == RunAs::Root
+        && !spec.await_
+        && let Some(value) = front.field("await")?
+    {
+        return Err(ProblemKind::InvalidValue {
+            line: front.line("await"),
+            key: "await",
+            value: value.to_owned(),
+            expected: "true or drop it: a run_as: root hook always finishes before the agent \
+                       starts",
+        });
+    }
     let hook = Hook {
         name: front.text("name").map_or_else(|| id.clone(), str::to_owned),
         id,
@@ -975,6 +989,15 @@ mod tests {
                 "h.sh:4: run_as: root is for session hooks, which the init runs before the \
                  agent; a tool.before hook runs as the user: drop 'run_as'",
             ),
+            (
+                "event: session.start\nrun_as: root\nawait: false",
+                "h.sh:5: invalid await 'false'; use true or drop it: a run_as: root hook always \
+                 finishes before the agent starts",
+            ),
+            (
+                "type: session\nrun_as: root\nawait: no",
+                "h.sh:5: invalid await 'no'",
+            ),
         ];
         let mut wrong = Vec::new();
         for (front, want) in table {
@@ -1173,6 +1196,8 @@ mod tests {
         // Root stays where phase 1 had it, and where the init will run event hooks.
         assert!(script("type: file\npattern: x\nrun_as: root").is_ok());
         assert!(script("event: session.start\nwhen: ${x} == 1\nrun_as: root").is_ok());
+        assert!(script("event: session.start\nrun_as: root\nawait: true").is_ok());
+        assert!(script("event: session.start\nawait: false").is_ok());
         // A phase-1 file says nothing of the event model: `list` keeps its JSON.
         assert!(!script("type: session").unwrap().0.spec.declared);
         assert!(script("event: session.start").unwrap().0.spec.declared);

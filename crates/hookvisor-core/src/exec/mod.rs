@@ -10,10 +10,10 @@
 //!
 //! 1. The program is executed directly (no shell, not even glibc's fallback for files without a
 //!    `#!` line) with stdin on `/dev/null` and stdout and stderr on one pipe, so output keeps the
-//!    order it was written in ([`Capture::Merged`]). [`RunOptions::stdin`] gives it a file as
-//!    stdin instead (EVENTS.md §4.1, "Transport": the event JSON), opened by us before the fork:
-//!    a regular file only, never through a symlink, and when a root run switches users, one the
-//!    run user could read; anything else is an [`ExecError::Stdin`] and nothing runs. The child
+//!    order it was written in ([`Capture::Merged`]). [`RunOptions::stdin`] gives it bytes as
+//!    stdin instead (EVENTS.md §4.1, "Transport": the event JSON), in a sealed memory file made
+//!    before the fork, which no other process can change, and which has no path for the agent to
+//!    swap; when it cannot be made, that is an [`ExecError::Stdin`] and nothing runs. The child
 //!    gets its own process group, an empty signal mask, default signal dispositions, no
 //!    descriptor above 2 and, with [`Credentials`], the user's supplementary groups, gid and uid,
 //!    set in that order.
@@ -42,7 +42,7 @@
 //!    go to the log and the tail only, and the capture is empty when the program did not start.
 //!
 //! This file holds the contract and the order of a run; each step lives in a module of its own:
-//! `stdin` opens its input and `spawn` starts the child (rule 1), `output` takes what it prints
+//! `stdin` seals its input and `spawn` starts the child (rule 1), `output` takes what it prints
 //! (rule 2) and `capture` keeps the streams apart (rule 6), `supervise` watches it to its end
 //! (rules 3 and 4) and `cancel` stops it from elsewhere.
 
@@ -101,8 +101,8 @@ pub struct RunOptions {
     /// Execute these sealed bytes instead of opening the program's path (root hooks, see
     /// [`SealedScript`]). Default `None`.
     pub sealed: Option<Arc<SealedScript>>,
-    /// The child's stdin: this file, opened read-only (rule 1). Default `None`: `/dev/null`.
-    pub stdin: Option<PathBuf>,
+    /// The child's stdin: these bytes, in a sealed memfd (rule 1). Default `None`: `/dev/null`.
+    pub stdin: Option<Arc<[u8]>>,
     /// Whether stdout and stderr share one pipe or are captured apart (rule 6). Default
     /// [`Capture::Merged`].
     pub capture: Capture,
@@ -209,16 +209,10 @@ pub enum ExecError {
         /// What the file system said.
         source: io::Error,
     },
-    /// The file given as [`RunOptions::stdin`] cannot be used.
-    #[error(
-        "cannot use {} as a hook's stdin: {source}; pass a regular file (not a symlink, FIFO or \
-         device) that the hook's user can read",
-        path.display()
-    )]
+    /// The sealed memory file for [`RunOptions::stdin`] cannot be made.
+    #[error("cannot make a hook's stdin: {source}")]
     Stdin {
-        /// The file.
-        path: PathBuf,
-        /// What the file system said, or what the file is instead of a regular file.
+        /// What the system said.
         source: io::Error,
     },
     /// The output pipe or the wait for the child failed (out of descriptors or processes).
@@ -310,7 +304,7 @@ pub(crate) fn run_command(
     let start = Instant::now();
     // Before the log is made: a run that cannot get its input is not attempted at all.
     let stdin = match &options.stdin {
-        Some(path) => Some(open_stdin(path, options.credentials.as_ref())?),
+        Some(bytes) => Some(open_stdin(bytes)?),
         None => None,
     };
     let log = create_log(&invocation.log_path, options.credentials.as_ref())?;
