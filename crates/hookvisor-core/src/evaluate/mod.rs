@@ -288,22 +288,8 @@ mod tests {
         /// a cutoff taken afterwards is strictly later than the write (a write within the
         /// cutoff's own tick counts as a change, by design, and would make runs depend on luck).
         pub(super) fn write(&self, name: &str, content: &str) {
-            let path = self.ctx.workspace.join(name);
-            fs::write(&path, content).unwrap();
+            fs::write(self.ctx.workspace.join(name), content).unwrap();
             tick();
-            // Multigrain timestamps (Linux 6.13+): a file stat'ed since its last change gets a
-            // fine-grained stamp on the next one, which can lie ahead of the coarse clock even
-            // after it ticked (seen here: 94 % of writes, by about 1 ms). Such a file only looks
-            // changed later than it was, never earlier (changes.rs, rule 4); wait it out.
-            let stamped = Timestamp::of_metadata(&fs::metadata(&path).unwrap());
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-            while Timestamp::now() <= stamped {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the coarse clock never passed the file's stamp"
-                );
-                std::thread::yield_now();
-            }
         }
 
         pub(super) fn end_turn(&self, trigger: Trigger, max_retries: u32) -> EvalReport {
@@ -325,14 +311,21 @@ mod tests {
         }
     }
 
-    /// Waits until the coarse clock files are stamped with has moved on.
+    /// Waits until the coarse clock files are stamped with has passed the present, so that every
+    /// file written before the call is strictly older than a cutoff taken after it. Waiting for
+    /// the coarse clock merely to move is not enough: with Linux's multigrain timestamps (6.13+)
+    /// a file stat'ed since its last change gets a fine-grained stamp on the next one, which can
+    /// lie ahead of the coarse clock after it ticked (94 % of such writes here, by about 1 ms).
     pub(super) fn tick() {
-        let start = Timestamp::now();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        let present = Timestamp::from_nanos(i64::try_from(now.as_nanos()).unwrap());
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while Timestamp::now() <= start {
+        while Timestamp::now() <= present {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the coarse clock did not move"
+                "the coarse clock did not pass the present"
             );
             std::thread::yield_now();
         }

@@ -213,17 +213,23 @@ impl Workspace {
     }
 }
 
-/// Waits until the coarse clock the kernel stamps files with has moved on, so that every file
-/// written before the call is strictly older than any cutoff taken after it. Without this a hook
-/// run within the same clock tick as the test's last write would (correctly, by design) see that
-/// write as a change and run again; the tests that count runs must not depend on luck.
+/// Waits until the coarse clock the kernel stamps files with has passed the present, so that
+/// every file written before the call is strictly older than any cutoff taken after it. Without
+/// this a hook run within the same clock tick as the test's last write would (correctly, by
+/// design) see that write as a change and run again; the tests that count runs must not depend
+/// on luck. Waiting for the coarse clock merely to move is not enough: with Linux's multigrain
+/// timestamps (6.13+) a file stat'ed since its last change gets a fine-grained stamp on the next
+/// one, which can lie ahead of the coarse clock after it ticked.
 pub fn tick() {
-    let start = hookvisor_core::Timestamp::now();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let present = hookvisor_core::Timestamp::from_nanos(i64::try_from(now.as_nanos()).unwrap());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while hookvisor_core::Timestamp::now() <= start {
+    while hookvisor_core::Timestamp::now() <= present {
         assert!(
             std::time::Instant::now() < deadline,
-            "the coarse clock did not move"
+            "the coarse clock did not pass the present"
         );
         std::thread::yield_now();
     }
