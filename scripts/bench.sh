@@ -27,14 +27,14 @@ for arg in "$@"; do
 	case $arg in
 	--quick) runs=10 warmup=2 ;;
 	-h | --help) usage ;;
-	[1-6]) cases+=("$arg") ;;
+	[1-7]) cases+=("$arg") ;;
 	*)
-		echo "bench.sh: unknown argument '$arg'; pass --quick and/or case numbers 1-6" >&2
+		echo "bench.sh: unknown argument '$arg'; pass --quick and/or case numbers 1-7" >&2
 		exit 2
 		;;
 	esac
 done
-[ ${#cases[@]} -gt 0 ] || cases=(1 2 3 4 5 6)
+[ ${#cases[@]} -gt 0 ] || cases=(1 2 3 4 5 6 7)
 wants() { [[ " ${cases[*]} " == *" $1 "* ]]; }
 
 say() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -394,6 +394,30 @@ if wants 6; then
 	unset HOOKVISOR_STATE_DIR
 fi
 
+# --- 7. hookvisor fire: on every tool call of an agent ---------------------------------------
+
+if wants 7; then
+	# A workspace with one declarative hook for task.start and none for tool.before: firing
+	# tool.before finds no hook (the cost an agent pays on every tool call), firing task.start
+	# runs `true` through sh.
+	ws=$scratch/runs/fire-workspace
+	rm -rf "$ws"
+	mkdir -p "$ws/.discobot/hooks"
+	printf -- '---\nevent: task.start\nrun: "true"\n---\n' >"$ws/.discobot/hooks/noop.yml"
+	export HOOKVISOR_WORKSPACE=$ws
+	export HOOKVISOR_STATE_DIR=$(fresh_state fire)
+	"$hv" --workspace "$ws" fire task.start --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["decision"]=="allow" and len(j["results"])==1, j' ||
+		die "fire task.start did not run the one run: hook"
+	say "case 7: fire tool.before with no hook, fire task.start with one run: \"true\" hook"
+	scale=10
+	bench fire "$hv --workspace $ws fire tool.before" "/bin/true" "$hv --workspace $ws fire task.start" "sh -c true"
+	scale=1
+	row "7 fire tool.before, no hook binds it (vs /bin/true)" "$(median fire 0)" "$(median fire 1)" "<=1.5"
+	floor_plus_sh=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[1]) + float(sys.argv[2])))' "$(median fire 0)" "$(median fire 3)")
+	row "7 fire task.start, one run: \"true\" hook (vs sh -c true + the no-hook fire)" "$(median fire 2)" "$floor_plus_sh" "<=1.3"
+	unset HOOKVISOR_WORKSPACE HOOKVISOR_STATE_DIR
+fi
+
 # --- the table ---------------------------------------------------------------------------------
 
 python3 - "$results" "$scratch/results.md" "$runs" <<'EOF'
@@ -418,5 +442,5 @@ for case, hv, anchor, goal in rows:
 text = "\n".join(out)
 open(sys.argv[2], "w").write(text + "\n")
 print(text)
-print("\n(medians of %s runs each, x3 for case 3 and x10 for case 4; ratio = hookvisor / anchor from the same hyperfine run)" % sys.argv[3])
+print("\n(medians of %s runs each, x3 for case 3 and x10 for cases 4 and 7; ratio = hookvisor / anchor from the same hyperfine run)" % sys.argv[3])
 EOF
