@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use axum::response::sse::{self, KeepAlive, Sse};
 use futures_util::Stream;
+use hookvisor_core::decision::Decision;
 use hookvisor_core::{Action, RunResult, Status};
 use serde::Serialize;
 use tokio::sync::{broadcast, watch};
@@ -67,6 +68,16 @@ pub enum Event {
         /// How many files will not run.
         problems: usize,
     },
+    /// An event fired through `POST /v1/events/{event}` was decided (EVENTS.md §3).
+    #[serde(rename = "event.decided")]
+    EventDecided {
+        /// The canonical event name.
+        event: String,
+        /// What its hooks decided.
+        decision: Decision,
+        /// The block or abort reason; `null` on allow.
+        reason: Option<String>,
+    },
 }
 
 impl Event {
@@ -79,6 +90,7 @@ impl Event {
             Event::EvaluationDone { .. } => "evaluationDone",
             Event::EvaluationCancelled => "evaluationCancelled",
             Event::HooksChanged { .. } => "hooksChanged",
+            Event::EventDecided { .. } => "event.decided",
         }
     }
 }

@@ -19,6 +19,7 @@ mod metrics;
 mod routes;
 mod watch;
 
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fmt;
 use std::io::{self, Write};
@@ -137,6 +138,23 @@ impl Drop for JobGuard {
     }
 }
 
+/// Holds a session's gate mark until dropped.
+#[derive(Debug)]
+pub struct GateGuard {
+    state: Arc<AppState>,
+    session: String,
+}
+
+impl Drop for GateGuard {
+    fn drop(&mut self) {
+        self.state
+            .gates
+            .lock()
+            .expect("gates lock")
+            .remove(&self.session);
+    }
+}
+
 /// The state every handler shares.
 #[derive(Debug)]
 pub struct AppState {
@@ -147,6 +165,9 @@ pub struct AppState {
     hub: events::Hub,
     metrics: metrics::Metrics,
     job: Mutex<Option<Job>>,
+    /// The sessions with a gate firing now: a second gate of one session is refused (EVENTS.md
+    /// §5 rule 4), since its hooks would judge a state the first one is still changing.
+    gates: Mutex<HashSet<String>>,
     /// Ends the turns, with the dirty set kept warm by inotify once its watcher has started
     /// (until then turns scan in full).
     evaluator: Mutex<Evaluator>,
@@ -170,6 +191,7 @@ impl AppState {
             hub: events::Hub::default(),
             metrics: metrics::Metrics::default(),
             job: Mutex::new(None),
+            gates: Mutex::new(HashSet::new()),
             evaluator: Mutex::new(Evaluator::new(ctx.clone())),
             seen: Mutex::new(seen),
             refreshing: Mutex::new(()),
@@ -350,6 +372,19 @@ impl AppState {
         Ok((guard, cancel))
     }
 
+    /// Marks a gate of `session` as running, or refuses with 409 while one is (EVENTS.md §5
+    /// rule 4); the mark goes when the guard drops, however the firing ends.
+    fn begin_gate(self: &Arc<Self>, session: String) -> Result<GateGuard, ServerError> {
+        let mut gates = self.gates.lock().expect("gates lock");
+        if !gates.insert(session.clone()) {
+            return Err(ServerError::GateBusy(session));
+        }
+        Ok(GateGuard {
+            state: self.clone(),
+            session,
+        })
+    }
+
     /// Cancels the running job if `which` selects it, and waits until it has ended (its hook
     /// killed and recorded as pending). Returns whether a job was cancelled.
     async fn cancel(&self, which: impl Fn(&JobKind) -> bool) -> bool {
@@ -395,6 +430,7 @@ pub fn app(state: Arc<AppState>, guard: Guard) -> Router {
         .route("/v1/turns/end", post(routes::turn_end))
         .route("/v1/turns/start", post(routes::turn_start))
         .route("/v1/events", get(routes::events))
+        .route("/v1/events/{event}", post(routes::fire_event))
         .route("/metrics", get(routes::metrics))
         // Routes above need the token; routes below do not.
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token))

@@ -11,9 +11,11 @@ use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use hookvisor_core::{EvalError, EvalOptions, Evaluator, Trigger};
+use hookvisor_core::event::Event as HookEvent;
+use hookvisor_core::fire::{FireError, Firing, fire};
+use hookvisor_core::{EvalError, EvalOptions, Evaluator, Trigger, discover};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::events::Event;
 use super::{AppState, JobKind, metrics};
@@ -55,6 +57,10 @@ pub enum ServerError {
     SlowRequest,
     /// The request body is not what the route takes.
     BadRequest(String),
+    /// A gate of this session is firing already (EVENTS.md §5 rule 4).
+    GateBusy(String),
+    /// No event by this name; the message names the known ones.
+    UnknownEvent(String),
     /// The core failed (status.json unwritable, ...).
     Internal(String),
 }
@@ -109,6 +115,14 @@ impl IntoResponse for ServerError {
                     .to_owned(),
             ),
             ServerError::BadRequest(why) => (StatusCode::BAD_REQUEST, why.clone()),
+            ServerError::GateBusy(session) => (
+                StatusCode::CONFLICT,
+                format!(
+                    "a gate of session '{session}' is running; one gate per session at a time, \
+                     retry when it is decided"
+                ),
+            ),
+            ServerError::UnknownEvent(why) => (StatusCode::NOT_FOUND, why.clone()),
             ServerError::Internal(why) => (StatusCode::INTERNAL_SERVER_ERROR, why.clone()),
         };
         let mut body = json!({ "error": message });
@@ -257,6 +271,105 @@ pub async fn turn_start(State(state): State<Arc<AppState>>, body: Bytes) -> Resu
     Ok(Json(json!({ "cancelled": cancelled })))
 }
 
+/// What `POST /v1/events/{event}` takes: every field optional (EVENTS.md §3, §5 rule 4).
+#[derive(Debug, Default, PartialEq)]
+struct EventBody {
+    session_id: Option<String>,
+    trigger: Option<String>,
+    data: Map<String, Value>,
+}
+
+/// Reads an event body by hand rather than with serde, so that each refusal names its field.
+/// An empty body is an empty firing.
+fn parse_event_body(body: &[u8]) -> Result<EventBody> {
+    let mut parsed = EventBody::default();
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(parsed);
+    }
+    let fields = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(fields)) => fields,
+        Ok(_) => {
+            return Err(ServerError::BadRequest(
+                "bad body: expected a JSON object {\"session_id\"?, \"trigger\"?, \"data\"?}"
+                    .to_owned(),
+            ));
+        }
+        Err(e) => return Err(ServerError::BadRequest(format!("bad body: not JSON ({e})"))),
+    };
+    let bad = |field: &str, want: &str| {
+        ServerError::BadRequest(format!("bad field '{field}': expected {want}"))
+    };
+    for (name, value) in fields {
+        match (name.as_str(), value) {
+            ("session_id", Value::String(id)) => parsed.session_id = Some(id),
+            ("session_id", _) => return Err(bad("session_id", "a string")),
+            ("trigger", Value::String(t)) if matches!(t.as_str(), "user" | "hook" | "loop") => {
+                parsed.trigger = Some(t)
+            }
+            ("trigger", _) => return Err(bad("trigger", "\"user\", \"hook\" or \"loop\"")),
+            ("data", Value::Object(data)) => parsed.data = data,
+            ("data", _) => return Err(bad("data", "a JSON object")),
+            (other, _) => {
+                return Err(ServerError::BadRequest(format!(
+                    "unknown field '{other}'; the body takes session_id, trigger and data"
+                )));
+            }
+        }
+    }
+    Ok(parsed)
+}
+
+/// `POST /v1/events/{event}` `{session_id?, trigger?, data?}`: fires the event's hooks on a fresh
+/// discovery and answers with the reply (EVENTS.md §3, §5 rule 4); a block is 200 too.
+pub async fn fire_event(
+    State(state): State<Arc<AppState>>,
+    UrlPath(name): UrlPath<String>,
+    body: Bytes,
+) -> Result<Json<Value>> {
+    let event: HookEvent = name
+        .parse()
+        .map_err(|e: hookvisor_core::event::UnknownEvent| {
+            ServerError::UnknownEvent(e.to_string())
+        })?;
+    let body = parse_event_body(&body)?;
+    let gate = if event.is_gate() {
+        let session = body
+            .session_id
+            .clone()
+            .unwrap_or_else(|| state.ctx.session_id.clone());
+        Some(state.begin_gate(session)?)
+    } else {
+        None
+    };
+    let mut firing = Firing::new(event);
+    firing.data = body.data;
+    if let Some(trigger) = body.trigger {
+        firing.trigger = trigger;
+    }
+    firing.session = body.session_id;
+    let ctx = state.ctx.clone();
+    let reply = blocking(move || {
+        // Fresh: a hook written a moment ago must bind, watcher or not.
+        let discovery = discover(&ctx.hooks_dir());
+        let reply = fire(&ctx, &discovery, &firing);
+        drop(gate);
+        reply
+    })
+    .await?
+    .map_err(|e| match e {
+        FireError::Cancelled => ServerError::Cancelled,
+        other => ServerError::Internal(other.to_string()),
+    })?;
+    state.hub.publish(Event::EventDecided {
+        event: reply.event.clone(),
+        decision: reply.decision,
+        reason: reply.reason.clone(),
+    });
+    Ok(Json(
+        serde_json::to_value(&reply).expect("replies serialise"),
+    ))
+}
+
 /// `GET /v1/events`: server-sent events, see [`super::events`].
 pub async fn events(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     state.hub.stream(state.shutdown.subscribe())
@@ -354,6 +467,31 @@ mod tests {
         }
         let missing = read_tail(&dir.path().join("none.log"), 10).unwrap();
         assert_eq!(missing, (String::new(), 0, false));
+    }
+
+    #[test]
+    fn event_bodies_name_the_bad_field() {
+        let ok =
+            parse_event_body(br#"{"session_id":"s","trigger":"loop","data":{"a":1}}"#).unwrap();
+        assert_eq!(ok.session_id.as_deref(), Some("s"));
+        assert_eq!(ok.trigger.as_deref(), Some("loop"));
+        assert_eq!(ok.data.get("a"), Some(&json!(1)));
+        assert_eq!(parse_event_body(b" ").unwrap(), EventBody::default());
+        let cases: [(&str, &str); 7] = [
+            (r#"{"data":[1]}"#, "'data'"),
+            (r#"{"trigger":"cron"}"#, "'trigger'"),
+            (r#"{"trigger":1}"#, "'trigger'"),
+            (r#"{"session_id":7}"#, "'session_id'"),
+            (r#"{"sesion_id":"x"}"#, "'sesion_id'"),
+            ("[1]", "JSON object"),
+            ("{", "not JSON"),
+        ];
+        for (body, want) in cases {
+            match parse_event_body(body.as_bytes()) {
+                Err(ServerError::BadRequest(why)) => assert!(why.contains(want), "{body}: {why}"),
+                other => panic!("{body}: {other:?}"),
+            }
+        }
     }
 
     #[test]
