@@ -1,0 +1,248 @@
+//! `POST /v1/events/{event}` end to end (EVENTS.md §3, §5 rule 4): the built `hookvisor serve`
+//! on a loopback port, declarative event hooks run by `/bin/sh`, replies, refusals and the
+//! `event.decided` server-sent event.
+
+mod common;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::mpsc;
+
+use common::Workspace;
+use common::serve::{DEADLINE, Server, request};
+use nix::sys::stat::Mode;
+use nix::unistd::mkfifo;
+use serde_json::Value;
+
+/// Writes a declarative hook `.discobot/hooks/<name>.yml` with this front matter.
+fn yml(ws: &Workspace, name: &str, front: &str) {
+    ws.write(
+        &format!(".discobot/hooks/{name}.yml"),
+        &format!("---\n{front}\n---\n"),
+    );
+}
+
+/// The `error` of a refusal.
+fn error(body: &Value) -> String {
+    body["error"].as_str().unwrap_or_default().to_owned()
+}
+
+/// A guard on `tool.before`: blocks `Bash` with a reason on stderr (exit 2), allows the rest.
+fn guard(ws: &Workspace) {
+    yml(
+        ws,
+        "guard",
+        "event: tool.before\nrun: 'test \"${tool_name}\" != Bash || { echo no shell >&2; exit 2; }'",
+    );
+}
+
+#[test]
+fn allow_and_block_are_200_with_the_reply_and_an_sse_event() {
+    let ws = Workspace::new();
+    guard(&ws);
+    let server = Server::tcp(&ws);
+    let mut events = server.events();
+
+    let allow = server.post("/v1/events/tool.before", r#"{"data":{"tool_name":"Read"}}"#);
+    assert_eq!(allow.status, 200, "{}", allow.body);
+    let r = allow.json();
+    assert_eq!(r["event"], "tool.before");
+    assert_eq!(r["decision"], "allow");
+    assert_eq!(r["reason"], Value::Null);
+    assert_eq!(r["results"][0]["hookId"], "guard");
+    assert_eq!(r["attempt"], Value::Null);
+
+    let block = server.post(
+        "/v1/events/tool.before",
+        r#"{"trigger":"hook","session_id":"s1","data":{"tool_name":"Bash"}}"#,
+    );
+    assert_eq!(block.status, 200, "{}", block.body);
+    let r = block.json();
+    assert_eq!(r["decision"], "block");
+    assert_eq!(r["reason"], "no shell");
+
+    // An empty body is an empty firing.
+    let empty = server.post("/v1/events/session.start", "");
+    assert_eq!(empty.status, 200, "{}", empty.body);
+    assert_eq!(empty.json()["decision"], "allow");
+
+    let decided: Vec<Value> = (0..3)
+        .map(|_| {
+            let seen = events.until(|name, _| name == "event.decided");
+            seen.last().unwrap().1.clone()
+        })
+        .collect();
+    let brief: Vec<(&str, &str, &Value)> = decided
+        .iter()
+        .map(|d| {
+            (
+                d["event"].as_str().unwrap(),
+                d["decision"].as_str().unwrap(),
+                &d["reason"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        brief,
+        [
+            ("tool.before", "allow", &Value::Null),
+            ("tool.before", "block", &Value::from("no shell")),
+            ("session.start", "allow", &Value::Null),
+        ]
+    );
+    assert_eq!(decided[0]["type"], "event.decided");
+    server.stop();
+}
+
+#[test]
+fn unknown_events_are_404_and_bad_fields_400_naming_them() {
+    let ws = Workspace::new();
+    guard(&ws);
+    let server = Server::tcp(&ws);
+
+    let unknown = server.post("/v1/events/turn_end", "{}");
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    let why = error(&unknown.json());
+    assert!(why.contains("unknown event 'turn_end'"), "{why}");
+    assert!(
+        why.contains("turn.end") && why.contains("claude.NAME"),
+        "{why}"
+    );
+
+    for (body, field) in [
+        (r#"{"data":[1]}"#, "data"),
+        (r#"{"data":"x"}"#, "data"),
+        (r#"{"trigger":"cron"}"#, "trigger"),
+        (r#"{"session_id":1}"#, "session_id"),
+        (r#"{"tool_name":"Bash"}"#, "tool_name"),
+    ] {
+        let response = server.post("/v1/events/tool.before", body);
+        assert_eq!(response.status, 400, "{body}: {}", response.body);
+        let why = error(&response.json());
+        assert!(why.contains(&format!("'{field}'")), "{body}: {why}");
+    }
+    let not_json = server.post("/v1/events/tool.before", "{");
+    assert_eq!(not_json.status, 400, "{}", not_json.body);
+    server.stop();
+}
+
+#[test]
+fn the_existing_guards_cover_the_route() {
+    let ws = Workspace::new();
+    guard(&ws);
+    let server = Server::start(
+        &ws,
+        &["--listen", "127.0.0.1:0"],
+        &[("HOOKVISOR_TOKEN", "open sesame")],
+    );
+    let path = "/v1/events/tool.before";
+    let body = r#"{"data":{"tool_name":"Read"}}"#;
+
+    let no_token = server.post(path, body);
+    assert_eq!(no_token.status, 401, "{}", no_token.body);
+    let auth = [("Authorization", "Bearer open sesame")];
+    let foreign = request(
+        &server.addr,
+        "POST",
+        path,
+        &[auth[0], ("Origin", "http://evil.example")],
+        body,
+    );
+    assert_eq!(foreign.status, 403, "{}", foreign.body);
+    let text = request(
+        &server.addr,
+        "POST",
+        path,
+        &[auth[0], ("Content-Type", "text/plain")],
+        body,
+    );
+    assert_eq!(text.status, 415, "{}", text.body);
+    let ok = request(&server.addr, "POST", path, &auth, body);
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    server.stop();
+}
+
+/// Makes a named pipe: opening one end waits for the other, which orders the test and the hook
+/// without sleeping.
+fn fifo(path: &Path) {
+    mkfifo(path, Mode::from_bits_truncate(0o600)).unwrap();
+}
+
+#[test]
+fn a_second_gate_of_one_session_is_409_notices_and_other_sessions_go_on() {
+    let ws = Workspace::new();
+    let (started, go) = (ws.base().join("started"), ws.base().join("go"));
+    fifo(&started);
+    fifo(&go);
+    // The `Wait` call announces itself on `started`, then holds its gate until the test writes
+    // to `go`; other calls pass at once.
+    yml(
+        &ws,
+        "hold",
+        &format!(
+            "event: tool.before\nrun: 'test \"${{tool_name}}\" = Wait || exit 0; echo up > {}; \
+             read line < {}'",
+            started.display(),
+            go.display()
+        ),
+    );
+    yml(&ws, "note", "event: session.start\nrun: exit 0");
+    let server = Server::tcp(&ws);
+
+    let (tx, rx) = mpsc::channel();
+    let addr = server.addr.clone();
+    let first = std::thread::spawn(move || {
+        let response = request(
+            &addr,
+            "POST",
+            "/v1/events/tool.before",
+            &[],
+            r#"{"data":{"tool_name":"Wait"}}"#,
+        );
+        let _ = tx.send(());
+        response
+    });
+    // Read once the hook has written and closed its end: the first gate is running. In a
+    // thread, so that a hook that never starts fails the test instead of hanging it.
+    let (up_tx, up_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut up = String::new();
+        let read = fs::File::open(&started).and_then(|mut f| f.read_to_string(&mut up));
+        let _ = up_tx.send(read.map(|_| up));
+    });
+    let up = up_rx
+        .recv_timeout(DEADLINE)
+        .expect("the hook starts")
+        .unwrap();
+    assert_eq!(up, "up\n");
+
+    // The same session (the server's, as none is named) is refused, naming the session.
+    let second = server.post("/v1/events/tool.before", r#"{"data":{"tool_name":"Read"}}"#);
+    assert_eq!(second.status, 409, "{}", second.body);
+    assert!(error(&second.json()).contains("session"), "{}", second.body);
+    // Another session's gate and a notice of this one go on.
+    let other = server.post(
+        "/v1/events/tool.before",
+        r#"{"session_id":"other","data":{"tool_name":"Read"}}"#,
+    );
+    assert_eq!(other.status, 200, "{}", other.body);
+    let notice = server.post("/v1/events/session.start", "{}");
+    assert_eq!(notice.status, 200, "{}", notice.body);
+    assert!(rx.try_recv().is_err(), "the first gate answered early");
+
+    // Let the first gate end; its session is free again.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&go)
+        .unwrap()
+        .write_all(b"go\n")
+        .unwrap();
+    rx.recv_timeout(DEADLINE).expect("the first gate answers");
+    let first = first.join().unwrap();
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.json()["decision"], "allow");
+    let again = server.post("/v1/events/tool.before", r#"{"data":{"tool_name":"Read"}}"#);
+    assert_eq!(again.status, 200, "{}", again.body);
+    server.stop();
+}
