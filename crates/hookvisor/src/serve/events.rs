@@ -70,7 +70,7 @@ pub enum Event {
     },
     /// An event fired through `POST /v1/events/{event}` was decided (EVENTS.md §3).
     #[serde(rename = "event.decided")]
-    EventDecided {
+    Decided {
         /// The canonical event name.
         event: String,
         /// What its hooks decided.
@@ -90,7 +90,7 @@ impl Event {
             Event::EvaluationDone { .. } => "evaluationDone",
             Event::EvaluationCancelled => "evaluationCancelled",
             Event::HooksChanged { .. } => "hooksChanged",
-            Event::EventDecided { .. } => "event.decided",
+            Event::Decided { .. } => "event.decided",
         }
     }
 }

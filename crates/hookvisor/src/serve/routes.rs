@@ -360,7 +360,7 @@ pub async fn fire_event(
         FireError::Cancelled => ServerError::Cancelled,
         other => ServerError::Internal(other.to_string()),
     })?;
-    state.hub.publish(Event::EventDecided {
+    state.hub.publish(Event::Decided {
         event: reply.event.clone(),
         decision: reply.decision,
         reason: reply.reason.clone(),
