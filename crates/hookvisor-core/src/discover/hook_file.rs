@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use super::fields::{Loaded, hook_from_fields};
@@ -173,11 +173,19 @@ fn declared_kind(text: &str) -> Option<HookKind> {
     }
 }
 
+/// The first [`HEAD_LIMIT`] bytes of a regular file. The agent can write the hooks directory, so
+/// the open never waits (a FIFO opens at once) and what was opened is checked, not what the
+/// path was a moment before: anything but a regular file is an error, never a read.
 fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
     let mut head = Vec::new();
-    fs::File::open(path)?
-        .take(HEAD_LIMIT)
-        .read_to_end(&mut head)?;
+    file.take(HEAD_LIMIT).read_to_end(&mut head)?;
     Ok(head)
 }
 
@@ -187,6 +195,35 @@ mod tests {
 
     use super::*;
     use crate::discover::tests::Dir;
+
+    /// The agent can write the hooks directory: a FIFO there must never make discovery wait
+    /// for a writer that never comes (an evaluation, a `fire`, the init's discovery would hang).
+    /// A name that is not UTF-8, or that makes an empty id, used to be read for its declared
+    /// kind before its type was checked.
+    #[test]
+    fn a_fifo_in_the_hooks_dir_never_blocks_discovery() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        use std::sync::mpsc;
+        use std::time::Duration;
+
+        let dir = Dir::new();
+        let mode = nix::sys::stat::Mode::from_bits_truncate(0o644);
+        for name in [OsStr::from_bytes(b"\xffhook.sh"), OsStr::new("@@@.sh")] {
+            nix::unistd::mkfifo(&dir.0.path().join(name), mode).unwrap();
+        }
+        let hooks = dir.0.path().to_owned();
+        let (done, finished) = mpsc::channel();
+        std::thread::spawn(move || done.send(crate::discover(&hooks)).unwrap());
+        let discovery = finished
+            .recv_timeout(Duration::from_secs(10))
+            .expect("discovery blocked on a FIFO");
+        assert!(discovery.hooks.is_empty() && discovery.event_hooks.is_empty());
+        assert_eq!(discovery.problems.len(), 2, "{:?}", discovery.problems);
+        for problem in &discovery.problems {
+            assert_eq!(problem.declared, None, "{problem}");
+        }
+    }
 
     /// Pre-commit keeps the problems of pre-commit hooks (and of files it cannot read) from
     /// what discovery stored, without reading the files again.
