@@ -338,14 +338,8 @@ fn record_refused(
 /// The status fields of the event model (EVENTS.md §2.1, §5 rule 10).
 fn label(entry: &mut crate::status::HookStatus, hook: &Hook) {
     entry.event = Some(hook.spec.event.to_string());
-    entry.source = Some(source_of(hook));
+    entry.source = Some(hook.source());
     entry.action = Some(hook.spec.action.as_str().to_owned());
-}
-
-/// Where a hook is declared, `relative/path:line`: its file in the hooks dir, line 1, where
-/// both a script and a declarative file start (the same as `list --json`).
-fn source_of(hook: &Hook) -> String {
-    format!(".discobot/hooks/{}:1", hook.file_name())
 }
 
 /// What is decided about a hook before anything runs.

@@ -164,6 +164,12 @@ impl Hook {
             .unwrap_or_default()
     }
 
+    /// Where the hook is declared, `relative/path:line` (EVENTS.md §5 rule 10): the hooks dir
+    /// relative to the workspace, and line 1, where both a script and a declarative file start.
+    pub fn source(&self) -> String {
+        format!(".discobot/hooks/{}:1", self.file_name())
+    }
+
     /// True when a workspace-relative path is one this hook cares about (as bytes: see
     /// [`Pattern`]'s rules).
     ///

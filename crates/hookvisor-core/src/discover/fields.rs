@@ -81,7 +81,7 @@ pub(super) struct Loaded {
 
 /// The fields of the event model (EVENTS.md §1.3, §1.2) that the phase-1 runners do not honour:
 /// a hook that sets one is an event hook only.
-const EVENT_FIELDS: [&str; 12] = [
+pub(super) const EVENT_FIELDS: [&str; 12] = [
     "tool",
     "when",
     "phase",

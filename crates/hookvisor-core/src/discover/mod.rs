@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use self::fields::disagreement;
+use self::fields::{EVENT_FIELDS, disagreement};
 use self::hook_file::{HookFile, read_hook};
 use crate::event::Event;
 use crate::hook::{Hook, HookKind, Problem, ProblemKind, RunAs};
@@ -31,8 +31,8 @@ const SCRIPT_EXTENSIONS: [&str; 11] = [
     "sh", "bash", "zsh", "py", "js", "ts", "rb", "pl", "php", "yml", "yaml",
 ];
 
-/// Front matter keys hookvisor reads; others are reported as warnings.
-const KNOWN_FIELDS: [&str; 22] = [
+/// Front matter keys of phase 1 and `event:`; with [`EVENT_FIELDS`], every key hookvisor reads.
+const PHASE1_FIELDS: [&str; 10] = [
     "name",
     "type",
     "description",
@@ -43,19 +43,22 @@ const KNOWN_FIELDS: [&str; 22] = [
     "timeout",
     "retries",
     "event",
-    "tool",
-    "when",
-    "phase",
-    "await",
-    "block_on",
-    "on_failure",
-    "retry_delay",
-    "pipe_output",
-    "reason_from",
-    "action",
-    "run",
-    "argv",
 ];
+
+/// Front matter keys hookvisor reads; others are reported as warnings.
+const KNOWN_FIELDS: [&str; PHASE1_FIELDS.len() + EVENT_FIELDS.len()] = {
+    let mut known = [""; PHASE1_FIELDS.len() + EVENT_FIELDS.len()];
+    let mut i = 0;
+    while i < known.len() {
+        known[i] = if i < PHASE1_FIELDS.len() {
+            PHASE1_FIELDS[i]
+        } else {
+            EVENT_FIELDS[i - PHASE1_FIELDS.len()]
+        };
+        i += 1;
+    }
+    known
+};
 
 /// The result of scanning a hooks directory.
 #[derive(Debug, Clone, Default)]

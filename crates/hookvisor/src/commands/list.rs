@@ -97,12 +97,6 @@ fn type_of(hook: &Hook) -> String {
     }
 }
 
-/// Where a hook is declared, `relative/path:line` (EVENTS.md §5 rule 10): the hooks dir
-/// relative to the workspace, and line 1, where both a script and a declarative file start.
-fn source_of(hook: &Hook) -> String {
-    format!(".discobot/hooks/{}:1", hook.file_name())
-}
-
 fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
     let mut json = json!({
         "id": hook.id,
@@ -135,7 +129,7 @@ fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
         json["event"] = json!(spec.event.to_string());
         json["phase"] = json!(spec.phase.as_str());
         json["action"] = json!(spec.action.as_str());
-        json["source"] = json!(source_of(hook));
+        json["source"] = json!(hook.source());
         json["tool"] = json!(spec.tool.as_ref().map(ToString::to_string));
         json["when"] = json!(spec.when.as_ref().map(ToString::to_string));
         json["await"] = json!(spec.await_);
