@@ -29,10 +29,11 @@ pub(crate) const RUN_MARKER_VARIABLE: &str = "HOOKVISOR_RUN";
 /// round reaches one more generation of a process tree that forks while it dies.
 const ROUNDS: usize = 64;
 
-/// How many of those rounds may be spent looking again at processes that showed no environment
-/// (an exec under way lasts microseconds; a process that really has none must not make every
-/// hook run of `serve` read `/proc` 64 times).
-const UNSURE_ROUNDS: usize = 8;
+/// How long a run may keep looking at a process caught in the middle of an exec (it shows no
+/// environment until the kernel has built the new one). An exec lasts microseconds, but on a
+/// loaded machine one that waits for the disk lasts longer than a few rounds of yielding; only
+/// a process really in an exec makes the caller wait, so the bound costs nothing otherwise.
+const EXEC_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Makes this process a child subreaper, so that what its hooks leave behind comes back to it.
 /// Every binary that runs hooks calls it at start.
@@ -63,8 +64,9 @@ pub(crate) fn kill(marker: &str) -> usize {
     let me = std::process::id() as i32;
     // A process still dying is found again in the next round; it counts once.
     let mut killed = std::collections::BTreeSet::new();
-    let mut unsure_rounds = 0;
-    for _ in 0..ROUNDS {
+    let mut rounds = 0;
+    let mut unsure_since = None;
+    while rounds < ROUNDS {
         let candidates = if subreaper {
             own_children()
         } else {
@@ -77,14 +79,18 @@ pub(crate) fn kill(marker: &str) -> usize {
                 Some(true) => marked.push(pid),
                 Some(false) => {}
                 // A process caught in the middle of an exec shows no environment for an
-                // instant: look again next round rather than let it go.
+                // instant: look again rather than let it go.
                 None => unsure = true,
             }
         }
         if marked.is_empty() {
-            if unsure && unsure_rounds < UNSURE_ROUNDS {
-                unsure_rounds += 1;
-                std::thread::yield_now();
+            if unsure
+                && unsure_since
+                    .get_or_insert_with(std::time::Instant::now)
+                    .elapsed()
+                    < EXEC_PATIENCE
+            {
+                std::thread::sleep(std::time::Duration::from_micros(200));
                 continue;
             }
             break;
@@ -101,6 +107,7 @@ pub(crate) fn kill(marker: &str) -> usize {
             }
         }
         killed.extend(marked);
+        rounds += 1;
     }
     killed.len()
 }
@@ -134,25 +141,26 @@ fn every_process() -> Vec<i32> {
 }
 
 /// Whether `/proc/<pid>/environ` holds `entry` (`NAME=value\0`) as a whole entry; `None` when
-/// it cannot tell: the environment reads empty although the process is alive, is no zombie and
-/// is no kernel thread (those all have an empty environment, and kthreadd, pid 2, as parent):
-/// an exec under way. (A process that really has no environment makes its caller look again a
-/// bounded number of times.)
+/// it cannot tell because the process is in the middle of an exec: its new memory has no
+/// environment and no command line yet. (After an exec the command line is never empty, the
+/// kernel gives an empty `argv` an `""`; a process that cleared its environment still has one.
+/// Zombies and kernel threads, which have neither, are settled.)
 fn carries(pid: i32, entry: &[u8]) -> Option<bool> {
     let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
         return Some(false);
     };
     if environ.is_empty() {
-        let settled = fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|stat| {
-                let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_whitespace();
-                let state = fields.next()?;
-                let parent: i32 = fields.next()?.parse().ok()?;
-                Some(matches!(state, "Z" | "X") || parent == 2 || pid == 2)
-            })
-            .unwrap_or(true);
-        return settled.then_some(false);
+        let mid_exec = fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.is_empty())
+            && fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_whitespace();
+                    let state = fields.next()?;
+                    let parent: i32 = fields.next()?.parse().ok()?;
+                    Some(!(matches!(state, "Z" | "X") || parent == 2 || pid == 2))
+                })
+                .unwrap_or(false);
+        return (!mid_exec).then_some(false);
     }
     Some(
         environ
@@ -180,5 +188,36 @@ mod tests {
         assert!(has(b"HOOKVISOR_RUN=7.1.9\0"));
         assert!(!has(b"HOOKVISOR_RUN=7.1\0"));
         assert!(!has(b"RUN=7.1.9\0"));
+    }
+
+    /// A process that cleared its environment is told apart from one in the middle of an exec
+    /// at once (it has a command line), so it never makes a run wait; a marked one is found.
+    #[test]
+    fn an_empty_environment_after_exec_is_settled_and_a_marked_one_is_found() {
+        let mut bare = std::process::Command::new("env")
+            .args(["-i", "sleep", "100"])
+            .spawn()
+            .unwrap();
+        let mut marked = std::process::Command::new("sleep")
+            .arg("100")
+            .env(RUN_MARKER_VARIABLE, "test.1")
+            .spawn()
+            .unwrap();
+        let entry = format!("{RUN_MARKER_VARIABLE}=test.1\0").into_bytes();
+        // Wait until each has finished its exec into sleep (its command line says so).
+        for pid in [bare.id(), marked.id()] {
+            while !fs::read(format!("/proc/{pid}/cmdline"))
+                .unwrap()
+                .starts_with(b"sleep\0")
+            {
+                std::thread::yield_now();
+            }
+        }
+        assert_eq!(carries(bare.id() as i32, &entry), Some(false));
+        assert_eq!(carries(marked.id() as i32, &entry), Some(true));
+        for child in [&mut bare, &mut marked] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
     }
 }
