@@ -525,11 +525,13 @@ pub enum ProblemKind {
     /// A declarative `.yml` hook has neither `event` nor `type`.
     #[error("missing 'event'; add one such as 'event: turn.end'")]
     MissingEvent,
-    /// `run_as: root` on an event hook of another event than `session.start`: only the init
-    /// runs hooks as root, before the agent starts (README, Security).
+    /// `run_as: root` on a hook of the event model: `run_as` is a phase-1 field (EVENTS.md
+    /// §1.3), and only the init runs phase-1 session hooks as root, before the agent starts,
+    /// from bytes it sealed (README, Security).
     #[error(
-        "run_as: root is for session hooks, which the init runs before the agent; a {event} \
-         hook runs as the user: drop 'run_as'"
+        "run_as: root is for phase-1 session hooks (an executable script with 'type: session' \
+         and no event fields), which the init runs before the agent; this {event} hook runs \
+         as the user: drop 'run_as' or make it such a script"
     )]
     RootOutsideSession {
         /// 1-based line of `run_as`.

@@ -141,8 +141,8 @@ pub use precommit::{
 pub use seal::{RootHooks, SealError, SealedScript};
 pub use session::{
     Attempt, Backoff, DEFAULT_RETRIES, RootImages, STOPPED_NOTE, SessionError, SessionHook,
-    SessionOptions, SessionPlan, SessionRun, credentials_for, fail_interrupted, prepare_state_dir,
-    run_session,
+    SessionOptions, SessionPlan, SessionRun, credentials_for, fail_interrupted, fire_session_start,
+    prepare_state_dir, run_session,
 };
 pub use state::{Durability, StateDir, write_atomic};
 pub use status::{HookStatus, RunResult, Status, StatusError, StatusStore};

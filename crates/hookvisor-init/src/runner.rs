@@ -11,12 +11,17 @@
 //! before the next attempt or the next hook starts. So nothing a root hook starts outlives it
 //! as root, and nothing a user hook starts is left to interfere with its next attempt or with
 //! the root hooks after it.
+//!
+//! After its phase-1 hooks, a runner fires `session.start` for the event hooks of its pass
+//! (`await: true` in the one before CMD, the others in the background one): it first drops
+//! root for good, so those hooks, which cannot say `run_as`, are read and run as the user.
 
 use std::time::Duration;
 
+use hookvisor_core::decision::Decision;
 use hookvisor_core::{
     Attempt, CancelToken, Context, Credentials, Hook, RootImages, SessionHook, SessionOptions,
-    run_session,
+    fire_session_start, run_session,
 };
 use nix::sys::signal::{SigSet, Signal};
 use nix::unistd::Pid;
@@ -37,11 +42,14 @@ pub(crate) struct Runner {
     pub hooks: Vec<Hook>,
 }
 
-/// Forks a runner for `hooks`. `grace` is the init's: a stopped hook gets half of it between
-/// TERM and KILL, so that the runner has time to record it before the init kills the runner.
+/// Forks a runner for `hooks`, then, when `events` is `Some(awaited)`, for the `session.start`
+/// event hooks whose `await` is `awaited`. `grace` is the init's: a stopped hook gets half of
+/// it between TERM and KILL, so that the runner has time to record it before the init kills
+/// the runner.
 pub(crate) fn start(
     ctx: &Context,
     hooks: Vec<SessionHook>,
+    events: Option<bool>,
     user: Option<&Credentials>,
     root_images: RootImages,
     grace: Duration,
@@ -55,13 +63,18 @@ pub(crate) fn start(
         after_attempt: Some(after_attempt),
         ..SessionOptions::default()
     };
-    let pid = spawn::fork_runner(|| body(ctx, &hooks, options))?;
+    let pid = spawn::fork_runner(|| body(ctx, &hooks, events, options))?;
     let hooks = hooks.into_iter().map(|h| h.hook).collect();
     Ok(Runner { pid, hooks })
 }
 
 /// The runner process: exit status 0 when every hook succeeded, 1 otherwise.
-fn body(ctx: &Context, hooks: &[SessionHook], mut options: SessionOptions) -> i32 {
+fn body(
+    ctx: &Context,
+    hooks: &[SessionHook],
+    events: Option<bool>,
+    mut options: SessionOptions,
+) -> i32 {
     let cancel = CancelToken::new();
     options.cancel = Some(cancel.clone());
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
@@ -106,10 +119,92 @@ fn body(ctx: &Context, hooks: &[SessionHook], mut options: SessionOptions) -> i3
             run.log_path.display()
         );
     });
-    if runs.len() == hooks.len() && runs.iter().all(|r| r.success) {
-        0
-    } else {
-        1
+    let passed = runs.len() == hooks.len() && runs.iter().all(|r| r.success);
+    let events_passed = match events {
+        Some(awaited) if !cancel_requested(&options) => {
+            fire_events(ctx, awaited, options.user.as_ref(), options.cancel.clone())
+        }
+        _ => true,
+    };
+    if passed && events_passed { 0 } else { 1 }
+}
+
+/// Puts the user's identity in this process's environment, which the event hooks inherit, as
+/// phase-1 user hooks get it from the executor.
+#[allow(unsafe_code)]
+fn take_identity(user: &Credentials) {
+    for (name, value) in [
+        ("HOME", user.home.as_os_str()),
+        ("USER", user.user.as_ref()),
+        ("LOGNAME", user.user.as_ref()),
+        ("SHELL", user.shell.as_os_str()),
+    ] {
+        // SAFETY: the runner's only other thread waits for signals in sigwait and never reads
+        // the environment.
+        unsafe { std::env::set_var(name, value) };
+    }
+}
+
+/// Whether the runner was told to stop: then no event hook starts.
+fn cancel_requested(options: &SessionOptions) -> bool {
+    options
+        .cancel
+        .as_ref()
+        .is_some_and(CancelToken::is_cancelled)
+}
+
+/// Drops root for good (to `user`), then fires `session.start` for the event hooks whose
+/// `await` is `awaited`; says on stderr what did not pass. Root without a user to become runs
+/// none of them: nothing declared them root.
+fn fire_events(
+    ctx: &Context,
+    awaited: bool,
+    user: Option<&Credentials>,
+    cancel: Option<CancelToken>,
+) -> bool {
+    if nix::unistd::Uid::effective().is_root() {
+        let Some(user) = user else {
+            eprintln!(
+                "hookvisor-init: session.start event hooks not run: they never run as root, \
+                 and no --user names whom to run them as"
+            );
+            return false;
+        };
+        if let Err(e) = hookvisor_core::sys::drop_credentials(&user.groups, user.gid, user.uid) {
+            eprintln!(
+                "hookvisor-init: session.start event hooks not run: cannot become {}: {e}",
+                user.user
+            );
+            return false;
+        }
+        take_identity(user);
+    }
+    match fire_session_start(ctx, awaited, cancel) {
+        Ok(None) => true,
+        Ok(Some(reply)) if reply.decision == Decision::Allow => {
+            for result in reply.results.iter().filter(|r| r["success"] != true) {
+                eprintln!(
+                    "hookvisor-init: session.start hook \"{}\" failed (exit code {}); log: {}",
+                    result["hookId"].as_str().unwrap_or("?"),
+                    result["exitCode"],
+                    ctx.log_path(result["hookId"].as_str().unwrap_or("?"))
+                        .display()
+                );
+            }
+            reply.results.iter().all(|r| r["success"] == true)
+        }
+        Ok(Some(reply)) => {
+            eprintln!(
+                "hookvisor-init: session.start hooks: {}: {}",
+                reply.decision.as_str(),
+                hookvisor_core::sanitize(reply.reason.as_deref().unwrap_or(""))
+            );
+            false
+        }
+        Err(e) => {
+            eprintln!("hookvisor-init: session.start event hooks: {e}");
+            false
+        }
     }
 }
 

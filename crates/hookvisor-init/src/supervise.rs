@@ -210,7 +210,12 @@ impl Supervisor {
                 self.cmd_status = Some(code);
             } else if let Some(i) = self.runners.iter().position(|r| r.pid == pid) {
                 let runner = self.runners.swap_remove(i);
-                self.runner_ended(runner, libc::WIFSIGNALED(status));
+                let killed = libc::WIFSIGNALED(status);
+                // A runner that exited 0 or 1 recorded every hook it ran: a recorder would
+                // only touch the state dir while CMD may already be using it.
+                if killed || !matches!(code, 0 | 1) {
+                    self.runner_ended(runner, killed);
+                }
             }
         }
     }

@@ -414,3 +414,70 @@ fn a_hook_linked_to_a_root_only_file_reveals_nothing() {
         "the file is still reported: {err}"
     );
 }
+
+/// `session.start` hooks of the event model (a declarative `.yml`) run as the user, never as
+/// root: the awaited one before CMD starts, the other beside it; one that asks for root is a
+/// problem and does not run at all.
+#[test]
+fn session_start_event_hooks_run_as_the_user_and_never_as_root() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    let awaited = w.ws.join("awaited");
+    let background = w.ws.join("background");
+    let rooted = w.ws.join("rooted");
+    let yml = |name: &str, front: &str| {
+        fs::write(
+            w.ws.join(".discobot/hooks").join(name),
+            format!("---\nevent: session.start\n{front}\n---\n"),
+        )
+        .unwrap();
+    };
+    yml(
+        "20-awaited.yml",
+        &format!(
+            "await: true\nrun: 'id -u > {0}.tmp; echo \"$HOME\" >> {0}.tmp; mv {0}.tmp {0}'",
+            awaited.display()
+        ),
+    );
+    yml(
+        "30-background.yml",
+        &format!("await: false\nrun: 'id -u > {}'", background.display()),
+    );
+    yml(
+        "40-rooted.yml",
+        &format!("run_as: root\nrun: 'id -u > {}'", rooted.display()),
+    );
+    // A phase-1 root hook runs first, as root, in the same runner that then drops root.
+    w.hook("10-root.sh", "# run_as: root\n# blocking: true\n", "id -u");
+    give_to_test_user(&w.ws);
+    // CMD sees the awaited hook's file at once, and waits (bounded) for the background one.
+    let script = format!(
+        "test -s {awaited} || {{ echo 'CMD started before the awaited hook' >&2; exit 9; }}; \
+         for i in $(seq 200); do test -s {background} && break; sleep 0.05; done",
+        awaited = awaited.display(),
+        background = background.display(),
+    );
+    let (code, _, err) = run(&w.args(&["--user", "hv-test", "--", "sh", "-c", &script]));
+    assert_eq!(code, 0, "{err}");
+    let (uid, _) = test_user();
+    let home = nix::unistd::User::from_name("hv-test")
+        .unwrap()
+        .unwrap()
+        .dir;
+    assert_eq!(
+        fs::read_to_string(&awaited).unwrap(),
+        format!("{uid}\n{}\n", home.display())
+    );
+    assert_eq!(fs::read_to_string(&background).unwrap(), format!("{uid}\n"));
+    assert!(!rooted.exists(), "a run_as: root event hook ran: {err}");
+    assert!(
+        err.contains("40-rooted.yml:3: run_as: root is for phase-1 session hooks"),
+        "{err}"
+    );
+    assert_eq!(w.log("10-root"), "0\n");
+    let status = w.status();
+    assert_eq!(status["hooks"]["20-awaited"]["event"], "session.start");
+    assert_eq!(status["hooks"]["20-awaited"]["lastResult"], "success");
+}

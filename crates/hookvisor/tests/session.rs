@@ -4,6 +4,7 @@ mod common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use common::{Workspace, stderr};
@@ -203,4 +204,51 @@ fn session_as_root_writes_nothing_into_the_agents_git_dir() {
             .unwrap()
             .is_symlink()
     );
+}
+
+/// `session.start` hooks of the event model (a declarative `.yml`) run after the phase-1 ones
+/// when `session` runs as the user, and never as root: as root it runs none and says so.
+#[test]
+fn session_start_event_hooks_run_as_the_user_and_never_as_root() {
+    let Some(_one_at_a_time) = ensure_test_user() else {
+        return;
+    };
+    let user = nix::unistd::User::from_name("hv-test").unwrap().unwrap();
+    let ws = Workspace::new();
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    ws.hook("10-user.sh", "session", "run_as: user", "id -u");
+    ws.write(
+        ".discobot/hooks/20-event.yml",
+        "---\nevent: session.start\nrun: id -u\n---\n",
+    );
+
+    let as_root = ws.hookvisor(&["session", "--user", "hv-test"]);
+    assert_eq!(as_root.status.code(), Some(1), "{}", stderr(&as_root));
+    assert!(
+        stderr(&as_root).contains("session.start event hooks not run: they never run as root"),
+        "{}",
+        stderr(&as_root)
+    );
+    assert!(!ws.state_dir().join("output/20-event.log").exists());
+
+    // As the user: both run, the event hook after the phase-1 one.
+    let chown = Command::new("chown")
+        .args(["-R", "hv-test:hv-test"])
+        .arg(ws.base())
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let mut cmd = ws.hookvisor_command();
+    cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
+    let as_user = cmd.arg("session").output().unwrap();
+    assert_eq!(as_user.status.code(), Some(0), "{}", stderr(&as_user));
+    let said = String::from_utf8_lossy(&as_user.stdout);
+    assert_eq!(
+        said,
+        "ok    10-user\nok    20-event\n",
+        "{}",
+        stderr(&as_user)
+    );
+    let log = fs::read_to_string(ws.state_dir().join("output/20-event.log")).unwrap();
+    assert_eq!(log, format!("{}\n", user.uid));
 }

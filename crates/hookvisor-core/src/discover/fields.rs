@@ -207,25 +207,11 @@ pub(super) fn hook_from_fields(
         && spec.event.phase1_kind().is_some()
         && (spec.event != Event::TurnEnd || pattern.is_some())
         && !EVENT_FIELDS.iter().any(|key| front.has(key));
-    // Phase-1 hooks keep their rules; a new event hook gets root only where the init runs it.
-    if !phase1 && run_as == RunAs::Root && spec.event != Event::SessionStart {
+    // Phase-1 hooks keep their rules; an event hook never runs as root (`run_as` is phase 1's).
+    if !phase1 && run_as == RunAs::Root {
         return Err(ProblemKind::RootOutsideSession {
             line: front.line("run_as"),
             event: spec.event.to_string(),
-        });
-    }
-    // The init runs root session hooks to the end before CMD whatever `await` says: a written
-    // `await: false` would promise a background run that never happens.
-    if run_as == RunAs::Root
-        && !spec.await_
-        && let Some(value) = front.field("await")?
-    {
-        return Err(ProblemKind::InvalidValue {
-            line: front.line("await"),
-            key: "await",
-            value: value.to_owned(),
-            expected: "true or drop it: a run_as: root hook always finishes before the agent \
-                       starts",
         });
     }
     let hook = Hook {
@@ -994,17 +980,17 @@ mod tests {
             ),
             (
                 "event: tool.before\nrun_as: root",
-                "h.sh:4: run_as: root is for session hooks, which the init runs before the \
-                 agent; a tool.before hook runs as the user: drop 'run_as'",
+                "h.sh:4: run_as: root is for phase-1 session hooks (an executable script with \
+                 'type: session' and no event fields), which the init runs before the agent; \
+                 this tool.before hook runs as the user: drop 'run_as' or make it such a script",
             ),
             (
-                "event: session.start\nrun_as: root\nawait: false",
-                "h.sh:5: invalid await 'false'; use true or drop it: a run_as: root hook always \
-                 finishes before the agent starts",
+                "event: session.start\nrun_as: root\nawait: true",
+                "h.sh:4: run_as: root is for phase-1 session hooks",
             ),
             (
-                "type: session\nrun_as: root\nawait: no",
-                "h.sh:5: invalid await 'no'",
+                "event: session.start\nwhen: ${x} == 1\nrun_as: root",
+                "h.sh:5: run_as: root is for phase-1 session hooks",
             ),
         ];
         let mut wrong = Vec::new();
@@ -1201,10 +1187,11 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
-        // Root stays where phase 1 had it, and where the init will run event hooks.
+        // Root stays where phase 1 had it (`event: session.start` is `type: session`), and
+        // nowhere in the event model.
         assert!(script("type: file\npattern: x\nrun_as: root").is_ok());
-        assert!(script("event: session.start\nwhen: ${x} == 1\nrun_as: root").is_ok());
-        assert!(script("event: session.start\nrun_as: root\nawait: true").is_ok());
+        assert!(script("event: session.start\nrun_as: root").is_ok_and(|(_, phase1)| phase1));
+        assert!(script("event: session.start\nwhen: ${x} == 1\nrun_as: root").is_err());
         assert!(script("event: session.start\nawait: false").is_ok());
         // A phase-1 file says nothing of the event model: `list` keeps its JSON.
         assert!(!script("type: session").unwrap().0.spec.declared);

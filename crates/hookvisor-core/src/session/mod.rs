@@ -36,6 +36,13 @@
 //!    before the second) has the plain output. While an attempt runs, the log holds that
 //!    attempt's output; the earlier ones are put back in front of it when it ends.
 //!
+//! 7. Hooks of the event model bound to `session.start` (EVENTS.md §2.1: `type: session` ≡
+//!    `event: session.start`; a declarative `.yml`, or a script using `when`, `await`, …) are
+//!    fired through the event dispatcher after the phase-1 hooks of the same pass: the `await:
+//!    true` ones before the agent starts, the others beside it ([`fire_session_start`]). They
+//!    never run as root: `run_as` is a phase-1 field, so the caller fires them from a process
+//!    that is the run user for good (the init's runner drops root first), or not at all.
+//!
 //! This file holds the rules and the run of a session; each step lives in a module of its own:
 //! `plan` picks the hooks and seals the root ones (rule 1), `retry` makes the attempts of one
 //! hook and puts their log together (rules 3 and 6), and `state_dir` prepares the state dir
@@ -59,7 +66,11 @@ use self::retry::attempt_until_done;
 pub use self::retry::{Attempt, Backoff};
 pub use self::state_dir::prepare_state_dir;
 use crate::context::Context;
+use crate::decision::Reply;
+use crate::discover::{Discovery, discover};
+use crate::event::Event;
 use crate::exec::{CancelToken, Credentials, RunOptions, RunOutcome};
+use crate::fire::{FireError, Firing, fire};
 use crate::hook::{Hook, RunAs};
 use crate::status::{RunResult, StatusError, StatusStore};
 use crate::user_fs::act_as;
@@ -394,6 +405,31 @@ fn cancelled(options: &SessionOptions) -> bool {
         .cancel
         .as_ref()
         .is_some_and(CancelToken::is_cancelled)
+}
+
+/// Fires `session.start` for its event hooks whose `await` is `awaited` (rule 7), in this
+/// process, as whoever it is; returns `None` when there is no such hook. The hooks are read
+/// here, so a process that dropped root reads them as the user.
+pub fn fire_session_start(
+    ctx: &Context,
+    awaited: bool,
+    cancel: Option<CancelToken>,
+) -> Result<Option<Reply>, FireError> {
+    let found = discover(&ctx.hooks_dir());
+    let hooks = Discovery {
+        event_hooks: found
+            .event_hooks
+            .into_iter()
+            .filter(|h| h.spec.event == Event::SessionStart && h.spec.await_ == awaited)
+            .collect(),
+        ..Discovery::default()
+    };
+    if hooks.event_hooks.is_empty() {
+        return Ok(None);
+    }
+    let mut firing = Firing::new(Event::SessionStart);
+    firing.cancel = cancel;
+    fire(ctx, &hooks, &firing).map(Some)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use nix::unistd::Uid;
 
 use super::{DEFAULT_RETRIES, SessionHook};
 use crate::discover::Discovery;
+use crate::event::Event;
 use crate::exec::Credentials;
 use crate::hook::{Hook, HookKind, RunAs};
 use crate::seal::{RootHooks, SealedScript};
@@ -25,6 +26,12 @@ pub struct SessionPlan {
     /// What each root hook runs from when this process is root, by hook id: its sealed bytes,
     /// or why it will not run. Passed on to [`SessionOptions::root_images`](super::SessionOptions::root_images).
     pub root_images: RootImages,
+    /// There are `session.start` event hooks with `await: true`: fired, as the user, after
+    /// the blocking hooks and before the agent starts ([`fire_session_start`](super::fire_session_start)).
+    pub awaited_events: bool,
+    /// There are `session.start` event hooks with `await: false`: fired, as the user, after
+    /// the background hooks.
+    pub background_events: bool,
 }
 
 /// Sealed root hooks by id, or the reason one will not run (see [`SessionPlan::root_images`]).
@@ -78,6 +85,15 @@ impl SessionPlan {
                 plan.background.push(session_hook);
             }
         }
+        for hook in &discovery.event_hooks {
+            if hook.spec.event == Event::SessionStart {
+                if hook.spec.await_ {
+                    plan.awaited_events = true;
+                } else {
+                    plan.background_events = true;
+                }
+            }
+        }
         plan
     }
 
@@ -86,9 +102,12 @@ impl SessionPlan {
         self.blocking.iter().chain(&self.background)
     }
 
-    /// True when there is no session hook at all.
+    /// True when there is no session hook at all, of either model.
     pub fn is_empty(&self) -> bool {
-        self.blocking.is_empty() && self.background.is_empty()
+        self.blocking.is_empty()
+            && self.background.is_empty()
+            && !self.awaited_events
+            && !self.background_events
     }
 
     /// True when some hook asks for root but this process is not root, so it will run

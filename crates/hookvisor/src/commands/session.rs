@@ -5,7 +5,8 @@ use std::io::{self, Write};
 
 use hookvisor_core::{
     Attempt, Credentials, RootHooks, SessionHook, SessionOptions, SessionPlan, SessionRun,
-    StatusStore, act_as, agent_running, discover, prepare_state_dir, run_session,
+    StatusStore, act_as, agent_running, discover, fire_session_start, prepare_state_dir,
+    run_session,
 };
 use nix::unistd::Uid;
 
@@ -76,16 +77,60 @@ pub fn run(globals: &Globals, user: Option<&str>, root_hooks: Option<&str>) -> C
         after_attempt: Some(say_retry),
         ..SessionOptions::default()
     };
+    let cancel = options.cancel.clone();
     let mut out = io::stdout().lock();
     let runs = run_session(&ctx, &hooks, &options, |run| {
         // A closed stdout must not stop the hooks after this one.
         let _ = writeln!(out, "{}", summary(run));
     });
-    if runs.len() == hooks.len() && runs.iter().all(|r| r.success) {
-        Ok(Exit::Ok)
-    } else {
-        Ok(Exit::Failed)
+    let mut passed = runs.len() == hooks.len() && runs.iter().all(|r| r.success);
+    if plan.awaited_events || plan.background_events {
+        passed &= session_start_events(&ctx, cancel, &mut out);
     }
+    Ok(if passed { Exit::Ok } else { Exit::Failed })
+}
+
+/// Fires `session.start` for its event hooks, awaited ones first, as this process's user; as
+/// root it runs none (nothing declared them root) and says how to run them.
+fn session_start_events(
+    ctx: &hookvisor_core::Context,
+    cancel: Option<hookvisor_core::CancelToken>,
+    out: &mut impl Write,
+) -> bool {
+    if Uid::effective().is_root() {
+        eprintln!(
+            "hookvisor: session.start event hooks not run: they never run as root; run \
+             `hookvisor fire session.start` as the user"
+        );
+        return false;
+    }
+    let mut passed = true;
+    for awaited in [true, false] {
+        match fire_session_start(ctx, awaited, cancel.clone()) {
+            Ok(None) => {}
+            Ok(Some(reply)) => {
+                for result in &reply.results {
+                    let id = result["hookId"].as_str().unwrap_or("?");
+                    let line = if result["success"] == true {
+                        format!("ok    {id}")
+                    } else {
+                        passed = false;
+                        format!(
+                            "FAIL  {id} (exit code {}); log: {}",
+                            result["exitCode"],
+                            ctx.log_path(id).display()
+                        )
+                    };
+                    let _ = writeln!(out, "{line}");
+                }
+            }
+            Err(e) => {
+                eprintln!("hookvisor: session.start event hooks: {e}");
+                passed = false;
+            }
+        }
+    }
+    passed
 }
 
 /// Says on stderr that a failed attempt is made again, and when.
