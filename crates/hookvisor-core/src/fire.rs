@@ -77,8 +77,9 @@ use serde_json::{Map, Value as Json, json};
 
 use crate::context::Context;
 use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
-use crate::decision::{FinishedRun, Judge, Judgment, Outcome, Phase, Reply, Verdict};
+use crate::decision::{Decision, FinishedRun, Judge, Judgment, Outcome, Phase, Reply, Verdict};
 use crate::discover::Discovery;
+use crate::evaluate::{EvalError, EvalOptions, Trigger};
 use crate::event::{Command, Event, HookAction, PipeOutput, ToolMatcher};
 use crate::exec::{
     CancelToken, Capture, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,
@@ -114,6 +115,9 @@ pub struct Firing {
     pub files: Option<Vec<PathBuf>>,
     /// Stops a running hook and a retry wait when cancelled.
     pub cancel: Option<CancelToken>,
+    /// Hook-triggered re-prompts allowed per user turn, for the loop guard of `turn.end` and
+    /// `session.stop` (DESIGN.md's `max_retries`). Default: 3.
+    pub max_attempts: u32,
 }
 
 impl Firing {
@@ -128,6 +132,7 @@ impl Firing {
             stage: None,
             files: None,
             cancel: None,
+            max_attempts: EvalOptions::default().max_retries,
         }
     }
 }
@@ -161,11 +166,26 @@ pub enum FireError {
     /// was reached, so none is returned (a caller of a gate treats this as a refusal).
     #[error("interrupted before the hooks of the event were done")]
     Cancelled,
+    /// The end-of-turn evaluation `turn.end` delegates to could not complete.
+    #[error(transparent)]
+    Eval(Box<EvalError>),
+}
+
+impl From<EvalError> for FireError {
+    fn from(err: EvalError) -> Self {
+        match err {
+            EvalError::Cancelled => FireError::Cancelled,
+            other => FireError::Eval(Box::new(other)),
+        }
+    }
 }
 
 /// Fires `firing.event`: runs its event hooks by the steps of the [module documentation](self)
 /// and returns the reply.
 pub fn fire(ctx: &Context, discovery: &Discovery, firing: &Firing) -> Result<Reply, FireError> {
+    if firing.event == Event::TurnEnd {
+        return Ok(crate::evaluate::end_turn_once(ctx, discovery, firing)?.reply());
+    }
     let cancel = firing.cancel.clone().unwrap_or_default();
     let buffer = ContextBuffer::new(&ctx.state());
     let store = StatusStore::for_context(ctx);
@@ -192,8 +212,13 @@ pub fn fire(ctx: &Context, discovery: &Discovery, firing: &Firing) -> Result<Rep
     if cancel.is_cancelled() {
         return Err(FireError::Cancelled);
     }
-    let allowed = outcome.decision() == crate::decision::Decision::Allow;
-    let mut reply = outcome.into_reply(firing.event.to_string(), results, None);
+    let allowed = outcome.decision() == Decision::Allow;
+    let attempts = if firing.event == Event::SessionStop {
+        Some(session_stop_guard(&store, firing, &mut outcome)?)
+    } else {
+        None
+    };
+    let mut reply = outcome.into_reply(firing.event.to_string(), results, attempts);
     // A refused prompt reaches no model: the buffer waits for the next turn.start.
     if firing.event == Event::TurnStart && allowed {
         let drained = buffer.drain(MAX_CONTEXT_CHARS)?;
@@ -202,6 +227,29 @@ pub fn fire(ctx: &Context, discovery: &Discovery, firing: &Firing) -> Result<Rep
         }
     }
     Ok(reply)
+}
+
+/// Step 11 for `session.stop`: the phase-1 loop guard's `(attempt, maxAttempts)`, and a block
+/// past the guard given up (allowed) unless a loop fired it (§3.2: its own limits apply).
+///
+/// The guard counts turns, not events: a `turn.end` counted the turn that just ended (a `hook`
+/// trigger adds one, a `user` one resets), so a block here is "one more turn", which the next
+/// `turn.end` counts with its `hook` trigger. Reading the count is this event's only extra work.
+fn session_stop_guard(
+    store: &StatusStore,
+    firing: &Firing,
+    outcome: &mut Outcome,
+) -> Result<(u32, u32), FireError> {
+    let attempt = store.load()?.consecutive_hook_turns.saturating_add(1);
+    let guarded = Trigger::from_word(&firing.trigger) != Trigger::Loop;
+    if guarded && attempt > firing.max_attempts && outcome.decision() == Decision::Block {
+        tracing::warn!(
+            "session.stop blocked again; giving up after {} re-prompts until the next user turn",
+            firing.max_attempts
+        );
+        outcome.give_up();
+    }
+    Ok((attempt, firing.max_attempts))
 }
 
 /// Steps 1–3: the hook binds this event and its `tool` and `pattern` match.
@@ -232,7 +280,7 @@ fn selected(hook: &Hook, firing: &Firing) -> bool {
 }
 
 /// The payload of one run; `decision` is `${decision}` for the `post` pass.
-fn payload(ctx: &Context, firing: &Firing, decision: Option<&str>) -> Payload {
+pub(crate) fn payload(ctx: &Context, firing: &Firing, decision: Option<&str>) -> Payload {
     let session = firing.session.as_deref().unwrap_or(&ctx.session_id);
     let mut payload = Payload::new(
         firing.event.to_string(),
@@ -257,13 +305,16 @@ fn payload(ctx: &Context, firing: &Firing, decision: Option<&str>) -> Payload {
 }
 
 /// One hook's last run and its judgment.
-struct Done {
-    judgment: Judgment,
-    run: FinishedRun,
+pub(crate) struct Done {
+    /// What the last run means for the event.
+    pub(crate) judgment: Judgment,
+    /// The last run.
+    pub(crate) run: FinishedRun,
 }
 
-/// Steps 5–7 for one hook: `None` when its `when` is false.
-fn run_judged(
+/// Steps 5–7 for one hook: `None` when its `when` is false. A cancelled run is not recorded
+/// (it has no result) and ends the event with [`FireError::Cancelled`].
+pub(crate) fn run_judged(
     ctx: &Context,
     hook: &Hook,
     firing: &Firing,
@@ -294,6 +345,7 @@ fn run_judged(
     let mut retries_left = hook.spec.retries;
     loop {
         let (run, deterministic) = match run_once(ctx, hook, firing, payload, cancel)? {
+            Ran::Finished(outcome) if outcome.cancelled => return Err(FireError::Cancelled),
             Ran::Finished(outcome) => {
                 store.update(|status| {
                     let entry = status.entry(hook, ctx);
@@ -336,7 +388,7 @@ fn record_refused(
 }
 
 /// The status fields of the event model (EVENTS.md §2.1, §5 rule 10).
-fn label(entry: &mut crate::status::HookStatus, hook: &Hook) {
+pub(crate) fn label(entry: &mut crate::status::HookStatus, hook: &Hook) {
     entry.event = Some(hook.spec.event.to_string());
     entry.source = Some(hook.source());
     entry.action = Some(hook.spec.action.as_str().to_owned());
@@ -555,7 +607,7 @@ fn write_log(path: &Path, message: &str) -> io::Result<()> {
 }
 
 /// Step 8: the run's output into the context buffer when `pipe_output` asks.
-fn pipe(buffer: &ContextBuffer, hook: &Hook, done: &Done) -> Result<(), FireError> {
+pub(crate) fn pipe(buffer: &ContextBuffer, hook: &Hook, done: &Done) -> Result<(), FireError> {
     let failed = done.run.timed_out.is_some() || done.run.exit_code != 0;
     let wanted = match hook.spec.pipe_output {
         PipeOutput::Never => false,
@@ -592,7 +644,6 @@ fn result_json(hook: &Hook, firing: &Firing, done: &Done) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decision::Decision;
     use std::os::unix::fs::PermissionsExt;
 
     /// A workspace with a hooks dir and a state dir, removed on drop.

@@ -295,6 +295,9 @@ pub struct FireArgs {
     /// Who fired the event.
     #[arg(long, value_enum, default_value_t = FireTrigger::User)]
     pub trigger: FireTrigger,
+    /// Hook-triggered re-prompts allowed per user turn (turn.end, session.stop).
+    #[arg(long, env = "HOOKVISOR_MAX_RETRIES", default_value_t = 3)]
+    pub max_retries: u32,
 }
 
 /// Who fired an event (`${trigger}`).
@@ -326,6 +329,8 @@ pub enum Trigger {
     User,
     /// A re-prompt from a failing hook.
     Hook,
+    /// `hookvisor loop`: the loop guard does not apply.
+    Loop,
 }
 
 /// `pre-commit` subcommands.

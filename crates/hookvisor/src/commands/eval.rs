@@ -19,6 +19,7 @@ pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
     let trigger = match args.trigger {
         cli::Trigger::User => Trigger::User,
         cli::Trigger::Hook => Trigger::Hook,
+        cli::Trigger::Loop => Trigger::Loop,
     };
     let server = (!globals.any_given())
         .then(|| TurnClient::from_env(|name| std::env::var(name).ok()))

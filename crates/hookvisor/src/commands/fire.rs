@@ -32,6 +32,7 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     let mut firing = Firing::new(event);
     firing.data = data;
     firing.trigger = args.trigger.as_str().to_owned();
+    firing.max_attempts = args.max_retries;
     firing.cancel = Some(cancel_on_signals());
     let discovery = discover(&ctx.hooks_dir());
     for problem in &discovery.problems {
