@@ -116,7 +116,9 @@ pub(super) fn evaluate_scan(
             else {
                 continue;
             };
-            report.results.push(event_hooks::result(hook, files.clone(), &done));
+            report
+                .results
+                .push(event_hooks::result(hook, files.clone(), &done));
             report.context.extend(done.judgment.context.iter().cloned());
             if judged_stop(ctx, hook, files, &done, options, &mut report) {
                 break;
