@@ -4,10 +4,12 @@
 //! [`fire`] follows these steps, written once here:
 //!
 //! 1. **Selection** (§1.4). The hooks are [`Discovery::event_hooks`] whose `spec.event` is the
-//!    fired event, in discovery (file-name) order. Phase-1 hooks ([`Discovery::hooks`]) are not
-//!    run here: `turn.end` (≡ `eval`, rule 8), `session.start` and `commit.before` keep their
-//!    phase-1 runners, and firing one of those events runs only its event hooks until the later
-//!    wiring joins the two.
+//!    fired event, in discovery (file-name) order. `turn.end` is the exception (rule 8: `eval`
+//!    ≡ `fire turn.end`): it is handed whole to the end-of-turn evaluation ([`Evaluator`]), which
+//!    runs the phase-1 file hooks with the `event: turn.end` hooks, through this module's runner
+//!    for the latter (steps 5–8), and whose report gives the reply. Other phase-1 hooks
+//!    ([`Discovery::hooks`]) are not run here: `session.start` and `commit.before` keep their
+//!    phase-1 runners, and firing one of those events runs only its event hooks.
 //! 2. **Tool** (§5 rule 6). A hook with `tool:` runs only when `data.tool_name` is a string it
 //!    matches: `*` matches every call (also one without a tool name), a `|`-list matches its
 //!    exact names. A regex matcher never matches: the core has no regex engine yet, so such a
@@ -45,12 +47,19 @@
 //!     hook starts and [`fire`] returns [`FireError::Cancelled`]: half an event has no decision.
 //! 11. **Reply** (§5 rule 4). `{event, decision, reason, context, results, attempt,
 //!     maxAttempts}`; each result is `{hookId, exitCode, success, timedOut, files, blocked}`,
-//!     the phase-1 fields plus `blocked`. `attempt`/`maxAttempts` are `null`: the loop guard of
-//!     `turn.end`/`session.stop` belongs to the later wiring.
+//!     the phase-1 fields plus `blocked`. `attempt`/`maxAttempts` are the phase-1 loop guard's
+//!     for `turn.end` ([`EvalReport::reply`], which adds the eval JSON's `action`, `message`,
+//!     `pending` and `problems`) and `session.stop`, `null` otherwise. The guard counts turns by
+//!     their trigger at `turn.end`; `session.stop` reads the count (`attempt` = count + 1), and
+//!     a block past [`Firing::max_attempts`] is let through, like phase 1's `gave_up`, unless
+//!     the trigger is `loop`.
 //!
 //! Unawaited hooks (`await: false`) are awaited here as well: a CLI has nowhere to leave them.
 //!
 //! [`Discovery::event_hooks`]: crate::Discovery::event_hooks
+//! [`Evaluator`]: crate::Evaluator
+//! [`EvalReport::reply`]: crate::EvalReport::reply
+//! [`Firing::max_attempts`]: crate::fire::Firing::max_attempts
 //! [`Discovery::hooks`]: crate::Discovery::hooks
 //! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
 //! [`Outcome`]: crate::decision::Outcome

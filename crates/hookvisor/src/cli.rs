@@ -270,7 +270,8 @@ pub enum Command {
 /// Options of `eval`.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// What started the turn that just ended: `user` resets the loop guard, `hook` counts.
+    /// What started the turn that just ended: `user` resets the loop guard, `hook` counts,
+    /// `loop` is not guarded.
     #[arg(long, value_enum, default_value_t = Trigger::User)]
     pub trigger: Trigger,
     /// Print the evaluation as JSON.

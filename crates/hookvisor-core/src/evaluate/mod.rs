@@ -1,4 +1,4 @@
-//! End-of-turn evaluation of file hooks.
+//! End-of-turn evaluation of file hooks and of the `event: turn.end` hooks.
 //!
 //! The steps, written once here (DESIGN.md, "End-of-turn evaluation"):
 //!
@@ -25,6 +25,17 @@
 //!    (a broken file committed in the turn, a new file taking its id). Any other problem is
 //!    older than the turn: it is reported, never re-prompted. The re-prompt names the files
 //!    before a failing hook's message, if there is one.
+//!
+//! 8. `eval` ≡ `fire turn.end` (EVENTS.md §5 rule 8). The `pre` `event: turn.end` hooks with a
+//!    `pattern` are file hooks of steps 2–4, taken with the phase-1 ones in file-name order;
+//!    those without a pattern run at every turn end after them, on the files changed in the
+//!    turn, while no failure stopped the evaluation; `post` hooks run last, see `${decision}`
+//!    and cannot block (one with a pattern only when a matching file changed in the turn). Each
+//!    runs through the event dispatcher's runner ([`crate::fire`], steps 5–8: `when`, `run:`,
+//!    retries, judgment, `pipe_output`). A block is step 4's failure, its reason standing as
+//!    the output of the re-prompt; a failure that does not block is recorded and the pass goes
+//!    on; an abort stops it with the action `failed`. A `when` that is false leaves the pending
+//!    set like a pass. A `loop` trigger leaves the guard's count alone and always re-prompts.
 //!
 //! The action is `pass` when the evaluation ran no failing hook and re-prompts for no hook
 //! file, even if hooks stay pending or other files do not load.
