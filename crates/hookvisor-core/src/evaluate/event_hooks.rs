@@ -116,3 +116,135 @@ pub(super) fn failure(
         max_attempts,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::time::{Duration, Instant};
+
+    use serde_json::json;
+
+    use crate::decision::Decision;
+    use crate::evaluate::tests::{Fixture, ran};
+    use crate::evaluate::{Action, EvalError, EvalOptions, Evaluator, Trigger};
+    use crate::exec::CancelToken;
+    use crate::fire::Firing;
+    use crate::status::StatusStore;
+
+    /// A declarative hook `name.yml`; `RUNS` in `front` stands for the runs log's path.
+    fn yml(f: &Fixture, name: &str, front: &str) {
+        let front = front.replace("RUNS", &f.runs.display().to_string());
+        let path = f.ctx.hooks_dir().join(format!("{name}.yml"));
+        fs::write(path, format!("---\n{front}\n---\n")).unwrap();
+    }
+
+    fn end_turn_with(f: &Fixture, data: serde_json::Value) -> crate::EvalReport {
+        let mut turn = Firing::new(crate::event::Event::TurnEnd);
+        turn.data = data.as_object().unwrap().clone();
+        Evaluator::new(f.ctx.clone())
+            .end_turn_with(&EvalOptions::default(), &turn)
+            .unwrap()
+    }
+
+    #[test]
+    fn an_abort_ends_the_pass_and_post_hooks_see_the_decision() {
+        let f = Fixture::new();
+        yml(
+            &f,
+            "a-gate",
+            "event: turn.end\npattern: '*.txt'\nblock_on: never\non_failure: abort\n\
+             run: 'echo broken >&2; exit 1'",
+        );
+        yml(&f, "b-every", "event: turn.end\nrun: 'echo every >> RUNS'");
+        yml(
+            &f,
+            "c-post",
+            "event: turn.end\nphase: post\nrun: 'echo post ${decision} >> RUNS; exit 2'",
+        );
+        f.write("a.txt", "x\n");
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(ran(&report), [("a-gate", false), ("c-post", false)]);
+        assert_eq!(report.action, Action::Failed);
+        assert_eq!(report.decision(), Decision::Abort);
+        assert_eq!(f.runs(), ["post abort"]);
+        let reply = report.reply();
+        assert_eq!(reply.reason.as_deref(), Some("broken"));
+        assert_eq!(
+            reply.results[1]["blocked"], false,
+            "post hooks cannot block"
+        );
+        assert_eq!(report.pending, ["a-gate"], "a failure stays pending");
+    }
+
+    #[test]
+    fn a_failure_that_does_not_block_is_recorded_and_the_pass_goes_on() {
+        let f = Fixture::new();
+        yml(
+            &f,
+            "a-soft",
+            "event: turn.end\npattern: '*.txt'\nblock_on: exit2\nrun: 'exit 1'",
+        );
+        yml(&f, "b-every", "event: turn.end\nrun: 'echo every >> RUNS'");
+        f.write("a.txt", "x\n");
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(ran(&report), [("a-soft", false), ("b-every", true)]);
+        assert_eq!(report.action, Action::Pass);
+        assert_eq!(report.pending, ["a-soft"]);
+    }
+
+    #[test]
+    fn a_false_when_leaves_the_pending_set_and_data_reaches_the_hooks() {
+        let f = Fixture::new();
+        yml(
+            &f,
+            "gated",
+            "event: turn.end\npattern: '*.txt'\nwhen: ${go} == true\nrun: 'echo ran >> RUNS'",
+        );
+        f.write("a.txt", "x\n");
+        let report = end_turn_with(&f, json!({"go": false}));
+        assert!(report.results.is_empty(), "{:?}", report.results);
+        assert!(report.pending.is_empty(), "{:?}", report.pending);
+        f.write("a.txt", "y\n");
+        let report = end_turn_with(&f, json!({"go": true}));
+        assert_eq!(ran(&report), [("gated", true)]);
+        assert_eq!(f.runs(), ["ran"]);
+    }
+
+    #[test]
+    fn a_cancelled_event_hook_is_pending_again_and_not_recorded() {
+        let f = Fixture::new();
+        let started = f.runs.with_extension("started");
+        yml(
+            &f,
+            "slow",
+            &format!(
+                "event: turn.end\npattern: '*.txt'\nrun: 'touch {}; sleep 30'",
+                started.display()
+            ),
+        );
+        f.write("a.txt", "x\n");
+        let cancel = CancelToken::new();
+        let options = EvalOptions {
+            cancel: Some(cancel.clone()),
+            ..EvalOptions::default()
+        };
+        let ctx = f.ctx.clone();
+        let began = Instant::now();
+        let evaluation = std::thread::spawn(move || Evaluator::new(ctx).end_turn(&options));
+        // The hook's own mark says it runs; then the user's message arrives.
+        while !started.exists() {
+            assert!(
+                began.elapsed() < Duration::from_secs(20),
+                "the hook never started"
+            );
+            std::thread::yield_now();
+        }
+        cancel.cancel();
+        let err = evaluation.join().unwrap().unwrap_err();
+        assert!(matches!(err, EvalError::Cancelled), "{err}");
+        assert!(began.elapsed() < Duration::from_secs(20));
+        let status = StatusStore::for_context(&f.ctx).load().unwrap();
+        assert!(status.is_pending("slow"));
+        assert_eq!(status.hooks["slow"].run_count, 0);
+    }
+}

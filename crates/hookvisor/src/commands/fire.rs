@@ -38,6 +38,10 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     for problem in &discovery.problems {
         eprintln!("hookvisor: warning: {problem}");
     }
+    if firing.event == Event::TurnEnd {
+        // As `eval` does: rule 8 makes them one.
+        super::precommit::ensure_installed(&ctx, &discovery);
+    }
     let reply = fire(&ctx, &discovery, &firing).map_err(CliError::failed)?;
     print_reply(&reply, args.json)?;
     Ok(match reply.decision {
