@@ -60,6 +60,11 @@ fn print_report(report: &EvalReport, json: bool) -> io::Result<()> {
     if let Some(message) = &report.message {
         writeln!(out, "{message}")?;
     }
+    if let Some(reason) = &report.abort {
+        // An `event: turn.end` hook with `on_failure: abort` (EVENTS.md §1.4): no re-prompt.
+        eprintln!("hookvisor: a turn.end hook aborted: {reason}");
+        return Ok(());
+    }
     let failed = report.results.iter().find(|r| !r.success);
     match (report.action, failed) {
         (Action::Failed, Some(result)) => eprintln!(
