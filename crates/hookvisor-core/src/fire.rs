@@ -4,10 +4,12 @@
 //! [`fire`] follows these steps, written once here:
 //!
 //! 1. **Selection** (§1.4). The hooks are [`Discovery::event_hooks`] whose `spec.event` is the
-//!    fired event, in discovery (file-name) order. Phase-1 hooks ([`Discovery::hooks`]) are not
-//!    run here: `turn.end` (≡ `eval`, rule 8), `session.start` and `commit.before` keep their
-//!    phase-1 runners, and firing one of those events runs only its event hooks until the later
-//!    wiring joins the two.
+//!    fired event, in discovery (file-name) order. `turn.end` is the exception (rule 8: `eval`
+//!    ≡ `fire turn.end`): it is handed whole to the end-of-turn evaluation ([`Evaluator`]), which
+//!    runs the phase-1 file hooks with the `event: turn.end` hooks, through this module's runner
+//!    for the latter (steps 5–8), and whose report gives the reply. Other phase-1 hooks
+//!    ([`Discovery::hooks`]) are not run here: `session.start` and `commit.before` keep their
+//!    phase-1 runners, and firing one of those events runs only its event hooks.
 //! 2. **Tool** (§5 rule 6). A hook with `tool:` runs only when `data.tool_name` is a string it
 //!    matches: `*` matches every call (also one without a tool name), a `|`-list matches its
 //!    exact names (a name with `*` as a glob); anything else is a regex over the whole name.
@@ -44,12 +46,19 @@
 //!     hook starts and [`fire`] returns [`FireError::Cancelled`]: half an event has no decision.
 //! 11. **Reply** (§5 rule 4). `{event, decision, reason, context, results, attempt,
 //!     maxAttempts}`; each result is `{hookId, exitCode, success, timedOut, files, blocked}`,
-//!     the phase-1 fields plus `blocked`. `attempt`/`maxAttempts` are `null`: the loop guard of
-//!     `turn.end`/`session.stop` belongs to the later wiring.
+//!     the phase-1 fields plus `blocked`. `attempt`/`maxAttempts` are the phase-1 loop guard's
+//!     for `turn.end` ([`EvalReport::reply`], which adds the eval JSON's `action`, `message`,
+//!     `pending` and `problems`) and `session.stop`, `null` otherwise. The guard counts turns by
+//!     their trigger at `turn.end`; `session.stop` reads the count (`attempt` = count + 1), and
+//!     a block past [`Firing::max_attempts`] is let through, like phase 1's `gave_up`, unless
+//!     the trigger is `loop`.
 //!
 //! Unawaited hooks (`await: false`) are awaited here as well: a CLI has nowhere to leave them.
 //!
 //! [`Discovery::event_hooks`]: crate::Discovery::event_hooks
+//! [`Evaluator`]: crate::Evaluator
+//! [`EvalReport::reply`]: crate::EvalReport::reply
+//! [`Firing::max_attempts`]: crate::fire::Firing::max_attempts
 //! [`Discovery::hooks`]: crate::Discovery::hooks
 //! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
 //! [`Outcome`]: crate::decision::Outcome
@@ -76,8 +85,9 @@ use serde_json::{Map, Value as Json, json};
 
 use crate::context::Context;
 use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
-use crate::decision::{FinishedRun, Judge, Judgment, Outcome, Phase, Reply, Verdict};
+use crate::decision::{Decision, FinishedRun, Judge, Judgment, Outcome, Phase, Reply, Verdict};
 use crate::discover::Discovery;
+use crate::evaluate::{EvalError, EvalOptions, Trigger};
 use crate::event::{Command, Event, HookAction, PipeOutput};
 use crate::exec::{
     CancelToken, Capture, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,
@@ -113,6 +123,9 @@ pub struct Firing {
     pub files: Option<Vec<PathBuf>>,
     /// Stops a running hook and a retry wait when cancelled.
     pub cancel: Option<CancelToken>,
+    /// Hook-triggered re-prompts allowed per user turn, for the loop guard of `turn.end` and
+    /// `session.stop` (DESIGN.md's `max_retries`). Default: 3.
+    pub max_attempts: u32,
 }
 
 impl Firing {
@@ -127,6 +140,7 @@ impl Firing {
             stage: None,
             files: None,
             cancel: None,
+            max_attempts: EvalOptions::default().max_retries,
         }
     }
 }
@@ -160,11 +174,26 @@ pub enum FireError {
     /// was reached, so none is returned (a caller of a gate treats this as a refusal).
     #[error("interrupted before the hooks of the event were done")]
     Cancelled,
+    /// The end-of-turn evaluation `turn.end` delegates to could not complete.
+    #[error(transparent)]
+    Eval(Box<EvalError>),
+}
+
+impl From<EvalError> for FireError {
+    fn from(err: EvalError) -> Self {
+        match err {
+            EvalError::Cancelled => FireError::Cancelled,
+            other => FireError::Eval(Box::new(other)),
+        }
+    }
 }
 
 /// Fires `firing.event`: runs its event hooks by the steps of the [module documentation](self)
 /// and returns the reply.
 pub fn fire(ctx: &Context, discovery: &Discovery, firing: &Firing) -> Result<Reply, FireError> {
+    if firing.event == Event::TurnEnd {
+        return Ok(crate::evaluate::end_turn_once(ctx, discovery, firing)?.reply());
+    }
     let cancel = firing.cancel.clone().unwrap_or_default();
     let buffer = ContextBuffer::new(&ctx.state());
     let store = StatusStore::for_context(ctx);
@@ -191,8 +220,13 @@ pub fn fire(ctx: &Context, discovery: &Discovery, firing: &Firing) -> Result<Rep
     if cancel.is_cancelled() {
         return Err(FireError::Cancelled);
     }
-    let allowed = outcome.decision() == crate::decision::Decision::Allow;
-    let mut reply = outcome.into_reply(firing.event.to_string(), results, None);
+    let allowed = outcome.decision() == Decision::Allow;
+    let attempts = if firing.event == Event::SessionStop {
+        Some(session_stop_guard(&store, firing, &mut outcome)?)
+    } else {
+        None
+    };
+    let mut reply = outcome.into_reply(firing.event.to_string(), results, attempts);
     // A refused prompt reaches no model: the buffer waits for the next turn.start.
     if firing.event == Event::TurnStart && allowed {
         let drained = buffer.drain(MAX_CONTEXT_CHARS)?;
@@ -201,6 +235,29 @@ pub fn fire(ctx: &Context, discovery: &Discovery, firing: &Firing) -> Result<Rep
         }
     }
     Ok(reply)
+}
+
+/// Step 11 for `session.stop`: the phase-1 loop guard's `(attempt, maxAttempts)`, and a block
+/// past the guard given up (allowed) unless a loop fired it (§3.2: its own limits apply).
+///
+/// The guard counts turns, not events: a `turn.end` counted the turn that just ended (a `hook`
+/// trigger adds one, a `user` one resets), so a block here is "one more turn", which the next
+/// `turn.end` counts with its `hook` trigger. Reading the count is this event's only extra work.
+fn session_stop_guard(
+    store: &StatusStore,
+    firing: &Firing,
+    outcome: &mut Outcome,
+) -> Result<(u32, u32), FireError> {
+    let attempt = store.load()?.consecutive_hook_turns.saturating_add(1);
+    let guarded = Trigger::from_word(&firing.trigger) != Trigger::Loop;
+    if guarded && attempt > firing.max_attempts && outcome.decision() == Decision::Block {
+        tracing::warn!(
+            "session.stop blocked again; giving up after {} re-prompts until the next user turn",
+            firing.max_attempts
+        );
+        outcome.give_up();
+    }
+    Ok((attempt, firing.max_attempts))
 }
 
 /// Steps 1–3: the hook binds this event and its `tool` and `pattern` match.
@@ -225,7 +282,7 @@ fn selected(hook: &Hook, firing: &Firing) -> bool {
 }
 
 /// The payload of one run; `decision` is `${decision}` for the `post` pass.
-fn payload(ctx: &Context, firing: &Firing, decision: Option<&str>) -> Payload {
+pub(crate) fn payload(ctx: &Context, firing: &Firing, decision: Option<&str>) -> Payload {
     let session = firing.session.as_deref().unwrap_or(&ctx.session_id);
     let mut payload = Payload::new(
         firing.event.to_string(),
@@ -250,13 +307,16 @@ fn payload(ctx: &Context, firing: &Firing, decision: Option<&str>) -> Payload {
 }
 
 /// One hook's last run and its judgment.
-struct Done {
-    judgment: Judgment,
-    run: FinishedRun,
+pub(crate) struct Done {
+    /// What the last run means for the event.
+    pub(crate) judgment: Judgment,
+    /// The last run.
+    pub(crate) run: FinishedRun,
 }
 
-/// Steps 5–7 for one hook: `None` when its `when` is false.
-fn run_judged(
+/// Steps 5–7 for one hook: `None` when its `when` is false. A cancelled run is not recorded
+/// (it has no result) and ends the event with [`FireError::Cancelled`].
+pub(crate) fn run_judged(
     ctx: &Context,
     hook: &Hook,
     firing: &Firing,
@@ -287,6 +347,7 @@ fn run_judged(
     let mut retries_left = hook.spec.retries;
     loop {
         let (run, deterministic) = match run_once(ctx, hook, firing, payload, cancel)? {
+            Ran::Finished(outcome) if outcome.cancelled => return Err(FireError::Cancelled),
             Ran::Finished(outcome) => {
                 store.update(|status| {
                     let entry = status.entry(hook, ctx);
@@ -329,7 +390,7 @@ fn record_refused(
 }
 
 /// The status fields of the event model (EVENTS.md §2.1, §5 rule 10).
-fn label(entry: &mut crate::status::HookStatus, hook: &Hook) {
+pub(crate) fn label(entry: &mut crate::status::HookStatus, hook: &Hook) {
     entry.event = Some(hook.spec.event.to_string());
     entry.source = Some(hook.source());
     entry.action = Some(hook.spec.action.as_str().to_owned());
@@ -548,7 +609,7 @@ fn write_log(path: &Path, message: &str) -> io::Result<()> {
 }
 
 /// Step 8: the run's output into the context buffer when `pipe_output` asks.
-fn pipe(buffer: &ContextBuffer, hook: &Hook, done: &Done) -> Result<(), FireError> {
+pub(crate) fn pipe(buffer: &ContextBuffer, hook: &Hook, done: &Done) -> Result<(), FireError> {
     let failed = done.run.timed_out.is_some() || done.run.exit_code != 0;
     let wanted = match hook.spec.pipe_output {
         PipeOutput::Never => false,
@@ -585,7 +646,6 @@ fn result_json(hook: &Hook, firing: &Firing, done: &Done) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decision::Decision;
     use std::os::unix::fs::PermissionsExt;
 
     /// A workspace with a hooks dir and a state dir, removed on drop.

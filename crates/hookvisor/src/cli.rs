@@ -276,7 +276,8 @@ pub enum Command {
 /// Options of `eval`.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// What started the turn that just ended: `user` resets the loop guard, `hook` counts.
+    /// What started the turn that just ended: `user` resets the loop guard, `hook` counts,
+    /// `loop` is not guarded.
     #[arg(long, value_enum, default_value_t = Trigger::User)]
     pub trigger: Trigger,
     /// Print the evaluation as JSON.
@@ -301,6 +302,9 @@ pub struct FireArgs {
     /// Who fired the event.
     #[arg(long, value_enum, default_value_t = FireTrigger::User)]
     pub trigger: FireTrigger,
+    /// Hook-triggered re-prompts allowed per user turn (turn.end, session.stop).
+    #[arg(long, env = "HOOKVISOR_MAX_RETRIES", default_value_t = 3)]
+    pub max_retries: u32,
 }
 
 /// Who fired an event (`${trigger}`).
@@ -332,6 +336,8 @@ pub enum Trigger {
     User,
     /// A re-prompt from a failing hook.
     Hook,
+    /// `hookvisor loop`: the loop guard does not apply.
+    Loop,
 }
 
 /// `pre-commit` subcommands.

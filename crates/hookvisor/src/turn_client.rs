@@ -83,6 +83,13 @@ pub enum TurnClientError {
         /// The server's `{"error"}` text, or the start of its body.
         message: String,
     },
+    /// The server is deciding another gate of the same session (`POST /v1/events`, 409).
+    GateBusy {
+        /// The value of `HOOKVISOR_URL`.
+        url: String,
+        /// The server's `{"error"}` text.
+        message: String,
+    },
     /// The server answered 200 with a body that is not the JSON this client asked for.
     Body {
         /// The value of `HOOKVISOR_URL`.
@@ -125,8 +132,13 @@ impl fmt::Display for TurnClientError {
                 message,
             } => write!(
                 f,
-                "the hookvisor server at {url} is already running this (409: {message}); wait \
-                 for it to finish"
+                "the hookvisor server at {url} is already evaluating a turn (409: {message}); \
+                 wait for it to finish"
+            ),
+            TurnClientError::GateBusy { url, message } => write!(
+                f,
+                "the hookvisor server at {url} is deciding another gate of this session (409: \
+                 {message}); wait for it, or pass another --session"
             ),
             TurnClientError::Status { url, code, message } => write!(
                 f,
@@ -258,6 +270,12 @@ impl TurnClient {
         body: &serde_json::Value,
     ) -> Result<serde_json::Value, TurnClientError> {
         let (code, body) = self.post(&format!("/v1/events/{event}"), &body.to_string())?;
+        if code == 409 {
+            return Err(TurnClientError::GateBusy {
+                url: self.url.clone(),
+                message: error_text(&body),
+            });
+        }
         if code != 200 {
             return Err(TurnClientError::Status {
                 url: self.url.clone(),

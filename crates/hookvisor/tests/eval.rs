@@ -1652,3 +1652,40 @@ fn a_corrupt_change_journal_is_said_on_stderr() {
         .unwrap();
     assert!(!common::stderr(&out).contains("corrupt"), "filtered out");
 }
+
+/// EVENTS.md §5 rule 8: `eval` runs the `event: turn.end` hooks too, and keeps its own JSON
+/// shape and exit codes for them; an abort is `failed` with one line saying why.
+#[test]
+fn eval_runs_event_turn_end_hooks_in_its_own_shape() {
+    let ws = Workspace::git();
+    ws.write(
+        ".discobot/hooks/10-lint.yml",
+        "---\nevent: turn.end\npattern: '*.txt'\nrun: '! grep -q bad ${files}'\n---\n",
+    );
+    edit(&ws, "a.txt", "bad\n");
+    let report = eval_json(&ws, &[]);
+    assert_eq!(report["action"], "reprompt");
+    assert_eq!(ran(&report), ["10-lint"]);
+    assert_eq!(report["pending"], json!(["10-lint"]));
+    let entry = entry(&ws, "10-lint");
+    assert_eq!(
+        (entry["runCount"].as_u64(), entry["event"].as_str()),
+        (Some(1), Some("turn.end"))
+    );
+
+    edit(&ws, "a.txt", "fine\n");
+    ws.write(
+        ".discobot/hooks/20-stop.yml",
+        "---\nevent: turn.end\nblock_on: never\non_failure: abort\nrun: 'echo out of budget >&2; exit 1'\n---\n",
+    );
+    let report = eval_json(&ws, &["--trigger", "hook"]);
+    assert_eq!(report["action"], "failed");
+    assert_eq!(ran(&report), ["10-lint", "20-stop"]);
+    let out = ws.hookvisor(&["eval"]);
+    assert_eq!(code(&out), 1);
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("hookvisor: a turn.end hook aborted: out of budget"),
+        "{err}"
+    );
+}

@@ -381,3 +381,341 @@ fn twenty_concurrent_fires_lose_no_run_and_keep_each_writer_fifo() {
         assert_eq!(mine, want, "writer {writer}");
     }
 }
+
+// turn.end ≡ eval (EVENTS.md §5 rule 8, §1.4, §3): the phase-1 evaluation and the event hooks
+// of turn.end, in a real git repository. Hooks trace outside the workspace, so that tracing a
+// run is no change of the work tree.
+
+/// A git workspace and the trace file its hooks append to, outside the work tree.
+fn turn_workspace() -> (Workspace, String) {
+    let ws = Workspace::git();
+    ws.write("README.md", "readme\n");
+    ws.git_ok(&["add", "README.md"]);
+    common::check(ws.commit("initial"), "commit");
+    let trace = ws.base().join("trace").display().to_string();
+    (ws, trace)
+}
+
+/// Lines of the trace outside the workspace.
+fn turn_trace(path: &str) -> Vec<String> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `fire turn.end --json` with these extra arguments: the exit code and the reply.
+fn fire_turn_end(ws: &Workspace, extra: &[&str]) -> (i32, Value) {
+    let mut args = vec!["fire", "turn.end", "--json"];
+    args.extend_from_slice(extra);
+    let out = ws.hookvisor(&args);
+    (code(&out), reply(&out))
+}
+
+/// What the model does in a turn: writes a file, then lets the file clock pass the write.
+fn model_writes(ws: &Workspace, file: &str, text: &str) {
+    ws.write(file, text);
+    common::tick();
+}
+
+#[test]
+fn a_turn_end_hook_with_a_pattern_runs_on_its_changes_and_one_without_every_turn() {
+    let (ws, trace) = turn_workspace();
+    yml(
+        &ws,
+        "lint",
+        &format!(
+            "event: turn.end\npattern: '*.txt'\n\
+             run: 'echo lint ${{files}} >> {trace}; ! grep -q bad ${{files}}'"
+        ),
+    );
+    yml(
+        &ws,
+        "every",
+        &format!("event: turn.end\nrun: 'echo every >> {trace}'"),
+    );
+    // The hook files themselves are untracked, hence changed: neither matches them.
+    model_writes(&ws, "a.txt", "ok\n");
+    let (exit, r) = fire_turn_end(&ws, &[]);
+    assert_eq!(exit, 0, "{r}");
+    assert_eq!(turn_trace(&trace), ["lint a.txt", "every"]);
+    assert_eq!(r["event"], "turn.end");
+    assert_eq!(r["decision"], "allow");
+    assert_eq!(r["reason"], Value::Null);
+    assert_eq!(
+        (r["attempt"].as_u64(), r["maxAttempts"].as_u64()),
+        (Some(1), Some(3))
+    );
+    assert_eq!(r["action"], "pass");
+    assert_eq!(r["pending"], serde_json::json!([]));
+    let ids: Vec<&str> = r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["hookId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["lint", "every"]);
+    assert_eq!(r["results"][0]["files"], serde_json::json!(["a.txt"]));
+    assert_eq!(r["results"][0]["blocked"], false);
+
+    // No new change: the pattern'd hook saw a.txt already; the other runs at every turn end.
+    let (exit, _) = fire_turn_end(&ws, &["--trigger", "hook"]);
+    assert_eq!(exit, 0);
+    assert_eq!(turn_trace(&trace), ["lint a.txt", "every", "every"]);
+    // A change it does not match runs it neither.
+    model_writes(&ws, "notes.md", "bad\n");
+    fire_turn_end(&ws, &["--trigger", "hook"]);
+    assert_eq!(turn_trace(&trace).len(), 4);
+    assert_eq!(turn_trace(&trace)[3], "every");
+
+    // A failure re-prompts with phase 1's text and ends the pre pass: `every` does not run.
+    model_writes(&ws, "a.txt", "bad\n");
+    let (exit, r) = fire_turn_end(&ws, &[]);
+    assert_eq!(exit, 1, "{r}");
+    assert_eq!(turn_trace(&trace)[4..], ["lint a.txt"]);
+    assert_eq!(r["decision"], "block");
+    assert_eq!(r["action"], "reprompt");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(
+            "[Discobot Hook Failed] \"lint\" (pattern: *.txt)\n\nFiles: a.txt\nExit code: 1"
+        ),
+        "{reason}"
+    );
+    assert!(reason.ends_with("(Attempt 1/3)"), "{reason}");
+    assert_eq!(r["message"], r["reason"]);
+    assert_eq!(r["results"][0]["blocked"], true);
+    assert_eq!(r["pending"], serde_json::json!(["lint"]));
+    assert_eq!(ws.status()["pendingHooks"], serde_json::json!(["lint"]));
+
+    // Unchanged, the same input would fail the same way: nothing re-prompts; `every` runs.
+    let (exit, r) = fire_turn_end(&ws, &["--trigger", "hook"]);
+    assert_eq!((exit, r["decision"].as_str()), (0, Some("allow")), "{r}");
+    assert_eq!(turn_trace(&trace)[5..], ["every"]);
+
+    // Fixed: the hook passes and leaves the pending set.
+    model_writes(&ws, "a.txt", "fine\n");
+    let (exit, r) = fire_turn_end(&ws, &["--trigger", "hook"]);
+    assert_eq!(exit, 0, "{r}");
+    assert_eq!(turn_trace(&trace)[6..], ["lint a.txt", "every"]);
+    assert_eq!(ws.status()["pendingHooks"], serde_json::json!([]));
+}
+
+#[test]
+fn a_failing_pattern_less_turn_end_hook_re_prompts_with_the_phase1_text() {
+    let (ws, _trace) = turn_workspace();
+    yml(
+        &ws,
+        "done",
+        "name: Done check\nevent: turn.end\nrun: 'echo the task list is not done >&2; exit 1'",
+    );
+    // Committed: nothing changed in the turn, and it runs all the same.
+    ws.git_ok(&["add", "."]);
+    common::check(ws.commit("hooks"), "commit");
+    // `eval` runs it too, with its own output: the re-prompt on stdout, exit 1.
+    let out = ws.hookvisor(&["eval"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.starts_with("[Discobot Hook Failed] \"Done check\"\n\nExit code: 1"),
+        "{text}"
+    );
+    assert!(text.contains("the task list is not done"), "{text}");
+    assert!(text.trim_end().ends_with("(Attempt 1/3)"), "{text}");
+
+    let (exit, r) = fire_turn_end(&ws, &["--trigger", "hook"]);
+    assert_eq!(exit, 1, "{r}");
+    assert_eq!(r["decision"], "block");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("[Discobot Hook Failed] \"Done check\""),
+        "{reason}"
+    );
+    assert!(reason.ends_with("(Attempt 2/3)"), "{reason}");
+    assert_eq!(r["results"][0]["blocked"], true);
+    // It keeps no pending set: nothing is pending.
+    assert_eq!(r["pending"], serde_json::json!([]));
+}
+
+#[test]
+fn attempts_count_blocked_turn_ends_and_session_stops_and_a_user_turn_resets_them() {
+    let (ws, trace) = turn_workspace();
+    let base = ws.base().display().to_string();
+    yml(
+        &ws,
+        "turn",
+        &format!(
+            "event: turn.end\nrun: 'echo turn >> {trace}; \
+             if [ -e {base}/turn-fails ]; then echo turn fails >&2; exit 1; fi'"
+        ),
+    );
+    yml(
+        &ws,
+        "stop",
+        &format!(
+            "event: session.stop\nrun: 'if [ -e {base}/stop-blocks ]; then echo keep going >&2; exit 2; fi'"
+        ),
+    );
+    let turn_fails = |on: bool| set_flag(&ws.base().join("turn-fails"), on);
+    let stop_blocks = |on: bool| set_flag(&ws.base().join("stop-blocks"), on);
+    let attempts = |r: &Value| {
+        (
+            r["decision"].as_str().unwrap().to_owned(),
+            r["attempt"].as_u64().unwrap(),
+            r["maxAttempts"].as_u64().unwrap(),
+        )
+    };
+    let fire_stop = |trigger: &str| {
+        let out = ws.hookvisor(&[
+            "fire",
+            "session.stop",
+            "--json",
+            "--max-retries",
+            "2",
+            "--trigger",
+            trigger,
+        ]);
+        (code(&out), reply(&out))
+    };
+    let max2 = ["--max-retries", "2"];
+
+    // A user turn: turn.end blocks, re-prompt 1 of 2.
+    turn_fails(true);
+    let (_, r) = fire_turn_end(&ws, &[&max2[..], &["--trigger", "user"]].concat());
+    assert_eq!(attempts(&r), ("block".into(), 1, 2));
+    // The re-prompted turn passes, but session.stop blocks: one more turn, re-prompt 2 of 2.
+    turn_fails(false);
+    stop_blocks(true);
+    let (_, r) = fire_turn_end(&ws, &[&max2[..], &["--trigger", "hook"]].concat());
+    assert_eq!(attempts(&r), ("allow".into(), 2, 2));
+    let (exit, r) = fire_stop("hook");
+    assert_eq!((exit, attempts(&r)), (1, ("block".into(), 2, 2)), "{r}");
+    assert_eq!(r["reason"], "keep going");
+    // That turn counted: the guard has run out, for turn.end (eval's `gave_up`) ...
+    turn_fails(true);
+    let (exit, r) = fire_turn_end(&ws, &[&max2[..], &["--trigger", "hook"]].concat());
+    assert_eq!((exit, attempts(&r)), (0, ("allow".into(), 3, 2)), "{r}");
+    assert_eq!(r["action"], "gave_up");
+    assert_eq!(r["reason"], Value::Null);
+    // ... and for session.stop.
+    let (exit, r) = fire_stop("hook");
+    assert_eq!((exit, attempts(&r)), (0, ("allow".into(), 3, 2)), "{r}");
+    // `eval` shares the count: another hook turn is the 4th.
+    let out = ws.hookvisor(&["eval", "--json", "--trigger", "hook", "--max-retries", "2"]);
+    let eval: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (eval["action"].as_str(), eval["attempt"].as_u64()),
+        (Some("gave_up"), Some(4))
+    );
+    // A user turn starts the count again, for both events.
+    let (exit, r) = fire_turn_end(&ws, &[&max2[..], &["--trigger", "user"]].concat());
+    assert_eq!((exit, attempts(&r)), (1, ("block".into(), 1, 2)), "{r}");
+    let (exit, r) = fire_stop("user");
+    assert_eq!((exit, attempts(&r)), (1, ("block".into(), 1, 2)), "{r}");
+    assert_eq!(turn_trace(&trace).len(), 5);
+}
+
+#[test]
+fn a_loop_turn_end_is_not_stopped_by_the_guard() {
+    let (ws, _trace) = turn_workspace();
+    yml(
+        &ws,
+        "never",
+        "event: turn.end\nrun: 'echo never done >&2; exit 1'",
+    );
+    yml(
+        &ws,
+        "stop",
+        "event: session.stop\nrun: 'echo again >&2; exit 2'",
+    );
+    for _ in 0..4 {
+        let (exit, r) = fire_turn_end(&ws, &["--trigger", "loop", "--max-retries", "1"]);
+        assert_eq!((exit, r["decision"].as_str()), (1, Some("block")), "{r}");
+        assert_eq!(r["action"], "reprompt");
+        let out = ws.hookvisor(&[
+            "fire",
+            "session.stop",
+            "--json",
+            "--trigger",
+            "loop",
+            "--max-retries",
+            "1",
+        ]);
+        assert_eq!(code(&out), 1, "{}", stderr(&out));
+    }
+    // The loop's turns are not the guard's: a hook turn after them is the first re-prompt.
+    let (exit, r) = fire_turn_end(&ws, &["--trigger", "hook", "--max-retries", "2"]);
+    assert_eq!((exit, r["attempt"].as_u64()), (1, Some(2)), "{r}");
+    let (exit, r) = fire_turn_end(&ws, &["--trigger", "hook", "--max-retries", "2"]);
+    assert_eq!((exit, r["action"].as_str()), (0, Some("gave_up")), "{r}");
+}
+
+#[test]
+fn fire_turn_end_and_eval_record_the_same_status() {
+    let mut statuses = Vec::new();
+    for command in [&["eval"][..], &["fire", "turn.end"][..]] {
+        let (ws, _trace) = turn_workspace();
+        ws.hook(
+            "10-script.sh",
+            "file",
+            "pattern: '*.txt'",
+            "grep -q ok a.txt",
+        );
+        yml(
+            &ws,
+            "20-lint",
+            "event: turn.end\npattern: '*.txt'\nrun: 'exit 0'",
+        );
+        yml(
+            &ws,
+            "30-every",
+            "event: turn.end\nrun: 'echo failing >&2; exit 1'",
+        );
+        yml(
+            &ws,
+            "40-after",
+            "event: turn.end\nphase: post\nrun: 'exit 3'",
+        );
+        model_writes(&ws, "a.txt", "ok\n");
+        let out = ws.hookvisor(command);
+        assert_eq!(code(&out), 1, "{command:?}: {}", stderr(&out));
+        let mut status = ws.status();
+        for entry in status["hooks"].as_object_mut().unwrap().values_mut() {
+            let entry = entry.as_object_mut().unwrap();
+            for key in ["lastRunAt", "durationMs", "outputPath"] {
+                entry.remove(key);
+            }
+        }
+        status.as_object_mut().unwrap().remove("lastEvaluatedAt");
+        statuses.push(status);
+    }
+    assert_eq!(statuses[0], statuses[1]);
+    let hooks = &statuses[0]["hooks"];
+    for (id, runs, fails) in [
+        ("10-script", 1, 0),
+        ("20-lint", 1, 0),
+        ("30-every", 1, 1),
+        ("40-after", 1, 1),
+    ] {
+        assert_eq!(
+            (
+                hooks[id]["runCount"].as_u64(),
+                hooks[id]["failCount"].as_u64()
+            ),
+            (Some(runs), Some(fails)),
+            "{id}: {hooks}"
+        );
+    }
+    assert_eq!(hooks["20-lint"]["event"], "turn.end");
+    assert_eq!(hooks["20-lint"]["source"], ".discobot/hooks/20-lint.yml:1");
+}
+
+/// Creates or removes a flag file a hook tests for.
+fn set_flag(path: &std::path::Path, on: bool) {
+    if on {
+        fs::write(path, "").unwrap();
+    } else {
+        let _ = fs::remove_file(path);
+    }
+}

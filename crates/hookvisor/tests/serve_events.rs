@@ -246,3 +246,103 @@ fn a_second_gate_of_one_session_is_409_notices_and_other_sessions_go_on() {
     assert_eq!(again.status, 200, "{}", again.body);
     server.stop();
 }
+
+/// EVENTS.md §3: `/v1/turns/end` ≡ `/v1/events/turn.end`: the same evaluation (pending set,
+/// loop guard, status records) answering in its own shape, which stays the eval JSON.
+#[test]
+fn turns_end_and_events_turn_end_are_one_evaluation() {
+    let ws = Workspace::git();
+    let trace = ws.base().join("trace").display().to_string();
+    yml(
+        &ws,
+        "lint",
+        &format!(
+            "event: turn.end\npattern: '*.txt'\n\
+             run: 'echo lint ${{files}} $HOOKVISOR_WHO >> {trace}; ! grep -q bad ${{files}}'"
+        ),
+    );
+    let server = Server::tcp(&ws);
+    let mut events = server.events();
+    ws.write("a.txt", "bad\n");
+    common::tick();
+
+    let old = server.post("/v1/turns/end", r#"{"trigger":"user"}"#);
+    assert_eq!(old.status, 200, "{}", old.body);
+    let old = old.json();
+    let mut keys: Vec<&str> = old
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "action",
+            "attempt",
+            "maxAttempts",
+            "message",
+            "pending",
+            "problems",
+            "results"
+        ]
+    );
+    assert_eq!(old["action"], "reprompt");
+    assert_eq!(old["pending"], serde_json::json!(["lint"]));
+    assert!(
+        old["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("[Discobot Hook Failed] \"lint\"")
+    );
+    let mut result: Vec<&str> = old["results"][0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    result.sort_unstable();
+    assert_eq!(
+        result,
+        ["exitCode", "files", "hookId", "success", "timedOut"]
+    );
+    events.until(|name, _| name == "evaluationDone");
+
+    // The same hook through the event route, with data: a fixed file passes, attempt 2.
+    ws.write("a.txt", "fine\n");
+    common::tick();
+    let new = server.post(
+        "/v1/events/turn.end",
+        r#"{"trigger":"hook","data":{"who":"agent"}}"#,
+    );
+    assert_eq!(new.status, 200, "{}", new.body);
+    let r = new.json();
+    assert_eq!(r["event"], "turn.end");
+    assert_eq!(r["decision"], "allow");
+    assert_eq!(r["action"], "pass");
+    assert_eq!(
+        (r["attempt"].as_u64(), r["maxAttempts"].as_u64()),
+        (Some(2), Some(3))
+    );
+    assert_eq!(r["results"][0]["blocked"], false);
+    assert_eq!(r["pending"], serde_json::json!([]));
+    events.until(|name, _| name == "evaluationDone");
+    events.until(|name, v| name == "event.decided" && v["event"] == "turn.end");
+    let lines: Vec<String> = fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines, ["lint a.txt", "lint a.txt agent"]);
+    let lint = &ws.status()["hooks"]["lint"];
+    assert_eq!(
+        (lint["runCount"].as_u64(), lint["failCount"].as_u64()),
+        (Some(2), Some(1))
+    );
+
+    // A loop's turn is accepted by the old route too, and not guarded.
+    let looped = server.post("/v1/turns/end", r#"{"trigger":"loop"}"#);
+    assert_eq!(looped.status, 200, "{}", looped.body);
+    assert_eq!(looped.json()["attempt"], 2, "a loop turn leaves the count");
+}

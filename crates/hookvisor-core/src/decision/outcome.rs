@@ -88,6 +88,15 @@ impl Outcome {
         self.decision != Decision::Allow
     }
 
+    /// Lets a block through: the loop guard of `turn.end`/`session.stop` ran out, so the agent
+    /// may stop although a hook blocked (DESIGN.md's `gave_up`). An abort stays.
+    pub fn give_up(&mut self) {
+        if self.decision == Decision::Block {
+            self.decision = Decision::Allow;
+            self.reason = None;
+        }
+    }
+
     /// The decision so far.
     pub fn decision(&self) -> Decision {
         self.decision
@@ -119,6 +128,7 @@ impl Outcome {
             results,
             attempt: attempts.map(|(attempt, _)| attempt),
             max_attempts: attempts.map(|(_, max)| max),
+            phase1: serde_json::Map::new(),
         }
     }
 }
@@ -141,4 +151,8 @@ pub struct Reply {
     pub attempt: Option<u32>,
     /// Re-prompts allowed for `turn.end`/`session.stop`; `null` otherwise.
     pub max_attempts: Option<u32>,
+    /// `turn.end` only: the fields of phase 1's eval JSON the reply lacks (`action`, `message`,
+    /// `pending`, `problems`), inline beside the others; empty for other events.
+    #[serde(flatten)]
+    pub phase1: serde_json::Map<String, serde_json::Value>,
 }

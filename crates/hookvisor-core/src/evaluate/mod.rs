@@ -1,4 +1,4 @@
-//! End-of-turn evaluation of file hooks.
+//! End-of-turn evaluation of file hooks and of the `event: turn.end` hooks.
 //!
 //! The steps, written once here (DESIGN.md, "End-of-turn evaluation"):
 //!
@@ -26,11 +26,23 @@
 //!    older than the turn: it is reported, never re-prompted. The re-prompt names the files
 //!    before a failing hook's message, if there is one.
 //!
+//! 8. `eval` ≡ `fire turn.end` (EVENTS.md §5 rule 8). The `pre` `event: turn.end` hooks with a
+//!    `pattern` are file hooks of steps 2–4, taken with the phase-1 ones in file-name order;
+//!    those without a pattern run at every turn end after them, on the files changed in the
+//!    turn, while no failure stopped the evaluation; `post` hooks run last, see `${decision}`
+//!    and cannot block (one with a pattern only when a matching file changed in the turn). Each
+//!    runs through the event dispatcher's runner ([`crate::fire`], steps 5–8: `when`, `run:`,
+//!    retries, judgment, `pipe_output`). A block is step 4's failure, its reason standing as
+//!    the output of the re-prompt; a failure that does not block is recorded and the pass goes
+//!    on; an abort stops it with the action `failed`. A `when` that is false leaves the pending
+//!    set like a pass. A `loop` trigger leaves the guard's count alone and always re-prompts.
+//!
 //! The action is `pass` when the evaluation ran no failing hook and re-prompts for no hook
 //! file, even if hooks stay pending or other files do not load.
 //!
 //! [`Problem`]: crate::Problem
 
+mod event_hooks;
 mod marker;
 mod report;
 mod run;
@@ -48,7 +60,9 @@ use crate::change_watch::{ChangeWatcher, ScanKind};
 use crate::changes::{self, ChangeScan, ScanOptions};
 use crate::context::Context;
 use crate::discover::{Discovery, discover};
+use crate::event::Event;
 use crate::exec::{CancelToken, ExecError};
+use crate::fire::{FireError, Firing};
 use crate::hook::Hook;
 use crate::status::StatusError;
 
@@ -60,6 +74,30 @@ pub enum Trigger {
     User,
     /// A re-prompt from a failing hook: the loop guard counts it.
     Hook,
+    /// `hookvisor loop`: the loop has its own limits, so the guard neither counts the turn nor
+    /// stops a re-prompt (EVENTS.md §3.2).
+    Loop,
+}
+
+impl Trigger {
+    /// The trigger of an event's `trigger` word (`user`, `hook`, `loop`); another word is a
+    /// user's, which only resets the guard.
+    pub fn from_word(word: &str) -> Trigger {
+        match word {
+            "hook" => Trigger::Hook,
+            "loop" => Trigger::Loop,
+            _ => Trigger::User,
+        }
+    }
+
+    /// The word of `${trigger}` and the event JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::User => "user",
+            Trigger::Hook => "hook",
+            Trigger::Loop => "loop",
+        }
+    }
 }
 
 /// Options of one evaluation.
@@ -116,6 +154,20 @@ pub enum EvalError {
     /// The evaluation was cancelled; the hook that was running is pending again.
     #[error("evaluation cancelled; the running hook is pending again")]
     Cancelled,
+    /// An `event: turn.end` hook could not be run (its run directory, the context buffer).
+    #[error(transparent)]
+    Event(Box<FireError>),
+}
+
+impl From<FireError> for EvalError {
+    fn from(err: FireError) -> Self {
+        match err {
+            FireError::Cancelled => EvalError::Cancelled,
+            FireError::Exec(e) => EvalError::Exec(e),
+            FireError::Status(e) => EvalError::Status(e),
+            other => EvalError::Event(Box::new(other)),
+        }
+    }
 }
 
 /// End-of-turn evaluation of one workspace: its context, the hooks (discovered afresh at each
@@ -173,6 +225,19 @@ impl Evaluator {
 
     /// Runs the end-of-turn evaluation of the file hooks (module docs give the steps).
     pub fn end_turn(&mut self, options: &EvalOptions) -> Result<EvalReport, EvalError> {
+        let mut firing = Firing::new(Event::TurnEnd);
+        firing.trigger = options.trigger.as_str().to_owned();
+        self.end_turn_with(options, &firing)
+    }
+
+    /// [`Evaluator::end_turn`] answering a fired `turn.end`: the `event: turn.end` hooks see
+    /// `firing`'s data, session, iteration and stage (its event, trigger, files, cancel and
+    /// `max_attempts` are the evaluation's own: `options` and the scan).
+    pub fn end_turn_with(
+        &mut self,
+        options: &EvalOptions,
+        firing: &Firing,
+    ) -> Result<EvalReport, EvalError> {
         let _lock = EvalLock::acquire(&self.ctx)?;
         let scan = match self.watcher.as_mut() {
             Some(watcher) => {
@@ -187,8 +252,11 @@ impl Evaluator {
             }
         };
         match &self.discovery {
-            Some(discovery) => evaluate_scan(&self.ctx, discovery, &scan, options),
-            None => evaluate_scan(&self.ctx, &discover(&self.ctx.hooks_dir()), &scan, options),
+            Some(discovery) => evaluate_scan(&self.ctx, discovery, &scan, options, firing),
+            None => {
+                let discovery = discover(&self.ctx.hooks_dir());
+                evaluate_scan(&self.ctx, &discovery, &scan, options, firing)
+            }
         }
     }
 
@@ -203,6 +271,23 @@ impl Evaluator {
     ) -> Result<HookResult, EvalError> {
         run_now(&self.ctx, hook, cancel)
     }
+}
+
+/// `fire turn.end` (EVENTS.md §5 rule 8): one evaluation on `discovery` with a full scan, under
+/// the evaluation lock, its options taken from the firing.
+pub(crate) fn end_turn_once(
+    ctx: &Context,
+    discovery: &Discovery,
+    firing: &Firing,
+) -> Result<EvalReport, EvalError> {
+    let options = EvalOptions {
+        trigger: Trigger::from_word(&firing.trigger),
+        max_retries: firing.max_attempts,
+        cancel: firing.cancel.clone(),
+    };
+    let _lock = EvalLock::acquire(ctx)?;
+    let scan = scan_workspace(ctx)?;
+    evaluate_scan(ctx, discovery, &scan, &options, firing)
 }
 
 /// Scans the workspace for changes, keeping the scan journal in the state dir.

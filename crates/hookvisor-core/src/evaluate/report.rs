@@ -3,7 +3,10 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value as Json};
 
+use crate::decision::{Decision, Reply};
+use crate::event::Event;
 use crate::hook::{Problem, ProblemKind};
 use crate::message::{Failure, broken_hooks_message};
 
@@ -72,9 +75,73 @@ pub struct EvalReport {
     /// shorten it; a subset of `problems`.
     #[serde(skip)]
     pub broken: Vec<Problem>,
+    /// The stop reason when an `event: turn.end` hook aborted (`on_failure: abort`,
+    /// `continue: false`); the action is then `failed`. Not in the eval JSON: the reply has it.
+    #[serde(skip)]
+    pub abort: Option<String>,
+    /// `additionalContext` of the `event: turn.end` hooks, oldest first (the reply's `context`).
+    #[serde(skip)]
+    pub context: Vec<String>,
+    /// The hook whose failure is the re-prompt, if one is (the reply's `blocked`).
+    #[serde(skip)]
+    pub blocked_by: Option<String>,
 }
 
 impl EvalReport {
+    /// The evaluation as an event's decision: `abort` when a hook aborted, `block` when the
+    /// agent is re-prompted, else `allow` (a failure nobody is told of, or the guard gave up).
+    pub fn decision(&self) -> Decision {
+        if self.abort.is_some() {
+            Decision::Abort
+        } else if self.action == Action::Reprompt {
+            Decision::Block
+        } else {
+            Decision::Allow
+        }
+    }
+
+    /// The reply of `fire turn.end` and `POST /v1/events/turn.end` (EVENTS.md §5 rule 4):
+    /// `reason` is the re-prompt on block, `attempt`/`maxAttempts` the loop guard's, each
+    /// result has `blocked`, and the eval JSON's `action`, `message`, `pending` and `problems`
+    /// come along (§1.4: `turn.end` keeps phase 1's action).
+    pub fn reply(&self) -> Reply {
+        let decision = self.decision();
+        let reason = match decision {
+            Decision::Abort => self.abort.clone(),
+            Decision::Block => self.message.clone(),
+            Decision::Allow => None,
+        };
+        let results = self
+            .results
+            .iter()
+            .map(|result| {
+                let mut json = serde_json::to_value(result).expect("a result always serialises");
+                let blocked = decision == Decision::Block
+                    && self.blocked_by.as_deref() == Some(result.hook_id.as_str());
+                json["blocked"] = Json::Bool(blocked);
+                json
+            })
+            .collect();
+        let mut phase1 = Map::new();
+        if let Ok(Json::Object(mut eval)) = serde_json::to_value(self) {
+            for key in ["action", "message", "pending", "problems"] {
+                if let Some(value) = eval.remove(key) {
+                    phase1.insert(key.to_owned(), value);
+                }
+            }
+        }
+        Reply {
+            event: Event::TurnEnd.to_string(),
+            decision,
+            reason,
+            context: self.context.clone(),
+            results,
+            attempt: Some(self.attempt),
+            max_attempts: Some(self.max_attempts),
+            phase1,
+        }
+    }
+
     /// The message shortened to `limit` characters (an agent's limit), keeping the log path.
     pub fn message_within(&self, limit: usize) -> Option<String> {
         let message = self.message.as_ref()?;
@@ -170,6 +237,9 @@ mod tests {
             problems: broken.clone(),
             failure: Some(failure),
             broken,
+            abort: None,
+            context: Vec::new(),
+            blocked_by: None,
         };
         let text = report.message_within(1_000).unwrap();
         assert!(text.chars().count() <= 1_000, "{}", text.len());

@@ -4,13 +4,16 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
+use super::event_hooks::{self, TurnHook};
 use super::marker::Marker;
 use super::run::run_recorded;
 use super::{Action, EvalError, EvalOptions, EvalReport, HookResult, Trigger};
 use crate::changes::{ChangeScan, DirtyFile, FileState, Timestamp};
 use crate::context::Context;
+use crate::decision::{Phase, Verdict};
 use crate::discover::Discovery;
-use crate::hook::{Hook, HookKind, Problem};
+use crate::fire::{self, Done, Firing};
+use crate::hook::{Hook, Problem};
 use crate::message::{Failure, broken_hooks_message};
 use crate::status::{RunResult, Status, StatusStore};
 use crate::timestamp::rfc3339;
@@ -23,10 +26,11 @@ pub(super) fn evaluate_scan(
     discovery: &Discovery,
     scan: &ChangeScan,
     options: &EvalOptions,
+    turn: &Firing,
 ) -> Result<EvalReport, EvalError> {
     let store = StatusStore::for_context(ctx);
     let mut marker = Marker::load(ctx);
-    let file_hooks: Vec<&Hook> = discovery.of_kind(HookKind::File).collect();
+    let file_hooks = event_hooks::with_pending_set(discovery);
 
     // Steps 1, 2 and 5 (counting): one read-modify-write of status.json.
     let changed: Vec<&DirtyFile> = scan.changed_since(marker.cutoff).collect();
@@ -35,9 +39,13 @@ pub(super) fn evaluate_scan(
         status.consecutive_hook_turns = match options.trigger {
             Trigger::User => 0,
             Trigger::Hook => status.consecutive_hook_turns.saturating_add(1),
+            Trigger::Loop => status.consecutive_hook_turns,
         };
-        for hook in &file_hooks {
+        for &TurnHook { hook, event } in &file_hooks {
             let entry = status.entry(hook, ctx);
+            if event {
+                fire::label(entry, hook);
+            }
             if entry.last_result == RunResult::Running {
                 // Left running by an evaluation that died: only evaluations run file hooks,
                 // and we hold the evaluation lock.
@@ -47,7 +55,7 @@ pub(super) fn evaluate_scan(
                 status.set_pending(&hook.id, true);
             }
         }
-        let known: Vec<String> = file_hooks.iter().map(|h| h.id.clone()).collect();
+        let known: Vec<String> = file_hooks.iter().map(|h| h.hook.id.clone()).collect();
         status.pending_hooks.retain(|id| known.contains(id));
         let nothing_pending = status.pending_hooks.is_empty();
         if nothing_pending {
@@ -77,6 +85,9 @@ pub(super) fn evaluate_scan(
         problems: discovery.problems.clone(),
         failure: None,
         broken: Vec::new(),
+        abort: None,
+        context: Vec::new(),
+        blocked_by: None,
     };
     if !nothing_pending {
         run_pending(
@@ -86,8 +97,33 @@ pub(super) fn evaluate_scan(
             scan,
             &file_hooks,
             options,
+            turn,
             &mut report,
         )?;
+    }
+
+    // Rule 8: the pattern-less `event: turn.end` hooks run at every turn end, on the files that
+    // changed in the turn, after the hooks of a pending set, while the pre pass goes on.
+    let changed_files: Vec<PathBuf> = changed
+        .iter()
+        .filter(|f| matches!(f.state, FileState::Present { .. }))
+        .map(|f| f.path.clone())
+        .collect();
+    if report.action == Action::Pass {
+        for hook in event_hooks::every_turn(discovery) {
+            let files = changed_files.clone();
+            let Some(done) = event_hooks::run(ctx, &store, hook, &files, turn, options, None)?
+            else {
+                continue;
+            };
+            report
+                .results
+                .push(event_hooks::result(hook, files.clone(), &done));
+            report.context.extend(done.judgment.context.iter().cloned());
+            if judged_stop(ctx, hook, files, &done, options, &mut report) {
+                break;
+            }
+        }
     }
 
     // Step 7: hook files the model broke re-prompt like a failing hook, under the same guard.
@@ -95,8 +131,8 @@ pub(super) fn evaluate_scan(
         marker.problems = Some(seen_problems(ctx, discovery, &[]));
         marker.save(ctx)?;
     }
-    if !broken.is_empty() && report.action != Action::GaveUp {
-        if attempt <= options.max_retries {
+    if !broken.is_empty() && report.action != Action::GaveUp && report.abort.is_none() {
+        if guard_allows(options, attempt) {
             let head = broken_hooks_message(&broken, attempt, options.max_retries);
             report.message = Some(match &report.failure {
                 Some(failure) => format!("{head}\n\n{}", failure.message()),
@@ -108,7 +144,89 @@ pub(super) fn evaluate_scan(
             report.action = Action::GaveUp;
         }
     }
+
+    // §1.4: the `post` hooks of turn.end run last, see `${decision}` and cannot block; one with
+    // a pattern runs when a file it matches changed in the turn.
+    let decision = report.decision();
+    for hook in event_hooks::turn_end_hooks(discovery, Phase::Post) {
+        let files: Vec<PathBuf> = changed_files
+            .iter()
+            .filter(|f| hook.matches(f))
+            .cloned()
+            .collect();
+        if hook.pattern.is_some() && files.is_empty() {
+            continue;
+        }
+        let Some(done) = event_hooks::run(
+            ctx,
+            &store,
+            hook,
+            &files,
+            turn,
+            options,
+            Some(decision.as_str()),
+        )?
+        else {
+            continue;
+        };
+        report.results.push(event_hooks::result(hook, files, &done));
+        report.context.extend(done.judgment.context.iter().cloned());
+    }
     Ok(report)
+}
+
+/// Whether the loop guard lets a failure re-prompt: within `max_retries` hook-triggered turns,
+/// or always in a `loop` (EVENTS.md §3.2).
+fn guard_allows(options: &EvalOptions, attempt: u32) -> bool {
+    options.trigger == Trigger::Loop || attempt <= options.max_retries
+}
+
+/// Step 4 for a failing hook: re-prompt, `failed` or `gave_up`, by `notify_llm` and the guard.
+fn stop_at(hook: &Hook, failure: Failure, options: &EvalOptions, report: &mut EvalReport) {
+    if !hook.notify_llm {
+        report.action = Action::Failed;
+    } else if guard_allows(options, report.attempt) {
+        report.action = Action::Reprompt;
+        report.message = Some(failure.message());
+        report.failure = Some(failure);
+        report.blocked_by = Some(hook.id.clone());
+    } else {
+        report.action = Action::GaveUp;
+    }
+}
+
+/// Folds an event hook's judgment into the report; true when it ends the pre pass (a block,
+/// which re-prompts like a failing file hook, or an abort). A failure that does not block is
+/// recorded and the pass goes on, as in `fire`.
+fn judged_stop(
+    ctx: &Context,
+    hook: &Hook,
+    files: Vec<PathBuf>,
+    done: &Done,
+    options: &EvalOptions,
+    report: &mut EvalReport,
+) -> bool {
+    match &done.judgment.verdict {
+        Verdict::Block { reason } => {
+            let failure = event_hooks::failure(
+                ctx,
+                hook,
+                files,
+                done,
+                reason,
+                report.attempt,
+                options.max_retries,
+            );
+            stop_at(hook, failure, options, report);
+            true
+        }
+        Verdict::Abort { reason } => {
+            report.action = Action::Failed;
+            report.abort = Some(reason.clone());
+            true
+        }
+        Verdict::Allow | Verdict::Success | Verdict::Failure { .. } => false,
+    }
 }
 
 /// Module step 7: the problems of the hook files the model broke, paths workspace-relative.
@@ -160,17 +278,19 @@ fn seen_problems(
 /// a read of `status.json` per hook. That loses nothing: every write still merges under the
 /// store's lock, and the pending set changes only under the evaluation lock we hold (startup
 /// recovery aside, which runs before any evaluation).
+#[allow(clippy::too_many_arguments)]
 fn run_pending(
     ctx: &Context,
     mut status: Status,
     marker: &mut Marker,
     scan: &ChangeScan,
-    file_hooks: &[&Hook],
+    file_hooks: &[TurnHook<'_>],
     options: &EvalOptions,
+    turn: &Firing,
     report: &mut EvalReport,
 ) -> Result<(), EvalError> {
     let store = &StatusStore::for_context(ctx);
-    for &hook in file_hooks {
+    for &TurnHook { hook, event } in file_hooks {
         if !status.is_pending(&hook.id) {
             continue;
         }
@@ -200,6 +320,33 @@ fn run_pending(
             .map(|f| f.path.clone())
             .collect();
         let cutoff = Timestamp::now();
+        if event {
+            let Some(done) = event_hooks::run(ctx, store, hook, &files, turn, options, None)?
+            else {
+                // Its `when` is false for this change: nothing to check, as if it had passed.
+                status = store.update(|s| {
+                    s.set_pending(&hook.id, false);
+                    s.clone()
+                })?;
+                continue;
+            };
+            marker.hooks.insert(hook.id.clone(), cutoff);
+            marker.save(ctx)?;
+            report
+                .results
+                .push(event_hooks::result(hook, files.clone(), &done));
+            report.context.extend(done.judgment.context.iter().cloned());
+            if matches!(done.judgment.verdict, Verdict::Allow | Verdict::Success) {
+                status = store.update(|s| {
+                    s.set_pending(&hook.id, false);
+                    s.clone()
+                })?;
+            }
+            if judged_stop(ctx, hook, files, &done, options, report) {
+                break;
+            }
+            continue;
+        }
         let outcome = run_recorded(ctx, store, hook, &files, options.cancel.as_ref())?;
         marker.hooks.insert(hook.id.clone(), cutoff);
         marker.save(ctx)?;
@@ -229,15 +376,7 @@ fn run_pending(
             attempt: report.attempt,
             max_attempts: options.max_retries,
         };
-        if !hook.notify_llm {
-            report.action = Action::Failed;
-        } else if report.attempt <= options.max_retries {
-            report.action = Action::Reprompt;
-            report.message = Some(failure.message());
-            report.failure = Some(failure);
-        } else {
-            report.action = Action::GaveUp;
-        }
+        stop_at(hook, failure, options, report);
         break;
     }
 

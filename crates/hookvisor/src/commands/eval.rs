@@ -19,6 +19,7 @@ pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
     let trigger = match args.trigger {
         cli::Trigger::User => Trigger::User,
         cli::Trigger::Hook => Trigger::Hook,
+        cli::Trigger::Loop => Trigger::Loop,
     };
     let server = (!globals.any_given())
         .then(|| TurnClient::from_env(|name| std::env::var(name).ok()))
@@ -58,6 +59,11 @@ fn print_report(report: &EvalReport, json: bool) -> io::Result<()> {
     }
     if let Some(message) = &report.message {
         writeln!(out, "{message}")?;
+    }
+    if let Some(reason) = &report.abort {
+        // An `event: turn.end` hook with `on_failure: abort` (EVENTS.md §1.4): no re-prompt.
+        eprintln!("hookvisor: a turn.end hook aborted: {reason}");
+        return Ok(());
     }
     let failed = report.results.iter().find(|r| !r.success);
     match (report.action, failed) {

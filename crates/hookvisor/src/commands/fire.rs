@@ -40,10 +40,15 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     let mut firing = Firing::new(event);
     firing.data = data;
     firing.trigger = args.trigger.as_str().to_owned();
+    firing.max_attempts = args.max_retries;
     firing.cancel = Some(cancel_on_signals());
     let discovery = discover(&ctx.hooks_dir());
     for problem in &discovery.problems {
         eprintln!("hookvisor: warning: {problem}");
+    }
+    if firing.event == Event::TurnEnd {
+        // As `eval` does: rule 8 makes them one.
+        super::precommit::ensure_installed(&ctx, &discovery);
     }
     let reply = fire(&ctx, &discovery, &firing).map_err(CliError::failed)?;
     print_reply(&reply, args.json)?;

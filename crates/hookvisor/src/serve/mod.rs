@@ -244,17 +244,19 @@ impl AppState {
             Evaluator::new(self.ctx.clone()).watched(watcher);
     }
 
-    /// The end-of-turn evaluation, with the warm dirty set when the watcher is running.
+    /// The end-of-turn evaluation answering `turn` (a fired `turn.end`), with the warm dirty
+    /// set when the watcher is running.
     fn evaluate(
         &self,
         options: &hookvisor_core::EvalOptions,
+        turn: &hookvisor_core::fire::Firing,
     ) -> Result<hookvisor_core::EvalReport, hookvisor_core::EvalError> {
         let mut evaluator = self.evaluator.lock().expect("evaluator lock");
         if evaluator.watcher().is_none() {
             self.metrics.record_scan(hookvisor_core::ScanKind::Full);
-            return evaluator.end_turn(options);
+            return evaluator.end_turn_with(options, turn);
         }
-        let report = evaluator.end_turn(options)?;
+        let report = evaluator.end_turn_with(options, turn)?;
         if let Some(kind) = evaluator.last_scan() {
             self.metrics.record_scan(kind);
         }

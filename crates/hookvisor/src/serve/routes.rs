@@ -11,14 +11,15 @@ use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
+use hookvisor_core::decision::Reply;
 use hookvisor_core::event::Event as HookEvent;
 use hookvisor_core::fire::{FireError, Firing, fire};
-use hookvisor_core::{EvalError, EvalOptions, Evaluator, Trigger, discover};
+use hookvisor_core::{EvalError, EvalOptions, EvalReport, Evaluator, Trigger, discover};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::events::Event;
-use super::{AppState, JobKind, metrics};
+use super::{AppState, GateGuard, JobKind, metrics};
 
 /// How much of a log `/hooks/{id}/output` returns: the end, where failures are reported; 200 KiB
 /// as in discobot.
@@ -228,18 +229,30 @@ fn user() -> Trigger {
     Trigger::User
 }
 
-/// `POST /v1/turns/end` `{"trigger":"user|hook"}`: the end-of-turn evaluation, as eval JSON.
+/// `POST /v1/turns/end` `{"trigger":"user|hook|loop"}`: the end-of-turn evaluation, as eval
+/// JSON; the same hooks and status records as `POST /v1/events/turn.end` (EVENTS.md §3).
 pub async fn turn_end(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Value>> {
     let trigger = parse_turn(&body)?;
+    let mut turn = Firing::new(HookEvent::TurnEnd);
+    turn.trigger = trigger.as_str().to_owned();
+    let report = end_turn(&state, turn).await?;
+    Ok(Json(
+        serde_json::to_value(&report).expect("reports serialise"),
+    ))
+}
+
+/// One end-of-turn evaluation on the server's evaluator (one at a time: a second is 409, a
+/// `/v1/turns/start` cancels it), with its metrics and SSE events.
+async fn end_turn(state: &Arc<AppState>, turn: Firing) -> Result<EvalReport> {
     let (job, cancel) = state.begin(JobKind::Evaluation)?;
     let options = EvalOptions {
-        trigger,
+        trigger: Trigger::from_word(&turn.trigger),
         max_retries: state.max_retries,
         cancel: Some(cancel),
     };
     let evaluator = state.clone();
     let outcome = run_blocking(move || {
-        let report = evaluator.evaluate(&options);
+        let report = evaluator.evaluate(&options, &turn);
         drop(job);
         report
     })
@@ -251,9 +264,7 @@ pub async fn turn_end(State(state): State<Arc<AppState>>, body: Bytes) -> Result
                 action: report.action,
                 pending: report.pending.clone(),
             });
-            Ok(Json(
-                serde_json::to_value(&report).expect("reports serialise"),
-            ))
+            Ok(report)
         }
         Err(ServerError::Cancelled) => {
             state.hub.publish(Event::EvaluationCancelled);
@@ -347,8 +358,33 @@ pub async fn fire_event(
         firing.trigger = trigger;
     }
     firing.session = body.session_id;
+    firing.max_attempts = state.max_retries;
+    let reply = if firing.event == HookEvent::TurnEnd {
+        // Rule 8: the evaluation of `/v1/turns/end`, its watcher and its one-at-a-time job.
+        let reply = end_turn(&state, firing).await.map(|report| report.reply());
+        drop(gate);
+        reply?
+    } else {
+        fire_blocking(&state, firing, gate).await?
+    };
+    state.hub.publish(Event::Decided {
+        event: reply.event.clone(),
+        decision: reply.decision,
+        reason: reply.reason.clone(),
+    });
+    Ok(Json(
+        serde_json::to_value(&reply).expect("replies serialise"),
+    ))
+}
+
+/// Fires an event other than `turn.end` on the blocking pool, on a fresh discovery.
+async fn fire_blocking(
+    state: &Arc<AppState>,
+    firing: Firing,
+    gate: Option<GateGuard>,
+) -> Result<Reply> {
     let ctx = state.ctx.clone();
-    let reply = blocking(move || {
+    blocking(move || {
         // Fresh: a hook written a moment ago must bind, watcher or not.
         let discovery = discover(&ctx.hooks_dir());
         let reply = fire(&ctx, &discovery, &firing);
@@ -359,15 +395,7 @@ pub async fn fire_event(
     .map_err(|e| match e {
         FireError::Cancelled => ServerError::Cancelled,
         other => ServerError::Internal(other.to_string()),
-    })?;
-    state.hub.publish(Event::Decided {
-        event: reply.event.clone(),
-        decision: reply.decision,
-        reason: reply.reason.clone(),
-    });
-    Ok(Json(
-        serde_json::to_value(&reply).expect("replies serialise"),
-    ))
+    })
 }
 
 /// `GET /v1/events`: server-sent events, see [`super::events`].
@@ -390,7 +418,7 @@ pub async fn not_found(uri: axum::http::Uri) -> ServerError {
     ServerError::NoRoute(uri.path().to_owned())
 }
 
-/// An empty body is a user turn; anything else must be `{"trigger": "user"|"hook"}`.
+/// An empty body is a user turn; anything else must be `{"trigger": "user"|"hook"|"loop"}`.
 fn parse_turn(body: &[u8]) -> Result<Trigger> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Trigger::User);

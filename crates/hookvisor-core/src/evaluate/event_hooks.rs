@@ -1,0 +1,250 @@
+//! The `event: turn.end` hooks of an evaluation (EVENTS.md §5 rule 8): which of them join the
+//! file hooks' pending set, which run at every turn end, and one run of such a hook through the
+//! event dispatcher's runner (`when`, `run:`/`argv:`, retries, judgment, `pipe_output`).
+
+use std::path::PathBuf;
+
+use super::{EvalError, EvalOptions, HookResult};
+use crate::context::Context;
+use crate::context_buffer::ContextBuffer;
+use crate::decision::Phase;
+use crate::discover::Discovery;
+use crate::event::Event;
+use crate::fire::{self, Done, Firing};
+use crate::hook::{Hook, HookKind};
+use crate::message::Failure;
+use crate::status::StatusStore;
+
+/// A hook with a pending set, and whether the event dispatcher's runner runs it.
+#[derive(Clone, Copy)]
+pub(super) struct TurnHook<'a> {
+    /// The hook.
+    pub(super) hook: &'a Hook,
+    /// True for an `event: turn.end` hook of [`Discovery::event_hooks`].
+    pub(super) event: bool,
+}
+
+/// The hooks that keep a pending set, by file name: the phase-1 file hooks and the `pre`
+/// `event: turn.end` hooks with a `pattern` (the same kind of hook, declared the new way).
+pub(super) fn with_pending_set(discovery: &Discovery) -> Vec<TurnHook<'_>> {
+    let phase1 = discovery
+        .of_kind(HookKind::File)
+        .map(|hook| TurnHook { hook, event: false });
+    let event = turn_end_hooks(discovery, Phase::Pre)
+        .filter(|h| h.pattern.is_some())
+        .map(|hook| TurnHook { hook, event: true });
+    let mut hooks: Vec<TurnHook<'_>> = phase1.chain(event).collect();
+    // Both lists are in file-name order; discovery order is one order over both.
+    hooks.sort_by(|a, b| a.hook.path.cmp(&b.hook.path));
+    hooks
+}
+
+/// The `pre` `event: turn.end` hooks without a pattern: they run at every turn end.
+pub(super) fn every_turn(discovery: &Discovery) -> impl Iterator<Item = &Hook> {
+    turn_end_hooks(discovery, Phase::Pre).filter(|h| h.pattern.is_none())
+}
+
+/// The `event: turn.end` hooks of `phase`, in file-name order.
+pub(super) fn turn_end_hooks(discovery: &Discovery, phase: Phase) -> impl Iterator<Item = &Hook> {
+    discovery
+        .event_hooks
+        .iter()
+        .filter(move |h| h.spec.event == Event::TurnEnd && h.spec.phase == phase)
+}
+
+/// Runs one `event: turn.end` hook on `files` and judges it; `None` when its `when` is false.
+/// `decision` is `${decision}` for a `post` hook. Recorded in `status.json` by the runner.
+pub(super) fn run(
+    ctx: &Context,
+    store: &StatusStore,
+    hook: &Hook,
+    files: &[PathBuf],
+    turn: &Firing,
+    options: &EvalOptions,
+    decision: Option<&str>,
+) -> Result<Option<Done>, EvalError> {
+    let mut firing = turn.clone();
+    firing.event = Event::TurnEnd;
+    firing.trigger = options.trigger.as_str().to_owned();
+    firing.files = Some(files.to_vec());
+    firing.cancel = options.cancel.clone();
+    let cancel = options.cancel.clone().unwrap_or_default();
+    let payload = fire::payload(ctx, &firing, decision);
+    let done = fire::run_judged(ctx, hook, &firing, &payload, store, &cancel)?;
+    // A cancel during a retry wait ends the run judged; the evaluation still has no outcome.
+    if cancel.is_cancelled() {
+        return Err(EvalError::Cancelled);
+    }
+    if let Some(done) = &done {
+        fire::pipe(&ContextBuffer::new(&ctx.state()), hook, done)?;
+    }
+    Ok(done)
+}
+
+/// The eval JSON's result of an event hook's run.
+pub(super) fn result(hook: &Hook, files: Vec<PathBuf>, done: &Done) -> HookResult {
+    HookResult {
+        hook_id: hook.id.clone(),
+        exit_code: done.run.exit_code,
+        success: done.run.timed_out.is_none() && done.run.exit_code == 0,
+        timed_out: done.run.timed_out.is_some(),
+        files,
+    }
+}
+
+/// The phase-1 re-prompt of an event hook that blocked: its reason (stderr, else stdout, or
+/// the JSON decision's reason, already shrunk by the judge) stands as the output.
+pub(super) fn failure(
+    ctx: &Context,
+    hook: &Hook,
+    files: Vec<PathBuf>,
+    done: &Done,
+    reason: &str,
+    attempt: u32,
+    max_attempts: u32,
+) -> Failure {
+    Failure {
+        hook_name: hook.name.clone(),
+        pattern: hook.pattern.as_ref().map(|p| p.as_str().to_owned()),
+        files,
+        exit_code: done.run.exit_code,
+        timed_out_after: done.run.timed_out,
+        output_tail: reason.to_owned(),
+        output_cut: false,
+        log_path: ctx.log_path(&hook.id),
+        attempt,
+        max_attempts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::time::{Duration, Instant};
+
+    use serde_json::json;
+
+    use crate::decision::Decision;
+    use crate::evaluate::tests::{Fixture, ran};
+    use crate::evaluate::{Action, EvalError, EvalOptions, Evaluator, Trigger};
+    use crate::exec::CancelToken;
+    use crate::fire::Firing;
+    use crate::status::StatusStore;
+
+    /// A declarative hook `name.yml`; `RUNS` in `front` stands for the runs log's path.
+    fn yml(f: &Fixture, name: &str, front: &str) {
+        let front = front.replace("RUNS", &f.runs.display().to_string());
+        let path = f.ctx.hooks_dir().join(format!("{name}.yml"));
+        fs::write(path, format!("---\n{front}\n---\n")).unwrap();
+    }
+
+    fn end_turn_with(f: &Fixture, data: serde_json::Value) -> crate::EvalReport {
+        let mut turn = Firing::new(crate::event::Event::TurnEnd);
+        turn.data = data.as_object().unwrap().clone();
+        Evaluator::new(f.ctx.clone())
+            .end_turn_with(&EvalOptions::default(), &turn)
+            .unwrap()
+    }
+
+    #[test]
+    fn an_abort_ends_the_pass_and_post_hooks_see_the_decision() {
+        let f = Fixture::new();
+        yml(
+            &f,
+            "a-gate",
+            "event: turn.end\npattern: '*.txt'\nblock_on: never\non_failure: abort\n\
+             run: 'echo broken >&2; exit 1'",
+        );
+        yml(&f, "b-every", "event: turn.end\nrun: 'echo every >> RUNS'");
+        yml(
+            &f,
+            "c-post",
+            "event: turn.end\nphase: post\nrun: 'echo post ${decision} >> RUNS; exit 2'",
+        );
+        f.write("a.txt", "x\n");
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(ran(&report), [("a-gate", false), ("c-post", false)]);
+        assert_eq!(report.action, Action::Failed);
+        assert_eq!(report.decision(), Decision::Abort);
+        assert_eq!(f.runs(), ["post abort"]);
+        let reply = report.reply();
+        assert_eq!(reply.reason.as_deref(), Some("broken"));
+        assert_eq!(
+            reply.results[1]["blocked"], false,
+            "post hooks cannot block"
+        );
+        assert_eq!(report.pending, ["a-gate"], "a failure stays pending");
+    }
+
+    #[test]
+    fn a_failure_that_does_not_block_is_recorded_and_the_pass_goes_on() {
+        let f = Fixture::new();
+        yml(
+            &f,
+            "a-soft",
+            "event: turn.end\npattern: '*.txt'\nblock_on: exit2\nrun: 'exit 1'",
+        );
+        yml(&f, "b-every", "event: turn.end\nrun: 'echo every >> RUNS'");
+        f.write("a.txt", "x\n");
+        let report = f.end_turn(Trigger::User, 3);
+        assert_eq!(ran(&report), [("a-soft", false), ("b-every", true)]);
+        assert_eq!(report.action, Action::Pass);
+        assert_eq!(report.pending, ["a-soft"]);
+    }
+
+    #[test]
+    fn a_false_when_leaves_the_pending_set_and_data_reaches_the_hooks() {
+        let f = Fixture::new();
+        yml(
+            &f,
+            "gated",
+            "event: turn.end\npattern: '*.txt'\nwhen: ${go} == true\nrun: 'echo ran >> RUNS'",
+        );
+        f.write("a.txt", "x\n");
+        let report = end_turn_with(&f, json!({"go": false}));
+        assert!(report.results.is_empty(), "{:?}", report.results);
+        assert!(report.pending.is_empty(), "{:?}", report.pending);
+        f.write("a.txt", "y\n");
+        let report = end_turn_with(&f, json!({"go": true}));
+        assert_eq!(ran(&report), [("gated", true)]);
+        assert_eq!(f.runs(), ["ran"]);
+    }
+
+    #[test]
+    fn a_cancelled_event_hook_is_pending_again_and_not_recorded() {
+        let f = Fixture::new();
+        let started = f.runs.with_extension("started");
+        yml(
+            &f,
+            "slow",
+            &format!(
+                "event: turn.end\npattern: '*.txt'\nrun: 'touch {}; sleep 30'",
+                started.display()
+            ),
+        );
+        f.write("a.txt", "x\n");
+        let cancel = CancelToken::new();
+        let options = EvalOptions {
+            cancel: Some(cancel.clone()),
+            ..EvalOptions::default()
+        };
+        let ctx = f.ctx.clone();
+        let began = Instant::now();
+        let evaluation = std::thread::spawn(move || Evaluator::new(ctx).end_turn(&options));
+        // The hook's own mark says it runs; then the user's message arrives.
+        while !started.exists() {
+            assert!(
+                began.elapsed() < Duration::from_secs(20),
+                "the hook never started"
+            );
+            std::thread::yield_now();
+        }
+        cancel.cancel();
+        let err = evaluation.join().unwrap().unwrap_err();
+        assert!(matches!(err, EvalError::Cancelled), "{err}");
+        assert!(began.elapsed() < Duration::from_secs(20));
+        let status = StatusStore::for_context(&f.ctx).load().unwrap();
+        assert!(status.is_pending("slow"));
+        assert_eq!(status.hooks["slow"].run_count, 0);
+    }
+}
