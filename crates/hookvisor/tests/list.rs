@@ -493,3 +493,70 @@ fn event_hooks_list_their_event_fields_and_problems_their_line() {
         json!([{"path": s(&bad), "reason": "when: expected ')' at column 11", "line": 3}])
     );
 }
+
+/// The table of `list` gives each event-model hook a second line with its source and the
+/// fields of rule 10 as its front matter spells them; a phase-1 row beside it stays one line;
+/// problems and warnings follow as `file:line: reason`, the same lines `check` prints.
+#[test]
+fn list_shows_each_event_hook_on_a_line_of_its_own_and_problems_with_their_line() {
+    let ws = Workspace::new();
+    raw_hook(
+        &ws,
+        "guard.sh",
+        "#!/bin/sh\n---\nevent: tool.before\ntool: Bash|Write\nwhen: ${iteration} > 1\n\
+         on_failure: [retry, abort]\n---\nexit 0\n",
+        0o755,
+    );
+    raw_hook(
+        &ws,
+        "plan.yml",
+        "---\nevent: stage.complete\nphase: post\nawait: false\nrun: echo ${stage}\n---\n",
+        0o644,
+    );
+    ws.hook("lint.sh", "file", "pattern: '*.go'", "exit 0");
+    let bad = raw_hook(
+        &ws,
+        "bad.yml",
+        "---\nevent: turn.end\nwhen: ${x} == (1\nrun: make\n---\n",
+        0o644,
+    );
+    let output = ws.hookvisor(&["list"]);
+    assert_eq!(code(&output), 0, "{}", common::stderr(&output));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    let pad = " ".repeat(25);
+    assert_eq!(
+        lines[1..],
+        [
+            format!(
+                "guard{}tool.before user   -{}guard",
+                " ".repeat(20),
+                " ".repeat(24)
+            ),
+            format!(
+                "{pad}.discobot/hooks/guard.sh:1  event: tool.before  phase: pre  action: command  \
+                 tool: Bash|Write  when: ${{iteration}} > 1  await: true  block_on: exit2  \
+                 on_failure: [retry, abort]"
+            ),
+            format!(
+                "lint{}file       user   *.go{}lint",
+                " ".repeat(21),
+                " ".repeat(21)
+            ),
+            format!(
+                "plan{}stage.complete user   -{}plan",
+                " ".repeat(21),
+                " ".repeat(24)
+            ),
+            format!(
+                "{pad}.discobot/hooks/plan.yml:1  event: stage.complete  phase: post  \
+                 action: command  await: false  block_on: exit2  on_failure: continue"
+            ),
+            format!("{}:3: when: expected ')' at column 11", bad.display()),
+        ],
+        "{text}"
+    );
+    let check = ws.hookvisor(&["check"]);
+    assert_eq!(code(&check), 1);
+    assert_eq!(stdout(&check), format!("{}\n", lines[6]));
+}
