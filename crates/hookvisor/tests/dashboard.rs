@@ -3,7 +3,8 @@
 //! `hookvisor serve`.
 //!
 //! Needs Debian's `chromium` and `chromium-driver`. Without them the test fails under CI=true
-//! and prints a note elsewhere. It leaves `target/dashboard.png` behind for people to look at.
+//! and prints a note elsewhere. It leaves `target/dashboard.png` and `target/dashboard-events.png`
+//! behind for people to look at.
 
 mod common;
 
@@ -294,6 +295,7 @@ async fn the_dashboard_shows_event_hooks_and_their_decisions_live() {
          run: 'test \"${command}\" != rm || { printf \"no <b>rm</b> here\" >&2; exit 2; }'",
     );
     yml(&ws, "later", "event: turn.end\nphase: post\nrun: exit 0");
+    yml(&ws, "bad", "event: turn.end\nwhen: ${x} == (1\nrun: make");
     let server = Server::tcp(&ws);
     let Addr::Tcp(addr) = &server.addr else {
         unreachable!()
@@ -321,6 +323,11 @@ async fn the_dashboard_shows_event_hooks_and_their_decisions_live() {
     ] {
         assert!(guard.contains(shown), "{shown:?} missing from {guard:?}");
     }
+    let problems = wait_for_text(&client, "#problems", "bad.yml").await;
+    assert_eq!(
+        problems,
+        ".discobot/hooks/bad.yml:3: when: expected ')' at column 11"
+    );
     // A turn.end hook's type is its phase-1 kind; its event and phase are shown beside it.
     let later = wait_for_text(&client, "tr[data-hook='later'] td.type", "turn.end").await;
     assert!(
@@ -395,6 +402,12 @@ async fn the_dashboard_shows_event_hooks_and_their_decisions_live() {
         .await
         .unwrap();
     assert_eq!(mark, json!(7), "the page reloaded");
+    let png = client.screenshot().await.unwrap();
+    std::fs::write(
+        screenshot_path().with_file_name("dashboard-events.png"),
+        png,
+    )
+    .unwrap();
     client.close().await.unwrap();
 }
 

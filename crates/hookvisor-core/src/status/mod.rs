@@ -151,7 +151,7 @@ pub enum EntryType {
 
 impl EntryType {
     /// The `type` of `hook`'s entry: its event's phase-1 kind, else its event.
-    pub fn of(hook: &Hook) -> EntryType {
+    pub(crate) fn of(hook: &Hook) -> EntryType {
         match hook.spec.event.phase1_kind() {
             Some(kind) => EntryType::Kind(kind),
             None => EntryType::Event(hook.spec.event.to_string()),
