@@ -15,7 +15,7 @@
 //! 4. **Phase-1 kinds** (§2.1): `type: session` ≡ `session.start`, `type: file` ≡ `turn.end`,
 //!    `type: pre-commit` ≡ `commit.before` ([`Event::of_kind`](crate::event::Event::of_kind), [`Event::phase1_kind`](crate::event::Event::phase1_kind)).
 //! 5. **Tool matcher** (§5 rule 6): a `tool` of only `[A-Za-z0-9_|*]` is a `|`-list of exact
-//!    names, `*` meaning all; anything else is a regex over the whole name (compiled by the dispatcher).
+//!    names, `*` meaning all; anything else is a regex over the whole name, compiled at load.
 //! 6. **Actions** (§1.2, §5 rule 9): a hook's action is a command: its own script file, an
 //!    `argv:` list run without a shell, or a `run:` text run by `sh -c` after the injection-safe
 //!    rewrite of [`crate::template`]. `webhook`, `spawn`, `git-commit` and `git-push` are not
@@ -254,38 +254,93 @@ pub enum ToolMatcher {
     /// These names (`Write|Edit`); one with a `*` is a glob (`Bash*`, `mcp__*`), where `*`
     /// matches any run of characters (see [`ToolMatcher::matches`]).
     Names(Vec<String>),
-    /// A regex to match against the whole name. It is kept as text: the core has no regex
-    /// engine yet, so compiling it (and refusing a bad one) is left to the dispatcher.
-    Regex(String),
+    /// A regex matched against the whole name (`mcp__.*__write`, `Edit.?`).
+    Regex(ToolRegex),
 }
 
+/// A `tool:` regex, compiled once at load and anchored at both ends (§5 rule 6: "matched
+/// against the whole name", as Claude Code matches its own matchers).
+#[derive(Debug, Clone)]
+pub struct ToolRegex {
+    text: String,
+    compiled: regex::Regex,
+}
+
+impl ToolRegex {
+    /// The regex as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl PartialEq for ToolRegex {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for ToolRegex {}
+
+/// A `tool:` value that is neither a list of names nor a regex that compiles.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "tool: '{text}' is no regex ({reason}); write a regex that compiles, or names joined by '|'"
+)]
+pub struct InvalidToolMatcher {
+    /// The value as written.
+    pub text: String,
+    /// What the regex compiler said, on one line.
+    pub reason: String,
+}
+
+/// The most memory one compiled `tool:` regex may take: a hook file must not make every
+/// `fire` build a huge automaton.
+const TOOL_REGEX_SIZE_LIMIT: usize = 1 << 20;
+
 impl ToolMatcher {
-    /// Reads a `tool:` value by rule 5.
-    pub fn parse(text: &str) -> ToolMatcher {
+    /// Reads a `tool:` value by rule 6; a regex is compiled here, once.
+    pub fn parse(text: &str) -> Result<ToolMatcher, InvalidToolMatcher> {
         let plain = text
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'|' | b'*'));
         if !plain {
-            return ToolMatcher::Regex(text.to_owned());
+            let compiled = regex::RegexBuilder::new(&format!("^(?:{text})$"))
+                .size_limit(TOOL_REGEX_SIZE_LIMIT)
+                .build()
+                .map_err(|e| InvalidToolMatcher {
+                    text: text.to_owned(),
+                    reason: e
+                        .to_string()
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                })?;
+            return Ok(ToolMatcher::Regex(ToolRegex {
+                text: text.to_owned(),
+                compiled,
+            }));
         }
         let names: Vec<&str> = text.split('|').filter(|n| !n.is_empty()).collect();
         if names.is_empty() || names.contains(&"*") {
-            return ToolMatcher::All;
+            return Ok(ToolMatcher::All);
         }
-        ToolMatcher::Names(names.into_iter().map(str::to_owned).collect())
+        Ok(ToolMatcher::Names(
+            names.into_iter().map(str::to_owned).collect(),
+        ))
     }
 
     /// Whether a call of the tool `tool_name` (`None`: the event names no tool) is selected.
     /// A name with a `*` matches as a glob: taking `mcp__*` as an exact name would never
-    /// match, and a gate that never runs lets every call through. A regex is not matched
-    /// here (the core has no regex engine): it selects nothing.
+    /// match, and a gate that never runs lets every call through.
     pub fn matches(&self, tool_name: Option<&str>) -> bool {
         match self {
             ToolMatcher::All => true,
             ToolMatcher::Names(names) => {
                 tool_name.is_some_and(|tool| names.iter().any(|n| name_matches(n, tool)))
             }
-            ToolMatcher::Regex(_) => false,
+            ToolMatcher::Regex(regex) => {
+                tool_name.is_some_and(|tool| regex.compiled.is_match(tool))
+            }
         }
     }
 }
@@ -314,7 +369,7 @@ impl fmt::Display for ToolMatcher {
         match self {
             ToolMatcher::All => f.write_str("*"),
             ToolMatcher::Names(names) => f.write_str(&names.join("|")),
-            ToolMatcher::Regex(text) => f.write_str(text),
+            ToolMatcher::Regex(regex) => f.write_str(&regex.text),
         }
     }
 }
@@ -588,13 +643,48 @@ mod tests {
             ("Write|Edit", names(&["Write", "Edit"])),
             ("Bash", names(&["Bash"])),
             ("mcp__github", names(&["mcp__github"])),
-            ("mcp__.*", ToolMatcher::Regex("mcp__.*".into())),
-            ("Edit.?", ToolMatcher::Regex("Edit.?".into())),
-            ("Write Edit", ToolMatcher::Regex("Write Edit".into())),
         ];
         for (tool, want) in table {
-            assert_eq!(&ToolMatcher::parse(tool), want, "{tool}");
+            assert_eq!(&ToolMatcher::parse(tool).unwrap(), want, "{tool}");
         }
+        for regex in ["mcp__.*", "Edit.?", "Write Edit"] {
+            let parsed = ToolMatcher::parse(regex).unwrap();
+            assert!(
+                matches!(&parsed, ToolMatcher::Regex(r) if r.as_str() == regex),
+                "{regex}: {parsed:?}"
+            );
+            assert_eq!(parsed.to_string(), regex);
+        }
+    }
+
+    /// A regex matches the whole name, never a part of it; a bad one is refused at load.
+    #[test]
+    fn tool_regexes_match_whole_names_and_bad_ones_are_refused() {
+        // (tool:, tool name, selected)
+        let table: &[(&str, Option<&str>, bool)] = &[
+            ("mcp__.*", Some("mcp__github__create_issue"), true),
+            ("mcp__.*", Some("x_mcp__github"), false),
+            ("Edit.?", Some("Edit"), true),
+            ("Edit.?", Some("MultiEdit"), false),
+            ("Edit.?", Some("Edit12"), false),
+            ("Write|Edit.*", Some("Write"), true),
+            ("Write|Edit.*", Some("Writer"), false),
+            ("(?i)bash", Some("BASH"), true),
+            ("mcp__.*", None, false),
+        ];
+        for (tool, name, want) in table {
+            let matcher = ToolMatcher::parse(tool).unwrap();
+            assert_eq!(matcher.matches(*name), *want, "{tool} {name:?}");
+        }
+        let err = ToolMatcher::parse("Edit(").unwrap_err();
+        assert_eq!(err.text, "Edit(");
+        assert!(
+            err.to_string().starts_with("tool: 'Edit(' is no regex (")
+                && !err.to_string().contains('\n'),
+            "{err}"
+        );
+        // A regex whose automaton would be huge is refused, not built.
+        assert!(ToolMatcher::parse("(a{1000}){1000}").is_err());
     }
 
     /// A `*` inside a name is a glob, not part of an exact name that no tool has.
@@ -616,10 +706,9 @@ mod tests {
             ("Write|Edit", Some("Edit2"), false),
             ("Bash*", None, false),
             ("*", None, true),
-            ("mcp__.*", Some("mcp__x"), false),
         ];
         for (tool, name, want) in table {
-            let matcher = ToolMatcher::parse(tool);
+            let matcher = ToolMatcher::parse(tool).unwrap();
             assert_eq!(matcher.matches(*name), *want, "{tool} {name:?}");
         }
     }

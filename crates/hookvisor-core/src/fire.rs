@@ -10,8 +10,7 @@
 //!    wiring joins the two.
 //! 2. **Tool** (§5 rule 6). A hook with `tool:` runs only when `data.tool_name` is a string it
 //!    matches: `*` matches every call (also one without a tool name), a `|`-list matches its
-//!    exact names. A regex matcher never matches: the core has no regex engine yet, so such a
-//!    hook is skipped (with a warning in the log) rather than run on a guess.
+//!    exact names (a name with `*` as a glob); anything else is a regex over the whole name.
 //! 3. **Pattern**. A hook with `pattern:` runs only when one of the firing's `files` matches it;
 //!    an event without files runs no hook that has a pattern.
 //! 4. **Passes** (§1.4). Every `pre` hook runs, then every `post` hook. The first block or abort
@@ -79,7 +78,7 @@ use crate::context::Context;
 use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
 use crate::decision::{FinishedRun, Judge, Judgment, Outcome, Phase, Reply, Verdict};
 use crate::discover::Discovery;
-use crate::event::{Command, Event, HookAction, PipeOutput, ToolMatcher};
+use crate::event::{Command, Event, HookAction, PipeOutput};
 use crate::exec::{
     CancelToken, Capture, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,
 };
@@ -210,17 +209,11 @@ fn selected(hook: &Hook, firing: &Firing) -> bool {
         return false;
     }
     let tool_name = firing.data.get("tool_name").and_then(Json::as_str);
-    let tool_ok = match &hook.spec.tool {
-        None => true,
-        Some(ToolMatcher::Regex(text)) => {
-            tracing::warn!(
-                "{}: tool regex '{text}' is not supported yet; the hook does not run",
-                hook.file_name()
-            );
-            false
-        }
-        Some(matcher) => matcher.matches(tool_name),
-    };
+    let tool_ok = hook
+        .spec
+        .tool
+        .as_ref()
+        .is_none_or(|matcher| matcher.matches(tool_name));
     let pattern_ok = hook.pattern.is_none()
         || firing
             .files
@@ -740,7 +733,7 @@ mod tests {
     }
 
     #[test]
-    fn tool_lists_match_exact_names_and_a_regex_never_runs() {
+    fn tool_lists_match_exact_names_and_regexes_whole_names() {
         let ws = Ws::new();
         ws.yml(
             "any",
@@ -763,7 +756,13 @@ mod tests {
         ws.fire_event("tool.before", json!({"tool_name": "bash"}));
         assert_eq!(ws.trace(), ["any", "files", "any"], "names are exact");
         ws.fire_event("tool.before", json!({"tool_name": "mcp__x"}));
-        assert_eq!(ws.trace(), ["any", "files", "any", "any"]);
+        assert_eq!(ws.trace(), ["any", "files", "any", "any", "regex"]);
+        ws.fire_event("tool.before", json!({"tool_name": "my_mcp__x"}));
+        assert_eq!(
+            ws.trace(),
+            ["any", "files", "any", "any", "regex", "any"],
+            "a regex matches the whole name"
+        );
     }
 
     /// Review finding 10: `Bash*` and `mcp__*` were exact names no tool has, so a gate written

@@ -439,6 +439,14 @@ pub enum ProblemKind {
         /// What it takes.
         expected: &'static str,
     },
+    /// `tool` is a regex that does not compile (EVENTS.md §5 rule 6).
+    #[error("{error}")]
+    InvalidTool {
+        /// 1-based line of the field.
+        line: usize,
+        /// The value and what the compiler said.
+        error: crate::event::InvalidToolMatcher,
+    },
     /// `when` does not parse (EVENTS.md §4.2); the error says where in the condition.
     #[error("{error}")]
     InvalidWhen {
@@ -550,6 +558,7 @@ impl ProblemKind {
             | ProblemKind::InvalidWord { line, .. }
             | ProblemKind::InvalidValue { line, .. }
             | ProblemKind::InvalidWhen { line, .. }
+            | ProblemKind::InvalidTool { line, .. }
             | ProblemKind::InvalidRun { line, .. }
             | ProblemKind::InvalidArgv { line, .. }
             | ProblemKind::RunAndArgv { line }

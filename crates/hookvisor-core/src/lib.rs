@@ -135,8 +135,8 @@ pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};
 pub use precommit::{
     Ensured, GitHook, Installed, MANAGED_MARKER, PreCommitError, PreCommitEvent, PreCommitReport,
-    PreCommitSkip, SKIP_VARIABLE, Uninstalled, ensure_pre_commit, git_hooks_dir, repository_top,
-    run_pre_commit, staged_files, uninstall_pre_commit,
+    PreCommitSkip, SKIP_VARIABLE, Uninstalled, ensure_pre_commit, git_hooks_dir, has_commit_hooks,
+    repository_top, run_pre_commit, staged_files, uninstall_pre_commit,
 };
 pub use seal::{RootHooks, SealError, SealedScript};
 pub use session::{

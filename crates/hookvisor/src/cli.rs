@@ -184,6 +184,12 @@ impl Globals {
             || self.args.session.is_some()
     }
 
+    /// Whether `--workspace` or `--state-dir` was given: then `fire` runs the hooks itself
+    /// rather than asking the server of `$HOOKVISOR_URL` (a `--session` is sent along).
+    pub fn names_a_directory(&self) -> bool {
+        self.args.workspace.is_some() || self.args.state_dir.is_some()
+    }
+
     /// Whether an option or variable names the session or the state dir; when none does,
     /// `status` looks for the agent sessions of the workspace.
     pub fn names_a_session(&self) -> bool {

@@ -1,5 +1,5 @@
-//! The agent adapters' way to a running `hookvisor serve`: one blocking HTTP/1.1 request,
-//! `POST /v1/turns/end`, over TCP or a Unix socket.
+//! The agent adapters' and `fire`'s way to a running `hookvisor serve`: one blocking HTTP/1.1
+//! request, `POST /v1/turns/end` or `POST /v1/events/{event}`, over TCP or a Unix socket.
 //!
 //! A Stop hook is a short-lived process that sends one request and waits for one answer, so
 //! blocking `std` sockets with httparse for the answer's head serve it better than an HTTP
@@ -83,7 +83,7 @@ pub enum TurnClientError {
         /// The server's `{"error"}` text, or the start of its body.
         message: String,
     },
-    /// The server answered 200 with a body that is not the eval JSON.
+    /// The server answered 200 with a body that is not the JSON this client asked for.
     Body {
         /// The value of `HOOKVISOR_URL`.
         url: String,
@@ -125,8 +125,8 @@ impl fmt::Display for TurnClientError {
                 message,
             } => write!(
                 f,
-                "the hookvisor server at {url} is already evaluating a turn (409: {message}); \
-                 wait for it to finish"
+                "the hookvisor server at {url} is already running this (409: {message}); wait \
+                 for it to finish"
             ),
             TurnClientError::Status { url, code, message } => write!(
                 f,
@@ -134,8 +134,8 @@ impl fmt::Display for TurnClientError {
             ),
             TurnClientError::Body { url, source } => write!(
                 f,
-                "the hookvisor server at {url} sent an evaluation this client cannot read \
-                 ({source}); use the same hookvisor version for the server and the adapter"
+                "the hookvisor server at {url} sent an answer this client cannot read \
+                 ({source}); use the same hookvisor version for the server and the client"
             ),
         }
     }
@@ -236,6 +236,28 @@ impl TurnClient {
     pub fn end_turn(&self, trigger: Trigger) -> Result<EvalReport, TurnClientError> {
         let body = serde_json::json!({ "trigger": trigger }).to_string();
         let (code, body) = self.post("/v1/turns/end", &body)?;
+        if code != 200 {
+            return Err(TurnClientError::Status {
+                url: self.url.clone(),
+                code,
+                message: error_text(&body),
+            });
+        }
+        serde_json::from_slice(&body).map_err(|source| TurnClientError::Body {
+            url: self.url.clone(),
+            source,
+        })
+    }
+
+    /// `POST /v1/events/{event}` with `body` (`{session_id?, trigger, data}`): the server fires
+    /// the event and answers its reply (EVENTS.md §3, §5 rule 4), here as JSON. A 400 or 404
+    /// comes back as [`TurnClientError::Status`], for the caller to treat as a usage error.
+    pub fn fire_event(
+        &self,
+        event: &str,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, TurnClientError> {
+        let (code, body) = self.post(&format!("/v1/events/{event}"), &body.to_string())?;
         if code != 200 {
             return Err(TurnClientError::Status {
                 url: self.url.clone(),

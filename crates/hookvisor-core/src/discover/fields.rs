@@ -294,7 +294,11 @@ fn event_spec(
         None => true,
     };
     if let Some(value) = front.field("tool")? {
-        spec.tool = Some(ToolMatcher::parse(value));
+        let matcher = ToolMatcher::parse(value).map_err(|error| ProblemKind::InvalidTool {
+            line: front.line("tool"),
+            error,
+        })?;
+        spec.tool = Some(matcher);
     }
     if let Some(value) = front.field("when")? {
         let condition = Condition::parse(value).map_err(|error| ProblemKind::InvalidWhen {
@@ -965,6 +969,10 @@ mod tests {
                 "event: tool.before\nargv: [echo, hi]",
                 "h.sh:4: an executable script with 'argv':",
             ),
+            (
+                "event: tool.before\ntool: 'Edit('",
+                "h.sh:4: tool: 'Edit(' is no regex (",
+            ),
             ("event: tool.before\ntool:", "h.sh: 'tool' has no value;"),
             ("event:", "h.sh: 'event' has no value;"),
             (
@@ -1091,7 +1099,7 @@ mod tests {
         );
         assert_eq!(
             spec("event: tool.before\ntool: mcp__.*").tool,
-            Some(ToolMatcher::Regex("mcp__.*".into()))
+            Some(ToolMatcher::parse("mcp__.*").unwrap())
         );
         let when = spec("event: stage.complete\nwhen: ${stage} == 'plan'").when;
         assert_eq!(

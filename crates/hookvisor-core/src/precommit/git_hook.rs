@@ -12,7 +12,6 @@ use nix::fcntl::{Flock, FlockArg};
 use super::{PreCommitError, git, io_error, strip_newline};
 use crate::context::Context;
 use crate::discover::Discovery;
-use crate::hook::HookKind;
 use crate::state::{Durability, write_atomic_with_mode};
 
 /// The line that marks a git hook as ours: only a hook carrying it is overwritten or removed.
@@ -188,14 +187,15 @@ fi
         }
     }
 
-    /// Installs when the discovery holds pre-commit hooks, else removes the git hook if it is
+    /// Installs when the discovery holds hooks that run in `git commit` (pre-commit or
+    /// `commit.before` event hooks), else removes the git hook if it is
     /// ours. A workspace outside git is not an error: there is nothing to install.
     pub fn ensure(
         &self,
         repo_dir: &Path,
         discovery: &Discovery,
     ) -> Result<Ensured, PreCommitError> {
-        let result = if discovery.of_kind(HookKind::PreCommit).next().is_some() {
+        let result = if super::has_commit_hooks(discovery) {
             self.install(repo_dir).map(Ensured::Installed)
         } else {
             uninstall_pre_commit(repo_dir).map(Ensured::Uninstalled)

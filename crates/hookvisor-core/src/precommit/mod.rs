@@ -21,6 +21,12 @@
 //!    with those files, or every hook without a pattern with all staged files; it stops at the
 //!    first failure, whose exit code becomes the commit's. Unstaged work is never touched.
 //! 6. `HOOKVISOR_SKIP=1` skips every hook; `HOOKVISOR_SKIP=id1,id2` skips those hooks.
+//! 7. Hooks of the event model bound to `commit.before` (EVENTS.md §2.1: `type: pre-commit` ≡
+//!    `event: commit.before`; a declarative `.yml`, or a script with `when`, `block_on`, …) run
+//!    after the phase-1 hooks passed, through the event dispatcher, with the staged files as the
+//!    event's `files` (so `pattern:` selects on them): a block or an abort refuses the commit
+//!    with its reason, as the first failing phase-1 hook does. Their presence alone installs the
+//!    git hook.
 //!
 //! This file holds the errors and the run inside `git commit` (rules 4 to 6); `git_hook` writes
 //! and removes the script git starts (rules 1 to 3) and `staged` asks git what the commit holds.
@@ -39,8 +45,11 @@ pub use self::git_hook::{
 use self::staged::{STAGED_ARGS, staged_from};
 pub use self::staged::{repository_top, staged_files};
 use crate::context::Context;
-use crate::discover::discover;
+use crate::decision::{Decision, Reply};
+use crate::discover::{Discovery, discover};
+use crate::event::Event;
 use crate::exec::{ExecError, RunOptions, RunOutcome, run_hook};
+use crate::fire::{FireError, Firing, fire};
 use crate::git::{Git, GitError, RunningGit};
 use crate::hook::{Hook, HookKind, Problem};
 use crate::status::{StatusError, StatusStore};
@@ -105,6 +114,19 @@ pub enum PreCommitError {
     /// Its run could not be recorded.
     #[error(transparent)]
     Status(#[from] StatusError),
+    /// The `commit.before` event hooks could not be run to a decision.
+    #[error("commit.before hooks: {0}")]
+    Event(#[from] FireError),
+}
+
+/// Whether the workspace has hooks that run inside `git commit`: phase-1 pre-commit hooks or
+/// event hooks bound to `commit.before` (rule 7). Either installs the git hook.
+pub fn has_commit_hooks(discovery: &Discovery) -> bool {
+    discovery.of_kind(HookKind::PreCommit).next().is_some()
+        || discovery
+            .event_hooks
+            .iter()
+            .any(|h| h.spec.event == Event::CommitBefore)
 }
 
 fn io_error(path: &Path, action: &'static str) -> impl FnOnce(io::Error) -> PreCommitError {
@@ -183,6 +205,8 @@ pub enum PreCommitEvent<'a> {
     Started(&'a Hook, &'a [PathBuf]),
     /// The hook finished.
     Finished(&'a Hook, &'a [PathBuf], &'a RunOutcome),
+    /// The `commit.before` event hooks ran (rule 7); a block or an abort refuses the commit.
+    Decided(&'a Reply),
 }
 
 /// The result of [`run_pre_commit`].
@@ -192,6 +216,8 @@ pub struct PreCommitReport {
     pub runs: Vec<(String, i32)>,
     /// The id of the hook that failed, if one did (the last of `runs`).
     pub failed: Option<String>,
+    /// The reply of the `commit.before` event hooks, when there were some to run.
+    pub decided: Option<Reply>,
 }
 
 impl PreCommitReport {
@@ -232,8 +258,14 @@ pub fn run_pre_commit(
         on_event(PreCommitEvent::Problem(problem));
     }
     let hooks: Vec<&Hook> = discovery.of_kind(HookKind::PreCommit).collect();
+    let gates: Vec<&Hook> = discovery
+        .event_hooks
+        .iter()
+        .filter(|h| h.spec.event == Event::CommitBefore)
+        .collect();
     if let PreCommitSkip::Hooks(ids) = skip {
-        for id in ids.iter().filter(|id| !hooks.iter().any(|h| h.id == **id)) {
+        let known = |id: &str| hooks.iter().chain(&gates).any(|h| h.id == id);
+        for id in ids.iter().filter(|id| !known(id)) {
             on_event(PreCommitEvent::UnknownSkip(id));
         }
     }
@@ -245,7 +277,15 @@ pub fn run_pre_commit(
             to_run.push(hook);
         }
     }
-    if to_run.is_empty() {
+    let mut gates_to_run = Discovery::default();
+    for hook in gates {
+        if skip.skips(hook) {
+            on_event(PreCommitEvent::Skipped(hook));
+        } else {
+            gates_to_run.event_hooks.push(hook.clone());
+        }
+    }
+    if to_run.is_empty() && gates_to_run.event_hooks.is_empty() {
         if let Ok(git) = staged {
             git.abandon();
         }
@@ -271,9 +311,31 @@ pub fn run_pre_commit(
         report.runs.push((hook.id.clone(), outcome.exit_code));
         if !outcome.success() {
             report.failed = Some(hook.id.clone());
-            break;
+            return Ok(report);
         }
     }
+    if gates_to_run.event_hooks.is_empty() {
+        return Ok(report);
+    }
+    let mut firing = Firing::new(Event::CommitBefore);
+    firing.files = Some(staged);
+    let reply = fire(ctx, &gates_to_run, &firing)?;
+    on_event(PreCommitEvent::Decided(&reply));
+    if reply.decision != Decision::Allow {
+        // The hook that decided: the last one whose result says it blocked, else the last run.
+        let decider = reply
+            .results
+            .iter()
+            .rev()
+            .find(|r| r["blocked"] == true)
+            .or(reply.results.last())
+            .and_then(|r| r["hookId"].as_str())
+            .unwrap_or("commit.before")
+            .to_owned();
+        report.runs.push((decider.clone(), 1));
+        report.failed = Some(decider);
+    }
+    report.decided = Some(reply);
     Ok(report)
 }
 
@@ -344,6 +406,7 @@ mod tests {
         let report = |runs: &[i32], failed: bool| PreCommitReport {
             runs: runs.iter().map(|c| ("h".to_owned(), *c)).collect(),
             failed: failed.then(|| "h".to_owned()),
+            decided: None,
         };
         for (r, code) in [
             (report(&[], false), 0),

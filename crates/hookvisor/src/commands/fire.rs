@@ -1,7 +1,8 @@
 //! `fire`: one event fired from the command line (EVENTS.md §3 "CLI", §5 rule 15).
 //!
-//! The hooks run in this process, on this context. Forwarding to a running `serve` when
-//! `HOOKVISOR_URL` is set (§3) is not done yet.
+//! The hooks run in this process, on this context; or, when `HOOKVISOR_URL` is set and neither
+//! `--workspace` nor `--state-dir` is given, in the running `serve` (§3), which then sees the
+//! event on its dashboard and event stream, and keeps one gate per session.
 
 use std::fs;
 use std::io::{self, Read, Write};
@@ -16,6 +17,7 @@ use crate::cli::FireArgs;
 use crate::commands::Globals;
 use crate::error::{CliError, CliResult, Exit};
 use crate::interrupt::cancel_on_signals;
+use crate::turn_client::{TurnClient, TurnClientError};
 
 /// The exit status of an abort (§3): apart from a block's 1 and a usage error's 2.
 const ABORT_EXIT: i32 = 3;
@@ -28,6 +30,12 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
         Some(spec) => read_data(spec)?,
         None => Map::new(),
     };
+    let server = (!globals.names_a_directory())
+        .then(|| TurnClient::from_env(|name| std::env::var(name).ok()))
+        .flatten();
+    if let Some(client) = server {
+        return forward(&client?, globals, args, &event, data);
+    }
     let ctx = globals.context()?;
     let mut firing = Firing::new(event);
     firing.data = data;
@@ -39,11 +47,59 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     }
     let reply = fire(&ctx, &discovery, &firing).map_err(CliError::failed)?;
     print_reply(&reply, args.json)?;
-    Ok(match reply.decision {
+    Ok(exit(reply.decision))
+}
+
+/// The exit status of a decision (§3).
+fn exit(decision: Decision) -> Exit {
+    match decision {
         Decision::Allow => Exit::Ok,
         Decision::Block => Exit::Failed,
         Decision::Abort => Exit::Status(ABORT_EXIT),
-    })
+    }
+}
+
+/// Fires the event in the server of `$HOOKVISOR_URL` and prints its reply as if fired here.
+/// The server's 400 (a bad field) and 404 (an event it does not know) are usage errors.
+fn forward(
+    client: &TurnClient,
+    globals: &Globals,
+    args: &FireArgs,
+    event: &Event,
+    data: Map<String, Value>,
+) -> CliResult {
+    let mut body = Map::new();
+    if let Some(session) = &globals.args.session {
+        body.insert("session_id".into(), session.clone().into());
+    }
+    body.insert("trigger".into(), args.trigger.as_str().into());
+    body.insert("data".into(), Value::Object(data));
+    let answer = match client.fire_event(&event.to_string(), &Value::Object(body)) {
+        Ok(answer) => answer,
+        Err(
+            err @ TurnClientError::Status {
+                code: 400 | 404, ..
+            },
+        ) => {
+            return Err(CliError::usage(err));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let reply: Reply = serde_json::from_value(answer.clone()).map_err(|e| {
+        CliError::failed(format!(
+            "the hookvisor server sent a reply this client cannot read ({e}); use the same \
+             hookvisor version for the server and the client"
+        ))
+    })?;
+    if args.json {
+        // The server's reply as it sent it: fields this client does not know pass through.
+        let mut out = io::stdout().lock();
+        serde_json::to_writer(&mut out, &answer).map_err(io::Error::from)?;
+        writeln!(out)?;
+    } else {
+        print_reply(&reply, false)?;
+    }
+    Ok(exit(reply.decision))
 }
 
 /// `--data`: a JSON object inline, from `@FILE`, or from stdin (`-`); anything else is a usage

@@ -4,9 +4,11 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 
+use hookvisor_core::decision::{Decision, Reply};
 use hookvisor_core::{
-    Context, Discovery, GitHook, HookKind, Installed, PreCommitEvent, PreCommitSkip, RunOutcome,
-    SKIP_VARIABLE, Uninstalled, ensure_pre_commit, run_pre_commit, uninstall_pre_commit,
+    Context, Discovery, GitHook, Installed, PreCommitEvent, PreCommitSkip, RunOutcome,
+    SKIP_VARIABLE, Uninstalled, ensure_pre_commit, has_commit_hooks, run_pre_commit,
+    uninstall_pre_commit,
 };
 
 use crate::cli::PreCommitCommand;
@@ -23,9 +25,10 @@ pub fn run(globals: &Globals, command: &PreCommitCommand) -> CliResult {
 }
 
 /// What `eval` and `session` call so that adding the first pre-commit hook is enough: installs
-/// the git hook when there are pre-commit hooks. A failure is a warning; the command goes on.
+/// the git hook when there are hooks that run in `git commit` (pre-commit or `commit.before`).
+/// A failure is a warning; the command goes on.
 pub fn ensure_installed(ctx: &Context, discovery: &Discovery) {
-    if discovery.of_kind(HookKind::PreCommit).next().is_none() {
+    if !has_commit_hooks(discovery) {
         return;
     }
     if let Err(e) = ensure_pre_commit(ctx, discovery) {
@@ -127,7 +130,50 @@ fn report_event(err: &mut impl Write, ctx: &Context, event: PreCommitEvent<'_>) 
         PreCommitEvent::Finished(hook, files, outcome) => {
             report_failure(err, ctx, &hook.name, &hook.id, files, outcome)
         }
+        PreCommitEvent::Decided(reply) => report_decided(err, ctx, reply),
     }
+}
+
+/// The `commit.before` event hooks' verdict: each run passed or failed, and on a block or an
+/// abort its reason and the way around it.
+fn report_decided(err: &mut impl Write, ctx: &Context, reply: &Reply) -> io::Result<()> {
+    for result in &reply.results {
+        let id = result["hookId"].as_str().unwrap_or("?");
+        if result["success"] == true {
+            writeln!(err, "hookvisor: passed \"{id}\" (commit.before)")?;
+        }
+    }
+    if reply.decision == Decision::Allow {
+        return Ok(());
+    }
+    let decider = reply
+        .results
+        .iter()
+        .rev()
+        .find(|r| r["blocked"] == true)
+        .or(reply.results.last());
+    let id = decider
+        .and_then(|r| r["hookId"].as_str())
+        .unwrap_or("commit.before");
+    // Hook ids are `[a-z0-9_-]` (discovery), so the id needs no sanitizing.
+    let verb = match reply.decision {
+        Decision::Abort => "aborted",
+        _ => "blocked",
+    };
+    writeln!(
+        err,
+        "hookvisor: commit.before hook \"{id}\" {verb} the commit:"
+    )?;
+    if let Some(reason) = &reply.reason {
+        // The agent reads this: hook output must not rewrite the lines around it.
+        writeln!(err, "{}", hookvisor_core::sanitize(reason.trim_end()))?;
+    }
+    writeln!(
+        err,
+        "hookvisor: commit blocked; full output in {}. Fix it and commit again, or skip it \
+         once with {SKIP_VARIABLE}={id} ({SKIP_VARIABLE}=1 skips all)",
+        ctx.log_path(id).display()
+    )
 }
 
 fn report_failure(

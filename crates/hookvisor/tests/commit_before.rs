@@ -1,0 +1,92 @@
+//! `commit.before` event hooks inside real `git commit`s (EVENTS.md §2.1: `type: pre-commit` ≡
+//! `event: commit.before`): a declarative `.yml` gate runs after the phase-1 pre-commit hooks,
+//! sees the staged files, and refuses the commit with its reason.
+
+mod common;
+
+use std::fs;
+
+use common::{Workspace, check, stderr};
+
+/// A repository with one commit and a `commit.before` gate on Rust files that blocks while the
+/// file `block` exists and records the staged files it saw in `seen`.
+fn repo_with_gate() -> Workspace {
+    let ws = Workspace::git();
+    ws.stage("README.md", "hello\n");
+    check(ws.commit("initial"), "initial commit");
+    ws.write(
+        ".discobot/hooks/rust-gate.yml",
+        "---\nevent: commit.before\npattern: \"**/*.rs\"\nrun: |\n  echo \"${files}\" >> \"${workspace}/../seen\"\n  test ! -e \"${workspace}/block\" || { echo 'no commits while block exists' >&2; exit 1; }\n---\n",
+    );
+    ws
+}
+
+fn head(ws: &Workspace) -> String {
+    ws.git_ok(&["rev-parse", "HEAD"])
+}
+
+fn seen(ws: &Workspace) -> String {
+    fs::read_to_string(ws.base().join("seen")).unwrap_or_default()
+}
+
+#[test]
+fn a_commit_before_gate_refuses_the_commit_with_its_reason_and_passes_it_when_fixed() {
+    let ws = repo_with_gate();
+    // `eval` installs the git hook for a workspace whose only commit hook is an event hook.
+    check(ws.hookvisor(&["eval"]), "eval");
+    assert!(ws.path().join(".git/hooks/pre-commit").exists());
+
+    fs::write(ws.path().join("block"), "").unwrap();
+    ws.stage("src/a.rs", "fn a() {}\n");
+    let before = head(&ws);
+    let out = ws.commit("blocked");
+    assert!(!out.status.success(), "the gate must refuse the commit");
+    let err = stderr(&out);
+    assert!(
+        err.contains("commit.before hook \"rust-gate\" blocked the commit"),
+        "{err}"
+    );
+    assert!(err.contains("no commits while block exists"), "{err}");
+    assert!(err.contains("HOOKVISOR_SKIP=rust-gate"), "{err}");
+    assert_eq!(head(&ws), before);
+    assert_eq!(seen(&ws), "src/a.rs\n");
+    let status = ws.status();
+    let entry = &status["hooks"]["rust-gate"];
+    assert_eq!(entry["event"], "commit.before", "{entry}");
+    assert_eq!(entry["lastResult"], "failure", "{entry}");
+
+    // Skipped by id, the commit goes through; so it does once the gate passes.
+    let skipped = ws.commit_in(ws.path(), "skipped", &[("HOOKVISOR_SKIP", "rust-gate")]);
+    check(skipped, "commit with the gate skipped");
+    fs::remove_file(ws.path().join("block")).unwrap();
+    ws.stage("src/b.rs", "fn b() {}\n");
+    check(ws.commit("passes"), "commit once fixed");
+    assert_eq!(ws.git_ok(&["log", "-1", "--format=%s"]), "passes\n");
+    assert_eq!(seen(&ws), "src/a.rs\nsrc/b.rs\n");
+
+    // No staged file matches the pattern: the gate does not run.
+    fs::write(ws.path().join("block"), "").unwrap();
+    ws.stage("notes.txt", "n\n");
+    check(ws.commit("no rust"), "commit without Rust files");
+    assert_eq!(seen(&ws), "src/a.rs\nsrc/b.rs\n");
+}
+
+#[test]
+fn a_failing_phase1_hook_stops_the_commit_before_the_gate_runs() {
+    let ws = repo_with_gate();
+    ws.hook(
+        "lint.sh",
+        "pre-commit",
+        "name: Lint",
+        "echo lint failed\nexit 4",
+    );
+    check(ws.hookvisor(&["pre-commit", "install"]), "install");
+    ws.stage("src/a.rs", "fn a() {}\n");
+    let out = ws.commit("blocked by lint");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("\"Lint\" failed with exit code 4"), "{err}");
+    assert_eq!(seen(&ws), "", "the gate ran after a failed phase-1 hook");
+    let run = ws.hookvisor(&["pre-commit", "run"]);
+    assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
+}
