@@ -292,7 +292,9 @@ async fn the_dashboard_shows_event_hooks_and_their_decisions_live() {
         &ws,
         "guard",
         "event: tool.before\ntool: Bash\n\
-         run: 'test \"${command}\" != rm || { printf \"no <b>rm</b> here\" >&2; exit 2; }'",
+         on_failure: abort\n\
+         run: 'test \"${command}\" != halt || exit 1; \
+         test \"${command}\" != rm || { printf \"no <b>rm</b> here\" >&2; exit 2; }'",
     );
     yml(&ws, "later", "event: turn.end\nphase: post\nrun: exit 0");
     yml(&ws, "bad", "event: turn.end\nwhen: ${x} == (1\nrun: make");
@@ -397,6 +399,15 @@ async fn the_dashboard_shows_event_hooks_and_their_decisions_live() {
     assert_eq!(reply.json()["decision"], "allow", "{}", reply.body);
     wait_for(&client, "tr[data-hook='guard'][data-decision='allowed']").await;
     wait_for_text(&client, "#last-event", "allow").await;
+    // An aborted event calls no hook allowed: the results do not say which one aborted it.
+    let reply = server.post(
+        "/v1/events/tool.before",
+        r#"{"data":{"tool_name":"Bash","command":"halt"}}"#,
+    );
+    assert_eq!(reply.json()["decision"], "abort", "{}", reply.body);
+    wait_for(&client, "tr[data-hook='guard'][data-decision='aborted']").await;
+    wait_for(&client, "tr[data-hook='allow'][data-decision='aborted']").await;
+    wait_for_text(&client, "#last-event", "abort").await;
     let mark = client
         .execute("return window.hookvisorTestMark;", vec![])
         .await
