@@ -389,11 +389,10 @@ fn record_refused(
     Ok(run)
 }
 
-/// The status fields of the event model (EVENTS.md §2.1, §5 rule 10).
+/// The status fields of the event model (EVENTS.md §2.1, §5 rule 10): `type`, and `event`,
+/// `source`, `action` for event-model hooks only, so a phase-1 file's entry stays discobot's.
 pub(crate) fn label(entry: &mut crate::status::HookStatus, hook: &Hook) {
-    entry.event = Some(hook.spec.event.to_string());
-    entry.source = Some(hook.source());
-    entry.action = Some(hook.spec.action.as_str().to_owned());
+    entry.describe(hook);
 }
 
 /// What is decided about a hook before anything runs.

@@ -145,7 +145,7 @@ pub use session::{
     prepare_state_dir, run_session,
 };
 pub use state::{Durability, StateDir, write_atomic};
-pub use status::{HookStatus, RunResult, Status, StatusError, StatusStore};
+pub use status::{EntryType, HookStatus, RunResult, Status, StatusError, StatusStore};
 pub use timestamp::{parse_rfc3339, rfc3339};
 pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
 pub use user_fs::{ActingAs, act_as, agent_running};

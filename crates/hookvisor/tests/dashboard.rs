@@ -3,7 +3,8 @@
 //! `hookvisor serve`.
 //!
 //! Needs Debian's `chromium` and `chromium-driver`. Without them the test fails under CI=true
-//! and prints a note elsewhere. It leaves `target/dashboard.png` behind for people to look at.
+//! and prints a note elsewhere. It leaves `target/dashboard.png` and `target/dashboard-events.png`
+//! behind for people to look at.
 
 mod common;
 
@@ -265,6 +266,159 @@ async fn the_dashboard_lists_hooks_reruns_and_updates_live() {
     let png = client.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"));
     std::fs::write(screenshot_path(), png).unwrap();
+    client.close().await.unwrap();
+}
+
+/// Writes a declarative hook, `.discobot/hooks/<name>.yml`.
+fn yml(ws: &Workspace, name: &str, front: &str) {
+    ws.write(
+        &format!(".discobot/hooks/{name}.yml"),
+        &format!("---\n{front}\n---\n"),
+    );
+}
+
+/// Event hooks sit beside the phase-1 ones with their event and source, and an event fired
+/// through the API shows, without a reload, which hook blocked and which allowed, and the
+/// event's decision; the hook's block reason, HTML included, stays text.
+#[tokio::test]
+async fn the_dashboard_shows_event_hooks_and_their_decisions_live() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let ws = Workspace::git();
+    ws.hook("setup.sh", "session", "name: Setup", "exit 0");
+    yml(&ws, "allow", "event: tool.before\nrun: exit 0");
+    yml(
+        &ws,
+        "guard",
+        "event: tool.before\ntool: Bash\n\
+         on_failure: abort\n\
+         run: 'test \"${command}\" != halt || exit 1; \
+         test \"${command}\" != rm || { printf \"no <b>rm</b> here\" >&2; exit 2; }'",
+    );
+    yml(&ws, "later", "event: turn.end\nphase: post\nrun: exit 0");
+    yml(&ws, "bad", "event: turn.end\nwhen: ${x} == (1\nrun: make");
+    let server = Server::tcp(&ws);
+    let Addr::Tcp(addr) = &server.addr else {
+        unreachable!()
+    };
+    let client = driver.browser().await;
+    client.goto(&format!("http://{addr}/")).await.unwrap();
+
+    wait_for(&client, "tr[data-hook='later']").await;
+    let mut ids = Vec::new();
+    for row in client
+        .find_all(Locator::Css("#hooks tbody tr"))
+        .await
+        .unwrap()
+    {
+        ids.push(row.attr("data-hook").await.unwrap().unwrap());
+    }
+    assert_eq!(ids, ["allow", "guard", "later", "setup"]);
+    let guard = wait_for_text(&client, "tr[data-hook='guard']", "guard.yml").await;
+    for shown in [
+        ".discobot/hooks/guard.yml:1",
+        "tool.before",
+        "pre",
+        "tool: Bash",
+        "not run yet",
+    ] {
+        assert!(guard.contains(shown), "{shown:?} missing from {guard:?}");
+    }
+    let problems = wait_for_text(&client, "#problems", "bad.yml").await;
+    assert_eq!(
+        problems,
+        ".discobot/hooks/bad.yml:3: when: expected ')' at column 11"
+    );
+    // A turn.end hook's type is its phase-1 kind; its event and phase are shown beside it.
+    let later = wait_for_text(&client, "tr[data-hook='later'] td.type", "turn.end").await;
+    assert!(
+        later.starts_with("file") && later.contains("post"),
+        "{later}"
+    );
+    // Event hooks run when their event fires: no rerun button; the phase-1 hook keeps its own.
+    for (id, buttons) in [("allow", 0), ("guard", 0), ("later", 0), ("setup", 1)] {
+        let found = client
+            .find_all(Locator::Css(&format!("tr[data-hook='{id}'] button")))
+            .await
+            .unwrap();
+        assert_eq!(found.len(), buttons, "{id}");
+    }
+
+    client
+        .execute("window.hookvisorTestMark = 7; return 1;", vec![])
+        .await
+        .unwrap();
+    wait_for(&client, "#live.on").await;
+
+    let reply = server.post(
+        "/v1/events/tool.before",
+        r#"{"data":{"tool_name":"Bash","command":"rm"}}"#,
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["decision"], "block", "{}", reply.body);
+
+    wait_for(&client, "tr[data-hook='guard'][data-decision='blocked']").await;
+    wait_for(&client, "tr[data-hook='allow'][data-decision='allowed']").await;
+    let event = wait_for_text(&client, "#last-event", "block").await;
+    assert_eq!(event, "tool.before → block");
+    let exit = wait_for_text(&client, "tr[data-hook='guard'] td.exit", "2").await;
+    assert_eq!(exit, "2");
+    let later = client
+        .find(Locator::Css("tr[data-hook='later']"))
+        .await
+        .unwrap();
+    assert_eq!(
+        later.attr("data-decision").await.unwrap(),
+        None,
+        "a hook of another event has no decision"
+    );
+    let title = client
+        .find(Locator::Css("tr[data-hook='guard'] .decision"))
+        .await
+        .unwrap()
+        .attr("title")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(title.contains("no <b>rm</b> here"), "{title:?}");
+    assert!(
+        client
+            .find_all(Locator::Css("#hooks b, header b"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a hook's reason was interpreted as HTML"
+    );
+
+    // The same hook allowing the next call turns its mark around.
+    let reply = server.post(
+        "/v1/events/tool.before",
+        r#"{"data":{"tool_name":"Bash","command":"ls"}}"#,
+    );
+    assert_eq!(reply.json()["decision"], "allow", "{}", reply.body);
+    wait_for(&client, "tr[data-hook='guard'][data-decision='allowed']").await;
+    wait_for_text(&client, "#last-event", "allow").await;
+    // An aborted event calls no hook allowed: the results do not say which one aborted it.
+    let reply = server.post(
+        "/v1/events/tool.before",
+        r#"{"data":{"tool_name":"Bash","command":"halt"}}"#,
+    );
+    assert_eq!(reply.json()["decision"], "abort", "{}", reply.body);
+    wait_for(&client, "tr[data-hook='guard'][data-decision='aborted']").await;
+    wait_for(&client, "tr[data-hook='allow'][data-decision='aborted']").await;
+    wait_for_text(&client, "#last-event", "abort").await;
+    let mark = client
+        .execute("return window.hookvisorTestMark;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(mark, json!(7), "the page reloaded");
+    let png = client.screenshot().await.unwrap();
+    std::fs::write(
+        screenshot_path().with_file_name("dashboard-events.png"),
+        png,
+    )
+    .unwrap();
     client.close().await.unwrap();
 }
 

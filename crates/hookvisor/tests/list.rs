@@ -493,3 +493,140 @@ fn event_hooks_list_their_event_fields_and_problems_their_line() {
         json!([{"path": s(&bad), "reason": "when: expected ')' at column 11", "line": 3}])
     );
 }
+
+/// The table of `list` gives each event-model hook a second line with its source and the
+/// fields of rule 10 as its front matter spells them; a phase-1 row beside it stays one line;
+/// problems and warnings follow as `file:line: reason`, the same lines `check` prints.
+#[test]
+fn list_shows_each_event_hook_on_a_line_of_its_own_and_problems_with_their_line() {
+    let ws = Workspace::new();
+    raw_hook(
+        &ws,
+        "guard.sh",
+        "#!/bin/sh\n---\nevent: tool.before\ntool: Bash|Write\nwhen: ${iteration} > 1\n\
+         on_failure: [retry, abort]\n---\nexit 0\n",
+        0o755,
+    );
+    raw_hook(
+        &ws,
+        "plan.yml",
+        "---\nevent: stage.complete\nphase: post\nawait: false\nrun: echo ${stage}\n---\n",
+        0o644,
+    );
+    ws.hook("lint.sh", "file", "pattern: '*.go'", "exit 0");
+    let bad = raw_hook(
+        &ws,
+        "bad.yml",
+        "---\nevent: turn.end\nwhen: ${x} == (1\nrun: make\n---\n",
+        0o644,
+    );
+    let output = ws.hookvisor(&["list"]);
+    assert_eq!(code(&output), 0, "{}", common::stderr(&output));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    let pad = " ".repeat(25);
+    assert_eq!(
+        lines[1..],
+        [
+            format!(
+                "guard{}tool.before user   -{}guard",
+                " ".repeat(20),
+                " ".repeat(24)
+            ),
+            format!(
+                "{pad}.discobot/hooks/guard.sh:1  event: tool.before  phase: pre  action: command  \
+                 tool: Bash|Write  when: ${{iteration}} > 1  await: true  block_on: exit2  \
+                 on_failure: [retry, abort]"
+            ),
+            format!(
+                "lint{}file       user   *.go{}lint",
+                " ".repeat(21),
+                " ".repeat(21)
+            ),
+            format!(
+                "plan{}stage.complete user   -{}plan",
+                " ".repeat(21),
+                " ".repeat(24)
+            ),
+            format!(
+                "{pad}.discobot/hooks/plan.yml:1  event: stage.complete  phase: post  \
+                 action: command  await: false  block_on: exit2  on_failure: continue"
+            ),
+            format!("{}:3: when: expected ')' at column 11", bad.display()),
+        ],
+        "{text}"
+    );
+    let check = ws.hookvisor(&["check"]);
+    assert_eq!(code(&check), 1);
+    assert_eq!(stdout(&check), format!("{}\n", lines[6]));
+}
+
+/// EVENTS.md §2.1 end to end: an event hook fired by `hookvisor fire` is recorded with its
+/// event as `type` and its `event`, `source` and `action`; a phase-1 hook run by `hookvisor run`
+/// beside it has exactly discobot's fields; `status` shows both, and so does the file after a
+/// later writer read and rewrote it.
+#[test]
+fn status_records_an_event_hook_by_its_event_and_a_phase1_hook_as_before() {
+    let ws = Workspace::new();
+    raw_hook(
+        &ws,
+        "guard.yml",
+        "---\nevent: tool.before\nrun: exit 2\n---\n",
+        0o644,
+    );
+    ws.hook("lint.sh", "file", "pattern: '*.go'", "exit 0");
+    let fired = ws.hookvisor(&["fire", "tool.before", "--data", r#"{"tool_name":"Bash"}"#]);
+    assert_eq!(code(&fired), 1, "{}", common::stderr(&fired));
+    let ran = ws.hookvisor(&["run", "lint"]);
+    assert_eq!(code(&ran), 0, "{}", common::stderr(&ran));
+
+    let check = |status: &Value| {
+        let guard = &status["hooks"]["guard"];
+        assert_eq!(guard["type"], "tool.before", "{guard}");
+        assert_eq!(guard["event"], "tool.before");
+        assert_eq!(guard["source"], ".discobot/hooks/guard.yml:1");
+        assert_eq!(guard["action"], "command");
+        assert_eq!(guard["lastExitCode"], 2);
+        let lint = status["hooks"]["lint"].as_object().unwrap();
+        assert_eq!(lint["type"], "file");
+        let mut keys: Vec<&str> = lint.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "consecutiveFailures",
+                "durationMs",
+                "failCount",
+                "hookId",
+                "hookName",
+                "lastExitCode",
+                "lastResult",
+                "lastRunAt",
+                "outputPath",
+                "runCount",
+                "type"
+            ]
+        );
+    };
+    check(&ws.status());
+    let shown = ws.hookvisor(&["status", "--json"]);
+    check(&serde_json::from_slice(&shown.stdout).unwrap());
+
+    let table = stdout(&ws.hookvisor(&["status"]));
+    let row = |id: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(id))
+            .unwrap_or_else(|| panic!("no {id} in {table}"))
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row("guard"), ["guard", "tool.before", "failure"]);
+    assert_eq!(row("lint"), ["lint", "file", "success"]);
+
+    // Another writer (a second run) reads the event entry and keeps it.
+    assert_eq!(code(&ws.hookvisor(&["run", "lint"])), 0);
+    check(&ws.status());
+    assert_eq!(ws.status()["hooks"]["guard"]["runCount"], 1);
+}

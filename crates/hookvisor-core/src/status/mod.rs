@@ -42,13 +42,14 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use self::file::{empty_as_none, is_false};
 pub use self::store::{StatusError, StatusStore};
 pub(crate) use self::untrusted::{OPEN_FLAGS, move_aside, not_ours, open_regular};
 use crate::context::Context;
+use crate::event::Event;
 use crate::exec::RunOutcome;
 use crate::hook::{Hook, HookKind};
 use crate::timestamp::rfc3339;
@@ -84,9 +85,9 @@ pub struct HookStatus {
     /// Its display name at the last recording.
     #[serde(default)]
     pub hook_name: String,
-    /// Its kind.
+    /// Its `type`: the phase-1 kind, else the event (EVENTS.md §2.1).
     #[serde(rename = "type")]
-    pub kind: HookKind,
+    pub kind: EntryType,
     /// When the last run started (RFC 3339); `None` before the first run.
     #[serde(default, deserialize_with = "empty_as_none")]
     pub last_run_at: Option<String>,
@@ -118,19 +119,90 @@ pub struct HookStatus {
     /// end of the session, refused, interrupted); discobot's dashboards ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// The event of an event-model hook (EVENTS.md §2.1); absent for phase-1 runs.
+    /// The event of an event-model hook (EVENTS.md §2.1); absent for phase-1 hook files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<String>,
     /// Where an event-model hook is declared, `relative/path:line` (§5 rule 10); absent for
-    /// phase-1 runs.
+    /// phase-1 hook files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
-    /// The `action:` of an event-model hook (§1.2); absent for phase-1 runs.
+    /// The `action:` of an event-model hook (§1.2); absent for phase-1 hook files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
     /// Fields this version does not know, written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// The `type` of a status entry (EVENTS.md §2.1): the phase-1 kind of a hook whose event has
+/// one (so phase-1 entries read exactly as discobot's), else the event's name.
+///
+/// Any phase-1 kind or any name [`Event`] parses is read, raw agent events included; an entry
+/// with another `type` (a newer version's event, say) is kept as it is in the file, unparsed,
+/// never a reason to reject the whole file.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum EntryType {
+    /// `session`, `file` or `pre-commit`.
+    Kind(HookKind),
+    /// An event without a phase-1 kind, as [`Event`]'s `Display` writes it (`tool.before`,
+    /// `claude.PreCompact`).
+    Event(String),
+}
+
+impl EntryType {
+    /// The `type` of `hook`'s entry: its event's phase-1 kind, else its event.
+    pub(crate) fn of(hook: &Hook) -> EntryType {
+        match hook.spec.event.phase1_kind() {
+            Some(kind) => EntryType::Kind(kind),
+            None => EntryType::Event(hook.spec.event.to_string()),
+        }
+    }
+
+    /// The spelling in `status.json`.
+    pub fn as_str(&self) -> &str {
+        match self {
+            EntryType::Kind(kind) => kind.as_str(),
+            EntryType::Event(name) => name,
+        }
+    }
+}
+
+impl From<HookKind> for EntryType {
+    fn from(kind: HookKind) -> EntryType {
+        EntryType::Kind(kind)
+    }
+}
+
+impl PartialEq<HookKind> for EntryType {
+    fn eq(&self, kind: &HookKind) -> bool {
+        *self == EntryType::Kind(*kind)
+    }
+}
+
+impl fmt::Display for EntryType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl Serialize for EntryType {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for EntryType {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<EntryType, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if let Ok(kind) = text.parse::<HookKind>() {
+            return Ok(EntryType::Kind(kind));
+        }
+        match text.parse::<Event>() {
+            // Kept as written, not re-spelled: the entry goes back to the file unchanged.
+            Ok(_) => Ok(EntryType::Event(text)),
+            Err(e) => Err(serde::de::Error::custom(e)),
+        }
+    }
 }
 
 /// The `lastResult` of a hook.
@@ -167,17 +239,17 @@ impl fmt::Display for RunResult {
 }
 
 impl Status {
-    /// The entry of `hook`, created if missing, with its name, type and log path brought up to
-    /// date (the front matter may have renamed it since its last run).
+    /// The entry of `hook`, created if missing, with its name, type, event fields and log path
+    /// brought up to date (the front matter may have renamed it since its last run).
     pub fn entry(&mut self, hook: &Hook, ctx: &Context) -> &mut HookStatus {
         self.unparsed_hooks.remove(&hook.id);
         let output_path = ctx.log_path(&hook.id).display().to_string();
         let entry = self
             .hooks
             .entry(hook.id.clone())
-            .or_insert_with(|| HookStatus::new(&hook.id, &hook.name, hook.kind));
+            .or_insert_with(|| HookStatus::new(&hook.id, &hook.name, EntryType::of(hook)));
         entry.hook_name.clone_from(&hook.name);
-        entry.kind = hook.kind;
+        entry.describe(hook);
         entry.output_path = output_path;
         entry
     }
@@ -243,11 +315,11 @@ impl Status {
 
 impl HookStatus {
     /// A never-run entry: pending, no counters.
-    pub fn new(id: &str, name: &str, kind: HookKind) -> HookStatus {
+    pub fn new(id: &str, name: &str, kind: impl Into<EntryType>) -> HookStatus {
         HookStatus {
             hook_id: id.to_owned(),
             hook_name: name.to_owned(),
-            kind,
+            kind: kind.into(),
             last_run_at: None,
             last_result: RunResult::Pending,
             last_exit_code: None,
@@ -263,6 +335,24 @@ impl HookStatus {
             action: None,
             extra: Map::new(),
         }
+    }
+
+    /// Sets the `type` and the event fields from `hook` (EVENTS.md §2.1): `event`, `source` and
+    /// `action` for a hook of the event model (one whose front matter uses it, see
+    /// [`EventSpec::declared`](crate::event::EventSpec::declared)), none for a phase-1 hook
+    /// file, whose entry stays field for field what discobot writes.
+    pub(crate) fn describe(&mut self, hook: &Hook) {
+        self.kind = EntryType::of(hook);
+        let spec = &hook.spec;
+        (self.event, self.source, self.action) = if spec.declared {
+            (
+                Some(spec.event.to_string()),
+                Some(hook.source()),
+                Some(spec.action.as_str().to_owned()),
+            )
+        } else {
+            (None, None, None)
+        };
     }
 
     /// Records that a run started at `now`: dashboards show it running.
@@ -387,6 +477,171 @@ mod tests {
         assert_eq!(entry.run_count, 1);
         let out: Value = serde_json::from_slice(&status.to_json()).unwrap();
         assert_eq!(out["hooks"]["x"]["type"], "file");
+    }
+
+    /// The hooks discovery makes of these `(file name, front matter, executable)`, by id.
+    fn discovered(files: &[(&str, &str, bool)]) -> (tempfile::TempDir, BTreeMap<String, Hook>) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        for &(name, front, executable) in files {
+            let path = dir.path().join(name);
+            let text = match executable {
+                true => format!("#!/bin/sh\n#---\n{front}\n#---\nexit 0\n"),
+                false => format!("---\n{front}\n---\n"),
+            };
+            fs::write(&path, text).unwrap();
+            let mode = if executable { 0o755 } else { 0o644 };
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let discovery = crate::discover(dir.path());
+        assert!(discovery.problems.is_empty(), "{:?}", discovery.problems);
+        let hooks = discovery.hooks.into_iter().chain(discovery.event_hooks);
+        (dir, hooks.map(|h| (h.id.clone(), h)).collect())
+    }
+
+    #[test]
+    fn type_is_the_phase1_kind_else_the_event_and_event_hooks_carry_their_fields() {
+        let (dir, hooks) = discovered(&[
+            ("lint.sh", "# type: file\n# pattern: '*.go'", true),
+            ("setup.sh", "# type: session", true),
+            ("guard.sh", "# event: tool.before\n# tool: Bash", true),
+            ("compact.sh", "# event: claude.PreCompact", true),
+            (
+                "late.yml",
+                "event: turn.end\nwhen: ${trigger} == 'user'\nrun: make",
+                false,
+            ),
+            ("boot.sh", "# event: session.start", true),
+        ]);
+        let ctx = context(dir.path());
+        let mut status = Status::default();
+        for hook in hooks.values() {
+            status
+                .entry(hook, &ctx)
+                .record(&outcome(0, false, Duration::ZERO), at(5));
+        }
+        let out: Value = serde_json::from_slice(&status.to_json()).unwrap();
+        // (id, type, event, source, action); null: absent.
+        let table = [
+            ("lint", "file", None, None),
+            ("setup", "session", None, None),
+            (
+                "guard",
+                "tool.before",
+                Some("tool.before"),
+                Some("guard.sh"),
+            ),
+            (
+                "compact",
+                "claude.PreCompact",
+                Some("claude.PreCompact"),
+                Some("compact.sh"),
+            ),
+            ("late", "file", Some("turn.end"), Some("late.yml")),
+            ("boot", "session", Some("session.start"), Some("boot.sh")),
+        ];
+        for (id, kind, event, file) in table {
+            let entry = &out["hooks"][id];
+            assert_eq!(entry["type"], kind, "{id}: {entry}");
+            assert_eq!(entry.get("event").and_then(Value::as_str), event, "{id}");
+            let source = file.map(|f| format!(".discobot/hooks/{f}:1"));
+            assert_eq!(
+                entry.get("source").and_then(Value::as_str),
+                source.as_deref(),
+                "{id}"
+            );
+            let action = event.map(|_| "command");
+            assert_eq!(entry.get("action").and_then(Value::as_str), action, "{id}");
+        }
+        // A phase-1 entry has exactly discobot's fields (plus durationMs, written since phase 1).
+        let mut keys: Vec<&str> = out["hooks"]["lint"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "consecutiveFailures",
+                "durationMs",
+                "failCount",
+                "hookId",
+                "hookName",
+                "lastExitCode",
+                "lastResult",
+                "lastRunAt",
+                "outputPath",
+                "runCount",
+                "type"
+            ]
+        );
+        // What was written reads back as it was.
+        let again = Status::from_json(&status.to_json()).unwrap();
+        assert_eq!(again, status);
+        assert_eq!(
+            again.hooks["guard"].kind,
+            EntryType::Event("tool.before".into())
+        );
+        assert_eq!(again.hooks["lint"].kind, HookKind::File);
+    }
+
+    #[test]
+    fn a_hook_file_turned_back_into_phase1_loses_its_event_fields() {
+        let (dir, event) = discovered(&[("h.sh", "# event: task.start", true)]);
+        let (_dir, phase1) = discovered(&[("h.sh", "# type: session", true)]);
+        let ctx = context(dir.path());
+        let mut status = Status::default();
+        status.entry(&event["h"], &ctx).begin(at(1));
+        assert_eq!(status.hooks["h"].kind.as_str(), "task.start");
+        let entry = status.entry(&phase1["h"], &ctx);
+        assert_eq!(entry.kind, HookKind::Session);
+        assert_eq!(
+            (&entry.event, &entry.source, &entry.action),
+            (&None, &None, &None)
+        );
+    }
+
+    #[test]
+    fn readers_take_every_event_type_and_keep_what_they_cannot_read() {
+        let input = r#"{"hooks":{
+            "a":{"hookId":"a","type":"tool.before","lastResult":"success","runCount":2,
+                 "event":"tool.before","source":".discobot/hooks/a.sh:1","action":"command"},
+            "b":{"hookId":"b","type":"codex.Stop","lastResult":"failure","runCount":1},
+            "c":{"hookId":"c","type":"stage.begin-of-a-newer-version","runCount":4},
+            "d":{"hookId":"d","type":7},
+            "e":{"hookId":"e","type":"session","lastResult":"running"}},
+          "pendingHooks":[]}"#;
+        let mut status = Status::from_json(input.as_bytes()).unwrap();
+        assert_eq!(status.hooks["a"].kind.as_str(), "tool.before");
+        assert_eq!(status.hooks["a"].run_count, 2);
+        assert_eq!(status.hooks["a"].event.as_deref(), Some("tool.before"));
+        assert_eq!(
+            status.hooks["b"].kind,
+            EntryType::Event("codex.Stop".into())
+        );
+        assert_eq!(status.hooks["e"].kind, HookKind::Session);
+        assert_eq!(
+            status.hooks.keys().collect::<Vec<_>>(),
+            ["a", "b", "e"],
+            "entries of types this version cannot read are kept aside, the rest read"
+        );
+        // Recovery: an event entry left running is pending again, but not in the file hooks'
+        // pending set.
+        status.hooks.get_mut("a").unwrap().last_result = RunResult::Running;
+        assert_eq!(status.recover_interrupted(), ["a", "e"]);
+        assert!(status.pending_hooks.is_empty());
+        let out: Value = serde_json::from_slice(&status.to_json()).unwrap();
+        assert_eq!(
+            out["hooks"]["c"],
+            serde_json::json!({"hookId": "c", "type": "stage.begin-of-a-newer-version", "runCount": 4})
+        );
+        assert_eq!(
+            out["hooks"]["d"],
+            serde_json::json!({"hookId": "d", "type": 7})
+        );
+        assert_eq!(out["hooks"]["b"]["type"], "codex.Stop");
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub fn run(globals: &Globals, json: bool) -> CliResult {
                 hook.pattern.as_ref().map_or("-", |p| p.as_str()),
                 hook.name
             )?;
+            if hook.spec.declared {
+                writeln!(out, "{:<24} {}", "", event_line(hook))?;
+            }
         }
     }
     write_problems(&mut out, &discovery)?;
@@ -56,14 +59,59 @@ pub fn check(globals: &Globals) -> CliResult {
     })
 }
 
+/// Every problem as `file[:line]: reason`, then every warning as `file[:line]: warning: reason`.
 fn write_problems(out: &mut impl Write, discovery: &Discovery) -> io::Result<()> {
     for problem in &discovery.problems {
         writeln!(out, "{problem}")?;
     }
     for warning in &discovery.warnings {
-        writeln!(out, "{}: warning: {}", warning.path.display(), warning.kind)?;
+        let at = warning.path.display();
+        match warning.kind.line() {
+            Some(line) => writeln!(out, "{at}:{line}: warning: {}", warning.kind)?,
+            None => writeln!(out, "{at}: warning: {}", warning.kind)?,
+        }
     }
     Ok(())
+}
+
+/// The event fields of an event-model hook on one line, under its row of `list`: its source,
+/// then each field as its front matter spells it (EVENTS.md §5 rule 10's fields, for people).
+/// `tool` and `when` appear only when set.
+fn event_line(hook: &Hook) -> String {
+    let spec = &hook.spec;
+    let mut line = format!(
+        "{}  event: {}  phase: {}  action: {}",
+        hook.source(),
+        spec.event,
+        spec.phase,
+        spec.action.as_str()
+    );
+    if let Some(tool) = &spec.tool {
+        line.push_str(&format!("  tool: {tool}"));
+    }
+    if let Some(when) = &spec.when {
+        line.push_str(&format!("  when: {when}"));
+    }
+    let on_failure = match spec.on_failure {
+        OnFailure::RetryThenAbort => "[retry, abort]",
+        other => other.as_str(),
+    };
+    line.push_str(&format!(
+        "  await: {}  block_on: {}  on_failure: {on_failure}",
+        spec.await_, spec.block_on
+    ));
+    one_line(&line)
+}
+
+/// `text` with its control characters escaped, so one hook stays one line whatever its front
+/// matter holds.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect()
 }
 
 /// The JSON of `list --json` (DESIGN.md), also served by the HTTP API. Paths are shown lossily

@@ -77,6 +77,9 @@ pub enum Event {
         decision: Decision,
         /// The block or abort reason; `null` on allow.
         reason: Option<String>,
+        /// The reply's results, one per run: `{hookId, exitCode, success, timedOut, files,
+        /// blocked}`, so the dashboard can tell which hook blocked.
+        results: Vec<serde_json::Value>,
     },
 }
 

@@ -371,6 +371,7 @@ pub async fn fire_event(
         event: reply.event.clone(),
         decision: reply.decision,
         reason: reply.reason.clone(),
+        results: reply.results.clone(),
     });
     Ok(Json(
         serde_json::to_value(&reply).expect("replies serialise"),
