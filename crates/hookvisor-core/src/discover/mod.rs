@@ -9,6 +9,28 @@
 //! [`Discovery::event_hooks`] (the rule is in [`Hook`]'s documentation). A problem whose line is
 //! known prints as `file:line: reason`.
 //!
+//! # A workspace's hooks
+//!
+//! [`discover_workspace`] is what the commands call: it reads `.discobot/hookvisor.yml`
+//! ([`Config`], with its rules), then `.discobot/hooks`, then hookvisor's **global hooks**
+//! (EVENTS.md §2.1, §5 rule 7), and puts them together in that order, so that global hooks run
+//! after the workspace's in every runner (session, file, pre-commit, events). Rules of global
+//! hooks, written once here:
+//!
+//! 1. **Where.** `$HOOKVISOR_GLOBAL_HOOKS` when set, else `$XDG_CONFIG_HOME/hookvisor/hooks`
+//!    (when absolute), else `$HOME/.config/hookvisor/hooks` of the user hookvisor runs as
+//!    ([`global_hooks_dir`]). A missing directory has no hooks.
+//! 2. **Same files.** Scripts and declarative `.yml` hooks, read with the same rules as
+//!    `.discobot/hooks` ([`discover()`]).
+//! 3. **Ids.** A global hook's id is its file's id after [`GLOBAL_ID_PREFIX`] (`global:lint`):
+//!    workspace ids keep `[a-z0-9_-]`, so the two never collide in `status.json`, logs or `eval
+//!    ID`, and each says where it came from.
+//! 4. **Never root.** The directory is the user's, which the agent can write: `run_as: root`
+//!    there is a problem ([`ProblemKind::GlobalRunAsRoot`]), never a root run. The init reads
+//!    only the workspace's hooks ([`discover()`]), through the user's credentials.
+//! 5. **Off** with `disable_global_hooks: true`, with `sources` not naming `global`, and while
+//!    `hookvisor.yml` is broken.
+//!
 //! This file walks the directory and judges the hooks together (ids, duplicates, warnings);
 //! `hook_file` reads one file and its front matter, and `fields` turns the front matter's
 //! fields into a hook.
@@ -17,13 +39,20 @@ mod fields;
 mod hook_file;
 
 use std::collections::BTreeMap;
+use std::env;
+use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use self::fields::{EVENT_FIELDS, disagreement};
 use self::hook_file::{HookFile, read_hook};
+use crate::config::{Config, Source, SourceUse};
+use crate::context::Context;
 use crate::event::Event;
-use crate::hook::{Hook, HookKind, Problem, ProblemKind, RunAs};
+use crate::hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
+
+/// What starts the id of every global hook (the module's rule 3).
+pub const GLOBAL_ID_PREFIX: &str = "global:";
 
 /// Extensions stripped from a file name to make its id (case-insensitive, one only).
 /// `yml` and `yaml` name declarative hooks (EVENTS.md §2.1); phase 1 never ran such files.
@@ -77,6 +106,12 @@ pub struct Discovery {
     /// Front matter `retries` of the session hooks that give it, by hook id; the others get
     /// [`DEFAULT_RETRIES`](crate::DEFAULT_RETRIES).
     pub retries: BTreeMap<String, u32>,
+    /// `.discobot/hookvisor.yml` as [`discover_workspace`] read it; the defaults otherwise
+    /// (and, when the file is broken, the defaults without global hooks).
+    pub config: Config,
+    /// Each source of hooks and whether [`discover_workspace`] read it; empty from
+    /// [`discover()`].
+    pub sources: Vec<SourceUse>,
 }
 
 impl Discovery {
@@ -91,11 +126,106 @@ impl Discovery {
     }
 }
 
-/// Scans `hooks_dir` (normally `<workspace>/.discobot/hooks`).
+/// The hooks of a workspace: its configuration, `.discobot/hooks`, then the global hooks of
+/// [`global_hooks_dir`] from the environment (the module's rules).
+pub fn discover_workspace(ctx: &Context) -> Discovery {
+    let global = global_hooks_dir(|name| env::var_os(name));
+    discover_workspace_with(ctx, global.as_deref())
+}
+
+/// [`discover_workspace`] with the global hooks directory given (`None`: there is none).
+pub fn discover_workspace_with(ctx: &Context, global_hooks: Option<&Path>) -> Discovery {
+    let config_path = Config::path(&ctx.workspace);
+    let (config, broken) = match Config::load(&ctx.workspace) {
+        Ok(config) => (config.unwrap_or_default(), None),
+        Err(error) => (
+            Config::fallback(),
+            Some(Problem {
+                path: config_path.clone(),
+                kind: ProblemKind::Config(error),
+                declared: None,
+            }),
+        ),
+    };
+    let mut discovery = match config.reads(Source::Discobot) {
+        true => discover(&ctx.hooks_dir()),
+        false => Discovery::default(),
+    };
+    if config.reads(Source::Global)
+        && let Some(dir) = global_hooks
+    {
+        let global = discover_dir(dir, Origin::Global);
+        discovery.hooks.extend(global.hooks);
+        discovery.event_hooks.extend(global.event_hooks);
+        discovery.problems.extend(global.problems);
+        discovery.warnings.extend(global.warnings);
+        discovery.retries.extend(global.retries);
+    }
+    discovery.sources = Source::ALL
+        .into_iter()
+        .map(|source| {
+            let skipped = |note: String| SourceUse {
+                source,
+                used: false,
+                note,
+            };
+            if source == Source::Global && broken.is_some() {
+                return skipped(format!("{} is broken", config_path.display()));
+            }
+            if source == Source::Global && config.disable_global_hooks {
+                return skipped("disable_global_hooks: true".to_owned());
+            }
+            if !config.reads(source) {
+                return skipped("not in sources".to_owned());
+            }
+            if !source.has_reader() {
+                return skipped("hookvisor has no importer for it yet".to_owned());
+            }
+            let dir = match source {
+                Source::Global => global_hooks.map(Path::to_owned),
+                _ => Some(ctx.hooks_dir()),
+            };
+            match dir {
+                Some(dir) => SourceUse {
+                    source,
+                    used: true,
+                    note: dir.display().to_string(),
+                },
+                None => skipped("no home directory; set HOME or HOOKVISOR_GLOBAL_HOOKS".to_owned()),
+            }
+        })
+        .collect();
+    if let Some(problem) = broken {
+        discovery.problems.insert(0, problem);
+    }
+    discovery.config = config;
+    discovery
+}
+
+/// The global hooks directory (the module's rule 1), from the variables `var` gives.
+pub fn global_hooks_dir(var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let non_empty = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = non_empty("HOOKVISOR_GLOBAL_HOOKS") {
+        return Some(dir);
+    }
+    // The XDG base directory spec: a relative value is invalid and is ignored.
+    let config_home = non_empty("XDG_CONFIG_HOME")
+        .filter(|dir| dir.is_absolute())
+        .or_else(|| non_empty("HOME").map(|home| home.join(".config")))?;
+    Some(config_home.join("hookvisor").join("hooks"))
+}
+
+/// Scans `hooks_dir` (normally `<workspace>/.discobot/hooks`), and only it: no configuration,
+/// no global hooks (see [`discover_workspace`]).
 ///
 /// A missing directory means no hooks. Directories inside it are skipped (hooks are top-level
 /// files); hidden entries (starting with `.`) are ignored.
 pub fn discover(hooks_dir: &Path) -> Discovery {
+    discover_dir(hooks_dir, Origin::Workspace)
+}
+
+/// [`discover`] of a directory of workspace or global hooks.
+fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
     let mut discovery = Discovery::default();
     let entries = match fs::read_dir(hooks_dir) {
         Ok(entries) => entries,
@@ -122,7 +252,7 @@ pub fn discover(hooks_dir: &Path) -> Discovery {
 
     let mut candidates = Vec::new();
     for path in paths {
-        match read_hook(&path) {
+        match read_hook(&path, origin) {
             Ok(Some(read)) => {
                 let HookFile {
                     hook,

@@ -342,6 +342,7 @@ mod tests {
             notify_llm: true,
             timeout: kind.default_timeout(),
             spec: crate::event::EventSpec::for_kind(kind),
+            origin: crate::Origin::Workspace,
         }
     }
 
