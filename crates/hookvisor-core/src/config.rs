@@ -154,6 +154,8 @@ pub struct SourceUse {
     pub used: bool,
     /// Where its hooks were read from, or why they were not.
     pub note: String,
+    /// The directory its hooks were read from, when they were.
+    pub dir: Option<PathBuf>,
 }
 
 impl fmt::Display for SourceUse {

@@ -168,6 +168,7 @@ pub fn discover_workspace_with(ctx: &Context, global_hooks: Option<&Path>) -> Di
                 source,
                 used: false,
                 note,
+                dir: None,
             };
             if source == Source::Global && broken.is_some() {
                 return skipped(format!("{} is broken", config_path.display()));
@@ -190,6 +191,7 @@ pub fn discover_workspace_with(ctx: &Context, global_hooks: Option<&Path>) -> Di
                     source,
                     used: true,
                     note: dir.display().to_string(),
+                    dir: Some(dir),
                 },
                 None => skipped("no home directory; set HOME or HOOKVISOR_GLOBAL_HOOKS".to_owned()),
             }

@@ -47,7 +47,7 @@ use self::turn::evaluate_scan;
 use crate::change_watch::{ChangeWatcher, ScanKind};
 use crate::changes::{self, ChangeScan, ScanOptions};
 use crate::context::Context;
-use crate::discover::{Discovery, discover};
+use crate::discover::{Discovery, discover_workspace};
 use crate::exec::{CancelToken, ExecError};
 use crate::hook::Hook;
 use crate::status::StatusError;
@@ -188,7 +188,7 @@ impl Evaluator {
         };
         match &self.discovery {
             Some(discovery) => evaluate_scan(&self.ctx, discovery, &scan, options),
-            None => evaluate_scan(&self.ctx, &discover(&self.ctx.hooks_dir()), &scan, options),
+            None => evaluate_scan(&self.ctx, &discover_workspace(&self.ctx), &scan, options),
         }
     }
 

@@ -5,7 +5,8 @@ use std::io::{self, Write};
 
 use hookvisor_core::{
     Attempt, Credentials, RootHooks, SessionHook, SessionOptions, SessionPlan, SessionRun,
-    StatusStore, act_as, agent_running, discover, prepare_state_dir, run_session,
+    StatusStore, act_as, agent_running, discover_workspace_with, global_hooks_dir,
+    prepare_state_dir, run_session,
 };
 use nix::unistd::Uid;
 
@@ -45,7 +46,13 @@ pub fn run(globals: &Globals, user: Option<&str>, root_hooks: Option<&str>) -> C
     // included) with the user's credentials.
     let (discovery, mut plan) = {
         let _acting = act_as(user.as_ref())?;
-        let discovery = discover(&ctx.hooks_dir());
+        // Global hooks are the run user's: its home, not the caller's (root's) settings.
+        let global = global_hooks_dir(|name| match (name, &user) {
+            ("HOME", Some(u)) => Some(u.home.clone().into()),
+            ("XDG_CONFIG_HOME", Some(_)) => None,
+            _ => std::env::var_os(name),
+        });
+        let discovery = discover_workspace_with(&ctx, global.as_deref());
         let plan = SessionPlan::with_policy(&discovery, policy, user.as_ref());
         (discovery, plan)
     };

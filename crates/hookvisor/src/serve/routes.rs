@@ -13,7 +13,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use hookvisor_core::event::Event as HookEvent;
 use hookvisor_core::fire::{FireError, Firing, fire};
-use hookvisor_core::{EvalError, EvalOptions, Evaluator, Trigger, discover};
+use hookvisor_core::{EvalError, EvalOptions, Evaluator, Trigger, discover_workspace};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -350,7 +350,7 @@ pub async fn fire_event(
     let ctx = state.ctx.clone();
     let reply = blocking(move || {
         // Fresh: a hook written a moment ago must bind, watcher or not.
-        let discovery = discover(&ctx.hooks_dir());
+        let discovery = discover_workspace(&ctx);
         let reply = fire(&ctx, &discovery, &firing);
         drop(gate);
         reply
