@@ -604,4 +604,193 @@ mod tests {
                 .contains("unknown front matter field 'patern'")
         );
     }
+
+    /// A workspace with `.discobot/hooks` and a global hooks dir beside it.
+    struct Both {
+        _dir: tempfile::TempDir,
+        ctx: Context,
+        global: PathBuf,
+    }
+
+    impl Both {
+        fn new() -> Both {
+            let dir = tempfile::tempdir().unwrap();
+            let ctx = Context {
+                workspace: dir.path().join("ws"),
+                session_id: "t".into(),
+                state_dir: dir.path().join("state"),
+            };
+            let global = dir.path().join("global");
+            fs::create_dir_all(ctx.hooks_dir()).unwrap();
+            fs::create_dir_all(&global).unwrap();
+            Both {
+                _dir: dir,
+                ctx,
+                global,
+            }
+        }
+        fn hook(dir: &Path, name: &str, front: &str) {
+            let path = dir.join(name);
+            fs::write(&path, format!("#!/bin/sh\n#---\n{front}\n#---\nexit 0\n")).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        fn config(&self, text: &str) {
+            fs::write(Config::path(&self.ctx.workspace), text).unwrap();
+        }
+        fn discover(&self) -> Discovery {
+            discover_workspace_with(&self.ctx, Some(&self.global))
+        }
+    }
+
+    fn ids(hooks: &[Hook]) -> Vec<&str> {
+        hooks.iter().map(|h| h.id.as_str()).collect()
+    }
+
+    #[test]
+    fn global_hooks_come_after_the_workspace_with_their_own_ids() {
+        let both = Both::new();
+        Both::hook(&both.global, "a-lint.sh", "# type: file\n# pattern: '*'");
+        Both::hook(
+            &both.ctx.hooks_dir(),
+            "lint.sh",
+            "# type: file\n# pattern: '*'",
+        );
+        Both::hook(&both.ctx.hooks_dir(), "z.sh", "# event: tool.before");
+        Both::hook(&both.global, "lint.sh", "# event: tool.before");
+        let d = both.discover();
+        assert!(d.problems.is_empty(), "{:?}", d.problems);
+        assert_eq!(ids(&d.hooks), ["lint", "global:a-lint"]);
+        assert_eq!(ids(&d.event_hooks), ["z", "global:lint"]);
+        let global = &d.event_hooks[1];
+        assert_eq!(global.origin, Origin::Global);
+        assert_eq!(
+            global.source(),
+            format!("{}:1", both.global.join("lint.sh").display())
+        );
+        assert_eq!(d.hooks[0].source(), ".discobot/hooks/lint.sh:1");
+        let used: Vec<(Source, bool)> = d.sources.iter().map(|s| (s.source, s.used)).collect();
+        assert_eq!(
+            used,
+            [
+                (Source::Discobot, true),
+                (Source::Iteratr, false),
+                (Source::Autoagent, false),
+                (Source::Nyzhi, false),
+                (Source::Pipelines, false),
+                (Source::Global, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_global_root_hook_is_refused_with_its_line_never_run_as_root() {
+        let both = Both::new();
+        Both::hook(
+            &both.global,
+            "setup.sh",
+            "# type: session\n# blocking: true\n# run_as: root",
+        );
+        Both::hook(&both.global, "user.sh", "# type: session\n# run_as: user");
+        Both::hook(
+            &both.ctx.hooks_dir(),
+            "root.sh",
+            "# type: session\n# run_as: root\n# blocking: true",
+        );
+        let d = both.discover();
+        assert_eq!(ids(&d.hooks), ["root", "global:user"]);
+        assert_eq!(d.problems.len(), 1, "{:?}", d.problems);
+        let problem = d.problems[0].to_string();
+        let want = format!(
+            "{}:5: run_as: root is refused for a global hook",
+            both.global.join("setup.sh").display()
+        );
+        assert!(problem.starts_with(&want), "{problem}");
+        assert!(
+            d.hooks
+                .iter()
+                .all(|h| h.origin == Origin::Workspace || h.run_as == RunAs::User)
+        );
+    }
+
+    #[test]
+    fn config_turns_sources_off_and_a_broken_one_turns_global_hooks_off() {
+        let both = Both::new();
+        Both::hook(&both.ctx.hooks_dir(), "ws.sh", "# type: session");
+        Both::hook(&both.global, "g.sh", "# type: session");
+        let table: [(&str, &[&str], &str); 5] = [
+            ("", &["ws", "global:g"], ""),
+            (
+                "disable_global_hooks: true\n",
+                &["ws"],
+                "disable_global_hooks: true",
+            ),
+            ("sources: [discobot]\n", &["ws"], "not in sources"),
+            ("sources: [global]\n", &["global:g"], ""),
+            (
+                "sources: auto\ncolour: red\n",
+                &["ws"],
+                "hookvisor.yml is broken",
+            ),
+        ];
+        for (text, want, global_note) in table {
+            both.config(text);
+            let d = both.discover();
+            assert_eq!(ids(&d.hooks), want, "{text:?}");
+            let global = d
+                .sources
+                .iter()
+                .find(|s| s.source == Source::Global)
+                .unwrap();
+            if !global_note.is_empty() {
+                assert!(
+                    !global.used && global.note.contains(global_note),
+                    "{text:?}: {global}"
+                );
+            }
+            let broken = text.contains("colour");
+            assert_eq!(
+                d.problems.len(),
+                usize::from(broken),
+                "{text:?}: {:?}",
+                d.problems
+            );
+            if broken {
+                let problem = d.problems[0].to_string();
+                let want = format!(
+                    "{}:2: unknown field `colour`",
+                    Config::path(&both.ctx.workspace).display()
+                );
+                assert!(problem.starts_with(&want), "{problem}");
+                assert_eq!(d.config, Config::fallback());
+            }
+        }
+    }
+
+    #[test]
+    fn the_global_hooks_dir_of_the_environment() {
+        let table: [(&[(&str, &str)], Option<&str>); 5] = [
+            (&[("HOME", "/h")], Some("/h/.config/hookvisor/hooks")),
+            (
+                &[("HOME", "/h"), ("XDG_CONFIG_HOME", "/x")],
+                Some("/x/hookvisor/hooks"),
+            ),
+            (
+                &[("HOME", "/h"), ("XDG_CONFIG_HOME", "rel")],
+                Some("/h/.config/hookvisor/hooks"),
+            ),
+            (
+                &[("HOME", "/h"), ("HOOKVISOR_GLOBAL_HOOKS", "/g")],
+                Some("/g"),
+            ),
+            (&[("HOME", "")], None),
+        ];
+        for (vars, want) in table {
+            let got = global_hooks_dir(|name| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| OsString::from(v))
+            });
+            assert_eq!(got.as_deref(), want.map(Path::new), "{vars:?}");
+        }
+    }
 }
