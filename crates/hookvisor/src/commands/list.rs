@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use hookvisor_core::decision::OnFailure;
 use hookvisor_core::event::Event;
 use hookvisor_core::{
-    Config, Context, DEFAULT_RETRIES, Discovery, Hook, Problem, Source, discover_workspace,
+    Config, Context, DEFAULT_RETRIES, Discovery, Hook, Origin, Problem, Source, discover_workspace,
 };
 use serde_json::{Value, json};
 
@@ -160,6 +160,10 @@ fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
             OnFailure::RetryThenAbort => json!(["retry", "abort"]),
             other => json!(other.as_str()),
         };
+    }
+    // A global hook is in no workspace: its source says where, whatever its kind.
+    if hook.origin == Origin::Global {
+        json["source"] = json!(hook.source());
     }
     json
 }
