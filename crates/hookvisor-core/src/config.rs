@@ -254,6 +254,20 @@ impl Config {
 /// The reason of a YAML or type error, naming the key on the error's line and its fix; the
 /// line itself goes apart.
 fn yaml_reason(e: &serde_saphyr::Error, text: &str, line: Option<usize>) -> String {
+    use serde_saphyr::Error;
+    match e {
+        Error::DuplicateMappingKey { key, .. } => {
+            let key = key.as_deref().unwrap_or("a key");
+            return format!("'{key}' is given twice; keep one");
+        }
+        Error::MergeKeyNotAllowed { .. } => {
+            return "merge keys ('<<') are not read; write the keys out".to_owned();
+        }
+        Error::Budget { .. } => {
+            return "anchors and aliases are not read; write each value out".to_owned();
+        }
+        _ => {}
+    }
     let rendered = e.to_string();
     // The rendering ends with " at line N, column M"; the caller prints the line itself.
     let reason = match rendered.rfind(" at line ") {
@@ -262,29 +276,48 @@ fn yaml_reason(e: &serde_saphyr::Error, text: &str, line: Option<usize>) -> Stri
     };
     let reason = reason.trim().trim_end_matches('.');
     if reason.contains("unknown field") {
-        return format!(
-            "{reason}; remove the key or fix its spelling (keys: max_retries, sources, \
-             disable_global_hooks, callback, file_tools; callback: port, public_url)"
-        );
+        return format!("{reason}; remove the key or fix its spelling");
     }
-    let key = line
-        .and_then(|l| text.lines().nth(l.checked_sub(1)?))
+    let syntax = || format!("{reason}; fix the YAML here (README, \"hookvisor.yml\")");
+    // Type errors read "invalid i64", "expected sequence start"…; the rest are YAML syntax.
+    if !(reason.starts_with("invalid ") || reason.starts_with("expected ")) {
+        return syntax();
+    }
+    let written = line.and_then(|l| text.lines().nth(l.checked_sub(1)?));
+    let Some((key, value)) = written
         .and_then(|l| l.trim_start().trim_start_matches("- ").split_once(':'))
-        .map(|(key, _)| key.trim());
-    let fix = match key {
-        Some("max_retries") => "write a whole number such as 'max_retries: 3'",
-        Some("disable_global_hooks") => "write true or false",
-        Some("sources") => "write 'auto' or a list such as '[discobot, global]'",
-        Some("callback") => "write a mapping such as '{port: 0, public_url: \"https://…\"}'",
-        Some("port") => "write a whole number from 0 to 65535",
-        Some("public_url") => "write an http(s) URL in quotes",
-        Some("file_tools") => "write a list of tool names such as '[Write, Edit]'",
-        _ => "see the README, \"hookvisor.yml\"",
+        .map(|(key, value)| (key.trim(), value.trim()))
+    else {
+        if reason == "expected mapping start" {
+            return "the file is not a mapping of keys; write lines such as 'max_retries: 3'"
+                .to_owned();
+        }
+        return syntax();
     };
-    match key {
-        Some(key) if fix.starts_with("write") => format!("{key}: {reason}; {fix}"),
-        _ => format!("{reason}; {fix}"),
-    }
+    let (is_not, fix) = match key {
+        "max_retries" => ("not a whole number", "write one such as 'max_retries: 3'"),
+        "disable_global_hooks" => ("not true or false", "write true or false"),
+        "sources" => (
+            "neither 'auto' nor a list",
+            "write 'auto' or a list such as '[discobot, global]'",
+        ),
+        "callback" => (
+            "not a mapping",
+            "write one such as '{port: 0, public_url: \"https://…\"}'",
+        ),
+        "port" => ("not a whole number", "write one from 0 to 65535"),
+        "public_url" => ("not text", "write an http(s) URL in quotes"),
+        "file_tools" => (
+            "not a list",
+            "write a list of tool names such as '[Write, Edit]'",
+        ),
+        _ => return syntax(),
+    };
+    let value = match value {
+        "" => "the value".to_owned(),
+        value => format!("'{value}'"),
+    };
+    format!("{key}: {value} is {is_not}; {fix}")
 }
 
 /// The file as YAML reads it, before the values are checked.
@@ -565,9 +598,13 @@ mod tests {
     fn every_error_names_its_line_and_the_fix() {
         let table: [(&str, usize, &str); 12] = [
             ("max_retries: 3\nretries: 2\n", 2, "unknown field `retries`"),
-            ("max_retries: lots\n", 1, "max_retries"),
+            (
+                "max_retries: lots\n",
+                1,
+                "max_retries: 'lots' is not a whole number",
+            ),
             ("\nmax_retries: -1\n", 2, "max_retries -1 is out of range"),
-            ("disable_global_hooks: 3\n", 1, "bool"),
+            ("disable_global_hooks: 3\n", 1, "'3' is not true or false"),
             ("sources: all\n", 1, "sources 'all' is neither 'auto'"),
             (
                 "sources:\n  - discobot\n  - iteratr\n  - cursor\n",
@@ -596,9 +633,25 @@ mod tests {
             assert!(e.message.contains("; "), "{text:?}: {e} says no fix");
         }
         let e = error("max_retries: 1\nmax_retries: 2\n");
-        assert_eq!(e.line, Some(2), "{e:?}");
-        let e = error("a: &x 1\nb: *x\n");
-        assert!(e.line.is_some(), "{e:?}");
+        assert_eq!(
+            (e.line, e.message.as_str()),
+            (Some(2), "'max_retries' is given twice; keep one")
+        );
+        let e = error("max_retries: &x 1\n");
+        assert_eq!(
+            (e.line, e.message.as_str()),
+            (
+                Some(1),
+                "anchors and aliases are not read; write each value out"
+            )
+        );
+        let e = error("[1, 2]\n");
+        assert!(
+            e.message.starts_with("the file is not a mapping of keys"),
+            "{e}"
+        );
+        let e = error("sources: [discobot\n");
+        assert!(e.message.contains("fix the YAML here"), "{e}");
     }
 
     #[test]
