@@ -310,3 +310,49 @@ fn a_global_root_hook_is_refused_and_never_runs() {
         json!("success")
     );
 }
+
+#[test]
+fn a_global_pre_commit_hook_runs_after_the_workspace_one_in_git_commit() {
+    let ws = Workspace::git();
+    let global = ws.global_hooks();
+    script(
+        &ws,
+        &global,
+        "a-commit.sh",
+        "type: pre-commit",
+        "global-commit",
+        "exit 0",
+    );
+    script(
+        &ws,
+        &ws.path().join(".discobot/hooks"),
+        "commit.sh",
+        "type: pre-commit",
+        "ws-commit",
+        "exit 0",
+    );
+    common::check(
+        ws.hookvisor(&["pre-commit", "install"]),
+        "pre-commit install",
+    );
+    ws.stage("a.txt", "a\n");
+    common::check(ws.commit("first"), "git commit");
+    assert_eq!(take_trace(&ws), ["ws-commit", "global-commit"]);
+
+    // A failing global hook blocks the commit like a workspace one.
+    script(
+        &ws,
+        &global,
+        "a-commit.sh",
+        "type: pre-commit",
+        "global-commit",
+        "echo no >&2; exit 1",
+    );
+    ws.stage("b.txt", "b\n");
+    let blocked = ws.commit("second");
+    assert!(
+        !blocked.status.success(),
+        "the global hook's failure blocks the commit"
+    );
+    assert_eq!(take_trace(&ws), ["ws-commit", "global-commit"]);
+}
