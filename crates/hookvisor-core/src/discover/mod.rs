@@ -768,7 +768,8 @@ mod tests {
 
     #[test]
     fn the_global_hooks_dir_of_the_environment() {
-        let table: [(&[(&str, &str)], Option<&str>); 5] = [
+        type Vars = &'static [(&'static str, &'static str)];
+        let table: [(Vars, Option<&str>); 5] = [
             (&[("HOME", "/h")], Some("/h/.config/hookvisor/hooks")),
             (
                 &[("HOME", "/h"), ("XDG_CONFIG_HOME", "/x")],
