@@ -118,6 +118,10 @@ fn global_hooks_run_after_the_workspace_hooks_in_eval_and_fire() {
     assert_eq!(take_trace(&ws), ["ws-file", "global-file"]);
     let status = ws.status();
     assert_eq!(status["hooks"]["global:a-lint"]["lastResult"], "success");
+    assert_eq!(
+        status["hooks"]["global:a-lint"]["source"],
+        format!("{}:1", global.join("a-lint.sh").display())
+    );
     assert!(
         ws.state_dir().join("output/global:a-lint.log").is_file(),
         "the global hook has its own log"

@@ -179,6 +179,10 @@ impl Status {
         entry.hook_name.clone_from(&hook.name);
         entry.kind = hook.kind;
         entry.output_path = output_path;
+        // A global hook is in no workspace: every runner records where it is (EVENTS.md §2.1).
+        if hook.origin == crate::Origin::Global {
+            entry.source = Some(hook.source());
+        }
         entry
     }
 
