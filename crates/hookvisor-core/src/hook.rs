@@ -112,6 +112,16 @@ impl FromStr for RunAs {
     }
 }
 
+/// Where a hook was found (EVENTS.md §5 rule 7); workspace hooks run before global ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Origin {
+    /// `.discobot/hooks` of the workspace. The default.
+    #[default]
+    Workspace,
+    /// hookvisor's global hooks (`~/.config/hookvisor/hooks`); their ids start with `global:`.
+    Global,
+}
+
 /// A hook that passed every check of discovery and can be run.
 ///
 /// # Phase-1 kinds and events
@@ -153,6 +163,8 @@ pub struct Hook {
     pub timeout: Duration,
     /// The event it binds to and the §1.3 fields of its front matter, defaults applied.
     pub spec: EventSpec,
+    /// Where it was found.
+    pub origin: Origin,
 }
 
 impl Hook {
@@ -165,9 +177,13 @@ impl Hook {
     }
 
     /// Where the hook is declared, `relative/path:line` (EVENTS.md §5 rule 10): the hooks dir
-    /// relative to the workspace, and line 1, where both a script and a declarative file start.
+    /// relative to the workspace, and line 1, where both a script and a declarative file start;
+    /// a global hook's absolute path, since it is in no workspace.
     pub fn source(&self) -> String {
-        format!(".discobot/hooks/{}:1", self.file_name())
+        match self.origin {
+            Origin::Workspace => format!(".discobot/hooks/{}:1", self.file_name()),
+            Origin::Global => format!("{}:1", self.path.display()),
+        }
     }
 
     /// True when a workspace-relative path is one this hook cares about (as bytes: see
@@ -539,6 +555,21 @@ pub enum ProblemKind {
         /// The hook's event.
         event: String,
     },
+    /// `.discobot/hookvisor.yml` is refused (config module, rule 1); global hooks are off until
+    /// it is fixed (rule 2).
+    #[error("{0}; until it is fixed, global hooks are off and every setting is its default")]
+    Config(crate::config::ConfigError),
+    /// A global hook asks for root: the global hooks directory is the user's, which the agent
+    /// can write, so it never gives root (README, Security).
+    #[error(
+        "run_as: root is refused for a global hook: its directory is writable by the user; \
+         drop 'run_as' (it then runs as the user), or put the hook in the workspace's \
+         .discobot/hooks"
+    )]
+    GlobalRunAsRoot {
+        /// 1-based line of `run_as`.
+        line: usize,
+    },
     /// A declarative `.yml` hook has text after its front matter.
     #[error(
         "a declarative .yml hook is front matter only; remove this text after the closing \
@@ -569,7 +600,9 @@ impl ProblemKind {
             | ProblemKind::UnknownAction { line, .. }
             | ProblemKind::ScriptWithCommand { line, .. }
             | ProblemKind::RootOutsideSession { line, .. }
-            | ProblemKind::TextAfterFrontMatter { line } => Some(*line),
+            | ProblemKind::TextAfterFrontMatter { line }
+            | ProblemKind::GlobalRunAsRoot { line } => Some(*line),
+            ProblemKind::Config(error) => error.line,
             _ => None,
         }
     }

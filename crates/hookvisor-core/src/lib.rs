@@ -5,8 +5,10 @@
 //!
 //! # Modules
 //!
+//! - `config`: `.discobot/hookvisor.yml`, the workspace's settings of hookvisor ([`Config`]).
 //! - `context`: the workspace, session id and state dir every command works on ([`Context`]).
-//! - `discover`: the hooks of `.discobot/hooks/` and the files that do not load ([`discover()`]).
+//! - `discover`: the hooks of `.discobot/hooks/` and the global hooks, and the files that do not
+//!   load ([`discover_workspace`], [`discover()`] for one directory).
 //! - `frontmatter`: finding a script's front matter and reading its fields.
 //! - `hook`: a loaded hook, its kind and run-as user ([`Hook`], [`Problem`]).
 //! - `pattern`: the glob language of a hook's `pattern` ([`Pattern`]).
@@ -84,6 +86,7 @@
 mod account;
 mod change_watch;
 mod changes;
+mod config;
 mod context;
 /// The context buffer: piped hook output waiting for the next turn (EVENTS.md §1.6).
 pub mod context_buffer;
@@ -123,13 +126,19 @@ pub use change_watch::{ChangeWatcher, MAX_TOUCHED, ScanKind};
 pub use changes::{
     ChangeScan, ChangesError, DirtyFile, FileState, ScanOptions, Timestamp, scan, scan_with,
 };
+pub use config::{
+    CONFIG_FILE, Callback, Config, ConfigError, DEFAULT_MAX_RETRIES, Source, SourceUse, Sources,
+};
 pub use context::{Context, ContextError, ContextOverrides};
-pub use discover::{Discovery, discover, hook_id};
+pub use discover::{
+    Discovery, GLOBAL_ID_PREFIX, discover, discover_workspace, discover_workspace_with,
+    global_hooks_dir, hook_id,
+};
 pub use evaluate::{Action, EvalError, EvalOptions, EvalReport, Evaluator, HookResult, Trigger};
 pub use exec::{CancelToken, Capture, Captured, ExecError, RunOptions, RunOutcome, run_hook};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
-pub use hook::{Hook, HookKind, Problem, ProblemKind, RunAs};
+pub use hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
 pub use leftovers::become_subreaper;
 pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};

@@ -42,6 +42,7 @@ fn hook(id: &str) -> Hook {
         notify_llm: true,
         timeout: Duration::from_secs(1),
         spec: hookvisor_core::event::EventSpec::for_kind(HookKind::File),
+        origin: hookvisor_core::Origin::Workspace,
     }
 }
 

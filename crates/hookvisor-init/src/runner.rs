@@ -179,7 +179,10 @@ fn fire_events(
         }
         take_identity(user);
     }
-    match fire_session_start(ctx, awaited, cancel) {
+    // Read now, as the user: the workspace's hooks only, as for the phase-1 ones (the init
+    // reads no global hooks).
+    let discovery = hookvisor_core::discover(&ctx.hooks_dir());
+    match fire_session_start(ctx, &discovery, awaited, cancel) {
         Ok(None) => true,
         Ok(Some(reply)) if reply.decision == Decision::Allow => {
             for result in reply.results.iter().filter(|r| r["success"] != true) {

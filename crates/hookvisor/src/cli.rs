@@ -283,9 +283,10 @@ pub struct EvalArgs {
     /// Print the evaluation as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Hook-triggered re-prompts allowed per user turn.
-    #[arg(long, env = "HOOKVISOR_MAX_RETRIES", default_value_t = 3)]
-    pub max_retries: u32,
+    /// Hook-triggered re-prompts allowed per user turn [default: `max_retries` of
+    /// .discobot/hookvisor.yml, else 3].
+    #[arg(long, env = "HOOKVISOR_MAX_RETRIES")]
+    pub max_retries: Option<u32>,
 }
 
 /// Options of `fire` (EVENTS.md §3, §5 rule 15); `--session` is the global option.
@@ -363,9 +364,10 @@ pub struct ServeArgs {
     /// Allow a non-loopback --listen address; requires HOOKVISOR_TOKEN.
     #[arg(long)]
     pub allow_remote: bool,
-    /// Hook-triggered re-prompts allowed per user turn.
-    #[arg(long, env = "HOOKVISOR_MAX_RETRIES", default_value_t = 3)]
-    pub max_retries: u32,
+    /// Hook-triggered re-prompts allowed per user turn [default: `max_retries` of
+    /// .discobot/hookvisor.yml, else 3].
+    #[arg(long, env = "HOOKVISOR_MAX_RETRIES")]
+    pub max_retries: Option<u32>,
     /// The agent command to supervise.
     #[arg(last = true, value_name = "AGENT_CMD")]
     pub agent: Vec<std::ffi::OsString>,
@@ -377,9 +379,10 @@ pub struct AdapterArgs {
     /// Block the agent with the error as the reason when hookvisor itself fails.
     #[arg(long)]
     pub fail_closed: bool,
-    /// Hook-triggered re-prompts allowed per user turn.
-    #[arg(long, env = "HOOKVISOR_MAX_RETRIES", default_value_t = 3)]
-    pub max_retries: u32,
+    /// Hook-triggered re-prompts allowed per user turn [default: `max_retries` of
+    /// .discobot/hookvisor.yml, else 3].
+    #[arg(long, env = "HOOKVISOR_MAX_RETRIES")]
+    pub max_retries: Option<u32>,
 }
 
 /// Options of `install` and `uninstall`.

@@ -66,6 +66,8 @@ fn workspace_with_lint(body: &str) -> Workspace {
     check(ws.commit("initial"), "initial commit");
     ws.hook("lint.sh", "file", "name: lint\npattern: '*.txt'", body);
     ws.write("notes.txt", "a line \n");
+    // Tests here count re-prompts: the files above must be older than the first turn's cutoff.
+    common::tick();
     ws
 }
 

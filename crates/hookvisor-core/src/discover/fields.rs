@@ -9,7 +9,7 @@ use crate::event::{
     Command, DEFAULT_EVENT_RETRIES, Event, EventSpec, HookAction, PipeOutput, ToolMatcher,
 };
 use crate::frontmatter::{FrontMatter, Note, Other, WORD_FIELDS};
-use crate::hook::{Hook, HookKind, ProblemKind, RunAs};
+use crate::hook::{Hook, HookKind, Origin, ProblemKind, RunAs};
 use crate::pattern::Pattern;
 use crate::template::{ShellTemplate, references};
 use crate::when::Condition;
@@ -153,6 +153,7 @@ pub(super) fn hook_from_fields(
     path: &Path,
     front: &FrontMatter,
     declarative: bool,
+    origin: Origin,
 ) -> Result<Loaded, ProblemKind> {
     let front = Front(front);
     let typed: Option<HookKind> = front.field("type")?.map(str::parse).transpose()?;
@@ -185,6 +186,11 @@ pub(super) fn hook_from_fields(
         Some(value) => value.parse::<RunAs>()?,
         None => RunAs::User,
     };
+    if origin == Origin::Global && run_as == RunAs::Root {
+        return Err(ProblemKind::GlobalRunAsRoot {
+            line: front.line("run_as"),
+        });
+    }
     let pattern = match front.field("pattern")? {
         Some(source) => Some(Pattern::new(source)?),
         // `type: file` keeps its rule; rule 8's `event: turn.end` may go without.
@@ -230,6 +236,7 @@ pub(super) fn hook_from_fields(
             .unwrap_or(true),
         timeout,
         spec,
+        origin,
     };
     Ok(Loaded {
         hook,

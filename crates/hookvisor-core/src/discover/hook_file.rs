@@ -7,10 +7,10 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use super::fields::{Loaded, hook_from_fields};
-use super::{KNOWN_FIELDS, hook_id};
+use super::{GLOBAL_ID_PREFIX, KNOWN_FIELDS, hook_id};
 use crate::event::Event;
 use crate::frontmatter::{self, FrontMatterError, Note};
-use crate::hook::{Hook, HookKind, Problem, ProblemKind};
+use crate::hook::{Hook, HookKind, Origin, Problem, ProblemKind};
 
 /// How much of a script is read to find its front matter.
 const HEAD_LIMIT: u64 = 64 * 1024;
@@ -29,7 +29,7 @@ pub(super) struct HookFile {
 }
 
 /// Reads one entry: `Ok(None)` for a directory, `Err` for a file that will not run.
-pub(super) fn read_hook(path: &Path) -> Result<Option<HookFile>, Problem> {
+pub(super) fn read_hook(path: &Path, origin: Origin) -> Result<Option<HookFile>, Problem> {
     let refuse = |kind: ProblemKind, declared: Option<HookKind>| Problem {
         path: path.to_owned(),
         kind,
@@ -67,6 +67,11 @@ pub(super) fn read_hook(path: &Path) -> Result<Option<HookFile>, Problem> {
     if id.is_empty() {
         return Err(refuse(ProblemKind::EmptyId, declared_by_file()));
     }
+    // A prefix no workspace id can have: the two directories never share an id in status.json.
+    let id = match origin {
+        Origin::Workspace => id,
+        Origin::Global => format!("{GLOBAL_ID_PREFIX}{id}"),
+    };
     let head = read_head(path).map_err(|e| {
         let error = e.to_string();
         refuse(ProblemKind::Unreadable { error }, None)
@@ -75,7 +80,9 @@ pub(super) fn read_hook(path: &Path) -> Result<Option<HookFile>, Problem> {
     let refuse = |kind: ProblemKind| refuse(kind, declared_kind(&text));
     let executable = meta.permissions().mode() & 0o111 != 0;
     if !executable && is_yaml(name) {
-        return read_declarative(id, path, &text).map_err(refuse).map(Some);
+        return read_declarative(id, path, &text, origin)
+            .map_err(refuse)
+            .map(Some);
     }
     if !text.starts_with("#!") {
         if text.starts_with("\u{7f}ELF") {
@@ -96,7 +103,9 @@ pub(super) fn read_hook(path: &Path) -> Result<Option<HookFile>, Problem> {
             path: path.to_owned(),
         }));
     }
-    hook_file(id, path, front, false).map_err(refuse).map(Some)
+    hook_file(id, path, front, false, origin)
+        .map_err(refuse)
+        .map(Some)
 }
 
 /// A hook from its read front matter, with what discovery reports besides.
@@ -105,12 +114,13 @@ fn hook_file(
     path: &Path,
     front: frontmatter::FrontMatter,
     declarative: bool,
+    origin: Origin,
 ) -> Result<HookFile, ProblemKind> {
     let Loaded {
         hook,
         retries,
         phase1,
-    } = hook_from_fields(id, path, &front, declarative)?;
+    } = hook_from_fields(id, path, &front, declarative, origin)?;
     let unknown = front
         .fields
         .keys()
@@ -134,7 +144,12 @@ fn is_yaml(name: &str) -> bool {
 
 /// A declarative hook (EVENTS.md §2.1): a non-executable `.yml` whose whole content is one
 /// `---` front matter block, saying with `run` or `argv` what to run.
-fn read_declarative(id: String, path: &Path, text: &str) -> Result<HookFile, ProblemKind> {
+fn read_declarative(
+    id: String,
+    path: &Path,
+    text: &str,
+    origin: Origin,
+) -> Result<HookFile, ProblemKind> {
     // Line 1 must open the block: a `#!` line would make it a script that is not executable.
     if !text.starts_with("---") {
         return Err(ProblemKind::FrontMatter(FrontMatterError::Missing));
@@ -153,7 +168,7 @@ fn read_declarative(id: String, path: &Path, text: &str) -> Result<HookFile, Pro
     if let Some((index, _)) = after {
         return Err(ProblemKind::TextAfterFrontMatter { line: index + 1 });
     }
-    hook_file(id, path, front, true)
+    hook_file(id, path, front, true, origin)
 }
 
 /// The kind of hook a file's head declares: its front matter's `type` (else the phase-1 kind

@@ -9,6 +9,28 @@
 //! [`Discovery::event_hooks`] (the rule is in [`Hook`]'s documentation). A problem whose line is
 //! known prints as `file:line: reason`.
 //!
+//! # A workspace's hooks
+//!
+//! [`discover_workspace`] is what the commands call: it reads `.discobot/hookvisor.yml`
+//! ([`Config`], with its rules), then `.discobot/hooks`, then hookvisor's **global hooks**
+//! (EVENTS.md §2.1, §5 rule 7), and puts them together in that order, so that global hooks run
+//! after the workspace's in every runner (session, file, pre-commit, events). Rules of global
+//! hooks, written once here:
+//!
+//! 1. **Where.** `$HOOKVISOR_GLOBAL_HOOKS` when set, else `$XDG_CONFIG_HOME/hookvisor/hooks`
+//!    (when absolute), else `$HOME/.config/hookvisor/hooks` of the user hookvisor runs as
+//!    ([`global_hooks_dir`]). A missing directory has no hooks.
+//! 2. **Same files.** Scripts and declarative `.yml` hooks, read with the same rules as
+//!    `.discobot/hooks` ([`discover()`]).
+//! 3. **Ids.** A global hook's id is its file's id after [`GLOBAL_ID_PREFIX`] (`global:lint`):
+//!    workspace ids keep `[a-z0-9_-]`, so the two never collide in `status.json`, logs or `eval
+//!    ID`, and each says where it came from.
+//! 4. **Never root.** The directory is the user's, which the agent can write: `run_as: root`
+//!    there is a problem ([`ProblemKind::GlobalRunAsRoot`]), never a root run. The init reads
+//!    only the workspace's hooks ([`discover()`]), through the user's credentials.
+//! 5. **Off** with `disable_global_hooks: true`, with `sources` not naming `global`, and while
+//!    `hookvisor.yml` is broken.
+//!
 //! This file walks the directory and judges the hooks together (ids, duplicates, warnings);
 //! `hook_file` reads one file and its front matter, and `fields` turns the front matter's
 //! fields into a hook.
@@ -17,13 +39,20 @@ mod fields;
 mod hook_file;
 
 use std::collections::BTreeMap;
+use std::env;
+use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use self::fields::{EVENT_FIELDS, disagreement};
 use self::hook_file::{HookFile, read_hook};
+use crate::config::{Config, Source, SourceUse};
+use crate::context::Context;
 use crate::event::Event;
-use crate::hook::{Hook, HookKind, Problem, ProblemKind, RunAs};
+use crate::hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
+
+/// What starts the id of every global hook (the module's rule 3).
+pub const GLOBAL_ID_PREFIX: &str = "global:";
 
 /// Extensions stripped from a file name to make its id (case-insensitive, one only).
 /// `yml` and `yaml` name declarative hooks (EVENTS.md §2.1); phase 1 never ran such files.
@@ -77,6 +106,12 @@ pub struct Discovery {
     /// Front matter `retries` of the session hooks that give it, by hook id; the others get
     /// [`DEFAULT_RETRIES`](crate::DEFAULT_RETRIES).
     pub retries: BTreeMap<String, u32>,
+    /// `.discobot/hookvisor.yml` as [`discover_workspace`] read it; the defaults otherwise
+    /// (and, when the file is broken, the defaults without global hooks).
+    pub config: Config,
+    /// Each source of hooks and whether [`discover_workspace`] read it; empty from
+    /// [`discover()`].
+    pub sources: Vec<SourceUse>,
 }
 
 impl Discovery {
@@ -91,11 +126,108 @@ impl Discovery {
     }
 }
 
-/// Scans `hooks_dir` (normally `<workspace>/.discobot/hooks`).
+/// The hooks of a workspace: its configuration, `.discobot/hooks`, then the global hooks of
+/// [`global_hooks_dir`] from the environment (the module's rules).
+pub fn discover_workspace(ctx: &Context) -> Discovery {
+    let global = global_hooks_dir(|name| env::var_os(name));
+    discover_workspace_with(ctx, global.as_deref())
+}
+
+/// [`discover_workspace`] with the global hooks directory given (`None`: there is none).
+pub fn discover_workspace_with(ctx: &Context, global_hooks: Option<&Path>) -> Discovery {
+    let config_path = Config::path(&ctx.workspace);
+    let (config, broken) = match Config::load(&ctx.workspace) {
+        Ok(config) => (config.unwrap_or_default(), None),
+        Err(error) => (
+            Config::fallback(),
+            Some(Problem {
+                path: config_path.clone(),
+                kind: ProblemKind::Config(error),
+                declared: None,
+            }),
+        ),
+    };
+    let mut discovery = match config.reads(Source::Discobot) {
+        true => discover(&ctx.hooks_dir()),
+        false => Discovery::default(),
+    };
+    if config.reads(Source::Global)
+        && let Some(dir) = global_hooks
+    {
+        let global = discover_dir(dir, Origin::Global);
+        discovery.hooks.extend(global.hooks);
+        discovery.event_hooks.extend(global.event_hooks);
+        discovery.problems.extend(global.problems);
+        discovery.warnings.extend(global.warnings);
+        discovery.retries.extend(global.retries);
+    }
+    discovery.sources = Source::ALL
+        .into_iter()
+        .map(|source| {
+            let skipped = |note: String| SourceUse {
+                source,
+                used: false,
+                note,
+                dir: None,
+            };
+            if source == Source::Global && broken.is_some() {
+                return skipped(format!("{} is broken", config_path.display()));
+            }
+            if source == Source::Global && config.disable_global_hooks {
+                return skipped("disable_global_hooks: true".to_owned());
+            }
+            if !config.reads(source) {
+                return skipped("not in sources".to_owned());
+            }
+            if !source.has_reader() {
+                return skipped("hookvisor has no importer for it yet".to_owned());
+            }
+            let dir = match source {
+                Source::Global => global_hooks.map(Path::to_owned),
+                _ => Some(ctx.hooks_dir()),
+            };
+            match dir {
+                Some(dir) => SourceUse {
+                    source,
+                    used: true,
+                    note: dir.display().to_string(),
+                    dir: Some(dir),
+                },
+                None => skipped("no home directory; set HOME or HOOKVISOR_GLOBAL_HOOKS".to_owned()),
+            }
+        })
+        .collect();
+    if let Some(problem) = broken {
+        discovery.problems.insert(0, problem);
+    }
+    discovery.config = config;
+    discovery
+}
+
+/// The global hooks directory (the module's rule 1), from the variables `var` gives.
+pub fn global_hooks_dir(var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let non_empty = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = non_empty("HOOKVISOR_GLOBAL_HOOKS") {
+        return Some(dir);
+    }
+    // The XDG base directory spec: a relative value is invalid and is ignored.
+    let config_home = non_empty("XDG_CONFIG_HOME")
+        .filter(|dir| dir.is_absolute())
+        .or_else(|| non_empty("HOME").map(|home| home.join(".config")))?;
+    Some(config_home.join("hookvisor").join("hooks"))
+}
+
+/// Scans `hooks_dir` (normally `<workspace>/.discobot/hooks`), and only it: no configuration,
+/// no global hooks (see [`discover_workspace`]).
 ///
 /// A missing directory means no hooks. Directories inside it are skipped (hooks are top-level
 /// files); hidden entries (starting with `.`) are ignored.
 pub fn discover(hooks_dir: &Path) -> Discovery {
+    discover_dir(hooks_dir, Origin::Workspace)
+}
+
+/// [`discover`] of a directory of workspace or global hooks.
+fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
     let mut discovery = Discovery::default();
     let entries = match fs::read_dir(hooks_dir) {
         Ok(entries) => entries,
@@ -122,7 +254,7 @@ pub fn discover(hooks_dir: &Path) -> Discovery {
 
     let mut candidates = Vec::new();
     for path in paths {
-        match read_hook(&path) {
+        match read_hook(&path, origin) {
             Ok(Some(read)) => {
                 let HookFile {
                     hook,
@@ -471,5 +603,195 @@ mod tests {
                 .to_string()
                 .contains("unknown front matter field 'patern'")
         );
+    }
+
+    /// A workspace with `.discobot/hooks` and a global hooks dir beside it.
+    struct Both {
+        _dir: tempfile::TempDir,
+        ctx: Context,
+        global: PathBuf,
+    }
+
+    impl Both {
+        fn new() -> Both {
+            let dir = tempfile::tempdir().unwrap();
+            let ctx = Context {
+                workspace: dir.path().join("ws"),
+                session_id: "t".into(),
+                state_dir: dir.path().join("state"),
+            };
+            let global = dir.path().join("global");
+            fs::create_dir_all(ctx.hooks_dir()).unwrap();
+            fs::create_dir_all(&global).unwrap();
+            Both {
+                _dir: dir,
+                ctx,
+                global,
+            }
+        }
+        fn hook(dir: &Path, name: &str, front: &str) {
+            let path = dir.join(name);
+            fs::write(&path, format!("#!/bin/sh\n#---\n{front}\n#---\nexit 0\n")).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        fn config(&self, text: &str) {
+            fs::write(Config::path(&self.ctx.workspace), text).unwrap();
+        }
+        fn discover(&self) -> Discovery {
+            discover_workspace_with(&self.ctx, Some(&self.global))
+        }
+    }
+
+    fn ids(hooks: &[Hook]) -> Vec<&str> {
+        hooks.iter().map(|h| h.id.as_str()).collect()
+    }
+
+    #[test]
+    fn global_hooks_come_after_the_workspace_with_their_own_ids() {
+        let both = Both::new();
+        Both::hook(&both.global, "a-lint.sh", "# type: file\n# pattern: '*'");
+        Both::hook(
+            &both.ctx.hooks_dir(),
+            "lint.sh",
+            "# type: file\n# pattern: '*'",
+        );
+        Both::hook(&both.ctx.hooks_dir(), "z.sh", "# event: tool.before");
+        Both::hook(&both.global, "lint.sh", "# event: tool.before");
+        let d = both.discover();
+        assert!(d.problems.is_empty(), "{:?}", d.problems);
+        assert_eq!(ids(&d.hooks), ["lint", "global:a-lint"]);
+        assert_eq!(ids(&d.event_hooks), ["z", "global:lint"]);
+        let global = &d.event_hooks[1];
+        assert_eq!(global.origin, Origin::Global);
+        assert_eq!(
+            global.source(),
+            format!("{}:1", both.global.join("lint.sh").display())
+        );
+        assert_eq!(d.hooks[0].source(), ".discobot/hooks/lint.sh:1");
+        let used: Vec<(Source, bool)> = d.sources.iter().map(|s| (s.source, s.used)).collect();
+        assert_eq!(
+            used,
+            [
+                (Source::Discobot, true),
+                (Source::Iteratr, false),
+                (Source::Autoagent, false),
+                (Source::Nyzhi, false),
+                (Source::Pipelines, false),
+                (Source::Global, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_global_root_hook_is_refused_with_its_line_never_run_as_root() {
+        let both = Both::new();
+        Both::hook(
+            &both.global,
+            "setup.sh",
+            "# type: session\n# blocking: true\n# run_as: root",
+        );
+        Both::hook(&both.global, "user.sh", "# type: session\n# run_as: user");
+        Both::hook(
+            &both.ctx.hooks_dir(),
+            "root.sh",
+            "# type: session\n# run_as: root\n# blocking: true",
+        );
+        let d = both.discover();
+        assert_eq!(ids(&d.hooks), ["root", "global:user"]);
+        assert_eq!(d.problems.len(), 1, "{:?}", d.problems);
+        let problem = d.problems[0].to_string();
+        let want = format!(
+            "{}:5: run_as: root is refused for a global hook",
+            both.global.join("setup.sh").display()
+        );
+        assert!(problem.starts_with(&want), "{problem}");
+        assert!(
+            d.hooks
+                .iter()
+                .all(|h| h.origin == Origin::Workspace || h.run_as == RunAs::User)
+        );
+    }
+
+    #[test]
+    fn config_turns_sources_off_and_a_broken_one_turns_global_hooks_off() {
+        let both = Both::new();
+        Both::hook(&both.ctx.hooks_dir(), "ws.sh", "# type: session");
+        Both::hook(&both.global, "g.sh", "# type: session");
+        let table: [(&str, &[&str], &str); 5] = [
+            ("", &["ws", "global:g"], ""),
+            (
+                "disable_global_hooks: true\n",
+                &["ws"],
+                "disable_global_hooks: true",
+            ),
+            ("sources: [discobot]\n", &["ws"], "not in sources"),
+            ("sources: [global]\n", &["global:g"], ""),
+            (
+                "sources: auto\ncolour: red\n",
+                &["ws"],
+                "hookvisor.yml is broken",
+            ),
+        ];
+        for (text, want, global_note) in table {
+            both.config(text);
+            let d = both.discover();
+            assert_eq!(ids(&d.hooks), want, "{text:?}");
+            let global = d
+                .sources
+                .iter()
+                .find(|s| s.source == Source::Global)
+                .unwrap();
+            if !global_note.is_empty() {
+                assert!(
+                    !global.used && global.note.contains(global_note),
+                    "{text:?}: {global}"
+                );
+            }
+            let broken = text.contains("colour");
+            assert_eq!(
+                d.problems.len(),
+                usize::from(broken),
+                "{text:?}: {:?}",
+                d.problems
+            );
+            if broken {
+                let problem = d.problems[0].to_string();
+                let want = format!(
+                    "{}:2: unknown field `colour`",
+                    Config::path(&both.ctx.workspace).display()
+                );
+                assert!(problem.starts_with(&want), "{problem}");
+                assert_eq!(d.config, Config::fallback());
+            }
+        }
+    }
+
+    #[test]
+    fn the_global_hooks_dir_of_the_environment() {
+        type Vars = &'static [(&'static str, &'static str)];
+        let table: [(Vars, Option<&str>); 5] = [
+            (&[("HOME", "/h")], Some("/h/.config/hookvisor/hooks")),
+            (
+                &[("HOME", "/h"), ("XDG_CONFIG_HOME", "/x")],
+                Some("/x/hookvisor/hooks"),
+            ),
+            (
+                &[("HOME", "/h"), ("XDG_CONFIG_HOME", "rel")],
+                Some("/h/.config/hookvisor/hooks"),
+            ),
+            (
+                &[("HOME", "/h"), ("HOOKVISOR_GLOBAL_HOOKS", "/g")],
+                Some("/g"),
+            ),
+            (&[("HOME", "")], None),
+        ];
+        for (vars, want) in table {
+            let got = global_hooks_dir(|name| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| OsString::from(v))
+            });
+            assert_eq!(got.as_deref(), want.map(Path::new), "{vars:?}");
+        }
     }
 }

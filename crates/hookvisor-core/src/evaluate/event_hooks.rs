@@ -11,6 +11,7 @@ use crate::decision::Phase;
 use crate::discover::Discovery;
 use crate::event::Event;
 use crate::fire::{self, Done, Firing};
+use crate::hook::Origin;
 use crate::hook::{Hook, HookKind};
 use crate::message::Failure;
 use crate::status::StatusStore;
@@ -34,8 +35,9 @@ pub(super) fn with_pending_set(discovery: &Discovery) -> Vec<TurnHook<'_>> {
         .filter(|h| h.pattern.is_some())
         .map(|hook| TurnHook { hook, event: true });
     let mut hooks: Vec<TurnHook<'_>> = phase1.chain(event).collect();
-    // Both lists are in file-name order; discovery order is one order over both.
-    hooks.sort_by(|a, b| a.hook.path.cmp(&b.hook.path));
+    // Both lists are in discovery order (the workspace's hooks by file name, then the global
+    // ones by file name); the merge keeps that one order over both.
+    hooks.sort_by_cached_key(|h| (h.hook.origin == Origin::Global, h.hook.file_name()));
     hooks
 }
 

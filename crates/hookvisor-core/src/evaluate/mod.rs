@@ -59,7 +59,7 @@ use self::turn::evaluate_scan;
 use crate::change_watch::{ChangeWatcher, ScanKind};
 use crate::changes::{self, ChangeScan, ScanOptions};
 use crate::context::Context;
-use crate::discover::{Discovery, discover};
+use crate::discover::{Discovery, discover_workspace};
 use crate::event::Event;
 use crate::exec::{CancelToken, ExecError};
 use crate::fire::{FireError, Firing};
@@ -254,7 +254,7 @@ impl Evaluator {
         match &self.discovery {
             Some(discovery) => evaluate_scan(&self.ctx, discovery, &scan, options, firing),
             None => {
-                let discovery = discover(&self.ctx.hooks_dir());
+                let discovery = discover_workspace(&self.ctx);
                 evaluate_scan(&self.ctx, &discovery, &scan, options, firing)
             }
         }

@@ -508,6 +508,7 @@ mod tests {
             notify_llm: true,
             timeout: Duration::from_secs(30),
             spec: crate::event::EventSpec::for_kind(kind),
+            origin: crate::Origin::Workspace,
         }
     }
 

@@ -46,7 +46,7 @@ use self::staged::{STAGED_ARGS, staged_from};
 pub use self::staged::{repository_top, staged_files};
 use crate::context::Context;
 use crate::decision::{Decision, Reply};
-use crate::discover::{Discovery, discover};
+use crate::discover::{Discovery, discover_workspace};
 use crate::event::Event;
 use crate::exec::{ExecError, RunOptions, RunOutcome, run_hook};
 use crate::fire::{FireError, Firing, fire};
@@ -249,7 +249,7 @@ pub fn run_pre_commit(
     // git works out the staged files while the hooks are read: the commit waits for both, and
     // the git process is the larger part of that wait. Its errors matter only if a hook runs.
     let staged = Git::default().spawn(&ctx.workspace, &STAGED_ARGS);
-    let discovery = discover(&ctx.hooks_dir());
+    let discovery = discover_workspace(ctx);
     for problem in discovery
         .problems
         .iter()

@@ -67,7 +67,7 @@ pub use self::retry::{Attempt, Backoff};
 pub use self::state_dir::prepare_state_dir;
 use crate::context::Context;
 use crate::decision::Reply;
-use crate::discover::{Discovery, discover};
+use crate::discover::Discovery;
 use crate::event::Event;
 use crate::exec::{CancelToken, Credentials, RunOptions, RunOutcome};
 use crate::fire::{FireError, Firing, fire};
@@ -407,20 +407,21 @@ fn cancelled(options: &SessionOptions) -> bool {
         .is_some_and(CancelToken::is_cancelled)
 }
 
-/// Fires `session.start` for its event hooks whose `await` is `awaited` (rule 7), in this
-/// process, as whoever it is; returns `None` when there is no such hook. The hooks are read
-/// here, so a process that dropped root reads them as the user.
+/// Fires `session.start` for the event hooks of `discovery` whose `await` is `awaited` (rule
+/// 7), in this process, as whoever it is; returns `None` when there is no such hook. The caller
+/// reads the hooks as the user who runs them (the init's runner after it dropped root).
 pub fn fire_session_start(
     ctx: &Context,
+    discovery: &Discovery,
     awaited: bool,
     cancel: Option<CancelToken>,
 ) -> Result<Option<Reply>, FireError> {
-    let found = discover(&ctx.hooks_dir());
     let hooks = Discovery {
-        event_hooks: found
+        event_hooks: discovery
             .event_hooks
-            .into_iter()
+            .iter()
             .filter(|h| h.spec.event == Event::SessionStart && h.spec.await_ == awaited)
+            .cloned()
             .collect(),
         ..Discovery::default()
     };

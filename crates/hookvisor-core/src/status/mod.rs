@@ -251,6 +251,10 @@ impl Status {
         entry.hook_name.clone_from(&hook.name);
         entry.describe(hook);
         entry.output_path = output_path;
+        // A global hook is in no workspace: every runner records where it is (EVENTS.md §2.1).
+        if hook.origin == crate::Origin::Global {
+            entry.source = Some(hook.source());
+        }
         entry
     }
 
@@ -432,6 +436,7 @@ mod tests {
             notify_llm: true,
             timeout: kind.default_timeout(),
             spec: crate::event::EventSpec::for_kind(kind),
+            origin: crate::Origin::Workspace,
         }
     }
 

@@ -183,7 +183,12 @@ fn decide(
         None => {
             let options = EvalOptions {
                 trigger,
-                max_retries: args.max_retries,
+                // A broken hookvisor.yml leaves the default (`check` reports it).
+                max_retries: hookvisor_core::Config::load(&ctx.workspace)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default()
+                    .max_retries_or(args.max_retries),
                 cancel: Some(cancel_on_signals()),
             };
             Evaluator::new(ctx.clone())

@@ -2,7 +2,9 @@
 
 use std::io::{self, Write};
 
-use hookvisor_core::{Action, EvalOptions, EvalReport, Evaluator, StatusStore, Trigger, discover};
+use hookvisor_core::{
+    Action, EvalOptions, EvalReport, Evaluator, StatusStore, Trigger, discover_workspace,
+};
 
 use crate::cli::{self, EvalArgs};
 use crate::commands::Globals;
@@ -28,12 +30,12 @@ pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
         Some(client) => client.and_then(|client| client.end_turn(trigger))?,
         None => {
             let ctx = globals.context()?;
+            let discovery = discover_workspace(&ctx);
             let options = EvalOptions {
                 trigger,
-                max_retries: args.max_retries,
+                max_retries: discovery.config.max_retries_or(args.max_retries),
                 cancel: Some(cancel_on_signals()),
             };
-            let discovery = discover(&ctx.hooks_dir());
             super::precommit::ensure_installed(&ctx, &discovery);
             Evaluator::new(ctx)
                 .with_discovery(discovery)
@@ -100,7 +102,7 @@ pub fn warn_problems(report: &EvalReport) {
 /// `hookvisor run ID`: runs one hook of any type now and records it.
 pub fn run_one(globals: &Globals, id: &str, json: bool) -> CliResult {
     let ctx = globals.context()?;
-    let discovery = discover(&ctx.hooks_dir());
+    let discovery = discover_workspace(&ctx);
     let Some(hook) = discovery.get(id) else {
         let known: Vec<&str> = discovery.hooks.iter().map(|h| h.id.as_str()).collect();
         return Err(CliError::usage(format!(

@@ -8,7 +8,7 @@ use std::fs;
 use std::io::{self, Read, Write};
 
 use hookvisor_core::decision::{Decision, Reply};
-use hookvisor_core::discover;
+use hookvisor_core::discover_workspace;
 use hookvisor_core::event::Event;
 use hookvisor_core::fire::{Firing, fire};
 use serde_json::{Map, Value};
@@ -42,7 +42,7 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     firing.trigger = args.trigger.as_str().to_owned();
     firing.max_attempts = args.max_retries;
     firing.cancel = Some(cancel_on_signals());
-    let discovery = discover(&ctx.hooks_dir());
+    let discovery = discover_workspace(&ctx);
     for problem in &discovery.problems {
         eprintln!("hookvisor: warning: {problem}");
     }

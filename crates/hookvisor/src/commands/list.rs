@@ -4,7 +4,9 @@ use std::io::{self, Write};
 
 use hookvisor_core::decision::OnFailure;
 use hookvisor_core::event::Event;
-use hookvisor_core::{DEFAULT_RETRIES, Discovery, Hook, Problem, discover};
+use hookvisor_core::{
+    Config, Context, DEFAULT_RETRIES, Discovery, Hook, Origin, Problem, Source, discover_workspace,
+};
 use serde_json::{Value, json};
 
 use crate::commands::Globals;
@@ -13,7 +15,7 @@ use crate::error::{CliResult, Exit};
 /// `hookvisor list [--json]`.
 pub fn run(globals: &Globals, json: bool) -> CliResult {
     let ctx = globals.context()?;
-    let discovery = discover(&ctx.hooks_dir());
+    let discovery = discover_workspace(&ctx);
     let mut out = io::stdout().lock();
     if json {
         writeln!(out, "{}", list_json(&discovery))?;
@@ -43,15 +45,17 @@ pub fn run(globals: &Globals, json: bool) -> CliResult {
         }
     }
     write_problems(&mut out, &discovery)?;
+    write_sources(&mut out, &ctx, &discovery)?;
     Ok(Exit::Ok)
 }
 
 /// `hookvisor check`: one line per problem; exit 1 if there is any.
 pub fn check(globals: &Globals) -> CliResult {
     let ctx = globals.context()?;
-    let discovery = discover(&ctx.hooks_dir());
+    let discovery = discover_workspace(&ctx);
     let mut out = io::stdout().lock();
     write_problems(&mut out, &discovery)?;
+    write_sources(&mut out, &ctx, &discovery)?;
     Ok(if discovery.problems.is_empty() {
         Exit::Ok
     } else {
@@ -114,6 +118,23 @@ fn one_line(text: &str) -> String {
         .collect()
 }
 
+/// One `source: NAME used|skipped (where or why)` line per source of hooks (EVENTS.md §2.2),
+/// when there is more than phase 1's `.discobot/hooks` to say: a `hookvisor.yml`, or a global
+/// hooks directory.
+fn write_sources(out: &mut impl Write, ctx: &Context, discovery: &Discovery) -> io::Result<()> {
+    let configured = std::fs::symlink_metadata(Config::path(&ctx.workspace)).is_ok();
+    let global = discovery
+        .sources
+        .iter()
+        .any(|s| s.source == Source::Global && s.dir.as_deref().is_some_and(|d| d.is_dir()));
+    if configured || global {
+        for source in &discovery.sources {
+            writeln!(out, "source: {source}")?;
+        }
+    }
+    Ok(())
+}
+
 /// The JSON of `list --json` (DESIGN.md), also served by the HTTP API. Paths are shown lossily
 /// (U+FFFD for bytes that are not UTF-8): a name that is not UTF-8 is itself a listed problem,
 /// and `Path`'s own `Serialize` would fail on it.
@@ -127,13 +148,14 @@ pub fn list_json(discovery: &Discovery) -> Value {
     })
 }
 
-/// The phase-1 hooks and the event hooks, merged in file-name order as discovery read them.
+/// The phase-1 hooks and the event hooks, merged in file-name order as discovery read them,
+/// workspace hooks before global ones.
 fn all_hooks<'a>(
     phase1: impl Iterator<Item = &'a Hook>,
     events: impl Iterator<Item = &'a Hook>,
 ) -> impl Iterator<Item = &'a Hook> {
     let mut hooks: Vec<&Hook> = phase1.chain(events).collect();
-    hooks.sort_by(|a, b| a.path.cmp(&b.path));
+    hooks.sort_by(|a, b| (a.origin, &a.path).cmp(&(b.origin, &b.path)));
     hooks.into_iter()
 }
 
@@ -186,6 +208,10 @@ fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
             OnFailure::RetryThenAbort => json!(["retry", "abort"]),
             other => json!(other.as_str()),
         };
+    }
+    // A global hook is in no workspace: its source says where, whatever its kind.
+    if hook.origin == Origin::Global {
+        json["source"] = json!(hook.source());
     }
     json
 }

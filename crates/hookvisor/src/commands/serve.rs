@@ -16,11 +16,18 @@ pub fn run(globals: &Globals, args: ServeArgs) -> CliResult {
         args.allow_remote,
         token.is_some(),
     )?;
+    let ctx = globals.context()?;
+    // Read once: the server's loop guard keeps the limit it started with.
+    let max_retries = hookvisor_core::Config::load(&ctx.workspace)
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+        .max_retries_or(args.max_retries);
     let config = Config {
-        ctx: globals.context()?,
+        ctx,
         listen,
         token,
-        max_retries: args.max_retries,
+        max_retries,
         agent: args.agent,
     };
     // The agent's status is passed through whatever it is (128+n for a signal).

@@ -5,8 +5,8 @@ use std::io::{self, Write};
 
 use hookvisor_core::{
     Attempt, Credentials, RootHooks, SessionHook, SessionOptions, SessionPlan, SessionRun,
-    StatusStore, act_as, agent_running, discover, fire_session_start, prepare_state_dir,
-    run_session,
+    StatusStore, act_as, agent_running, discover_workspace_with, fire_session_start,
+    global_hooks_dir, prepare_state_dir, run_session,
 };
 use nix::unistd::Uid;
 
@@ -46,7 +46,13 @@ pub fn run(globals: &Globals, user: Option<&str>, root_hooks: Option<&str>) -> C
     // included) with the user's credentials.
     let (discovery, mut plan) = {
         let _acting = act_as(user.as_ref())?;
-        let discovery = discover(&ctx.hooks_dir());
+        // Global hooks are the run user's: its home, not the caller's (root's) settings.
+        let global = global_hooks_dir(|name| match (name, &user) {
+            ("HOME", Some(u)) => Some(u.home.clone().into()),
+            ("XDG_CONFIG_HOME", Some(_)) => None,
+            _ => std::env::var_os(name),
+        });
+        let discovery = discover_workspace_with(&ctx, global.as_deref());
         let plan = SessionPlan::with_policy(&discovery, policy, user.as_ref());
         (discovery, plan)
     };
@@ -85,7 +91,7 @@ pub fn run(globals: &Globals, user: Option<&str>, root_hooks: Option<&str>) -> C
     });
     let mut passed = runs.len() == hooks.len() && runs.iter().all(|r| r.success);
     if plan.awaited_events || plan.background_events {
-        passed &= session_start_events(&ctx, cancel, &mut out);
+        passed &= session_start_events(&ctx, &discovery, cancel, &mut out);
     }
     Ok(if passed { Exit::Ok } else { Exit::Failed })
 }
@@ -94,6 +100,7 @@ pub fn run(globals: &Globals, user: Option<&str>, root_hooks: Option<&str>) -> C
 /// root it runs none (nothing declared them root) and says how to run them.
 fn session_start_events(
     ctx: &hookvisor_core::Context,
+    discovery: &hookvisor_core::Discovery,
     cancel: Option<hookvisor_core::CancelToken>,
     out: &mut impl Write,
 ) -> bool {
@@ -106,7 +113,7 @@ fn session_start_events(
     }
     let mut passed = true;
     for awaited in [true, false] {
-        match fire_session_start(ctx, awaited, cancel.clone()) {
+        match fire_session_start(ctx, discovery, awaited, cancel.clone()) {
             Ok(None) => {}
             Ok(Some(reply)) => {
                 for result in &reply.results {

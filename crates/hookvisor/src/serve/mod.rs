@@ -34,7 +34,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hookvisor_core::{
-    CancelToken, Context, Discovery, Evaluator, Hook, Status, StatusStore, discover,
+    CancelToken, Context, Discovery, Evaluator, Hook, Status, StatusStore, discover_workspace,
 };
 use tokio::sync::watch as channel;
 
@@ -182,7 +182,7 @@ pub struct AppState {
 impl AppState {
     /// Reads the hooks and the status of `ctx`, ready to serve.
     pub fn new(ctx: Context, token: Option<String>, max_retries: u32) -> Arc<AppState> {
-        let discovery = discover(&ctx.hooks_dir());
+        let discovery = discover_workspace(&ctx);
         let seen = StatusStore::for_context(&ctx).load().unwrap_or_default();
         Arc::new(AppState {
             token: token.filter(|t| !t.is_empty()),
@@ -212,7 +212,7 @@ impl AppState {
     /// Scans the hooks directory again; on a change, syncs the pre-commit hook and tells the
     /// subscribers. Returns whether anything changed.
     pub fn rediscover(&self) -> bool {
-        let fresh = discover(&self.ctx.hooks_dir());
+        let fresh = discover_workspace(&self.ctx);
         let old = self.discovery();
         let listing = crate::commands::list::list_json;
         if listing(&old) == listing(&fresh) {

@@ -14,7 +14,7 @@ use axum::response::{Html, IntoResponse, Response};
 use hookvisor_core::decision::Reply;
 use hookvisor_core::event::Event as HookEvent;
 use hookvisor_core::fire::{FireError, Firing, fire};
-use hookvisor_core::{EvalError, EvalOptions, EvalReport, Evaluator, Trigger, discover};
+use hookvisor_core::{EvalError, EvalOptions, EvalReport, Evaluator, Trigger, discover_workspace};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -387,7 +387,7 @@ async fn fire_blocking(
     let ctx = state.ctx.clone();
     blocking(move || {
         // Fresh: a hook written a moment ago must bind, watcher or not.
-        let discovery = discover(&ctx.hooks_dir());
+        let discovery = discover_workspace(&ctx);
         let reply = fire(&ctx, &discovery, &firing);
         drop(gate);
         reply

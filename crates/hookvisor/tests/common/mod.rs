@@ -29,6 +29,9 @@ const LEAKY_VARIABLES: &[&str] = &[
     "HOOKVISOR_URL",
     "HOOKVISOR_SOCKET",
     "HOOKVISOR_MAX_RETRIES",
+    // Global hooks: the private home's directory, never the caller's.
+    "HOOKVISOR_GLOBAL_HOOKS",
+    "XDG_CONFIG_HOME",
     "GIT_DIR",
     "GIT_WORK_TREE",
     "GIT_INDEX_FILE",
@@ -83,6 +86,13 @@ impl Workspace {
     /// The private state dir every `hookvisor` command of this workspace uses.
     pub fn state_dir(&self) -> &Path {
         &self.state
+    }
+
+    /// The global hooks directory of the private home (`~/.config/hookvisor/hooks`), created.
+    pub fn global_hooks(&self) -> PathBuf {
+        let dir = self.home.join(".config/hookvisor/hooks");
+        fs::create_dir_all(&dir).unwrap();
+        dir
     }
 
     /// The directory that holds the workspace, the state dir and the home, for extra files.
