@@ -16,8 +16,10 @@
 //! 3. **Pattern**. A hook with `pattern:` runs only when one of the firing's `files` matches it;
 //!    an event without files runs no hook that has a pattern.
 //! 4. **Passes** (§1.4). Every `pre` hook runs, then every `post` hook. The first block or abort
-//!    ends the `pre` pass ([`Outcome::ends_pre_pass`]); `post` hooks still run, and see the
-//!    decision so far as `${decision}`. Only a `pre` hook of a gate can block (§1.5).
+//!    ends the `pre` pass ([`Outcome::ends_pre_pass`]). The decision is made when the `pre`
+//!    pass ends (§3: `serve` answers then, through [`fire_deciding`]); `post` hooks still run,
+//!    see it as `${decision}`, and cannot change it: only a `pre` hook of a gate can block (§1.5),
+//!    and a `post` hook's failure is recorded, never an abort of a decision already sent.
 //! 5. **When** (§4.2). A hook's `when:` is evaluated just before its run, over the payload
 //!    ([`Payload::lookup`]). False skips the hook (nothing is recorded). An evaluation error
 //!    *fails* the hook: its message is the run's output (stderr, exit 1) and is judged as a
@@ -191,31 +193,46 @@ impl From<EvalError> for FireError {
 /// Fires `firing.event`: runs its event hooks by the steps of the [module documentation](self)
 /// and returns the reply.
 pub fn fire(ctx: &Context, discovery: &Discovery, firing: &Firing) -> Result<Reply, FireError> {
+    fire_deciding(ctx, discovery, firing, |_| {})
+}
+
+/// [`fire`], handing the reply to `decided` the moment the `pre` pass ends (EVENTS.md §3: the
+/// caller answers then, and the `post` hooks run after), and returning it with the `post`
+/// runs' results added. A `post` hook cannot change the decision, so a server may answer
+/// before it runs; a cancel during the `post` pass stops it and keeps the decision.
+pub fn fire_deciding(
+    ctx: &Context,
+    discovery: &Discovery,
+    firing: &Firing,
+    decided: impl FnOnce(&Reply),
+) -> Result<Reply, FireError> {
     if firing.event == Event::TurnEnd {
-        return Ok(crate::evaluate::end_turn_once(ctx, discovery, firing)?.reply());
+        let reply = crate::evaluate::end_turn_once(ctx, discovery, firing)?.reply();
+        decided(&reply);
+        return Ok(reply);
     }
     let cancel = firing.cancel.clone().unwrap_or_default();
     let buffer = ContextBuffer::new(&ctx.state());
     let store = StatusStore::for_context(ctx);
+    let hooks = |phase| {
+        discovery
+            .event_hooks
+            .iter()
+            .filter(move |h| h.spec.phase == phase && selected(h, firing))
+    };
     let mut outcome = Outcome::new();
     let mut results = Vec::new();
-    for phase in [Phase::Pre, Phase::Post] {
-        for hook in discovery.event_hooks.iter().filter(|h| selected(h, firing)) {
-            if hook.spec.phase != phase {
-                continue;
-            }
-            if phase == Phase::Pre && outcome.ends_pre_pass() || cancel.is_cancelled() {
-                break;
-            }
-            let decision = (phase == Phase::Post).then(|| outcome.decision().as_str());
-            let payload = payload(ctx, firing, decision);
-            let Some(done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
-                continue;
-            };
-            pipe(&buffer, hook, &done)?;
-            results.push(result_json(hook, firing, &done));
-            outcome.push(done.judgment);
+    for hook in hooks(Phase::Pre) {
+        if outcome.ends_pre_pass() || cancel.is_cancelled() {
+            break;
         }
+        let payload = payload(ctx, firing, None);
+        let Some(done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
+            continue;
+        };
+        pipe(&buffer, hook, &done)?;
+        results.push(result_json(hook, firing, &done));
+        outcome.push(done.judgment);
     }
     if cancel.is_cancelled() {
         return Err(FireError::Cancelled);
@@ -233,6 +250,19 @@ pub fn fire(ctx: &Context, discovery: &Discovery, firing: &Firing) -> Result<Rep
         if !drained.text.is_empty() {
             reply.context.push(drained.text);
         }
+    }
+    decided(&reply);
+    let decision = reply.decision.as_str();
+    for hook in hooks(Phase::Post) {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let payload = payload(ctx, firing, Some(decision));
+        let Some(done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
+            continue;
+        };
+        pipe(&buffer, hook, &done)?;
+        reply.results.push(result_json(hook, firing, &done));
     }
     Ok(reply)
 }

@@ -346,3 +346,51 @@ fn turns_end_and_events_turn_end_are_one_evaluation() {
     assert_eq!(looped.status, 200, "{}", looped.body);
     assert_eq!(looped.json()["attempt"], 2, "a loop turn leaves the count");
 }
+
+/// EVENTS.md §3: the reply goes out when the `pre` pass ends; a `post` hook runs after it, sees
+/// the decision, and does not hold the session's next gate.
+#[test]
+fn the_reply_leaves_when_the_pre_pass_ends_and_post_hooks_run_after_it() {
+    let ws = Workspace::new();
+    let (go, done) = (ws.base().join("go"), ws.base().join("done"));
+    fifo(&go);
+    fifo(&done);
+    guard(&ws);
+    // For Bash calls only: waits for the test, then says what it saw as the decision.
+    yml(
+        &ws,
+        "after",
+        &format!(
+            "event: tool.before\nphase: post\nwhen: ${{tool_name}} == 'Bash'\nrun: 'read line < {}; echo ${{decision}} > {}'",
+            go.display(),
+            done.display()
+        ),
+    );
+    let server = Server::tcp(&ws);
+    // Answered while the post hook waits on `go`: a server that waited for it would hang here
+    // until the request's deadline.
+    let block = server.post("/v1/events/tool.before", r#"{"data":{"tool_name":"Bash"}}"#);
+    assert_eq!(block.status, 200, "{}", block.body);
+    let reply = block.json();
+    assert_eq!(reply["decision"], "block");
+    assert_eq!(reply["reason"], "no shell");
+    assert_eq!(reply["results"].as_array().unwrap().len(), 1, "{reply}");
+    // The session's next gate is not held by the post hook still running.
+    let next = server.post("/v1/events/tool.before", r#"{"data":{"tool_name":"Read"}}"#);
+    assert_eq!(next.status, 200, "{}", next.body);
+    assert_eq!(next.json()["decision"], "allow");
+
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&go)
+        .unwrap()
+        .write_all(b"go\n")
+        .unwrap();
+    let mut seen = String::new();
+    fs::File::open(&done)
+        .unwrap()
+        .read_to_string(&mut seen)
+        .unwrap();
+    assert_eq!(seen, "block\n");
+    server.stop();
+}

@@ -13,7 +13,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use hookvisor_core::decision::Reply;
 use hookvisor_core::event::Event as HookEvent;
-use hookvisor_core::fire::{FireError, Firing, fire};
+use hookvisor_core::fire::{FireError, Firing, fire_deciding};
 use hookvisor_core::{EvalError, EvalOptions, EvalReport, Evaluator, Trigger, discover_workspace};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -385,18 +385,37 @@ async fn fire_blocking(
     gate: Option<GateGuard>,
 ) -> Result<Reply> {
     let ctx = state.ctx.clone();
-    blocking(move || {
+    let (answer, decided) = tokio::sync::oneshot::channel();
+    let answer = std::sync::Mutex::new(Some(answer));
+    let send = move |reply: std::result::Result<Reply, FireError>| {
+        let taken = answer.lock().map(|mut a| a.take());
+        if let Ok(Some(answer)) = taken {
+            // The client may be gone; the hooks' records stand all the same.
+            let _ = answer.send(reply);
+        }
+    };
+    tokio::task::spawn_blocking(move || {
         // Fresh: a hook written a moment ago must bind, watcher or not.
         let discovery = discover_workspace(&ctx);
-        let reply = fire(&ctx, &discovery, &firing);
-        drop(gate);
-        reply
-    })
-    .await?
-    .map_err(|e| match e {
-        FireError::Cancelled => ServerError::Cancelled,
-        other => ServerError::Internal(other.to_string()),
-    })
+        // §3: the reply goes out when the `pre` pass ends; `post` hooks run after it, here.
+        let fired = fire_deciding(&ctx, &discovery, &firing, |reply| {
+            // The gate is decided: the session's next gate may start while `post` hooks run.
+            drop(gate);
+            send(Ok(reply.clone()));
+        });
+        // Before the decision this answers the request; after it, `send` does nothing.
+        if let Err(e) = fired {
+            tracing::warn!("{}: {e}", firing.event);
+            send(Err(e));
+        }
+    });
+    decided
+        .await
+        .map_err(|_| ServerError::Internal("the event's worker ended without a decision".into()))?
+        .map_err(|e| match e {
+            FireError::Cancelled => ServerError::Cancelled,
+            other => ServerError::Internal(other.to_string()),
+        })
 }
 
 /// `GET /v1/events`: server-sent events, see [`super::events`].
