@@ -73,6 +73,7 @@
 //! [`ContextBuffer`]: crate::context_buffer::ContextBuffer
 //! [`Firing::cancel`]: crate::fire::Firing::cancel
 //! [`fire`]: crate::fire::fire
+//! [`fire_deciding`]: crate::fire::fire_deciding
 //! [`FireError::Cancelled`]: crate::fire::FireError::Cancelled
 
 #![forbid(unsafe_code)]
