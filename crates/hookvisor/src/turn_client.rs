@@ -247,18 +247,7 @@ impl TurnClient {
     /// `POST /v1/turns/end {"trigger": ...}`: the server evaluates and answers the eval JSON.
     pub fn end_turn(&self, trigger: Trigger) -> Result<EvalReport, TurnClientError> {
         let body = serde_json::json!({ "trigger": trigger }).to_string();
-        let (code, body) = self.post("/v1/turns/end", &body)?;
-        if code != 200 {
-            return Err(TurnClientError::Status {
-                url: self.url.clone(),
-                code,
-                message: error_text(&body),
-            });
-        }
-        serde_json::from_slice(&body).map_err(|source| TurnClientError::Body {
-            url: self.url.clone(),
-            source,
-        })
+        self.post_json("/v1/turns/end", &body)
     }
 
     /// `POST /v1/events/{event}` with `body` (`{session_id?, trigger, data}`): the server fires
@@ -269,13 +258,24 @@ impl TurnClient {
         event: &str,
         body: &serde_json::Value,
     ) -> Result<serde_json::Value, TurnClientError> {
-        let (code, body) = self.post(&format!("/v1/events/{event}"), &body.to_string())?;
-        if code == 409 {
-            return Err(TurnClientError::GateBusy {
-                url: self.url.clone(),
-                message: error_text(&body),
-            });
+        match self.post_json(&format!("/v1/events/{event}"), &body.to_string()) {
+            Err(TurnClientError::Status {
+                url,
+                code: 409,
+                message,
+            }) => Err(TurnClientError::GateBusy { url, message }),
+            other => other,
         }
+    }
+
+    /// Sends one request and reads a 200 answer's JSON body; any other status is an error
+    /// carrying the server's message.
+    fn post_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &str,
+    ) -> Result<T, TurnClientError> {
+        let (code, body) = self.post(path, body)?;
         if code != 200 {
             return Err(TurnClientError::Status {
                 url: self.url.clone(),
