@@ -6,23 +6,9 @@ mod common;
 
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::process::Output;
 
-use common::Workspace;
+use common::{Workspace, code, json_of, stdout};
 use serde_json::Value;
-
-fn code(out: &Output) -> i32 {
-    out.status.code().expect("exited")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn json_of(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}\nstderr: {}", stdout(out), common::stderr(out)))
-}
 
 fn config(ws: &Workspace, text: &str) {
     ws.write(".discobot/hookvisor.yml", text);

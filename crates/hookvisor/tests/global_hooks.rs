@@ -8,23 +8,9 @@ mod common;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
-use common::Workspace;
+use common::{Workspace, code, json_of, stdout};
 use serde_json::{Value, json};
-
-fn code(out: &Output) -> i32 {
-    out.status.code().expect("exited")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn json_of(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}\nstderr: {}", stdout(out), common::stderr(out)))
-}
 
 /// An executable hook script in `dir` that appends `tag` to the trace, then runs `body`.
 fn script(ws: &Workspace, dir: &Path, file: &str, front: &str, tag: &str, body: &str) -> PathBuf {

@@ -262,5 +262,21 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// The stdout of a command, lossily decoded.
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The exit code of a command that exited.
+pub fn code(output: &Output) -> i32 {
+    output.status.code().expect("exited")
+}
+
+/// The stdout of a command as JSON; a failure shows both streams.
+pub fn json_of(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\nstderr: {}", stdout(output), stderr(output)))
+}
+
 /// `hookvisor serve` under test and a small HTTP client (tests/serve.rs, tests/dashboard.rs).
 pub mod serve;
