@@ -22,6 +22,68 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The command line of this process, parsed. `fire` sits on every tool call of an agent, so
+    /// a line whose subcommand is `fire` is parsed by a parser of that one subcommand first,
+    /// which does not build the other fourteen (BENCHMARKS.md, case 7); anything that parser
+    /// refuses, `--help` and `--version` included, is parsed again by the whole one, so every
+    /// message and exit status is the whole parser's.
+    pub fn parse_args() -> Cli {
+        Cli::parse_line(std::env::args_os().collect())
+    }
+
+    /// [`Cli::parse_args`] of a given command line, program name first.
+    fn parse_line(args: Vec<OsString>) -> Cli {
+        if subcommand_of(&args) == Some("fire")
+            && let Ok(FireCli { globals, command }) = FireCli::try_parse_from(&args)
+        {
+            let FireOnly::Fire(args) = command;
+            return Cli {
+                globals,
+                command: Command::Fire(args),
+            };
+        }
+        Cli::parse_from(args)
+    }
+}
+
+/// The subcommand of a command line: its first argument after the program name that is not a
+/// global option or a global option's value; `None` when another option comes first.
+fn subcommand_of(args: &[OsString]) -> Option<&str> {
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        let arg = arg.to_str()?;
+        if GLOBAL_OPTIONS.contains(&arg) {
+            rest.next();
+        } else if !GLOBAL_OPTIONS
+            .iter()
+            .any(|o| arg.strip_prefix(o).is_some_and(|v| v.starts_with('=')))
+        {
+            return Some(arg).filter(|a| !a.starts_with('-'));
+        }
+    }
+    None
+}
+
+/// The options of [`GlobalArgs`] as spelt on the command line, each taking a value.
+const GLOBAL_OPTIONS: [&str; 3] = ["--workspace", "--state-dir", "--session"];
+
+/// [`Cli`] with `fire` as its only subcommand: the fast path of [`Cli::parse_args`].
+#[derive(Debug, Parser)]
+#[command(name = "hookvisor")]
+struct FireCli {
+    #[command(flatten)]
+    globals: GlobalArgs,
+    #[command(subcommand)]
+    command: FireOnly,
+}
+
+/// The one subcommand of [`FireCli`].
+#[derive(Debug, Subcommand)]
+enum FireOnly {
+    Fire(FireArgs),
+}
+
 /// The global options, as given; [`GlobalArgs::resolve`] adds the environment they fall back to.
 #[derive(Debug, Clone, Default, Args)]
 pub struct GlobalArgs {
@@ -394,6 +456,64 @@ mod tests {
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| OsString::from(v))
         })
+    }
+
+    fn line(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_subcommand_is_the_first_word_that_is_no_global_option_or_its_value() {
+        let sub = |words: &[&str]| subcommand_of(&line(words)).map(str::to_owned);
+        assert_eq!(sub(&["hv", "fire", "tool.before"]).as_deref(), Some("fire"));
+        assert_eq!(
+            sub(&["hv", "--workspace", "fire", "--session=s", "eval"]).as_deref(),
+            Some("eval")
+        );
+        assert_eq!(
+            sub(&["hv", "--state-dir=/s", "--session", "x", "fire"]).as_deref(),
+            Some("fire")
+        );
+        assert_eq!(sub(&["hv", "--help", "fire"]), None);
+        assert_eq!(sub(&["hv", "--workspaces=x", "fire"]), None);
+        assert_eq!(sub(&["hv", "--workspace"]), None);
+        assert_eq!(sub(&["hv"]), None);
+    }
+
+    #[test]
+    fn the_fire_fast_path_parses_as_the_whole_parser_does() {
+        for words in [
+            &["hv", "fire", "tool.before"][..],
+            &["hv", "--workspace", "/w", "fire", "tool.before", "--json"],
+            &[
+                "hv",
+                "--session=s",
+                "fire",
+                "x",
+                "--state-dir",
+                "/s",
+                "--data",
+                "{}",
+            ],
+            &[
+                "hv",
+                "fire",
+                "--trigger",
+                "hook",
+                "--workspace=/w",
+                "--",
+                "-x",
+            ],
+        ] {
+            let fast = format!("{:?}", Cli::parse_line(line(words)));
+            let whole = format!("{:?}", Cli::try_parse_from(line(words)).unwrap());
+            assert_eq!(fast, whole, "{words:?}");
+        }
+        // What the fast parser refuses goes to the whole one, which knows the rest.
+        let cli = Cli::try_parse_from(line(&["hv", "fire", "--help"]));
+        assert_eq!(cli.unwrap_err().kind(), clap::error::ErrorKind::DisplayHelp);
+        assert!(FireCli::try_parse_from(line(&["hv", "fire", "--version"])).is_err());
+        assert!(FireCli::try_parse_from(line(&["hv", "fire", "x", "--trigger", "no"])).is_err());
     }
 
     #[test]

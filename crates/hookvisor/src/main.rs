@@ -16,13 +16,11 @@ mod turn_client;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use cli::{Agent, Cli, Command};
 use error::CliResult;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     log_to_stderr();
     match run(cli) {
         Ok(exit) => exit.into(),

@@ -32,8 +32,16 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     let mut firing = Firing::new(event);
     firing.data = data;
     firing.trigger = args.trigger.as_str().to_owned();
-    firing.cancel = Some(cancel_on_signals());
     let discovery = discover(&ctx.hooks_dir());
+    // The signal thread only where a hook can run: an event nothing binds (most tool calls of
+    // an agent) returns at once, and a thread is a tenth of its cost (BENCHMARKS.md, case 7).
+    if discovery
+        .event_hooks
+        .iter()
+        .any(|h| h.spec.event == firing.event)
+    {
+        firing.cancel = Some(cancel_on_signals());
+    }
     for problem in &discovery.problems {
         eprintln!("hookvisor: warning: {problem}");
     }
