@@ -23,65 +23,93 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// The command line of this process, parsed. `fire` sits on every tool call of an agent, so
-    /// a line whose subcommand is `fire` is parsed by a parser of that one subcommand first,
-    /// which does not build the other fourteen (BENCHMARKS.md, case 7); anything that parser
-    /// refuses, `--help` and `--version` included, is parsed again by the whole one, so every
-    /// message and exit status is the whole parser's.
+    /// The command line of this process, parsed. `fire` sits on every tool call of an agent,
+    /// and building clap's parser of all fifteen subcommands was a third of a fire that finds
+    /// no hook (BENCHMARKS.md, case 7); so [`parse_fire`] reads a plain `fire` line by hand
+    /// first. Anything else, and anything it is unsure of (`--help`, a repeated option, a value
+    /// starting with `-`), goes to clap, so every message and exit status is clap's.
     pub fn parse_args() -> Cli {
         Cli::parse_line(std::env::args_os().collect())
     }
 
     /// [`Cli::parse_args`] of a given command line, program name first.
     fn parse_line(args: Vec<OsString>) -> Cli {
-        if subcommand_of(&args) == Some("fire")
-            && let Ok(FireCli { globals, command }) = FireCli::try_parse_from(&args)
-        {
-            let FireOnly::Fire(args) = command;
-            return Cli {
-                globals,
-                command: Command::Fire(args),
-            };
-        }
-        Cli::parse_from(args)
+        parse_fire(&args).unwrap_or_else(|| Cli::parse_from(args))
     }
 }
 
-/// The subcommand of a command line: its first argument after the program name that is not a
-/// global option or a global option's value; `None` when another option comes first.
-fn subcommand_of(args: &[OsString]) -> Option<&str> {
-    let mut rest = args.iter().skip(1);
-    while let Some(arg) = rest.next() {
-        let arg = arg.to_str()?;
-        if GLOBAL_OPTIONS.contains(&arg) {
-            rest.next();
-        } else if !GLOBAL_OPTIONS
-            .iter()
-            .any(|o| arg.strip_prefix(o).is_some_and(|v| v.starts_with('=')))
-        {
-            return Some(arg).filter(|a| !a.starts_with('-'));
+/// A `fire` command line as clap would parse it, or `None` when it is not one, or has anything
+/// this reader does not know (then clap parses it, and refuses it or knows better).
+fn parse_fire(args: &[OsString]) -> Option<Cli> {
+    let mut globals = GlobalArgs::default();
+    let mut subcommand = false;
+    let mut event = None;
+    let mut data = None;
+    let mut json = false;
+    let mut trigger = None;
+    let mut words = args.iter().skip(1).map(|a| a.to_str());
+    let mut positional_only = false;
+    while let Some(word) = words.next() {
+        let word = word?;
+        if positional_only || !word.starts_with('-') || word == "-" {
+            if !subcommand {
+                subcommand = word == "fire";
+                if !subcommand {
+                    return None;
+                }
+            } else if event.replace(word.to_owned()).is_some() {
+                return None;
+            }
+            continue;
+        }
+        if word == "--" && subcommand {
+            positional_only = true;
+            continue;
+        }
+        if word == "--json" && subcommand {
+            if json {
+                return None;
+            }
+            json = true;
+            continue;
+        }
+        let (name, inline) = match word.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (word, None),
+        };
+        // Every other option takes a value, which clap refuses to take from a word like an
+        // option (a lone `-` is a value: `--data -` reads stdin).
+        let value = match inline {
+            Some(value) => value,
+            None => words.next()??,
+        };
+        if value.is_empty() || value.starts_with('-') && value != "-" {
+            return None;
+        }
+        let slot_taken = match name {
+            "--workspace" => globals.workspace.replace(value.into()).is_some(),
+            "--state-dir" => globals.state_dir.replace(value.into()).is_some(),
+            "--session" => globals.session.replace(value.to_owned()).is_some(),
+            "--data" if subcommand => data.replace(value.to_owned()).is_some(),
+            "--trigger" if subcommand => {
+                let value = FireTrigger::from_str(value, false).ok()?;
+                trigger.replace(value).is_some()
+            }
+            _ => return None,
+        };
+        if slot_taken {
+            return None;
         }
     }
-    None
-}
-
-/// The options of [`GlobalArgs`] as spelt on the command line, each taking a value.
-const GLOBAL_OPTIONS: [&str; 3] = ["--workspace", "--state-dir", "--session"];
-
-/// [`Cli`] with `fire` as its only subcommand: the fast path of [`Cli::parse_args`].
-#[derive(Debug, Parser)]
-#[command(name = "hookvisor")]
-struct FireCli {
-    #[command(flatten)]
-    globals: GlobalArgs,
-    #[command(subcommand)]
-    command: FireOnly,
-}
-
-/// The one subcommand of [`FireCli`].
-#[derive(Debug, Subcommand)]
-enum FireOnly {
-    Fire(FireArgs),
+    Some(Cli {
+        globals,
+        command: Command::Fire(FireArgs {
+            event: event?,
+            data,
+            json,
+            trigger: trigger.unwrap_or(FireTrigger::User),
+        }),
+    })
 }
 
 /// The global options, as given; [`GlobalArgs::resolve`] adds the environment they fall back to.
@@ -458,32 +486,11 @@ mod tests {
         })
     }
 
-    fn line(words: &[&str]) -> Vec<OsString> {
-        words.iter().map(OsString::from).collect()
-    }
-
     #[test]
-    fn the_subcommand_is_the_first_word_that_is_no_global_option_or_its_value() {
-        let sub = |words: &[&str]| subcommand_of(&line(words)).map(str::to_owned);
-        assert_eq!(sub(&["hv", "fire", "tool.before"]).as_deref(), Some("fire"));
-        assert_eq!(
-            sub(&["hv", "--workspace", "fire", "--session=s", "eval"]).as_deref(),
-            Some("eval")
-        );
-        assert_eq!(
-            sub(&["hv", "--state-dir=/s", "--session", "x", "fire"]).as_deref(),
-            Some("fire")
-        );
-        assert_eq!(sub(&["hv", "--help", "fire"]), None);
-        assert_eq!(sub(&["hv", "--workspaces=x", "fire"]), None);
-        assert_eq!(sub(&["hv", "--workspace"]), None);
-        assert_eq!(sub(&["hv"]), None);
-    }
-
-    #[test]
-    fn the_fire_fast_path_parses_as_the_whole_parser_does() {
-        for words in [
-            &["hv", "fire", "tool.before"][..],
+    fn the_fire_reader_parses_as_clap_does_or_leaves_the_line_to_clap() {
+        let line = |words: &[&str]| -> Vec<OsString> { words.iter().map(OsString::from).collect() };
+        let taken: &[&[&str]] = &[
+            &["hv", "fire", "tool.before"],
             &["hv", "--workspace", "/w", "fire", "tool.before", "--json"],
             &[
                 "hv",
@@ -504,16 +511,48 @@ mod tests {
                 "--",
                 "-x",
             ],
-        ] {
-            let fast = format!("{:?}", Cli::parse_line(line(words)));
-            let whole = format!("{:?}", Cli::try_parse_from(line(words)).unwrap());
-            assert_eq!(fast, whole, "{words:?}");
+            &["hv", "fire", "x", "--data", "-", "--trigger=loop"],
+            &[
+                "hv",
+                "fire",
+                "x",
+                "--data=@f.json",
+                "--json",
+                "--session",
+                "s",
+            ],
+            &["hv", "fire", "--", "x"],
+        ];
+        for words in taken {
+            let read = parse_fire(&line(words)).map(|cli| format!("{cli:?}"));
+            let clap = Cli::try_parse_from(line(words)).unwrap();
+            assert_eq!(read, Some(format!("{clap:?}")), "{words:?}");
         }
-        // What the fast parser refuses goes to the whole one, which knows the rest.
-        let cli = Cli::try_parse_from(line(&["hv", "fire", "--help"]));
-        assert_eq!(cli.unwrap_err().kind(), clap::error::ErrorKind::DisplayHelp);
-        assert!(FireCli::try_parse_from(line(&["hv", "fire", "--version"])).is_err());
-        assert!(FireCli::try_parse_from(line(&["hv", "fire", "x", "--trigger", "no"])).is_err());
+        // Lines clap refuses, answers otherwise, or that are no plain fire.
+        let left: &[&[&str]] = &[
+            &["hv", "fire"],
+            &["hv", "fire", "x", "y"],
+            &["hv", "fire", "x", "--json", "--json"],
+            &["hv", "fire", "x", "--data", "a", "--data", "b"],
+            &["hv", "fire", "x", "--trigger", "User"],
+            &["hv", "fire", "x", "--data", "-x"],
+            &["hv", "fire", "x", "--data"],
+            &["hv", "fire", "x", "--data="],
+            &["hv", "fire", "x", "--json=true"],
+            &["hv", "fire", "x", "--help"],
+            &["hv", "fire", "x", "-h"],
+            &["hv", "fire", "--version"],
+            &["hv", "--json", "fire", "x"],
+            &["hv", "--data", "{}", "fire", "x"],
+            &["hv", "--workspace", "a", "--workspace", "b", "fire", "x"],
+            &["hv", "--", "fire", "x"],
+            &["hv", "list"],
+            &["hv", "-V"],
+            &["hv"],
+        ];
+        for words in left {
+            assert!(parse_fire(&line(words)).is_none(), "{words:?}");
+        }
     }
 
     #[test]
