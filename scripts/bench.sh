@@ -69,7 +69,7 @@ fi
 
 # --- build -----------------------------------------------------------------------------------
 
-say "scripts/build-release.sh (the init linked statically, as it ships)"
+say "scripts/build-release.sh (both binaries linked statically, as they ship)"
 "$root/scripts/build-release.sh"
 bin=${CARGO_TARGET_DIR:-$root/target}/release
 hv=$bin/hookvisor
@@ -413,8 +413,10 @@ if wants 7; then
 	bench fire "$hv --workspace $ws fire tool.before" "/bin/true" "$hv --workspace $ws fire task.start" "sh -c true"
 	scale=1
 	row "7 fire tool.before, no hook binds it (vs /bin/true)" "$(median fire 0)" "$(median fire 1)" "<=1.5"
-	floor_plus_sh=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[1]) + float(sys.argv[2])))' "$(median fire 0)" "$(median fire 3)")
-	row "7 fire task.start, one run: \"true\" hook (vs sh -c true + the no-hook fire)" "$(median fire 2)" "$floor_plus_sh" "<=1.3"
+	# Issue 16's goal: the fire with the hook takes at most 1.3 x `sh -c true` plus the no-hook
+	# fire, i.e. what the hook adds to the floor, over `sh -c true`, is at most 1.3.
+	hook_cost=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[1]) - float(sys.argv[2])))' "$(median fire 2)" "$(median fire 0)")
+	row "7 fire task.start, one run: \"true\" hook ($(median fire 2) ms) minus the no-hook fire (vs sh -c true)" "$hook_cost" "$(median fire 3)" "<=1.3"
 	unset HOOKVISOR_WORKSPACE HOOKVISOR_STATE_DIR
 fi
 

@@ -22,6 +22,101 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The command line of this process, parsed. `fire` sits on every tool call of an agent,
+    /// and building clap's parser of all fifteen subcommands was a third of a fire that finds
+    /// no hook (BENCHMARKS.md, case 7); so [`parse_fire`] reads a plain `fire` line by hand
+    /// first. Anything else, and anything it is unsure of (`--help`, a repeated option, a value
+    /// starting with `-`), goes to clap, so every message and exit status is clap's.
+    pub fn parse_args() -> Cli {
+        Cli::parse_line(std::env::args_os().collect())
+    }
+
+    /// [`Cli::parse_args`] of a given command line, program name first.
+    fn parse_line(args: Vec<OsString>) -> Cli {
+        parse_fire(&args).unwrap_or_else(|| Cli::parse_from(args))
+    }
+}
+
+/// A `fire` command line as clap would parse it, or `None` when it is not one, or has anything
+/// this reader does not know (then clap parses it, and refuses it or knows better).
+fn parse_fire(args: &[OsString]) -> Option<Cli> {
+    // A variable clap reads for `fire` (its value may need clap's refusal).
+    if std::env::var_os("HOOKVISOR_MAX_RETRIES").is_some() {
+        return None;
+    }
+    let mut globals = GlobalArgs::default();
+    let mut subcommand = false;
+    let mut event = None;
+    let mut data = None;
+    let mut json = false;
+    let mut trigger = None;
+    let mut words = args.iter().skip(1).map(|a| a.to_str());
+    let mut positional_only = false;
+    while let Some(word) = words.next() {
+        let word = word?;
+        if positional_only || !word.starts_with('-') || word == "-" {
+            if !subcommand {
+                subcommand = word == "fire";
+                if !subcommand {
+                    return None;
+                }
+            } else if event.replace(word.to_owned()).is_some() {
+                return None;
+            }
+            continue;
+        }
+        if word == "--" && subcommand {
+            positional_only = true;
+            continue;
+        }
+        if word == "--json" && subcommand {
+            if json {
+                return None;
+            }
+            json = true;
+            continue;
+        }
+        let (name, inline) = match word.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (word, None),
+        };
+        // Every other option takes a value, which clap refuses to take from a word like an
+        // option (a lone `-` is a value: `--data -` reads stdin).
+        let value = match inline {
+            Some(value) => value,
+            None => words.next()??,
+        };
+        if value.is_empty() || value.starts_with('-') && value != "-" {
+            return None;
+        }
+        let slot_taken = match name {
+            "--workspace" => globals.workspace.replace(value.into()).is_some(),
+            "--state-dir" => globals.state_dir.replace(value.into()).is_some(),
+            "--session" => globals.session.replace(value.to_owned()).is_some(),
+            "--data" if subcommand => data.replace(value.to_owned()).is_some(),
+            "--trigger" if subcommand => {
+                let value = FireTrigger::from_str(value, false).ok()?;
+                trigger.replace(value).is_some()
+            }
+            _ => return None,
+        };
+        if slot_taken {
+            return None;
+        }
+    }
+    Some(Cli {
+        globals,
+        command: Command::Fire(FireArgs {
+            event: event?,
+            data,
+            json,
+            trigger: trigger.unwrap_or(FireTrigger::User),
+            max_retries: None,
+        }),
+    })
+}
+
 /// The global options, as given; [`GlobalArgs::resolve`] adds the environment they fall back to.
 #[derive(Debug, Clone, Default, Args)]
 pub struct GlobalArgs {
@@ -303,9 +398,10 @@ pub struct FireArgs {
     /// Who fired the event.
     #[arg(long, value_enum, default_value_t = FireTrigger::User)]
     pub trigger: FireTrigger,
-    /// Hook-triggered re-prompts allowed per user turn (turn.end, session.stop).
-    #[arg(long, env = "HOOKVISOR_MAX_RETRIES", default_value_t = 3)]
-    pub max_retries: u32,
+    /// Hook-triggered re-prompts allowed per user turn (turn.end, session.stop) [default:
+    /// `max_retries` of .discobot/hookvisor.yml, else 3].
+    #[arg(long, env = "HOOKVISOR_MAX_RETRIES")]
+    pub max_retries: Option<u32>,
 }
 
 /// Who fired an event (`${trigger}`).
@@ -409,6 +505,75 @@ mod tests {
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| OsString::from(v))
         })
+    }
+
+    #[test]
+    fn the_fire_reader_parses_as_clap_does_or_leaves_the_line_to_clap() {
+        let line = |words: &[&str]| -> Vec<OsString> { words.iter().map(OsString::from).collect() };
+        let taken: &[&[&str]] = &[
+            &["hv", "fire", "tool.before"],
+            &["hv", "--workspace", "/w", "fire", "tool.before", "--json"],
+            &[
+                "hv",
+                "--session=s",
+                "fire",
+                "x",
+                "--state-dir",
+                "/s",
+                "--data",
+                "{}",
+            ],
+            &[
+                "hv",
+                "fire",
+                "--trigger",
+                "hook",
+                "--workspace=/w",
+                "--",
+                "-x",
+            ],
+            &["hv", "fire", "x", "--data", "-", "--trigger=loop"],
+            &[
+                "hv",
+                "fire",
+                "x",
+                "--data=@f.json",
+                "--json",
+                "--session",
+                "s",
+            ],
+            &["hv", "fire", "--", "x"],
+        ];
+        for words in taken {
+            let read = parse_fire(&line(words)).map(|cli| format!("{cli:?}"));
+            let clap = Cli::try_parse_from(line(words)).unwrap();
+            assert_eq!(read, Some(format!("{clap:?}")), "{words:?}");
+        }
+        // Lines clap refuses, answers otherwise, or that are no plain fire.
+        let left: &[&[&str]] = &[
+            &["hv", "fire"],
+            &["hv", "fire", "x", "y"],
+            &["hv", "fire", "x", "--json", "--json"],
+            &["hv", "fire", "x", "--data", "a", "--data", "b"],
+            &["hv", "fire", "x", "--trigger", "User"],
+            &["hv", "fire", "x", "--data", "-x"],
+            &["hv", "fire", "x", "--data"],
+            &["hv", "fire", "x", "--data="],
+            &["hv", "fire", "x", "--json=true"],
+            &["hv", "fire", "x", "--help"],
+            &["hv", "fire", "x", "-h"],
+            &["hv", "fire", "--version"],
+            &["hv", "--json", "fire", "x"],
+            &["hv", "--data", "{}", "fire", "x"],
+            &["hv", "--workspace", "a", "--workspace", "b", "fire", "x"],
+            &["hv", "--", "fire", "x"],
+            &["hv", "list"],
+            &["hv", "-V"],
+            &["hv"],
+        ];
+        for words in left {
+            assert!(parse_fire(&line(words)).is_none(), "{words:?}");
+        }
     }
 
     #[test]

@@ -8,7 +8,6 @@
 
 use std::fmt;
 use std::io;
-use std::process::ExitCode;
 
 use hookvisor_core::{
     AccountError, ContextError, EvalError, PreCommitError, SessionError, StatusError,
@@ -32,14 +31,15 @@ pub enum Exit {
     Status(i32),
 }
 
-impl From<Exit> for ExitCode {
-    fn from(exit: Exit) -> ExitCode {
-        match exit {
-            Exit::Ok => ExitCode::SUCCESS,
-            Exit::Failed => ExitCode::from(1),
-            Exit::Usage => ExitCode::from(2),
+impl Exit {
+    /// The status the process exits with.
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Ok => 0,
+            Exit::Failed => 1,
+            Exit::Usage => 2,
             // The truncation is the kernel's too: a status is one byte.
-            Exit::Status(code) => ExitCode::from(code as u8),
+            Exit::Status(code) => code as u8,
         }
     }
 }

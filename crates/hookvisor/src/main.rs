@@ -1,6 +1,13 @@
 //! `hookvisor`: the command-line face of hookvisor-core. Parse, resolve, call into the core,
 //! print one line on error.
 
+// The C runtime calls our `main` directly, skipping std's start-up, whose stack-overflow
+// handler has glibc read and parse /proc/self/maps on every start: 50 µs, a twentieth of a
+// `fire` that finds no hook, which runs on every tool call of an agent (BENCHMARKS.md, case 7).
+// What of that start-up hookvisor relies on, `std_start_up` does. std works as usual; the
+// arguments come from glibc. A stack overflow of the main thread is a plain SIGSEGV, without
+// std's message. Unit tests keep the harness's `main`.
+#![cfg_attr(not(test), no_main)]
 // In a binary no item is reachable from outside; `pub` in its modules marks each module's
 // interface to the others, and the whole tree is private anyway (issue 15 item 6 scopes
 // `unreachable_pub` to the library and the init).
@@ -14,23 +21,54 @@ mod interrupt;
 mod serve;
 mod turn_client;
 
-use std::process::ExitCode;
+use std::ffi::{c_char, c_int};
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::IntoRawFd;
 
-use clap::Parser;
+use nix::libc;
+use nix::sys::signal::{SigHandler, Signal, signal};
 
 use cli::{Agent, Cli, Command};
 use error::CliResult;
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
+/// The entry point the C runtime calls (see the `no_main` note above).
+// `no_mangle` is an unsafe attribute (the symbol could clash); this is the one C entry point.
+#[allow(unsafe_code)]
+#[cfg_attr(not(test), unsafe(no_mangle))]
+extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
+    std_start_up();
+    let cli = Cli::parse_args();
     log_to_stderr();
-    match run(cli) {
-        Ok(exit) => exit.into(),
+    let exit = match run(cli) {
+        Ok(exit) => exit,
         Err(err) => {
             eprintln!("hookvisor: {}", err.message);
-            err.exit.into()
+            err.exit
+        }
+    };
+    // std flushes stdout after its `main`; the C runtime's `exit` does not know Rust's buffer.
+    let _ = io::stdout().flush();
+    c_int::from(exit.code())
+}
+
+/// What std's start-up does that hookvisor relies on: the three standard descriptors are open
+/// (else a file opened later would become stdout, and output meant for the terminal would
+/// land in it), and SIGPIPE is ignored (a reader that went away is an error to report, not
+/// death). Hooks get SIGPIPE back by the executor, as before.
+#[allow(unsafe_code)]
+fn std_start_up() {
+    for fd in 0..=2 {
+        // SAFETY: F_GETFD reads the descriptor's flags and changes nothing.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            // open(2) returns the lowest free descriptor: this one, as the ones below are open.
+            if let Ok(null) = File::options().read(true).write(true).open("/dev/null") {
+                let _ = null.into_raw_fd();
+            }
         }
     }
+    // SAFETY: SIG_IGN installs no handler, and no other thread exists yet.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigIgn) };
 }
 
 /// Diagnostics (`tracing`) go to stderr, filtered by `HOOKVISOR_LOG` (default `warn`; e.g.

@@ -26,6 +26,8 @@ pub struct StatusStore {
     path: PathBuf,
     // Read by `lock`, which waits for the lock at most this long.
     pub(super) lock_timeout: Duration,
+    // How `update` replaces the file.
+    durability: Durability,
 }
 
 /// What [`StatusStore::read`] found at `status.json`.
@@ -44,7 +46,16 @@ impl StatusStore {
         StatusStore {
             path: path.into(),
             lock_timeout: LOCK_TIMEOUT,
+            durability: Durability::Durable,
         }
+    }
+
+    /// Sets how [`StatusStore::update`] replaces the file. The default, [`Durability::Durable`],
+    /// fsyncs it and its directory; with [`Durability::Replaceable`] a reader still never sees
+    /// a partial file, but a power loss may take the last writes back.
+    pub fn with_durability(mut self, durability: Durability) -> StatusStore {
+        self.durability = durability;
+        self
     }
 
     /// Sets how long [`StatusStore::update`] waits for the lock another process holds before
@@ -128,7 +139,7 @@ impl StatusStore {
         let value = f(&mut status);
         let after = status.to_json();
         if before.as_deref() != Some(after.as_slice()) {
-            write_atomic(&self.path, &after, Durability::Durable).map_err(|source| {
+            write_atomic(&self.path, &after, self.durability).map_err(|source| {
                 StatusError::Write {
                     path: self.path.clone(),
                     source,
@@ -371,6 +382,29 @@ mod tests {
                 .all(|n| n == "status.json" || n == "status.json.lock"),
             "no temp file is left behind: {names:?}"
         );
+    }
+
+    #[test]
+    fn a_replaceable_store_still_replaces_the_file_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let durable = StatusStore::new(dir.path().join("a/status.json"));
+        let replaceable = StatusStore::new(dir.path().join("b/status.json"))
+            .with_durability(Durability::Replaceable);
+        for store in [&durable, &replaceable] {
+            store.update(|s| s.set_pending("a", true)).unwrap();
+            let inode = std::os::unix::fs::MetadataExt::ino(&fs::metadata(store.path()).unwrap());
+            store.update(|s| s.set_pending("b", true)).unwrap();
+            // A new file renamed over the old one, never the old one written in place.
+            let after = std::os::unix::fs::MetadataExt::ino(&fs::metadata(store.path()).unwrap());
+            assert_ne!(after, inode);
+            assert_eq!(store.load().unwrap().pending_hooks, ["a", "b"]);
+        }
+        assert_eq!(
+            fs::read(durable.path()).unwrap(),
+            fs::read(replaceable.path()).unwrap()
+        );
+        let left = fs::read_dir(dir.path().join("b")).unwrap().count();
+        assert_eq!(left, 2, "status.json and its lock, no temp file");
     }
 
     #[test]

@@ -40,9 +40,19 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     let mut firing = Firing::new(event);
     firing.data = data;
     firing.trigger = args.trigger.as_str().to_owned();
-    firing.max_attempts = args.max_retries;
-    firing.cancel = Some(cancel_on_signals());
     let discovery = discover_workspace(&ctx);
+    firing.max_attempts = discovery.config.max_retries_or(args.max_retries);
+    // The signal thread only where a hook can run: an event nothing binds (most tool calls of
+    // an agent) returns at once, and a thread is a tenth of its cost (BENCHMARKS.md, case 7).
+    // `turn.end` also runs the phase-1 file hooks.
+    if firing.event == Event::TurnEnd
+        || discovery
+            .event_hooks
+            .iter()
+            .any(|h| h.spec.event == firing.event)
+    {
+        firing.cancel = Some(cancel_on_signals());
+    }
     for problem in &discovery.problems {
         eprintln!("hookvisor: warning: {problem}");
     }
