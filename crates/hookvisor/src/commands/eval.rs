@@ -169,15 +169,23 @@ pub fn status(globals: &Globals, json: bool) -> CliResult {
         writeln!(out, "no hook has run yet ({})", ctx.status_path().display())?;
         return Ok(Exit::Ok);
     }
+    // Phase 1's width, wider only for an event name that needs it (`stage.complete`).
+    let width = status
+        .hooks
+        .values()
+        .map(|h| h.kind.as_str().len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
     writeln!(
         out,
-        "{:<24} {:<10} {:<8} {:>4} {:>5} {:>5}  {:<20} PENDING",
+        "{:<24} {:<width$} {:<8} {:>4} {:>5} {:>5}  {:<20} PENDING",
         "ID", "TYPE", "RESULT", "EXIT", "RUNS", "FAILS", "LAST RUN"
     )?;
     for (id, hook) in &status.hooks {
         writeln!(
             out,
-            "{:<24} {:<10} {:<8} {:>4} {:>5} {:>5}  {:<20} {}",
+            "{:<24} {:<width$} {:<8} {:>4} {:>5} {:>5}  {:<20} {}",
             id,
             hook.kind.as_str(),
             hook.last_result.as_str(),

@@ -24,15 +24,21 @@ pub fn run(globals: &Globals, json: bool) -> CliResult {
     if discovery.hooks.is_empty() && discovery.event_hooks.is_empty() {
         writeln!(out, "no hooks in {}", ctx.hooks_dir().display())?;
     } else {
+        // Phase 1's width, wider only for an event name that needs it (`stage.complete`).
+        let width = all_hooks(discovery.hooks.iter(), discovery.event_hooks.iter())
+            .map(|h| type_of(h).len())
+            .max()
+            .unwrap_or(0)
+            .max(10);
         writeln!(
             out,
-            "{:<24} {:<10} {:<6} {:<24} NAME",
+            "{:<24} {:<width$} {:<6} {:<24} NAME",
             "ID", "TYPE", "AS", "PATTERN"
         )?;
         for hook in all_hooks(discovery.hooks.iter(), discovery.event_hooks.iter()) {
             writeln!(
                 out,
-                "{:<24} {:<10} {:<6} {:<24} {}",
+                "{:<24} {:<width$} {:<6} {:<24} {}",
                 hook.id,
                 type_of(hook),
                 hook.run_as.as_str(),
