@@ -525,11 +525,12 @@ fn list_shows_each_event_hook_on_a_line_of_its_own_and_problems_with_their_line(
     let text = stdout(&output);
     let lines: Vec<&str> = text.lines().collect();
     let pad = " ".repeat(25);
+    // The TYPE column is as wide as `stage.complete`, so every row lines up.
     assert_eq!(
         lines[1..],
         [
             format!(
-                "guard{}tool.before user   -{}guard",
+                "guard{}tool.before    user   -{}guard",
                 " ".repeat(20),
                 " ".repeat(24)
             ),
@@ -539,7 +540,7 @@ fn list_shows_each_event_hook_on_a_line_of_its_own_and_problems_with_their_line(
                  on_failure: [retry, abort]"
             ),
             format!(
-                "lint{}file       user   *.go{}lint",
+                "lint{}file           user   *.go{}lint",
                 " ".repeat(21),
                 " ".repeat(21)
             ),
