@@ -212,6 +212,18 @@ pub fn fire_deciding(
         decided(&reply);
         return Ok(reply);
     }
+    fire_hooks(ctx, discovery, firing, decided)
+}
+
+/// [`fire_deciding`] of an event other than `turn.end`: its event hooks only. Kept apart so
+/// that a caller that fires no `turn.end` (the init's session runner) links no evaluation,
+/// whose change walker would bring NSS lookups into the static init.
+pub(crate) fn fire_hooks(
+    ctx: &Context,
+    discovery: &Discovery,
+    firing: &Firing,
+    decided: impl FnOnce(&Reply),
+) -> Result<Reply, FireError> {
     let cancel = firing.cancel.clone().unwrap_or_default();
     let buffer = ContextBuffer::new(&ctx.state());
     let store = StatusStore::for_context(ctx);

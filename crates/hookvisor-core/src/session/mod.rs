@@ -70,7 +70,7 @@ use crate::decision::Reply;
 use crate::discover::Discovery;
 use crate::event::Event;
 use crate::exec::{CancelToken, Credentials, RunOptions, RunOutcome};
-use crate::fire::{FireError, Firing, fire};
+use crate::fire::{FireError, Firing};
 use crate::hook::{Hook, RunAs};
 use crate::status::{RunResult, StatusError, StatusStore};
 use crate::user_fs::act_as;
@@ -430,7 +430,7 @@ pub fn fire_session_start(
     }
     let mut firing = Firing::new(Event::SessionStart);
     firing.cancel = cancel;
-    fire(ctx, &hooks, &firing).map(Some)
+    crate::fire::fire_hooks(ctx, &hooks, &firing, |_| {}).map(Some)
 }
 
 #[cfg(test)]
