@@ -55,7 +55,9 @@
 //!     a block past [`Firing::max_attempts`] is let through, like phase 1's `gave_up`, unless
 //!     the trigger is `loop`.
 //!
-//! Unawaited hooks (`await: false`) are awaited here as well: a CLI has nowhere to leave them.
+//! Unawaited hooks (`await: false`, §1.3) run after the decision was handed over, before the
+//! `post` pass, judged as notices: they cannot block what was already decided. `serve` answers
+//! without them; a CLI waits for them before it exits, having nowhere to leave them.
 //!
 //! [`Discovery::event_hooks`]: crate::Discovery::event_hooks
 //! [`Evaluator`]: crate::Evaluator
@@ -235,7 +237,7 @@ pub(crate) fn fire_hooks(
     };
     let mut outcome = Outcome::new();
     let mut results = Vec::new();
-    for hook in hooks(Phase::Pre) {
+    for hook in hooks(Phase::Pre).filter(|h| h.spec.await_) {
         if outcome.ends_pre_pass() || cancel.is_cancelled() {
             break;
         }
@@ -266,11 +268,14 @@ pub(crate) fn fire_hooks(
     }
     decided(&reply);
     let decision = reply.decision.as_str();
-    for hook in hooks(Phase::Post) {
+    // §1.3 `await: false`: after the decision, in order, then the `post` pass.
+    let unawaited = hooks(Phase::Pre).filter(|h| !h.spec.await_);
+    for hook in unawaited.chain(hooks(Phase::Post)) {
         if cancel.is_cancelled() {
             break;
         }
-        let payload = payload(ctx, firing, Some(decision));
+        let seen = (hook.spec.phase == Phase::Post).then_some(decision);
+        let payload = payload(ctx, firing, seen);
         let Some(done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
             continue;
         };
@@ -367,8 +372,9 @@ pub(crate) fn run_judged(
     store: &StatusStore,
     cancel: &CancelToken,
 ) -> Result<Option<Done>, FireError> {
+    // An unawaited hook runs after the decision went out: it is judged as a notice.
     let mut judge = Judge::new(
-        firing.event.is_gate(),
+        firing.event.is_gate() && hook.spec.await_,
         hook.spec.phase,
         hook.spec.block_on,
         hook.spec.on_failure,
@@ -933,6 +939,36 @@ mod tests {
             reply.results[3]["blocked"], false,
             "post hooks cannot block"
         );
+    }
+
+    /// §1.3 `await: false`: the hook runs after the decision was handed over, before the
+    /// `post` pass, and its exit 2 blocks nothing.
+    #[test]
+    fn unawaited_hooks_run_after_the_decision_and_cannot_block() {
+        let ws = Ws::new();
+        ws.yml(
+            "a-unawaited",
+            "event: tool.before\nawait: false\nrun: 'echo unawaited >> trace; exit 2'",
+        );
+        ws.yml("b-pre", "event: tool.before\nrun: echo pre >> trace");
+        ws.yml(
+            "c-post",
+            "event: tool.before\nphase: post\nrun: echo post ${decision} >> trace",
+        );
+        let discovery = crate::discover(&ws.ctx.hooks_dir());
+        let mut at_decision = None;
+        let reply = fire_deciding(
+            &ws.ctx,
+            &discovery,
+            &Firing::new(Event::ToolBefore),
+            |decided| at_decision = Some((ws.trace(), decided.decision)),
+        )
+        .unwrap();
+        assert_eq!(at_decision, Some((vec!["pre".to_owned()], Decision::Allow)));
+        assert_eq!(ws.trace(), ["pre", "unawaited", "post allow"]);
+        assert_eq!(reply.decision, Decision::Allow);
+        assert_eq!(ids(&reply), ["b-pre", "a-unawaited", "c-post"]);
+        assert_eq!(reply.results[1]["blocked"], false, "{:?}", reply.results);
     }
 
     #[test]
