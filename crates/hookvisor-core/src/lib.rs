@@ -21,16 +21,19 @@
 //! - `git`: running git with one environment and one reading of its failures.
 //! - `changes`: a workspace's dirty set and when each file changed ([`scan`]).
 //! - `change_watch`: the dirty set kept warm by inotify for a server ([`ChangeWatcher`]).
-//! - `evaluate`: the end-of-turn evaluation of file hooks ([`Evaluator`]).
+//! - `evaluate`: the end-of-turn evaluation ([`Evaluator`]): the file hooks and the
+//!   `event: turn.end` hooks, one evaluation for `eval` and `fire turn.end`.
 //! - `message`: the re-prompt text of a failing hook ([`Failure`]).
 //! - `status`: the `status.json` store of every run ([`StatusStore`]).
-//! - `session`: the session hooks run once when the container starts ([`run_session`]).
-//! - `precommit`: the generated git pre-commit hook and its run ([`run_pre_commit`]).
+//! - `session`: the session hooks run once when the container starts ([`run_session`]), and
+//!   the `session.start` event hooks after them ([`fire_session_start`]).
+//! - `precommit`: the generated git pre-commit hook and its run ([`run_pre_commit`]), the
+//!   `commit.before` event hooks included.
 //! - `turns`: who started an agent's turn, behind the loop guard's trigger ([`TurnLog`]).
 //! - `state`: the name of every file in the state dir, and the one atomic writer ([`StateDir`]).
 //! - `timestamp`: RFC 3339 times as status.json writes them ([`rfc3339`]).
 //!
-//! The event model of EVENTS.md is being built on top, as public modules: [`event`] (the events
+//! The event model of EVENTS.md is built on top, as public modules: [`event`] (the events
 //! and what a hook declares), [`when`] (conditions), [`template`] (`${name}` in `run:` and
 //! `argv:`), [`decision`] (the blocking protocol), [`payload`] (the event JSON and variables a
 //! hook gets), [`context_buffer`] (piped output for the next turn) and [`fire`] (running an
