@@ -320,13 +320,54 @@ fn yaml_reason(e: &serde_saphyr::Error, text: &str, line: Option<usize>) -> Stri
     format!("{key}: {value} is {is_not}; {fix}")
 }
 
+/// A value as YAML types it, taken only when it is written as that type: `"true"`, `yes` or
+/// `"5"` are refused rather than read as a boolean or a number, as the file is read strictly.
+struct Written<T>(T);
+
+impl<'de> Deserialize<'de> for Written<bool> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Boolean;
+        impl Visitor<'_> for Boolean {
+            type Value = Written<bool>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("true or false")
+            }
+            fn visit_bool<E: de::Error>(self, value: bool) -> Result<Self::Value, E> {
+                Ok(Written(value))
+            }
+        }
+        deserializer.deserialize_any(Boolean)
+    }
+}
+
+impl<'de> Deserialize<'de> for Written<i64> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Integer;
+        impl Visitor<'_> for Integer {
+            type Value = Written<i64>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a whole number")
+            }
+            fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
+                Ok(Written(value))
+            }
+            fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
+                i64::try_from(value)
+                    .map(Written)
+                    .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(value), &self))
+            }
+        }
+        deserializer.deserialize_any(Integer)
+    }
+}
+
 /// The file as YAML reads it, before the values are checked.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Raw {
-    max_retries: Option<Spanned<i64>>,
+    max_retries: Option<Spanned<Written<i64>>>,
     sources: Option<Spanned<RawSources>>,
-    disable_global_hooks: Option<bool>,
+    disable_global_hooks: Option<Written<bool>>,
     callback: Option<Spanned<RawCallback>>,
     file_tools: Option<Spanned<Vec<Spanned<String>>>>,
 }
@@ -334,7 +375,7 @@ struct Raw {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawCallback {
-    port: Option<Spanned<i64>>,
+    port: Option<Spanned<Written<i64>>>,
     public_url: Option<Spanned<String>>,
 }
 
@@ -378,17 +419,17 @@ impl Raw {
     /// The values checked (the module's rules 1, 5, 6).
     fn check(self) -> Result<Config, ConfigError> {
         let mut config = Config {
-            disable_global_hooks: self.disable_global_hooks.unwrap_or(false),
+            disable_global_hooks: self.disable_global_hooks.is_some_and(|w| w.0),
             ..Config::default()
         };
         if let Some(n) = self.max_retries {
-            let value = u32::try_from(n.value).map_err(|_| {
+            let value = u32::try_from(n.value.0).map_err(|_| {
                 ConfigError::at(
                     line_of(&n),
                     format!(
                         "max_retries {} is out of range; use a whole number from 0 (never \
                          re-prompt) to {}",
-                        n.value,
+                        n.value.0,
                         u32::MAX
                     ),
                 )
@@ -416,7 +457,8 @@ impl Raw {
                             ConfigError::at(
                                 line_of(&name).or(line),
                                 format!(
-                                    "unknown source '{}'; use one of {}",
+                                    "unknown source '{}'; use one of {}, or 'sources: auto' \
+                                     for all",
                                     name.value,
                                     known.join(", ")
                                 ),
@@ -432,13 +474,13 @@ impl Raw {
         }
         if let Some(callback) = self.callback {
             if let Some(port) = callback.value.port {
-                let value = u16::try_from(port.value).map_err(|_| {
+                let value = u16::try_from(port.value.0).map_err(|_| {
                     ConfigError::at(
                         line_of(&port),
                         format!(
                             "callback port {} is out of range; use 1 to 65535, or 0 for an \
                              ephemeral port",
-                            port.value
+                            port.value.0
                         ),
                     )
                 })?;
@@ -596,7 +638,7 @@ mod tests {
 
     #[test]
     fn every_error_names_its_line_and_the_fix() {
-        let table: [(&str, usize, &str); 12] = [
+        let table: [(&str, usize, &str); 14] = [
             ("max_retries: 3\nretries: 2\n", 2, "unknown field `retries`"),
             (
                 "max_retries: lots\n",
@@ -605,6 +647,16 @@ mod tests {
             ),
             ("\nmax_retries: -1\n", 2, "max_retries -1 is out of range"),
             ("disable_global_hooks: 3\n", 1, "'3' is not true or false"),
+            (
+                "disable_global_hooks: \"true\"\n",
+                1,
+                "disable_global_hooks: '\"true\"' is not true or false",
+            ),
+            (
+                "max_retries: \"5\"\n",
+                1,
+                "max_retries: '\"5\"' is not a whole number",
+            ),
             ("sources: all\n", 1, "sources 'all' is neither 'auto'"),
             (
                 "sources:\n  - discobot\n  - iteratr\n  - cursor\n",

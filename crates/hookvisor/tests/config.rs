@@ -72,9 +72,19 @@ fn sources_without_discobot_reads_no_workspace_hooks_and_check_says_what_is_used
         "source: autoagent skipped (not in sources)".to_owned(),
         "source: nyzhi skipped (not in sources)".to_owned(),
         "source: pipelines skipped (not in sources)".to_owned(),
-        format!("source: global used ({})", home.display()),
+        // No such directory in the test's HOME: nothing is read there.
+        format!("source: global skipped (no directory {})", home.display()),
     ];
     assert_eq!(lines, want);
+    // `list` says first that the workspace's hooks are off, not merely that there are none.
+    let list = stdout(&ws.hookvisor(&["list"]));
+    assert!(
+        list.starts_with(&format!(
+            "the hooks of {} are off: 'sources' in ",
+            ws.path().join(".discobot/hooks").display()
+        )),
+        "{list}"
+    );
 }
 
 #[test]

@@ -719,3 +719,26 @@ fn set_flag(path: &std::path::Path, on: bool) {
         let _ = fs::remove_file(path);
     }
 }
+
+/// A hook that fails without blocking (a notice, or `block_on` not covering it) decides
+/// nothing, but `fire` says so on stderr; and `run ID` names the event of an event hook.
+#[test]
+fn a_failure_that_does_not_block_is_said_and_run_points_to_fire() {
+    let ws = Workspace::new();
+    yml(&ws, "q", "event: tool.before\nrun: echo broken >&2; exit 1");
+    let out = ws.hookvisor(&["fire", "tool.before", "--data", "{}"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "hookvisor: warning: hook 'q' failed with exit code 1 and did not block; its output is \
+         in its log (`hookvisor status`)\n"
+    );
+    let run = ws.hookvisor(&["run", "q"]);
+    assert_eq!(code(&run), 2);
+    assert!(
+        stderr(&run).contains("'q' is a hook of the event tool.before")
+            && stderr(&run).contains("hookvisor fire tool.before"),
+        "{}",
+        stderr(&run)
+    );
+}

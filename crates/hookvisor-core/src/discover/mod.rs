@@ -187,6 +187,13 @@ pub fn discover_workspace_with(ctx: &Context, global_hooks: Option<&Path>) -> Di
                 _ => Some(ctx.hooks_dir()),
             };
             match dir {
+                // A global directory that does not exist holds no hooks: say so, not "used".
+                Some(dir) if source == Source::Global && !dir.is_dir() => SourceUse {
+                    source,
+                    used: false,
+                    note: format!("no directory {}", dir.display()),
+                    dir: Some(dir),
+                },
                 Some(dir) => SourceUse {
                     source,
                     used: true,

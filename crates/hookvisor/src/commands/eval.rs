@@ -103,6 +103,14 @@ pub fn warn_problems(report: &EvalReport) {
 pub fn run_one(globals: &Globals, id: &str, json: bool) -> CliResult {
     let ctx = globals.context()?;
     let discovery = discover_workspace(&ctx);
+    // A hook of the event model runs when its event fires: it has a payload and a decision.
+    if let Some(hook) = discovery.event_hooks.iter().find(|h| h.id == id) {
+        return Err(CliError::usage(format!(
+            "'{id}' is a hook of the event {}; `hookvisor run` runs phase-1 hooks only: fire \
+             its event with `hookvisor fire {} --data '{{...}}'`",
+            hook.spec.event, hook.spec.event
+        )));
+    }
     let Some(hook) = discovery.get(id) else {
         let known: Vec<&str> = discovery.hooks.iter().map(|h| h.id.as_str()).collect();
         return Err(CliError::usage(format!(

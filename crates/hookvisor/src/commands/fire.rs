@@ -127,7 +127,11 @@ fn read_data(spec: &str) -> Result<Map<String, Value>, CliError> {
             .map_err(|e| CliError::usage(format!("--data -: cannot read stdin: {e}")))?;
         text
     } else if let Some(path) = spec.strip_prefix('@') {
-        fs::read_to_string(path).map_err(|e| CliError::usage(format!("--data @{path}: {e}")))?
+        fs::read_to_string(path).map_err(|e| {
+            CliError::usage(format!(
+                "--data @{path}: {e}; name a readable file of JSON, or pass the JSON inline"
+            ))
+        })?
     } else {
         spec.to_owned()
     };
@@ -156,6 +160,20 @@ fn print_reply(reply: &Reply, json: bool) -> io::Result<()> {
     }
     if let Some(reason) = &reply.reason {
         eprintln!("{reason}");
+    }
+    // A failure that did not block is no decision, but never goes unsaid.
+    for result in &reply.results {
+        if result["success"] == false && result["blocked"] != true {
+            let id = result["hookId"].as_str().unwrap_or("?");
+            let how = match result["timedOut"] == true {
+                true => "timed out".to_owned(),
+                false => format!("failed with exit code {}", result["exitCode"]),
+            };
+            eprintln!(
+                "hookvisor: warning: hook '{id}' {how} and did not block; its output is in its \
+                 log (`hookvisor status`)"
+            );
+        }
     }
     Ok(())
 }

@@ -21,6 +21,15 @@ pub fn run(globals: &Globals, json: bool) -> CliResult {
         writeln!(out, "{}", list_json(&discovery))?;
         return Ok(Exit::Ok);
     }
+    if !discovery.config.reads(Source::Discobot) {
+        // Said first, whatever follows: a one-line edit that turns the project's checks off.
+        writeln!(
+            out,
+            "the hooks of {} are off: 'sources' in {} leaves out discobot",
+            ctx.hooks_dir().display(),
+            Config::path(&ctx.workspace).display()
+        )?;
+    }
     if discovery.hooks.is_empty() && discovery.event_hooks.is_empty() {
         writeln!(out, "no hooks in {}", ctx.hooks_dir().display())?;
     } else {
