@@ -399,6 +399,16 @@ pub enum ProblemKind {
         /// YAML's value, `None` when YAML reads none.
         yaml: Option<String>,
     },
+    /// A warning: a `${name}` in `run`/`argv` that hookvisor sets for no event (EVENTS.md
+    /// §4.1 rule 5): it must come in the event's data, or each run fails.
+    #[error(
+        "${{{name}}} is no variable hookvisor sets; unless every firing passes it in its data, \
+         the run fails: check the name (EVENTS.md §4.1)"
+    )]
+    UnknownVariable {
+        /// The name as referenced.
+        name: String,
+    },
     /// A warning: `retries` is given to a hook that is not a session hook.
     #[error("retries applies to session hooks only; it is ignored for a {kind} hook")]
     RetriesIgnored {

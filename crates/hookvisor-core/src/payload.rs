@@ -152,6 +152,49 @@ const RESERVED: [&str; 9] = [
     "data",
 ];
 
+/// Every variable name hookvisor itself sets for some event (EVENTS.md §4.1 and §5 rules 14,
+/// 16); any other name must come in the event's `data`. `check` warns on a `${name}` whose
+/// first segment is none of these (§4.1 rule 5).
+const KNOWN_NAMES: [&str; 30] = [
+    "session",
+    "event",
+    "workspace",
+    "timestamp",
+    "trigger",
+    "iteration",
+    "max_iterations",
+    "stage",
+    "next_stage",
+    "last_hook_status",
+    "decision",
+    "files",
+    "file",
+    "tool_name",
+    "tool_input",
+    "tool",
+    "task_id",
+    "task_content",
+    "error",
+    "prompt",
+    "agent",
+    "data",
+    "hook_response",
+    "spawn_output",
+    "callback_url",
+    "progress",
+    "status",
+    "context_file",
+    "stage_outputs",
+    "reason",
+];
+
+/// Whether hookvisor sets `name` (its first segment, case-insensitively) for some event; see
+/// [`KNOWN_NAMES`].
+pub fn is_known_name(name: &str) -> bool {
+    let first = name.split('.').next().unwrap_or(name).to_ascii_lowercase();
+    KNOWN_NAMES.contains(&first.as_str())
+}
+
 /// The event a hook receives; built with [`Payload::new`] and its setters. See the [module
 /// documentation](self) for the JSON, the names and the environment.
 #[derive(Debug, Clone)]

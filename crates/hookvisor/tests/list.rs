@@ -631,3 +631,36 @@ fn status_records_an_event_hook_by_its_event_and_a_phase1_hook_as_before() {
     check(&ws.status());
     assert_eq!(ws.status()["hooks"]["guard"]["runCount"], 1);
 }
+
+/// EVENTS.md §4.1 rule 5: `check` warns on a `${name}` hookvisor sets for no event (a typo
+/// fails every run), in `run:` and `argv:`, and says nothing of the names it sets.
+#[test]
+fn check_warns_on_a_variable_hookvisor_never_sets() {
+    let ws = Workspace::new();
+    raw_hook(
+        &ws,
+        "u.yml",
+        "---\nevent: tool.before\nrun: echo ${nosuch} ${tool_name} ${Data.x} ${agent.cwd}\n---\n",
+        0o644,
+    );
+    raw_hook(
+        &ws,
+        "v.yml",
+        "---\nevent: tool.before\nargv: [echo, '${file}', '--x=${typo}']\n---\n",
+        0o644,
+    );
+    let out = ws.hookvisor(&["check"]);
+    assert_eq!(
+        code(&out),
+        0,
+        "warnings do not fail check: {}",
+        stdout(&out)
+    );
+    let text = stdout(&out);
+    let warned: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split("warning: ").nth(1))
+        .filter_map(|w| w.split(' ').next())
+        .collect();
+    assert_eq!(warned, ["${nosuch}", "${typo}"], "{text}");
+}

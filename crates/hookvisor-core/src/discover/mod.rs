@@ -48,7 +48,7 @@ use self::fields::{EVENT_FIELDS, disagreement};
 use self::hook_file::{HookFile, read_hook};
 use crate::config::{Config, Source, SourceUse};
 use crate::context::Context;
-use crate::event::Event;
+use crate::event::{Command, Event, HookAction};
 use crate::hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
 
 /// What starts the id of every global hook (the module's rule 3).
@@ -301,6 +301,22 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                     && !hook.blocking
                 {
                     warn(ProblemKind::RootRunsBlocking);
+                }
+                let referenced: Vec<String> = match &hook.spec.action {
+                    HookAction::Command(Command::Run(script)) => script.references().to_vec(),
+                    HookAction::Command(Command::Argv(items)) => items
+                        .iter()
+                        .flat_map(|i| crate::template::references(i))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let mut unknown: Vec<String> = referenced
+                    .into_iter()
+                    .filter(|n| !crate::payload::is_known_name(n))
+                    .collect();
+                unknown.dedup();
+                for name in unknown {
+                    warn(ProblemKind::UnknownVariable { name });
                 }
                 candidates.push((hook, phase1));
             }
