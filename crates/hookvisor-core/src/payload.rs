@@ -188,8 +188,8 @@ const KNOWN_NAMES: [&str; 30] = [
     "reason",
 ];
 
-/// Whether hookvisor sets `name` (its first segment, case-insensitively) for some event; see
-/// [`KNOWN_NAMES`].
+/// Whether hookvisor sets `name` (its first segment, case-insensitively) for some event: the
+/// names of EVENTS.md §4.1 and the agent-pipelines ones of §5 rule 14.
 pub fn is_known_name(name: &str) -> bool {
     let first = name.split('.').next().unwrap_or(name).to_ascii_lowercase();
     KNOWN_NAMES.contains(&first.as_str())
