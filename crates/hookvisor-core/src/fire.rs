@@ -228,7 +228,9 @@ pub(crate) fn fire_hooks(
 ) -> Result<Reply, FireError> {
     let cancel = firing.cancel.clone().unwrap_or_default();
     let buffer = ContextBuffer::new(&ctx.state());
-    let store = StatusStore::for_context(ctx);
+    // An event run is recorded whole but without the directory fsync: it is written on every
+    // tool call of an agent, and a crash may lose the last record but never the file (case 7).
+    let store = StatusStore::for_context(ctx).with_durability(crate::state::Durability::Whole);
     let hooks = |phase| {
         discovery
             .event_hooks

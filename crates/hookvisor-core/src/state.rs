@@ -97,6 +97,10 @@ impl StateDir {
 pub enum Durability {
     /// The file and its directory are fsynced: after a crash the file is the new one.
     Durable,
+    /// The file's data is fsynced before the rename, its directory is not: after a crash the
+    /// file is the old one or the new one, whole, never empty; only the last write may be lost.
+    /// For records written on every tool call, where a directory fsync per call is too dear.
+    Whole,
     /// No fsync: readers still never see a partial file, but after a crash it may be the old
     /// one or empty. For files whose loss is harmless and written too often for a sync.
     Replaceable,
@@ -137,12 +141,14 @@ pub(crate) fn write_atomic_with_mode(
     // tempfile creates 0600, and fchmod is not reduced by the umask.
     temp.as_file()
         .set_permissions(fs::Permissions::from_mode(mode))?;
-    let durable = durability == Durability::Durable;
-    if durable {
-        temp.as_file().sync_all()?;
+    match durability {
+        Durability::Durable => temp.as_file().sync_all()?,
+        // The data must be on disk before the rename can be: then a crash shows old or new.
+        Durability::Whole => temp.as_file().sync_data()?,
+        Durability::Replaceable => {}
     }
     temp.persist(path).map_err(|e| e.error)?;
-    if durable {
+    if durability == Durability::Durable {
         File::open(dir)?.sync_all()?;
     }
     Ok(())
@@ -192,6 +198,12 @@ mod tests {
         assert_eq!(fs::read(&hook).unwrap(), b"new");
         assert_eq!(fs::metadata(&hook).unwrap().mode() & 0o7777, 0o755);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        // Every durability replaces the file whole and leaves no temp file.
+        for durability in [Durability::Durable, Durability::Whole] {
+            write_atomic(&hook, b"newer", durability).unwrap();
+            assert_eq!(fs::read(&hook).unwrap(), b"newer");
+            assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        }
     }
 
     #[test]
