@@ -200,7 +200,6 @@ impl Config {
 
     /// Parses the text of a configuration file (the module's rule 1).
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        use serde_saphyr::{DuplicateKeyPolicy, MergeKeyPolicy};
         // A file of comments only is an empty document, which no struct deserialises from.
         let blank = text.lines().all(|l| {
             let l = l.trim();
@@ -209,13 +208,7 @@ impl Config {
         if blank {
             return Ok(Config::default());
         }
-        let options = serde_saphyr::options! {
-            budget: serde_saphyr::budget! { max_anchors: 0, max_aliases: 0 },
-            duplicate_keys: DuplicateKeyPolicy::Error,
-            merge_keys: MergeKeyPolicy::Error,
-            reject_unsupported_tags: true,
-            with_snippet: false,
-        };
+        let options = crate::frontmatter::strict_options();
         let raw: Raw = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
             let e = e.without_snippet();
             let line = e

@@ -172,6 +172,19 @@ fn absolute(path: &Path) -> PathBuf {
     }
 }
 
+/// The context the unit tests of the core run hooks in: `root/ws` with an empty
+/// `.discobot/hooks`, the state dir `root/state` (not made), session `s1`.
+#[cfg(test)]
+pub(crate) fn test_context(root: &Path) -> Context {
+    let workspace = root.join("ws");
+    std::fs::create_dir_all(workspace.join(".discobot/hooks")).unwrap();
+    Context {
+        workspace,
+        session_id: "s1".into(),
+        state_dir: root.join("state"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -707,12 +707,7 @@ mod tests {
     impl Ws {
         fn new() -> Ws {
             let temp = tempfile::tempdir().unwrap();
-            let ctx = Context {
-                workspace: temp.path().join("ws"),
-                session_id: "s1".into(),
-                state_dir: temp.path().join("state"),
-            };
-            fs::create_dir_all(ctx.hooks_dir()).unwrap();
+            let ctx = crate::context::test_context(temp.path());
             Ws { _temp: temp, ctx }
         }
 

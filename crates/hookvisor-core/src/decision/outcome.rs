@@ -156,3 +156,16 @@ pub struct Reply {
     #[serde(flatten)]
     pub phase1: serde_json::Map<String, serde_json::Value>,
 }
+
+impl Reply {
+    /// The id of the hook a block or abort is told against: the last run that blocked, else
+    /// the last run (an abort names no blocker); `None` when nothing ran.
+    pub fn decider(&self) -> Option<&str> {
+        self.results
+            .iter()
+            .rev()
+            .find(|r| r["blocked"] == true)
+            .or(self.results.last())
+            .and_then(|r| r["hookId"].as_str())
+    }
+}

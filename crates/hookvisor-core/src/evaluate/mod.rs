@@ -341,13 +341,7 @@ mod tests {
     impl Fixture {
         pub(super) fn new() -> Fixture {
             let dir = tempfile::tempdir().unwrap();
-            let workspace = dir.path().join("ws");
-            fs::create_dir_all(workspace.join(".discobot/hooks")).unwrap();
-            let ctx = Context {
-                workspace,
-                session_id: "s1".into(),
-                state_dir: dir.path().join("state"),
-            };
+            let ctx = crate::context::test_context(dir.path());
             let runs = dir.path().join("runs");
             Fixture {
                 _dir: dir,

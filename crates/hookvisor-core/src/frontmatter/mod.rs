@@ -47,6 +47,7 @@ use std::collections::BTreeMap;
 use self::flat::parse_flat;
 use self::own_line::{read_text_fields, read_word_fields};
 use self::yaml::parse_yaml;
+pub(crate) use self::yaml::strict_options;
 
 /// The raw fields of a front matter block, in the order of their keys.
 pub(crate) type Fields = BTreeMap<String, String>;

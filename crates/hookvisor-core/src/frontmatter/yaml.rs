@@ -57,23 +57,30 @@ impl YamlFields {
     }
 }
 
+/// The YAML hookvisor reads from files the agent can write (front matter, `hookvisor.yml`): no
+/// anchors or aliases (no billion laughs), repeated and merge keys refused, unknown tags refused.
+pub(crate) fn strict_options() -> serde_saphyr::Options {
+    use serde_saphyr::{DuplicateKeyPolicy, MergeKeyPolicy};
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! { max_anchors: 0, max_aliases: 0 },
+        duplicate_keys: DuplicateKeyPolicy::Error,
+        merge_keys: MergeKeyPolicy::Error,
+        reject_unsupported_tags: true,
+        with_snippet: false,
+    }
+}
+
 /// Reads the body as a YAML mapping of scalars (or lists of scalars); `None` when it is not
 /// one. Repeated keys and merge keys are errors (rules 3, 4).
 pub(super) fn parse_yaml(
     body: &[String],
     first_line: usize,
 ) -> Result<Option<YamlFields>, FrontMatterError> {
-    use serde_saphyr::{DuplicateKeyPolicy, Error, MergeKeyPolicy};
+    use serde_saphyr::Error;
     if body.iter().all(|line| line.is_empty()) {
         return Ok(Some(YamlFields::default()));
     }
-    let options = serde_saphyr::options! {
-        budget: serde_saphyr::budget! { max_anchors: 0, max_aliases: 0 },
-        duplicate_keys: DuplicateKeyPolicy::Error,
-        merge_keys: MergeKeyPolicy::Error,
-        reject_unsupported_tags: true,
-        with_snippet: false,
-    };
+    let options = strict_options();
     let line_of = |yaml_line: u64| first_line + usize::try_from(yaml_line).unwrap_or(1).max(1) - 1;
     let text = body.join("\n");
     let map: BTreeMap<String, Option<YamlValue>> =

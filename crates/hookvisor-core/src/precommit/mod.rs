@@ -322,16 +322,7 @@ pub fn run_pre_commit(
     let reply = fire(ctx, &gates_to_run, &firing)?;
     on_event(PreCommitEvent::Decided(&reply));
     if reply.decision != Decision::Allow {
-        // The hook that decided: the last one whose result says it blocked, else the last run.
-        let decider = reply
-            .results
-            .iter()
-            .rev()
-            .find(|r| r["blocked"] == true)
-            .or(reply.results.last())
-            .and_then(|r| r["hookId"].as_str())
-            .unwrap_or("commit.before")
-            .to_owned();
+        let decider = reply.decider().unwrap_or("commit.before").to_owned();
         report.runs.push((decider.clone(), 1));
         report.failed = Some(decider);
     }

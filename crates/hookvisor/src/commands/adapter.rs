@@ -181,17 +181,16 @@ fn decide(
             .and_then(|client| client.end_turn(trigger))
             .map_err(AdapterError::Server)?,
         None => {
+            // One reading of the hooks and hookvisor.yml for the turn (a broken file leaves
+            // the defaults; `check` reports it).
+            let discovery = hookvisor_core::discover_workspace(&ctx);
             let options = EvalOptions {
                 trigger,
-                // A broken hookvisor.yml leaves the default (`check` reports it).
-                max_retries: hookvisor_core::Config::load(&ctx.workspace)
-                    .ok()
-                    .flatten()
-                    .unwrap_or_default()
-                    .max_retries_or(args.max_retries),
+                max_retries: discovery.config.max_retries_or(args.max_retries),
                 cancel: Some(cancel_on_signals()),
             };
             Evaluator::new(ctx.clone())
+                .with_discovery(discovery)
                 .end_turn(&options)
                 .map_err(AdapterError::Eval)?
         }

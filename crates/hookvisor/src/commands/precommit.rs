@@ -146,15 +146,7 @@ fn report_decided(err: &mut impl Write, ctx: &Context, reply: &Reply) -> io::Res
     if reply.decision == Decision::Allow {
         return Ok(());
     }
-    let decider = reply
-        .results
-        .iter()
-        .rev()
-        .find(|r| r["blocked"] == true)
-        .or(reply.results.last());
-    let id = decider
-        .and_then(|r| r["hookId"].as_str())
-        .unwrap_or("commit.before");
+    let id = reply.decider().unwrap_or("commit.before");
     // Hook ids are `[a-z0-9_-]` (discovery), so the id needs no sanitizing.
     let verb = match reply.decision {
         Decision::Abort => "aborted",
