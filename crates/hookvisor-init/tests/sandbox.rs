@@ -481,3 +481,43 @@ fn session_start_event_hooks_run_as_the_user_and_never_as_root() {
     assert_eq!(status["hooks"]["20-awaited"]["event"], "session.start");
     assert_eq!(status["hooks"]["20-awaited"]["lastResult"], "success");
 }
+
+/// The attack on the drop itself: a `session.start` event hook, run by the runner that ran a
+/// root hook just before, reads its own credentials. Every uid and gid slot (real, effective,
+/// saved, file-system) is the user's, no supplementary group is root's, and it holds no
+/// capability, not even a permitted or ambient one it could raise.
+#[test]
+fn a_session_start_event_hook_keeps_nothing_of_root() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    let seen = w.ws.join("creds");
+    fs::write(
+        w.ws.join(".discobot/hooks/20-creds.yml"),
+        format!(
+            "---\nevent: session.start\nawait: true\nrun: 'grep -E \"^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):\" /proc/self/status > {0}.tmp; mv {0}.tmp {0}'\n---\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    w.hook("10-root.sh", "# run_as: root\n# blocking: true\n", "true");
+    give_to_test_user(&w.ws);
+    let (code, _, err) = run(&w.args(&["--user", "hv-test", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    let status = fs::read_to_string(&seen).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .map(|v| v.split_whitespace().collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    let (uid, gid) = test_user();
+    assert_eq!(field("Uid"), vec![uid.to_string().as_str(); 4], "{status}");
+    assert_eq!(field("Gid"), vec![gid.to_string().as_str(); 4], "{status}");
+    assert!(!field("Groups").contains(&"0"), "{status}");
+    for caps in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+        assert_eq!(field(caps), ["0000000000000000"], "{caps}: {status}");
+    }
+}
