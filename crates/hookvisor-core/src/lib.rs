@@ -37,7 +37,8 @@
 //! and what a hook declares), [`when`] (conditions), [`template`] (`${name}` in `run:` and
 //! `argv:`), [`decision`] (the blocking protocol), [`payload`] (the event JSON and variables a
 //! hook gets), [`context_buffer`] (piped output for the next turn) and [`fire`] (running an
-//! event's hooks: `hookvisor fire`).
+//! event's hooks: `hookvisor fire`). [`agent_loop`] drives a headless agent with those events
+//! (`hookvisor loop`).
 //!
 //! # Example
 //!
@@ -87,6 +88,8 @@
 #![deny(missing_docs)]
 
 mod account;
+/// `hookvisor loop`: a headless agent driven iteration by iteration (EVENTS.md §3.2).
+pub mod agent_loop;
 mod change_watch;
 mod changes;
 mod config;

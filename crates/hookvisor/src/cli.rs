@@ -135,7 +135,9 @@ pub struct GlobalArgs {
 }
 
 /// The variables a context falls back to (DESIGN.md "Files and names"), read once.
-const CONTEXT_VARIABLES: [&str; 5] = [
+/// `HOOKVISOR_SESSION` is the session id `loop` gives its agent (EVENTS.md §5 rule 18).
+const CONTEXT_VARIABLES: [&str; 6] = [
+    "HOOKVISOR_SESSION",
     "DISCOBOT_WORKSPACE",
     "DISCOBOT_SESSION_ID",
     "SESSION_ID",
@@ -188,9 +190,27 @@ impl Globals {
         ContextOverrides {
             workspace: self.args.workspace.clone(),
             state_dir: self.args.state_dir.clone(),
-            session_id: self.args.session.clone(),
+            session_id: self.named_session(),
             home: None,
         }
+    }
+
+    /// `--session`, else `$HOOKVISOR_SESSION`: a session named for hookvisor alone, which
+    /// wins over the sandbox's `$DISCOBOT_SESSION_ID` (a `loop`'s agent runs in both).
+    fn named_session(&self) -> Option<String> {
+        self.args.session.clone().or_else(|| {
+            self.var("HOOKVISOR_SESSION")
+                .and_then(|v| v.into_string().ok())
+        })
+    }
+
+    /// The session id an option or variable names, if any (`loop` makes one up otherwise).
+    pub fn session(&self) -> Option<String> {
+        self.named_session().or_else(|| {
+            ["DISCOBOT_SESSION_ID", "SESSION_ID"]
+                .iter()
+                .find_map(|name| self.var(name).and_then(|v| v.into_string().ok()))
+        })
     }
 
     /// The context of most commands: options, then the environment, then defaults.
@@ -240,9 +260,7 @@ impl Globals {
         let env_session =
             self.var("DISCOBOT_SESSION_ID").is_some() || self.var("SESSION_ID").is_some();
         let session_id =
-            self.args
-                .session
-                .clone()
+            self.named_session()
                 .or(if env_session { None } else { agent_session });
         self.resolve(ContextOverrides {
             workspace: self.args.workspace.clone().or(cwd),
@@ -290,7 +308,7 @@ impl Globals {
     pub fn names_a_session(&self) -> bool {
         self.args.session.is_some()
             || self.args.state_dir.is_some()
-            || ["DISCOBOT_SESSION_ID", "SESSION_ID", "HOOKVISOR_STATE_DIR"]
+            || ["HOOKVISOR_SESSION", "DISCOBOT_SESSION_ID", "SESSION_ID", "HOOKVISOR_STATE_DIR"]
                 .iter()
                 .any(|name| self.var(name).is_some())
     }
@@ -366,6 +384,9 @@ pub enum Command {
     Install(InstallArgs),
     /// Remove hookvisor's hooks from an agent's settings.
     Uninstall(InstallArgs),
+    /// Drive a headless agent: run it iteration by iteration with the loop's events around
+    /// it (exit 0 done, 1 limit, block or failures, 3 abort, 130/143 interrupted).
+    Loop(LoopArgs),
 }
 
 /// Options of `eval`.
@@ -435,6 +456,37 @@ pub enum Trigger {
     Hook,
     /// `hookvisor loop`: the loop guard does not apply.
     Loop,
+}
+
+/// Options of `loop` (EVENTS.md §3.2).
+#[derive(Debug, Args)]
+pub struct LoopArgs {
+    /// The task prompt, after the context and the last block reason.
+    #[arg(long, value_name = "TEXT", conflicts_with = "prompt_file")]
+    pub prompt: Option<String>,
+    /// Read the task prompt from this file.
+    #[arg(long, value_name = "FILE")]
+    pub prompt_file: Option<PathBuf>,
+    /// A `sh -c` command run in the workspace after each passing iteration: exit 0 is done.
+    #[arg(long, value_name = "CMD")]
+    pub until: Option<String>,
+    /// Iterations at most.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub max_iterations: u64,
+    /// Seconds an iteration's agent may run before its process group is stopped [default: no
+    /// limit].
+    #[arg(long, value_name = "SECS")]
+    pub turn_timeout: Option<u64>,
+    /// The pipeline stage (`${stage}`); `stage.complete` fires at the end.
+    #[arg(long, value_name = "NAME")]
+    pub stage: Option<String>,
+    /// Whose own hooks the agent runs [default: the file name of AGENT_CMD's first word].
+    #[arg(long, value_name = "NAME")]
+    pub owner: Option<String>,
+    /// The agent command; an argument that is exactly `{prompt}` becomes the prompt, else the
+    /// prompt is its stdin.
+    #[arg(last = true, required = true, value_name = "AGENT_CMD")]
+    pub agent: Vec<std::ffi::OsString>,
 }
 
 /// `pre-commit` subcommands.

@@ -116,5 +116,6 @@ fn run(cli: Cli) -> CliResult {
         Command::GeminiAfterAgent(args) => commands::adapter::run(&globals, Agent::Gemini, &args),
         Command::Install(args) => commands::install::install(&globals, &args),
         Command::Uninstall(args) => commands::install::uninstall(&globals, &args),
+        Command::Loop(args) => commands::loop_cmd::run(&globals, &args),
     }
 }

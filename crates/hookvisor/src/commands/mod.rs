@@ -5,6 +5,7 @@ pub mod eval;
 pub mod fire;
 pub mod install;
 pub mod list;
+pub mod loop_cmd;
 pub mod precommit;
 pub mod serve;
 pub mod session;

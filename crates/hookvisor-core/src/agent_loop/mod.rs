@@ -1,0 +1,672 @@
+//! `hookvisor loop`: a headless agent driven iteration by iteration, with the events of
+//! EVENTS.md §3.2 fired around it (§5 rules 5, 12, 18).
+//!
+//! [`run_loop`] follows these rules, written once here:
+//!
+//! 1. **Start.** Any `<state>/loop/done` left by an earlier loop is removed, `session.json` is
+//!    written (`endedAt: null`), and `session.start` fires. Every event the loop fires has the
+//!    trigger `loop`, so the phase-1 loop guard never stops it: the loop's own limits do.
+//! 2. **Iteration** `i` (from 1): `turn.start` fires and drains the context buffer (rule 5).
+//!    A block ends the loop ([`Ending::Blocked`]). The agent then runs with the prompt of
+//!    rule 5, in its own process group, in the workspace, with the variables of rule 6, its
+//!    output streamed to `<state>/loop/<i>.log`, stopped after the turn timeout.
+//! 3. **Success** (exit 0): `turn.end` fires (the end-of-turn evaluation: file hooks and
+//!    `event: turn.end` hooks). A block re-prompts: its reason goes into the next prompt. Else
+//!    the loop is done when `$HOOKVISOR_DONE` exists or `--until` (`sh -c` in the workspace,
+//!    log `<state>/loop/until.log`) exits 0; then `session.stop` fires, and a block is one more
+//!    iteration with its reason, the done file removed so the agent must say so again.
+//! 4. **Failure** (non-zero exit, timeout, death by a signal): `error` fires with `data`
+//!    `{status, error, log, timedOut}` (`error` = the last 20 lines of the agent's output).
+//!    What its hooks pipe (`pipe_output`) is the *recovery prompt*: it replaces the task prompt
+//!    for the next iteration only (context still first); nothing piped keeps the task prompt.
+//!    Three failures in a row end the loop ([`Ending::Failures`]). No `turn.end` fires.
+//! 5. **Prompt** = the drained context (oldest first), then the last block reason, then the
+//!    task or recovery prompt, separated by blank lines. It is the agent's stdin, or, when an
+//!    argument of the agent command is exactly `{prompt}`, that one argument (never split,
+//!    never given to a shell), with stdin on `/dev/null`.
+//! 6. **Agent environment**: `HOOKVISOR_SESSION`, `HOOKVISOR_ITERATION`, `HOOKVISOR_DONE` (a
+//!    path: create it when done), `HOOKVISOR_STATE_DIR` and `DISCOBOT_WORKSPACE`, so that a
+//!    `hookvisor fire task.complete` the agent runs lands in this loop's state dir and runs the
+//!    workspace's hooks; `HOOKVISOR_URL`, `HOOKVISOR_SOCKET` and `HOOKVISOR_TOKEN` are removed
+//!    (the loop hosts no server, and a server's would take the agent's events elsewhere).
+//! 7. **Limit**: after [`LoopOptions::max_iterations`] iterations without done, the loop ends
+//!    ([`Ending::MaxIterations`]). An abort from any event's hooks ends it at once
+//!    ([`Ending::Aborted`]).
+//! 8. **End.** After done or the limit, leftover context in the buffer is sent as one last
+//!    iteration (iteratr's final delivery: `turn.start`, the agent, `turn.end`, whose decisions
+//!    are recorded but start nothing more), then `stage.complete` fires when a stage is set.
+//!    Whatever the ending, `session.end` fires with `data.reason` (`Ending::as_str`), what is
+//!    still in the buffer is discarded (counted in [`LoopReport::discarded`]), and
+//!    `session.json` gets `endedAt`, `iterations` and `reason`.
+//! 9. **Interrupt.** When [`LoopOptions::cancel`] is cancelled (the command's SIGINT/SIGTERM),
+//!    the running agent's process group or hook is killed, nothing else starts, and
+//!    `session.end` fires with `data.reason: interrupted` ([`Ending::Interrupted`]).
+
+#![forbid(unsafe_code)]
+
+mod agent;
+mod prompt;
+mod record;
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value as Json, json};
+
+use crate::context::Context;
+use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
+use crate::decision::{Decision, Reply};
+use crate::discover::discover_workspace;
+use crate::event::Event;
+use crate::exec::{CancelToken, ExecError, RunOutcome};
+use crate::fire::{FireError, Firing, fire};
+
+use self::agent::{ERROR_LINES, Launch, agent_log, last_lines, launch};
+pub use self::prompt::PROMPT_PLACEHOLDER;
+use self::record::{SessionRecord, record_path};
+pub use self::record::new_session_id;
+
+/// Iterations a loop runs at most unless told otherwise (EVENTS.md §3.2).
+pub const DEFAULT_MAX_ITERATIONS: u64 = 20;
+
+/// Agent failures in a row that end a loop (§5 rule 18).
+pub const MAX_FAILURES_IN_A_ROW: u32 = 3;
+
+/// What a loop runs and how; [`LoopOptions::new`] gives the defaults each field states.
+#[derive(Debug, Clone)]
+pub struct LoopOptions {
+    /// The agent command, `argv[0]` first. Required, not empty.
+    pub agent: Vec<OsString>,
+    /// The task prompt (`--prompt`, `--prompt-file`). Default empty.
+    pub prompt: String,
+    /// A `sh -c` command run in the workspace after each passing iteration: exit 0 is done.
+    /// Default `None`.
+    pub until: Option<String>,
+    /// Iterations at most (rule 7). Default [`DEFAULT_MAX_ITERATIONS`].
+    pub max_iterations: u64,
+    /// When an iteration's agent is stopped (a failure, rule 4). Default `None`: never.
+    pub turn_timeout: Option<Duration>,
+    /// `${stage}` of every event; `stage.complete` fires at the end. Default `None`.
+    pub stage: Option<String>,
+    /// Whose own hooks the agent runs (§5 rule 12), kept in `session.json`. Default the file
+    /// name of `argv[0]`.
+    pub owner: String,
+    /// Stops the loop when cancelled (rule 9). Default a token nothing cancels.
+    pub cancel: CancelToken,
+}
+
+impl LoopOptions {
+    /// Options to run `agent` (`argv[0]` first) with every default.
+    pub fn new(agent: Vec<OsString>) -> LoopOptions {
+        let owner = agent
+            .first()
+            .map(|program| {
+                Path::new(program)
+                    .file_name()
+                    .unwrap_or(program)
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .unwrap_or_default();
+        LoopOptions {
+            agent,
+            prompt: String::new(),
+            until: None,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            turn_timeout: None,
+            stage: None,
+            owner,
+            cancel: CancelToken::new(),
+        }
+    }
+}
+
+/// Why a loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ending {
+    /// The agent was done (done file or `--until`) and `session.stop` let it stop.
+    Done,
+    /// [`LoopOptions::max_iterations`] ran without done.
+    MaxIterations,
+    /// A `turn.start` hook refused the prompt.
+    Blocked,
+    /// The agent failed [`MAX_FAILURES_IN_A_ROW`] times in a row.
+    Failures,
+    /// A hook aborted (`on_failure: abort`, `continue: false`).
+    Aborted,
+    /// The loop's cancel token was cancelled (a signal).
+    Interrupted,
+}
+
+impl Ending {
+    /// The word `session.json`'s `reason` and `session.end`'s `data.reason` carry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ending::Done => "done",
+            Ending::MaxIterations => "max_iterations",
+            Ending::Blocked => "blocked",
+            Ending::Failures => "failures",
+            Ending::Aborted => "aborted",
+            Ending::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// How a loop went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopReport {
+    /// The session id (`session.json`'s `id`).
+    pub session_id: String,
+    /// Why it ended.
+    pub ending: Ending,
+    /// Iterations the agent was started for, the final delivery included.
+    pub iterations: u64,
+    /// The block or abort reason that ended it, or the last failure's, when there is one.
+    pub reason: Option<String>,
+    /// Entries of context discarded at `session.end` (rule 8).
+    pub discarded: usize,
+}
+
+/// One finished iteration, for a progress line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// The iteration's number, from 1.
+    pub iteration: u64,
+    /// Time since the loop started.
+    pub elapsed: Duration,
+    /// What the iteration came to: `turn.end: allow`, `error: exit 3`, `done`, ….
+    pub decision: String,
+}
+
+/// Why a loop could not run to its end. Hook failures and agent failures are no error: they
+/// are judged and handled by the rules of the [module documentation](self).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoopError {
+    /// The agent command is empty.
+    #[error("no agent command; give one after `--`, e.g. `hookvisor loop -- my-agent {{prompt}}`")]
+    NoAgent,
+    /// An event could not be fired to its end.
+    #[error("{event}: {source}")]
+    Fire {
+        /// The event.
+        event: String,
+        /// Why.
+        source: FireError,
+    },
+    /// The agent or `--until` could not be started at all (its log, the system).
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// The context buffer could not be read or emptied.
+    #[error(transparent)]
+    Buffer(#[from] ContextBufferError),
+    /// A file of the loop in the state dir could not be written or removed.
+    #[error("{}: {source}; make the state dir writable or pass --state-dir", path.display())]
+    State {
+        /// The file.
+        path: PathBuf,
+        /// What the file system said.
+        source: io::Error,
+    },
+}
+
+/// Runs the loop of the [module documentation](self) in `ctx` with `ctx.session_id` as its
+/// session id, calling `progress` after each iteration.
+pub fn run_loop(
+    ctx: &Context,
+    options: &LoopOptions,
+    progress: impl FnMut(&Progress),
+) -> Result<LoopReport, LoopError> {
+    if options.agent.is_empty() {
+        return Err(LoopError::NoAgent);
+    }
+    let mut driver = Driver::start(ctx, options, progress)?;
+    let ending = match driver.iterate() {
+        Ok(ending) => ending,
+        Err(Stop::Interrupted) => Ending::Interrupted,
+        Err(Stop::Error(err)) => {
+            driver.finish_record("error")?;
+            return Err(err);
+        }
+    };
+    driver.finish(ending)
+}
+
+/// Why the iterations stopped early: a signal, or the loop's own failure.
+enum Stop {
+    Interrupted,
+    Error(LoopError),
+}
+
+impl<E: Into<LoopError>> From<E> for Stop {
+    fn from(err: E) -> Stop {
+        Stop::Error(err.into())
+    }
+}
+
+/// What comes of one iteration.
+enum Turn {
+    /// The agent exited 0 and `turn.end` passed.
+    Passed,
+    /// `turn.end` blocked: its reason goes into the next prompt.
+    Reprompt,
+    /// The agent failed (rule 4).
+    Failed,
+    /// The loop ends here.
+    End(Ending),
+}
+
+/// The state of one loop between its events.
+struct Driver<'a, P> {
+    ctx: &'a Context,
+    options: &'a LoopOptions,
+    progress: P,
+    started: Instant,
+    record: SessionRecord,
+    buffer: ContextBuffer,
+    /// `$HOOKVISOR_DONE`.
+    done_file: PathBuf,
+    /// The variables of rule 6 but `HOOKVISOR_ITERATION`.
+    env: Vec<(OsString, OsString)>,
+    iteration: u64,
+    /// The reason of the last block, for the next prompt.
+    block_reason: Option<String>,
+    /// What the `error` hooks piped, for the next prompt in place of the task prompt.
+    recovery: Option<String>,
+    /// Context drained outside `turn.start` (the recovery's neighbours), for the next prompt.
+    held_context: Vec<String>,
+    /// The reason that ended the loop, for the report.
+    reason: Option<String>,
+}
+
+impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
+    /// Rule 1.
+    fn start(
+        ctx: &'a Context,
+        options: &'a LoopOptions,
+        progress: P,
+    ) -> Result<Driver<'a, P>, LoopError> {
+        let loop_dir = ctx.state_dir.join("loop");
+        fs::create_dir_all(&loop_dir).map_err(|source| LoopError::State {
+            path: loop_dir.clone(),
+            source,
+        })?;
+        let done_file = loop_dir.join("done");
+        remove_done(&done_file)?;
+        let env = vec![
+            ("HOOKVISOR_SESSION".into(), ctx.session_id.clone().into()),
+            ("HOOKVISOR_DONE".into(), done_file.clone().into()),
+            ("HOOKVISOR_STATE_DIR".into(), ctx.state_dir.clone().into()),
+            ("DISCOBOT_WORKSPACE".into(), ctx.workspace.clone().into()),
+        ];
+        let record = SessionRecord {
+            id: ctx.session_id.clone(),
+            started_at: record::now(),
+            ended_at: None,
+            iterations: 0,
+            reason: None,
+            agent: options
+                .agent
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            owner: options.owner.clone(),
+        };
+        let driver = Driver {
+            ctx,
+            options,
+            progress,
+            started: Instant::now(),
+            record,
+            buffer: ContextBuffer::new(&ctx.state()),
+            done_file,
+            env,
+            iteration: 0,
+            block_reason: None,
+            recovery: None,
+            held_context: Vec::new(),
+            reason: None,
+        };
+        driver.write_record()?;
+        Ok(driver)
+    }
+
+    /// Rules 1–7: `session.start`, then iterations until one of them ends the loop.
+    fn iterate(&mut self) -> Result<Ending, Stop> {
+        let reply = self.fire(Event::SessionStart, Map::new())?;
+        if let Some(ending) = self.aborted(&reply) {
+            return Ok(ending);
+        }
+        let mut failures = 0;
+        loop {
+            if self.iteration >= self.options.max_iterations {
+                return Ok(Ending::MaxIterations);
+            }
+            let turn = self.turn(false)?;
+            let decision = match turn {
+                Turn::Failed => {
+                    failures += 1;
+                    if failures >= MAX_FAILURES_IN_A_ROW {
+                        self.report_progress("error: giving up");
+                        return Ok(Ending::Failures);
+                    }
+                    continue;
+                }
+                Turn::End(ending) => return Ok(ending),
+                Turn::Reprompt => {
+                    failures = 0;
+                    continue;
+                }
+                Turn::Passed => {
+                    failures = 0;
+                    self.is_done()?
+                }
+            };
+            if !decision {
+                continue;
+            }
+            let mut data = Map::new();
+            data.insert("iterations".into(), self.iteration.into());
+            let reply = self.fire(Event::SessionStop, data)?;
+            match reply.decision {
+                Decision::Allow => {
+                    self.report_progress("done");
+                    return Ok(Ending::Done);
+                }
+                Decision::Block => {
+                    remove_done(&self.done_file)?;
+                    self.block_reason = reply.reason;
+                    self.report_progress("session.stop: block");
+                }
+                Decision::Abort => {
+                    self.reason = reply.reason;
+                    return Ok(Ending::Aborted);
+                }
+            }
+        }
+    }
+
+    /// One iteration (rules 2–5); `last` for the final delivery, whose decisions start nothing.
+    fn turn(&mut self, last: bool) -> Result<Turn, Stop> {
+        self.iteration += 1;
+        let reply = self.fire(Event::TurnStart, Map::new())?;
+        match reply.decision {
+            Decision::Allow => {}
+            Decision::Block | Decision::Abort => {
+                self.reason = reply.reason;
+                self.report_progress(&format!("turn.start: {}", reply.decision.as_str()));
+                // The agent never started for this one.
+                self.iteration -= 1;
+                return Ok(Turn::End(match reply.decision {
+                    Decision::Block => Ending::Blocked,
+                    _ => Ending::Aborted,
+                }));
+            }
+        }
+        let mut context = std::mem::take(&mut self.held_context);
+        context.extend(reply.context);
+        let task = self.recovery.take();
+        let text = prompt::assemble(
+            &context,
+            self.block_reason.take().as_deref(),
+            task.as_deref().unwrap_or(&self.options.prompt),
+        );
+        self.record.iterations = self.iteration;
+        self.write_record()?;
+        let run = self.run_agent(&text)?;
+        if run.cancelled || self.options.cancel.is_cancelled() {
+            return Err(Stop::Interrupted);
+        }
+        if !run.success() {
+            self.agent_failed(&run)?;
+            return Ok(Turn::Failed);
+        }
+        let reply = self.fire(Event::TurnEnd, Map::new())?;
+        self.report_progress(&format!("turn.end: {}", reply.decision.as_str()));
+        if last {
+            return Ok(Turn::Passed);
+        }
+        match reply.decision {
+            Decision::Allow => Ok(Turn::Passed),
+            Decision::Block => {
+                self.block_reason = reply.reason;
+                Ok(Turn::Reprompt)
+            }
+            Decision::Abort => {
+                self.reason = reply.reason;
+                Ok(Turn::End(Ending::Aborted))
+            }
+        }
+    }
+
+    /// Rule 2: the agent of this iteration, with its prompt.
+    fn run_agent(&self, text: &str) -> Result<RunOutcome, ExecError> {
+        let (args, stdin) = prompt::deliver(&self.options.agent[1..], text);
+        let mut env = self.env.clone();
+        env.push((
+            "HOOKVISOR_ITERATION".into(),
+            self.iteration.to_string().into(),
+        ));
+        launch(
+            self.ctx,
+            Launch {
+                program: PathBuf::from(&self.options.agent[0]),
+                args,
+                stdin,
+                log: agent_log(&self.ctx.state_dir, self.iteration),
+                timeout: self.options.turn_timeout,
+                env: &env,
+            },
+            &self.options.cancel,
+        )
+    }
+
+    /// Rule 4: `error` fires; what its hooks piped becomes the recovery prompt.
+    fn agent_failed(&mut self, run: &RunOutcome) -> Result<(), Stop> {
+        let log = agent_log(&self.ctx.state_dir, self.iteration);
+        let mut data = Map::new();
+        data.insert("status".into(), run.exit_code.into());
+        data.insert("error".into(), last_lines(&run.tail, ERROR_LINES).into());
+        data.insert("log".into(), log.to_string_lossy().into_owned().into());
+        data.insert("timedOut".into(), run.timed_out.into());
+        self.reason = Some(match run.timed_out {
+            true => format!("the agent timed out; its output is in {}", log.display()),
+            false => format!(
+                "the agent exited {}; its output is in {}",
+                run.exit_code,
+                log.display()
+            ),
+        });
+        // What was piped before the failure is context, and stays first (rule 4): it is taken
+        // out now so that what the `error` hooks pipe can be told apart from it.
+        let before = self.buffer.drain(MAX_CONTEXT_CHARS)?;
+        if !before.text.is_empty() {
+            self.held_context.push(before.text);
+        }
+        self.fire(Event::Error, data)?;
+        let piped = self.buffer.drain(MAX_CONTEXT_CHARS)?;
+        if !piped.text.is_empty() {
+            self.recovery = Some(piped.text);
+        }
+        let status = match run.timed_out {
+            true => "error: timed out".to_owned(),
+            false => format!("error: exit {}", run.exit_code),
+        };
+        self.report_progress(&status);
+        Ok(())
+    }
+
+    /// Rule 3: the done file, else `--until`.
+    fn is_done(&self) -> Result<bool, Stop> {
+        if self.done_file.exists() {
+            return Ok(true);
+        }
+        let Some(until) = &self.options.until else {
+            return Ok(false);
+        };
+        let run = launch(
+            self.ctx,
+            Launch {
+                program: PathBuf::from("/bin/sh"),
+                args: vec!["-c".into(), until.into()],
+                stdin: None,
+                log: self.ctx.state_dir.join("loop").join("until.log"),
+                timeout: self.options.turn_timeout,
+                env: &self.env,
+            },
+            &self.options.cancel,
+        )?;
+        if run.cancelled {
+            return Err(Stop::Interrupted);
+        }
+        Ok(run.success())
+    }
+
+    /// Rule 8 (and 9): final delivery, `stage.complete`, `session.end`, the record.
+    fn finish(mut self, ending: Ending) -> Result<LoopReport, LoopError> {
+        let mut ending = ending;
+        if matches!(ending, Ending::Done | Ending::MaxIterations) {
+            ending = match self.final_delivery() {
+                Ok(()) => ending,
+                Err(Stop::Interrupted) => Ending::Interrupted,
+                Err(Stop::Error(err)) => {
+                    self.finish_record("error")?;
+                    return Err(err);
+                }
+            };
+        }
+        if ending != Ending::Interrupted
+            && self.options.stage.is_some()
+            && matches!(ending, Ending::Done | Ending::MaxIterations)
+        {
+            let mut data = Map::new();
+            data.insert("reason".into(), ending.as_str().into());
+            match self.fire(Event::StageComplete, data) {
+                Ok(_) => {}
+                Err(Stop::Interrupted) => ending = Ending::Interrupted,
+                Err(Stop::Error(err)) => {
+                    self.finish_record("error")?;
+                    return Err(err);
+                }
+            }
+        }
+        // `session.end` runs also after an interrupt, on a token of its own: the loop's is
+        // cancelled, and this event is how hooks learn that the loop was interrupted.
+        let data = json!({"reason": ending.as_str(), "iterations": self.iteration});
+        let mut firing = self.firing(Event::SessionEnd);
+        firing.cancel = None;
+        if let Json::Object(data) = data {
+            firing.data = data;
+        }
+        let discovery = discover_workspace(self.ctx);
+        let fired = fire(self.ctx, &discovery, &firing);
+        let discarded = self.buffer.discard();
+        self.finish_record(ending.as_str())?;
+        fired.map_err(|source| LoopError::Fire {
+            event: Event::SessionEnd.to_string(),
+            source,
+        })?;
+        let discarded = discarded?;
+        if discarded > 0 {
+            tracing::warn!(
+                "session.end: discarded {discarded} context entr{} no turn delivered",
+                if discarded == 1 { "y" } else { "ies" }
+            );
+        }
+        Ok(LoopReport {
+            session_id: self.record.id.clone(),
+            ending,
+            iterations: self.iteration,
+            reason: self.reason.take(),
+            discarded,
+        })
+    }
+
+    /// Rule 8: leftover context goes to the agent in one last iteration.
+    fn final_delivery(&mut self) -> Result<(), Stop> {
+        if self.buffer.is_empty()? && self.held_context.is_empty() {
+            return Ok(());
+        }
+        match self.turn(true)? {
+            Turn::End(Ending::Interrupted) => Err(Stop::Interrupted),
+            _ => Ok(()),
+        }
+    }
+
+    /// Fires `event` with `data` on a fresh discovery (hooks are read in place, EVENTS.md
+    /// §2.2: the agent may have changed them since the last event).
+    fn fire(&self, event: Event, data: Map<String, Json>) -> Result<Reply, Stop> {
+        let mut firing = self.firing(event.clone());
+        firing.data = data;
+        let discovery = discover_workspace(self.ctx);
+        match fire(self.ctx, &discovery, &firing) {
+            Ok(reply) => Ok(reply),
+            Err(FireError::Cancelled) => Err(Stop::Interrupted),
+            Err(source) if self.options.cancel.is_cancelled() => {
+                tracing::debug!("{event} after the interrupt: {source}");
+                Err(Stop::Interrupted)
+            }
+            Err(source) => Err(Stop::Error(LoopError::Fire {
+                event: event.to_string(),
+                source,
+            })),
+        }
+    }
+
+    /// A firing of `event` by the loop, with its iteration and stage.
+    fn firing(&self, event: Event) -> Firing {
+        let mut firing = Firing::new(event);
+        firing.trigger = "loop".to_owned();
+        firing.iteration = (self.iteration > 0).then_some(self.iteration);
+        firing.stage = self.options.stage.clone();
+        firing.cancel = Some(self.options.cancel.clone());
+        firing
+    }
+
+    /// An abort of a notice (`session.start`) ends the loop before its first iteration.
+    fn aborted(&mut self, reply: &Reply) -> Option<Ending> {
+        (reply.decision == Decision::Abort).then(|| {
+            self.reason = reply.reason.clone();
+            Ending::Aborted
+        })
+    }
+
+    fn report_progress(&mut self, decision: &str) {
+        let progress = Progress {
+            iteration: self.iteration,
+            elapsed: self.started.elapsed(),
+            decision: decision.to_owned(),
+        };
+        (self.progress)(&progress);
+    }
+
+    fn write_record(&self) -> Result<(), LoopError> {
+        let path = record_path(&self.ctx.state_dir);
+        self.record
+            .write(&path)
+            .map_err(|source| LoopError::State { path, source })
+    }
+
+    fn finish_record(&mut self, reason: &str) -> Result<(), LoopError> {
+        self.record.ended_at = Some(record::now());
+        self.record.iterations = self.iteration;
+        self.record.reason = Some(reason.to_owned());
+        self.write_record()
+    }
+}
+
+/// Removes the done file; one that is not there is fine.
+fn remove_done(path: &Path) -> Result<(), LoopError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(LoopError::State {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}

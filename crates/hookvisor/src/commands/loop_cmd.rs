@@ -1,0 +1,118 @@
+//! `loop`: drives a headless agent (EVENTS.md §3.2); the driver is hookvisor-core's
+//! `agent_loop`, this is its arguments, its signals and its progress line.
+
+use std::fs;
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+use hookvisor_core::CancelToken;
+use hookvisor_core::agent_loop::{Ending, LoopOptions, Progress, new_session_id, run_loop};
+use hookvisor_core::discover_workspace;
+use nix::sys::signal::{SigSet, Signal};
+
+use crate::cli::LoopArgs;
+use crate::commands::Globals;
+use crate::error::{CliError, CliResult, Exit};
+
+/// The exit status of an abort (§3), as `fire`'s.
+const ABORT_EXIT: i32 = 3;
+
+/// `hookvisor loop [OPTS] -- AGENT_CMD…`: exits 0 done, 1 limit, block or failures, 3 abort,
+/// 128+n on signal n.
+pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
+    let mut options = options(args)?;
+    let session = globals.session().unwrap_or_else(new_session_id);
+    let ctx = globals.context_of_session(&session)?;
+    let discovery = discover_workspace(&ctx);
+    for problem in &discovery.problems {
+        eprintln!("hookvisor: warning: {problem}");
+    }
+    // As `fire turn.end` does: every iteration ends with one.
+    super::precommit::ensure_installed(&ctx, &discovery);
+    let signal = Arc::new(AtomicI32::new(0));
+    options.cancel = cancel_on_signals(Arc::clone(&signal));
+    let terminal = std::io::stderr().is_terminal();
+    let report = run_loop(&ctx, &options, |progress| {
+        if terminal {
+            print_progress(progress, options.max_iterations);
+        }
+    })
+    .map_err(|e| CliError::failed(format!("loop: {e}")))?;
+    if let Some(reason) = &report.reason {
+        eprintln!("hookvisor: loop ended ({}): {reason}", report.ending.as_str());
+    }
+    if report.discarded > 0 {
+        eprintln!(
+            "hookvisor: session.end discarded {} context entr{} no iteration delivered",
+            report.discarded,
+            if report.discarded == 1 { "y" } else { "ies" }
+        );
+    }
+    Ok(match report.ending {
+        Ending::Done => Exit::Ok,
+        Ending::Aborted => Exit::Status(ABORT_EXIT),
+        Ending::Interrupted => match signal.load(Ordering::SeqCst) {
+            0 => Exit::Status(128 + Signal::SIGTERM as i32),
+            n => Exit::Status(128 + n),
+        },
+        _ => Exit::Failed,
+    })
+}
+
+/// The driver's options from the command line; a prompt file that cannot be read is a usage
+/// error naming it.
+fn options(args: &LoopArgs) -> Result<LoopOptions, CliError> {
+    let mut options = LoopOptions::new(args.agent.clone());
+    options.prompt = match (&args.prompt, &args.prompt_file) {
+        (Some(text), _) => text.clone(),
+        (None, Some(path)) => fs::read_to_string(path).map_err(|e| {
+            CliError::usage(format!(
+                "--prompt-file {}: {e}; name a readable UTF-8 file, or pass --prompt TEXT",
+                path.display()
+            ))
+        })?,
+        (None, None) => String::new(),
+    };
+    options.until = args.until.clone();
+    options.max_iterations = args.max_iterations;
+    options.turn_timeout = args.turn_timeout.map(Duration::from_secs);
+    options.stage = args.stage.clone();
+    if let Some(owner) = &args.owner {
+        options.owner = owner.clone();
+    }
+    Ok(options)
+}
+
+/// SIGINT, SIGTERM and SIGHUP cancel the loop (the driver then kills the agent's process
+/// group and fires `session.end`); the signal's number is kept for the exit status. The
+/// signals are blocked before any thread starts, so only the waiting thread receives them;
+/// the executor clears the mask in the agent and every hook.
+fn cancel_on_signals(received: Arc<AtomicI32>) -> CancelToken {
+    let token = CancelToken::new();
+    let mut signals = SigSet::empty();
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        signals.add(signal);
+    }
+    if signals.thread_block().is_ok() {
+        let waiter = token.clone();
+        std::thread::spawn(move || {
+            if let Ok(signal) = signals.wait() {
+                received.store(signal as i32, Ordering::SeqCst);
+                waiter.cancel();
+            }
+        });
+    }
+    token
+}
+
+/// `hookvisor loop: iteration 3/20, 12.4s, turn.end: allow` on stderr.
+fn print_progress(progress: &Progress, max: u64) {
+    eprintln!(
+        "hookvisor loop: iteration {}/{max}, {:.1}s, {}",
+        progress.iteration,
+        progress.elapsed.as_secs_f64(),
+        progress.decision
+    );
+}
