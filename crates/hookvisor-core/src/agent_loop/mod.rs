@@ -571,12 +571,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
             source,
         })?;
         let discarded = discarded?;
-        if discarded > 0 {
-            tracing::warn!(
-                "session.end: discarded {discarded} context entr{} no turn delivered",
-                if discarded == 1 { "y" } else { "ies" }
-            );
-        }
+        // Logged by the caller, which knows where its reader is (the report counts them).
+        tracing::debug!("session.end: discarded {discarded} context entries");
         Ok(LoopReport {
             session_id: self.record.id.clone(),
             ending,

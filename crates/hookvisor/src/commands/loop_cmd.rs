@@ -39,7 +39,9 @@ pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
             print_progress(progress, options.max_iterations);
         }
     })
-    .map_err(|e| CliError::failed(format!("loop: {e}")))?;
+    .map_err(|e| CliError::failed(format!("loop: {e}")));
+    reap_orphans();
+    let report = report?;
     if let Some(reason) = &report.reason {
         eprintln!("hookvisor: loop ended ({}): {reason}", report.ending.as_str());
     }
@@ -105,6 +107,18 @@ fn cancel_on_signals(received: Arc<AtomicI32>) -> CancelToken {
         });
     }
     token
+}
+
+/// Reaps the agents' descendants that were killed after their parent died: as a subreaper
+/// (`main`) they became this process's children, and would stay zombies of an init that may
+/// never reap them. Only finished ones: nothing of ours is running any more.
+fn reap_orphans() {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        if status == WaitStatus::StillAlive {
+            break;
+        }
+    }
 }
 
 /// `hookvisor loop: iteration 3/20, 12.4s, turn.end: allow` on stderr.
