@@ -259,9 +259,9 @@ impl Globals {
     ) -> Result<Context, ContextError> {
         let env_session =
             self.var("DISCOBOT_SESSION_ID").is_some() || self.var("SESSION_ID").is_some();
-        let session_id =
-            self.named_session()
-                .or(if env_session { None } else { agent_session });
+        let session_id = self
+            .named_session()
+            .or(if env_session { None } else { agent_session });
         self.resolve(ContextOverrides {
             workspace: self.args.workspace.clone().or(cwd),
             session_id,
@@ -308,7 +308,8 @@ impl Globals {
     pub fn names_a_session(&self) -> bool {
         self.args.session.is_some()
             || self.args.state_dir.is_some()
-            || ["HOOKVISOR_SESSION", "DISCOBOT_SESSION_ID", "SESSION_ID", "HOOKVISOR_STATE_DIR"]
+            || self.var("HOOKVISOR_SESSION").is_some()
+            || ["DISCOBOT_SESSION_ID", "SESSION_ID", "HOOKVISOR_STATE_DIR"]
                 .iter()
                 .any(|name| self.var(name).is_some())
     }
@@ -656,6 +657,35 @@ mod tests {
         let ctx = globals(args, env).context().unwrap();
         assert_eq!(ctx.session_id, "cli");
         assert_eq!(ctx.state_dir, PathBuf::from("/state"));
+    }
+
+    #[test]
+    fn hookvisor_session_names_the_session_before_the_sandboxs_variables() {
+        let ws = tempfile::tempdir().unwrap();
+        let env = &[
+            ("HOME", "/h"),
+            ("DISCOBOT_SESSION_ID", "pod"),
+            ("HOOKVISOR_SESSION", "session-1-abcdef"),
+        ];
+        let args = GlobalArgs {
+            workspace: Some(ws.path().into()),
+            ..GlobalArgs::default()
+        };
+        let g = globals(args.clone(), env);
+        assert_eq!(g.context().unwrap().session_id, "session-1-abcdef");
+        assert_eq!(g.session().as_deref(), Some("session-1-abcdef"));
+        assert!(g.names_a_session());
+        let agent = g.agent_context(None, Some("agent".into())).unwrap();
+        assert_eq!(agent.session_id, "session-1-abcdef");
+        // --session still wins; without either, the sandbox's names the session.
+        let cli = GlobalArgs {
+            session: Some("cli".into()),
+            ..args.clone()
+        };
+        assert_eq!(globals(cli, env).context().unwrap().session_id, "cli");
+        let sandbox = globals(args.clone(), &env[..2]);
+        assert_eq!(sandbox.session().as_deref(), Some("pod"));
+        assert_eq!(globals(args, &env[..1]).session(), None);
     }
 
     #[test]

@@ -61,7 +61,9 @@ impl Fixture {
 
     fn run(&self, opts: &[&str]) -> Output {
         common::tick();
-        self.command(opts, &[]).output().expect("run hookvisor loop")
+        self.command(opts, &[])
+            .output()
+            .expect("run hookvisor loop")
     }
 
     /// The prompt the agent got in iteration `i`.
@@ -115,7 +117,10 @@ fn each_prompt_is_context_then_block_reason_then_task_prompt_and_the_done_file_e
     let (context, rest) = second.split_once("\n\n").unwrap();
     assert_eq!(context, "context of 2");
     let reason = rest.strip_suffix("\n\nFix the bug.\n").expect(&second);
-    assert!(reason.starts_with("[Discobot Hook Failed] \"Lint\""), "{reason}");
+    assert!(
+        reason.starts_with("[Discobot Hook Failed] \"Lint\""),
+        "{reason}"
+    );
     assert!(reason.contains("fix the file"), "{reason}");
     assert_eq!(f.iterations(), 2);
     let session = f.session();
@@ -186,7 +191,10 @@ fn a_turn_start_block_ends_the_loop_with_1_before_the_agent_runs() {
         "budget",
         "event: turn.start\nrun: 'echo out of budget >&2; exit 2'",
     );
-    f.hook("end", "event: session.end\nrun: echo \"end ${reason}\" >> trace");
+    f.hook(
+        "end",
+        "event: session.end\nrun: echo \"end ${reason}\" >> trace",
+    );
     let out = f.run(&["--prompt", "x"]);
     assert_eq!(code(&out), 1);
     assert!(stderr(&out).contains("out of budget"), "{}", stderr(&out));
@@ -239,7 +247,10 @@ fn a_failed_iteration_fires_error_whose_piped_output_is_the_next_prompt() {
 #[test]
 fn three_failures_in_a_row_end_the_loop_with_1() {
     let f = Fixture::new();
-    f.hook("errors", "event: error\nrun: echo \"error ${iteration} ${status}\" >> trace");
+    f.hook(
+        "errors",
+        "event: error\nrun: echo \"error ${iteration} ${status}\" >> trace",
+    );
     f.hook("turn", "event: turn.end\nrun: echo turn >> trace");
     f.step("1", "exit 0");
     f.step("2", "exit 1");
@@ -249,7 +260,14 @@ fn three_failures_in_a_row_end_the_loop_with_1() {
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert_eq!(
         f.trace(),
-        ["turn", "error 2 1", "turn", "error 4 137", "error 5 137", "error 6 137"]
+        [
+            "turn",
+            "error 2 1",
+            "turn",
+            "error 4 137",
+            "error 5 137",
+            "error 6 137"
+        ]
     );
     assert_eq!(f.iterations(), 6);
     assert_eq!(f.session()["reason"], "failures");
@@ -259,7 +277,10 @@ fn three_failures_in_a_row_end_the_loop_with_1() {
 #[test]
 fn a_turn_timeout_is_a_failure() {
     let f = Fixture::new();
-    f.hook("errors", "event: error\nrun: echo \"${timedOut} ${status}\" >> trace");
+    f.hook(
+        "errors",
+        "event: error\nrun: echo \"${timedOut} ${status}\" >> trace",
+    );
     f.step("1", "sleep 30");
     f.step("2", "touch \"$HOOKVISOR_DONE\"");
     let out = f.run(&["--turn-timeout", "1"]);
@@ -292,7 +313,11 @@ fn a_session_stop_block_buys_one_more_iteration_and_leftover_context_a_final_one
     assert_eq!(f.iterations(), 3);
     assert_eq!(f.trace(), ["end done 3"]);
     // session.end's own piped output reached no turn: discarded, and said so.
-    assert!(stderr(&out).contains("discarded 1 context entry"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("discarded 1 context entry"),
+        "{}",
+        stderr(&out)
+    );
     let buffer = fs::read_to_string(f.ws.state_dir().join("context.json")).unwrap();
     assert!(!buffer.contains("end done"), "{buffer}");
 }
@@ -304,7 +329,10 @@ fn task_complete_fired_by_the_agent_runs_its_hook_in_the_loops_session() {
         "tasks",
         "event: task.complete\nrun: echo \"${task_id} ${session} ${trigger}\" >> trace",
     );
-    f.hook("stage", "event: stage.complete\nrun: echo \"stage ${stage}\" >> trace");
+    f.hook(
+        "stage",
+        "event: stage.complete\nrun: echo \"stage ${stage}\" >> trace",
+    );
     f.step(
         "1",
         "\"$HOOKVISOR_BIN\" fire task.complete --data '{\"task_id\":\"T-1\"}' || exit 9\n\
@@ -313,7 +341,14 @@ fn task_complete_fired_by_the_agent_runs_its_hook_in_the_loops_session() {
     let out = f.run(&["--stage", "build"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let id = f.session()["id"].as_str().unwrap().to_owned();
-    assert_eq!(f.trace(), [format!("T-1 {id} user"), "after".into(), "stage build".into()]);
+    assert_eq!(
+        f.trace(),
+        [
+            format!("T-1 {id} user"),
+            "after".into(),
+            "stage build".into()
+        ]
+    );
     let status = f.ws.status();
     assert!(status["hooks"]["tasks"].is_object(), "{status}");
 }
@@ -321,7 +356,10 @@ fn task_complete_fired_by_the_agent_runs_its_hook_in_the_loops_session() {
 #[test]
 fn sigint_kills_the_agents_group_then_session_end_runs_interrupted_and_exits_130() {
     let f = Fixture::new();
-    f.hook("end", "event: session.end\nrun: echo \"end ${reason}\" >> trace");
+    f.hook(
+        "end",
+        "event: session.end\nrun: echo \"end ${reason}\" >> trace",
+    );
     let ready = f.fake.join("ready");
     nix::unistd::mkfifo(&ready, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     f.step(
@@ -359,10 +397,19 @@ fn sigint_kills_the_agents_group_then_session_end_runs_interrupted_and_exits_130
     .unwrap();
     let status = child.wait().unwrap();
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert_eq!(status.code(), Some(130), "{err}");
     for pid in [agent, grandchild] {
-        assert!(gone(pid), "{pid} is still running: {:?}", fs::read_to_string(format!("/proc/{pid}/stat")));
+        assert!(
+            gone(pid),
+            "{pid} is still running: {:?}",
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+        );
     }
     assert_eq!(f.trace(), ["end interrupted"]);
     assert_eq!(f.session()["reason"], "interrupted");

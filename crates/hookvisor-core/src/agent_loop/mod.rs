@@ -66,8 +66,8 @@ use crate::fire::{FireError, Firing, fire};
 
 use self::agent::{ERROR_LINES, Launch, agent_log, last_lines, launch};
 pub use self::prompt::PROMPT_PLACEHOLDER;
-use self::record::{SessionRecord, record_path};
 pub use self::record::new_session_id;
+use self::record::{SessionRecord, record_path};
 
 /// Iterations a loop runs at most unless told otherwise (EVENTS.md §3.2).
 pub const DEFAULT_MAX_ITERATIONS: u64 = 20;
@@ -422,8 +422,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
             return Err(Stop::Interrupted);
         }
         if !run.success() {
-            self.agent_failed(&run)?;
-            return Ok(Turn::Failed);
+            return self.agent_failed(&run);
         }
         let reply = self.fire(Event::TurnEnd, Map::new())?;
         self.report_progress(&format!("turn.end: {}", reply.decision.as_str()));
@@ -465,8 +464,9 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         )
     }
 
-    /// Rule 4: `error` fires; what its hooks piped becomes the recovery prompt.
-    fn agent_failed(&mut self, run: &RunOutcome) -> Result<(), Stop> {
+    /// Rule 4: `error` fires; what its hooks piped becomes the recovery prompt. An abort from
+    /// its hooks ends the loop (rule 7).
+    fn agent_failed(&mut self, run: &RunOutcome) -> Result<Turn, Stop> {
         let log = agent_log(&self.ctx.state_dir, self.iteration);
         let mut data = Map::new();
         data.insert("status".into(), run.exit_code.into());
@@ -487,7 +487,12 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         if !before.text.is_empty() {
             self.held_context.push(before.text);
         }
-        self.fire(Event::Error, data)?;
+        let reply = self.fire(Event::Error, data)?;
+        if reply.decision == Decision::Abort {
+            self.reason = reply.reason;
+            self.report_progress("error: abort");
+            return Ok(Turn::End(Ending::Aborted));
+        }
         let piped = self.buffer.drain(MAX_CONTEXT_CHARS)?;
         if !piped.text.is_empty() {
             self.recovery = Some(piped.text);
@@ -497,7 +502,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
             false => format!("error: exit {}", run.exit_code),
         };
         self.report_progress(&status);
-        Ok(())
+        Ok(Turn::Failed)
     }
 
     /// Rule 3: the done file, else `--until`.

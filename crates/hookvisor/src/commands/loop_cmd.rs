@@ -43,7 +43,10 @@ pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
     reap_orphans();
     let report = report?;
     if let Some(reason) = &report.reason {
-        eprintln!("hookvisor: loop ended ({}): {reason}", report.ending.as_str());
+        eprintln!(
+            "hookvisor: loop ended ({}): {reason}",
+            report.ending.as_str()
+        );
     }
     if report.discarded > 0 {
         eprintln!(
