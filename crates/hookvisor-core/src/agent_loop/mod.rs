@@ -41,6 +41,16 @@
 //! 9. **Interrupt.** When [`LoopOptions::cancel`] is cancelled (the command's SIGINT/SIGTERM),
 //!    the running agent's process group or hook is killed, nothing else starts, and
 //!    `session.end` fires with `data.reason: interrupted` ([`Ending::Interrupted`]).
+//!
+//! [`run_loop`]: crate::agent_loop::run_loop
+//! [`Ending::Blocked`]: crate::agent_loop::Ending::Blocked
+//! [`Ending::Failures`]: crate::agent_loop::Ending::Failures
+//! [`Ending::MaxIterations`]: crate::agent_loop::Ending::MaxIterations
+//! [`Ending::Aborted`]: crate::agent_loop::Ending::Aborted
+//! [`Ending::Interrupted`]: crate::agent_loop::Ending::Interrupted
+//! [`LoopOptions::max_iterations`]: crate::agent_loop::LoopOptions::max_iterations
+//! [`LoopOptions::cancel`]: crate::agent_loop::LoopOptions::cancel
+//! [`LoopReport::discarded`]: crate::agent_loop::LoopReport::discarded
 
 #![forbid(unsafe_code)]
 
@@ -178,7 +188,8 @@ pub struct Progress {
     pub iteration: u64,
     /// Time since the loop started.
     pub elapsed: Duration,
-    /// What the iteration came to: `turn.end: allow`, `error: exit 3`, `done`, ….
+    /// What the iteration came to, its events' decisions in order: `turn.end: allow`,
+    /// `agent exited 3`, `turn.end: allow, session.stop: allow, done`, ….
     pub decision: String,
 }
 
@@ -281,6 +292,10 @@ struct Driver<'a, P> {
     held_context: Vec<String>,
     /// The reason that ended the loop, for the report.
     reason: Option<String>,
+    /// What the current iteration came to so far (`turn.end: allow, done`).
+    decision: String,
+    /// Why the agent failed last, the reason when failures end the loop.
+    last_failure: Option<String>,
 }
 
 impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
@@ -330,6 +345,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
             recovery: None,
             held_context: Vec::new(),
             reason: None,
+            decision: String::new(),
+            last_failure: None,
         };
         driver.write_record()?;
         Ok(driver)
@@ -347,45 +364,53 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 return Ok(Ending::MaxIterations);
             }
             let turn = self.turn(false)?;
-            let decision = match turn {
-                Turn::Failed => {
-                    failures += 1;
-                    if failures >= MAX_FAILURES_IN_A_ROW {
-                        self.report_progress("error: giving up");
-                        return Ok(Ending::Failures);
-                    }
-                    continue;
-                }
-                Turn::End(ending) => return Ok(ending),
-                Turn::Reprompt => {
-                    failures = 0;
-                    continue;
-                }
-                Turn::Passed => {
-                    failures = 0;
-                    self.is_done()?
-                }
-            };
-            if !decision {
-                continue;
+            let ending = self.after_turn(turn, &mut failures)?;
+            self.report_progress();
+            if let Some(ending) = ending {
+                return Ok(ending);
             }
-            let mut data = Map::new();
-            data.insert("iterations".into(), self.iteration.into());
-            let reply = self.fire(Event::SessionStop, data)?;
-            match reply.decision {
-                Decision::Allow => {
-                    self.report_progress("done");
-                    return Ok(Ending::Done);
+        }
+    }
+
+    /// Rules 3, 4 and 7 after an iteration: whether the loop ends, and how.
+    fn after_turn(&mut self, turn: Turn, failures: &mut u32) -> Result<Option<Ending>, Stop> {
+        match turn {
+            Turn::Failed => {
+                *failures += 1;
+                if *failures >= MAX_FAILURES_IN_A_ROW {
+                    self.note("giving up");
+                    self.reason = self.last_failure.take();
+                    return Ok(Some(Ending::Failures));
                 }
-                Decision::Block => {
-                    remove_done(&self.done_file)?;
-                    self.block_reason = reply.reason;
-                    self.report_progress("session.stop: block");
-                }
-                Decision::Abort => {
-                    self.reason = reply.reason;
-                    return Ok(Ending::Aborted);
-                }
+                return Ok(None);
+            }
+            Turn::End(ending) => return Ok(Some(ending)),
+            Turn::Reprompt => {
+                *failures = 0;
+                return Ok(None);
+            }
+            Turn::Passed => *failures = 0,
+        }
+        if !self.is_done()? {
+            return Ok(None);
+        }
+        let mut data = Map::new();
+        data.insert("iterations".into(), self.iteration.into());
+        let reply = self.fire(Event::SessionStop, data)?;
+        self.note(&format!("session.stop: {}", reply.decision.as_str()));
+        match reply.decision {
+            Decision::Allow => {
+                self.note("done");
+                Ok(Some(Ending::Done))
+            }
+            Decision::Block => {
+                remove_done(&self.done_file)?;
+                self.block_reason = reply.reason;
+                Ok(None)
+            }
+            Decision::Abort => {
+                self.reason = reply.reason;
+                Ok(Some(Ending::Aborted))
             }
         }
     }
@@ -398,7 +423,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
             Decision::Allow => {}
             Decision::Block | Decision::Abort => {
                 self.reason = reply.reason;
-                self.report_progress(&format!("turn.start: {}", reply.decision.as_str()));
+                self.note(&format!("turn.start: {}", reply.decision.as_str()));
                 // The agent never started for this one.
                 self.iteration -= 1;
                 return Ok(Turn::End(match reply.decision {
@@ -425,7 +450,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
             return self.agent_failed(&run);
         }
         let reply = self.fire(Event::TurnEnd, Map::new())?;
-        self.report_progress(&format!("turn.end: {}", reply.decision.as_str()));
+        self.note(&format!("turn.end: {}", reply.decision.as_str()));
         if last {
             return Ok(Turn::Passed);
         }
@@ -473,7 +498,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         data.insert("error".into(), last_lines(&run.tail, ERROR_LINES).into());
         data.insert("log".into(), log.to_string_lossy().into_owned().into());
         data.insert("timedOut".into(), run.timed_out.into());
-        self.reason = Some(match run.timed_out {
+        self.last_failure = Some(match run.timed_out {
             true => format!("the agent timed out; its output is in {}", log.display()),
             false => format!(
                 "the agent exited {}; its output is in {}",
@@ -490,7 +515,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         let reply = self.fire(Event::Error, data)?;
         if reply.decision == Decision::Abort {
             self.reason = reply.reason;
-            self.report_progress("error: abort");
+            self.note("error: abort");
             return Ok(Turn::End(Ending::Aborted));
         }
         let piped = self.buffer.drain(MAX_CONTEXT_CHARS)?;
@@ -498,10 +523,10 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
             self.recovery = Some(piped.text);
         }
         let status = match run.timed_out {
-            true => "error: timed out".to_owned(),
-            false => format!("error: exit {}", run.exit_code),
+            true => "agent timed out".to_owned(),
+            false => format!("agent exited {}", run.exit_code),
         };
-        self.report_progress(&status);
+        self.note(&status);
         Ok(Turn::Failed)
     }
 
@@ -592,10 +617,11 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         if self.buffer.is_empty()? && self.held_context.is_empty() {
             return Ok(());
         }
-        match self.turn(true)? {
-            Turn::End(Ending::Interrupted) => Err(Stop::Interrupted),
-            _ => Ok(()),
-        }
+        // Its decisions start nothing: the loop has ended already.
+        self.note("final delivery");
+        self.turn(true)?;
+        self.report_progress();
+        Ok(())
     }
 
     /// Fires `event` with `data` on a fresh discovery (hooks are read in place, EVENTS.md
@@ -636,11 +662,20 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         })
     }
 
-    fn report_progress(&mut self, decision: &str) {
+    /// Adds to what the current iteration came to, for its progress line.
+    fn note(&mut self, what: &str) {
+        if !self.decision.is_empty() {
+            self.decision.push_str(", ");
+        }
+        self.decision.push_str(what);
+    }
+
+    /// Hands the iteration's progress to the caller, once per iteration.
+    fn report_progress(&mut self) {
         let progress = Progress {
             iteration: self.iteration,
             elapsed: self.started.elapsed(),
-            decision: decision.to_owned(),
+            decision: std::mem::take(&mut self.decision),
         };
         (self.progress)(&progress);
     }

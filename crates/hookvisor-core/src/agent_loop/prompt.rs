@@ -3,7 +3,8 @@
 
 use std::ffi::{OsStr, OsString};
 
-/// The argument that [`deliver`] replaces with the prompt; without one the prompt is stdin.
+/// An argument of the agent command that is exactly this is replaced with the prompt; without
+/// one the prompt is the agent's stdin (rule 5 of the [loop's rules](super)).
 pub const PROMPT_PLACEHOLDER: &str = "{prompt}";
 
 /// The prompt of one iteration: the drained context (oldest first), then the last block reason,
