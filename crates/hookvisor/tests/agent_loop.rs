@@ -355,6 +355,17 @@ fn task_complete_fired_by_the_agent_runs_its_hook_in_the_loops_session() {
 
 #[test]
 fn sigint_kills_the_agents_group_then_session_end_runs_interrupted_and_exits_130() {
+    interrupted_by(nix::sys::signal::Signal::SIGINT, 130);
+}
+
+#[test]
+fn sigterm_does_the_same_and_exits_143() {
+    interrupted_by(nix::sys::signal::Signal::SIGTERM, 143);
+}
+
+/// The loop gets `signal` while its agent (with a grandchild `sleep`) runs: both are gone
+/// from `/proc` when it exits with `code`, and `session.end` ran with `interrupted`.
+fn interrupted_by(signal: nix::sys::signal::Signal, code: i32) {
     let f = Fixture::new();
     f.hook(
         "end",
@@ -390,11 +401,7 @@ fn sigint_kills_the_agents_group_then_session_end_runs_interrupted_and_exits_130
     };
     let (agent, grandchild) = (pid("agent"), pid("grandchild"));
     assert!(Path::new(&format!("/proc/{grandchild}")).exists());
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
     let status = child.wait().unwrap();
     let mut err = String::new();
     child
@@ -403,7 +410,7 @@ fn sigint_kills_the_agents_group_then_session_end_runs_interrupted_and_exits_130
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    assert_eq!(status.code(), Some(130), "{err}");
+    assert_eq!(status.code(), Some(code), "{err}");
     for pid in [agent, grandchild] {
         assert!(
             gone(pid),
@@ -416,17 +423,9 @@ fn sigint_kills_the_agents_group_then_session_end_runs_interrupted_and_exits_130
     assert_eq!(f.session()["iterations"], 1);
 }
 
-/// Whether `pid` is gone, or a zombie of a parent other than us (killed, and handed to an init
-/// that has not reaped it yet: hookvisor reaps its own before it exits).
+/// Whether `pid` is gone from `/proc`: dead and reaped (hookvisor reaps what it killed).
 fn gone(pid: i32) -> bool {
-    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    // `pid (comm) state ppid …`; comm may hold spaces, so read after its last ')'.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
-    fields.first() == Some(&"Z") && fields.get(1) != Some(&std::process::id().to_string().as_str())
+    !Path::new(&format!("/proc/{pid}")).exists()
 }
 
 #[test]
@@ -440,4 +439,82 @@ fn the_prompt_file_must_be_readable() {
         stderr(&out)
     );
     assert_eq!(f.iterations(), 0);
+}
+
+#[test]
+fn on_a_terminal_each_iteration_prints_one_progress_line() {
+    let f = Fixture::new();
+    f.step("2", "exit 4");
+    f.step("3", "touch \"$HOOKVISOR_DONE\"");
+    let pty = nix::pty::openpty(None, None).unwrap();
+    common::tick();
+    let mut child = f
+        .command(&["--prompt", "x"], &[])
+        .stderr(Stdio::from(pty.slave))
+        .spawn()
+        .unwrap();
+    let status = child.wait().unwrap();
+    // The terminal keeps what was written until it is read; the closed far end then reads
+    // as EIO, which ends the text.
+    let mut text = Vec::new();
+    let mut master = fs::File::from(pty.master);
+    let mut chunk = [0; 4096];
+    while let Ok(n) = master.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        text.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&text).replace("\r\n", "\n");
+    assert_eq!(status.code(), Some(0), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let expected = [
+        "turn.end: allow",
+        "agent exited 4",
+        "turn.end: allow, session.stop: allow, done",
+    ];
+    for (i, (line, what)) in lines.iter().zip(expected).enumerate() {
+        let head = format!("hookvisor loop: iteration {}/20, ", i + 1);
+        assert!(line.starts_with(&head), "{line}");
+        assert!(line.ends_with(&format!("s, {what}")), "{line}");
+    }
+}
+
+#[test]
+fn an_error_hook_that_aborts_ends_the_loop_with_3() {
+    let f = Fixture::new();
+    f.hook(
+        "give-up",
+        "event: error\non_failure: abort\nrun: 'echo no point >&2; exit 1'",
+    );
+    f.step("any", "exit 1");
+    let out = f.run(&["--prompt", "x"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert_eq!(f.iterations(), 1);
+    assert!(stderr(&out).contains("no point"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_phase1_loop_guard_never_stops_the_loops_re_prompts() {
+    let f = Fixture::new();
+    f.hook(
+        "never",
+        "name: Never\nevent: turn.end\nrun: 'echo still failing >&2; exit 1'",
+    );
+    // Past the guard's three re-prompts, every turn is still re-prompted with the reason.
+    let out = f.run(&["--prompt", "Task.", "--max-iterations", "6"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(f.iterations(), 6);
+    assert_eq!(f.prompt(1), "Task.\n");
+    for i in 2..=6 {
+        let prompt = f.prompt(i);
+        assert!(
+            prompt.starts_with("[Discobot Hook Failed] \"Never\"")
+                && prompt.ends_with("\n\nTask.\n"),
+            "{i}: {prompt}"
+        );
+        assert!(prompt.contains("still failing"), "{i}: {prompt}");
+    }
+    assert_eq!(f.session()["reason"], "max_iterations");
 }

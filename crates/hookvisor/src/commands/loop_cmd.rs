@@ -112,14 +112,24 @@ fn cancel_on_signals(received: Arc<AtomicI32>) -> CancelToken {
     token
 }
 
+/// How long [`reap_orphans`] waits for killed descendants to die.
+const REAP_PATIENCE: Duration = Duration::from_secs(1);
+
 /// Reaps the agents' descendants that were killed after their parent died: as a subreaper
 /// (`main`) they became this process's children, and would stay zombies of an init that may
-/// never reap them. Only finished ones: nothing of ours is running any more.
+/// never reap them. Everything of ours was killed by now (the agent's group, then whatever
+/// carried its run's marker), so the wait is for deaths already under way; one that escaped
+/// both is waited for no longer than [`REAP_PATIENCE`].
 fn reap_orphans() {
     use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    let start = std::time::Instant::now();
     while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
         if status == WaitStatus::StillAlive {
-            break;
+            if start.elapsed() >= REAP_PATIENCE {
+                break;
+            }
+            // No event tells a parent that a child it never started is dying: poll.
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 }
