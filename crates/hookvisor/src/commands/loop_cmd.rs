@@ -42,11 +42,18 @@ pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
     .map_err(|e| CliError::failed(format!("loop: {e}")));
     reap_orphans();
     let report = report?;
-    if let Some(reason) = &report.reason {
-        eprintln!(
+    match &report.reason {
+        Some(reason) => eprintln!(
             "hookvisor: loop ended ({}): {reason}",
             report.ending.as_str()
-        );
+        ),
+        None if report.ending != Ending::Done => eprintln!(
+            "hookvisor: loop ended ({}) after {} iteration(s); the agent's output is in {}",
+            report.ending.as_str(),
+            report.iterations,
+            ctx.state_dir.join("loop").display()
+        ),
+        None => {}
     }
     if report.discarded > 0 {
         eprintln!(
