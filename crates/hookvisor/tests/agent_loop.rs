@@ -518,3 +518,33 @@ fn the_phase1_loop_guard_never_stops_the_loops_re_prompts() {
     }
     assert_eq!(f.session()["reason"], "max_iterations");
 }
+
+#[test]
+fn an_agent_that_does_not_exist_is_a_usage_error() {
+    let f = Fixture::new();
+    let out =
+        f.ws.hookvisor(&["loop", "--", "no-such-agent-hookvisor", "{prompt}"]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("no-such-agent-hookvisor is not an executable file"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!f.ws.state_dir().join("session.json").exists());
+    // A bare name is looked up in PATH.
+    f.step("any", "touch \"$HOOKVISOR_DONE\"");
+    let out = f
+        .command(&[], &[])
+        .env("PATH", format!("{}:/usr/bin:/bin", f.ws.base().display()))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let bare =
+        f.ws.hookvisor_command()
+            .args(["loop", "--", "agent.sh"])
+            .env("PATH", format!("{}:/usr/bin:/bin", f.ws.base().display()))
+            .env("FAKE_DIR", &f.fake)
+            .output()
+            .unwrap();
+    assert_eq!(code(&bare), 0, "{}", stderr(&bare));
+}

@@ -3,6 +3,9 @@
 
 use std::fs;
 use std::io::IsTerminal;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
@@ -76,6 +79,16 @@ pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
 /// The driver's options from the command line; a prompt file that cannot be read is a usage
 /// error naming it.
 fn options(args: &LoopArgs) -> Result<LoopOptions, CliError> {
+    // Every iteration would fail the same way, three times, before saying so.
+    if let Some(program) = args.agent.first()
+        && !is_program(Path::new(program))
+    {
+        return Err(CliError::usage(format!(
+            "AGENT_CMD: {} is not an executable file nor found in PATH; give the agent's path \
+             or install it",
+            program.to_string_lossy()
+        )));
+    }
     let mut options = LoopOptions::new(args.agent.clone());
     options.prompt = match (&args.prompt, &args.prompt_file) {
         (Some(text), _) => text.clone(),
@@ -95,6 +108,19 @@ fn options(args: &LoopArgs) -> Result<LoopOptions, CliError> {
         options.owner = owner.clone();
     }
     Ok(options)
+}
+
+/// Whether `program` is an executable file: a path as given, a bare name in `$PATH` (as the
+/// executor will look it up).
+fn is_program(program: &Path) -> bool {
+    let executable = |path: &Path| {
+        fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.components().count() != 1 || program.as_os_str().as_bytes().contains(&b'/') {
+        return executable(program);
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(program))))
 }
 
 /// SIGINT, SIGTERM and SIGHUP cancel the loop (the driver then kills the agent's process
