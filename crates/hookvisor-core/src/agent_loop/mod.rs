@@ -630,6 +630,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         let mut firing = self.firing(event.clone());
         firing.data = data;
         let discovery = discover_workspace(self.ctx);
+        // Never a limit here (the trigger is `loop`), but the number re-prompts print.
+        firing.max_attempts = discovery.config.max_retries_or(None);
         match fire(self.ctx, &discovery, &firing) {
             Ok(reply) => Ok(reply),
             Err(FireError::Cancelled) => Err(Stop::Interrupted),
