@@ -385,13 +385,8 @@ fn interrupted_by(signal: nix::sys::signal::Signal, code: i32) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Opening the FIFO waits for the agent to write its line: both pids are recorded then.
-    let mut line = String::new();
-    fs::File::open(&ready)
-        .unwrap()
-        .read_to_string(&mut line)
-        .unwrap();
-    assert_eq!(line, "ready\n");
+    // The agent's line on the FIFO says both pids are recorded.
+    assert_eq!(read_fifo(&ready, &mut child), "ready\n");
     let pid = |name: &str| -> i32 {
         fs::read_to_string(f.fake.join(name))
             .unwrap()
@@ -421,6 +416,36 @@ fn interrupted_by(signal: nix::sys::signal::Signal, code: i32) {
     assert_eq!(f.trace(), ["end interrupted"]);
     assert_eq!(f.session()["reason"], "interrupted");
     assert_eq!(f.session()["iterations"], 1);
+}
+
+/// The first write to the FIFO at `path`, awaited (a loop that exits first fails the test
+/// rather than leaving it waiting for a writer that never comes).
+fn read_fifo(path: &Path, child: &mut std::process::Child) -> String {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking, so that opening does not wait for the writer; poll does, for its data.
+    let mut fifo = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+        .unwrap();
+    loop {
+        let mut fds = [PollFd::new(fifo.as_fd(), PollFlags::POLLIN)];
+        let ready = poll(&mut fds, PollTimeout::from(100u16)).unwrap();
+        if ready > 0 {
+            break;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the loop exited ({status}) before its agent wrote to the FIFO");
+        }
+    }
+    let mut text = String::new();
+    // The writer writes one short line and keeps running: read what is there.
+    let mut chunk = [0; 64];
+    let n = fifo.read(&mut chunk).unwrap();
+    text.push_str(&String::from_utf8_lossy(&chunk[..n]));
+    text
 }
 
 /// Whether `pid` is gone from `/proc`: dead and reaped (hookvisor reaps what it killed).
