@@ -408,11 +408,15 @@ pub enum Command {
     Run(ShellTemplate),
 }
 
-/// What a hook does when it runs (rule 6); only `command` exists so far.
+/// What a hook does when it runs (rule 6).
 #[derive(Debug, Clone)]
 pub enum HookAction {
     /// A command: a script, an argv or a `run:` text.
     Command(Command),
+    /// `action: git-commit` (EVENTS.md §1.2, §5 rule 24).
+    GitCommit(crate::git_action::GitCommit),
+    /// `action: git-push` (EVENTS.md §1.2).
+    GitPush(crate::git_action::GitPush),
 }
 
 impl HookAction {
@@ -420,6 +424,18 @@ impl HookAction {
     pub fn as_str(&self) -> &'static str {
         match self {
             HookAction::Command(_) => "command",
+            HookAction::GitCommit(_) => "git-commit",
+            HookAction::GitPush(_) => "git-push",
+        }
+    }
+
+    /// The action's own fields as `list` shows them, in front matter spelling; none for a
+    /// command, whose `run`/`argv` is its file.
+    pub fn fields(&self) -> Vec<(&'static str, serde_json::Value)> {
+        match self {
+            HookAction::Command(_) => Vec::new(),
+            HookAction::GitCommit(action) => action.fields(),
+            HookAction::GitPush(action) => action.fields(),
         }
     }
 }

@@ -485,6 +485,13 @@ fn run_once(
     payload: &Payload,
     cancel: &CancelToken,
 ) -> Result<Ran, FireError> {
+    // The git actions run git themselves (crate::git_action), with no payload files.
+    if let Some(ran) = crate::git_action::run(ctx, hook, payload, cancel)? {
+        return Ok(match ran {
+            crate::git_action::GitRun::Finished(outcome) => Ran::Finished(outcome),
+            crate::git_action::GitRun::Refused(message) => Ran::Refused(message),
+        });
+    }
     let parent = ctx.state().root().join("fire");
     fs::create_dir_all(&parent).map_err(|source| FireError::RunDir {
         path: parent.clone(),
@@ -514,7 +521,12 @@ fn run_once(
         },
         ..RunOptions::default()
     };
-    let HookAction::Command(command) = &hook.spec.action;
+    let HookAction::Command(command) = &hook.spec.action else {
+        return Ok(Ran::Refused(format!(
+            "action '{}' has no runner here",
+            hook.spec.action.as_str()
+        )));
+    };
     let (program, args): (PathBuf, Vec<OsString>) = match command {
         Command::Script => {
             let files = firing.files.as_deref().unwrap_or_default();

@@ -515,6 +515,14 @@ pub enum ProblemKind {
         /// The action.
         action: String,
     },
+    /// A field of `action: git-commit` or `git-push` is refused (EVENTS.md §1.2, §4.1 rule 4).
+    #[error("{error}")]
+    InvalidGitAction {
+        /// 1-based line of the field.
+        line: usize,
+        /// What is wrong and the fix.
+        error: crate::git_action::GitFieldError,
+    },
     /// `action` names a model-driven action, which hookvisor does not run (EVENTS.md §1.2).
     #[error(
         "action '{action}' is unsupported: hookvisor runs no prompt or agent hooks; write the \
@@ -606,6 +614,7 @@ impl ProblemKind {
             | ProblemKind::InvalidArgv { line, .. }
             | ProblemKind::RunAndArgv { line }
             | ProblemKind::ActionNotSupportedYet { line, .. }
+            | ProblemKind::InvalidGitAction { line, .. }
             | ProblemKind::ActionUnsupported { line, .. }
             | ProblemKind::UnknownAction { line, .. }
             | ProblemKind::ScriptWithCommand { line, .. }

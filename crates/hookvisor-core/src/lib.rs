@@ -19,6 +19,7 @@
 //! - `account`: the users and groups `--user` and `run_as` name.
 //! - `user_fs`: file system work done with the run user's credentials.
 //! - `git`: running git with one environment and one reading of its failures.
+//! - `git_action`: the built-in `git-commit` and `git-push` actions ([`GitCommit`], [`GitPush`]).
 //! - `changes`: a workspace's dirty set and when each file changed ([`scan`]).
 //! - `change_watch`: the dirty set kept warm by inotify for a server ([`ChangeWatcher`]).
 //! - `evaluate`: the end-of-turn evaluation ([`Evaluator`]): the file hooks and the
@@ -107,6 +108,7 @@ mod exec;
 pub mod fire;
 mod frontmatter;
 mod git;
+mod git_action;
 mod hook;
 mod leftovers;
 mod message;
@@ -144,6 +146,7 @@ pub use evaluate::{Action, EvalError, EvalOptions, EvalReport, Evaluator, HookRe
 pub use exec::{CancelToken, Capture, Captured, ExecError, RunOptions, RunOutcome, run_hook};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
+pub use git_action::{AddMode, GitCommit, GitFieldError, GitPush, KEPT_VARIABLES, RefError};
 pub use hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
 pub use leftovers::become_subreaper;
 pub use message::{Failure, sanitize};

@@ -9,6 +9,7 @@ use crate::event::{
     Command, DEFAULT_EVENT_RETRIES, Event, EventSpec, HookAction, PipeOutput, ToolMatcher,
 };
 use crate::frontmatter::{FrontMatter, Note, Other, WORD_FIELDS};
+use crate::git_action::{GitCommit, GitPush};
 use crate::hook::{Hook, HookKind, Origin, ProblemKind, RunAs};
 use crate::pattern::Pattern;
 use crate::template::{ShellTemplate, references};
@@ -81,7 +82,7 @@ pub(super) struct Loaded {
 
 /// The fields of the event model (EVENTS.md §1.3, §1.2) that the phase-1 runners do not honour:
 /// a hook that sets one is an event hook only.
-pub(super) const EVENT_FIELDS: [&str; 12] = [
+pub(super) const EVENT_FIELDS: [&str; 17] = [
     "tool",
     "when",
     "phase",
@@ -94,6 +95,12 @@ pub(super) const EVENT_FIELDS: [&str; 12] = [
     "action",
     "run",
     "argv",
+    // The git actions' (crate::git_action).
+    "message",
+    "add",
+    "no_verify",
+    "remote",
+    "branch",
 ];
 
 /// The front matter being turned into a hook, with the lookups every field needs.
@@ -341,7 +348,19 @@ fn event_spec(
         let line = front.line("action");
         match value {
             "command" => {}
-            "webhook" | "spawn" | "git-commit" | "git-push" => {
+            "git-commit" | "git-push" => {
+                let field = |key: &str| front.0.fields.get(key).map(String::as_str);
+                let action = match value {
+                    "git-commit" => GitCommit::from_fields(field, declarative).map(HookAction::GitCommit),
+                    _ => GitPush::from_fields(field, declarative).map(HookAction::GitPush),
+                };
+                spec.action = action.map_err(|error| ProblemKind::InvalidGitAction {
+                    line: error.key().map_or_else(|| front.line("action"), |key| front.line(key)),
+                    error,
+                })?;
+                return Ok(spec);
+            }
+            "webhook" | "spawn" => {
                 return Err(ProblemKind::ActionNotSupportedYet {
                     line,
                     action: value.to_owned(),

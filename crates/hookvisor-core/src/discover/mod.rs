@@ -308,6 +308,8 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                         .iter()
                         .flat_map(|i| crate::template::references(i))
                         .collect(),
+                    HookAction::GitCommit(action) => action.references(),
+                    HookAction::GitPush(action) => action.references(),
                     _ => Vec::new(),
                 };
                 let mut unknown: Vec<String> = referenced

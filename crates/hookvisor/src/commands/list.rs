@@ -105,6 +105,12 @@ fn event_line(hook: &Hook) -> String {
         spec.phase,
         spec.action.as_str()
     );
+    for (key, value) in spec.action.fields() {
+        match value {
+            Value::String(text) => line.push_str(&format!("  {key}: {text}")),
+            other => line.push_str(&format!("  {key}: {other}")),
+        }
+    }
     if let Some(tool) = &spec.tool {
         line.push_str(&format!("  tool: {tool}"));
     }
@@ -214,6 +220,17 @@ fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
         json["event"] = json!(spec.event.to_string());
         json["phase"] = json!(spec.phase.as_str());
         json["action"] = json!(spec.action.as_str());
+        // An action's own fields, camelCased like the others (`no_verify` → `noVerify`).
+        for (key, value) in spec.action.fields() {
+            let mut words = key.split('_');
+            let mut name = words.next().unwrap_or_default().to_owned();
+            for word in words {
+                let mut chars = word.chars();
+                name.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+                name.push_str(chars.as_str());
+            }
+            json[name] = value;
+        }
         json["source"] = json!(hook.source());
         json["tool"] = json!(spec.tool.as_ref().map(ToString::to_string));
         json["when"] = json!(spec.when.as_ref().map(ToString::to_string));

@@ -1,0 +1,232 @@
+//! The steps of each git action, in order (rules 2 to 5 of the module).
+
+use std::ffi::OsString;
+
+use super::refs::{RefKind, check};
+use super::runner::Runner;
+use super::{AddMode, GitCommit, GitPush};
+use crate::context::Context;
+use crate::event::HookAction;
+use crate::exec::{CancelToken, ExecError, RunOutcome};
+use crate::hook::Hook;
+use crate::payload::Payload;
+use crate::template::{self, Value};
+
+/// How a git action's run ended, as the dispatcher records it.
+pub(crate) enum GitRun {
+    /// Git ran (whatever it said).
+    Finished(RunOutcome),
+    /// Refused before git ran, by a value of the event: the same firing fails the same way,
+    /// so it is never re-run.
+    Refused(String),
+}
+
+/// Runs the hook's git action with the event's `payload`; `None` when its action is no git
+/// action.
+pub(crate) fn run(
+    ctx: &Context,
+    hook: &Hook,
+    payload: &Payload,
+    cancel: &CancelToken,
+) -> Result<Option<GitRun>, ExecError> {
+    let session = match payload.template_value("session") {
+        Some(Value::Scalar(session)) => session.to_string_lossy().into_owned(),
+        _ => ctx.session_id.clone(),
+    };
+    let ran = match &hook.spec.action {
+        HookAction::GitCommit(action) => commit(ctx, hook, &session, action, payload, cancel)?,
+        HookAction::GitPush(action) => push(ctx, hook, &session, action, payload, cancel)?,
+        _ => return Ok(None),
+    };
+    Ok(Some(ran))
+}
+
+/// `git-commit`: add, see whether anything is staged, commit with the message on stdin.
+fn commit(
+    ctx: &Context,
+    hook: &Hook,
+    session: &str,
+    action: &GitCommit,
+    payload: &Payload,
+    cancel: &CancelToken,
+) -> Result<GitRun, ExecError> {
+    let message = match expand(&action.message, payload) {
+        Ok(message) => message.into_encoded_bytes(),
+        Err(name) => return Ok(GitRun::Refused(unknown("git-commit", "message", &name))),
+    };
+    if message.contains(&0) {
+        return Ok(GitRun::Refused(
+            "git-commit: the expanded message holds a NUL byte, which a commit message cannot; \
+             leave that value out of message:"
+                .to_owned(),
+        ));
+    }
+    let mut git = Runner::new(ctx, hook, session, cancel)?;
+    let top = git.git(&["rev-parse", "--show-toplevel"], None)?;
+    if !top.ok() {
+        return Ok(GitRun::Finished(git.failed(
+            &top,
+            "the workspace is no git work tree; run git init there or fire in a repository",
+        )?));
+    }
+    let add: &[&str] = match action.add {
+        AddMode::All => &["add", "-A"],
+        AddMode::Tracked => &["add", "-u"],
+        AddMode::Staged => &[],
+    };
+    if !add.is_empty() {
+        let added = git.git(add, None)?;
+        if !added.ok() {
+            return Ok(GitRun::Finished(git.failed(
+                &added,
+                "nothing was committed; fix what git says, or use add: staged",
+            )?));
+        }
+    }
+    let staged = git.git(&["diff", "--cached", "--quiet", "--no-ext-diff"], None)?;
+    match staged.code() {
+        0 if staged.ok() => {
+            git.say("nothing to commit; no commit made");
+            return Ok(GitRun::Finished(git.done()?));
+        }
+        1 if !staged.stopped() => {}
+        _ => {
+            return Ok(GitRun::Finished(git.failed(
+                &staged,
+                "cannot tell whether anything is staged; nothing was committed",
+            )?));
+        }
+    }
+    let mut args = vec!["commit", "--cleanup=verbatim"];
+    if action.no_verify {
+        args.push("--no-verify");
+    }
+    args.extend(["-F", "-"]);
+    let committed = git.git(&args, Some(&message))?;
+    if !committed.ok() {
+        return Ok(GitRun::Finished(git.failed(
+            &committed,
+            "nothing was committed (a commit.before gate or pre-commit hook refused it when its \
+             output above says so)",
+        )?));
+    }
+    let head = git.git(&["rev-parse", "HEAD"], None)?;
+    match head.ok() {
+        true => git.say(&format!("committed {}", head.stdout())),
+        false => git.say("committed"),
+    }
+    Ok(GitRun::Finished(git.done()?))
+}
+
+/// `git-push`: the branch (the current one by default) to the remote, never forced, with an
+/// upstream when it has none.
+fn push(
+    ctx: &Context,
+    hook: &Hook,
+    session: &str,
+    action: &GitPush,
+    payload: &Payload,
+    cancel: &CancelToken,
+) -> Result<GitRun, ExecError> {
+    let remote = match checked(RefKind::Remote, &action.remote, payload) {
+        Ok(remote) => remote,
+        Err(refused) => return Ok(GitRun::Refused(refused)),
+    };
+    let named = match &action.branch {
+        Some(branch) => match checked(RefKind::Branch, branch, payload) {
+            Ok(branch) => Some(branch),
+            Err(refused) => return Ok(GitRun::Refused(refused)),
+        },
+        None => None,
+    };
+    let mut git = Runner::new(ctx, hook, session, cancel)?;
+    let branch = match named {
+        Some(branch) => branch,
+        None => {
+            let current = git.git(&["symbolic-ref", "--quiet", "--short", "HEAD"], None)?;
+            if !current.ok() {
+                return Ok(GitRun::Finished(git.failed(
+                    &current,
+                    "HEAD is on no branch (detached, or no repository); name one with branch:",
+                )?));
+            }
+            let branch = current.stdout();
+            if let Err(err) = check(RefKind::Branch, &branch) {
+                return Ok(GitRun::Finished(git.refused(&format!("git-push: {err}"))?));
+            }
+            branch
+        }
+    };
+    let local = format!("refs/heads/{branch}");
+    let exists = git.git(&["rev-parse", "--verify", "--quiet", &local], None)?;
+    if !exists.ok() {
+        return Ok(GitRun::Finished(git.failed(
+            &exists,
+            &format!("there is no local branch {branch:?}; create it or fix branch:"),
+        )?));
+    }
+    let upstream = git.git(&["for-each-ref", "--format=%(upstream)", &local], None)?;
+    if !upstream.ok() {
+        return Ok(GitRun::Finished(
+            git.failed(&upstream, "cannot read the branch's upstream")?,
+        ));
+    }
+    let set_upstream = upstream.stdout().is_empty();
+    // An explicit refspec without `+`, and no option that forces (rule 5).
+    let mut args: Vec<OsString> = vec!["push".into()];
+    if set_upstream {
+        args.push("-u".into());
+    }
+    args.extend(["--".into(), remote.clone().into(), format!("{local}:{local}").into()]);
+    let pushed = git.git(&args, None)?;
+    if !pushed.ok() {
+        return Ok(GitRun::Finished(git.failed(
+            &pushed,
+            "nothing was pushed; hookvisor never forces, so a branch that is no fast-forward \
+             of the remote's must be merged or rebased first",
+        )?));
+    }
+    let note = if set_upstream { ", upstream set" } else { "" };
+    git.say(&format!("pushed {branch} to {remote}{note}"));
+    Ok(GitRun::Finished(git.done()?))
+}
+
+/// A template expanded as text: each `${name}` replaced by its value, a list joined with single
+/// spaces. `Err` names an unknown name.
+fn expand(text: &str, payload: &Payload) -> Result<OsString, String> {
+    let lookup = |name: &str| {
+        payload.template_value(name).map(|value| match value {
+            Value::List(items) => Value::Scalar(items.join(std::ffi::OsStr::new(" "))),
+            scalar => scalar,
+        })
+    };
+    // One element in, one out: a list inside is joined by the lookup, never split.
+    match template::expand_argv(&[text.to_owned()], lookup) {
+        Ok(mut out) => Ok(out.pop().unwrap_or_default()),
+        Err(template::TemplateError::Unknown { name, .. }) => Err(name),
+        Err(other) => Err(other.to_string()),
+    }
+}
+
+/// A remote or branch template expanded and checked by rule 6; `Err` is the refusal.
+fn checked(kind: RefKind, text: &str, payload: &Payload) -> Result<String, String> {
+    let action = "git-push";
+    let field = match kind {
+        RefKind::Remote => "remote",
+        RefKind::Branch => "branch",
+    };
+    let value = expand(text, payload).map_err(|name| unknown(action, field, &name))?;
+    let value = value
+        .into_string()
+        .map_err(|_| format!("{action}: {field}: the expanded value is not UTF-8; no ref is"))?;
+    check(kind, &value).map_err(|err| format!("{action}: {err}"))?;
+    Ok(value)
+}
+
+/// The refusal for an unknown template name (EVENTS.md §5 rule 20: never an empty value).
+fn unknown(action: &str, field: &str, name: &str) -> String {
+    format!(
+        "{action}: {field}: ${{{name}}} is no template variable of this event; fix the name or \
+         pass it with --data (hookvisor check warns about unknown names)"
+    )
+}
