@@ -108,6 +108,8 @@ fn event_line(hook: &Hook) -> String {
     for (key, value) in spec.action.fields() {
         match value {
             Value::String(text) => line.push_str(&format!("  {key}: {text}")),
+            // An unset field with a default that is known only when it runs (git-push's branch).
+            Value::Null => line.push_str(&format!("  {key}: -")),
             other => line.push_str(&format!("  {key}: {other}")),
         }
     }
