@@ -4,6 +4,7 @@
 mod common;
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use common::{Workspace, check, code, json_of, stderr, stdout};
@@ -327,4 +328,30 @@ fn a_dash_leading_ref_is_refused_at_load_and_when_templated_at_run_time() {
     assert_eq!(entry["runCount"], 1, "a refusal is never re-run: {entry}");
     assert!(log(&ws, "push").contains("branch: \"--force\" starts with '-'"));
     assert_eq!(remote_ref(&ws, &bare, "refs/heads/main"), None);
+}
+
+#[test]
+fn a_git_step_past_the_hooks_timeout_is_stopped_with_its_group() {
+    let ws = repo("commit", "action: git-commit\nmessage: m\ntimeout: 1\n");
+    // A git hook that hangs: it says who it is, then waits for ever.
+    let hook = ws.path().join(".git/hooks/pre-commit");
+    let pid_file = ws.base().join("hung.pid");
+    fs::write(
+        &hook,
+        format!("#!/bin/sh\necho $$ > '{}'\nexec sleep 600\n", pid_file.display()),
+    )
+    .unwrap();
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    let before = head(&ws);
+    let started = std::time::Instant::now();
+    let (_, reply) = fire(&ws, "{}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "{reply}");
+    assert_eq!(reply["results"][0]["timedOut"], true, "{reply}");
+    assert_eq!(reply["results"][0]["exitCode"], 124, "{reply}");
+    assert_eq!(head(&ws), before);
+    let pid = fs::read_to_string(&pid_file).unwrap();
+    let stat = fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+    // Gone, or dead and waiting for its reaper.
+    assert!(stat.is_empty() || stat.contains(") Z "), "the hung hook still runs: {stat}");
+    assert!(log(&ws, "commit").contains("timed out after 1s"), "{}", log(&ws, "commit"));
 }

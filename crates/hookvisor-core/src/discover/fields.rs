@@ -948,7 +948,8 @@ mod tests {
             ),
             (
                 "event: tool.before\naction: git-push",
-                "h.sh:4: action 'git-push' is not supported yet;",
+                "h.sh:4: action 'git-push' is for a declarative hook: put it in a \
+                 non-executable .yml file",
             ),
             (
                 "event: tool.before\naction: prompt",
