@@ -73,7 +73,10 @@ fn a_message_full_of_shell_metacharacters_is_committed_verbatim() {
     );
     ws.write("src/new.rs", "fn main() {}\n");
     let before = head(&ws);
-    let (exit, reply) = fire(&ws, r#"{"task_id": "T-1 $(touch SENTINEL) `touch SENTINEL`"}"#);
+    let (exit, reply) = fire(
+        &ws,
+        r#"{"task_id": "T-1 $(touch SENTINEL) `touch SENTINEL`"}"#,
+    );
     assert_eq!(exit, 0, "{reply}");
     assert_eq!(reply["results"][0]["success"], true, "{reply}");
     assert_ne!(head(&ws), before, "a commit was made");
@@ -81,12 +84,19 @@ fn a_message_full_of_shell_metacharacters_is_committed_verbatim() {
                 T-1 $(touch SENTINEL) `touch SENTINEL`\n# not a comment\n\n";
     assert_eq!(String::from_utf8(stored_message(&ws)).unwrap(), want);
     // `%B` shows it the same, byte for byte (plus log's own newline).
-    assert_eq!(ws.git_ok(&["log", "-1", "--format=%B"]), format!("{want}\n"));
+    assert_eq!(
+        ws.git_ok(&["log", "-1", "--format=%B"]),
+        format!("{want}\n")
+    );
     assert!(find(ws.base(), "SENTINEL").is_empty(), "nothing was run");
     // add: all (the default) took the untracked file.
     let files = ws.git_ok(&["show", "--name-only", "--format=", "HEAD"]);
     assert!(files.contains("src/new.rs"), "{files}");
-    assert!(log(&ws, "commit").contains("committed "), "{}", log(&ws, "commit"));
+    assert!(
+        log(&ws, "commit").contains("committed "),
+        "{}",
+        log(&ws, "commit")
+    );
     let entry = &ws.status()["hooks"]["commit"];
     assert_eq!(entry["action"], "git-commit", "{entry}");
     assert_eq!(entry["lastResult"], "success", "{entry}");
@@ -114,7 +124,10 @@ fn add_modes_choose_what_the_commit_takes() {
         ("staged", &["staged.txt"][..]),
     ];
     for (mode, want) in table {
-        let ws = repo("commit", &format!("action: git-commit\nmessage: m\nadd: {mode}\n"));
+        let ws = repo(
+            "commit",
+            &format!("action: git-commit\nmessage: m\nadd: {mode}\n"),
+        );
         // The hook file is committed first, so each case's commit holds only its files.
         ws.git_ok(&["add", ".discobot"]);
         check(ws.commit("hook"), "commit the hook");
@@ -143,7 +156,10 @@ fn repo_with_gate(front: &str) -> Workspace {
         ".discobot/hooks/gate.yml",
         "---\nevent: commit.before\nrun: |\n  echo run >> \"${workspace}/../gate-runs\"\n  echo 'the gate says no' >&2\n  exit 1\n---\n",
     );
-    check(ws.hookvisor(&["pre-commit", "install"]), "pre-commit install");
+    check(
+        ws.hookvisor(&["pre-commit", "install"]),
+        "pre-commit install",
+    );
     ws
 }
 
@@ -163,12 +179,18 @@ fn commit_before_gates_run_once_through_the_git_hook_and_no_verify_skips_them() 
     assert_eq!(code(&out), 1, "blocked: {}", stderr(&out));
     let reason = stderr(&out);
     assert!(reason.contains("the gate says no"), "{reason}");
-    assert!(reason.contains("git commit --cleanup=verbatim -F - exited 1"), "{reason}");
+    assert!(
+        reason.contains("git commit --cleanup=verbatim -F - exited 1"),
+        "{reason}"
+    );
     assert_eq!(head(&ws), before, "the gate refused the commit");
     assert_eq!(gate_runs(&ws), 1, "the gate ran once, inside git commit");
     let status = ws.status();
     assert_eq!(status["hooks"]["gate"]["lastResult"], "failure", "{status}");
-    assert_eq!(status["hooks"]["commit"]["lastResult"], "failure", "{status}");
+    assert_eq!(
+        status["hooks"]["commit"]["lastResult"], "failure",
+        "{status}"
+    );
 
     // Without block_on the failure is recorded and the event allowed (exit2 is the default).
     let ws = repo_with_gate("action: git-commit\nmessage: m\n");
@@ -193,7 +215,10 @@ fn git_variables_of_a_hook_context_neither_redirect_git_nor_turn_the_gates_off()
     let ws = repo_with_gate("action: git-commit\nmessage: m\n");
     let other = ws.base().join("other");
     check(
-        ws.git_command(ws.base()).args(["init", "-q", "other"]).output().unwrap(),
+        ws.git_command(ws.base())
+            .args(["init", "-q", "other"])
+            .output()
+            .unwrap(),
         "init other",
     );
     let out = ws
@@ -208,14 +233,21 @@ fn git_variables_of_a_hook_context_neither_redirect_git_nor_turn_the_gates_off()
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert_eq!(gate_runs(&ws), 1, "the gate still ran in the workspace's git hook");
+    assert_eq!(
+        gate_runs(&ws),
+        1,
+        "the gate still ran in the workspace's git hook"
+    );
     assert!(log(&ws, "commit").contains(&format!("{}\n", ws.path().display())));
     let refs = ws
         .git_command(&other)
         .args(["rev-parse", "--verify", "--quiet", "HEAD"])
         .output()
         .unwrap();
-    assert!(!refs.status.success(), "nothing was committed in the other repository");
+    assert!(
+        !refs.status.success(),
+        "nothing was committed in the other repository"
+    );
 }
 
 /// A repository with a bare remote `origin` (at `../remote.git`) and a push hook.
@@ -249,7 +281,12 @@ fn a_push_to_a_local_bare_remote_sets_the_missing_upstream() {
     let (ws, bare) = repo_with_remote("action: git-push\n");
     let (exit, reply) = fire(&ws, "{}");
     assert_eq!(exit, 0, "{reply}");
-    assert_eq!(reply["results"][0]["success"], true, "{reply}: {}", log(&ws, "push"));
+    assert_eq!(
+        reply["results"][0]["success"],
+        true,
+        "{reply}: {}",
+        log(&ws, "push")
+    );
     assert_eq!(remote_ref(&ws, &bare, "refs/heads/main"), Some(head(&ws)));
     assert_eq!(
         ws.git_ok(&["rev-parse", "--abbrev-ref", "main@{upstream}"]),
@@ -292,7 +329,10 @@ fn a_push_that_would_need_force_is_refused_by_git_and_reported() {
         "their commit",
     );
     check(
-        ws.git_command(&clone).args(["push", "-q", "origin", "main"]).output().unwrap(),
+        ws.git_command(&clone)
+            .args(["push", "-q", "origin", "main"])
+            .output()
+            .unwrap(),
         "their push",
     );
     let theirs = remote_ref(&ws, &bare, "refs/heads/main");
@@ -303,7 +343,11 @@ fn a_push_that_would_need_force_is_refused_by_git_and_reported() {
     let reason = stderr(&out);
     assert!(reason.contains("rejected"), "{reason}");
     assert!(reason.contains("hookvisor never forces"), "{reason}");
-    assert_eq!(remote_ref(&ws, &bare, "refs/heads/main"), theirs, "nothing forced");
+    assert_eq!(
+        remote_ref(&ws, &bare, "refs/heads/main"),
+        theirs,
+        "nothing forced"
+    );
 }
 
 #[test]
@@ -321,7 +365,10 @@ fn a_dash_leading_ref_is_refused_at_load_and_when_templated_at_run_time() {
         "action: git-push\nbranch: \"${target}\"\non_failure: retry\nretries: 2\nretry_delay: 0\n",
     );
     let list = check(ws.hookvisor(&["list"]), "list");
-    assert!(list.contains("action: git-push  remote: origin  branch: ${target}"), "{list}");
+    assert!(
+        list.contains("action: git-push  remote: origin  branch: ${target}"),
+        "{list}"
+    );
     let (_, reply) = fire(&ws, r#"{"target": "--force"}"#);
     assert_eq!(reply["results"][0]["success"], false, "{reply}");
     let entry = &ws.status()["hooks"]["push"];
@@ -338,20 +385,33 @@ fn a_git_step_past_the_hooks_timeout_is_stopped_with_its_group() {
     let pid_file = ws.base().join("hung.pid");
     fs::write(
         &hook,
-        format!("#!/bin/sh\necho $$ > '{}'\nexec sleep 600\n", pid_file.display()),
+        format!(
+            "#!/bin/sh\necho $$ > '{}'\nexec sleep 600\n",
+            pid_file.display()
+        ),
     )
     .unwrap();
     fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
     let before = head(&ws);
     let started = std::time::Instant::now();
     let (_, reply) = fire(&ws, "{}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(30), "{reply}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{reply}"
+    );
     assert_eq!(reply["results"][0]["timedOut"], true, "{reply}");
     assert_eq!(reply["results"][0]["exitCode"], 124, "{reply}");
     assert_eq!(head(&ws), before);
     let pid = fs::read_to_string(&pid_file).unwrap();
     let stat = fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
     // Gone, or dead and waiting for its reaper.
-    assert!(stat.is_empty() || stat.contains(") Z "), "the hung hook still runs: {stat}");
-    assert!(log(&ws, "commit").contains("timed out after 1s"), "{}", log(&ws, "commit"));
+    assert!(
+        stat.is_empty() || stat.contains(") Z "),
+        "the hung hook still runs: {stat}"
+    );
+    assert!(
+        log(&ws, "commit").contains("timed out after 1s"),
+        "{}",
+        log(&ws, "commit")
+    );
 }

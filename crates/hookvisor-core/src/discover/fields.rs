@@ -351,11 +351,15 @@ fn event_spec(
             "git-commit" | "git-push" => {
                 let field = |key: &str| front.0.fields.get(key).map(String::as_str);
                 let action = match value {
-                    "git-commit" => GitCommit::from_fields(field, declarative).map(HookAction::GitCommit),
+                    "git-commit" => {
+                        GitCommit::from_fields(field, declarative).map(HookAction::GitCommit)
+                    }
                     _ => GitPush::from_fields(field, declarative).map(HookAction::GitPush),
                 };
                 spec.action = action.map_err(|error| ProblemKind::InvalidGitAction {
-                    line: error.key().map_or_else(|| front.line("action"), |key| front.line(key)),
+                    line: error
+                        .key()
+                        .map_or_else(|| front.line("action"), |key| front.line(key)),
                     error,
                 })?;
                 return Ok(spec);

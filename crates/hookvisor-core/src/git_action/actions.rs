@@ -177,7 +177,11 @@ fn push(
     if set_upstream {
         args.push("-u".into());
     }
-    args.extend(["--".into(), remote.clone().into(), format!("{local}:{local}").into()]);
+    args.extend([
+        "--".into(),
+        remote.clone().into(),
+        format!("{local}:{local}").into(),
+    ]);
     let pushed = git.git(&args, None)?;
     if !pushed.ok() {
         return Ok(GitRun::Finished(git.failed(

@@ -230,7 +230,12 @@ impl GitPush {
         declarative: bool,
     ) -> Result<GitPush, GitFieldError> {
         const ACTION: &str = "git-push";
-        check_shape(&field, declarative, ACTION, &["message", "add", "no_verify"])?;
+        check_shape(
+            &field,
+            declarative,
+            ACTION,
+            &["message", "add", "no_verify"],
+        )?;
         let remote = field("remote").unwrap_or("origin");
         check_literal(RefKind::Remote, remote)?;
         let branch = field("branch");
@@ -246,7 +251,10 @@ impl GitPush {
     /// The fields as `list` shows them, in front matter spelling; a missing branch is `null`
     /// (the current one).
     pub fn fields(&self) -> Vec<(&'static str, Json)> {
-        vec![("remote", json!(self.remote)), ("branch", json!(self.branch))]
+        vec![
+            ("remote", json!(self.remote)),
+            ("branch", json!(self.branch)),
+        ]
     }
 
     /// The template names the remote and branch use, for `check`'s warning.
@@ -308,13 +316,31 @@ mod tests {
 
     #[test]
     fn commit_refusals_name_their_field() {
-        let table: &[(&[(&str, &str)], Option<&str>, &str)] = &[
+        // Fields, the field the error names, and a piece of its text.
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>, &'a str);
+        let table: &[Case<'_>] = &[
             (&[], None, "needs a message"),
             (&[("message", " \n")], None, "needs a message"),
-            (&[("message", "m"), ("add", "everything")], Some("add"), "all, tracked"),
-            (&[("message", "m"), ("no_verify", "yes")], Some("no_verify"), "true or false"),
-            (&[("message", "m"), ("run", "x")], Some("run"), "no field of action"),
-            (&[("message", "m"), ("branch", "x")], Some("branch"), "git-commit"),
+            (
+                &[("message", "m"), ("add", "everything")],
+                Some("add"),
+                "all, tracked",
+            ),
+            (
+                &[("message", "m"), ("no_verify", "yes")],
+                Some("no_verify"),
+                "true or false",
+            ),
+            (
+                &[("message", "m"), ("run", "x")],
+                Some("run"),
+                "no field of action",
+            ),
+            (
+                &[("message", "m"), ("branch", "x")],
+                Some("branch"),
+                "git-commit",
+            ),
         ];
         for (pairs, key, text) in table {
             let err = commit(pairs).unwrap_err();

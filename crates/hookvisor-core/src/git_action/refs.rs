@@ -175,7 +175,12 @@ mod tests {
             }
         }
         let long = "a".repeat(MAX_REF_BYTES + 1);
-        assert!(check(RefKind::Branch, &long).unwrap_err().to_string().contains("…"));
+        assert!(
+            check(RefKind::Branch, &long)
+                .unwrap_err()
+                .to_string()
+                .contains("…")
+        );
     }
 
     #[test]

@@ -55,8 +55,14 @@ impl Step {
 
     /// Its stdout, within the capture limit, lossily decoded and trimmed of the last newline.
     pub(super) fn stdout(&self) -> String {
-        let out = self.outcome.captured.as_ref().map_or(&[][..], |c| &c.stdout);
-        String::from_utf8_lossy(out).trim_end_matches('\n').to_owned()
+        let out = self
+            .outcome
+            .captured
+            .as_ref()
+            .map_or(&[][..], |c| &c.stdout);
+        String::from_utf8_lossy(out)
+            .trim_end_matches('\n')
+            .to_owned()
     }
 }
 
@@ -203,7 +209,11 @@ impl<'a> Runner<'a> {
             stderr.push(b'\n');
         }
         let what = if step.outcome.timed_out {
-            format!("{} timed out after {}s", step.line, self.hook.timeout.as_secs())
+            format!(
+                "{} timed out after {}s",
+                step.line,
+                self.hook.timeout.as_secs()
+            )
         } else {
             format!("{} exited {}", step.line, step.outcome.exit_code)
         };
@@ -212,12 +222,7 @@ impl<'a> Runner<'a> {
             0 => 1,
             code => code,
         };
-        self.finish(
-            code,
-            step.outcome.timed_out,
-            step.outcome.cancelled,
-            stderr,
-        )
+        self.finish(code, step.outcome.timed_out, step.outcome.cancelled, stderr)
     }
 
     /// The run failed for a reason of its own after some steps (exit 1, `message` on stderr).
@@ -234,7 +239,11 @@ impl<'a> Runner<'a> {
         stderr: Vec<u8>,
     ) -> Result<RunOutcome, ExecError> {
         if exit_code != 0 {
-            let last = stderr.rsplit(|b| *b == b'\n').nth(1).unwrap_or_default().to_vec();
+            let last = stderr
+                .rsplit(|b| *b == b'\n')
+                .nth(1)
+                .unwrap_or_default()
+                .to_vec();
             self.append(&last);
             self.append(b"\n");
         }
