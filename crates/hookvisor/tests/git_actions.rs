@@ -415,3 +415,42 @@ fn a_git_step_past_the_hooks_timeout_is_stopped_with_its_group() {
         log(&ws, "commit")
     );
 }
+
+#[test]
+fn an_unknown_name_in_the_message_fails_the_run_once_and_check_warns() {
+    let ws = repo(
+        "commit",
+        "action: git-commit\nmessage: \"done ${no_such_name}\"\non_failure: retry\nretries: 2\nretry_delay: 0\n",
+    );
+    let out = ws.hookvisor(&["check"]);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(text.contains("no_such_name"), "{text}");
+    let before = head(&ws);
+    let (_, reply) = fire(&ws, "{}");
+    assert_eq!(reply["results"][0]["success"], false, "{reply}");
+    assert_eq!(head(&ws), before);
+    assert_eq!(
+        ws.status()["hooks"]["commit"]["runCount"],
+        1,
+        "never re-run"
+    );
+    assert!(log(&ws, "commit").contains("${no_such_name} is no template variable"));
+}
+
+#[test]
+fn git_fields_on_a_script_are_refused_or_leave_a_phase1_hook_as_it_was() {
+    let ws = Workspace::git();
+    // A phase-1 file hook that happens to carry `branch:` stays a phase-1 file hook.
+    ws.hook("lint.sh", "file", "pattern: '*.rs'\nbranch: main", "exit 0");
+    // An executable script cannot be a git action.
+    ws.hook("push.sh", "pre-commit", "action: git-push", "exit 0");
+    let out = ws.hookvisor(&["list", "--json"]);
+    let text = stdout(&out);
+    let list: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let hooks = list["hooks"].as_array().unwrap();
+    let lint = hooks.iter().find(|h| h["id"] == "lint").unwrap();
+    assert_eq!(lint["type"], "file", "{lint}");
+    assert!(lint.get("action").is_none(), "listed as before: {lint}");
+    let problems = list["problems"].to_string();
+    assert!(problems.contains("is for a declarative hook"), "{problems}");
+}

@@ -82,7 +82,7 @@ pub(super) struct Loaded {
 
 /// The fields of the event model (EVENTS.md §1.3, §1.2) that the phase-1 runners do not honour:
 /// a hook that sets one is an event hook only.
-pub(super) const EVENT_FIELDS: [&str; 17] = [
+pub(super) const EVENT_FIELDS: [&str; 12] = [
     "tool",
     "when",
     "phase",
@@ -95,12 +95,6 @@ pub(super) const EVENT_FIELDS: [&str; 17] = [
     "action",
     "run",
     "argv",
-    // The git actions' (crate::git_action).
-    "message",
-    "add",
-    "no_verify",
-    "remote",
-    "branch",
 ];
 
 /// The front matter being turned into a hook, with the lookups every field needs.

@@ -49,6 +49,7 @@ use self::hook_file::{HookFile, read_hook};
 use crate::config::{Config, Source, SourceUse};
 use crate::context::Context;
 use crate::event::{Command, Event, HookAction};
+use crate::git_action::GIT_FIELDS;
 use crate::hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
 
 /// What starts the id of every global hook (the module's rule 3).
@@ -75,14 +76,16 @@ const PHASE1_FIELDS: [&str; 10] = [
 ];
 
 /// Front matter keys hookvisor reads; others are reported as warnings.
-const KNOWN_FIELDS: [&str; PHASE1_FIELDS.len() + EVENT_FIELDS.len()] = {
-    let mut known = [""; PHASE1_FIELDS.len() + EVENT_FIELDS.len()];
+const KNOWN_FIELDS: [&str; PHASE1_FIELDS.len() + EVENT_FIELDS.len() + GIT_FIELDS.len()] = {
+    let mut known = [""; PHASE1_FIELDS.len() + EVENT_FIELDS.len() + GIT_FIELDS.len()];
     let mut i = 0;
     while i < known.len() {
         known[i] = if i < PHASE1_FIELDS.len() {
             PHASE1_FIELDS[i]
-        } else {
+        } else if i < PHASE1_FIELDS.len() + EVENT_FIELDS.len() {
             EVENT_FIELDS[i - PHASE1_FIELDS.len()]
+        } else {
+            GIT_FIELDS[i - PHASE1_FIELDS.len() - EVENT_FIELDS.len()]
         };
         i += 1;
     }

@@ -10,7 +10,7 @@ use crate::event::HookAction;
 use crate::exec::{CancelToken, ExecError, RunOutcome};
 use crate::hook::Hook;
 use crate::payload::Payload;
-use crate::template::{self, Value};
+use crate::template::{self, TemplateError, Value};
 
 /// How a git action's run ended, as the dispatcher records it.
 pub(crate) enum GitRun {
@@ -52,7 +52,7 @@ fn commit(
 ) -> Result<GitRun, ExecError> {
     let message = match expand(&action.message, payload) {
         Ok(message) => message.into_encoded_bytes(),
-        Err(name) => return Ok(GitRun::Refused(unknown("git-commit", "message", &name))),
+        Err(err) => return Ok(GitRun::Refused(refusal("git-commit", "message", &err))),
     };
     if message.contains(&0) {
         return Ok(GitRun::Refused(
@@ -196,8 +196,8 @@ fn push(
 }
 
 /// A template expanded as text: each `${name}` replaced by its value, a list joined with single
-/// spaces. `Err` names an unknown name.
-fn expand(text: &str, payload: &Payload) -> Result<OsString, String> {
+/// spaces.
+fn expand(text: &str, payload: &Payload) -> Result<OsString, TemplateError> {
     let lookup = |name: &str| {
         payload.template_value(name).map(|value| match value {
             Value::List(items) => Value::Scalar(items.join(std::ffi::OsStr::new(" "))),
@@ -205,11 +205,8 @@ fn expand(text: &str, payload: &Payload) -> Result<OsString, String> {
         })
     };
     // One element in, one out: a list inside is joined by the lookup, never split.
-    match template::expand_argv(&[text.to_owned()], lookup) {
-        Ok(mut out) => Ok(out.pop().unwrap_or_default()),
-        Err(template::TemplateError::Unknown { name, .. }) => Err(name),
-        Err(other) => Err(other.to_string()),
-    }
+    let mut out = template::expand_argv(&[text.to_owned()], lookup)?;
+    Ok(out.pop().unwrap_or_default())
 }
 
 /// A remote or branch template expanded and checked by rule 6; `Err` is the refusal.
@@ -219,7 +216,7 @@ fn checked(kind: RefKind, text: &str, payload: &Payload) -> Result<String, Strin
         RefKind::Remote => "remote",
         RefKind::Branch => "branch",
     };
-    let value = expand(text, payload).map_err(|name| unknown(action, field, &name))?;
+    let value = expand(text, payload).map_err(|err| refusal(action, field, &err))?;
     let value = value
         .into_string()
         .map_err(|_| format!("{action}: {field}: the expanded value is not UTF-8; no ref is"))?;
@@ -227,10 +224,14 @@ fn checked(kind: RefKind, text: &str, payload: &Payload) -> Result<String, Strin
     Ok(value)
 }
 
-/// The refusal for an unknown template name (EVENTS.md §5 rule 20: never an empty value).
-fn unknown(action: &str, field: &str, name: &str) -> String {
-    format!(
-        "{action}: {field}: ${{{name}}} is no template variable of this event; fix the name or \
-         pass it with --data (hookvisor check warns about unknown names)"
-    )
+/// The refusal for a template that does not expand: an unknown name (EVENTS.md §5 rule 20:
+/// never an empty value).
+fn refusal(action: &str, field: &str, err: &TemplateError) -> String {
+    match err {
+        TemplateError::Unknown { name, .. } => format!(
+            "{action}: {field}: ${{{name}}} is no template variable of this event; fix the name \
+             or pass it with --data (hookvisor check warns about unknown names)"
+        ),
+        other => format!("{action}: {field}: {other}"),
+    }
 }

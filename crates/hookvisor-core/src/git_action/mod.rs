@@ -74,6 +74,12 @@ pub const KEPT_VARIABLES: [&str; 13] = [
     "GIT_COMMITTER_EMAIL",
 ];
 
+/// The front matter fields of the git actions. They are known to `check` (no unknown-field
+/// warning) but, unlike the §1.3 fields, do not make a script an event hook: only a
+/// declarative `.yml` may carry a git action (rule 1), so a phase-1 script that happens to
+/// have a `message:` keeps running in the phase-1 runners as it did.
+pub(crate) const GIT_FIELDS: [&str; 5] = ["message", "add", "no_verify", "remote", "branch"];
+
 /// What `add:` stages before a commit (rule 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddMode {
