@@ -454,3 +454,21 @@ fn git_fields_on_a_script_are_refused_or_leave_a_phase1_hook_as_it_was() {
     let problems = list["problems"].to_string();
     assert!(problems.contains("is for a declarative hook"), "{problems}");
 }
+
+#[test]
+fn a_commit_is_refused_while_the_gates_git_hook_is_not_installed() {
+    let ws = repo("commit", "action: git-commit\nmessage: m\n");
+    ws.write(
+        ".discobot/hooks/gate.yml",
+        "---\nevent: commit.before\nrun: exit 0\n---\n",
+    );
+    let before = head(&ws);
+    let (_, reply) = fire(&ws, "{}");
+    assert_eq!(reply["results"][0]["success"], false, "{reply}");
+    assert_eq!(head(&ws), before, "no commit past gates that cannot run");
+    assert!(log(&ws, "commit").contains("hookvisor pre-commit install"));
+    check(ws.hookvisor(&["pre-commit", "install"]), "install");
+    let (_, reply) = fire(&ws, "{}");
+    assert_eq!(reply["results"][0]["success"], true, "{reply}");
+    assert_ne!(head(&ws), before);
+}

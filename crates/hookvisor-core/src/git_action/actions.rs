@@ -1,15 +1,20 @@
 //! The steps of each git action, in order (rules 2 to 5 of the module).
 
 use std::ffi::OsString;
+use std::fs;
+use std::io::Read as _;
+use std::path::Path;
 
 use super::refs::{RefKind, check};
 use super::runner::Runner;
 use super::{AddMode, GitCommit, GitPush};
 use crate::context::Context;
+use crate::discover::discover_workspace;
 use crate::event::HookAction;
 use crate::exec::{CancelToken, ExecError, RunOutcome};
 use crate::hook::Hook;
 use crate::payload::Payload;
+use crate::precommit::MANAGED_MARKER;
 use crate::template::{self, TemplateError, Value};
 
 /// How a git action's run ended, as the dispatcher records it.
@@ -68,6 +73,24 @@ fn commit(
             &top,
             "the workspace is no git work tree; run git init there or fire in a repository",
         )?));
+    }
+    // Rule 3: the gates run only through the installed git hook; a commit without it would
+    // pass them silently.
+    if !action.no_verify && crate::precommit::has_commit_hooks(&discover_workspace(ctx)) {
+        let hook = git.git(&["rev-parse", "--git-path", "hooks/pre-commit"], None)?;
+        if !hook.ok() {
+            return Ok(GitRun::Finished(git.failed(
+                &hook,
+                "cannot find the git hooks dir; nothing was committed",
+            )?));
+        }
+        if !is_managed(&ctx.workspace.join(hook.stdout())) {
+            return Ok(GitRun::Finished(git.refused(
+                "git-commit: this workspace has commit.before gates, but the git pre-commit hook \
+                 that runs them is not installed, so nothing was committed; run `hookvisor \
+                 pre-commit install` (eval and serve install it too), or set no_verify: true",
+            )?));
+        }
     }
     let add: &[&str] = match action.add {
         AddMode::All => &["add", "-A"],
@@ -193,6 +216,18 @@ fn push(
     let note = if set_upstream { ", upstream set" } else { "" };
     git.say(&format!("pushed {branch} to {remote}{note}"));
     Ok(GitRun::Finished(git.done()?))
+}
+
+/// Whether the git hook at `path` is hookvisor's (its marker in the first lines, as
+/// `pre-commit install` writes it); only its start is read.
+fn is_managed(path: &Path) -> bool {
+    let mut start = Vec::with_capacity(512);
+    let read = fs::File::open(path).and_then(|file| file.take(512).read_to_end(&mut start));
+    read.is_ok()
+        && start
+            .split(|&b| b == b'\n')
+            .take(3)
+            .any(|line| line == MANAGED_MARKER.as_bytes())
 }
 
 /// A template expanded as text: each `${name}` replaced by its value, a list joined with single

@@ -14,7 +14,9 @@
 //! 3. **Gates run once.** The `commit.before` gates run through the git hook hookvisor
 //!    installed, inside `git commit`; the action never fires `commit.before` itself, so no gate
 //!    runs twice, and `no_verify` skips them as it skips any git hook. A gate's refusal is a
-//!    failed run whose output is git's, judged like any failure (EVENTS.md §1.5).
+//!    failed run whose output is git's, judged like any failure (EVENTS.md §1.5). When the
+//!    workspace has gates but the git hook is not hookvisor's, nothing is committed: the gates
+//!    would be passed silently (`pre-commit install`, `eval` and `serve` install it).
 //! 4. **Nothing to commit is success**: when the index matches `HEAD` after the `add` step,
 //!    no commit is made and the run says so.
 //! 5. **git-push fields.** `remote` (default `origin`) is the name of a configured remote, not
