@@ -453,6 +453,17 @@ fn git_fields_on_a_script_are_refused_or_leave_a_phase1_hook_as_it_was() {
     assert!(lint.get("action").is_none(), "listed as before: {lint}");
     let problems = list["problems"].to_string();
     assert!(problems.contains("is for a declarative hook"), "{problems}");
+
+    // no_verify turns the gates off: what its line shows is what counts, not a YAML escape.
+    ws.write(
+        ".discobot/hooks/sly.yml",
+        "---\nevent: task.complete\naction: git-commit\nmessage: m\nno_verify: \"\\x74rue\"\n---\n",
+    );
+    let text = stdout(&ws.hookvisor(&["check"]));
+    assert!(
+        text.contains("sly.yml:5: no_verify: '\\x74rue' is not true or false"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -20,7 +20,8 @@
 //!    quoted globs (`pattern: '*.go', '*.ts'`) is read as that list, `*.go, *.ts`.
 //! 6. The fields that say how a hook runs (`type`, `run_as`, `blocking`, `notify_llm`,
 //!    `timeout`, `retries`, and of the event model `event`, `action`, `tool`, `phase`, `await`,
-//!    `block_on`, `pipe_output`, `reason_from`, `retry_delay`) are read word for word from their own line, `key: value` at the
+//!    `block_on`, `pipe_output`, `reason_from`, `retry_delay`, and git-commit's `add` and
+//!    `no_verify`) are read word for word from their own line, `key: value` at the
 //!    block's left margin, with the flat reading of rule 3: what the line shows is what runs. A
 //!    list, a value that YAML takes from elsewhere (a flow mapping, an explicit `?` key, an escape
 //!    sequence, a block scalar) or such a line that YAML reads as part of another value is an
@@ -53,7 +54,7 @@ pub(crate) use self::yaml::strict_options;
 pub(crate) type Fields = BTreeMap<String, String>;
 
 /// The fields read word for word from their line (rule 6).
-pub(crate) const WORD_FIELDS: [&str; 15] = [
+pub(crate) const WORD_FIELDS: [&str; 17] = [
     "type",
     "run_as",
     "blocking",
@@ -69,6 +70,9 @@ pub(crate) const WORD_FIELDS: [&str; 15] = [
     "pipe_output",
     "reason_from",
     "retry_delay",
+    // git-commit's, which decide what is committed and whether the gates run.
+    "add",
+    "no_verify",
 ];
 
 /// The text fields that keep the text written on their line (rule 7).
