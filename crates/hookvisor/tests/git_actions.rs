@@ -483,3 +483,25 @@ fn a_commit_is_refused_while_the_gates_git_hook_is_not_installed() {
     assert_eq!(reply["results"][0]["success"], true, "{reply}");
     assert_ne!(head(&ws), before);
 }
+
+#[test]
+fn a_push_to_a_remote_the_repository_does_not_have_is_refused() {
+    let (ws, _bare) = repo_with_remote("action: git-push\nremote: \"${target}\"\n");
+    // A directory of that name would be taken for a path by git push.
+    check(
+        ws.git_command(ws.path())
+            .args(["init", "-q", "--bare", "elsewhere"])
+            .output()
+            .unwrap(),
+        "init elsewhere",
+    );
+    let (_, reply) = fire(&ws, r#"{"target": "elsewhere"}"#);
+    assert_eq!(reply["results"][0]["success"], false, "{reply}");
+    assert!(log(&ws, "push").contains("there is no remote \"elsewhere\""));
+    let pushed = ws
+        .git_command(&ws.path().join("elsewhere"))
+        .args(["rev-parse", "--verify", "--quiet", "refs/heads/main"])
+        .output()
+        .unwrap();
+    assert!(!pushed.status.success(), "nothing reached the path");
+}

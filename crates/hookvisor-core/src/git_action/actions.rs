@@ -163,6 +163,20 @@ fn push(
         None => None,
     };
     let mut git = Runner::new(ctx, hook, session, cancel)?;
+    // Rule 5: a name git does not know would be read as a path or URL.
+    let remotes = git.git(&["remote"], None)?;
+    if !remotes.ok() {
+        return Ok(GitRun::Finished(git.failed(
+            &remotes,
+            "cannot list the remotes; nothing was pushed",
+        )?));
+    }
+    if !remotes.stdout().lines().any(|name| name == remote) {
+        return Ok(GitRun::Finished(git.refused(&format!(
+            "git-push: there is no remote {remote:?} in this repository; add it with git remote \
+             add {remote} URL, or fix remote:"
+        ))?));
+    }
     let branch = match named {
         Some(branch) => branch,
         None => {

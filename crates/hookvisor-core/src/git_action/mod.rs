@@ -19,8 +19,8 @@
 //!    would be passed silently (`pre-commit install`, `eval` and `serve` install it).
 //! 4. **Nothing to commit is success**: when the index matches `HEAD` after the `add` step,
 //!    no commit is made and the run says so.
-//! 5. **git-push fields.** `remote` (default `origin`) is the name of a configured remote, not
-//!    a URL; `branch` (default the current branch) is a local branch, pushed as
+//! 5. **git-push fields.** `remote` (default `origin`) is the name of a remote the repository
+//!    has (`git remote`), never a URL or path; `branch` (default the current branch) is a local branch, pushed as
 //!    `refs/heads/B:refs/heads/B`. The push never forces: no `--force`, no `+` refspec, so a
 //!    push that is no fast-forward is refused by git and reported as a failure. A branch without
 //!    an upstream gets one (`-u`).
