@@ -105,6 +105,12 @@ fn a_message_full_of_shell_metacharacters_is_committed_verbatim() {
 #[test]
 fn nothing_to_commit_is_success_and_makes_no_commit() {
     let ws = repo("commit", "action: git-commit\nmessage: \"task done\"\n");
+    let list = json_of(&ws.hookvisor(&["list", "--json"]));
+    let hook = &list["hooks"][0];
+    assert_eq!(hook["action"], "git-commit", "{hook}");
+    assert_eq!(hook["message"], "task done", "{hook}");
+    assert_eq!(hook["add"], "all", "{hook}");
+    assert_eq!(hook["noVerify"], false, "{hook}");
     // The hook file itself is new: the first commit takes it.
     let (_, first) = fire(&ws, "{}");
     assert_eq!(first["results"][0]["success"], true, "{first}");
