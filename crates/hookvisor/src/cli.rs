@@ -347,6 +347,12 @@ pub enum Command {
     PreCommit(PreCommitCommand),
     /// Serve the HTTP API and dashboard, optionally supervising the agent.
     Serve(ServeArgs),
+    /// The agent adapter: every hook event of Claude Code, Codex or Gemini CLI (JSON on stdin),
+    /// fired as hookvisor's events and answered in the agent's protocol.
+    ///
+    /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
+    /// $SESSION_ID or --state-dir say otherwise.
+    Adapter(AgentAdapterArgs),
     /// Claude Code adapter: Stop, SubagentStop and UserPromptSubmit hook (JSON on stdin).
     ///
     /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
@@ -479,6 +485,16 @@ pub struct AdapterArgs {
     /// .discobot/hookvisor.yml, else 3].
     #[arg(long, env = "HOOKVISOR_MAX_RETRIES")]
     pub max_retries: Option<u32>,
+}
+
+/// Options of `adapter`.
+#[derive(Debug, Args)]
+pub struct AgentAdapterArgs {
+    /// The agent whose hook event is on stdin.
+    #[arg(value_enum)]
+    pub agent: Agent,
+    #[command(flatten)]
+    pub adapter: AdapterArgs,
 }
 
 /// Options of `install` and `uninstall`.
