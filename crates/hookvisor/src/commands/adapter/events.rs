@@ -173,8 +173,10 @@ impl Call<'_> {
         let mut fired = Fired::new(self, &ctx);
         let reply = fired.fire(&event, data.clone(), None)?;
         let mut decided = decided(&reply);
-        if route == Some(Route::SessionStart) {
-            // §1.6: SessionStart delivers the buffer as TurnStart does.
+        if matches!(route, Some(Route::SessionStart | Route::ToolFailed)) {
+            // §1.6: SessionStart delivers the buffer as TurnStart does; PostToolUseFailure
+            // delivers what its notice's hooks piped at once (§3.1 "directly"), since the
+            // model is about to react to the failure.
             let drained = ContextBuffer::new(&ctx.state())
                 .drain(hookvisor_core::context_buffer::MAX_CONTEXT_CHARS)
                 .map_err(|e| AdapterError::Event(e.to_string()))?;
