@@ -427,31 +427,29 @@ const KNOWN_AGENT_TOOLS: [&str; 30] = [
 /// Whether a shell `command` runs `git commit` (as a whole command of a `;`, `&&`, `||` or `|`
 /// list, after `VAR=value` assignments and git's global options).
 pub fn is_git_commit(command: &str) -> bool {
-    command
-        .split(['\n', ';', '&', '|'])
-        .any(|part| {
-            let mut words = part
-                .split_whitespace()
-                .map(|w| w.trim_matches(['\'', '"']))
-                .skip_while(|w| w.contains('=') && !w.starts_with('-'));
-            let is_git = words
-                .next()
-                .is_some_and(|w| w == "git" || w.ends_with("/git"));
-            if !is_git {
-                return false;
+    command.split(['\n', ';', '&', '|']).any(|part| {
+        let mut words = part
+            .split_whitespace()
+            .map(|w| w.trim_matches(['\'', '"']))
+            .skip_while(|w| w.contains('=') && !w.starts_with('-'));
+        let is_git = words
+            .next()
+            .is_some_and(|w| w == "git" || w.ends_with("/git"));
+        if !is_git {
+            return false;
+        }
+        let mut takes_value = false;
+        for word in words {
+            if takes_value {
+                takes_value = false;
+            } else if matches!(word, "-C" | "-c" | "--git-dir" | "--work-tree") {
+                takes_value = true;
+            } else if !word.starts_with('-') {
+                return word == "commit";
             }
-            let mut takes_value = false;
-            for word in words {
-                if takes_value {
-                    takes_value = false;
-                } else if matches!(word, "-C" | "-c" | "--git-dir" | "--work-tree") {
-                    takes_value = true;
-                } else if !word.starts_with('-') {
-                    return word == "commit";
-                }
-            }
-            false
-        })
+        }
+        false
+    })
 }
 
 /// Whether `tool` is `name`, or matches it as a glob when it has a `*`.
@@ -839,8 +837,18 @@ mod tests {
             ("write|edit", "Edit", None, true),
             ("apply_patch", "apply_patch", None, true),
             ("git_commit", "Bash", Some("git commit -m x"), true),
-            ("git_commit", "run_shell_command", Some("cd a && git -C b commit"), true),
-            ("git_commit", "Bash", Some("GIT_AUTHOR_NAME=x git commit"), true),
+            (
+                "git_commit",
+                "run_shell_command",
+                Some("cd a && git -C b commit"),
+                true,
+            ),
+            (
+                "git_commit",
+                "Bash",
+                Some("GIT_AUTHOR_NAME=x git commit"),
+                true,
+            ),
             ("git_commit", "Bash", Some("git status; echo commit"), false),
             ("git_commit", "Bash", Some("git log --grep commit"), false),
             ("git_commit", "Write", Some("git commit"), false),

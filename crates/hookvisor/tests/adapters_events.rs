@@ -43,7 +43,10 @@ fn adapter(ws: &Workspace, agent: &str, fixture: &str, extra: &[&str]) -> Output
 
 /// One event hook, `.discobot/hooks/h.yml`.
 fn hook(ws: &Workspace, event: &str, body: &str) {
-    ws.write(".discobot/hooks/h.yml", &format!("---\nevent: {event}\n{body}---\n"));
+    ws.write(
+        ".discobot/hooks/h.yml",
+        &format!("---\nevent: {event}\n{body}---\n"),
+    );
 }
 
 /// What a hook does, as YAML after its `event:`.
@@ -56,7 +59,10 @@ const PIPED: &str = "pipe_output: true\nrun: echo ctx\n";
 
 /// Whether `event` is a notice (EVENTS.md §1.1): its hooks neither block nor abort.
 fn notice(event: &str) -> bool {
-    matches!(event, "session.start" | "tool.failed" | "error" | "session.end")
+    matches!(
+        event,
+        "session.start" | "tool.failed" | "error" | "session.end"
+    )
 }
 
 /// A row: the agent, its fixture, the canonical event, then the exact stdout and exit status
@@ -131,11 +137,46 @@ fn rows() -> Vec<Row> {
                 0,
             ),
         ),
-        ("claude", "stop-failure.json", "error", NOTHING, NOTHING, NOTHING),
-        ("claude", "task-created.json", "task.start", ("", 2), (STOP, 0), NOTHING),
-        ("claude", "task-completed.json", "task.complete", ("", 2), (STOP, 0), NOTHING),
-        ("claude", "teammate-idle.json", "team.idle", ("", 2), (STOP, 0), NOTHING),
-        ("claude", "pre-compact.json", "claude.PreCompact", ("", 2), (STOP, 0), NOTHING),
+        (
+            "claude",
+            "stop-failure.json",
+            "error",
+            NOTHING,
+            NOTHING,
+            NOTHING,
+        ),
+        (
+            "claude",
+            "task-created.json",
+            "task.start",
+            ("", 2),
+            (STOP, 0),
+            NOTHING,
+        ),
+        (
+            "claude",
+            "task-completed.json",
+            "task.complete",
+            ("", 2),
+            (STOP, 0),
+            NOTHING,
+        ),
+        (
+            "claude",
+            "teammate-idle.json",
+            "team.idle",
+            ("", 2),
+            (STOP, 0),
+            NOTHING,
+        ),
+        (
+            "claude",
+            "pre-compact.json",
+            "claude.PreCompact",
+            ("", 2),
+            (STOP, 0),
+            NOTHING,
+        ),
         (
             "claude",
             "stop.json",
@@ -263,7 +304,11 @@ fn every_event_answers_in_its_agents_protocol() {
             ("allow", ALLOW, NOTHING),
             ("block", BLOCK, block),
             ("abort", ABORT, abort),
-            ("context", if notice(event) { PIPED } else { CONTEXT }, context),
+            (
+                "context",
+                if notice(event) { PIPED } else { CONTEXT },
+                context,
+            ),
         ] {
             let ws = Workspace::git();
             hook(&ws, event, body);
@@ -337,10 +382,7 @@ fn file_tools_fire_file_edited_per_path() {
         hook(
             &ws,
             "file.edited",
-            &format!(
-                "run: echo \"${{file}}\" >> '{}'\n",
-                log.to_str().unwrap()
-            ),
+            &format!("run: echo \"${{file}}\" >> '{}'\n", log.to_str().unwrap()),
         );
         let out = adapter(&ws, agent, fixture, &[]);
         assert_eq!(stdout(&out), "", "{agent}: {}", stderr(&out));
@@ -358,7 +400,11 @@ fn file_tools_fire_file_edited_per_path() {
         );
         adapter(&ws, agent, fixture, &[]);
         let got = fs::read_to_string(&log).unwrap_or_default();
-        let want_md: String = want.lines().filter(|l| l.ends_with(".md")).map(|l| format!("{l}\n")).collect();
+        let want_md: String = want
+            .lines()
+            .filter(|l| l.ends_with(".md"))
+            .map(|l| format!("{l}\n"))
+            .collect();
         assert_eq!(got, want_md, "{agent}");
     }
 }
@@ -439,7 +485,11 @@ fn session_end_is_detached_from_the_agent() {
         let text = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("the detached session.end hook ran");
-        let want = if agent == "claude" { "prompt_input_exit\n" } else { "exit\n" };
+        let want = if agent == "claude" {
+            "prompt_input_exit\n"
+        } else {
+            "exit\n"
+        };
         assert_eq!(text, want, "{agent}");
     }
 }
@@ -465,7 +515,10 @@ fn internal_errors_fail_open_unless_fail_closed() {
     hook(&ws, "tool.before", "run: 'true'\n");
     let out = ws
         .hookvisor_command()
-        .env("HOOKVISOR_STATE_DIR", ws.path().join(".discobot/hooks/h.yml"))
+        .env(
+            "HOOKVISOR_STATE_DIR",
+            ws.path().join(".discobot/hooks/h.yml"),
+        )
         .args(["adapter", "claude", "--fail-closed"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -473,7 +526,8 @@ fn internal_errors_fail_open_unless_fail_closed() {
         .spawn()
         .and_then(|mut c| {
             let input = fs::read_to_string(
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude/pre-tool-use.json"),
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/fixtures/claude/pre-tool-use.json"),
             )
             .unwrap()
             .replace("@WORKSPACE@", ws.path().to_str().unwrap());

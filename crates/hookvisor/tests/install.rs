@@ -237,10 +237,7 @@ fn install_keeps_every_other_setting_and_hook_and_is_idempotent() {
         );
 
         let said = check(uninstall(&ws, &[agent.name]), "uninstall");
-        assert!(
-            said.contains(&format!("removed {}", agent.all)),
-            "{said}"
-        );
+        assert!(said.contains(&format!("removed {}", agent.all)), "{said}");
         assert_eq!(read_json(&path), before, "{}", agent.name);
         let said = check(uninstall(&ws, &[agent.name]), "uninstall again");
         assert!(said.contains("nothing to remove"), "{said}");
@@ -654,7 +651,11 @@ fn install_upgrades_an_old_turn_end_registration() {
     let stop = settings["hooks"]["Stop"][0]["hooks"].as_array().unwrap();
     assert_eq!(stop[0]["command"], "npx tsc --noEmit");
     assert_eq!(stop[1]["command"], format!("{} adapter claude", exe()));
-    for (event, _) in [("PreToolUse", 0), ("SessionEnd", 0), ("UserPromptSubmit", 0)] {
+    for (event, _) in [
+        ("PreToolUse", 0),
+        ("SessionEnd", 0),
+        ("UserPromptSubmit", 0),
+    ] {
         assert_eq!(ours(&settings, event, "adapter claude").len(), 1, "{event}");
     }
     assert_eq!(settings["hooks"].as_object().unwrap().len(), CLAUDE.all);

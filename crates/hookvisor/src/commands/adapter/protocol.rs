@@ -149,9 +149,23 @@ mod tests {
     #[test]
     fn each_agent_gets_its_own_words() {
         use Decision::{Abort, Allow, Block};
-        type Case = (Agent, &'static str, Option<Route>, Decision, &'static str, i32);
+        type Case = (
+            Agent,
+            &'static str,
+            Option<Route>,
+            Decision,
+            &'static str,
+            i32,
+        );
         let cases: &[Case] = &[
-            (Agent::Claude, "PreToolUse", Some(Route::ToolBefore), Allow, "", 0),
+            (
+                Agent::Claude,
+                "PreToolUse",
+                Some(Route::ToolBefore),
+                Allow,
+                "",
+                0,
+            ),
             (
                 Agent::Claude,
                 "PreToolUse",
@@ -200,7 +214,14 @@ mod tests {
                 r#"{"decision":"block","reason":"no"}"#,
                 0,
             ),
-            (Agent::Claude, "TaskCompleted", Some(Route::TaskComplete), Block, "", 2),
+            (
+                Agent::Claude,
+                "TaskCompleted",
+                Some(Route::TaskComplete),
+                Block,
+                "",
+                2,
+            ),
             (Agent::Claude, "PreCompact", None, Block, "", 2),
         ];
         for (agent, event, route, decision, want, exit) in cases {
@@ -214,7 +235,12 @@ mod tests {
     #[test]
     fn context_goes_back_only_where_the_agent_takes_it() {
         let ctx = decided(Decision::Allow, "", &["a", "b"]);
-        let said = say(Agent::Claude, "SessionStart", Some(Route::SessionStart), &ctx);
+        let said = say(
+            Agent::Claude,
+            "SessionStart",
+            Some(Route::SessionStart),
+            &ctx,
+        );
         assert_eq!(
             said.stdout.unwrap().to_string(),
             r#"{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":"a\n\nb"}}"#
@@ -226,7 +252,12 @@ mod tests {
             reason: Some(" ".into()),
             context: vec![],
         };
-        let said = say(Agent::Codex, "UserPromptSubmit", Some(Route::TurnStart), &blank);
+        let said = say(
+            Agent::Codex,
+            "UserPromptSubmit",
+            Some(Route::TurnStart),
+            &blank,
+        );
         assert_eq!(said.stdout.unwrap()["reason"], NO_REASON);
     }
 }

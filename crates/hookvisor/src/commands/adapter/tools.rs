@@ -54,7 +54,10 @@ pub(super) fn event_data(input: &Map<String, Value>, workspace: &Path) -> Map<St
         .and_then(Value::as_str);
     if let Some(file) = file {
         let relative = relative_to(workspace, Path::new(file));
-        data.insert("file".into(), relative.to_string_lossy().into_owned().into());
+        data.insert(
+            "file".into(),
+            relative.to_string_lossy().into_owned().into(),
+        );
     }
     data.insert("agent".into(), Value::Object(rest));
     data
@@ -173,8 +176,16 @@ mod tests {
         let cases: &[(&str, Value, &[&str])] = &[
             ("Write", json!({"file_path": "/w/src/a.rs"}), &["src/a.rs"]),
             ("Edit", json!({"file_path": "/w/./b/../c.rs"}), &["c.rs"]),
-            ("MultiEdit", json!({"file_path": "/elsewhere/x"}), &["/elsewhere/x"]),
-            ("write_file", json!({"file_path": "rel/y.md"}), &["rel/y.md"]),
+            (
+                "MultiEdit",
+                json!({"file_path": "/elsewhere/x"}),
+                &["/elsewhere/x"],
+            ),
+            (
+                "write_file",
+                json!({"file_path": "rel/y.md"}),
+                &["rel/y.md"],
+            ),
             ("replace", json!({"file_path": "/w/z"}), &["z"]),
             ("Bash", json!({"command": "echo > /w/q"}), &[]),
             (

@@ -182,7 +182,10 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
                 .map(|(name, _)| *name)
                 .collect::<Vec<_>>()
                 .join(", "),
-            target.spec.timeout_unit.show(target.timeout(Route::TurnEnd)),
+            target
+                .spec
+                .timeout_unit
+                .show(target.timeout(Route::TurnEnd)),
             target.spec.stop_events().collect::<Vec<_>>().join(", "),
         )?;
     } else {
