@@ -545,3 +545,21 @@ fn internal_errors_fail_open_unless_fail_closed() {
             .contains("--fail-closed")
     );
 }
+
+/// `check` warns on a `tool:` name no supported agent has (rule 6), not on canonical names,
+/// agents' names or MCP tools.
+#[test]
+fn check_warns_on_a_tool_name_no_agent_has() {
+    let ws = Workspace::new();
+    hook(
+        &ws,
+        "tool.before",
+        "tool: Bahs|bash|run_shell_command|mcp__fs__read\nrun: 'true'\n",
+    );
+    let out = ws.hookvisor(&["check"]);
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(said.contains("tool: 'Bahs' is no tool"), "{said}");
+    for fine in ["'bash'", "'run_shell_command'", "'mcp__fs__read'"] {
+        assert!(!said.contains(fine), "{fine}: {said}");
+    }
+}

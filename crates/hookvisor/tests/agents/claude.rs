@@ -184,7 +184,9 @@ fn claude_pre_tool_use_deny_reaches_the_model() {
     let Some((ws, server, output)) = run_with(Script::FixesAtOnce, false, |ws| {
         ws.write(
             ".discobot/hooks/no-shell.yml",
-            &format!("---\nevent: tool.before\ntool: bash\nrun: echo '{DENIED}' >&2; exit 2\n---\n"),
+            &format!(
+                "---\nevent: tool.before\ntool: bash\nrun: echo '{DENIED}' >&2; exit 2\n---\n"
+            ),
         );
     }) else {
         return;
