@@ -404,4 +404,20 @@ mod tests {
         assert_eq!(TimeoutUnit::Seconds.show(1800), "1800 s");
         assert_eq!(TimeoutUnit::Milliseconds.show(60_000), "60000 ms");
     }
+
+    #[test]
+    fn routes_are_unique_and_hold_the_turn_end_and_prompt_events() {
+        for agent in Agent::value_variants() {
+            let spec = agent.spec();
+            let mut names: Vec<&str> = spec.routes.iter().map(|(name, _)| *name).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), spec.routes.len(), "{agent:?}");
+            for stop in spec.stop_events() {
+                assert_eq!(spec.route(stop), Some(Route::TurnEnd), "{agent:?} {stop}");
+            }
+            assert_eq!(spec.route(spec.prompt), Some(Route::TurnStart), "{agent:?}");
+            assert_eq!(spec.route("PreCompact"), None, "{agent:?}");
+        }
+    }
 }

@@ -173,6 +173,15 @@ impl Call<'_> {
         let mut fired = Fired::new(self, &ctx);
         let reply = fired.fire(&event, data.clone(), None)?;
         let mut decided = decided(&reply);
+        if route == Some(Route::SessionEnd) {
+            // §1.6: what no prompt took is dropped with the session, and said so.
+            let dropped = ContextBuffer::new(&ctx.state())
+                .discard()
+                .map_err(|e| AdapterError::Event(e.to_string()))?;
+            if dropped > 0 {
+                tracing::warn!("session.end: discarded {dropped} undelivered context entries");
+            }
+        }
         if matches!(route, Some(Route::SessionStart | Route::ToolFailed)) {
             // §1.6: SessionStart delivers the buffer as TurnStart does; PostToolUseFailure
             // delivers what its notice's hooks piped at once (§3.1 "directly"), since the

@@ -1,14 +1,15 @@
-//! `install` and `uninstall`: put hookvisor's turn-end adapter into an agent's settings, or take
-//! it out, leaving every other setting and hook as it was.
+//! `install` and `uninstall`: put `hookvisor adapter AGENT` into an agent's settings for every
+//! event the adapter answers (EVENTS.md §5 rule 17), or take it out, leaving every other
+//! setting and hook as it was.
 //!
 //! The file, the events, the adapter and the timeout unit are the agent's row of the agent
 //! table ([`crate::agents`]), which the adapter reads too. The turn-end events get a
-//! [`TIMEOUT_SECS`] timeout, the prompt event (which only records the user's prompt for the
-//! loop guard) a [`PROMPT_TIMEOUT_SECS`] one.
+//! [`TIMEOUT_SECS`] timeout, the session end (handed on at once) a [`PROMPT_TIMEOUT_SECS`]
+//! one, the others [`EVENT_TIMEOUT_SECS`].
 //!
-//! An entry is ours when its command mentions `hookvisor` and the adapter's subcommand;
-//! installing replaces ours in place (or appends one group), so running it twice changes
-//! nothing. The file is written atomically, through a symlink to its target. A file that is not
+//! An entry is ours when its command mentions `hookvisor` and `adapter AGENT`, or the old
+//! turn-end alias (`claude-stop`), which a re-install so upgrades; installing replaces ours in
+//! place (or appends one group), so running it twice changes nothing. The file is written atomically, through a symlink to its target. A file that is not
 //! JSON is moved to `<file>.bak-<time>` first, never overwritten.
 //!
 //! This file is the command: what each agent gets and what is printed. Reading the settings file
