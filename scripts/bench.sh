@@ -27,14 +27,14 @@ for arg in "$@"; do
 	case $arg in
 	--quick) runs=10 warmup=2 ;;
 	-h | --help) usage ;;
-	[1-7]) cases+=("$arg") ;;
+	[1-8]) cases+=("$arg") ;;
 	*)
-		echo "bench.sh: unknown argument '$arg'; pass --quick and/or case numbers 1-7" >&2
+		echo "bench.sh: unknown argument '$arg'; pass --quick and/or case numbers 1-8" >&2
 		exit 2
 		;;
 	esac
 done
-[ ${#cases[@]} -gt 0 ] || cases=(1 2 3 4 5 6 7)
+[ ${#cases[@]} -gt 0 ] || cases=(1 2 3 4 5 6 7 8)
 wants() { [[ " ${cases[*]} " == *" $1 "* ]]; }
 
 say() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -420,6 +420,27 @@ if wants 7; then
 	unset HOOKVISOR_WORKSPACE HOOKVISOR_STATE_DIR
 fi
 
+# --- 8. hookvisor adapter: an agent event no hook binds -------------------------------------
+
+if wants 8; then
+	# Claude Code's PreToolUse in a workspace whose only hook binds another event: the adapter
+	# must answer without evaluating anything (issue 17), at the cost of `fire tool.before`.
+	ws=$scratch/runs/adapter-workspace
+	rm -rf "$ws"
+	mkdir -p "$ws/.discobot/hooks"
+	printf -- '---\nevent: task.start\nrun: "true"\n---\n' >"$ws/.discobot/hooks/noop.yml"
+	input=$scratch/runs/pre-tool-use.json
+	sed "s#@WORKSPACE@#$ws#" "$root/crates/hookvisor/tests/fixtures/claude/pre-tool-use.json" >"$input"
+	export HOOKVISOR_STATE_DIR=$(fresh_state adapter)
+	[ -z "$("$hv" --workspace "$ws" adapter claude <"$input")" ] || die "adapter claude answered an unbound PreToolUse"
+	say "case 8: adapter claude, PreToolUse no hook binds (vs fire tool.before, both through sh)"
+	scale=10
+	bench adapter "sh -c '$hv --workspace $ws adapter claude <$input'" "sh -c '$hv --workspace $ws fire tool.before'"
+	scale=1
+	row "8 adapter claude PreToolUse, no hook binds it (vs fire tool.before)" "$(median adapter 0)" "$(median adapter 1)" "<=1.2"
+	unset HOOKVISOR_STATE_DIR
+fi
+
 # --- the table ---------------------------------------------------------------------------------
 
 python3 - "$results" "$scratch/results.md" "$runs" <<'EOF'
@@ -444,5 +465,5 @@ for case, hv, anchor, goal in rows:
 text = "\n".join(out)
 open(sys.argv[2], "w").write(text + "\n")
 print(text)
-print("\n(medians of %s runs each, x3 for case 3 and x10 for cases 4 and 7; ratio = hookvisor / anchor from the same hyperfine run)" % sys.argv[3])
+print("\n(medians of %s runs each, x3 for case 3 and x10 for cases 4, 7 and 8; ratio = hookvisor / anchor from the same hyperfine run)" % sys.argv[3])
 EOF

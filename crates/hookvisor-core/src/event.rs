@@ -329,6 +329,20 @@ impl ToolMatcher {
         ))
     }
 
+    /// Whether a tool call is selected by rule 6: by the agent's name `tool_name`, by its
+    /// canonical name ([`canonical_tool`]), or, for a shell call whose `command` is a `git
+    /// commit`, by `git_commit`.
+    pub fn matches_call(&self, tool_name: Option<&str>, command: Option<&str>) -> bool {
+        if self.matches(tool_name) {
+            return true;
+        }
+        let canonical = tool_name.and_then(canonical_tool);
+        canonical.is_some_and(|c| self.matches(Some(c)))
+            || (canonical == Some("bash")
+                && command.is_some_and(is_git_commit)
+                && self.matches(Some("git_commit")))
+    }
+
     /// Whether a call of the tool `tool_name` (`None`: the event names no tool) is selected.
     /// A name with a `*` matches as a glob: taking `mcp__*` as an exact name would never
     /// match, and a gate that never runs lets every call through.
@@ -343,6 +357,99 @@ impl ToolMatcher {
             }
         }
     }
+}
+
+/// The canonical tool names of EVENTS.md §5 rule 6 and each supported agent's names for them
+/// (Claude Code, Codex, Gemini CLI), so that a hook with `tool: bash` matches Claude's `Bash`
+/// and Gemini's `run_shell_command`. `git_commit` has no tool of its own: it is a shell call
+/// whose command is a `git commit` ([`ToolMatcher::matches_call`]).
+pub const CANONICAL_TOOLS: [(&str, &[&str]); 5] = [
+    ("write", &["Write", "write_file"]),
+    ("edit", &["Edit", "MultiEdit", "replace"]),
+    ("apply_patch", &["apply_patch"]),
+    ("bash", &["Bash", "shell", "run_shell_command"]),
+    ("git_commit", &[]),
+];
+
+/// The canonical name of an agent's tool (`Bash` → `bash`); `None` for a tool without one.
+pub fn canonical_tool(agent_name: &str) -> Option<&'static str> {
+    CANONICAL_TOOLS
+        .iter()
+        .find(|(_, names)| names.contains(&agent_name))
+        .map(|(canonical, _)| *canonical)
+}
+
+/// Whether some supported agent has a tool of this name, or it is a canonical one: `check`
+/// warns on a `tool:` name that is neither, since such a hook never runs.
+pub fn is_known_tool(name: &str) -> bool {
+    name.starts_with("mcp__")
+        || CANONICAL_TOOLS
+            .iter()
+            .any(|(canonical, names)| *canonical == name || names.contains(&name))
+        || KNOWN_AGENT_TOOLS.contains(&name)
+}
+
+/// The agents' other built-in tools (Claude Code's tools reference, Codex's and Gemini CLI's
+/// tool names), for [`is_known_tool`].
+const KNOWN_AGENT_TOOLS: [&str; 30] = [
+    "Read",
+    "Glob",
+    "Grep",
+    "LS",
+    "NotebookEdit",
+    "NotebookRead",
+    "WebFetch",
+    "WebSearch",
+    "Task",
+    "Agent",
+    "TodoWrite",
+    "BashOutput",
+    "KillShell",
+    "KillBash",
+    "ExitPlanMode",
+    "SlashCommand",
+    "Skill",
+    "AskUserQuestion",
+    "update_plan",
+    "view_image",
+    "read_file",
+    "read_many_files",
+    "list_directory",
+    "glob",
+    "search_file_content",
+    "grep_search",
+    "web_fetch",
+    "google_web_search",
+    "save_memory",
+    "write_todos",
+];
+
+/// Whether a shell `command` runs `git commit` (as a whole command of a `;`, `&&`, `||` or `|`
+/// list, after `VAR=value` assignments and git's global options).
+pub fn is_git_commit(command: &str) -> bool {
+    command.split(['\n', ';', '&', '|']).any(|part| {
+        let mut words = part
+            .split_whitespace()
+            .map(|w| w.trim_matches(['\'', '"']))
+            .skip_while(|w| w.contains('=') && !w.starts_with('-'));
+        let is_git = words
+            .next()
+            .is_some_and(|w| w == "git" || w.ends_with("/git"));
+        if !is_git {
+            return false;
+        }
+        let mut takes_value = false;
+        for word in words {
+            if takes_value {
+                takes_value = false;
+            } else if matches!(word, "-C" | "-c" | "--git-dir" | "--work-tree") {
+                takes_value = true;
+            } else if !word.starts_with('-') {
+                return word == "commit";
+            }
+        }
+        false
+    })
 }
 
 /// Whether `tool` is `name`, or matches it as a glob when it has a `*`.
@@ -727,5 +834,51 @@ mod tests {
             let matcher = ToolMatcher::parse(tool).unwrap();
             assert_eq!(matcher.matches(*name), *want, "{tool} {name:?}");
         }
+    }
+
+    #[test]
+    fn canonical_tool_names_match_each_agents_tool() {
+        // The `tool:` value, the agent's tool name, the call's command, and whether it runs.
+        let cases: &[(&str, &str, Option<&str>, bool)] = &[
+            ("bash", "Bash", None, true),
+            ("bash", "run_shell_command", None, true),
+            ("bash", "shell", None, true),
+            ("bash", "Write", None, false),
+            ("Bash", "Bash", None, true),
+            ("Bash", "run_shell_command", None, false),
+            ("write", "write_file", None, true),
+            ("write", "Write", None, true),
+            ("edit", "MultiEdit", None, true),
+            ("edit", "replace", None, true),
+            ("write|edit", "Edit", None, true),
+            ("apply_patch", "apply_patch", None, true),
+            ("git_commit", "Bash", Some("git commit -m x"), true),
+            (
+                "git_commit",
+                "run_shell_command",
+                Some("cd a && git -C b commit"),
+                true,
+            ),
+            (
+                "git_commit",
+                "Bash",
+                Some("GIT_AUTHOR_NAME=x git commit"),
+                true,
+            ),
+            ("git_commit", "Bash", Some("git status; echo commit"), false),
+            ("git_commit", "Bash", Some("git log --grep commit"), false),
+            ("git_commit", "Write", Some("git commit"), false),
+            ("bash", "Bash", Some("git commit"), true),
+        ];
+        for (tool, name, command, want) in cases {
+            let matcher = ToolMatcher::parse(tool).unwrap();
+            assert_eq!(
+                matcher.matches_call(Some(name), *command),
+                *want,
+                "{tool} {name} {command:?}"
+            );
+        }
+        assert!(is_known_tool("bash") && is_known_tool("run_shell_command"));
+        assert!(is_known_tool("mcp__fs__write") && !is_known_tool("Bahs"));
     }
 }

@@ -13,6 +13,8 @@
 //! 2. **Tool** (§5 rule 6). A hook with `tool:` runs only when `data.tool_name` is a string it
 //!    matches: `*` matches every call (also one without a tool name), a `|`-list matches its
 //!    exact names (a name with `*` as a glob); anything else is a regex over the whole name.
+//!    The agent's name also matches by its canonical one (`Bash` by `bash`), and a shell call
+//!    whose `tool_input.command` is a `git commit` by `git_commit` ([`ToolMatcher::matches_call`]).
 //! 3. **Pattern**. A hook with `pattern:` runs only when one of the firing's `files` matches it;
 //!    an event without files runs no hook that has a pattern.
 //! 4. **Passes** (§1.4). Every `pre` hook runs, then every `post` hook. The first block or abort
@@ -73,6 +75,7 @@
 //! [`CancelToken`]: crate::CancelToken
 //! [`Judge`]: crate::decision::Judge
 //! [`ContextBuffer`]: crate::context_buffer::ContextBuffer
+//! [`ToolMatcher::matches_call`]: crate::event::ToolMatcher::matches_call
 //! [`Firing::cancel`]: crate::fire::Firing::cancel
 //! [`fire`]: crate::fire::fire
 //! [`fire_deciding`]: crate::fire::fire_deciding
@@ -316,11 +319,16 @@ fn selected(hook: &Hook, firing: &Firing) -> bool {
         return false;
     }
     let tool_name = firing.data.get("tool_name").and_then(Json::as_str);
+    let command = firing
+        .data
+        .get("tool_input")
+        .and_then(|input| input.get("command"))
+        .and_then(Json::as_str);
     let tool_ok = hook
         .spec
         .tool
         .as_ref()
-        .is_none_or(|matcher| matcher.matches(tool_name));
+        .is_none_or(|matcher| matcher.matches_call(tool_name, command));
     let pattern_ok = hook.pattern.is_none()
         || firing
             .files

@@ -409,6 +409,16 @@ pub enum ProblemKind {
         /// The name as referenced.
         name: String,
     },
+    /// A warning: a `tool:` name that no supported agent's tool has and that is no canonical
+    /// name (EVENTS.md §5 rule 6): no call would match it.
+    #[error(
+        "tool: '{name}' is no tool of Claude Code, Codex or Gemini CLI and no canonical name \
+         (bash, write, edit, apply_patch, git_commit), so no call matches it: check the name"
+    )]
+    UnknownTool {
+        /// The name as written.
+        name: String,
+    },
     /// A warning: `retries` is given to a hook that is not a session hook.
     #[error("retries applies to session hooks only; it is ignored for a {kind} hook")]
     RetriesIgnored {

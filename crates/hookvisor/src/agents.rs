@@ -62,6 +62,9 @@ pub struct Spec {
     /// Whether hook entries carry a `name` and a `description` (Gemini CLI's
     /// `/hooks enable|disable <name>`).
     pub named_hooks: bool,
+    /// Every event `hookvisor adapter` answers for the agent and what it fires (EVENTS.md
+    /// §3.1); `install` registers all of them (§5 rule 17).
+    pub routes: &'static [(&'static str, Route)],
 }
 
 /// Where an agent's hooks live: `<dir>/<file>` in the workspace, or in the home directory at
@@ -84,6 +87,72 @@ pub enum Event {
     /// A user's prompt: record it, answer nothing.
     Prompt,
 }
+
+/// What `hookvisor adapter` fires for one of an agent's events (EVENTS.md §1.1, §3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `session.start`; its context and the buffer become `additionalContext`.
+    SessionStart,
+    /// `turn.start`: the prompt is recorded for the loop guard, then the buffer is drained.
+    TurnStart,
+    /// `tool.before`: a block denies the tool.
+    ToolBefore,
+    /// `tool.after`, and `file.edited` once per path a file tool wrote.
+    ToolAfter,
+    /// `tool.failed`: a notice whose context goes back at once.
+    ToolFailed,
+    /// `error`: a notice whose context waits in the buffer.
+    Error,
+    /// `turn.end` (the file hooks and the loop guard), then `session.stop` when it passes.
+    TurnEnd,
+    /// `task.start`: a block keeps the task from starting.
+    TaskStart,
+    /// `task.complete`: a block rejects the task.
+    TaskComplete,
+    /// `team.idle`: a block keeps the teammate working.
+    TeamIdle,
+    /// `session.end`: handed to `serve` or to a detached process, never waited for.
+    SessionEnd,
+}
+
+/// Claude Code's events and their canonical ones, per its hooks reference
+/// (<https://code.claude.com/docs/en/hooks>, "Hook events").
+static CLAUDE_ROUTES: [(&str, Route); 12] = [
+    ("SessionStart", Route::SessionStart),
+    ("UserPromptSubmit", Route::TurnStart),
+    ("PreToolUse", Route::ToolBefore),
+    ("PostToolUse", Route::ToolAfter),
+    ("PostToolUseFailure", Route::ToolFailed),
+    ("StopFailure", Route::Error),
+    ("Stop", Route::TurnEnd),
+    ("SubagentStop", Route::TurnEnd),
+    ("TaskCreated", Route::TaskStart),
+    ("TaskCompleted", Route::TaskComplete),
+    ("TeammateIdle", Route::TeamIdle),
+    ("SessionEnd", Route::SessionEnd),
+];
+
+/// Codex's subset (EVENTS.md §5 rule 17), per openai/codex `codex-rs/hooks/src/events/`
+/// (`session_start.rs`, `user_prompt_submit.rs`, `pre_tool_use.rs`, `post_tool_use.rs`,
+/// `stop.rs`, `subagent_stop.rs`).
+static CODEX_ROUTES: [(&str, Route); 6] = [
+    ("SessionStart", Route::SessionStart),
+    ("UserPromptSubmit", Route::TurnStart),
+    ("PreToolUse", Route::ToolBefore),
+    ("PostToolUse", Route::ToolAfter),
+    ("Stop", Route::TurnEnd),
+    ("SubagentStop", Route::TurnEnd),
+];
+
+/// Gemini CLI's events, per its hooks reference (<https://geminicli.com/docs/hooks/reference>).
+static GEMINI_ROUTES: [(&str, Route); 6] = [
+    ("SessionStart", Route::SessionStart),
+    ("BeforeAgent", Route::TurnStart),
+    ("BeforeTool", Route::ToolBefore),
+    ("AfterTool", Route::ToolAfter),
+    ("AfterAgent", Route::TurnEnd),
+    ("SessionEnd", Route::SessionEnd),
+];
 
 /// The unit of an agent's hook timeouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +177,7 @@ static CLAUDE: Spec = Spec {
     },
     timeout_unit: TimeoutUnit::Seconds,
     named_hooks: false,
+    routes: &CLAUDE_ROUTES,
 };
 
 static CODEX: Spec = Spec {
@@ -124,6 +194,7 @@ static CODEX: Spec = Spec {
     },
     timeout_unit: TimeoutUnit::Seconds,
     named_hooks: false,
+    routes: &CODEX_ROUTES,
 };
 
 static GEMINI: Spec = Spec {
@@ -140,6 +211,7 @@ static GEMINI: Spec = Spec {
     },
     timeout_unit: TimeoutUnit::Milliseconds,
     named_hooks: true,
+    routes: &GEMINI_ROUTES,
 };
 
 impl Spec {
@@ -161,6 +233,15 @@ impl Spec {
         self.events()
             .find(|(event, _)| *event == name)
             .map(|(_, what)| what)
+    }
+
+    /// What `hookvisor adapter` fires for the agent's event `name`; `None` for an event it
+    /// fires raw (`claude.PreCompact`).
+    pub fn route(&self, name: &str) -> Option<Route> {
+        self.routes
+            .iter()
+            .find(|(event, _)| *event == name)
+            .map(|(_, route)| *route)
     }
 
     /// The settings file: in `workspace`, or at user level in the home directory (or the
@@ -322,5 +403,21 @@ mod tests {
         assert_eq!(Agent::Gemini.spec().timeout_unit.of_secs(60), 60_000);
         assert_eq!(TimeoutUnit::Seconds.show(1800), "1800 s");
         assert_eq!(TimeoutUnit::Milliseconds.show(60_000), "60000 ms");
+    }
+
+    #[test]
+    fn routes_are_unique_and_hold_the_turn_end_and_prompt_events() {
+        for agent in Agent::value_variants() {
+            let spec = agent.spec();
+            let mut names: Vec<&str> = spec.routes.iter().map(|(name, _)| *name).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), spec.routes.len(), "{agent:?}");
+            for stop in spec.stop_events() {
+                assert_eq!(spec.route(stop), Some(Route::TurnEnd), "{agent:?} {stop}");
+            }
+            assert_eq!(spec.route(spec.prompt), Some(Route::TurnStart), "{agent:?}");
+            assert_eq!(spec.route("PreCompact"), None, "{agent:?}");
+        }
     }
 }

@@ -34,7 +34,9 @@ impl Cli {
 
     /// [`Cli::parse_args`] of a given command line, program name first.
     fn parse_line(args: Vec<OsString>) -> Cli {
-        parse_fire(&args).unwrap_or_else(|| Cli::parse_from(args))
+        parse_fire(&args)
+            .or_else(|| parse_adapter(&args))
+            .unwrap_or_else(|| Cli::parse_from(args))
     }
 }
 
@@ -113,6 +115,67 @@ fn parse_fire(args: &[OsString]) -> Option<Cli> {
             json,
             trigger: trigger.unwrap_or(FireTrigger::User),
             max_retries: None,
+        }),
+    })
+}
+
+/// An `adapter AGENT` command line as `install` writes it (`--fail-closed`, `--state-dir`,
+/// `--session`, `--workspace`), read by hand for the reason [`parse_fire`] is: the adapter
+/// runs on every tool call of an agent. `None` for anything else, which clap then parses.
+fn parse_adapter(args: &[OsString]) -> Option<Cli> {
+    if std::env::var_os("HOOKVISOR_MAX_RETRIES").is_some() {
+        return None;
+    }
+    let mut words = args.iter().skip(1).map(|a| a.to_str());
+    let mut globals = GlobalArgs::default();
+    let mut agent = None;
+    let mut subcommand = false;
+    let mut fail_closed = false;
+    while let Some(word) = words.next() {
+        let word = word?;
+        if !word.starts_with('-') {
+            if !subcommand {
+                subcommand = word == "adapter";
+                if !subcommand {
+                    return None;
+                }
+            } else {
+                let parsed = Agent::from_str(word, false).ok()?;
+                if agent.replace(parsed).is_some() {
+                    return None;
+                }
+            }
+            continue;
+        }
+        if word == "--fail-closed" && subcommand {
+            if fail_closed {
+                return None;
+            }
+            fail_closed = true;
+            continue;
+        }
+        let value = words.next()??;
+        if value.is_empty() || value.starts_with('-') {
+            return None;
+        }
+        let slot_taken = match word {
+            "--workspace" => globals.workspace.replace(value.into()).is_some(),
+            "--state-dir" => globals.state_dir.replace(value.into()).is_some(),
+            "--session" => globals.session.replace(value.to_owned()).is_some(),
+            _ => return None,
+        };
+        if slot_taken {
+            return None;
+        }
+    }
+    Some(Cli {
+        globals,
+        command: Command::Adapter(AgentAdapterArgs {
+            agent: agent?,
+            adapter: AdapterArgs {
+                fail_closed,
+                max_retries: None,
+            },
         }),
     })
 }
@@ -366,6 +429,12 @@ pub enum Command {
     PreCommit(PreCommitCommand),
     /// Serve the HTTP API and dashboard, optionally supervising the agent.
     Serve(ServeArgs),
+    /// The agent adapter: every hook event of Claude Code, Codex or Gemini CLI (JSON on stdin),
+    /// fired as hookvisor's events and answered in the agent's protocol.
+    ///
+    /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
+    /// $SESSION_ID or --state-dir say otherwise.
+    Adapter(AgentAdapterArgs),
     /// Claude Code adapter: Stop, SubagentStop and UserPromptSubmit hook (JSON on stdin).
     ///
     /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
@@ -532,6 +601,16 @@ pub struct AdapterArgs {
     /// .discobot/hookvisor.yml, else 3].
     #[arg(long, env = "HOOKVISOR_MAX_RETRIES")]
     pub max_retries: Option<u32>,
+}
+
+/// Options of `adapter`.
+#[derive(Debug, Args)]
+pub struct AgentAdapterArgs {
+    /// The agent whose hook event is on stdin.
+    #[arg(value_enum)]
+    pub agent: Agent,
+    #[command(flatten)]
+    pub adapter: AdapterArgs,
 }
 
 /// Options of `install` and `uninstall`.
@@ -728,5 +807,50 @@ mod tests {
             missing.workspace().unwrap_err().exit,
             crate::error::Exit::Usage
         );
+    }
+
+    /// The hand reader of `adapter` lines agrees with clap wherever it answers.
+    #[test]
+    fn adapter_lines_read_by_hand_as_clap_reads_them() {
+        let lines: &[&[&str]] = &[
+            &["hv", "adapter", "claude"],
+            &["hv", "adapter", "gemini", "--fail-closed"],
+            &[
+                "hv",
+                "--state-dir",
+                "/s",
+                "adapter",
+                "codex",
+                "--session",
+                "x",
+            ],
+            &[
+                "hv",
+                "adapter",
+                "claude",
+                "--workspace",
+                "/w",
+                "--fail-closed",
+            ],
+        ];
+        for line in lines {
+            let args: Vec<OsString> = line.iter().map(OsString::from).collect();
+            let by_hand = parse_adapter(&args).expect("read by hand");
+            assert_eq!(
+                format!("{by_hand:?}"),
+                format!("{:?}", Cli::parse_from(args)),
+                "{line:?}"
+            );
+        }
+        for line in [
+            &["hv", "adapter"][..],
+            &["hv", "adapter", "claude", "--help"],
+            &["hv", "adapter", "claude", "--fail-closed", "--fail-closed"],
+            &["hv", "adapter", "vim"],
+            &["hv", "fire", "tool.before"],
+        ] {
+            let args: Vec<OsString> = line.iter().map(OsString::from).collect();
+            assert!(parse_adapter(&args).is_none(), "{line:?}");
+        }
     }
 }

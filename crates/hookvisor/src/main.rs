@@ -111,6 +111,9 @@ fn run(cli: Cli) -> CliResult {
         }
         Command::PreCommit(sub) => commands::precommit::run(&globals, &sub),
         Command::Serve(args) => commands::serve::run(&globals, args),
+        Command::Adapter(args) => {
+            commands::adapter::events::run(&globals, args.agent, &args.adapter)
+        }
         Command::ClaudeStop(args) => commands::adapter::run(&globals, Agent::Claude, &args),
         Command::CodexStop(args) => commands::adapter::run(&globals, Agent::Codex, &args),
         Command::GeminiAfterAgent(args) => commands::adapter::run(&globals, Agent::Gemini, &args),

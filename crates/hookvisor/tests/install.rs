@@ -19,6 +19,8 @@ struct Agent {
     file: &'static str,
     events: &'static [&'static str],
     timeout: u64,
+    /// How many events `install` registers (EVENTS.md §5 rule 17: all the adapter answers).
+    all: usize,
     /// The event that announces a user's prompt, and its timeout.
     prompt_event: &'static str,
     prompt_timeout: u64,
@@ -28,12 +30,13 @@ struct Agent {
 
 const CLAUDE: Agent = Agent {
     name: "claude",
-    subcommand: "claude-stop",
+    subcommand: "adapter claude",
     file: ".claude/settings.json",
     events: &["Stop", "SubagentStop"],
     timeout: 1800,
+    all: 12,
     prompt_event: "UserPromptSubmit",
-    prompt_timeout: 60,
+    prompt_timeout: 600,
     existing: r#"{
   "permissions": {
     "allow": ["Bash(npm run lint)"],
@@ -54,12 +57,13 @@ const CLAUDE: Agent = Agent {
 };
 const CODEX: Agent = Agent {
     name: "codex",
-    subcommand: "codex-stop",
+    subcommand: "adapter codex",
     file: ".codex/hooks.json",
     events: &["Stop", "SubagentStop"],
     timeout: 1800,
+    all: 6,
     prompt_event: "UserPromptSubmit",
-    prompt_timeout: 60,
+    prompt_timeout: 600,
     existing: r#"{
   "hooks": {
     "SessionStart": [
@@ -74,12 +78,13 @@ const CODEX: Agent = Agent {
 };
 const GEMINI: Agent = Agent {
     name: "gemini",
-    subcommand: "gemini-after-agent",
+    subcommand: "adapter gemini",
     file: ".gemini/settings.json",
     events: &["AfterAgent"],
     timeout: 1_800_000,
+    all: 6,
     prompt_event: "BeforeAgent",
-    prompt_timeout: 60_000,
+    prompt_timeout: 600_000,
     existing: r#"{
   "theme": "GitHub",
   "tools": {"enableHooks": true},
@@ -232,10 +237,7 @@ fn install_keeps_every_other_setting_and_hook_and_is_idempotent() {
         );
 
         let said = check(uninstall(&ws, &[agent.name]), "uninstall");
-        assert!(
-            said.contains(&format!("removed {}", agent.events.len() + 1)),
-            "{said}"
-        );
+        assert!(said.contains(&format!("removed {}", agent.all)), "{said}");
         assert_eq!(read_json(&path), before, "{}", agent.name);
         let said = check(uninstall(&ws, &[agent.name]), "uninstall again");
         assert!(said.contains("nothing to remove"), "{said}");
@@ -337,7 +339,7 @@ fn a_commented_gemini_settings_file_is_kept_as_a_backup() {
     assert_eq!(fs::read_to_string(&saved[0]).unwrap(), commented);
     let settings = read_json(&path);
     assert_eq!(settings["theme"], "GitHub");
-    assert_eq!(ours(&settings, "AfterAgent", "gemini-after-agent").len(), 1);
+    assert_eq!(ours(&settings, "AfterAgent", "adapter gemini").len(), 1);
 }
 
 #[test]
@@ -388,7 +390,7 @@ fn user_level_writes_the_home_settings() {
         .unwrap();
     check(output, "install codex with CODEX_HOME");
     let settings = read_json(&codex_home.join("hooks.json"));
-    assert_eq!(ours(&settings, "Stop", "codex-stop").len(), 1);
+    assert_eq!(ours(&settings, "Stop", "adapter codex").len(), 1);
 }
 
 #[test]
@@ -411,7 +413,7 @@ fn a_symlinked_settings_file_stays_a_symlink_and_keeps_its_mode() {
     );
     let settings = read_json(&real);
     assert_eq!(settings["model"], "opus");
-    assert_eq!(ours(&settings, "Stop", "claude-stop").len(), 1);
+    assert_eq!(ours(&settings, "Stop", "adapter claude").len(), 1);
     assert_eq!(
         fs::metadata(&real).unwrap().permissions().mode() & 0o777,
         0o600
@@ -445,7 +447,7 @@ fn the_written_command_runs_the_adapter_through_a_shell() {
         "install",
     );
     let settings = read_json(&ws.path().join(CLAUDE.file));
-    let command = ours(&settings, "Stop", "claude-stop")[0]["command"]
+    let command = ours(&settings, "Stop", "adapter claude")[0]["command"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -609,4 +611,58 @@ fn install_codex_says_how_to_trust_the_project_and_the_hooks() {
     assert!(user.contains("install codex` again --user-level"), "{user}");
     // Other agents need no such step.
     assert!(!check(install(&ws, &["claude"]), "install claude").contains("trust"));
+}
+
+/// Re-installing over an old `claude-stop` registration upgrades it in place to `adapter
+/// claude` and adds the other events; uninstall then leaves the user's own hooks exactly as
+/// they were written.
+#[test]
+fn install_upgrades_an_old_turn_end_registration() {
+    let ws = Workspace::new();
+    let foreign_only = r#"{
+  "hooks": {
+    "Stop": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "npx tsc --noEmit"
+          }
+        ]
+      }
+    ]
+  }
+}
+"#;
+    let old = format!(
+        r#"{{"hooks": {{
+            "Stop": [{{"hooks": [{{"type": "command", "command": "npx tsc --noEmit"}},
+                                {{"type": "command", "command": "{exe} claude-stop", "timeout": 1800}}]}}],
+            "SubagentStop": [{{"hooks": [{{"type": "command", "command": "{exe} claude-stop", "timeout": 1800}}]}}],
+            "UserPromptSubmit": [{{"hooks": [{{"type": "command", "command": "{exe} claude-stop", "timeout": 60}}]}}]
+        }}}}"#,
+        exe = exe()
+    );
+    let path = ws.write(CLAUDE.file, &old);
+    check(install(&ws, &["claude"]), "install");
+    let text = fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("claude-stop"), "{text}");
+    let settings = read_json(&path);
+    let stop = settings["hooks"]["Stop"][0]["hooks"].as_array().unwrap();
+    assert_eq!(stop[0]["command"], "npx tsc --noEmit");
+    assert_eq!(stop[1]["command"], format!("{} adapter claude", exe()));
+    for (event, _) in [
+        ("PreToolUse", 0),
+        ("SessionEnd", 0),
+        ("UserPromptSubmit", 0),
+    ] {
+        assert_eq!(ours(&settings, event, "adapter claude").len(), 1, "{event}");
+    }
+    assert_eq!(settings["hooks"].as_object().unwrap().len(), CLAUDE.all);
+    let once = fs::read(&path).unwrap();
+    check(install(&ws, &["claude"]), "install again");
+    assert_eq!(fs::read(&path).unwrap(), once, "install is idempotent");
+    let said = check(uninstall(&ws, &["claude"]), "uninstall");
+    assert!(said.contains(&format!("removed {} ", CLAUDE.all)), "{said}");
+    assert_eq!(fs::read_to_string(&path).unwrap(), foreign_only);
 }

@@ -323,6 +323,14 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                 for name in unknown {
                     warn(ProblemKind::UnknownVariable { name });
                 }
+                if let Some(crate::event::ToolMatcher::Names(names)) = &hook.spec.tool {
+                    let unknown = names
+                        .iter()
+                        .filter(|n| !n.contains('*') && !crate::event::is_known_tool(n));
+                    for name in unknown {
+                        warn(ProblemKind::UnknownTool { name: name.clone() });
+                    }
+                }
                 candidates.push((hook, phase1));
             }
             Ok(None) => {}

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Output;
 
 use crate::common::Workspace;
-use crate::model::{ModelServer, Reply, SUBTASK, Script};
+use crate::model::{Last, ModelServer, Reply, SUBTASK, Script};
 use crate::{
     PROMPT, agent_workspace, client_command, clients, notes, shown, status_json, status_text,
     turn_sessions,
@@ -18,8 +18,18 @@ fn run(script: Script) -> Option<(Workspace, ModelServer, Output)> {
 /// [`run`], under `hookvisor serve --socket PATH -- claude ...` when `serve` is set: the
 /// adapter then asks the server to evaluate, in the state dir the server was given.
 fn run_as(script: Script, serve: bool) -> Option<(Workspace, ModelServer, Output)> {
+    run_with(script, serve, |_| {})
+}
+
+/// [`run_as`], with `setup` run on the workspace (extra hooks) before the client starts.
+fn run_with(
+    script: Script,
+    serve: bool,
+    setup: impl FnOnce(&Workspace),
+) -> Option<(Workspace, ModelServer, Output)> {
     let bin = clients::client("claude")?;
     let ws = agent_workspace("claude");
+    setup(&ws);
     let server = ModelServer::start(script);
     let mut cmd = if serve {
         let socket = ws.base().join("hv.sock");
@@ -163,4 +173,54 @@ fn claude_under_serve_gets_three_re_prompts_then_stops() {
         serde_json::json!(["lint"]),
         "{status}"
     );
+}
+
+/// A `tool.before` hook with `tool: bash` denies Claude Code's `Bash` call through
+/// PreToolUse (rule 6's canonical name); the model's next request carries the deny reason as
+/// the tool's result, and the command never ran.
+#[test]
+fn claude_pre_tool_use_deny_reaches_the_model() {
+    const DENIED: &str = "HOOKVISOR-DENIED: no shell here";
+    let Some((ws, server, output)) = run_with(Script::FixesAtOnce, false, |ws| {
+        ws.write(
+            ".discobot/hooks/no-shell.yml",
+            &format!(
+                "---\nevent: tool.before\ntool: bash\nrun: echo '{DENIED}' >&2; exit 2\n---\n"
+            ),
+        );
+    }) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    assert_eq!(notes(&ws), "", "the denied command did not run\n{log}");
+    let task = server.task();
+    let after = task
+        .iter()
+        .find(|r| r.last == Last::ToolResult)
+        .unwrap_or_else(|| panic!("no request after the tool call\n{log}"));
+    assert!(after.body.to_string().contains(DENIED), "{}", after.body);
+}
+
+/// A `turn.start` hook with `pipe_output: true`: its output reaches the model through
+/// UserPromptSubmit's `additionalContext`, in the first request of the task.
+#[test]
+fn claude_user_prompt_submit_context_reaches_the_model() {
+    const CONTEXT: &str = "HOOKVISOR-CONTEXT: the branch is main";
+    let Some((_ws, server, output)) = run_with(Script::FixesAtOnce, false, |ws| {
+        ws.write(
+            ".discobot/hooks/branch.yml",
+            &format!("---\nevent: turn.start\npipe_output: true\nrun: echo '{CONTEXT}'\n---\n"),
+        );
+    }) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    let first = server
+        .task()
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no task request\n{log}"));
+    assert!(first.body.to_string().contains(CONTEXT), "{}", first.body);
 }

@@ -1,14 +1,15 @@
-//! `install` and `uninstall`: put hookvisor's turn-end adapter into an agent's settings, or take
-//! it out, leaving every other setting and hook as it was.
+//! `install` and `uninstall`: put `hookvisor adapter AGENT` into an agent's settings for every
+//! event the adapter answers (EVENTS.md §5 rule 17), or take it out, leaving every other
+//! setting and hook as it was.
 //!
 //! The file, the events, the adapter and the timeout unit are the agent's row of the agent
 //! table ([`crate::agents`]), which the adapter reads too. The turn-end events get a
-//! [`TIMEOUT_SECS`] timeout, the prompt event (which only records the user's prompt for the
-//! loop guard) a [`PROMPT_TIMEOUT_SECS`] one.
+//! [`TIMEOUT_SECS`] timeout, the session end (handed on at once) a [`PROMPT_TIMEOUT_SECS`]
+//! one, the others [`EVENT_TIMEOUT_SECS`].
 //!
-//! An entry is ours when its command mentions `hookvisor` and the adapter's subcommand;
-//! installing replaces ours in place (or appends one group), so running it twice changes
-//! nothing. The file is written atomically, through a symlink to its target. A file that is not
+//! An entry is ours when its command mentions `hookvisor` and `adapter AGENT`, or the old
+//! turn-end alias (`claude-stop`), which a re-install so upgrades; installing replaces ours in
+//! place (or appends one group), so running it twice changes nothing. The file is written atomically, through a symlink to its target. A file that is not
 //! JSON is moved to `<file>.bak-<time>` first, never overwritten.
 //!
 //! This file is the command: what each agent gets and what is printed. Reading the settings file
@@ -26,7 +27,7 @@ mod settings;
 use self::settings::{
     Loaded, SettingsError, add_entry, back_up, load, remove_entries, resolve_symlink, write_atomic,
 };
-use crate::agents::{Agent, Event, Spec};
+use crate::agents::{Agent, Route, Spec};
 use crate::cli::InstallArgs;
 use crate::commands::Globals;
 use crate::error::{CliError, CliResult, Exit};
@@ -35,12 +36,17 @@ use crate::error::{CliError, CliResult, Exit};
 /// explicit so an agent's shorter default never kills an evaluation half-way.
 pub const TIMEOUT_SECS: u64 = 1800;
 
-/// The prompt event's timeout: it only records the prompt in the state dir.
+/// The session end's timeout: the adapter hands the event on and returns at once.
 pub const PROMPT_TIMEOUT_SECS: u64 = 60;
+
+/// The other events' timeout: room for several command hooks at their 60 s default.
+pub const EVENT_TIMEOUT_SECS: u64 = 600;
 
 /// Where and how one agent is configured: its row of the agent table, and its settings file.
 #[derive(Debug, Clone)]
 struct Target {
+    /// The agent.
+    agent: Agent,
     /// The agent's row of the table.
     spec: &'static Spec,
     /// The settings file.
@@ -53,26 +59,37 @@ impl Target {
         let path = spec
             .settings_path(user_level, workspace, |name| env::var_os(name))
             .ok_or_else(|| CliError::usage("HOME is not set; set it to use --user-level"))?;
-        Ok(Target { spec, path })
+        Ok(Target { agent, spec, path })
     }
 
-    /// The timeout of `event`'s entry, in the agent's unit.
-    fn timeout(&self, event: Event) -> u64 {
-        self.spec.timeout_unit.of_secs(match event {
-            Event::TurnEnd => TIMEOUT_SECS,
-            Event::Prompt => PROMPT_TIMEOUT_SECS,
+    /// The adapter's subcommand words: `adapter claude`.
+    fn subcommand(&self) -> String {
+        format!("adapter {}", agent_word(self.agent))
+    }
+
+    /// What marks an entry as ours: today's adapter, or the old turn-end alias (which a
+    /// re-install upgrades in place).
+    fn ours(&self) -> [String; 2] {
+        [self.subcommand(), self.spec.command.to_owned()]
+    }
+
+    /// The timeout of `route`'s entry, in the agent's unit.
+    fn timeout(&self, route: Route) -> u64 {
+        self.spec.timeout_unit.of_secs(match route {
+            Route::TurnEnd => TIMEOUT_SECS,
+            Route::SessionEnd => PROMPT_TIMEOUT_SECS,
+            _ => EVENT_TIMEOUT_SECS,
         })
     }
 
-    /// Our entry for `event`, running `command`.
-    fn entry(&self, command: &str, event: Event) -> Value {
-        let description = match event {
-            Event::TurnEnd => "hookvisor: run the workspace's file hooks; re-prompt on a failure",
-            Event::Prompt => {
-                "hookvisor: note a user's prompt, so re-prompts are counted per user turn"
-            }
+    /// Our entry for `route`, running `command`.
+    fn entry(&self, command: &str, route: Route) -> Value {
+        let description = match route {
+            Route::TurnEnd => "hookvisor: run the workspace's file hooks; re-prompt on a failure",
+            Route::TurnStart => "hookvisor: fire turn.start and hand the model hookvisor's context",
+            _ => "hookvisor: fire this event's hookvisor hooks",
         };
-        self.entry_with(command, self.timeout(event), description)
+        self.entry_with(command, self.timeout(route), description)
     }
 
     /// A hook entry, its keys in the order the agents' documents use.
@@ -90,35 +107,37 @@ impl Target {
         Value::Object(entry)
     }
 
-    /// The timeout of `event`'s entry, for messages.
-    fn show_timeout(&self, event: Event) -> String {
-        self.spec.timeout_unit.show(self.timeout(event))
-    }
-
-    /// Puts our entries, running `command`, under each of the agent's events. Returns whether
-    /// anything changed, or the key with a wrong shape.
+    /// Puts our entries, running `command`, under each event the adapter answers (rule 17:
+    /// all of them, bound today or not). Returns whether anything changed, or the key with a
+    /// wrong shape.
     fn add_entries(
         &self,
         settings: &mut Value,
         command: &str,
     ) -> Result<bool, (String, &'static str)> {
+        let ours = self.ours();
+        let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
         let mut changed = false;
-        for (name, event) in self.spec.events() {
-            changed |= add_entry(
-                settings,
-                name,
-                self.spec.command,
-                &self.entry(command, event),
-            )?;
+        for (name, route) in self.spec.routes {
+            changed |= add_entry(settings, name, &ours, &self.entry(command, *route))?;
         }
         Ok(changed)
+    }
+}
+
+/// The agent's word on the command line (`claude`).
+fn agent_word(agent: Agent) -> &'static str {
+    match agent {
+        Agent::Claude => "claude",
+        Agent::Codex => "codex",
+        Agent::Gemini => "gemini",
     }
 }
 
 /// `hookvisor install AGENT`: adds (or refreshes) our entry; prints what it did.
 pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
     let target = Target::new(args.agent, args.user_level, &workspace(globals, args)?)?;
-    let command = adapter_command(globals, args, target.spec.command)?;
+    let command = adapter_command(globals, args, &target.subcommand())?;
     let path = resolve_symlink(&target.path);
     let mut settings = match load(&path)? {
         Loaded::Missing => Value::Object(Map::new()),
@@ -155,12 +174,20 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
         write_atomic(&path, &settings)?;
         writeln!(
             out,
-            "installed `{command}` in {} for {} (timeout {}) and {} (timeout {})",
+            "installed `{command}` in {} for {} (timeout {} for {})",
             path.display(),
+            target
+                .spec
+                .routes
+                .iter()
+                .map(|(name, _)| *name)
+                .collect::<Vec<_>>()
+                .join(", "),
+            target
+                .spec
+                .timeout_unit
+                .show(target.timeout(Route::TurnEnd)),
             target.spec.stop_events().collect::<Vec<_>>().join(", "),
-            target.show_timeout(Event::TurnEnd),
-            target.spec.prompt,
-            target.show_timeout(Event::Prompt),
         )?;
     } else {
         writeln!(
@@ -258,12 +285,14 @@ pub fn uninstall(globals: &Globals, args: &InstallArgs) -> CliResult {
             return Err(SettingsError::Unreadable { path, why }.into());
         }
     };
-    let removed = remove_entries(&mut settings, target.spec.command);
+    let ours = target.ours();
+    let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
+    let removed = remove_entries(&mut settings, &ours);
     if removed == 0 {
         writeln!(
             out,
             "no hookvisor {} hook in {}; nothing to remove",
-            target.spec.command,
+            target.subcommand(),
             path.display()
         )?;
         return Ok(Exit::Ok);
@@ -272,7 +301,7 @@ pub fn uninstall(globals: &Globals, args: &InstallArgs) -> CliResult {
     writeln!(
         out,
         "removed {removed} hookvisor {} hook{} from {}",
-        target.spec.command,
+        target.subcommand(),
         if removed == 1 { "" } else { "s" },
         path.display()
     )?;
@@ -329,21 +358,18 @@ mod tests {
 
     /// The regression the agent table exists for: `install` registered Codex for fewer events
     /// than its adapter answered. For every agent, each event `install` writes is one the
-    /// adapter answers, in the same role, and each event the adapter answers is written.
+    /// adapter answers, and each event the adapter answers is written, once, as ours.
     #[test]
     fn installs_exactly_the_events_the_adapter_answers() {
-        use crate::commands::adapter::answers;
         use clap::ValueEnum;
 
-        let mut names: Vec<&str> = ["PreToolUse", "PostToolUse", "Notification", "SessionStart"]
-            .into_iter()
-            .collect();
+        let mut names: Vec<&str> = ["Notification", "PreCompact", "BeforeModel"].into();
         for agent in Agent::value_variants() {
-            names.extend(agent.spec().events().map(|(name, _)| name));
+            names.extend(agent.spec().routes.iter().map(|(name, _)| *name));
         }
         for agent in Agent::value_variants() {
             let target = Target::new(*agent, false, Path::new("/w")).unwrap();
-            let command = format!("/usr/bin/hookvisor {}", target.spec.command);
+            let command = format!("/usr/bin/hookvisor {}", target.subcommand());
             let mut settings = Value::Object(Map::new());
             assert!(target.add_entries(&mut settings, &command).unwrap());
             let written = settings["hooks"].as_object().unwrap().clone();
@@ -355,12 +381,12 @@ mod tests {
                     .flatten()
                     .flat_map(|group| group["hooks"].as_array().unwrap())
                     .collect();
-                match answers(target.spec, Some(name)) {
+                match target.spec.route(name) {
                     None => assert!(entries.is_empty(), "{agent:?} installs {name}"),
-                    Some(event) => {
+                    Some(route) => {
                         assert_eq!(entries.len(), 1, "{agent:?} does not install {name}");
-                        assert!(is_ours(entries[0], target.spec.command));
-                        assert_eq!(entries[0]["timeout"], target.timeout(event), "{name}");
+                        assert!(is_ours(entries[0], &[&target.subcommand()]));
+                        assert_eq!(entries[0]["timeout"], target.timeout(route), "{name}");
                     }
                 }
             }

@@ -69,15 +69,21 @@ impl From<SettingsError> for CliError {
     }
 }
 
-/// Whether a hook entry is one of ours for `subcommand`.
-pub(super) fn is_ours(hook: &Value, subcommand: &str) -> bool {
+/// Whether a hook entry is one of ours: its command mentions `hookvisor` and one of `ours`
+/// (`claude-stop`, `adapter claude`) as whole words, in order.
+pub(super) fn is_ours(hook: &Value, ours: &[&str]) -> bool {
     let Some(Value::String(command)) = hook.get("command") else {
         return false;
     };
+    let words: Vec<&str> = command
+        .split_whitespace()
+        .map(|word| word.trim_matches(['\'', '"']))
+        .collect();
     command.contains("hookvisor")
-        && command
-            .split_whitespace()
-            .any(|word| word.trim_matches(['\'', '"']) == subcommand)
+        && ours.iter().any(|sub| {
+            let sub: Vec<&str> = sub.split_whitespace().collect();
+            !sub.is_empty() && words.windows(sub.len()).any(|w| w == sub.as_slice())
+        })
 }
 
 /// Puts `entry` under `event`: replaces the first entry of ours in place, drops other
@@ -85,7 +91,7 @@ pub(super) fn is_ours(hook: &Value, subcommand: &str) -> bool {
 pub(super) fn add_entry(
     settings: &mut Value,
     event: &str,
-    subcommand: &str,
+    subcommand: &[&str],
     entry: &Value,
 ) -> Result<bool, (String, &'static str)> {
     let before = settings.clone();
@@ -136,7 +142,7 @@ pub(super) fn add_entry(
 
 /// Removes every entry of ours for `subcommand`, under any event, with the groups and events
 /// that held only ours. Returns how many entries went.
-pub(super) fn remove_entries(settings: &mut Value, subcommand: &str) -> usize {
+pub(super) fn remove_entries(settings: &mut Value, subcommand: &[&str]) -> usize {
     let Value::Object(root) = settings else {
         return 0;
     };
@@ -326,7 +332,7 @@ pub(super) fn write_atomic(path: &Path, settings: &Value) -> Result<(), Settings
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agents::{Agent, Event};
+    use crate::agents::{Agent, Route};
     use crate::commands::install::Target;
     use serde_json::{Value, json};
 
@@ -366,10 +372,10 @@ mod tests {
         ];
         for (name, before, want) in cases {
             let mut settings = before.clone();
-            let changed = add_entry(&mut settings, "Stop", "claude-stop", &entry(CMD)).unwrap();
+            let changed = add_entry(&mut settings, "Stop", &["claude-stop"], &entry(CMD)).unwrap();
             assert_eq!(&settings, want, "{name}");
             assert_eq!(changed, before != want, "{name}");
-            let again = add_entry(&mut settings, "Stop", "claude-stop", &entry(CMD)).unwrap();
+            let again = add_entry(&mut settings, "Stop", &["claude-stop"], &entry(CMD)).unwrap();
             assert!(!again, "{name}: second install changed the settings");
         }
     }
@@ -383,7 +389,7 @@ mod tests {
         ];
         for (before, key) in cases {
             let mut settings = before.clone();
-            let err = add_entry(&mut settings, "Stop", "claude-stop", &entry(CMD)).unwrap_err();
+            let err = add_entry(&mut settings, "Stop", &["claude-stop"], &entry(CMD)).unwrap_err();
             assert_eq!(err.0, *key);
             assert_eq!(&settings, before);
         }
@@ -414,7 +420,7 @@ mod tests {
         for (before, count, want) in cases {
             let mut settings = before.clone();
             assert_eq!(
-                remove_entries(&mut settings, "claude-stop"),
+                remove_entries(&mut settings, &["claude-stop"]),
                 *count,
                 "{before}"
             );
@@ -428,13 +434,13 @@ mod tests {
         let mut settings: Value = serde_json::from_str(text).unwrap();
         let entry = Target::new(Agent::Claude, false, Path::new("/w"))
             .unwrap()
-            .entry(CMD, Event::TurnEnd);
-        add_entry(&mut settings, "Stop", "claude-stop", &entry).unwrap();
+            .entry(CMD, Route::TurnEnd);
+        add_entry(&mut settings, "Stop", &["claude-stop"], &entry).unwrap();
         assert_eq!(
             serde_json::to_string(&settings).unwrap(),
             r#"{"zeta":1,"alpha":{"y":2.5,"b":-3},"hooks":{"Stop":[{"hooks":[{"type":"command","command":"/usr/bin/hookvisor claude-stop","timeout":1800}]}]},"m":[true,null,"s"]}"#
         );
-        remove_entries(&mut settings, "claude-stop");
+        remove_entries(&mut settings, &["claude-stop"]);
         assert_eq!(
             serde_json::to_string(&settings).unwrap(),
             r#"{"zeta":1,"alpha":{"y":2.5,"b":-3},"m":[true,null,"s"]}"#
@@ -450,15 +456,20 @@ mod tests {
             ("/usr/bin/hookvisor codex-stop", false),
             ("/usr/bin/other claude-stop", false),
             ("/usr/bin/hookvisor claude-stopper", false),
+            ("/usr/bin/hookvisor adapter claude", true),
+            ("/usr/bin/hookvisor adapter codex", false),
         ];
         for (command, want) in cases {
             assert_eq!(
-                is_ours(&json!({ "command": command }), "claude-stop"),
+                is_ours(
+                    &json!({ "command": command }),
+                    &["claude-stop", "adapter claude"]
+                ),
                 *want,
                 "{command}"
             );
         }
-        assert!(!is_ours(&json!({"type": "prompt"}), "claude-stop"));
+        assert!(!is_ours(&json!({"type": "prompt"}), &["claude-stop"]));
     }
 
     #[test]

@@ -20,6 +20,9 @@
 //! - When hookvisor itself fails (unreadable input, unwritable state dir, server unreachable) it
 //!   fails open by default: the error goes to stderr and the agent stops. `--fail-closed` blocks
 //!   with the error as the reason instead.
+//!
+//! The `adapter` command ([`events`]) answers every event of the agents, and uses this
+//! module's turn end for `Stop`/`AfterAgent`.
 
 use std::env;
 use std::fmt;
@@ -38,6 +41,10 @@ use crate::commands::Globals;
 use crate::error::{CliResult, Exit};
 use crate::interrupt::cancel_on_signals;
 use crate::turn_client::{TurnClient, TurnClientError};
+
+pub mod events;
+mod protocol;
+mod tools;
 
 /// Longest reason handed to an agent, in characters: under Claude Code's 10,000-character cap
 /// on hook output, with room for the JSON around it.
@@ -73,6 +80,8 @@ enum AdapterError {
     Turns(TurnLogError),
     /// A failure while recording a prompt event: always fails open.
     Prompt(Box<AdapterError>),
+    /// An event of `hookvisor adapter` could not be fired.
+    Event(String),
 }
 
 impl fmt::Display for AdapterError {
@@ -102,6 +111,7 @@ impl fmt::Display for AdapterError {
             AdapterError::Server(e) => e.fmt(f),
             AdapterError::Turns(e) => e.fmt(f),
             AdapterError::Prompt(e) => write!(f, "cannot record the prompt: {e}"),
+            AdapterError::Event(e) => f.write_str(e),
         }
     }
 }
@@ -169,11 +179,51 @@ fn decide(
         prompt_event(&ctx?, &input).map_err(|e| AdapterError::Prompt(Box::new(e)))?;
         return Ok(Verdict::Stop);
     }
-    let ctx = ctx?;
+    let ended = end_turn(ctx?, args, &input)?;
+    ended.record(ended.answer())?;
+    Ok(ended.verdict)
+}
+
+/// A turn end judged by the file hooks, before its answer is recorded in the turn log (the
+/// `adapter` command fires `session.stop` in between).
+struct TurnEnded {
+    /// The turn's context.
+    ctx: Context,
+    /// What the evaluation tells the agent.
+    verdict: Verdict,
+    /// The evaluation's action.
+    action: Action,
+    /// The turn log's reading of the stop.
+    stop: hookvisor_core::Stop,
+    /// The agent's session id, as sent.
+    session: String,
+}
+
+impl TurnEnded {
+    /// The turn log's answer for [`TurnEnded::verdict`].
+    fn answer(&self) -> Answer<'_> {
+        match (&self.verdict, self.action) {
+            (Verdict::Block(reason), _) => Answer::Block(reason),
+            (Verdict::Stop, Action::GaveUp) => Answer::GaveUp,
+            (Verdict::Stop, _) => Answer::Stop,
+        }
+    }
+
+    /// Records what the agent was told, for the loop guard.
+    fn record(&self, answer: Answer<'_>) -> Result<(), AdapterError> {
+        TurnLog::for_context(&self.ctx)
+            .answered(&self.session, &self.stop, answer)
+            .map_err(AdapterError::Turns)
+    }
+}
+
+/// Evaluates the turn that ended: the file hooks and `turn.end` hooks, in-process or in the
+/// server of `$HOOKVISOR_URL`, with the loop guard's trigger.
+fn end_turn(ctx: Context, args: &AdapterArgs, input: &TurnEnd) -> Result<TurnEnded, AdapterError> {
     let turns = TurnLog::for_context(&ctx);
-    let session = input.session_id.as_deref().unwrap_or_default();
+    let session = input.session_id.clone().unwrap_or_default();
     let stop = turns
-        .stop(session, input.stop_hook_active, input.prompt.as_deref())
+        .stop(&session, input.stop_hook_active, input.prompt.as_deref())
         .map_err(AdapterError::Turns)?;
     let trigger = stop.trigger;
     let report = match TurnClient::from_env(|name| env::var(name).ok()) {
@@ -195,16 +245,13 @@ fn decide(
                 .map_err(AdapterError::Eval)?
         }
     };
-    let verdict = verdict(&report);
-    let answer = match (&verdict, report.action) {
-        (Verdict::Block(reason), _) => Answer::Block(reason),
-        (Verdict::Stop, Action::GaveUp) => Answer::GaveUp,
-        (Verdict::Stop, _) => Answer::Stop,
-    };
-    turns
-        .answered(session, &stop, answer)
-        .map_err(AdapterError::Turns)?;
-    Ok(verdict)
+    Ok(TurnEnded {
+        ctx,
+        verdict: verdict(&report),
+        action: report.action,
+        stop,
+        session,
+    })
 }
 
 /// What the adapter does with an input whose `hook_event_name` is `event`: the agent's events

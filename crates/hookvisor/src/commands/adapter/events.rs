@@ -1,0 +1,396 @@
+//! `hookvisor adapter claude|codex|gemini`: every hook event of an agent, dispatched on its
+//! `hook_event_name` to the canonical event of EVENTS.md §3.1 (the agent's routes in
+//! [`crate::agents`]), the answer in the agent's own protocol ([`super::protocol`]).
+//!
+//! - Stop/SubagentStop/AfterAgent: the turn end of the old adapters ([`super`]), unchanged,
+//!   then `session.stop` when it passed (§1.1 footnote ²); a `session.stop` block is recorded
+//!   as a re-prompt, so the loop guard counts it.
+//! - UserPromptSubmit/BeforeAgent: the prompt is recorded for the loop guard (never blocking),
+//!   then `turn.start`, whose reply carries the drained context buffer (rule 5).
+//! - PostToolUse/AfterTool: `tool.after`, then `file.edited` once per path a file tool wrote.
+//! - SessionEnd: a detached copy of this command fires `session.end` (in-process, or in the
+//!   server of `$HOOKVISOR_URL`), so the agent is never held past its 1.5 s budget.
+//! - Any other event is fired raw (`claude.PreCompact`).
+//!
+//! An event no hook binds evaluates nothing: after discovery it answers allow at once (only
+//! `turn.start` still drains the buffer). Internal errors fail open (stderr, exit 0) unless
+//! `--fail-closed`, which blocks with the error as the reason where the event can be blocked.
+
+use std::env;
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use hookvisor_core::context_buffer::ContextBuffer;
+use hookvisor_core::decision::{Decision, Reply};
+use hookvisor_core::event::{Agent as RawAgent, Event as CoreEvent};
+use hookvisor_core::fire::{Firing, fire};
+use hookvisor_core::{Context, Discovery, EvalError, TurnLog, discover_workspace};
+use serde_json::{Map, Value};
+
+use super::protocol::{Decided, Said, answers_context, say};
+use super::tools::{event_data, written_paths};
+use super::{AdapterError, MAX_INPUT, TurnEnd, Verdict, context, end_turn};
+use crate::agents::{Agent, Route};
+use crate::cli::AdapterArgs;
+use crate::commands::Globals;
+use crate::error::{CliResult, Exit};
+use crate::interrupt::cancel_on_signals;
+use crate::turn_client::TurnClient;
+
+/// Set in the detached process that fires `session.end`.
+const DETACHED_VAR: &str = "HOOKVISOR_ADAPTER_DETACHED";
+
+/// `hookvisor adapter AGENT`: answers one hook event of the agent, then exits with the
+/// status its protocol expects.
+pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
+    let mut bytes = Vec::new();
+    let read = io::stdin()
+        .lock()
+        .take(MAX_INPUT)
+        .read_to_end(&mut bytes)
+        .map_err(AdapterError::Stdin);
+    let input = read.and_then(|_| parse(&bytes));
+    let name = input
+        .as_ref()
+        .ok()
+        .and_then(|(map, _)| map.get("hook_event_name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    // An input without a name is a turn end, as the old adapters took it.
+    let route = if name.is_empty() {
+        Some(Route::TurnEnd)
+    } else {
+        agent.spec().route(&name)
+    };
+    let outcome = input.and_then(|(map, turn)| {
+        let call = Call {
+            globals,
+            agent,
+            args,
+            name: &name,
+            input: &map,
+            turn: &turn,
+        };
+        call.answer(route, &bytes)
+    });
+    let said = match outcome {
+        Ok(decided) => say(agent, &name, route, &decided),
+        Err(AdapterError::Eval(EvalError::Cancelled)) => {
+            eprintln!("hookvisor: {}", EvalError::Cancelled);
+            Said::default()
+        }
+        Err(err) if args.fail_closed && can_block(route) => {
+            let decided = Decided {
+                decision: Decision::Block,
+                reason: Some(format!(
+                    "hookvisor could not check this event: {err}. (It is blocked because the \
+                     hook runs with --fail-closed.)"
+                )),
+                context: Vec::new(),
+            };
+            say(agent, &name, route, &decided)
+        }
+        Err(err) => {
+            eprintln!(
+                "hookvisor: {err} (failing open: {} goes on; --fail-closed blocks instead)",
+                agent.spec().name
+            );
+            Said::default()
+        }
+    };
+    if let Some(value) = &said.stdout {
+        let mut out = io::stdout().lock();
+        writeln!(out, "{value}")?;
+        out.flush()?;
+    }
+    if let Some(reason) = &said.stderr {
+        eprintln!("{reason}");
+    }
+    Ok(match said.exit {
+        0 => Exit::Ok,
+        code => Exit::Status(code),
+    })
+}
+
+/// Whether a block of `route` means anything (notices cannot be blocked).
+fn can_block(route: Option<Route>) -> bool {
+    !matches!(
+        route,
+        Some(Route::SessionStart | Route::ToolFailed | Route::Error | Route::SessionEnd)
+    )
+}
+
+/// The agent's JSON, as a map and as the old adapters' turn-end fields.
+fn parse(bytes: &[u8]) -> Result<(Map<String, Value>, TurnEnd), AdapterError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(AdapterError::Empty);
+    }
+    let map: Map<String, Value> = serde_json::from_slice(bytes).map_err(AdapterError::Json)?;
+    let turn: TurnEnd =
+        serde_json::from_value(Value::Object(map.clone())).map_err(AdapterError::Json)?;
+    Ok((map, turn))
+}
+
+/// One call of the adapter.
+struct Call<'a> {
+    globals: &'a Globals,
+    agent: Agent,
+    args: &'a AdapterArgs,
+    /// The agent's `hook_event_name`.
+    name: &'a str,
+    input: &'a Map<String, Value>,
+    turn: &'a TurnEnd,
+}
+
+impl Call<'_> {
+    /// Fires what `route` asks and returns the decision.
+    fn answer(&self, route: Option<Route>, bytes: &[u8]) -> Result<Decided, AdapterError> {
+        let ctx = context(self.globals, self.turn).map_err(AdapterError::Context)?;
+        let data = event_data(self.input, &ctx.workspace);
+        let event = match route {
+            None => {
+                let raw = format!("{}.{}", raw_agent(self.agent).as_str(), self.name);
+                raw.parse::<CoreEvent>()
+                    .map_err(|e| AdapterError::Event(e.to_string()))?
+            }
+            Some(Route::TurnEnd) => return self.turn_end(ctx, data),
+            Some(Route::SessionEnd) if env::var_os(DETACHED_VAR).is_none() => {
+                detach(bytes)?;
+                return Ok(Decided::default());
+            }
+            Some(route) => canonical(route),
+        };
+        if route == Some(Route::TurnStart) {
+            // Never blocks the prompt: the loop guard only loses one count.
+            let session = self.turn.session_id.as_deref().unwrap_or_default();
+            if let Err(e) = TurnLog::for_context(&ctx).prompt(session, self.turn.prompt.as_deref())
+            {
+                eprintln!("hookvisor: cannot record the prompt: {e} (the prompt goes on)");
+            }
+        }
+        let mut fired = Fired::new(self, &ctx);
+        let reply = fired.fire(&event, data.clone(), None)?;
+        let mut decided = decided(&reply);
+        if route == Some(Route::SessionEnd) {
+            // §1.6: what no prompt took is dropped with the session, and said so.
+            let dropped = ContextBuffer::new(&ctx.state())
+                .discard()
+                .map_err(|e| AdapterError::Event(e.to_string()))?;
+            if dropped > 0 {
+                tracing::warn!("session.end: discarded {dropped} undelivered context entries");
+            }
+        }
+        if matches!(route, Some(Route::SessionStart | Route::ToolFailed)) {
+            // §1.6: SessionStart delivers the buffer as TurnStart does; PostToolUseFailure
+            // delivers what its notice's hooks piped at once (§3.1 "directly"), since the
+            // model is about to react to the failure.
+            let drained = ContextBuffer::new(&ctx.state())
+                .drain(hookvisor_core::context_buffer::MAX_CONTEXT_CHARS)
+                .map_err(|e| AdapterError::Event(e.to_string()))?;
+            if !drained.text.is_empty() {
+                decided.context.push(drained.text);
+            }
+        }
+        if route == Some(Route::ToolAfter) {
+            let tool = self.input.get("tool_name").and_then(Value::as_str);
+            let paths = tool.map_or_else(Vec::new, |tool| {
+                written_paths(
+                    tool,
+                    self.input.get("tool_input"),
+                    &ctx.workspace,
+                    &fired.discovery().config.file_tools,
+                )
+            });
+            for path in paths {
+                let mut data = data.clone();
+                data.insert("file".into(), path.to_string_lossy().into_owned().into());
+                let reply = fired.fire(&CoreEvent::FileEdited, data, Some(vec![path]))?;
+                decided.context.extend(reply.context);
+            }
+        }
+        if !answers_context(route) && !decided.context.is_empty() {
+            // Nowhere to say it now: the next prompt gets it.
+            let buffer = ContextBuffer::new(&ctx.state());
+            for text in decided.context.drain(..) {
+                buffer
+                    .append(&event.to_string(), &text)
+                    .map_err(|e| AdapterError::Event(e.to_string()))?;
+            }
+        }
+        Ok(decided)
+    }
+
+    /// Stop/SubagentStop/AfterAgent: the old adapters' turn end, then `session.stop` when it
+    /// passed; the turn log records what the agent was finally told.
+    fn turn_end(&self, ctx: Context, data: Map<String, Value>) -> Result<Decided, AdapterError> {
+        let ended = end_turn(ctx.clone(), self.args, self.turn)?;
+        if let Verdict::Block(reason) = &ended.verdict {
+            ended.record(ended.answer())?;
+            return Ok(Decided {
+                decision: Decision::Block,
+                reason: Some(reason.clone()),
+                context: Vec::new(),
+            });
+        }
+        if ended.action != hookvisor_core::Action::Pass {
+            ended.record(ended.answer())?;
+            return Ok(Decided::default());
+        }
+        let mut fired = Fired::new(self, &ctx);
+        fired.trigger = ended.stop.trigger.as_str();
+        let reply = fired.fire(&CoreEvent::SessionStop, data, None)?;
+        let decided = decided(&reply);
+        match (&decided.decision, &decided.reason) {
+            (Decision::Block, reason) => {
+                let reason = reason.as_deref().unwrap_or(super::protocol::NO_REASON);
+                ended.record(hookvisor_core::Answer::Block(reason))?;
+            }
+            _ => ended.record(ended.answer())?,
+        }
+        Ok(decided)
+    }
+}
+
+/// Fires events of one call: in the server of `$HOOKVISOR_URL`, else in-process with one
+/// discovery of the hooks.
+struct Fired<'a> {
+    call: &'a Call<'a>,
+    ctx: &'a Context,
+    discovery: Option<Discovery>,
+    trigger: &'static str,
+}
+
+impl<'a> Fired<'a> {
+    fn new(call: &'a Call<'a>, ctx: &'a Context) -> Fired<'a> {
+        Fired {
+            call,
+            ctx,
+            discovery: None,
+            trigger: "user",
+        }
+    }
+
+    /// The hooks of the workspace, read once.
+    fn discovery(&mut self) -> &Discovery {
+        self.discovery
+            .get_or_insert_with(|| discover_workspace(self.ctx))
+    }
+
+    fn fire(
+        &mut self,
+        event: &CoreEvent,
+        data: Map<String, Value>,
+        files: Option<Vec<PathBuf>>,
+    ) -> Result<Reply, AdapterError> {
+        if let Some(client) = TurnClient::from_env(|name| env::var(name).ok()) {
+            let mut body = Map::new();
+            body.insert("session_id".into(), self.ctx.session_id.clone().into());
+            body.insert("trigger".into(), self.trigger.into());
+            body.insert("data".into(), Value::Object(data));
+            let answer = client
+                .and_then(|c| c.fire_event(&event.to_string(), &Value::Object(body)))
+                .map_err(AdapterError::Server)?;
+            return serde_json::from_value(answer).map_err(|e| {
+                AdapterError::Event(format!(
+                    "the hookvisor server sent a reply this adapter cannot read ({e}); use the \
+                     same hookvisor version for both"
+                ))
+            });
+        }
+        let max_retries = self.call.args.max_retries;
+        let trigger = self.trigger;
+        let discovery = self.discovery();
+        let bound = discovery.event_hooks.iter().any(|h| h.spec.event == *event);
+        // Unbound events evaluate nothing (rule 17's ≤ 1.5× `true`); turn.start still drains.
+        if !bound && *event != CoreEvent::TurnStart {
+            return Ok(allow(event));
+        }
+        let mut firing = Firing::new(event.clone());
+        firing.data = data;
+        firing.files = files;
+        firing.trigger = trigger.to_owned();
+        firing.max_attempts = discovery.config.max_retries_or(max_retries);
+        if bound {
+            firing.cancel = Some(cancel_on_signals());
+        }
+        let discovery = self.discovery.as_ref().expect("read above");
+        fire(self.ctx, discovery, &firing).map_err(|e| match e {
+            hookvisor_core::fire::FireError::Cancelled => AdapterError::Eval(EvalError::Cancelled),
+            other => AdapterError::Event(other.to_string()),
+        })
+    }
+}
+
+/// The reply of an event no hook binds.
+fn allow(event: &CoreEvent) -> Reply {
+    Reply {
+        event: event.to_string(),
+        decision: Decision::Allow,
+        reason: None,
+        context: Vec::new(),
+        results: Vec::new(),
+        attempt: None,
+        max_attempts: None,
+        phase1: Map::new(),
+    }
+}
+
+/// A reply in the adapter's terms.
+fn decided(reply: &Reply) -> Decided {
+    Decided {
+        decision: reply.decision,
+        reason: reply.reason.clone(),
+        context: reply.context.clone(),
+    }
+}
+
+/// The canonical event of a route (not `TurnEnd`, which is two).
+fn canonical(route: Route) -> CoreEvent {
+    match route {
+        Route::SessionStart => CoreEvent::SessionStart,
+        Route::TurnStart => CoreEvent::TurnStart,
+        Route::ToolBefore => CoreEvent::ToolBefore,
+        Route::ToolAfter => CoreEvent::ToolAfter,
+        Route::ToolFailed => CoreEvent::ToolFailed,
+        Route::Error => CoreEvent::Error,
+        Route::TurnEnd => CoreEvent::TurnEnd,
+        Route::TaskStart => CoreEvent::TaskStart,
+        Route::TaskComplete => CoreEvent::TaskComplete,
+        Route::TeamIdle => CoreEvent::TeamIdle,
+        Route::SessionEnd => CoreEvent::SessionEnd,
+    }
+}
+
+/// The core's name of the agent, for raw events.
+fn raw_agent(agent: Agent) -> RawAgent {
+    match agent {
+        Agent::Claude => RawAgent::Claude,
+        Agent::Codex => RawAgent::Codex,
+        Agent::Gemini => RawAgent::Gemini,
+    }
+}
+
+/// Runs this same command again, detached (its own process group, no output the agent waits
+/// on), with the agent's JSON on its stdin, to fire `session.end` after the agent moved on.
+fn detach(bytes: &[u8]) -> Result<(), AdapterError> {
+    use std::os::unix::process::CommandExt;
+
+    let exe = env::current_exe().map_err(|e| AdapterError::Event(e.to_string()))?;
+    let mut child = Command::new(exe)
+        .args(env::args_os().skip(1))
+        .env(DETACHED_VAR, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| AdapterError::Event(format!("cannot start the session.end process: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // The child reads its stdin first, so this never waits long; a child that died
+        // early is its own loss, not the agent's.
+        let _ = stdin.write_all(bytes);
+    }
+    Ok(())
+}

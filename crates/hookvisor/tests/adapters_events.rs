@@ -1,0 +1,565 @@
+//! `hookvisor adapter claude|codex|gemini` through the built binary, one row per agent event of
+//! EVENTS.md §3.1: a fixture shaped as the agent's hooks reference documents its input
+//! (tests/fixtures/<agent>/), a real hook of the canonical event that allows, blocks, aborts or
+//! adds context, and the exact stdout and exit status the agent's protocol expects.
+
+mod common;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Workspace, stderr, stdout};
+
+/// Runs `hookvisor adapter AGENT` on a fixture, its `@WORKSPACE@` made the workspace.
+fn adapter(ws: &Workspace, agent: &str, fixture: &str, extra: &[&str]) -> Output {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(agent)
+        .join(fixture);
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let input = text.replace("@WORKSPACE@", ws.path().to_str().unwrap());
+    let mut child = ws
+        .hookvisor_command()
+        .args(["adapter", agent])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run hookvisor adapter");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// One event hook, `.discobot/hooks/h.yml`.
+fn hook(ws: &Workspace, event: &str, body: &str) {
+    ws.write(
+        ".discobot/hooks/h.yml",
+        &format!("---\nevent: {event}\n{body}---\n"),
+    );
+}
+
+/// What a hook does, as YAML after its `event:`.
+const ALLOW: &str = "run: 'true'\n";
+const BLOCK: &str = "run: 'echo no >&2; exit 2'\n";
+const ABORT: &str = "run: |\n  echo '{\"continue\": false, \"stopReason\": \"halt\"}'\n";
+const CONTEXT: &str = "run: |\n  echo '{\"additionalContext\": \"ctx\"}'\n";
+/// A notice's hook cannot answer JSON: its context is its piped output.
+const PIPED: &str = "pipe_output: true\nrun: echo ctx\n";
+
+/// Whether `event` is a notice (EVENTS.md §1.1): its hooks neither block nor abort.
+fn notice(event: &str) -> bool {
+    matches!(
+        event,
+        "session.start" | "tool.failed" | "error" | "session.end"
+    )
+}
+
+/// A row: the agent, its fixture, the canonical event, then the exact stdout and exit status
+/// for a hook that blocks, one that aborts, and one that adds context (allow is always
+/// nothing and 0).
+type Row = (
+    &'static str,
+    &'static str,
+    &'static str,
+    (&'static str, i32),
+    (&'static str, i32),
+    (&'static str, i32),
+);
+
+const STOP: &str = r#"{"continue":false,"stopReason":"halt"}"#;
+const NOTHING: (&str, i32) = ("", 0);
+
+fn rows() -> Vec<Row> {
+    vec![
+        (
+            "claude",
+            "session-start.json",
+            "session.start",
+            NOTHING,
+            NOTHING,
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":"ctx\n"}}"#,
+                0,
+            ),
+        ),
+        (
+            "claude",
+            "user-prompt-submit.json",
+            "turn.start",
+            (r#"{"decision":"block","reason":"no"}"#, 0),
+            (STOP, 0),
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":"ctx"}}"#,
+                0,
+            ),
+        ),
+        (
+            "claude",
+            "pre-tool-use.json",
+            "tool.before",
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}"#,
+                0,
+            ),
+            (STOP, 0),
+            NOTHING,
+        ),
+        (
+            "claude",
+            "post-tool-use.json",
+            "tool.after",
+            (r#"{"decision":"block","reason":"no"}"#, 0),
+            (STOP, 0),
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"ctx"}}"#,
+                0,
+            ),
+        ),
+        (
+            "claude",
+            "post-tool-use-failure.json",
+            "tool.failed",
+            NOTHING,
+            NOTHING,
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"PostToolUseFailure","additionalContext":"ctx\n"}}"#,
+                0,
+            ),
+        ),
+        (
+            "claude",
+            "stop-failure.json",
+            "error",
+            NOTHING,
+            NOTHING,
+            NOTHING,
+        ),
+        (
+            "claude",
+            "task-created.json",
+            "task.start",
+            ("", 2),
+            (STOP, 0),
+            NOTHING,
+        ),
+        (
+            "claude",
+            "task-completed.json",
+            "task.complete",
+            ("", 2),
+            (STOP, 0),
+            NOTHING,
+        ),
+        (
+            "claude",
+            "teammate-idle.json",
+            "team.idle",
+            ("", 2),
+            (STOP, 0),
+            NOTHING,
+        ),
+        (
+            "claude",
+            "pre-compact.json",
+            "claude.PreCompact",
+            ("", 2),
+            (STOP, 0),
+            NOTHING,
+        ),
+        (
+            "claude",
+            "stop.json",
+            "session.stop",
+            (r#"{"decision":"block","reason":"no"}"#, 0),
+            (STOP, 0),
+            NOTHING,
+        ),
+        (
+            "codex",
+            "session-start.json",
+            "session.start",
+            NOTHING,
+            NOTHING,
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":"ctx\n"}}"#,
+                0,
+            ),
+        ),
+        (
+            "codex",
+            "user-prompt-submit.json",
+            "turn.start",
+            (r#"{"decision":"block","reason":"no"}"#, 0),
+            (STOP, 0),
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":"ctx"}}"#,
+                0,
+            ),
+        ),
+        (
+            "codex",
+            "pre-tool-use.json",
+            "tool.before",
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}"#,
+                0,
+            ),
+            // Codex's PreToolUse parser rejects continue:false and runs the tool: a deny.
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"halt"}}"#,
+                0,
+            ),
+            NOTHING,
+        ),
+        (
+            "codex",
+            "post-tool-use.json",
+            "tool.after",
+            (r#"{"decision":"block","reason":"no"}"#, 0),
+            (STOP, 0),
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"ctx"}}"#,
+                0,
+            ),
+        ),
+        (
+            "codex",
+            "stop.json",
+            "session.stop",
+            (r#"{"decision":"block","reason":"no"}"#, 0),
+            (STOP, 0),
+            NOTHING,
+        ),
+        (
+            "gemini",
+            "session-start.json",
+            "session.start",
+            NOTHING,
+            NOTHING,
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":"ctx\n"}}"#,
+                0,
+            ),
+        ),
+        (
+            "gemini",
+            "before-agent.json",
+            "turn.start",
+            (r#"{"decision":"deny","reason":"no"}"#, 0),
+            (STOP, 0),
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"BeforeAgent","additionalContext":"ctx"}}"#,
+                0,
+            ),
+        ),
+        (
+            "gemini",
+            "before-tool.json",
+            "tool.before",
+            (r#"{"decision":"deny","reason":"no"}"#, 0),
+            (STOP, 0),
+            NOTHING,
+        ),
+        (
+            "gemini",
+            "after-tool.json",
+            "tool.after",
+            // A deny would replace the tool's result: the block goes as context.
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"AfterTool","additionalContext":"no"}}"#,
+                0,
+            ),
+            (STOP, 0),
+            (
+                r#"{"hookSpecificOutput":{"hookEventName":"AfterTool","additionalContext":"ctx"}}"#,
+                0,
+            ),
+        ),
+        (
+            "gemini",
+            "after-agent.json",
+            "session.stop",
+            (r#"{"decision":"deny","reason":"no"}"#, 0),
+            (STOP, 0),
+            NOTHING,
+        ),
+    ]
+}
+
+#[test]
+fn every_event_answers_in_its_agents_protocol() {
+    for (agent, fixture, event, block, abort, context) in rows() {
+        for (what, body, (want, exit)) in [
+            ("allow", ALLOW, NOTHING),
+            ("block", BLOCK, block),
+            ("abort", ABORT, abort),
+            (
+                "context",
+                if notice(event) { PIPED } else { CONTEXT },
+                context,
+            ),
+        ] {
+            let ws = Workspace::git();
+            hook(&ws, event, body);
+            let out = adapter(&ws, agent, fixture, &[]);
+            let said = stdout(&out);
+            assert_eq!(
+                said.trim_end(),
+                want,
+                "{agent} {fixture} {what}: stderr {}",
+                stderr(&out)
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(exit),
+                "{agent} {fixture} {what}: {}",
+                stderr(&out)
+            );
+            if exit == 2 {
+                assert_eq!(stderr(&out).trim_end(), "no", "{agent} {fixture}");
+            }
+        }
+    }
+}
+
+/// Rule 16: the agent's fields reach the hook as canonical names, the rest under `agent`;
+/// rule 6: `tool: bash` selects Claude's `Bash` and Gemini's `run_shell_command`.
+#[test]
+fn tool_hooks_see_canonical_fields_and_match_canonical_names() {
+    for (agent, fixture, name) in [
+        ("claude", "pre-tool-use.json", "Bash"),
+        ("codex", "pre-tool-use.json", "Bash"),
+        ("gemini", "before-tool.json", "run_shell_command"),
+    ] {
+        let ws = Workspace::git();
+        hook(
+            &ws,
+            "tool.before",
+            "tool: bash\nrun: |\n  printf '%s|%s|%s|%s' \"${tool}\" \"${tool_name}\" \"${tool_input.command}\" \"${agent.session_id}\" >&2; exit 2\n",
+        );
+        let out = adapter(&ws, agent, fixture, &[]);
+        let said = stdout(&out);
+        let reply: serde_json::Value = serde_json::from_str(&said).unwrap();
+        let reason = reply["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .or(reply["reason"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let mut parts = reason.split('|');
+        assert_eq!(parts.next(), Some("bash"), "{agent}: {said}");
+        assert_eq!(parts.next(), Some(name), "{agent}");
+        assert_eq!(parts.next(), Some("rm -rf build"), "{agent}");
+        assert!(!parts.next().unwrap_or_default().is_empty(), "{agent}");
+        // A hook for another tool does not run.
+        hook(&ws, "tool.before", "tool: write\nrun: 'exit 2'\n");
+        let out = adapter(&ws, agent, fixture, &[]);
+        assert_eq!(stdout(&out), "", "{agent}: {}", stderr(&out));
+    }
+}
+
+/// PostToolUse of a file tool fires `file.edited` once per written path, relative to the
+/// workspace (Codex's apply_patch names two).
+#[test]
+fn file_tools_fire_file_edited_per_path() {
+    for (agent, fixture, want) in [
+        ("claude", "post-tool-use.json", "src/notes.txt\n"),
+        ("codex", "post-tool-use.json", "src/notes.txt\nREADME.md\n"),
+        ("gemini", "after-tool.json", "src/notes.txt\n"),
+    ] {
+        let ws = Workspace::git();
+        let log = ws.base().join("edited.log");
+        hook(
+            &ws,
+            "file.edited",
+            &format!("run: echo \"${{file}}\" >> '{}'\n", log.to_str().unwrap()),
+        );
+        let out = adapter(&ws, agent, fixture, &[]);
+        assert_eq!(stdout(&out), "", "{agent}: {}", stderr(&out));
+        assert!(out.status.success());
+        assert_eq!(fs::read_to_string(&log).unwrap(), want, "{agent}");
+        // A pattern selects by the workspace-relative path.
+        fs::remove_file(&log).unwrap();
+        hook(
+            &ws,
+            "file.edited",
+            &format!(
+                "pattern: '*.md'\nrun: echo \"${{file}}\" >> '{}'\n",
+                log.to_str().unwrap()
+            ),
+        );
+        adapter(&ws, agent, fixture, &[]);
+        let got = fs::read_to_string(&log).unwrap_or_default();
+        let want_md: String = want
+            .lines()
+            .filter(|l| l.ends_with(".md"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(got, want_md, "{agent}");
+    }
+}
+
+/// UserPromptSubmit drains what a hook piped earlier (rule 5), after `turn.start`'s own hooks.
+#[test]
+fn the_prompt_event_drains_piped_output_into_additional_context() {
+    let ws = Workspace::git();
+    ws.write(
+        ".discobot/hooks/a.yml",
+        "---\nevent: error\npipe_output: true\nrun: echo 'tests failed: fix them'\n---\n",
+    );
+    ws.write(
+        ".discobot/hooks/b.yml",
+        "---\nevent: turn.start\npipe_output: true\nrun: echo 'branch: main'\n---\n",
+    );
+    let out = adapter(&ws, "claude", "stop-failure.json", &[]);
+    assert_eq!(stdout(&out), "", "{}", stderr(&out));
+    let out = adapter(&ws, "claude", "user-prompt-submit.json", &[]);
+    let reply: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let context = reply["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(context.contains("tests failed: fix them"), "{context}");
+    assert!(context.contains("branch: main"), "{context}");
+    // Drained: the next prompt gets only what turn.start's hook pipes again.
+    let out = adapter(&ws, "claude", "user-prompt-submit.json", &[]);
+    assert!(!stdout(&out).contains("tests failed"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("branch: main"), "{}", stdout(&out));
+}
+
+/// SessionEnd returns at once; a detached process runs the `session.end` hook, which here
+/// waits for the adapter to have exited before it reports through a FIFO.
+#[test]
+fn session_end_is_detached_from_the_agent() {
+    for (agent, fixture) in [
+        ("claude", "session-end.json"),
+        ("gemini", "session-end.json"),
+    ] {
+        let ws = Workspace::git();
+        let fifo = ws.base().join("ended");
+        let gate = ws.base().join("gate");
+        for path in [&fifo, &gate] {
+            let status = std::process::Command::new("mkfifo")
+                .arg(path)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        // The hook blocks on `gate` until the test opens it, after the adapter returned.
+        hook(
+            &ws,
+            "session.end",
+            &format!(
+                "run: cat '{}' >/dev/null; echo \"${{agent.reason}}\" > '{}'\n",
+                gate.to_str().unwrap(),
+                fifo.to_str().unwrap()
+            ),
+        );
+        let started = Instant::now();
+        let out = adapter(&ws, agent, fixture, &[]);
+        assert!(started.elapsed() < Duration::from_millis(1500), "{agent}");
+        assert_eq!(stdout(&out), "", "{agent}: {}", stderr(&out));
+        assert!(out.status.success());
+        // Open the gate (the hook is reading), then read what the hook writes.
+        let (tx, rx) = mpsc::channel();
+        let fifo_reader = fifo.clone();
+        thread::spawn(move || {
+            let mut text = String::new();
+            fs::File::open(&fifo_reader)
+                .and_then(|mut f| f.read_to_string(&mut text))
+                .ok();
+            tx.send(text).ok();
+        });
+        // In a thread too: if the hook never ran, the receive below times out instead.
+        let gate = gate.clone();
+        thread::spawn(move || drop(fs::OpenOptions::new().write(true).open(&gate)));
+        let text = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the detached session.end hook ran");
+        let want = if agent == "claude" {
+            "prompt_input_exit\n"
+        } else {
+            "exit\n"
+        };
+        assert_eq!(text, want, "{agent}");
+    }
+}
+
+/// Internal errors fail open, or block with --fail-closed in the event's own words.
+#[test]
+fn internal_errors_fail_open_unless_fail_closed() {
+    let ws = Workspace::git();
+    let mut child = ws
+        .hookvisor_command()
+        .args(["adapter", "claude"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"not json").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(stdout(&out), "");
+    assert!(out.status.success());
+    assert!(stderr(&out).contains("failing open"), "{}", stderr(&out));
+    // A state dir that is a file: firing fails; --fail-closed denies the tool.
+    hook(&ws, "tool.before", "run: 'true'\n");
+    let out = ws
+        .hookvisor_command()
+        .env(
+            "HOOKVISOR_STATE_DIR",
+            ws.path().join(".discobot/hooks/h.yml"),
+        )
+        .args(["adapter", "claude", "--fail-closed"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            let input = fs::read_to_string(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/fixtures/claude/pre-tool-use.json"),
+            )
+            .unwrap()
+            .replace("@WORKSPACE@", ws.path().to_str().unwrap());
+            c.stdin.take().unwrap().write_all(input.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let reply: serde_json::Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("{e}: {} / {}", stdout(&out), stderr(&out)));
+    assert_eq!(reply["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert!(
+        reply["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .contains("--fail-closed")
+    );
+}
+
+/// `check` warns on a `tool:` name no supported agent has (rule 6), not on canonical names,
+/// agents' names or MCP tools.
+#[test]
+fn check_warns_on_a_tool_name_no_agent_has() {
+    let ws = Workspace::new();
+    hook(
+        &ws,
+        "tool.before",
+        "tool: Bahs|bash|run_shell_command|mcp__fs__read\nrun: 'true'\n",
+    );
+    let out = ws.hookvisor(&["check"]);
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(said.contains("tool: 'Bahs' is no tool"), "{said}");
+    for fine in ["'bash'", "'run_shell_command'", "'mcp__fs__read'"] {
+        assert!(!said.contains(fine), "{fine}: {said}");
+    }
+}
