@@ -20,6 +20,7 @@
 //! - `user_fs`: file system work done with the run user's credentials.
 //! - `git`: running git with one environment and one reading of its failures.
 //! - `git_action`: the built-in `git-commit` and `git-push` actions ([`GitCommit`], [`GitPush`]).
+//! - `spawn`: the `spawn` action: a child loop or program in its own state dir ([`Spawn`]).
 //! - `changes`: a workspace's dirty set and when each file changed ([`scan`]).
 //! - `change_watch`: the dirty set kept warm by inotify for a server ([`ChangeWatcher`]).
 //! - `evaluate`: the end-of-turn evaluation ([`Evaluator`]): the file hooks and the
@@ -118,6 +119,7 @@ pub mod payload;
 mod precommit;
 mod seal;
 mod session;
+mod spawn;
 mod state;
 mod status;
 pub mod sys;
@@ -147,6 +149,10 @@ pub use exec::{CancelToken, Capture, Captured, ExecError, RunOptions, RunOutcome
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
 pub use git_action::{AddMode, GitCommit, GitFieldError, GitPush, KEPT_VARIABLES, RefError};
+pub use spawn::{
+    DEFAULT_SPAWN_TIMEOUT, MAX_SPAWN_DEPTH, OnTimeout, PipelineError, PipelineSpec, Spawn,
+    SpawnFieldError, SpawnTarget, SpawnWorkspace,
+};
 pub use hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
 pub use leftovers::become_subreaper;
 pub use message::{Failure, sanitize};

@@ -11,6 +11,8 @@ use super::{Fields, FrontMatterError, MERGE_KEY, repeated};
 enum YamlValue {
     Scalar(YamlScalar),
     List(Vec<YamlScalar>),
+    /// A mapping, taken only for spawn's `inputs` (kept as its JSON text).
+    Map(serde_json::Map<String, serde_json::Value>),
 }
 
 #[derive(serde::Deserialize)]
@@ -104,7 +106,7 @@ pub(super) fn parse_yaml(
     let mut lists = Vec::new();
     let mut nulls = Vec::new();
     let mut list_items = BTreeMap::new();
-    let fields = map
+    let fields: Option<Fields> = map
         .into_iter()
         .map(|(key, value)| {
             let value = match value {
@@ -113,6 +115,9 @@ pub(super) fn parse_yaml(
                     String::new()
                 }
                 Some(YamlValue::Scalar(s)) => s.into_string(),
+                // Only `inputs` is a mapping; any other keeps the flat reading it had.
+                Some(YamlValue::Map(_)) if key != "inputs" => return None,
+                Some(YamlValue::Map(map)) => serde_json::Value::Object(map).to_string(),
                 Some(YamlValue::List(items)) => {
                     lists.push(key.clone());
                     let items: Vec<String> =
@@ -122,9 +127,12 @@ pub(super) fn parse_yaml(
                     joined
                 }
             };
-            (key, value)
+            Some((key, value))
         })
         .collect();
+    let Some(fields) = fields else {
+        return Ok(None);
+    };
     Ok(Some(YamlFields {
         fields,
         lists,
