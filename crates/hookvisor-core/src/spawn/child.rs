@@ -442,7 +442,11 @@ fn secret_names() -> Vec<String> {
 /// Rule 2: makes `<state>/children/` (0700, ours, no symlink) and the first free child dir in
 /// it, 0700.
 fn child_dir(ctx: &Context, event: &str, iteration: &str, hook_id: &str) -> io::Result<PathBuf> {
-    let children = ctx.state().root().join("children");
+    let root = ctx.state().root().to_owned();
+    // The state dir itself is hookvisor's to make, as every run does.
+    fs::create_dir_all(&root)
+        .map_err(|err| io::Error::new(err.kind(), format!("cannot create {}: {err}", root.display())))?;
+    let children = root.join("children");
     match fs::DirBuilder::new().mode(0o700).create(&children) {
         Err(err) if err.kind() != io::ErrorKind::AlreadyExists => {
             return Err(io::Error::new(
