@@ -476,3 +476,37 @@ fn check_and_list_show_the_fields() {
     assert!(all.contains("wrong.yml:5"), "{all}");
     assert!(all.contains("workspace: 'copy' is not shared or worktree"), "{all}");
 }
+
+#[test]
+fn a_timeout_stops_the_child_and_follows_on_timeout() {
+    let ws = repo();
+    let pid_file = ws.base().join("pid");
+    let script = quoted(&format!("echo $$ > {}; exec sleep 600", pid_file.display()));
+    // The default, abort, ends the event; the worktree goes with the child.
+    hook(
+        &ws,
+        "slow",
+        &format!("action: spawn\nworkspace: worktree\ntimeout: 1\nargv: [sh, -c, {script}]\n"),
+    );
+    let (exit, reply) = fire(&ws, "{}");
+    assert_eq!(reply["decision"], "abort", "{reply}");
+    assert_eq!(exit, 3, "{reply}");
+    assert!(reply["reason"].as_str().unwrap().contains("timed out after 1s"), "{reply}");
+    let pid: i64 = fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    assert!(gone(pid), "the child's group was stopped");
+    let dir = &children(ws.state_dir())[0];
+    assert!(!dir.join("worktree").exists(), "the worktree is gone after a timeout");
+    let list = ws.git_ok(&["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+
+    // continue: a failure like any other, judged by on_failure (continue).
+    hook(
+        &ws,
+        "slow",
+        &format!("action: spawn\ntimeout: 1\non_timeout: continue\nargv: [sh, -c, {script}]\n"),
+    );
+    let (exit, reply) = fire(&ws, "{}");
+    assert_eq!(exit, 0, "{reply}");
+    assert_eq!(reply["decision"], "allow", "{reply}");
+    assert_eq!(reply["results"][0]["timedOut"], true, "{reply}");
+}
