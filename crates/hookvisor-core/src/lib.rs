@@ -149,10 +149,6 @@ pub use exec::{CancelToken, Capture, Captured, ExecError, RunOptions, RunOutcome
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
 pub use git_action::{AddMode, GitCommit, GitFieldError, GitPush, KEPT_VARIABLES, RefError};
-pub use spawn::{
-    DEFAULT_SPAWN_TIMEOUT, MAX_SPAWN_DEPTH, OnTimeout, PipelineError, PipelineSpec, Spawn,
-    SpawnFieldError, SpawnTarget, SpawnWorkspace,
-};
 pub use hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
 pub use leftovers::become_subreaper;
 pub use message::{Failure, sanitize};
@@ -167,6 +163,10 @@ pub use session::{
     Attempt, Backoff, DEFAULT_RETRIES, RootImages, STOPPED_NOTE, SessionError, SessionHook,
     SessionOptions, SessionPlan, SessionRun, credentials_for, fail_interrupted, fire_session_start,
     prepare_state_dir, run_session,
+};
+pub use spawn::{
+    DEFAULT_SPAWN_TIMEOUT, MAX_SPAWN_DEPTH, OnTimeout, PipelineError, PipelineSpec, Spawn,
+    SpawnFieldError, SpawnTarget, SpawnWorkspace,
 };
 pub use state::{Durability, StateDir, write_atomic};
 pub use status::{EntryType, HookStatus, RunResult, Status, StatusError, StatusStore};

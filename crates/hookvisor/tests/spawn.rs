@@ -100,19 +100,30 @@ fn layout_modes_and_typed_inputs_and_output() {
     );
     let seen = fs::read_to_string(dir.join("seen")).unwrap();
     let seen: Vec<&str> = seen.lines().collect();
-    assert_eq!(seen[0], dir.to_str().unwrap(), "the child's state dir is its own");
+    assert_eq!(
+        seen[0],
+        dir.to_str().unwrap(),
+        "the child's state dir is its own"
+    );
     assert_eq!(seen[1], "1", "depth counts from 1");
     assert_eq!(seen[2], "default", "the parent's session");
     assert_eq!(seen[3], dir.join("inputs.json").to_str().unwrap());
     assert_eq!(seen[4], dir.join("output.json").to_str().unwrap());
-    assert_eq!(seen[5], ws.path().to_str().unwrap(), "shared: the workspace");
+    assert_eq!(
+        seen[5],
+        ws.path().to_str().unwrap(),
+        "shared: the workspace"
+    );
 
     // The same firing again gets a dir of its own.
     let (exit, reply) = fire(&ws, r#"{"task_id": "T-2", "n": 1, "obj": {}}"#);
     assert_eq!(exit, 0, "{reply}");
     let dirs = children(ws.state_dir());
     assert_eq!(dirs.len(), 2, "{dirs:?}");
-    assert!(dirs[1].to_string_lossy().ends_with(&format!("{name}-1")), "{dirs:?}");
+    assert!(
+        dirs[1].to_string_lossy().ends_with(&format!("{name}-1")),
+        "{dirs:?}"
+    );
     assert_eq!(read_json(&dirs[1].join("inputs.json"))["task"], "T-2");
 }
 
@@ -132,7 +143,10 @@ fn output_that_is_no_object_fails_the_spawn() {
     assert_ne!(exit, 0);
     assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
     assert!(
-        reply["reason"].as_str().unwrap().contains("not one JSON object"),
+        reply["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not one JSON object"),
         "{reply}"
     );
 }
@@ -147,7 +161,10 @@ fn unknown_input_names_refuse_the_run() {
     );
     let (_, reply) = fire(&ws, r#"{"task_id": "T-1"}"#);
     assert_eq!(reply["decision"], "abort", "{reply}");
-    assert!(reply["reason"].as_str().unwrap().contains("${tsak_id}"), "{reply}");
+    assert!(
+        reply["reason"].as_str().unwrap().contains("${tsak_id}"),
+        "{reply}"
+    );
     assert!(children(ws.state_dir()).is_empty(), "nothing was made");
 }
 
@@ -169,7 +186,12 @@ fn read_fifo(path: &Path, child: &mut Child) -> String {
         }
         if let Some(status) = child.try_wait().unwrap() {
             let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
             panic!("fire exited ({status}) before the child wrote to the FIFO: {err}");
         }
     }
@@ -255,7 +277,10 @@ fn secrets_and_event_variables_never_reach_the_child() {
         "DISCOBOT_",
         "HOOKVISOR_PAYLOAD",
     ] {
-        assert!(!text.contains(absent), "{absent} in the child's environment:\n{text}");
+        assert!(
+            !text.contains(absent),
+            "{absent} in the child's environment:\n{text}"
+        );
     }
     let dir = &children(ws.state_dir())[0];
     for present in [
@@ -316,7 +341,10 @@ fn a_worktree_child_edits_its_own_tree_which_is_removed_after() {
             " M README.md\n",
             "the child's edit was in its worktree"
         );
-        assert_eq!(fs::read_to_string(ws.path().join("README.md")).unwrap(), "hello\n");
+        assert_eq!(
+            fs::read_to_string(ws.path().join("README.md")).unwrap(),
+            "hello\n"
+        );
         assert!(!worktree.exists(), "round {round}: the worktree is gone");
         let list = ws.git_ok(&["worktree", "list", "--porcelain"]);
         assert_eq!(list.matches("worktree ").count(), 1, "{list}");
@@ -387,7 +415,10 @@ fn a_pipeline_child_drives_its_agent_to_done() {
     assert_eq!(exit, 0, "{reply}");
     assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
     let dir = &children(ws.state_dir())[0];
-    assert_eq!(fs::read_to_string(dir.join("iterations")).unwrap(), "1\n2\n");
+    assert_eq!(
+        fs::read_to_string(dir.join("iterations")).unwrap(),
+        "1\n2\n"
+    );
     assert_eq!(
         read_json(&dir.join("output.json")),
         json!({"reviewed": true, "inputs": {"task": "T-9"}})
@@ -412,7 +443,10 @@ fn a_pipeline_child_drives_its_agent_to_done() {
     let (_, reply) = fire(&ws, r#"{"task_id": "T-11"}"#);
     assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
     let log = fs::read_to_string(ws.state_dir().join("output/review.log")).unwrap();
-    assert!(log.contains("pipelines/review.yml:2: unknown field"), "{log}");
+    assert!(
+        log.contains("pipelines/review.yml:2: unknown field"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -458,7 +492,11 @@ fn check_and_list_show_the_fields() {
         "review",
         "action: spawn\npipeline: review\nworkspace: worktree\ninputs:\n  task: \"${task_id}\"\n  n: 3\n",
     );
-    hook(&ws, "wrong", "action: spawn\npipeline: review\nworkspace: copy\n");
+    hook(
+        &ws,
+        "wrong",
+        "action: spawn\npipeline: review\nworkspace: copy\n",
+    );
     let list = json_of(&ws.hookvisor(&["list", "--json"]));
     let text = list.to_string();
     let review = list["hooks"]
@@ -474,7 +512,10 @@ fn check_and_list_show_the_fields() {
     let out = ws.hookvisor(&["check"]);
     let all = format!("{}{}", stdout(&out), stderr(&out));
     assert!(all.contains("wrong.yml:5"), "{all}");
-    assert!(all.contains("workspace: 'copy' is not shared or worktree"), "{all}");
+    assert!(
+        all.contains("workspace: 'copy' is not shared or worktree"),
+        "{all}"
+    );
 }
 
 #[test]
@@ -491,11 +532,24 @@ fn a_timeout_stops_the_child_and_follows_on_timeout() {
     let (exit, reply) = fire(&ws, "{}");
     assert_eq!(reply["decision"], "abort", "{reply}");
     assert_eq!(exit, 3, "{reply}");
-    assert!(reply["reason"].as_str().unwrap().contains("timed out after 1s"), "{reply}");
-    let pid: i64 = fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    assert!(
+        reply["reason"]
+            .as_str()
+            .unwrap()
+            .contains("timed out after 1s"),
+        "{reply}"
+    );
+    let pid: i64 = fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!(gone(pid), "the child's group was stopped");
     let dir = &children(ws.state_dir())[0];
-    assert!(!dir.join("worktree").exists(), "the worktree is gone after a timeout");
+    assert!(
+        !dir.join("worktree").exists(),
+        "the worktree is gone after a timeout"
+    );
     let list = ws.git_ok(&["worktree", "list", "--porcelain"]);
     assert_eq!(list.matches("worktree ").count(), 1, "{list}");
 

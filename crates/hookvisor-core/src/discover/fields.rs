@@ -10,9 +10,9 @@ use crate::event::{
 };
 use crate::frontmatter::{FrontMatter, Note, Other, WORD_FIELDS};
 use crate::git_action::{GitCommit, GitPush};
-use crate::spawn::{DEFAULT_SPAWN_TIMEOUT, Spawn};
 use crate::hook::{Hook, HookKind, Origin, ProblemKind, RunAs};
 use crate::pattern::Pattern;
+use crate::spawn::{DEFAULT_SPAWN_TIMEOUT, Spawn};
 use crate::template::{ShellTemplate, references};
 use crate::when::Condition;
 

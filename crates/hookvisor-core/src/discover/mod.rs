@@ -50,8 +50,8 @@ use crate::config::{Config, Source, SourceUse};
 use crate::context::Context;
 use crate::event::{Command, Event, HookAction};
 use crate::git_action::GIT_FIELDS;
-use crate::spawn::SPAWN_FIELDS;
 use crate::hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
+use crate::spawn::SPAWN_FIELDS;
 
 /// What starts the id of every global hook (the module's rule 3).
 pub const GLOBAL_ID_PREFIX: &str = "global:";
@@ -77,14 +77,10 @@ const PHASE1_FIELDS: [&str; 10] = [
 ];
 
 /// Front matter keys hookvisor reads; others are reported as warnings.
-const KNOWN_FIELDS: [&str; PHASE1_FIELDS.len()
-    + EVENT_FIELDS.len()
-    + GIT_FIELDS.len()
-    + SPAWN_FIELDS.len()] = {
-    let mut known = [""; PHASE1_FIELDS.len()
-        + EVENT_FIELDS.len()
-        + GIT_FIELDS.len()
-        + SPAWN_FIELDS.len()];
+const KNOWN_FIELDS: [&str;
+    PHASE1_FIELDS.len() + EVENT_FIELDS.len() + GIT_FIELDS.len() + SPAWN_FIELDS.len()] = {
+    let mut known =
+        [""; PHASE1_FIELDS.len() + EVENT_FIELDS.len() + GIT_FIELDS.len() + SPAWN_FIELDS.len()];
     let mut i = 0;
     while i < known.len() {
         known[i] = if i < PHASE1_FIELDS.len() {

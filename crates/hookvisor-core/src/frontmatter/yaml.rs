@@ -184,7 +184,10 @@ mod tests {
     fn inputs_is_the_one_mapping() {
         let text = "---\nevent: x\ninputs:\n  task: \"${task_id}\"\n  n: 3\n  l: [1, true]\nargv: [a, b]\n---\n";
         let fields = parse(text).unwrap();
-        assert_eq!(fields["inputs"], r#"{"l":[1,true],"n":3,"task":"${task_id}"}"#);
+        assert_eq!(
+            fields["inputs"],
+            r#"{"l":[1,true],"n":3,"task":"${task_id}"}"#
+        );
         assert_eq!(fields["argv"], "a,b");
         // Any other mapping leaves the body to the flat reader, as before.
         let other = parse("---\nevent: x\nother:\n  a: 1\n---\n");

@@ -164,7 +164,10 @@ fn spawn(
     let note = |outcome: &mut RunOutcome, line: String| {
         note(ctx, hook, outcome, &line);
     };
-    note(&mut outcome, format!("hookvisor: spawn: child dir {}", dir.display()));
+    note(
+        &mut outcome,
+        format!("hookvisor: spawn: child dir {}", dir.display()),
+    );
     if outcome.cancelled {
         return Ok(SpawnRun::Finished(outcome));
     }
@@ -183,7 +186,10 @@ fn spawn(
             outcome.timed_out = false;
             let captured = outcome.captured.get_or_insert_with(Captured::default);
             captured.stdout = reply.to_string().into_bytes();
-            note(&mut outcome, format!("hookvisor: {message}; on_timeout: abort"));
+            note(
+                &mut outcome,
+                format!("hookvisor: {message}; on_timeout: abort"),
+            );
         }
         return Ok(SpawnRun::Finished(outcome));
     }
@@ -191,7 +197,9 @@ fn spawn(
         if let Err(message) = check_output(&output_path) {
             outcome.exit_code = 1;
             let captured = outcome.captured.get_or_insert_with(Captured::default);
-            captured.stderr.extend_from_slice(format!("{message}\n").as_bytes());
+            captured
+                .stderr
+                .extend_from_slice(format!("{message}\n").as_bytes());
             note(&mut outcome, format!("hookvisor: {message}"));
         }
     } else if matches!(action.target, SpawnTarget::Pipeline(_)) {
@@ -229,9 +237,11 @@ impl Target {
                 let expanded = template::expand_argv(argv, |n| payload.template_value(n))
                     .map_err(|err| refusal("argv", &err))?;
                 if expanded.iter().any(|a| a.as_encoded_bytes().contains(&0)) {
-                    return Err("spawn: argv: a value holds a NUL byte, which no argument can; \
+                    return Err(
+                        "spawn: argv: a value holds a NUL byte, which no argument can; \
                                 pass it through inputs"
-                        .to_owned());
+                            .to_owned(),
+                    );
                 }
                 match expanded.first() {
                     Some(program) if !program.is_empty() => Ok(Target::Program(expanded)),
@@ -285,10 +295,10 @@ fn hookvisor_exe() -> Result<PathBuf, String> {
         if !is_init && exe.is_file() {
             return Ok(exe.clone());
         }
-        if let Some(beside) = exe.parent().map(|d| d.join("hookvisor")) {
-            if beside.is_file() {
-                return Ok(beside);
-            }
+        if let Some(beside) = exe.parent().map(|d| d.join("hookvisor"))
+            && beside.is_file()
+        {
+            return Ok(beside);
         }
     }
     std::env::var_os("PATH")
@@ -344,18 +354,20 @@ fn expand_inputs(
     fn string(text: &str, payload: &Payload) -> Result<Json, String> {
         let names = template::references(text);
         // A lone `${name}` keeps its value's type.
-        if let [name] = names.as_slice() {
-            if text.len() == name.len() + 3 && text.starts_with("${") && text.ends_with('}') {
-                let path: Vec<&str> = name.split('.').collect();
-                return match payload.lookup(&path) {
-                    Some(crate::when::Value::Json(json)) => Ok(json),
-                    Some(crate::when::Value::Text(text)) if name == "iteration" => Ok(text
-                        .parse::<u64>()
-                        .map_or(Json::String(text), |n| Json::from(n))),
-                    Some(crate::when::Value::Text(text)) => Ok(Json::String(text)),
-                    None => Err(unknown(name)),
-                };
-            }
+        if let [name] = names.as_slice()
+            && text.len() == name.len() + 3
+            && text.starts_with("${")
+            && text.ends_with('}')
+        {
+            let path: Vec<&str> = name.split('.').collect();
+            return match payload.lookup(&path) {
+                Some(crate::when::Value::Json(json)) => Ok(json),
+                Some(crate::when::Value::Text(text)) if name == "iteration" => {
+                    Ok(text.parse::<u64>().map_or(Json::String(text), Json::from))
+                }
+                Some(crate::when::Value::Text(text)) => Ok(Json::String(text)),
+                None => Err(unknown(name)),
+            };
         }
         if names.is_empty() {
             return Ok(Json::String(text.to_owned()));
@@ -444,8 +456,12 @@ fn secret_names() -> Vec<String> {
 fn child_dir(ctx: &Context, event: &str, iteration: &str, hook_id: &str) -> io::Result<PathBuf> {
     let root = ctx.state().root().to_owned();
     // The state dir itself is hookvisor's to make, as every run does.
-    fs::create_dir_all(&root)
-        .map_err(|err| io::Error::new(err.kind(), format!("cannot create {}: {err}", root.display())))?;
+    fs::create_dir_all(&root).map_err(|err| {
+        io::Error::new(
+            err.kind(),
+            format!("cannot create {}: {err}", root.display()),
+        )
+    })?;
     let children = root.join("children");
     match fs::DirBuilder::new().mode(0o700).create(&children) {
         Err(err) if err.kind() != io::ErrorKind::AlreadyExists => {
@@ -563,7 +579,13 @@ fn note(ctx: &Context, hook: &Hook, outcome: &mut RunOutcome, line: &str) {
 
 /// A run that failed before the child started: exit 1 with `message` on stderr and in the log.
 fn failed(ctx: &Context, hook: &Hook, message: &str) -> Result<SpawnRun, ExecError> {
-    let outcome = outcome(ctx, hook, 1, Vec::new(), format!("{message}\n").into_bytes())?;
+    let outcome = outcome(
+        ctx,
+        hook,
+        1,
+        Vec::new(),
+        format!("{message}\n").into_bytes(),
+    )?;
     Ok(SpawnRun::Finished(outcome))
 }
 
@@ -640,9 +662,9 @@ impl Worktree {
             path.as_os_str(),
             OsStr::new("HEAD"),
         ];
-        Git::default()
-            .output(workspace, &args)
-            .map_err(|err| format!("workspace: worktree needs a git repository with a commit: {err}"))?;
+        Git::default().output(workspace, &args).map_err(|err| {
+            format!("workspace: worktree needs a git repository with a commit: {err}")
+        })?;
         Ok(Worktree {
             workspace: workspace.to_owned(),
             path: path.to_owned(),
@@ -675,10 +697,10 @@ pub(super) fn remove_worktree(workspace: &Path, path: &Path) {
     ];
     if let Err(err) = Git::default().output(workspace, &args) {
         tracing::warn!("{err}; removing {} by hand", path.display());
-        if let Err(err) = fs::remove_dir_all(path) {
-            if err.kind() != io::ErrorKind::NotFound {
-                tracing::warn!("cannot remove {}: {err}", path.display());
-            }
+        if let Err(err) = fs::remove_dir_all(path)
+            && err.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!("cannot remove {}: {err}", path.display());
         }
         let _ = Git::default().output(workspace, &["worktree", "prune"]);
     }

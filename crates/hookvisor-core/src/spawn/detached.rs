@@ -116,10 +116,10 @@ pub(super) fn start(
         state: "running".to_owned(),
     };
     update(ctx, |entries| {
-        if entries.len() >= MAX_ENTRIES {
-            if let Some(i) = entries.iter().position(|e| e.state != "running") {
-                entries.remove(i);
-            }
+        if entries.len() >= MAX_ENTRIES
+            && let Some(i) = entries.iter().position(|e| e.state != "running")
+        {
+            entries.remove(i);
         }
         entries.push(entry);
     })?;
@@ -140,7 +140,8 @@ pub(crate) fn stop_detached(ctx: &Context) {
         let alive = |e: &Entry| is_alive(e.pid, e.start_ticks);
         let mut stopped = vec![false; entries.len()];
         let deadline = Instant::now() + GRACE;
-        while running.iter().any(|&i| entries.get(i).is_some_and(alive)) && Instant::now() < deadline
+        while running.iter().any(|&i| entries.get(i).is_some_and(alive))
+            && Instant::now() < deadline
         {
             std::thread::sleep(POLL);
         }
@@ -176,7 +177,10 @@ pub(crate) fn stop_detached(ctx: &Context) {
         }
     });
     if let Err(err) = result {
-        tracing::warn!("cannot stop the detached children of {}: {err}", record.display());
+        tracing::warn!(
+            "cannot stop the detached children of {}: {err}",
+            record.display()
+        );
     }
 }
 
@@ -248,7 +252,10 @@ mod tests {
         let (state, ticks) = stat(pid).unwrap();
         assert!(matches!(state, 'R' | 'S'), "{state}");
         assert!(is_alive(i32::try_from(pid).unwrap(), ticks));
-        assert!(!is_alive(i32::try_from(pid).unwrap(), ticks + 1), "another start time");
+        assert!(
+            !is_alive(i32::try_from(pid).unwrap(), ticks + 1),
+            "another start time"
+        );
         assert!(!is_alive(-1, 0));
     }
 }

@@ -135,7 +135,9 @@ pub enum SpawnFieldError {
     #[error("argv: {0}")]
     Argv(String),
     /// `inputs:` is not a mapping.
-    #[error("inputs: give a mapping, as in 'inputs: {{task: \"${{task_id}}\", files: \"${{files}}\"}}'")]
+    #[error(
+        "inputs: give a mapping, as in 'inputs: {{task: \"${{task_id}}\", files: \"${{files}}\"}}'"
+    )]
     Inputs,
     /// `workspace:` is not one of its words.
     #[error("workspace: '{value}' is not shared or worktree")]
@@ -309,7 +311,10 @@ mod tests {
         assert!(s.inputs.is_empty());
         let s = spawn(
             &[
-                ("inputs", r#"{"task":"${task_id}","n":3,"deep":["${files}"]}"#),
+                (
+                    "inputs",
+                    r#"{"task":"${task_id}","n":3,"deep":["${files}"]}"#,
+                ),
                 ("workspace", "worktree"),
                 ("on_timeout", "continue"),
             ],

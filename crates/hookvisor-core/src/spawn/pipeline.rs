@@ -68,9 +68,8 @@ pub(crate) fn load(path: &Path) -> Result<PipelineSpec, PipelineError> {
         reason,
     };
     let mut text = String::new();
-    let read = std::fs::File::open(path).and_then(|file| {
-        file.take(MAX_BYTES + 1).read_to_string(&mut text)
-    });
+    let read = std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_BYTES + 1).read_to_string(&mut text));
     match read {
         Ok(n) if n as u64 > MAX_BYTES => {
             return Err(at(1, "over 64 KiB; a pipeline spec is a few lines".into()));
@@ -79,7 +78,9 @@ pub(crate) fn load(path: &Path) -> Result<PipelineSpec, PipelineError> {
         Err(err) => {
             return Err(at(
                 1,
-                format!("cannot read it ({err}); create it with agent, prompt, max_iterations, until"),
+                format!(
+                    "cannot read it ({err}); create it with agent, prompt, max_iterations, until"
+                ),
             ));
         }
     }
@@ -131,7 +132,10 @@ fn parse(text: &str) -> Result<PipelineSpec, (usize, String)> {
         }
     }
     if raw.agent.iter().any(|a| a.contains('\0')) {
-        return Err((line_of("agent"), "agent: a NUL byte cannot be passed".into()));
+        return Err((
+            line_of("agent"),
+            "agent: a NUL byte cannot be passed".into(),
+        ));
     }
     Ok(PipelineSpec {
         agent: raw.agent,
@@ -147,8 +151,8 @@ mod tests {
 
     #[test]
     fn reads_a_spec() {
-        let spec = parse("agent: [sh, agent.sh]\nprompt: go\nmax_iterations: 2\nuntil: 'true'\n")
-            .unwrap();
+        let spec =
+            parse("agent: [sh, agent.sh]\nprompt: go\nmax_iterations: 2\nuntil: 'true'\n").unwrap();
         assert_eq!(spec.agent, ["sh", "agent.sh"]);
         assert_eq!(spec.prompt.as_deref(), Some("go"));
         assert_eq!(spec.max_iterations, Some(2));
@@ -180,6 +184,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = path_of(dir.path(), "missing");
         let err = load(&path).unwrap_err();
-        assert!(err.to_string().starts_with(&format!("{}:1: ", path.display())));
+        assert!(
+            err.to_string()
+                .starts_with(&format!("{}:1: ", path.display()))
+        );
     }
 }
