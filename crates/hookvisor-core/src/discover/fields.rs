@@ -1357,7 +1357,7 @@ mod tests {
                 "a.yml",
                 "---\nevent: turn.end\naction: spawn\nrun: x\n---\n",
                 0o644,
-                "a.yml:3: action 'spawn' is not supported yet;",
+                "a.yml:4: 'run' is no field of action 'spawn'",
             ),
             (
                 "a.yml",
