@@ -4,7 +4,9 @@
 //!
 //! 1. **Record.** Each entry holds the child's pid (= its process group) and its start time in
 //!    clock ticks since boot (`/proc/<pid>/stat` field 22), so a pid the kernel has given to
-//!    another process since is never signalled. Writers serialise on `children.lock`; the file
+//!    another process since is never signalled, and the process must carry
+//!    `HOOKVISOR_STATE_DIR=<its child dir>` in its environment, so a record rewritten by the
+//!    agent names nothing else. Writers serialise on `children.lock`; the file
 //!    is replaced atomically.
 //! 2. **Stop.** At `session.end` every running entry gets [`GRACE`] to end on its own, then its
 //!    group gets SIGTERM, then after [`KILL_GRACE`] SIGKILL. Its worktree, if any, is removed and
@@ -137,7 +139,10 @@ pub(crate) fn stop_detached(ctx: &Context) {
         let running: Vec<usize> = (0..entries.len())
             .filter(|&i| entries.get(i).is_some_and(|e| e.state == "running"))
             .collect();
-        let alive = |e: &Entry| is_alive(e.pid, e.start_ticks);
+        let children = children_dir(ctx);
+        // Only a process started as one of these children is signalled: a record the agent
+        // rewrote cannot name another process (rule 2).
+        let alive = |e: &Entry| is_alive(e.pid, e.start_ticks) && is_child(e, &children);
         let mut stopped = vec![false; entries.len()];
         let deadline = Instant::now() + GRACE;
         while running.iter().any(|&i| entries.get(i).is_some_and(alive))
@@ -216,6 +221,22 @@ fn update(ctx: &Context, change: impl FnOnce(&mut Vec<Entry>)) -> io::Result<()>
     write_atomic(&path, &bytes, Durability::Replaceable)
 }
 
+/// Whether the process of `entry` was started as a child of `children`: its dir is one of
+/// them and its environment, as it was exec'd, names that dir as its state dir.
+fn is_child(entry: &Entry, children: &Path) -> bool {
+    if entry.dir.parent() != Some(children) {
+        return false;
+    }
+    let Ok(environ) = fs::read(format!("/proc/{}/environ", entry.pid)) else {
+        return false;
+    };
+    let mut wanted = b"HOOKVISOR_STATE_DIR=".to_vec();
+    wanted.extend_from_slice(entry.dir.as_os_str().as_encoded_bytes());
+    environ
+        .split(|b| *b == 0)
+        .any(|var| var == wanted.as_slice())
+}
+
 /// `/proc/<pid>/stat`: the state letter and field 22, the start time.
 fn stat(pid: u32) -> Option<(char, u64)> {
     let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -257,5 +278,23 @@ mod tests {
             "another start time"
         );
         assert!(!is_alive(-1, 0));
+    }
+
+    #[test]
+    fn a_record_names_only_processes_started_as_its_children() {
+        let children = Path::new("/state/children");
+        let mut entry = Entry {
+            pid: i32::try_from(std::process::id()).unwrap(),
+            start_ticks: 0,
+            dir: children.join("task.complete-0-x"),
+            hook_id: "x".into(),
+            started_at: 0,
+            worktree: None,
+            state: "running".into(),
+        };
+        // This test process was not started with that state dir.
+        assert!(!is_child(&entry, children));
+        entry.dir = PathBuf::from("/elsewhere/x");
+        assert!(!is_child(&entry, children));
     }
 }

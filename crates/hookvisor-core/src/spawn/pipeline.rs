@@ -51,15 +51,27 @@ struct Raw {
     until: Option<String>,
 }
 
-/// `.discobot/pipelines/NAME.yml` of `workspace`.
-pub(crate) fn path_of(workspace: &Path, name: &str) -> PathBuf {
-    workspace
-        .join(".discobot")
-        .join("pipelines")
-        .join(format!("{name}.yml"))
+impl PipelineSpec {
+    /// `.discobot/pipelines/NAME.yml` of `workspace` (`pipeline: NAME`, `loop --pipeline NAME`).
+    pub fn path_of(workspace: &Path, name: &str) -> PathBuf {
+        workspace
+            .join(".discobot")
+            .join("pipelines")
+            .join(format!("{name}.yml"))
+    }
+
+    /// Reads and checks the pipeline file at `path` (the module's four keys).
+    pub fn load(path: &Path) -> Result<PipelineSpec, PipelineError> {
+        load(path)
+    }
 }
 
-/// Reads and checks the pipeline file at `path`.
+/// [`PipelineSpec::path_of`].
+pub(crate) fn path_of(workspace: &Path, name: &str) -> PathBuf {
+    PipelineSpec::path_of(workspace, name)
+}
+
+/// [`PipelineSpec::load`].
 pub(crate) fn load(path: &Path) -> Result<PipelineSpec, PipelineError> {
     use std::io::Read as _;
     let at = |line: usize, reason: String| PipelineError {
