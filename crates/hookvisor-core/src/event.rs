@@ -524,6 +524,8 @@ pub enum HookAction {
     GitCommit(crate::git_action::GitCommit),
     /// `action: git-push` (EVENTS.md §1.2).
     GitPush(crate::git_action::GitPush),
+    /// `action: spawn` (EVENTS.md §4.4, §5 rule 23).
+    Spawn(crate::spawn::Spawn),
 }
 
 impl HookAction {
@@ -533,6 +535,7 @@ impl HookAction {
             HookAction::Command(_) => "command",
             HookAction::GitCommit(_) => "git-commit",
             HookAction::GitPush(_) => "git-push",
+            HookAction::Spawn(_) => "spawn",
         }
     }
 
@@ -543,6 +546,7 @@ impl HookAction {
             HookAction::Command(_) => Vec::new(),
             HookAction::GitCommit(action) => action.fields(),
             HookAction::GitPush(action) => action.fields(),
+            HookAction::Spawn(action) => action.fields(),
         }
     }
 }

@@ -229,6 +229,10 @@ pub(crate) fn fire_hooks(
     firing: &Firing,
     decided: impl FnOnce(&Reply),
 ) -> Result<Reply, FireError> {
+    // EVENTS.md §4.4: detached children of this state dir end with its session, first.
+    if firing.event == Event::SessionEnd {
+        crate::spawn::stop_detached(ctx);
+    }
     let cancel = firing.cancel.clone().unwrap_or_default();
     let buffer = ContextBuffer::new(&ctx.state());
     // An event run is recorded whole but without the directory fsync: it is written on every
@@ -498,6 +502,13 @@ fn run_once(
         return Ok(match ran {
             crate::git_action::GitRun::Finished(outcome) => Ran::Finished(outcome),
             crate::git_action::GitRun::Refused(message) => Ran::Refused(message),
+        });
+    }
+    // A spawn starts its child in a state dir of its own (crate::spawn).
+    if let Some(ran) = crate::spawn::run(ctx, hook, payload, cancel)? {
+        return Ok(match ran {
+            crate::spawn::SpawnRun::Finished(outcome) => Ran::Finished(outcome),
+            crate::spawn::SpawnRun::Refused(message) => Ran::Refused(message),
         });
     }
     let parent = ctx.state().root().join("fire");

@@ -533,6 +533,14 @@ pub enum ProblemKind {
         /// What is wrong and the fix.
         error: crate::git_action::GitFieldError,
     },
+    /// A field of `action: spawn` is refused (EVENTS.md §4.4).
+    #[error("{error}")]
+    InvalidSpawnAction {
+        /// 1-based line of the field.
+        line: usize,
+        /// What is wrong and the fix.
+        error: crate::spawn::SpawnFieldError,
+    },
     /// `action` names a model-driven action, which hookvisor does not run (EVENTS.md §1.2).
     #[error(
         "action '{action}' is unsupported: hookvisor runs no prompt or agent hooks; write the \
@@ -625,6 +633,7 @@ impl ProblemKind {
             | ProblemKind::RunAndArgv { line }
             | ProblemKind::ActionNotSupportedYet { line, .. }
             | ProblemKind::InvalidGitAction { line, .. }
+            | ProblemKind::InvalidSpawnAction { line, .. }
             | ProblemKind::ActionUnsupported { line, .. }
             | ProblemKind::UnknownAction { line, .. }
             | ProblemKind::ScriptWithCommand { line, .. }

@@ -20,6 +20,7 @@
 //! - `user_fs`: file system work done with the run user's credentials.
 //! - `git`: running git with one environment and one reading of its failures.
 //! - `git_action`: the built-in `git-commit` and `git-push` actions ([`GitCommit`], [`GitPush`]).
+//! - `spawn`: the `spawn` action: a child loop or program in its own state dir ([`Spawn`]).
 //! - `changes`: a workspace's dirty set and when each file changed ([`scan`]).
 //! - `change_watch`: the dirty set kept warm by inotify for a server ([`ChangeWatcher`]).
 //! - `evaluate`: the end-of-turn evaluation ([`Evaluator`]): the file hooks and the
@@ -118,6 +119,7 @@ pub mod payload;
 mod precommit;
 mod seal;
 mod session;
+mod spawn;
 mod state;
 mod status;
 pub mod sys;
@@ -161,6 +163,10 @@ pub use session::{
     Attempt, Backoff, DEFAULT_RETRIES, RootImages, STOPPED_NOTE, SessionError, SessionHook,
     SessionOptions, SessionPlan, SessionRun, credentials_for, fail_interrupted, fire_session_start,
     prepare_state_dir, run_session,
+};
+pub use spawn::{
+    DEFAULT_SPAWN_TIMEOUT, MAX_SPAWN_DEPTH, OnTimeout, PipelineError, PipelineSpec, Spawn,
+    SpawnFieldError, SpawnTarget, SpawnWorkspace,
 };
 pub use state::{Durability, StateDir, write_atomic};
 pub use status::{EntryType, HookStatus, RunResult, Status, StatusError, StatusStore};

@@ -12,6 +12,7 @@ use crate::frontmatter::{FrontMatter, Note, Other, WORD_FIELDS};
 use crate::git_action::{GitCommit, GitPush};
 use crate::hook::{Hook, HookKind, Origin, ProblemKind, RunAs};
 use crate::pattern::Pattern;
+use crate::spawn::{DEFAULT_SPAWN_TIMEOUT, Spawn};
 use crate::template::{ShellTemplate, references};
 use crate::when::Condition;
 
@@ -210,6 +211,11 @@ pub(super) fn hook_from_fields(
         .transpose()?
         .unwrap_or(false);
     let spec = event_spec(event, kind, blocking, retries, front, declarative)?;
+    // §1.3: a spawn waits an hour unless told otherwise.
+    let timeout = match spec.action {
+        HookAction::Spawn(_) if !front.has("timeout") => DEFAULT_SPAWN_TIMEOUT,
+        _ => timeout,
+    };
     let phase1 = !declarative
         && spec.event.phase1_kind().is_some()
         && (spec.event != Event::TurnEnd || pattern.is_some())
@@ -358,7 +364,26 @@ fn event_spec(
                 })?;
                 return Ok(spec);
             }
-            "webhook" | "spawn" => {
+            "spawn" => {
+                let field = |key: &str| front.0.fields.get(key).map(String::as_str);
+                let listed = front.has("argv").then(|| {
+                    argv(front.list("argv"), front.line("argv")).map_err(|problem| match problem {
+                        ProblemKind::InvalidArgv { message, .. } => message,
+                        other => other.to_string(),
+                    })
+                });
+                let action = Spawn::from_fields(field, listed, declarative);
+                spec.action = HookAction::Spawn(action.map_err(|error| {
+                    ProblemKind::InvalidSpawnAction {
+                        line: error
+                            .key()
+                            .map_or_else(|| front.line("action"), |key| front.line(key)),
+                        error,
+                    }
+                })?);
+                return Ok(spec);
+            }
+            "webhook" => {
                 return Err(ProblemKind::ActionNotSupportedYet {
                     line,
                     action: value.to_owned(),
@@ -1332,7 +1357,7 @@ mod tests {
                 "a.yml",
                 "---\nevent: turn.end\naction: spawn\nrun: x\n---\n",
                 0o644,
-                "a.yml:3: action 'spawn' is not supported yet;",
+                "a.yml:4: 'run' is no field of action 'spawn'",
             ),
             (
                 "a.yml",

@@ -51,6 +51,7 @@ use crate::context::Context;
 use crate::event::{Command, Event, HookAction};
 use crate::git_action::GIT_FIELDS;
 use crate::hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
+use crate::spawn::SPAWN_FIELDS;
 
 /// What starts the id of every global hook (the module's rule 3).
 pub const GLOBAL_ID_PREFIX: &str = "global:";
@@ -76,16 +77,20 @@ const PHASE1_FIELDS: [&str; 10] = [
 ];
 
 /// Front matter keys hookvisor reads; others are reported as warnings.
-const KNOWN_FIELDS: [&str; PHASE1_FIELDS.len() + EVENT_FIELDS.len() + GIT_FIELDS.len()] = {
-    let mut known = [""; PHASE1_FIELDS.len() + EVENT_FIELDS.len() + GIT_FIELDS.len()];
+const KNOWN_FIELDS: [&str;
+    PHASE1_FIELDS.len() + EVENT_FIELDS.len() + GIT_FIELDS.len() + SPAWN_FIELDS.len()] = {
+    let mut known =
+        [""; PHASE1_FIELDS.len() + EVENT_FIELDS.len() + GIT_FIELDS.len() + SPAWN_FIELDS.len()];
     let mut i = 0;
     while i < known.len() {
         known[i] = if i < PHASE1_FIELDS.len() {
             PHASE1_FIELDS[i]
         } else if i < PHASE1_FIELDS.len() + EVENT_FIELDS.len() {
             EVENT_FIELDS[i - PHASE1_FIELDS.len()]
-        } else {
+        } else if i < PHASE1_FIELDS.len() + EVENT_FIELDS.len() + GIT_FIELDS.len() {
             GIT_FIELDS[i - PHASE1_FIELDS.len() - EVENT_FIELDS.len()]
+        } else {
+            SPAWN_FIELDS[i - PHASE1_FIELDS.len() - EVENT_FIELDS.len() - GIT_FIELDS.len()]
         };
         i += 1;
     }
@@ -313,6 +318,7 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                         .collect(),
                     HookAction::GitCommit(action) => action.references(),
                     HookAction::GitPush(action) => action.references(),
+                    HookAction::Spawn(action) => action.references(),
                     _ => Vec::new(),
                 };
                 let mut unknown: Vec<String> = referenced

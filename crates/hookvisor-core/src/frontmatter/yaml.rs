@@ -11,6 +11,10 @@ use super::{Fields, FrontMatterError, MERGE_KEY, repeated};
 enum YamlValue {
     Scalar(YamlScalar),
     List(Vec<YamlScalar>),
+    /// A mapping, read only for spawn's `inputs` (by `with_mapping`: untagged scalars cannot
+    /// take one) and kept as its JSON text.
+    #[serde(skip)]
+    Map(serde_json::Map<String, serde_json::Value>),
 }
 
 #[derive(serde::Deserialize)]
@@ -70,6 +74,39 @@ pub(crate) fn strict_options() -> serde_saphyr::Options {
     }
 }
 
+/// The body read again as JSON values, when its only mapping value is `inputs` (a spawn's):
+/// untagged values cannot take a block mapping whatever their variants. `None` for anything
+/// else, which stays not YAML as before.
+fn with_mapping(text: &str) -> Option<BTreeMap<String, Option<YamlValue>>> {
+    use serde_json::Value as Json;
+    let scalar = |value: Json| match value {
+        Json::Bool(b) => Some(YamlScalar::Bool(b)),
+        Json::Number(n) => Some(match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => YamlScalar::Int(i),
+            (None, Some(x)) => YamlScalar::Float(x),
+            (None, None) => YamlScalar::String(n.to_string()),
+        }),
+        Json::String(s) => Some(YamlScalar::String(s)),
+        Json::Null | Json::Array(_) | Json::Object(_) => None,
+    };
+    let map: BTreeMap<String, Option<Json>> =
+        serde_saphyr::from_str_with_options(text, strict_options()).ok()?;
+    map.into_iter()
+        .map(|(key, value)| {
+            let value = match value {
+                None | Some(Json::Null) => None,
+                Some(Json::Object(map)) if key == "inputs" => Some(YamlValue::Map(map)),
+                Some(Json::Object(_)) => return None,
+                Some(Json::Array(items)) => Some(YamlValue::List(
+                    items.into_iter().map(scalar).collect::<Option<_>>()?,
+                )),
+                Some(other) => Some(YamlValue::Scalar(scalar(other)?)),
+            };
+            Some((key, value))
+        })
+        .collect()
+}
+
 /// Reads the body as a YAML mapping of scalars (or lists of scalars); `None` when it is not
 /// one. Repeated keys and merge keys are errors (rules 3, 4).
 pub(super) fn parse_yaml(
@@ -98,8 +135,12 @@ pub(super) fn parse_yaml(
                     message: MERGE_KEY.to_owned(),
                 });
             }
-            // Not YAML (`pattern: *.go`): the flat reader's turn.
-            Err(_) => return Ok(None),
+            // A mapping (spawn's `inputs`), which the scalar reading refuses; else not YAML
+            // (`pattern: *.go`): the flat reader's turn.
+            Err(_) => match with_mapping(&text) {
+                Some(map) => map,
+                None => return Ok(None),
+            },
         };
     let mut lists = Vec::new();
     let mut nulls = Vec::new();
@@ -113,6 +154,7 @@ pub(super) fn parse_yaml(
                     String::new()
                 }
                 Some(YamlValue::Scalar(s)) => s.into_string(),
+                Some(YamlValue::Map(map)) => serde_json::Value::Object(map).to_string(),
                 Some(YamlValue::List(items)) => {
                     lists.push(key.clone());
                     let items: Vec<String> =
@@ -137,6 +179,23 @@ pub(super) fn parse_yaml(
 mod tests {
     use crate::frontmatter::tests::fields;
     use crate::frontmatter::{Fields, parse};
+
+    #[test]
+    fn inputs_is_the_one_mapping() {
+        let text = "---\nevent: x\ninputs:\n  task: \"${task_id}\"\n  n: 3\n  l: [1, true]\nargv: [a, b]\n---\n";
+        let fields = parse(text).unwrap();
+        assert_eq!(
+            fields["inputs"],
+            r#"{"l":[1,true],"n":3,"task":"${task_id}"}"#
+        );
+        assert_eq!(fields["argv"], "a,b");
+        // Any other mapping leaves the body to the flat reader, as before.
+        let other = parse("---\nevent: x\nother:\n  a: 1\n---\n");
+        assert_ne!(
+            other.ok().and_then(|f| f.get("other").cloned()).as_deref(),
+            Some(r#"{"a":1}"#)
+        );
+    }
 
     #[test]
     fn yaml_features() {

@@ -1,0 +1,204 @@
+//! Pipeline files (EVENTS.md §4.4, §5 rule 23): `.discobot/pipelines/NAME.yml`, the loop a
+//! `pipeline:` spawn runs. Four keys, read strictly (an unknown key, a wrong type, anchors or a
+//! repeated key are errors naming the file and line):
+//!
+//! ```yaml
+//! agent: [claude, -p, "{prompt}"]   # required: the agent command, a non-empty list
+//! prompt: Review the last commit     # the task prompt (`loop --prompt`)
+//! max_iterations: 3                  # `loop --max-iterations` (default: the loop's 20)
+//! until: test -f REVIEW.md           # `loop --until`, a `sh -c` string
+//! ```
+
+use std::path::{Path, PathBuf};
+
+/// The bytes a pipeline file may have: a spec is a few lines.
+const MAX_BYTES: u64 = 64 * 1024;
+
+/// A loop spec read from a pipeline file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineSpec {
+    /// The agent command, program first.
+    pub agent: Vec<String>,
+    /// The task prompt.
+    pub prompt: Option<String>,
+    /// Iterations at most; `None` keeps the loop's default.
+    pub max_iterations: Option<u64>,
+    /// The done test, a `sh -c` string.
+    pub until: Option<String>,
+}
+
+/// Why a pipeline file cannot be used; shown as `file:line: reason`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}:{line}: {reason}", path.display())]
+pub struct PipelineError {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line (1 when the whole file is at fault).
+    pub line: usize,
+    /// What is wrong and the fix.
+    pub reason: String,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    agent: Vec<String>,
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    max_iterations: Option<u64>,
+    #[serde(default)]
+    until: Option<String>,
+}
+
+impl PipelineSpec {
+    /// `.discobot/pipelines/NAME.yml` of `workspace` (`pipeline: NAME`, `loop --pipeline NAME`).
+    pub fn path_of(workspace: &Path, name: &str) -> PathBuf {
+        workspace
+            .join(".discobot")
+            .join("pipelines")
+            .join(format!("{name}.yml"))
+    }
+
+    /// Reads and checks the pipeline file at `path` (the module's four keys).
+    pub fn load(path: &Path) -> Result<PipelineSpec, PipelineError> {
+        load(path)
+    }
+}
+
+/// [`PipelineSpec::path_of`].
+pub(crate) fn path_of(workspace: &Path, name: &str) -> PathBuf {
+    PipelineSpec::path_of(workspace, name)
+}
+
+/// [`PipelineSpec::load`].
+pub(crate) fn load(path: &Path) -> Result<PipelineSpec, PipelineError> {
+    use std::io::Read as _;
+    let at = |line: usize, reason: String| PipelineError {
+        path: path.to_owned(),
+        line,
+        reason,
+    };
+    let mut text = String::new();
+    let read = std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_BYTES + 1).read_to_string(&mut text));
+    match read {
+        Ok(n) if n as u64 > MAX_BYTES => {
+            return Err(at(1, "over 64 KiB; a pipeline spec is a few lines".into()));
+        }
+        Ok(_) => {}
+        Err(err) => {
+            return Err(at(
+                1,
+                format!(
+                    "cannot read it ({err}); create it with agent, prompt, max_iterations, until"
+                ),
+            ));
+        }
+    }
+    parse(&text).map_err(|(line, reason)| at(line, reason))
+}
+
+/// Parses a pipeline file's text; the error is `(line, reason)`.
+fn parse(text: &str) -> Result<PipelineSpec, (usize, String)> {
+    let raw: Raw = serde_saphyr::from_str_with_options(text, crate::frontmatter::strict_options())
+        .map_err(|e| {
+            let e = e.without_snippet();
+            let line = e
+                .location()
+                .and_then(|l| usize::try_from(l.line()).ok())
+                .filter(|l| *l > 0)
+                .unwrap_or(1);
+            let rendered = e.to_string();
+            let reason = match rendered.rfind(" at line ") {
+                Some(at) => rendered.get(..at).unwrap_or(&rendered).to_owned(),
+                None => rendered,
+            };
+            (
+                line,
+                format!("{reason}; the keys are agent (a list), prompt, max_iterations, until"),
+            )
+        })?;
+    let line_of = |key: &str| {
+        text.lines()
+            .position(|l| l.starts_with(&format!("{key}:")))
+            .map_or(1, |i| i + 1)
+    };
+    if raw.agent.first().is_none_or(|p| p.is_empty()) {
+        return Err((
+            line_of("agent"),
+            "agent: give the agent command as a list, program first, as in 'agent: [claude, -p, \
+             \"{prompt}\"]'"
+                .into(),
+        ));
+    }
+    if raw.max_iterations == Some(0) {
+        return Err((
+            line_of("max_iterations"),
+            "max_iterations: 0 runs nothing; give 1 or more".into(),
+        ));
+    }
+    for (key, value) in [("prompt", &raw.prompt), ("until", &raw.until)] {
+        if value.as_deref().is_some_and(|v| v.contains('\0')) {
+            return Err((line_of(key), format!("{key}: a NUL byte cannot be passed")));
+        }
+    }
+    if raw.agent.iter().any(|a| a.contains('\0')) {
+        return Err((
+            line_of("agent"),
+            "agent: a NUL byte cannot be passed".into(),
+        ));
+    }
+    Ok(PipelineSpec {
+        agent: raw.agent,
+        prompt: raw.prompt,
+        max_iterations: raw.max_iterations,
+        until: raw.until,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_spec() {
+        let spec =
+            parse("agent: [sh, agent.sh]\nprompt: go\nmax_iterations: 2\nuntil: 'true'\n").unwrap();
+        assert_eq!(spec.agent, ["sh", "agent.sh"]);
+        assert_eq!(spec.prompt.as_deref(), Some("go"));
+        assert_eq!(spec.max_iterations, Some(2));
+        assert_eq!(spec.until.as_deref(), Some("true"));
+        let spec = parse("agent:\n  - a\n").unwrap();
+        assert_eq!((spec.prompt, spec.max_iterations), (None, None));
+    }
+
+    #[test]
+    fn refusals_carry_their_line() {
+        let table: &[(&str, usize, &str)] = &[
+            ("agent: [a]\nmodel: x\n", 2, "unknown field"),
+            ("prompt: x\n", 1, "agent"),
+            ("agent: []\n", 1, "program first"),
+            ("agent: [a]\nmax_iterations: many\n", 2, ""),
+            ("agent: [a]\nmax_iterations: 0\n", 2, "1 or more"),
+            ("agent: [a]\nagent: [b]\n", 2, ""),
+            ("a: &x [1]\nagent: *x\n", 1, ""),
+        ];
+        for (text, line, fragment) in table {
+            let (got, reason) = parse(text).unwrap_err();
+            assert_eq!(got, *line, "{text:?}: {reason}");
+            assert!(reason.contains(fragment), "{text:?}: {reason}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = path_of(dir.path(), "missing");
+        let err = load(&path).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("{}:1: ", path.display()))
+        );
+    }
+}
