@@ -115,6 +115,23 @@ pub enum Route {
     SessionEnd,
 }
 
+impl Route {
+    /// Whether `hookvisor loop` fires this event itself around each agent run (EVENTS.md
+    /// §3.2), so an adapter under the loop answers it with nothing: otherwise `session.start`
+    /// and `session.end` would fire once per iteration's agent process, and `turn.start`,
+    /// `turn.end`, `session.stop` and `error` twice per iteration.
+    pub fn owned_by_loop(self) -> bool {
+        matches!(
+            self,
+            Route::SessionStart
+                | Route::TurnStart
+                | Route::TurnEnd
+                | Route::Error
+                | Route::SessionEnd
+        )
+    }
+}
+
 /// Claude Code's events and their canonical ones, per its hooks reference
 /// (<https://code.claude.com/docs/en/hooks>, "Hook events").
 static CLAUDE_ROUTES: [(&str, Route); 12] = [

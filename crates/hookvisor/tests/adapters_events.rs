@@ -17,6 +17,19 @@ use common::{Workspace, stderr, stdout};
 
 /// Runs `hookvisor adapter AGENT` on a fixture, its `@WORKSPACE@` made the workspace.
 fn adapter(ws: &Workspace, agent: &str, fixture: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["adapter", agent];
+    args.extend_from_slice(extra);
+    on_fixture(ws, &args, agent, fixture, &[])
+}
+
+/// Runs `hookvisor ARGS` with the variables `env` on a fixture of `agent`.
+fn on_fixture(
+    ws: &Workspace,
+    args: &[&str],
+    agent: &str,
+    fixture: &str,
+    env: &[(&str, &str)],
+) -> Output {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(agent)
@@ -25,8 +38,8 @@ fn adapter(ws: &Workspace, agent: &str, fixture: &str, extra: &[&str]) -> Output
     let input = text.replace("@WORKSPACE@", ws.path().to_str().unwrap());
     let mut child = ws
         .hookvisor_command()
-        .args(["adapter", agent])
-        .args(extra)
+        .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -562,4 +575,85 @@ fn check_warns_on_a_tool_name_no_agent_has() {
     for fine in ["'bash'", "'run_shell_command'", "'mcp__fs__read'"] {
         assert!(!said.contains(fine), "{fine}: {said}");
     }
+}
+
+#[test]
+fn under_hookvisor_loop_the_session_and_turn_events_are_left_to_the_loop() {
+    let ws = Workspace::new();
+    // Each hook leaves a mark when it runs, and would block or add context.
+    for (name, event, extra, then) in [
+        (
+            "start",
+            "session.start",
+            "pipe_output: true\n",
+            "echo started",
+        ),
+        ("prompt", "turn.start", "", "echo no >&2; exit 2"),
+        ("end", "turn.end", "", "echo no >&2; exit 1"),
+        ("deny", "tool.before", "", "echo no >&2; exit 2"),
+    ] {
+        let mark = ws.path().join(format!("{name}.ran"));
+        ws.write(
+            &format!(".discobot/hooks/{name}.yml"),
+            &format!(
+                "---\nevent: {event}\n{extra}run: 'touch {}; {then}'\n---\n",
+                mark.display()
+            ),
+        );
+    }
+    common::tick();
+    let in_loop = [("HOOKVISOR_LOOP", "1")];
+    for fixture in [
+        "session-start.json",
+        "user-prompt-submit.json",
+        "stop.json",
+        "session-end.json",
+    ] {
+        let out = on_fixture(&ws, &["adapter", "claude"], "claude", fixture, &in_loop);
+        assert_eq!(
+            (stdout(&out).as_str(), out.status.code()),
+            ("", Some(0)),
+            "{fixture} under the loop: {}",
+            stderr(&out)
+        );
+    }
+    for (args, fixture) in [
+        (["claude-stop", ""], "stop.json"),
+        (["claude-stop", ""], "user-prompt-submit.json"),
+    ] {
+        let out = on_fixture(&ws, &args[..1], "claude", fixture, &in_loop);
+        assert_eq!(
+            (stdout(&out).as_str(), out.status.code()),
+            ("", Some(0)),
+            "{fixture}"
+        );
+    }
+    for name in ["start", "prompt", "end"] {
+        assert!(
+            !ws.path().join(format!("{name}.ran")).exists(),
+            "the {name} hook ran under the loop"
+        );
+    }
+    // Tool events are the agent's own: the loop never sees them.
+    let out = on_fixture(
+        &ws,
+        &["adapter", "claude"],
+        "claude",
+        "pre-tool-use.json",
+        &in_loop,
+    );
+    assert!(
+        stdout(&out).contains(r#""permissionDecision":"deny""#),
+        "{}",
+        stdout(&out)
+    );
+    assert!(ws.path().join("deny.ran").exists());
+    // Without the loop, the same turn end runs its hook.
+    let out = on_fixture(&ws, &["adapter", "claude"], "claude", "stop.json", &[]);
+    assert!(
+        stdout(&out).contains(r#""decision":"block""#),
+        "{}",
+        stdout(&out)
+    );
+    assert!(ws.path().join("end.ran").exists());
 }

@@ -64,6 +64,10 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
     } else {
         agent.spec().route(&name)
     };
+    if under_loop() && route.is_some_and(Route::owned_by_loop) {
+        // The loop fires this event itself; the agent is told nothing.
+        return Ok(Exit::Ok);
+    }
     let outcome = input.and_then(|(map, turn)| {
         let call = Call {
             globals,
@@ -112,6 +116,12 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
         0 => Exit::Ok,
         code => Exit::Status(code),
     })
+}
+
+/// Whether this agent runs under `hookvisor loop`, which sets `HOOKVISOR_LOOP=1` in its
+/// environment and fires the session and turn events itself (EVENTS.md §3.2).
+pub(crate) fn under_loop() -> bool {
+    env::var_os("HOOKVISOR_LOOP").is_some_and(|v| v == "1")
 }
 
 /// Whether a block of `route` means anything (notices cannot be blocked).

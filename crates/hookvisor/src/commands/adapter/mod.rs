@@ -168,6 +168,10 @@ fn decide(
     args: &AdapterArgs,
 ) -> Result<Verdict, AdapterError> {
     let input = read_input(io::stdin().lock())?;
+    if events::under_loop() {
+        // Both events of these adapters, the prompt and the turn end, are the loop's own.
+        return Ok(Verdict::Stop);
+    }
     let event = answers(spec, input.hook_event_name.as_deref()).ok_or_else(|| {
         AdapterError::WrongEvent {
             spec,
