@@ -84,6 +84,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value as Json, json};
@@ -98,7 +99,7 @@ use crate::exec::{
     CancelToken, Capture, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,
 };
 use crate::hook::Hook;
-use crate::payload::Payload;
+use crate::payload::{Payload, RunFiles};
 use crate::status::{StatusError, StatusStore};
 use crate::template;
 
@@ -477,7 +478,32 @@ enum Ran {
     Refused(String),
 }
 
-/// Step 6: one run of the hook's action in a fresh run directory.
+/// The payload's files for one run of `hook_id` in `dir` (see [`run_once`]). The prefix is
+/// unique: our pid (no other live process has it), the time in nanoseconds (a file left by a
+/// killed `fire` whose pid was reused), and a counter (runs of this process); a name that
+/// exists all the same is retried with the next count.
+fn run_files(payload: &Payload, dir: &Path, hook_id: &str) -> Result<RunFiles, FireError> {
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut attempts = 0;
+    loop {
+        let run = RUNS.fetch_add(1, Ordering::Relaxed);
+        let prefix = format!("{}-{nanos}-{run}.", std::process::id());
+        match payload.environment_prefixed(dir, &prefix) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 3 => attempts += 1,
+            result => {
+                return result.map_err(|source| FireError::RunDir {
+                    path: dir.join(format!("{prefix}* ({hook_id})")),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// Step 6: one run of the hook's action, its payload files in the state dir's `fire/`.
 fn run_once(
     ctx: &Context,
     hook: &Hook,
@@ -490,20 +516,12 @@ fn run_once(
         path: parent.clone(),
         source,
     })?;
-    // Removed when the run is over: its files are the payload, kept in the log's place by
-    // nobody; a fresh name per run lets concurrent `fire`s share the state dir.
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("{}-", hook.id))
-        .tempdir_in(&parent)
-        .map_err(|source| FireError::RunDir {
-            path: parent.clone(),
-            source,
-        })?;
-    let run_dir_error = |source| FireError::RunDir {
-        path: dir.path().to_owned(),
-        source,
-    };
-    let env = payload.environment(dir.path()).map_err(run_dir_error)?;
+    // The payload's files, removed when the run is over (dropping `files`). They sit directly
+    // in `fire/` under a name unique to this run, so concurrent `fire`s share the directory:
+    // a directory per run cost a `mkdir` and an `rmdir`, 0.3 ms each on ext4, more than the
+    // hook `true` itself (BENCHMARKS.md, case 7).
+    let files = run_files(payload, &parent, &hook.id)?;
+    let env = &files.env;
     let options = RunOptions {
         cancel: Some(cancel.clone()),
         extra_env: env.clone(),
@@ -594,7 +612,7 @@ fn run_once(
         ("HOOKVISOR_HOOK_ID".into(), hook.id.clone().into()),
         ("HOOKVISOR_HOOK_PATH".into(), hook.path.clone().into()),
     ];
-    vars.extend(env);
+    vars.extend(env.iter().cloned());
     let invocation = Invocation {
         program,
         args,
