@@ -903,14 +903,21 @@ mod tests {
         );
         assert_eq!(
             map["HOOKVISOR_FILES_NUL"],
-            dir.path().join("1-5-0.HOOKVISOR_FILES_NUL").as_os_str().as_bytes()
+            dir.path()
+                .join("1-5-0.HOOKVISOR_FILES_NUL")
+                .as_os_str()
+                .as_bytes()
         );
         assert_eq!(count(), 2 * per_run, "two runs side by side");
         // The same prefix again is refused: its files exist.
         let taken = p.environment_prefixed(dir.path(), "1-5-1.").unwrap_err();
         assert_eq!(taken.kind(), io::ErrorKind::AlreadyExists);
         drop(first);
-        assert_eq!(count(), per_run, "the first run's files are gone, the second's stay");
+        assert_eq!(
+            count(),
+            per_run,
+            "the first run's files are gone, the second's stay"
+        );
         drop(second);
         assert_eq!(count(), 0);
         let slash = p.environment_prefixed(dir.path(), "../x.").unwrap_err();

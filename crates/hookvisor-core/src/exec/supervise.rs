@@ -125,7 +125,7 @@ pub(super) fn supervise(
             }
         }
 
-        let mut fds = Vec::with_capacity(4);
+        let mut fds = Vec::with_capacity(5);
         // Which reader each of the first poll slots is; every reader fits, there are two.
         let mut polled: [Option<usize>; 2] = [None; 2];
         for (i, (fd, _)) in readers
@@ -147,6 +147,10 @@ pub(super) fn supervise(
             && !stopping
         {
             fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            // The token's signals, when it has them; the check at the top of the turn reads it.
+            if let Some(signals) = cancel.and_then(CancelToken::signal_fd) {
+                fds.push(PollFd::new(signals.as_fd(), PollFlags::POLLIN));
+            }
         }
         let timeout = wake.map_or(PollTimeout::NONE, |at| {
             // Round up, so the loop never spins through the last partial millisecond.
