@@ -24,8 +24,9 @@
 //!    ([`Payload::lookup`]). False skips the hook (nothing is recorded). An evaluation error
 //!    *fails* the hook: its message is the run's output (stderr, exit 1) and is judged as a
 //!    failure, never read as true or false.
-//! 6. **Run** (§4.1, rule 19). Each run gets a fresh directory under `<state>/fire/` for the
-//!    payload's files ([`Payload::environment`]); the event JSON is the child's stdin, from
+//! 6. **Run** (§4.1, rule 19). Each run writes the payload's files directly into
+//!    `<state>/fire/`, their names prefixed by one unique to the run, and removes them when it
+//!    ends ([`Payload::environment_prefixed`]); the event JSON is the child's stdin, from
 //!    bytes in a sealed memory file the agent cannot change (the source of truth: the files can
 //!    change under the hook, see the payload's "Known limit"); stdout and stderr are captured
 //!    apart for the judge. A script hook runs through [`run_hook`]; `argv:` is expanded by
@@ -155,10 +156,10 @@ impl Firing {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FireError {
-    /// A run's directory under the state dir could not be made.
+    /// A run's payload files (or `<state>/fire/` for them) could not be made.
     #[error(
-        "cannot create the run directory {}: {source}; make the state dir writable or pass \
-         --state-dir",
+        "cannot create the run's payload files {}: {source}; make the state dir writable or \
+         pass --state-dir",
         path.display()
     )]
     RunDir {

@@ -29,14 +29,16 @@
 //!
 //! # The environment
 //!
-//! [`Payload::environment`] writes its files into a per-run directory the caller made. It opens
+//! [`Payload::environment`] writes its files into a per-run directory the caller made;
+//! [`Payload::environment_prefixed`] into a directory several runs share, every name prefixed
+//! by one unique to the run, and removes them when its [`RunFiles`] is dropped. Either opens
 //! the directory once, not through a symbolic link (`O_DIRECTORY|O_NOFOLLOW`), and refuses it
 //! unless it is owned by the file-system uid we act as (the caller acts as the run user); acting
 //! as root, it takes only a directory owned by root that neither its group nor others can
 //! write. Each file is created relative to that descriptor (`openat`), new (`O_EXCL`), never
 //! through a symbolic link (`O_NOFOLLOW`), mode 0600, named after its variable:
 //!
-//! 1. `HOOKVISOR_PAYLOAD`: the path of `payload.json`, the event JSON.
+//! 1. `HOOKVISOR_PAYLOAD`: the path of `payload.json` (after the prefix), the event JSON.
 //! 2. A scalar is `HOOKVISOR_<NAME>` ([`env_name`]: upper case, dots and other bytes → `_`,
 //!    so `a.b` → `HOOKVISOR_A_B`). Text is itself, with its exact bytes; a JSON string its
 //!    text; a number or boolean its JSON text; `null` empty; an object its compact JSON.
