@@ -68,7 +68,7 @@
 //! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
 //! [`Outcome`]: crate::decision::Outcome
 //! [`Payload::lookup`]: crate::payload::Payload::lookup
-//! [`Payload::environment`]: crate::payload::Payload::environment
+//! [`Payload::environment_prefixed`]: crate::payload::Payload::environment_prefixed
 //! [`run_hook`]: crate::run_hook
 //! [`template::expand_argv`]: crate::template::expand_argv
 //! [`CancelToken`]: crate::CancelToken

@@ -89,6 +89,8 @@
 //! [`MAX_NAME_BYTES`]: crate::payload::MAX_NAME_BYTES
 //! [`MAX_VARIABLES`]: crate::payload::MAX_VARIABLES
 //! [`Payload::environment`]: crate::payload::Payload::environment
+//! [`Payload::environment_prefixed`]: crate::payload::Payload::environment_prefixed
+//! [`RunFiles`]: crate::payload::RunFiles
 //! [`Payload::lookup`]: crate::payload::Payload::lookup
 //! [`Payload::stdin_json`]: crate::payload::Payload::stdin_json
 //! [`Payload::template_value`]: crate::payload::Payload::template_value
