@@ -26,8 +26,9 @@
 //!    ([`Payload::lookup`]). False skips the hook (nothing is recorded). An evaluation error
 //!    *fails* the hook: its message is the run's output (stderr, exit 1) and is judged as a
 //!    failure, never read as true or false.
-//! 6. **Run** (§4.1, rule 19). Each run gets a fresh directory under `<state>/fire/` for the
-//!    payload's files ([`Payload::environment`]); the event JSON is the child's stdin, from
+//! 6. **Run** (§4.1, rule 19). Each run writes the payload's files directly into
+//!    `<state>/fire/`, their names prefixed by one unique to the run, and removes them when it
+//!    ends ([`Payload::environment_prefixed`]); the event JSON is the child's stdin, from
 //!    bytes in a sealed memory file the agent cannot change (the source of truth: the files can
 //!    change under the hook, see the payload's "Known limit"); stdout and stderr are captured
 //!    apart for the judge. A script hook runs through [`run_hook`]; `argv:` is expanded by
@@ -69,7 +70,7 @@
 //! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
 //! [`Outcome`]: crate::decision::Outcome
 //! [`Payload::lookup`]: crate::payload::Payload::lookup
-//! [`Payload::environment`]: crate::payload::Payload::environment
+//! [`Payload::environment_prefixed`]: crate::payload::Payload::environment_prefixed
 //! [`run_hook`]: crate::run_hook
 //! [`template::expand_argv`]: crate::template::expand_argv
 //! [`CancelToken`]: crate::CancelToken
@@ -87,6 +88,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value as Json, json};
@@ -101,7 +103,7 @@ use crate::exec::{
     CancelToken, Capture, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,
 };
 use crate::hook::Hook;
-use crate::payload::Payload;
+use crate::payload::{Payload, RunFiles};
 use crate::status::{StatusError, StatusStore};
 use crate::template;
 
@@ -157,10 +159,10 @@ impl Firing {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FireError {
-    /// A run's directory under the state dir could not be made.
+    /// A run's payload files (or `<state>/fire/` for them) could not be made.
     #[error(
-        "cannot create the run directory {}: {source}; make the state dir writable or pass \
-         --state-dir",
+        "cannot create the run's payload files {}: {source}; make the state dir writable or \
+         pass --state-dir",
         path.display()
     )]
     RunDir {
@@ -489,7 +491,32 @@ enum Ran {
     Refused(String),
 }
 
-/// Step 6: one run of the hook's action in a fresh run directory.
+/// The payload's files for one run of `hook_id` in `dir` (see [`run_once`]). The prefix is
+/// unique: our pid (no other live process has it), the time in nanoseconds (a file left by a
+/// killed `fire` whose pid was reused), and a counter (runs of this process); a name that
+/// exists all the same is retried with the next count.
+fn run_files(payload: &Payload, dir: &Path, hook_id: &str) -> Result<RunFiles, FireError> {
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut attempts = 0;
+    loop {
+        let run = RUNS.fetch_add(1, Ordering::Relaxed);
+        let prefix = format!("{}-{nanos}-{run}.", std::process::id());
+        match payload.environment_prefixed(dir, &prefix) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 3 => attempts += 1,
+            result => {
+                return result.map_err(|source| FireError::RunDir {
+                    path: dir.join(format!("{prefix}* ({hook_id})")),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// Step 6: one run of the hook's action, its payload files in the state dir's `fire/`.
 fn run_once(
     ctx: &Context,
     hook: &Hook,
@@ -516,20 +543,12 @@ fn run_once(
         path: parent.clone(),
         source,
     })?;
-    // Removed when the run is over: its files are the payload, kept in the log's place by
-    // nobody; a fresh name per run lets concurrent `fire`s share the state dir.
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("{}-", hook.id))
-        .tempdir_in(&parent)
-        .map_err(|source| FireError::RunDir {
-            path: parent.clone(),
-            source,
-        })?;
-    let run_dir_error = |source| FireError::RunDir {
-        path: dir.path().to_owned(),
-        source,
-    };
-    let env = payload.environment(dir.path()).map_err(run_dir_error)?;
+    // The payload's files, removed when the run is over (dropping `files`). They sit directly
+    // in `fire/` under a name unique to this run, so concurrent `fire`s share the directory:
+    // a directory per run cost a `mkdir` and an `rmdir`, 0.3 ms each on ext4, more than the
+    // hook `true` itself (BENCHMARKS.md, case 7).
+    let files = run_files(payload, &parent, &hook.id)?;
+    let env = &files.env;
     let options = RunOptions {
         cancel: Some(cancel.clone()),
         extra_env: env.clone(),
@@ -625,7 +644,7 @@ fn run_once(
         ("HOOKVISOR_HOOK_ID".into(), hook.id.clone().into()),
         ("HOOKVISOR_HOOK_PATH".into(), hook.path.clone().into()),
     ];
-    vars.extend(env);
+    vars.extend(env.iter().cloned());
     let invocation = Invocation {
         program,
         args,

@@ -29,14 +29,16 @@
 //!
 //! # The environment
 //!
-//! [`Payload::environment`] writes its files into a per-run directory the caller made. It opens
+//! [`Payload::environment`] writes its files into a per-run directory the caller made;
+//! [`Payload::environment_prefixed`] into a directory several runs share, every name prefixed
+//! by one unique to the run, and removes them when its [`RunFiles`] is dropped. Either opens
 //! the directory once, not through a symbolic link (`O_DIRECTORY|O_NOFOLLOW`), and refuses it
 //! unless it is owned by the file-system uid we act as (the caller acts as the run user); acting
 //! as root, it takes only a directory owned by root that neither its group nor others can
 //! write. Each file is created relative to that descriptor (`openat`), new (`O_EXCL`), never
 //! through a symbolic link (`O_NOFOLLOW`), mode 0600, named after its variable:
 //!
-//! 1. `HOOKVISOR_PAYLOAD`: the path of `payload.json`, the event JSON.
+//! 1. `HOOKVISOR_PAYLOAD`: the path of `payload.json` (after the prefix), the event JSON.
 //! 2. A scalar is `HOOKVISOR_<NAME>` ([`env_name`]: upper case, dots and other bytes → `_`,
 //!    so `a.b` → `HOOKVISOR_A_B`). Text is itself, with its exact bytes; a JSON string its
 //!    text; a number or boolean its JSON text; `null` empty; an object its compact JSON.
@@ -87,6 +89,8 @@
 //! [`MAX_NAME_BYTES`]: crate::payload::MAX_NAME_BYTES
 //! [`MAX_VARIABLES`]: crate::payload::MAX_VARIABLES
 //! [`Payload::environment`]: crate::payload::Payload::environment
+//! [`Payload::environment_prefixed`]: crate::payload::Payload::environment_prefixed
+//! [`RunFiles`]: crate::payload::RunFiles
 //! [`Payload::lookup`]: crate::payload::Payload::lookup
 //! [`Payload::stdin_json`]: crate::payload::Payload::stdin_json
 //! [`Payload::template_value`]: crate::payload::Payload::template_value
@@ -355,15 +359,39 @@ impl Payload {
     /// requires, and when a file cannot be created, including when one already exists: give
     /// each run a fresh directory.
     pub fn environment(&self, dir: &Path) -> io::Result<Vec<(OsString, OsString)>> {
-        let env = self.build_environment(dir)?;
+        let env = self.build_environment(dir, "")?;
         env.warn_skipped();
         Ok(env.out)
     }
 
+    /// [`Payload::environment`] with every file name starting with `prefix`, in a directory
+    /// several runs share; the files are removed when the returned [`RunFiles`] is dropped.
+    ///
+    /// One run's files without a directory of their own: on ext4 a `mkdir` and `rmdir` cost
+    /// more than the hook `true` (BENCHMARKS.md, case 7). `prefix` must be unique among the
+    /// runs using `dir` (a file that exists already fails the call) and contain no `/`.
+    pub fn environment_prefixed(&self, dir: &Path, prefix: &str) -> io::Result<RunFiles> {
+        if prefix.contains('/') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a file name prefix holds no /",
+            ));
+        }
+        let mut env = self.build_environment(dir, prefix)?;
+        env.warn_skipped();
+        Ok(RunFiles {
+            env: std::mem::take(&mut env.out),
+            names: std::mem::take(&mut env.created),
+            dir_fd: env.dir_fd,
+        })
+    }
+
     /// [`Payload::environment`], keeping what was left out for the warning and the tests.
-    fn build_environment<'a>(&self, dir: &'a Path) -> io::Result<Env<'a>> {
+    fn build_environment<'a>(&self, dir: &'a Path, prefix: &'a str) -> io::Result<Env<'a>> {
         let mut env = Env {
             dir,
+            prefix,
+            created: Vec::new(),
             dir_fd: open_run_dir(dir)?,
             out: Vec::new(),
             used: HashSet::new(),
@@ -575,9 +603,40 @@ fn open_run_dir(dir: &Path) -> io::Result<OwnedFd> {
 }
 
 /// The environment being built.
+/// The environment of one run and its files, which are removed when this is dropped (see
+/// [`Payload::environment_prefixed`]).
+#[derive(Debug)]
+pub struct RunFiles {
+    /// The hook's variables, as [`Payload::environment`] returns them.
+    pub env: Vec<(OsString, OsString)>,
+    /// The files made, relative to `dir_fd`.
+    names: Vec<String>,
+    /// The directory they are in, opened once when they were made.
+    dir_fd: OwnedFd,
+}
+
+impl Drop for RunFiles {
+    fn drop(&mut self) {
+        for name in &self.names {
+            // Through the descriptor opened before the writes: the same directory even if its
+            // path was replaced since. A file already gone is nothing to report.
+            let _ = nix::unistd::unlinkat(
+                &self.dir_fd,
+                name.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+        }
+    }
+}
+
 struct Env<'a> {
     /// The run directory's path, for the variables that name its files.
     dir: &'a Path,
+    /// Put before every file name ([`Payload::environment_prefixed`]); empty in a run's own
+    /// directory.
+    prefix: &'a str,
+    /// The names of the files made, for [`RunFiles`] to remove.
+    created: Vec<String>,
     /// The run directory itself, where the files are made (see "The environment").
     dir_fd: OwnedFd,
     out: Vec<(OsString, OsString)>,
@@ -744,13 +803,15 @@ impl Env<'_> {
     /// budget still has room for the path (rules 5 and 7); else sets nothing and writes
     /// nothing.
     fn file_var(&mut self, var_name: String, file_name: &str, bytes: &[u8]) -> io::Result<()> {
-        let path = self.dir.join(file_name);
+        let file_name = format!("{}{file_name}", self.prefix);
+        let path = self.dir.join(&file_name);
         let cost = var_name.len() + path.as_os_str().len() + 2;
         if !self.free(&var_name) || cost > self.budget {
             return Ok(());
         }
-        write_new(&self.dir_fd, file_name, bytes)
+        write_new(&self.dir_fd, &file_name, bytes)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        self.created.push(file_name);
         self.budget -= cost;
         self.used.insert(var_name.clone());
         self.out
@@ -824,6 +885,47 @@ mod tests {
             map.insert(k, v.as_bytes().to_vec());
         }
         map
+    }
+
+    #[test]
+    fn prefixed_files_share_a_directory_and_go_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = payload();
+        let count = || fs::read_dir(dir.path()).unwrap().count();
+        let first = p.environment_prefixed(dir.path(), "1-5-0.").unwrap();
+        let per_run = count();
+        assert!(per_run >= 2, "payload.json and the files list at least");
+        let second = p.environment_prefixed(dir.path(), "1-5-1.").unwrap();
+        let map = env_map(&first.env);
+        assert_eq!(
+            map["HOOKVISOR_PAYLOAD"],
+            dir.path().join("1-5-0.payload.json").as_os_str().as_bytes()
+        );
+        assert_eq!(
+            fs::read(OsStr::from_bytes(&map["HOOKVISOR_PAYLOAD"])).unwrap(),
+            p.stdin_json()
+        );
+        assert_eq!(
+            map["HOOKVISOR_FILES_NUL"],
+            dir.path()
+                .join("1-5-0.HOOKVISOR_FILES_NUL")
+                .as_os_str()
+                .as_bytes()
+        );
+        assert_eq!(count(), 2 * per_run, "two runs side by side");
+        // The same prefix again is refused: its files exist.
+        let taken = p.environment_prefixed(dir.path(), "1-5-1.").unwrap_err();
+        assert_eq!(taken.kind(), io::ErrorKind::AlreadyExists);
+        drop(first);
+        assert_eq!(
+            count(),
+            per_run,
+            "the first run's files are gone, the second's stay"
+        );
+        drop(second);
+        assert_eq!(count(), 0);
+        let slash = p.environment_prefixed(dir.path(), "../x.").unwrap_err();
+        assert_eq!(slash.kind(), io::ErrorKind::InvalidInput);
     }
 
     #[test]
@@ -1085,7 +1187,7 @@ mod tests {
         };
         let p = Payload::new("e", "s", "/w", "user").data(data);
         let dir = tempfile::tempdir().unwrap();
-        let env = p.build_environment(dir.path()).unwrap();
+        let env = p.build_environment(dir.path(), "").unwrap();
         let map = env_map(&env.out);
         let content = &map["HOOKVISOR_AGENT_TOOL_INPUT_CONTENT_FILE"];
         assert_eq!(
@@ -1132,7 +1234,7 @@ mod tests {
         };
         let p = Payload::new("e", "s", "/w", "user").data(data);
         let dir = tempfile::tempdir().unwrap();
-        let env = p.build_environment(dir.path()).unwrap();
+        let env = p.build_environment(dir.path(), "").unwrap();
         assert!(env_map(&env.out).contains_key("HOOKVISOR_A_B_FILE"));
         assert!(
             env.skipped.iter().any(|(n, _)| n == "HOOKVISOR_A_B"),
@@ -1156,7 +1258,7 @@ mod tests {
         data.insert(over.clone(), json!("y"));
         let p = Payload::new("e", "s", "/w", "user").data(data);
         let dir = tempfile::tempdir().unwrap();
-        let env = p.build_environment(dir.path()).unwrap();
+        let env = p.build_environment(dir.path(), "").unwrap();
         let map = env_map(&env.out);
         let fits_file = format!("{}_FILE", env_name(&fits));
         assert_eq!(fits_file.len(), MAX_NAME_BYTES);

@@ -742,3 +742,68 @@ fn a_failure_that_does_not_block_is_said_and_run_points_to_fire() {
         stderr(&run)
     );
 }
+
+/// SIGTERM to `fire` cancels its hook (read from a signalfd, no signal thread): the hook's
+/// whole group dies, `fire` exits, and the run's payload files are gone from `<state>/fire/`.
+#[test]
+fn a_terminated_fire_kills_the_hook_group_and_removes_its_files() {
+    let ws = Workspace::new();
+    let ready = ws.path().join("ready");
+    nix::unistd::mkfifo(&ready, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // The hook starts a grandchild in its group, then says both pids through the FIFO.
+    ws.write(
+        "wait.sh",
+        "sleep 60 & echo \"$$ $! $HOOKVISOR_PAYLOAD\" > ready; wait\n",
+    );
+    yml(
+        &ws,
+        "wait",
+        "event: task.start\nargv: [\"/bin/sh\", \"wait.sh\"]",
+    );
+    common::tick();
+    let child = ws
+        .hookvisor_command()
+        .args(["fire", "task.start"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Opening the FIFO for reading waits for the hook to open it for writing.
+    let said = fs::read_to_string(&ready).unwrap();
+    let mut words = said.split_whitespace();
+    let mut pid = || nix::unistd::Pid::from_raw(words.next().unwrap().parse().unwrap());
+    let (hook, grandchild) = (pid(), pid());
+    let payload = said.split_whitespace().nth(2).unwrap().to_owned();
+    assert!(
+        payload.starts_with(ws.state_dir().join("fire").to_str().unwrap()),
+        "{payload}"
+    );
+    assert!(
+        fs::metadata(&payload).is_ok(),
+        "the payload file exists while the hook runs"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    // An exit status, not death by SIGTERM: the signal was taken as a cancel.
+    assert!(output.status.code().is_some(), "{output:?}");
+    // Both are gone: killed with the group, reaped by `fire` or by whoever inherited them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for pid in [hook, grandchild] {
+        while nix::sys::signal::kill(pid, None).is_ok() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{pid} outlived the fire"
+            );
+            thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    let left: Vec<_> = fs::read_dir(ws.state_dir().join("fire"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "files left: {left:?}");
+}

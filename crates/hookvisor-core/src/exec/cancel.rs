@@ -1,4 +1,5 @@
-//! Stopping runs from elsewhere: the [`CancelToken`] and the pipe that wakes a waiting `poll`.
+//! Stopping runs from elsewhere: the [`CancelToken`], the pipe that wakes a waiting `poll`, and
+//! the signals that cancel a one-shot command's runs ([`CancelToken::on_signals`]).
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -7,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use super::TICK;
 
@@ -25,6 +28,9 @@ struct CancelInner {
     /// A pipe that becomes readable on cancel, so a run waiting in `poll` wakes at once. `None`
     /// when no descriptor was available; runs then re-check the flag every [`TICK`].
     wake: Option<(OwnedFd, OwnedFd)>,
+    /// The blocked signals that cancel the token ([`CancelToken::on_signals`]), read when the
+    /// flag is checked; a run's `poll` waits on it beside the pipe.
+    signals: Option<SignalFd>,
 }
 
 impl Default for CancelInner {
@@ -32,6 +38,7 @@ impl Default for CancelInner {
         CancelInner {
             cancelled: AtomicBool::new(false),
             wake: nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).ok(),
+            signals: None,
         }
     }
 }
@@ -53,9 +60,48 @@ impl CancelToken {
         }
     }
 
-    /// True once [`CancelToken::cancel`] was called.
+    /// A token cancelled by any of `signals` as well: they are blocked in the calling thread
+    /// and read from a `signalfd` whenever the token is checked, so no thread waits for them.
+    ///
+    /// Call it before any thread starts (threads inherit the mask; one that does not block
+    /// them would take the signal with its default action). The executor empties the mask of
+    /// every hook it starts. Fails when the signals cannot be blocked or the descriptor made;
+    /// the mask is then as it was.
+    pub fn on_signals(signals: &[Signal]) -> nix::Result<CancelToken> {
+        let mut set = SigSet::empty();
+        for signal in signals {
+            set.add(*signal);
+        }
+        let mut old = SigSet::empty();
+        set.thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK)
+            .map(|previous| old = previous)?;
+        match SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC) {
+            Ok(fd) => Ok(CancelToken {
+                inner: Arc::new(CancelInner {
+                    signals: Some(fd),
+                    ..CancelInner::default()
+                }),
+            }),
+            Err(e) => {
+                let _ = old.thread_set_mask();
+                Err(e)
+            }
+        }
+    }
+
+    /// True once [`CancelToken::cancel`] was called or one of the token's signals came.
     pub fn is_cancelled(&self) -> bool {
-        self.inner.cancelled.load(Ordering::SeqCst)
+        if self.inner.cancelled.load(Ordering::SeqCst) {
+            return true;
+        }
+        // A pending signal is taken (it is blocked, so nothing else would) and cancels for good.
+        if let Some(fd) = &self.inner.signals
+            && let Ok(Some(_)) = fd.read_signal()
+        {
+            self.cancel();
+            return true;
+        }
+        false
     }
 
     /// Waits until the token is cancelled or `timeout` has passed; true when it was cancelled.
@@ -74,7 +120,10 @@ impl CancelToken {
             let ms = left.as_micros().div_ceil(1000).min(u128::from(u16::MAX)) as u16;
             match self.wake_fd() {
                 Some(fd) => {
-                    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+                    let mut fds = vec![PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+                    if let Some(signals) = self.signal_fd() {
+                        fds.push(PollFd::new(signals.as_fd(), PollFlags::POLLIN));
+                    }
                     let _ = poll(&mut fds, PollTimeout::from(ms));
                 }
                 // No pipe could be made: look every tick.
@@ -86,11 +135,31 @@ impl CancelToken {
     pub(super) fn wake_fd(&self) -> Option<&OwnedFd> {
         self.inner.wake.as_ref().map(|(read, _)| read)
     }
+
+    /// The `signalfd` of [`CancelToken::on_signals`]: readable when one of them is pending.
+    pub(super) fn signal_fd(&self) -> Option<&SignalFd> {
+        self.inner.signals.as_ref()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signal_of_the_token_cancels_it_and_wakes_wait_for() {
+        // Sent to this test's thread alone (glibc's raise is a tgkill to the caller), where the
+        // token blocks it; SIGUSR2, which nothing else in the tests uses.
+        let token = CancelToken::on_signals(&[Signal::SIGUSR2]).unwrap();
+        assert!(!token.is_cancelled());
+        assert!(!token.wait_for(Duration::from_millis(5)));
+        nix::sys::signal::raise(Signal::SIGUSR2).unwrap();
+        let started = Instant::now();
+        assert!(token.wait_for(Duration::from_secs(60)));
+        assert!(started.elapsed() < Duration::from_secs(30));
+        assert!(token.is_cancelled(), "and for good");
+        assert!(token.clone().is_cancelled(), "in every clone");
+    }
 
     #[test]
     fn wait_for_times_out_on_a_token_nobody_cancels() {

@@ -69,7 +69,7 @@ use self::capture::Stream;
 use self::output::{Sink, create_log, write_changed_list};
 use self::spawn::{Writers, child_env, exec_args, resolve_program, spawn, spawn_failure};
 use self::stdin::open_stdin;
-use self::supervise::{child_pid, supervise};
+use self::supervise::{reap, supervise};
 // Lives in account.rs; session.rs, seal.rs and user_fs.rs name it through here.
 pub(crate) use crate::account::Credentials;
 use crate::context::Context;
@@ -368,7 +368,7 @@ pub(crate) fn run_command(
 
     let mut exec = exec_args(&program, invocation, &env, options.credentials.as_ref());
     exec.execute_fd(options.sealed.as_ref().map(|s| s.fd().as_raw_fd()));
-    let mut child = match spawn(&program, invocation, stdin, writers, exec) {
+    let child = match spawn(&program, invocation, stdin, writers, exec) {
         Ok(child) => child,
         Err(err) => {
             sink.note(&spawn_failure(&program, &err, options.credentials.as_ref()));
@@ -380,7 +380,7 @@ pub(crate) fn run_command(
         }
     };
 
-    let supervised = supervise(&mut child, readers, &mut sink, invocation.timeout, options);
+    let supervised = supervise(child, readers, &mut sink, invocation.timeout, options);
     let left = leftovers::kill(&marker);
     if left > 0 {
         sink.note(&format!(
@@ -391,8 +391,8 @@ pub(crate) fn run_command(
         Ok(done) => done,
         Err(source) => {
             // Never leave the group running because our own bookkeeping failed.
-            let _ = killpg(child_pid(&child), Signal::SIGKILL);
-            let _ = child.wait();
+            let _ = killpg(child, Signal::SIGKILL);
+            let _ = reap(child);
             return Err(ExecError::System {
                 what: "wait for the child",
                 source,

@@ -3,7 +3,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -26,8 +26,9 @@ const DRAIN: Duration = Duration::from_millis(200);
 /// `None` at its EOF (or when never used: the merged pipe takes only the first).
 pub(super) type Readers = [Option<(OwnedFd, Stream)>; 2];
 
-pub(super) fn child_pid(child: &Child) -> Pid {
-    Pid::from_raw(child.id() as libc::pid_t)
+/// Reaps the child `pid` (once), giving its exit status.
+pub(super) fn reap(pid: Pid) -> io::Result<ExitStatus> {
+    sys::wait_pid(pid.as_raw())
 }
 
 /// True when the child has exited; it stays a zombie, so its pid (and the group id it gave its
@@ -53,13 +54,12 @@ fn signal_group(pid: Pid, signal: Signal) {
 /// child is reaped and its output drained. `readers` are the read ends of the output pipes, each
 /// with the stream it carries: the merged pipe alone, or stdout's and stderr's.
 pub(super) fn supervise(
-    child: &mut Child,
+    pid: Pid,
     mut readers: Readers,
     sink: &mut Sink,
     timeout: Duration,
     options: &RunOptions,
 ) -> io::Result<(ExitStatus, Ending)> {
-    let pid = child_pid(child);
     // `None` on kernels without pidfd (< 5.3); the loop then checks every [`TICK`].
     let pidfd = sys::pidfd_open(pid.as_raw());
     let cancel = options.cancel.as_ref();
@@ -97,7 +97,7 @@ pub(super) fn supervise(
             if has_exited(pid)? {
                 // Whatever the hook left running goes with it.
                 signal_group(pid, Signal::SIGKILL);
-                status = Some((child.wait()?, now));
+                status = Some((reap(pid)?, now));
             }
         }
         if let Some((exit, exited_at)) = status
@@ -125,7 +125,7 @@ pub(super) fn supervise(
             }
         }
 
-        let mut fds = Vec::with_capacity(4);
+        let mut fds = Vec::with_capacity(5);
         // Which reader each of the first poll slots is; every reader fits, there are two.
         let mut polled: [Option<usize>; 2] = [None; 2];
         for (i, (fd, _)) in readers
@@ -147,6 +147,10 @@ pub(super) fn supervise(
             && !stopping
         {
             fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            // The token's signals, when it has them; the check at the top of the turn reads it.
+            if let Some(signals) = cancel.and_then(CancelToken::signal_fd) {
+                fds.push(PollFd::new(signals.as_fd(), PollFlags::POLLIN));
+            }
         }
         let timeout = wake.map_or(PollTimeout::NONE, |at| {
             // Round up, so the loop never spins through the last partial millisecond.

@@ -8,9 +8,10 @@ use std::fs;
 use std::io::{self, Read, Write};
 
 use hookvisor_core::decision::{Decision, Reply};
-use hookvisor_core::discover_workspace;
 use hookvisor_core::event::Event;
 use hookvisor_core::fire::{Firing, fire};
+use hookvisor_core::{CancelToken, discover_workspace};
+use nix::sys::signal::Signal;
 use serde_json::{Map, Value};
 
 use crate::cli::FireArgs;
@@ -42,16 +43,19 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     firing.trigger = args.trigger.as_str().to_owned();
     let discovery = discover_workspace(&ctx);
     firing.max_attempts = discovery.config.max_retries_or(args.max_retries);
-    // The signal thread only where a hook can run: an event nothing binds (most tool calls of
-    // an agent) returns at once, and a thread is a tenth of its cost (BENCHMARKS.md, case 7).
-    // `turn.end` also runs the phase-1 file hooks.
+    // Signals cancel only where a hook can run: an event nothing binds (most tool calls of an
+    // agent) returns at once. They are read from a signalfd, not by a thread of their own,
+    // which cost as much as the rest of a `fire` around the hook (BENCHMARKS.md, case 7); the
+    // thread stays the fallback. `turn.end` also runs the phase-1 file hooks.
     if firing.event == Event::TurnEnd
         || discovery
             .event_hooks
             .iter()
             .any(|h| h.spec.event == firing.event)
     {
-        firing.cancel = Some(cancel_on_signals());
+        let signals = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
+        firing.cancel =
+            Some(CancelToken::on_signals(&signals).unwrap_or_else(|_| cancel_on_signals()));
     }
     for problem in &discovery.problems {
         eprintln!("hookvisor: warning: {problem}");
