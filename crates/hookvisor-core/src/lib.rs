@@ -145,7 +145,7 @@ pub use exec::{CancelToken, Capture, Captured, ExecError, RunOptions, RunOutcome
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
 pub use hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
-pub use leftovers::become_subreaper;
+pub use leftovers::{become_subreaper, kill_children};
 pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};
 pub use precommit::{

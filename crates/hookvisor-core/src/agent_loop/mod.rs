@@ -82,6 +82,17 @@ use self::record::{SessionRecord, record_path};
 /// Iterations a loop runs at most unless told otherwise (EVENTS.md §3.2).
 pub const DEFAULT_MAX_ITERATIONS: u64 = 20;
 
+/// Bytes a `{prompt}` argument may have: one argument of `execve` is at most 128 KiB
+/// (`MAX_ARG_STRLEN`), its final NUL included.
+pub const MAX_PROMPT_ARGUMENT: usize = 128 * 1024 - 1;
+
+/// How long `session.end`'s hooks may run after an interrupt: a container stopped by a signal
+/// is killed some seconds later (`docker stop`: 10 s), and the hooks should end first.
+pub const INTERRUPTED_END_BUDGET: Duration = Duration::from_secs(5);
+
+/// How long `--until` may run when no turn timeout is given.
+pub const UNTIL_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Agent failures in a row that end a loop (§5 rule 18).
 pub const MAX_FAILURES_IN_A_ROW: u32 = 3;
 
@@ -106,6 +117,13 @@ pub struct LoopOptions {
     pub owner: String,
     /// Stops the loop when cancelled (rule 9). Default a token nothing cancels.
     pub cancel: CancelToken,
+    /// Stops `session.end`'s hooks when cancelled (a second signal, rule 9). Default a token
+    /// nothing cancels.
+    pub end_cancel: CancelToken,
+    /// Whether the process is the loop's alone (the command line's, a child subreaper): then
+    /// after every agent, `--until` and event, every child it still has is killed and reaped
+    /// ([`kill_children`](crate::kill_children), rule 10). Default `false`.
+    pub kill_strays: bool,
 }
 
 impl LoopOptions {
@@ -130,6 +148,8 @@ impl LoopOptions {
             stage: None,
             owner,
             cancel: CancelToken::new(),
+            end_cancel: CancelToken::new(),
+            kill_strays: false,
         }
     }
 }
@@ -215,6 +235,30 @@ pub enum LoopError {
     /// The context buffer could not be read or emptied.
     #[error(transparent)]
     Buffer(#[from] ContextBufferError),
+    /// Another loop holds the state dir's `loop/lock`.
+    #[error(
+        "{}: another hookvisor loop runs in this state dir; wait for it, or pass --session or \
+         --state-dir to run this one apart",
+        path.display()
+    )]
+    Busy {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// The prompt cannot be one argument of the agent command (`{prompt}`).
+    #[error(
+        "the prompt ({len} bytes{nul}) cannot be the agent's {{prompt}} argument: the system \
+         takes at most {max} bytes and no NUL; drop {{prompt}} from the agent command to give \
+         it the prompt on stdin"
+    )]
+    PromptArgument {
+        /// The prompt's length in bytes.
+        len: usize,
+        /// `", with a NUL"` when it holds one.
+        nul: &'static str,
+        /// The limit, [`MAX_PROMPT_ARGUMENT`].
+        max: usize,
+    },
     /// A file of the loop in the state dir could not be written or removed.
     #[error("{}: {source}; make the state dir writable or pass --state-dir", path.display())]
     State {
@@ -239,10 +283,7 @@ pub fn run_loop(
     let ending = match driver.iterate() {
         Ok(ending) => ending,
         Err(Stop::Interrupted) => Ending::Interrupted,
-        Err(Stop::Error(err)) => {
-            driver.finish_record("error")?;
-            return Err(err);
-        }
+        Err(Stop::Error(err)) => return Err(driver.fail(err)),
     };
     driver.finish(ending)
 }
@@ -274,6 +315,8 @@ enum Turn {
 /// The state of one loop between its events.
 struct Driver<'a, P> {
     ctx: &'a Context,
+    /// `<state>/loop/lock`, locked for the loop's life: one loop per state dir.
+    _lock: fs::File,
     options: &'a LoopOptions,
     progress: P,
     started: Instant,
@@ -310,9 +353,11 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
             path: loop_dir.clone(),
             source,
         })?;
+        let lock = lock_state(&loop_dir)?;
         let done_file = loop_dir.join("done");
         remove_done(&done_file)?;
         let env = vec![
+            ("HOOKVISOR_LOOP".into(), "1".into()),
             ("HOOKVISOR_SESSION".into(), ctx.session_id.clone().into()),
             ("HOOKVISOR_DONE".into(), done_file.clone().into()),
             ("HOOKVISOR_STATE_DIR".into(), ctx.state_dir.clone().into()),
@@ -333,6 +378,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         };
         let driver = Driver {
             ctx,
+            _lock: lock,
             options,
             progress,
             started: Instant::now(),
@@ -451,11 +497,13 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         }
         let reply = self.fire(Event::TurnEnd, Map::new())?;
         self.note(&format!("turn.end: {}", reply.decision.as_str()));
-        if last {
-            return Ok(Turn::Passed);
-        }
         match reply.decision {
             Decision::Allow => Ok(Turn::Passed),
+            // Nothing follows the final delivery: its block reason is reported instead.
+            Decision::Block if last => {
+                self.reason = reply.reason;
+                Ok(Turn::Passed)
+            }
             Decision::Block => {
                 self.block_reason = reply.reason;
                 Ok(Turn::Reprompt)
@@ -468,14 +516,21 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     }
 
     /// Rule 2: the agent of this iteration, with its prompt.
-    fn run_agent(&self, text: &str) -> Result<RunOutcome, ExecError> {
+    fn run_agent(&self, text: &str) -> Result<RunOutcome, LoopError> {
         let (args, stdin) = prompt::deliver(&self.options.agent[1..], text);
+        if stdin.is_none() && (text.len() > MAX_PROMPT_ARGUMENT || text.contains('\0')) {
+            return Err(LoopError::PromptArgument {
+                len: text.len(),
+                nul: if text.contains('\0') { ", with a NUL" } else { "" },
+                max: MAX_PROMPT_ARGUMENT,
+            });
+        }
         let mut env = self.env.clone();
         env.push((
             "HOOKVISOR_ITERATION".into(),
             self.iteration.to_string().into(),
         ));
-        launch(
+        let run = launch(
             self.ctx,
             Launch {
                 program: PathBuf::from(&self.options.agent[0]),
@@ -486,7 +541,9 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 env: &env,
             },
             &self.options.cancel,
-        )
+        );
+        self.sweep();
+        Ok(run?)
     }
 
     /// Rule 4: `error` fires; what its hooks piped becomes the recovery prompt. An abort from
@@ -545,11 +602,13 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 args: vec!["-c".into(), until.into()],
                 stdin: None,
                 log: self.ctx.state_dir.join("loop").join("until.log"),
-                timeout: self.options.turn_timeout,
+                timeout: Some(self.options.turn_timeout.unwrap_or(UNTIL_TIMEOUT)),
                 env: &self.env,
             },
             &self.options.cancel,
-        )?;
+        );
+        self.sweep();
+        let run = run?;
         if run.cancelled {
             return Err(Stop::Interrupted);
         }
@@ -560,46 +619,27 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     fn finish(mut self, ending: Ending) -> Result<LoopReport, LoopError> {
         let mut ending = ending;
         if matches!(ending, Ending::Done | Ending::MaxIterations) {
-            ending = match self.final_delivery() {
-                Ok(()) => ending,
-                Err(Stop::Interrupted) => Ending::Interrupted,
-                Err(Stop::Error(err)) => {
-                    self.finish_record("error")?;
-                    return Err(err);
-                }
-            };
+            match self.final_delivery() {
+                Ok(Some(end)) => ending = end,
+                Ok(None) => {}
+                Err(Stop::Interrupted) => ending = Ending::Interrupted,
+                Err(Stop::Error(err)) => return Err(self.fail(err)),
+            }
         }
-        if ending != Ending::Interrupted
-            && self.options.stage.is_some()
-            && matches!(ending, Ending::Done | Ending::MaxIterations)
+        if self.options.stage.is_some() && matches!(ending, Ending::Done | Ending::MaxIterations)
         {
             let mut data = Map::new();
             data.insert("reason".into(), ending.as_str().into());
             match self.fire(Event::StageComplete, data) {
                 Ok(_) => {}
                 Err(Stop::Interrupted) => ending = Ending::Interrupted,
-                Err(Stop::Error(err)) => {
-                    self.finish_record("error")?;
-                    return Err(err);
-                }
+                Err(Stop::Error(err)) => return Err(self.fail(err)),
             }
         }
-        // `session.end` runs also after an interrupt, on a token of its own: the loop's is
-        // cancelled, and this event is how hooks learn that the loop was interrupted.
-        let data = json!({"reason": ending.as_str(), "iterations": self.iteration});
-        let mut firing = self.firing(Event::SessionEnd);
-        firing.cancel = None;
-        if let Json::Object(data) = data {
-            firing.data = data;
-        }
-        let discovery = discover_workspace(self.ctx);
-        let fired = fire(self.ctx, &discovery, &firing);
+        let fired = self.session_end(ending.as_str());
         let discarded = self.buffer.discard();
         self.finish_record(ending.as_str())?;
-        fired.map_err(|source| LoopError::Fire {
-            event: Event::SessionEnd.to_string(),
-            source,
-        })?;
+        fired?;
         let discarded = discarded?;
         // Logged by the caller, which knows where its reader is (the report counts them).
         tracing::debug!("session.end: discarded {discarded} context entries");
@@ -612,16 +652,83 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         })
     }
 
-    /// Rule 8: leftover context goes to the agent in one last iteration.
-    fn final_delivery(&mut self) -> Result<(), Stop> {
-        if self.buffer.is_empty()? && self.held_context.is_empty() {
-            return Ok(());
+    /// Rule 8 after the loop's own failure: `session.end` fires with the reason `error` and the
+    /// record says so, both as well as they can; the failure is what is returned.
+    fn fail(mut self, err: LoopError) -> LoopError {
+        if let Err(e) = self.session_end("error") {
+            tracing::warn!("after `{err}`: {e}");
         }
-        // Its decisions start nothing: the loop has ended already.
+        if let Err(e) = self.buffer.discard() {
+            tracing::warn!("after `{err}`: {e}");
+        }
+        if let Err(e) = self.finish_record("error") {
+            tracing::warn!("after `{err}`: {e}");
+        }
+        err
+    }
+
+    /// Fires `session.end` with `data.reason` = `reason`. It runs also after an interrupt, on a
+    /// token of its own ([`LoopOptions::end_cancel`]: the loop's is cancelled, and this event is
+    /// how hooks learn that the loop was interrupted), then for
+    /// [`INTERRUPTED_END_BUDGET`] at most. Its hooks being cancelled is no error.
+    fn session_end(&self, reason: &str) -> Result<(), LoopError> {
+        let data = json!({"reason": reason, "iterations": self.iteration});
+        let mut firing = self.firing(Event::SessionEnd);
+        let end_cancel = self.options.end_cancel.clone();
+        if self.options.cancel.is_cancelled() {
+            let budget = end_cancel.clone();
+            // Wakes at once when a second signal cancels the token first.
+            std::thread::spawn(move || {
+                if !budget.wait_for(INTERRUPTED_END_BUDGET) {
+                    budget.cancel();
+                }
+            });
+        }
+        firing.cancel = Some(end_cancel);
+        if let Json::Object(data) = data {
+            firing.data = data;
+        }
+        let discovery = discover_workspace(self.ctx);
+        let fired = fire(self.ctx, &discovery, &firing);
+        self.sweep();
+        match fired {
+            Ok(_) => Ok(()),
+            Err(FireError::Cancelled) => {
+                tracing::debug!("session.end: its hooks were stopped");
+                Ok(())
+            }
+            Err(source) => Err(LoopError::Fire {
+                event: Event::SessionEnd.to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// Rule 8: leftover context, or a block reason no iteration delivered, goes to the agent in
+    /// one last iteration; an abort there (or a block of its `turn.start`) is how the loop ends.
+    fn final_delivery(&mut self) -> Result<Option<Ending>, Stop> {
+        if self.buffer.is_empty()? && self.held_context.is_empty() && self.block_reason.is_none()
+        {
+            return Ok(None);
+        }
+        // Its other decisions start nothing: the loop has ended already.
         self.note("final delivery");
-        self.turn(true)?;
+        let turn = self.turn(true)?;
         self.report_progress();
-        Ok(())
+        Ok(match turn {
+            Turn::End(ending) => Some(ending),
+            Turn::Passed | Turn::Reprompt | Turn::Failed => None,
+        })
+    }
+
+    /// Rule 10: when the process is the loop's alone, what the last run left is killed.
+    fn sweep(&self) {
+        if self.options.kill_strays {
+            let killed = crate::leftovers::kill_children();
+            if killed > 0 {
+                tracing::debug!("killed and reaped {killed} leftover process(es)");
+            }
+        }
     }
 
     /// Fires `event` with `data` on a fresh discovery (hooks are read in place, EVENTS.md
@@ -632,7 +739,9 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         let discovery = discover_workspace(self.ctx);
         // Never a limit here (the trigger is `loop`), but the number re-prompts print.
         firing.max_attempts = discovery.config.max_retries_or(None);
-        match fire(self.ctx, &discovery, &firing) {
+        let fired = fire(self.ctx, &discovery, &firing);
+        self.sweep();
+        match fired {
             Ok(reply) => Ok(reply),
             Err(FireError::Cancelled) => Err(Stop::Interrupted),
             Err(source) if self.options.cancel.is_cancelled() => {
@@ -694,6 +803,26 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         self.record.iterations = self.iteration;
         self.record.reason = Some(reason.to_owned());
         self.write_record()
+    }
+}
+
+/// Takes `<loop dir>/lock` for the loop's life (released when the file is closed, also by a
+/// killed loop); another loop holding it is [`LoopError::Busy`].
+fn lock_state(loop_dir: &Path) -> Result<fs::File, LoopError> {
+    let path = loop_dir.join("lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| LoopError::State {
+            path: path.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(LoopError::Busy { path }),
+        Err(fs::TryLockError::Error(source)) => Err(LoopError::State { path, source }),
     }
 }
 
