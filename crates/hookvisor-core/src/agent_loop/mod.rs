@@ -86,10 +86,6 @@ pub const DEFAULT_MAX_ITERATIONS: u64 = 20;
 /// (`MAX_ARG_STRLEN`), its final NUL included.
 pub const MAX_PROMPT_ARGUMENT: usize = 128 * 1024 - 1;
 
-/// How long `session.end`'s hooks may run after an interrupt: a container stopped by a signal
-/// is killed some seconds later (`docker stop`: 10 s), and the hooks should end first.
-pub const INTERRUPTED_END_BUDGET: Duration = Duration::from_secs(5);
-
 /// How long `--until` may run when no turn timeout is given.
 pub const UNTIL_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -407,6 +403,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         let mut failures = 0;
         loop {
             if self.iteration >= self.options.max_iterations {
+                // A block at the limit: its reason goes in the final delivery, and is reported.
+                self.reason.clone_from(&self.block_reason);
                 return Ok(Ending::MaxIterations);
             }
             let turn = self.turn(false)?;
@@ -669,22 +667,11 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
 
     /// Fires `session.end` with `data.reason` = `reason`. It runs also after an interrupt, on a
     /// token of its own ([`LoopOptions::end_cancel`]: the loop's is cancelled, and this event is
-    /// how hooks learn that the loop was interrupted), then for
-    /// [`INTERRUPTED_END_BUDGET`] at most. Its hooks being cancelled is no error.
+    /// how hooks learn that the loop was interrupted). Its hooks being cancelled is no error.
     fn session_end(&self, reason: &str) -> Result<(), LoopError> {
         let data = json!({"reason": reason, "iterations": self.iteration});
         let mut firing = self.firing(Event::SessionEnd);
-        let end_cancel = self.options.end_cancel.clone();
-        if self.options.cancel.is_cancelled() {
-            let budget = end_cancel.clone();
-            // Wakes at once when a second signal cancels the token first.
-            std::thread::spawn(move || {
-                if !budget.wait_for(INTERRUPTED_END_BUDGET) {
-                    budget.cancel();
-                }
-            });
-        }
-        firing.cancel = Some(end_cancel);
+        firing.cancel = Some(self.options.end_cancel.clone());
         if let Json::Object(data) = data {
             firing.data = data;
         }

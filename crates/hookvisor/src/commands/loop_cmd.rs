@@ -149,9 +149,14 @@ fn enclosing_iteration() -> Option<u64> {
     std::env::var("HOOKVISOR_ITERATION").ok()?.parse().ok()
 }
 
+/// How long `session.end`'s hooks may run after the first signal: a container stopped by a
+/// signal is killed some seconds later (`docker stop`: 10 s), and the hooks should end first.
+const INTERRUPTED_END_BUDGET: Duration = Duration::from_secs(5);
+
 /// SIGINT, SIGTERM and SIGHUP cancel the loop (the driver then kills the agent's process
-/// group and fires `session.end`); a second one cancels `end`, stopping `session.end`'s
-/// hooks. The first signal's number is kept for the exit status. The signals are blocked
+/// group and fires `session.end`); a second one, or [`INTERRUPTED_END_BUDGET`] after the
+/// first, cancels `end`, stopping `session.end`'s hooks. The first signal's number is kept
+/// for the exit status. The signals are blocked
 /// before any thread starts, so only the waiting thread receives them; the executor clears
 /// the mask in the agent and every hook.
 fn cancel_on_signals(received: Arc<AtomicI32>, end: CancelToken) -> CancelToken {
@@ -169,6 +174,13 @@ fn cancel_on_signals(received: Arc<AtomicI32>, end: CancelToken) -> CancelToken 
                 } else {
                     received.store(signal as i32, Ordering::SeqCst);
                     waiter.cancel();
+                    let budget = end.clone();
+                    // Wakes at once when a second signal cancels the token first.
+                    std::thread::spawn(move || {
+                        if !budget.wait_for(INTERRUPTED_END_BUDGET) {
+                            budget.cancel();
+                        }
+                    });
                 }
             }
         });
