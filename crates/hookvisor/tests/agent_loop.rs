@@ -131,7 +131,10 @@ fn each_prompt_is_context_then_block_reason_then_task_prompt_and_the_done_file_e
 #[test]
 fn the_prompt_replaces_a_literal_prompt_argument_whole() {
     let f = Fixture::new();
-    f.step("any", "touch \"$HOOKVISOR_DONE\"");
+    f.step(
+        "any",
+        "readlink /proc/$$/fd/0 > \"$FAKE_DIR/stdin\"; touch \"$HOOKVISOR_DONE\"",
+    );
     common::tick();
     let text = "it's \"$(touch pwned)\" *; two words";
     let out = f
@@ -139,8 +142,9 @@ fn the_prompt_replaces_a_literal_prompt_argument_whole() {
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    // One argument, byte for byte, never given to a shell.
+    // One argument, byte for byte, never given to a shell; stdin is /dev/null.
     assert_eq!(f.prompt(1), text);
+    assert_eq!(fs::read_to_string(f.fake.join("stdin")).unwrap(), "/dev/null\n");
     assert!(!f.ws.path().join("pwned").exists());
 }
 
@@ -281,11 +285,15 @@ fn a_turn_timeout_is_a_failure() {
         "errors",
         "event: error\nrun: echo \"${timedOut} ${status}\" >> trace",
     );
-    f.step("1", "sleep 30");
+    f.step("1", "sleep 30 & echo $! > \"$FAKE_DIR/grandchild\"; wait");
     f.step("2", "touch \"$HOOKVISOR_DONE\"");
+    let started = std::time::Instant::now();
     let out = f.run(&["--turn-timeout", "1"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(f.trace(), ["true 124"]);
+    // Stopped after its second, the agent's group with it.
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(gone(pid_in(&f, "grandchild")));
 }
 
 #[test]
@@ -858,4 +866,122 @@ fn an_agent_that_does_not_exist_is_a_usage_error() {
             .output()
             .unwrap();
     assert_eq!(code(&bare), 0, "{}", stderr(&bare));
+}
+
+#[test]
+fn a_symlink_put_in_place_of_the_loop_dir_moves_none_of_its_files() {
+    let f = Fixture::new();
+    let other = f.ws.base().join("other");
+    fs::create_dir_all(&other).unwrap();
+    fs::write(other.join("done"), "").unwrap();
+    // The agent swaps `loop/` for a link to a directory that holds a done file.
+    f.step(
+        "1",
+        "mv \"$HOOKVISOR_STATE_DIR/loop\" \"$HOOKVISOR_STATE_DIR/loop.old\"\n\
+         ln -s \"$FAKE_DIR/../other\" \"$HOOKVISOR_STATE_DIR/loop\"",
+    );
+    let out = f.run(&["--prompt", "x", "--max-iterations", "2"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(f.iterations(), 2);
+    assert_eq!(f.session()["reason"], "max_iterations");
+    assert!(other.join("done").exists());
+    assert!(!other.join("2.log").exists());
+    assert!(f.ws.state_dir().join("loop.old/2.log").exists());
+    // The next loop refuses the link.
+    let out = f.run(&["--prompt", "x"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("symbolic link"), "{}", stderr(&out));
+    assert!(other.join("done").exists());
+}
+
+#[test]
+fn a_prompt_too_long_for_an_argument_is_an_error_and_session_end_says_error() {
+    let f = Fixture::new();
+    f.hook(
+        "end",
+        "event: session.end\nrun: echo \"end ${reason}\" >> trace",
+    );
+    let prompt = f.ws.base().join("prompt.md");
+    fs::write(&prompt, "x".repeat(200_000)).unwrap();
+    common::tick();
+    let out = f
+        .command(
+            &["--prompt-file", prompt.to_str().unwrap()],
+            &["--prompt", "{prompt}"],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("at most 131071 bytes")
+            && stderr(&out).contains("on stdin"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(f.iterations(), 0);
+    assert_eq!(f.trace(), ["end error"]);
+    assert_eq!(f.session()["reason"], "error");
+}
+
+#[test]
+fn a_relative_agent_path_is_the_callers_not_the_workspaces() {
+    let f = Fixture::new();
+    f.step("any", "touch \"$HOOKVISOR_DONE\"");
+    common::tick();
+    let out = f
+        .ws
+        .hookvisor_command()
+        .current_dir(f.ws.base())
+        .args(["loop", "--workspace"])
+        .arg(f.ws.path())
+        .args(["--", "./agent.sh"])
+        .env("FAKE_DIR", &f.fake)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(f.iterations(), 1);
+}
+
+#[test]
+fn zero_iterations_or_a_zero_timeout_is_a_usage_error() {
+    let f = Fixture::new();
+    for opts in [["--max-iterations", "0"], ["--turn-timeout", "0"]] {
+        let out = f.run(&opts);
+        assert_eq!(code(&out), 2, "{opts:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(opts[0]), "{}", stderr(&out));
+    }
+    assert_eq!(f.iterations(), 0);
+    assert!(!f.ws.state_dir().join("session.json").exists());
+}
+
+#[test]
+fn the_agent_gets_the_loops_variables_and_no_servers() {
+    let f = Fixture::new();
+    f.step(
+        "any",
+        "env | grep -E '^(HOOKVISOR|DISCOBOT)_' | grep -v '^HOOKVISOR_BIN=' | cut -d= -f1 | sort \
+         > \"$FAKE_DIR/env\"; touch \"$HOOKVISOR_DONE\"",
+    );
+    common::tick();
+    let out = f
+        .command(&["--prompt", "x"], &[])
+        .env("HOOKVISOR_URL", "http://127.0.0.1:1")
+        .env("HOOKVISOR_SOCKET", "/nonexistent.sock")
+        .env("HOOKVISOR_TOKEN", "secret")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let names = fs::read_to_string(f.fake.join("env")).unwrap();
+    assert_eq!(
+        names.lines().collect::<Vec<_>>(),
+        [
+            "DISCOBOT_WORKSPACE",
+            "HOOKVISOR_DONE",
+            "HOOKVISOR_ITERATION",
+            "HOOKVISOR_LOOP",
+            "HOOKVISOR_RUN",
+            "HOOKVISOR_SESSION",
+            "HOOKVISOR_STATE_DIR"
+        ]
+    );
 }

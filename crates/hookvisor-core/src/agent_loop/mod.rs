@@ -55,12 +55,14 @@
 #![forbid(unsafe_code)]
 
 mod agent;
+mod loop_dir;
 mod prompt;
 mod record;
 
 use std::ffi::OsString;
 use std::fs;
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -75,6 +77,7 @@ use crate::exec::{CancelToken, ExecError, RunOutcome};
 use crate::fire::{FireError, Firing, fire};
 
 use self::agent::{ERROR_LINES, Launch, agent_log, last_lines, launch};
+use self::loop_dir::LoopDir;
 pub use self::prompt::PROMPT_PLACEHOLDER;
 pub use self::record::new_session_id;
 use self::record::{SessionRecord, record_path};
@@ -318,8 +321,8 @@ struct Driver<'a, P> {
     started: Instant,
     record: SessionRecord,
     buffer: ContextBuffer,
-    /// `$HOOKVISOR_DONE`.
-    done_file: PathBuf,
+    /// `<state>/loop/`, held open: `done`, the logs and the lock are found through it.
+    loop_dir: LoopDir,
     /// The variables of rule 6 but `HOOKVISOR_ITERATION`.
     env: Vec<(OsString, OsString)>,
     iteration: u64,
@@ -344,14 +347,10 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         options: &'a LoopOptions,
         progress: P,
     ) -> Result<Driver<'a, P>, LoopError> {
-        let loop_dir = ctx.state_dir.join("loop");
-        fs::create_dir_all(&loop_dir).map_err(|source| LoopError::State {
-            path: loop_dir.clone(),
-            source,
-        })?;
+        let loop_dir = LoopDir::open(&ctx.state_dir)?;
         let lock = lock_state(&loop_dir)?;
-        let done_file = loop_dir.join("done");
-        remove_done(&done_file)?;
+        remove_done(&loop_dir)?;
+        let done_file = loop_dir.shown("done");
         let env = vec![
             ("HOOKVISOR_LOOP".into(), "1".into()),
             ("HOOKVISOR_SESSION".into(), ctx.session_id.clone().into()),
@@ -380,7 +379,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
             started: Instant::now(),
             record,
             buffer: ContextBuffer::new(&ctx.state()),
-            done_file,
+            loop_dir,
             env,
             iteration: 0,
             block_reason: None,
@@ -448,7 +447,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 Ok(Some(Ending::Done))
             }
             Decision::Block => {
-                remove_done(&self.done_file)?;
+                remove_done(&self.loop_dir)?;
                 self.block_reason = reply.reason;
                 Ok(None)
             }
@@ -534,7 +533,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 program: PathBuf::from(&self.options.agent[0]),
                 args,
                 stdin,
-                log: agent_log(&self.ctx.state_dir, self.iteration),
+                log: self.loop_dir.pinned(&agent_log(self.iteration)),
                 timeout: self.options.turn_timeout,
                 env: &env,
             },
@@ -547,7 +546,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     /// Rule 4: `error` fires; what its hooks piped becomes the recovery prompt. An abort from
     /// its hooks ends the loop (rule 7).
     fn agent_failed(&mut self, run: &RunOutcome) -> Result<Turn, Stop> {
-        let log = agent_log(&self.ctx.state_dir, self.iteration);
+        let log = self.loop_dir.shown(&agent_log(self.iteration));
         let mut data = Map::new();
         data.insert("status".into(), run.exit_code.into());
         data.insert("error".into(), last_lines(&run.tail, ERROR_LINES).into());
@@ -587,7 +586,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
 
     /// Rule 3: the done file, else `--until`.
     fn is_done(&self) -> Result<bool, Stop> {
-        if self.done_file.exists() {
+        // Only a file the agent made: a link could name anything.
+        if self.loop_dir.has_file("done") {
             return Ok(true);
         }
         let Some(until) = &self.options.until else {
@@ -599,7 +599,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 program: PathBuf::from("/bin/sh"),
                 args: vec!["-c".into(), until.into()],
                 stdin: None,
-                log: self.ctx.state_dir.join("loop").join("until.log"),
+                log: self.loop_dir.pinned("until.log"),
                 timeout: Some(self.options.turn_timeout.unwrap_or(UNTIL_TIMEOUT)),
                 env: &self.env,
             },
@@ -795,13 +795,14 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
 
 /// Takes `<loop dir>/lock` for the loop's life (released when the file is closed, also by a
 /// killed loop); another loop holding it is [`LoopError::Busy`].
-fn lock_state(loop_dir: &Path) -> Result<fs::File, LoopError> {
-    let path = loop_dir.join("lock");
+fn lock_state(loop_dir: &LoopDir) -> Result<fs::File, LoopError> {
+    let path = loop_dir.shown("lock");
     let file = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&path)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(loop_dir.pinned("lock"))
         .map_err(|source| LoopError::State {
             path: path.clone(),
             source,
@@ -813,13 +814,13 @@ fn lock_state(loop_dir: &Path) -> Result<fs::File, LoopError> {
     }
 }
 
-/// Removes the done file; one that is not there is fine.
-fn remove_done(path: &Path) -> Result<(), LoopError> {
-    match fs::remove_file(path) {
+/// Removes the done file (a link itself, never what it names); one that is not there is fine.
+fn remove_done(loop_dir: &LoopDir) -> Result<(), LoopError> {
+    match fs::remove_file(loop_dir.pinned("done")) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(LoopError::State {
-            path: path.to_owned(),
+            path: loop_dir.shown("done"),
             source,
         }),
     }
