@@ -985,3 +985,59 @@ fn the_agent_gets_the_loops_variables_and_no_servers() {
         ]
     );
 }
+
+#[test]
+fn aborts_from_turn_start_and_session_stop_exit_3() {
+    let f = Fixture::new();
+    f.hook(
+        "no",
+        "event: turn.start\non_failure: abort\nrun: 'echo not today >&2; exit 1'",
+    );
+    let out = f.run(&["--prompt", "x"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert_eq!(f.iterations(), 0);
+    assert_eq!(f.session()["reason"], "aborted");
+
+    let f = Fixture::new();
+    f.hook(
+        "no",
+        "event: session.stop\non_failure: abort\nrun: 'echo not done >&2; exit 1'",
+    );
+    f.step("any", "touch \"$HOOKVISOR_DONE\"");
+    let out = f.run(&["--prompt", "x"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert_eq!(f.iterations(), 1);
+    assert_eq!(f.session()["reason"], "aborted");
+    assert!(stderr(&out).contains("not done"), "{}", stderr(&out));
+}
+
+#[test]
+fn stage_complete_fires_after_done_or_the_limit_only() {
+    let stage_lines = |opts: &[&str], step: Option<&str>, block: bool| {
+        let f = Fixture::new();
+        f.hook(
+            "stage",
+            "event: stage.complete\nrun: echo \"stage ${stage} ${reason}\" >> trace",
+        );
+        if block {
+            f.hook("budget", "event: turn.start\nrun: 'exit 2'");
+        }
+        if let Some(step) = step {
+            f.step("any", step);
+        }
+        let mut args = vec!["--stage", "build"];
+        args.extend_from_slice(opts);
+        f.run(&args);
+        f.trace()
+    };
+    assert_eq!(
+        stage_lines(&[], Some("touch \"$HOOKVISOR_DONE\""), false),
+        ["stage build done"]
+    );
+    assert_eq!(
+        stage_lines(&["--max-iterations", "1"], None, false),
+        ["stage build max_iterations"]
+    );
+    assert!(stage_lines(&[], None, true).is_empty());
+    assert!(stage_lines(&[], Some("exit 1"), false).is_empty());
+}
