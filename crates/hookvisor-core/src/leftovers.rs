@@ -133,7 +133,7 @@ pub(crate) fn kill(marker: &str) -> usize {
 /// (a tree that forks while it dies sends its orphans back to a subreaper); returns how many
 /// there were. Only for a process that runs one thing at a time and calls this between runs:
 /// then every child it still has is a leftover, whatever its environment says (one that
-/// cleared it or left the group escapes [`kill`], not this). Zombies are reaped too.
+/// cleared it or left the group escapes the marker search, not this). Zombies are reaped too.
 pub fn kill_children() -> usize {
     let me = std::process::id() as i32;
     let mut killed = std::collections::BTreeSet::new();
@@ -152,8 +152,7 @@ pub fn kill_children() -> usize {
         killed.extend(children);
     }
     // Children that `/proc` did not list yet (one re-parented in the meantime) and are dead.
-    while let Ok(status) =
-        nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG))
+    while let Ok(status) = nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG))
     {
         if status == nix::sys::wait::WaitStatus::StillAlive {
             break;

@@ -144,7 +144,10 @@ fn the_prompt_replaces_a_literal_prompt_argument_whole() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     // One argument, byte for byte, never given to a shell; stdin is /dev/null.
     assert_eq!(f.prompt(1), text);
-    assert_eq!(fs::read_to_string(f.fake.join("stdin")).unwrap(), "/dev/null\n");
+    assert_eq!(
+        fs::read_to_string(f.fake.join("stdin")).unwrap(),
+        "/dev/null\n"
+    );
     assert!(!f.ws.path().join("pwned").exists());
 }
 
@@ -470,7 +473,10 @@ fn orphans_are_reaped_after_each_iteration_not_left_as_zombies() {
     // In the third iteration the loop's only child is that iteration's agent.
     let children = fs::read_to_string(f.fake.join("children")).unwrap();
     let me = pid_in(&f, "self").to_string();
-    assert_eq!(children.split_whitespace().collect::<Vec<_>>(), [me.as_str()]);
+    assert_eq!(
+        children.split_whitespace().collect::<Vec<_>>(),
+        [me.as_str()]
+    );
 }
 
 /// The loop gets `signal` while its agent runs, having left processes behind of every kind
@@ -564,13 +570,16 @@ fn a_second_signal_stops_session_end_at_once() {
     let status = child.wait().unwrap();
     // The first signal names the exit status; the hook's `sleep 20` did not run out.
     assert_eq!(status.code(), Some(130));
-    assert!(second.elapsed() < std::time::Duration::from_secs(4), "{:?}", second.elapsed());
+    assert!(
+        second.elapsed() < std::time::Duration::from_secs(4),
+        "{:?}",
+        second.elapsed()
+    );
     assert_eq!(f.session()["reason"], "interrupted");
 }
 
 #[test]
-fn after_one_signal_session_end_gets_a_few_seconds_and_a_signal_during_it_is_the_exit_status()
-{
+fn after_one_signal_session_end_gets_a_few_seconds_and_a_signal_during_it_is_the_exit_status() {
     let f = Fixture::new();
     // The loop is done; a SIGTERM arrives while its session.end runs.
     let mut child = loop_in_session_end(&f, "touch \"$HOOKVISOR_DONE\"");
@@ -913,8 +922,7 @@ fn a_prompt_too_long_for_an_argument_is_an_error_and_session_end_says_error() {
         .unwrap();
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("at most 131071 bytes")
-            && stderr(&out).contains("on stdin"),
+        stderr(&out).contains("at most 131071 bytes") && stderr(&out).contains("on stdin"),
         "{}",
         stderr(&out)
     );
@@ -928,16 +936,15 @@ fn a_relative_agent_path_is_the_callers_not_the_workspaces() {
     let f = Fixture::new();
     f.step("any", "touch \"$HOOKVISOR_DONE\"");
     common::tick();
-    let out = f
-        .ws
-        .hookvisor_command()
-        .current_dir(f.ws.base())
-        .args(["loop", "--workspace"])
-        .arg(f.ws.path())
-        .args(["--", "./agent.sh"])
-        .env("FAKE_DIR", &f.fake)
-        .output()
-        .unwrap();
+    let out =
+        f.ws.hookvisor_command()
+            .current_dir(f.ws.base())
+            .args(["loop", "--workspace"])
+            .arg(f.ws.path())
+            .args(["--", "./agent.sh"])
+            .env("FAKE_DIR", &f.fake)
+            .output()
+            .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(f.iterations(), 1);
 }

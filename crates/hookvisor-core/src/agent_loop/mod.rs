@@ -3,8 +3,11 @@
 //!
 //! [`run_loop`] follows these rules, written once here:
 //!
-//! 1. **Start.** Any `<state>/loop/done` left by an earlier loop is removed, `session.json` is
-//!    written (`endedAt: null`), and `session.start` fires. Every event the loop fires has the
+//! 1. **Start.** `<state>/loop/` is opened once (a symbolic link there is refused) and every
+//!    file of the loop is reached through that handle, so a link the agent puts in its place
+//!    later moves nothing; `<state>/loop/lock` is locked for the loop's life (a second loop in
+//!    the state dir is [`LoopError::Busy`]). Any `done` left by an earlier loop is removed,
+//!    `session.json` is written (`endedAt: null`), and `session.start` fires. Every event the loop fires has the
 //!    trigger `loop`, so the phase-1 loop guard never stops it: the loop's own limits do.
 //! 2. **Iteration** `i` (from 1): `turn.start` fires and drains the context buffer (rule 5).
 //!    A block ends the loop ([`Ending::Blocked`]). The agent then runs with the prompt of
@@ -12,8 +15,9 @@
 //!    output streamed to `<state>/loop/<i>.log`, stopped after the turn timeout.
 //! 3. **Success** (exit 0): `turn.end` fires (the end-of-turn evaluation: file hooks and
 //!    `event: turn.end` hooks). A block re-prompts: its reason goes into the next prompt. Else
-//!    the loop is done when `$HOOKVISOR_DONE` exists or `--until` (`sh -c` in the workspace,
-//!    log `<state>/loop/until.log`) exits 0; then `session.stop` fires, and a block is one more
+//!    the loop is done when `$HOOKVISOR_DONE` is a regular file or `--until` (`sh -c` in the
+//!    workspace, log `<state>/loop/until.log`, stopped after the turn timeout, else after
+//!    [`UNTIL_TIMEOUT`]) exits 0; then `session.stop` fires, and a block is one more
 //!    iteration with its reason, the done file removed so the agent must say so again.
 //! 4. **Failure** (non-zero exit, timeout, death by a signal): `error` fires with `data`
 //!    `{status, error, log, timedOut}` (`error` = the last 20 lines of the agent's output).
@@ -23,24 +27,33 @@
 //! 5. **Prompt** = the drained context (oldest first), then the last block reason, then the
 //!    task or recovery prompt, separated by blank lines. It is the agent's stdin, or, when an
 //!    argument of the agent command is exactly `{prompt}`, that one argument (never split,
-//!    never given to a shell), with stdin on `/dev/null`.
-//! 6. **Agent environment**: `HOOKVISOR_SESSION`, `HOOKVISOR_ITERATION`, `HOOKVISOR_DONE` (a
+//!    never given to a shell), with stdin on `/dev/null`; one longer than
+//!    [`MAX_PROMPT_ARGUMENT`] or holding a NUL is [`LoopError::PromptArgument`].
+//! 6. **Agent environment**: `HOOKVISOR_LOOP=1` (an adapter's turn-end hook can tell that the
+//!    loop runs the end-of-turn evaluation itself), `HOOKVISOR_SESSION`, `HOOKVISOR_ITERATION`, `HOOKVISOR_DONE` (a
 //!    path: create it when done), `HOOKVISOR_STATE_DIR` and `DISCOBOT_WORKSPACE`, so that a
 //!    `hookvisor fire task.complete` the agent runs lands in this loop's state dir and runs the
 //!    workspace's hooks; `HOOKVISOR_URL`, `HOOKVISOR_SOCKET` and `HOOKVISOR_TOKEN` are removed
 //!    (the loop hosts no server, and a server's would take the agent's events elsewhere).
 //! 7. **Limit**: after [`LoopOptions::max_iterations`] iterations without done, the loop ends
-//!    ([`Ending::MaxIterations`]). An abort from any event's hooks ends it at once
-//!    ([`Ending::Aborted`]).
-//! 8. **End.** After done or the limit, leftover context in the buffer is sent as one last
-//!    iteration (iteratr's final delivery: `turn.start`, the agent, `turn.end`, whose decisions
-//!    are recorded but start nothing more), then `stage.complete` fires when a stage is set.
-//!    Whatever the ending, `session.end` fires with `data.reason` (`Ending::as_str`), what is
+//!    ([`Ending::MaxIterations`]); a block in the last one is delivered by rule 8 and
+//!    reported. An abort from any event's hooks ends it at once ([`Ending::Aborted`]).
+//! 8. **End.** After done or the limit, leftover context in the buffer, or a block reason no
+//!    iteration received, is sent as one last iteration (iteratr's final delivery:
+//!    `turn.start`, the agent, `turn.end`; a block there starts nothing more and its reason is
+//!    reported, an abort or a `turn.start` block ends the loop so), then `stage.complete`
+//!    fires when a stage is set. Whatever the ending, `session.end` fires with `data.reason`
+//!    (`Ending::as_str`, or `error` when the loop itself failed, [`LoopError`]), what is
 //!    still in the buffer is discarded (counted in [`LoopReport::discarded`]), and
 //!    `session.json` gets `endedAt`, `iterations` and `reason`.
-//! 9. **Interrupt.** When [`LoopOptions::cancel`] is cancelled (the command's SIGINT/SIGTERM),
+//! 9. **Interrupt.** When [`LoopOptions::cancel`] is cancelled (the command's first signal),
 //!    the running agent's process group or hook is killed, nothing else starts, and
-//!    `session.end` fires with `data.reason: interrupted` ([`Ending::Interrupted`]).
+//!    `session.end` fires with `data.reason: interrupted` ([`Ending::Interrupted`]) on
+//!    [`LoopOptions::end_cancel`], which stops its hooks in turn.
+//! 10. **Leftovers.** With [`LoopOptions::kill_strays`] (a child subreaper running nothing but
+//!    the loop), after every agent, `--until` and event every child the process still has is
+//!    killed and reaped: what a run left behind, in its group or not, marked or not, never
+//!    reaches the next step, and no zombie piles up.
 //!
 //! [`run_loop`]: crate::agent_loop::run_loop
 //! [`Ending::Blocked`]: crate::agent_loop::Ending::Blocked
@@ -51,6 +64,13 @@
 //! [`LoopOptions::max_iterations`]: crate::agent_loop::LoopOptions::max_iterations
 //! [`LoopOptions::cancel`]: crate::agent_loop::LoopOptions::cancel
 //! [`LoopReport::discarded`]: crate::agent_loop::LoopReport::discarded
+//! [`LoopOptions::end_cancel`]: crate::agent_loop::LoopOptions::end_cancel
+//! [`LoopOptions::kill_strays`]: crate::agent_loop::LoopOptions::kill_strays
+//! [`LoopError`]: crate::agent_loop::LoopError
+//! [`LoopError::Busy`]: crate::agent_loop::LoopError::Busy
+//! [`LoopError::PromptArgument`]: crate::agent_loop::LoopError::PromptArgument
+//! [`UNTIL_TIMEOUT`]: crate::agent_loop::UNTIL_TIMEOUT
+//! [`MAX_PROMPT_ARGUMENT`]: crate::agent_loop::MAX_PROMPT_ARGUMENT
 
 #![forbid(unsafe_code)]
 
@@ -518,7 +538,11 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         if stdin.is_none() && (text.len() > MAX_PROMPT_ARGUMENT || text.contains('\0')) {
             return Err(LoopError::PromptArgument {
                 len: text.len(),
-                nul: if text.contains('\0') { ", with a NUL" } else { "" },
+                nul: if text.contains('\0') {
+                    ", with a NUL"
+                } else {
+                    ""
+                },
                 max: MAX_PROMPT_ARGUMENT,
             });
         }
@@ -624,8 +648,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 Err(Stop::Error(err)) => return Err(self.fail(err)),
             }
         }
-        if self.options.stage.is_some() && matches!(ending, Ending::Done | Ending::MaxIterations)
-        {
+        if self.options.stage.is_some() && matches!(ending, Ending::Done | Ending::MaxIterations) {
             let mut data = Map::new();
             data.insert("reason".into(), ending.as_str().into());
             match self.fire(Event::StageComplete, data) {
@@ -694,8 +717,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     /// Rule 8: leftover context, or a block reason no iteration delivered, goes to the agent in
     /// one last iteration; an abort there (or a block of its `turn.start`) is how the loop ends.
     fn final_delivery(&mut self) -> Result<Option<Ending>, Stop> {
-        if self.buffer.is_empty()? && self.held_context.is_empty() && self.block_reason.is_none()
-        {
+        if self.buffer.is_empty()? && self.held_context.is_empty() && self.block_reason.is_none() {
             return Ok(None);
         }
         // Its other decisions start nothing: the loop has ended already.
