@@ -214,7 +214,8 @@ pub struct LoopReport {
     pub ending: Ending,
     /// Iterations the agent was started for, the final delivery included.
     pub iterations: u64,
-    /// The block or abort reason that ended it, or the last failure's, when there is one.
+    /// The block or abort reason that ended it, the last failure's, or that of a block in the
+    /// last iteration or the final delivery, when there is one.
     pub reason: Option<String>,
     /// Entries of context discarded at `session.end` (rule 8).
     pub discarded: usize,
@@ -659,9 +660,11 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         }
         let fired = self.session_end(ending.as_str());
         let discarded = self.buffer.discard();
-        self.finish_record(ending.as_str())?;
+        let recorded = self.finish_record(ending.as_str());
+        // The first failure is the one to report; a later one is a consequence or beside it.
         fired?;
         let discarded = discarded?;
+        recorded?;
         // Logged by the caller, which knows where its reader is (the report counts them).
         tracing::debug!("session.end: discarded {discarded} context entries");
         Ok(LoopReport {
