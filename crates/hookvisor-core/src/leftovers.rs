@@ -15,9 +15,14 @@
 //!   thread is about to wait for, and would collect zombies): the orphans go to the container's
 //!   init, which reaps them, and the server finds them by reading `/proc`.
 //!
+//! A run inside a run (a hook that runs `hookvisor fire`, an agent of `hookvisor loop`) adds its
+//! marker to the one it inherited (`HOOKVISOR_RUN=outer:inner`, [`add_marker`]), so the outer
+//! run still recognises its grandchildren: a marker matches by membership.
+//!
 //! A descendant that cleared its environment is not recognised; it is stopped with everything
-//! else when the session ends.
+//! else when the session ends, or, under `hookvisor loop`, by [`kill_children`] between runs.
 
+use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,12 +60,24 @@ pub(crate) fn new_marker() -> String {
     )
 }
 
+/// Adds `marker` to a child's environment: after the marker it inherited, if any, so that every
+/// enclosing run still recognises the child (`outer:inner`; markers hold no `:`).
+pub(crate) fn add_marker(env: &mut Vec<(OsString, OsString)>, marker: &str) {
+    match env.iter_mut().find(|(name, _)| name == RUN_MARKER_VARIABLE) {
+        Some((_, value)) if !value.is_empty() => {
+            value.push(":");
+            value.push(marker);
+        }
+        Some((_, value)) => *value = marker.into(),
+        None => env.push((RUN_MARKER_VARIABLE.into(), marker.into())),
+    }
+}
+
 /// Kills every process that carries `marker` (and reaps those that are our children), round
 /// after round until none is left; returns how many there were.
 pub(crate) fn kill(marker: &str) -> usize {
     let subreaper = nix::sys::prctl::get_child_subreaper().unwrap_or(false);
-    let mut entry = format!("{RUN_MARKER_VARIABLE}={marker}").into_bytes();
-    entry.push(0);
+    let entry = marker.as_bytes();
     let me = std::process::id() as i32;
     // A process still dying is found again in the next round; it counts once.
     let mut killed = std::collections::BTreeSet::new();
@@ -75,7 +92,7 @@ pub(crate) fn kill(marker: &str) -> usize {
         let mut marked = Vec::new();
         let mut unsure = false;
         for pid in candidates.into_iter().filter(|&pid| pid != me) {
-            match carries(pid, &entry) {
+            match carries(pid, entry) {
                 Some(true) => marked.push(pid),
                 Some(false) => {}
                 // A process caught in the middle of an exec shows no environment for an
@@ -112,6 +129,38 @@ pub(crate) fn kill(marker: &str) -> usize {
     killed.len()
 }
 
+/// Kills (SIGKILL) and reaps every child of this process, round after round until none is left
+/// (a tree that forks while it dies sends its orphans back to a subreaper); returns how many
+/// there were. Only for a process that runs one thing at a time and calls this between runs:
+/// then every child it still has is a leftover, whatever its environment says (one that
+/// cleared it or left the group escapes the marker search, not this). Zombies are reaped too.
+pub fn kill_children() -> usize {
+    let me = std::process::id() as i32;
+    let mut killed = std::collections::BTreeSet::new();
+    for _ in 0..ROUNDS {
+        let children: Vec<i32> = own_children().into_iter().filter(|&p| p != me).collect();
+        if children.is_empty() {
+            break;
+        }
+        for &pid in &children {
+            // Our own child: its pid cannot be reused before we reap it.
+            let _ = crate::sys::kill(pid, libc::SIGKILL);
+        }
+        for &pid in &children {
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+        }
+        killed.extend(children);
+    }
+    // Children that `/proc` did not list yet (one re-parented in the meantime) and are dead.
+    while let Ok(status) = nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG))
+    {
+        if status == nix::sys::wait::WaitStatus::StillAlive {
+            break;
+        }
+    }
+    killed.len()
+}
+
 /// The children of every thread of this process (orphans may be re-parented to any of them).
 fn own_children() -> Vec<i32> {
     let mut children = Vec::new();
@@ -140,12 +189,13 @@ fn every_process() -> Vec<i32> {
         .collect()
 }
 
-/// Whether `/proc/<pid>/environ` holds `entry` (`NAME=value\0`) as a whole entry; `None` when
+/// Whether `/proc/<pid>/environ` holds `marker` in a `HOOKVISOR_RUN` entry (one of its
+/// `:`-separated values, [`add_marker`]); `None` when
 /// it cannot tell because the process is in the middle of an exec: its new memory has no
 /// environment and no command line yet. (After an exec the command line is never empty, the
 /// kernel gives an empty `argv` an `""`; a process that cleared its environment still has one.
 /// Zombies and kernel threads, which have neither, are settled.)
-fn carries(pid: i32, entry: &[u8]) -> Option<bool> {
+fn carries(pid: i32, marker: &[u8]) -> Option<bool> {
     let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
         return Some(false);
     };
@@ -162,11 +212,17 @@ fn carries(pid: i32, entry: &[u8]) -> Option<bool> {
                 .unwrap_or(false);
         return (!mid_exec).then_some(false);
     }
-    Some(
-        environ
-            .split_inclusive(|&b| b == 0)
-            .any(|candidate| candidate == entry),
-    )
+    Some(holds_marker(&environ, marker))
+}
+
+/// Whether an environment block (`NAME=value\0…`) has `marker` among the `:`-separated values
+/// of a `HOOKVISOR_RUN` entry.
+fn holds_marker(environ: &[u8], marker: &[u8]) -> bool {
+    let prefix = format!("{RUN_MARKER_VARIABLE}=");
+    environ
+        .split(|&b| b == 0)
+        .filter_map(|entry| entry.strip_prefix(prefix.as_bytes()))
+        .any(|value| value.split(|&b| b == b':').any(|m| m == marker))
 }
 
 #[cfg(test)]
@@ -182,12 +238,23 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_matches_whole() {
-        let environ = b"A=1\0HOOKVISOR_RUN=7.1.9\0HOOKVISOR_RUN=7.1.90\0";
-        let has = |entry: &[u8]| environ.split_inclusive(|&b| b == 0).any(|c| c == entry);
-        assert!(has(b"HOOKVISOR_RUN=7.1.9\0"));
-        assert!(!has(b"HOOKVISOR_RUN=7.1\0"));
-        assert!(!has(b"RUN=7.1.9\0"));
+    fn a_marker_matches_whole_among_nested_ones() {
+        let environ = b"A=1\0HOOKVISOR_RUN=7.1.9:8.0.5\0XHOOKVISOR_RUN=6.6.6\0";
+        assert!(holds_marker(environ, b"7.1.9"));
+        assert!(holds_marker(environ, b"8.0.5"));
+        assert!(!holds_marker(environ, b"7.1"));
+        assert!(!holds_marker(environ, b"6.6.6"));
+        assert!(!holds_marker(b"A=HOOKVISOR_RUN=1\0", b"1"));
+    }
+
+    #[test]
+    fn nested_markers_accumulate() {
+        let mut env = vec![(OsString::from("HOOKVISOR_RUN"), OsString::from("1.0.1"))];
+        add_marker(&mut env, "2.0.2");
+        assert_eq!(env, [("HOOKVISOR_RUN".into(), "1.0.1:2.0.2".into())]);
+        let mut env = Vec::new();
+        add_marker(&mut env, "3.0.3");
+        assert_eq!(env, [("HOOKVISOR_RUN".into(), "3.0.3".into())]);
     }
 
     /// A process that cleared its environment is told apart from one in the middle of an exec
@@ -203,7 +270,7 @@ mod tests {
             .env(RUN_MARKER_VARIABLE, "test.1")
             .spawn()
             .unwrap();
-        let entry = format!("{RUN_MARKER_VARIABLE}=test.1\0").into_bytes();
+        let entry = b"test.1";
         // Wait until each has finished its exec into sleep (its command line says so).
         for pid in [bare.id(), marked.id()] {
             while !fs::read(format!("/proc/{pid}/cmdline"))
@@ -213,8 +280,8 @@ mod tests {
                 std::thread::yield_now();
             }
         }
-        assert_eq!(carries(bare.id() as i32, &entry), Some(false));
-        assert_eq!(carries(marked.id() as i32, &entry), Some(true));
+        assert_eq!(carries(bare.id() as i32, entry), Some(false));
+        assert_eq!(carries(marked.id() as i32, entry), Some(true));
         for child in [&mut bare, &mut marked] {
             child.kill().unwrap();
             child.wait().unwrap();

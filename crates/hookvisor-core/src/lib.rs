@@ -150,7 +150,7 @@ pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
 pub use git_action::{AddMode, GitCommit, GitFieldError, GitPush, KEPT_VARIABLES, RefError};
 pub use hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
-pub use leftovers::become_subreaper;
+pub use leftovers::{become_subreaper, kill_children};
 pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};
 pub use precommit::{

@@ -267,15 +267,6 @@ impl Globals {
         })
     }
 
-    /// The session id an option or variable names, if any (`loop` makes one up otherwise).
-    pub fn session(&self) -> Option<String> {
-        self.named_session().or_else(|| {
-            ["DISCOBOT_SESSION_ID", "SESSION_ID"]
-                .iter()
-                .find_map(|name| self.var(name).and_then(|v| v.into_string().ok()))
-        })
-    }
-
     /// The context of most commands: options, then the environment, then defaults.
     pub fn context(&self) -> Result<Context, ContextError> {
         self.resolve(self.overrides())
@@ -541,11 +532,12 @@ pub struct LoopArgs {
     #[arg(long, value_name = "CMD")]
     pub until: Option<String>,
     /// Iterations at most.
-    #[arg(long, value_name = "N", default_value_t = 20)]
+    #[arg(long, value_name = "N", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub max_iterations: u64,
     /// Seconds an iteration's agent may run before its process group is stopped [default: no
     /// limit].
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub turn_timeout: Option<u64>,
     /// The pipeline stage (`${stage}`); `stage.complete` fires at the end.
     #[arg(long, value_name = "NAME")]
@@ -752,7 +744,6 @@ mod tests {
         };
         let g = globals(args.clone(), env);
         assert_eq!(g.context().unwrap().session_id, "session-1-abcdef");
-        assert_eq!(g.session().as_deref(), Some("session-1-abcdef"));
         assert!(g.names_a_session());
         let agent = g.agent_context(None, Some("agent".into())).unwrap();
         assert_eq!(agent.session_id, "session-1-abcdef");
@@ -762,9 +753,8 @@ mod tests {
             ..args.clone()
         };
         assert_eq!(globals(cli, env).context().unwrap().session_id, "cli");
-        let sandbox = globals(args.clone(), &env[..2]);
-        assert_eq!(sandbox.session().as_deref(), Some("pod"));
-        assert_eq!(globals(args, &env[..1]).session(), None);
+        let sandbox = globals(args, &env[..2]);
+        assert_eq!(sandbox.context().unwrap().session_id, "pod");
     }
 
     #[test]

@@ -131,7 +131,10 @@ fn each_prompt_is_context_then_block_reason_then_task_prompt_and_the_done_file_e
 #[test]
 fn the_prompt_replaces_a_literal_prompt_argument_whole() {
     let f = Fixture::new();
-    f.step("any", "touch \"$HOOKVISOR_DONE\"");
+    f.step(
+        "any",
+        "readlink /proc/$$/fd/0 > \"$FAKE_DIR/stdin\"; touch \"$HOOKVISOR_DONE\"",
+    );
     common::tick();
     let text = "it's \"$(touch pwned)\" *; two words";
     let out = f
@@ -139,8 +142,12 @@ fn the_prompt_replaces_a_literal_prompt_argument_whole() {
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    // One argument, byte for byte, never given to a shell.
+    // One argument, byte for byte, never given to a shell; stdin is /dev/null.
     assert_eq!(f.prompt(1), text);
+    assert_eq!(
+        fs::read_to_string(f.fake.join("stdin")).unwrap(),
+        "/dev/null\n"
+    );
     assert!(!f.ws.path().join("pwned").exists());
 }
 
@@ -281,11 +288,15 @@ fn a_turn_timeout_is_a_failure() {
         "errors",
         "event: error\nrun: echo \"${timedOut} ${status}\" >> trace",
     );
-    f.step("1", "sleep 30");
+    f.step("1", "sleep 30 & echo $! > \"$FAKE_DIR/grandchild\"; wait");
     f.step("2", "touch \"$HOOKVISOR_DONE\"");
+    let started = std::time::Instant::now();
     let out = f.run(&["--turn-timeout", "1"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(f.trace(), ["true 124"]);
+    // Stopped after its second, the agent's group with it.
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(gone(pid_in(&f, "grandchild")));
 }
 
 #[test]
@@ -363,20 +374,126 @@ fn sigterm_does_the_same_and_exits_143() {
     interrupted_by(nix::sys::signal::Signal::SIGTERM, 143);
 }
 
-/// The loop gets `signal` while its agent (with a grandchild `sleep`) runs: both are gone
-/// from `/proc` when it exits with `code`, and `session.end` ran with `interrupted`.
+#[test]
+fn sighup_does_the_same_and_exits_129() {
+    interrupted_by(nix::sys::signal::Signal::SIGHUP, 129);
+}
+
+/// Shell lines for an agent step that leaves behind, and waits until they run: a grandchild
+/// `sleep` in its group (`$FAKE_DIR/grandchild`), an escaped one that cleared its environment
+/// and left the group (`setsid env -i`, `$FAKE_DIR/escaped`), and a `task.complete` fired in
+/// the background whose hook ([`Fixture::sleeping_task_hook`]) runs a `sleep`
+/// (`$FAKE_DIR/hooksleep`). Its FIFOs are made here.
+fn leave_processes_behind(f: &Fixture) -> &'static str {
+    for fifo in ["escaped.fifo", "hook.fifo"] {
+        nix::unistd::mkfifo(
+            &f.fake.join(fifo),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+    }
+    f.hook(
+        "sleepy-task",
+        "event: task.complete\nrun: 'sleep 1000 & echo $! > \"$FAKE_DIR/hooksleep\"; echo up > \"$FAKE_DIR/hook.fifo\"; wait'",
+    );
+    "sleep 1000 & echo $! > \"$FAKE_DIR/grandchild\"; echo $$ > \"$FAKE_DIR/agent\"\n\
+     setsid env -i /bin/sh -c 'echo $$ > \"$1\"; exec sleep 1000' sh \"$FAKE_DIR/escaped.fifo\" &\n\
+     cat \"$FAKE_DIR/escaped.fifo\" > \"$FAKE_DIR/escaped\"\n\
+     \"$HOOKVISOR_BIN\" fire task.complete --data '{\"task_id\":\"T\"}' > /dev/null 2>&1 &\n\
+     cat \"$FAKE_DIR/hook.fifo\" > /dev/null\n"
+}
+
+/// The pid a step wrote to `$FAKE_DIR/<name>`.
+fn pid_in(f: &Fixture, name: &str) -> i32 {
+    let path = f.fake.join(name);
+    fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Asserts that the processes [`leave_processes_behind`] started are gone, and that no process
+/// of this fixture (its `FAKE_DIR` in the environment) is left anywhere in `/proc`.
+fn assert_nothing_left(f: &Fixture) {
+    for name in ["agent", "grandchild", "escaped", "hooksleep"] {
+        let pid = pid_in(f, name);
+        assert!(
+            gone(pid),
+            "{name} ({pid}) is still running: {:?}",
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+        );
+    }
+    let left = fixture_processes(f);
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+/// Every process whose environment holds this fixture's `FAKE_DIR`, with its command line.
+fn fixture_processes(f: &Fixture) -> Vec<(i32, String)> {
+    let mut entry = format!("FAKE_DIR={}", f.fake.display()).into_bytes();
+    entry.push(0);
+    let mut found = Vec::new();
+    for proc_entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = proc_entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let environ = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        if environ.split_inclusive(|&b| b == 0).any(|e| e == entry) {
+            let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+        }
+    }
+    found
+}
+
+#[test]
+fn nothing_the_agent_or_its_hooks_started_outlives_the_loop() {
+    let f = Fixture::new();
+    let leave = leave_processes_behind(&f);
+    f.step("1", &format!("{leave}touch \"$HOOKVISOR_DONE\""));
+    let out = f.run(&["--prompt", "x"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_nothing_left(&f);
+}
+
+#[test]
+fn orphans_are_reaped_after_each_iteration_not_left_as_zombies() {
+    let f = Fixture::new();
+    f.step("any", "sleep 100 &");
+    f.step(
+        "3",
+        "cat /proc/$PPID/task/*/children > \"$FAKE_DIR/children\"; echo $$ > \"$FAKE_DIR/self\"",
+    );
+    let out = f.run(&["--prompt", "x", "--max-iterations", "3"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    // In the third iteration the loop's only child is that iteration's agent.
+    let children = fs::read_to_string(f.fake.join("children")).unwrap();
+    let me = pid_in(&f, "self").to_string();
+    assert_eq!(
+        children.split_whitespace().collect::<Vec<_>>(),
+        [me.as_str()]
+    );
+}
+
+/// The loop gets `signal` while its agent runs, having left processes behind of every kind
+/// ([`leave_processes_behind`]): none is left when it exits with `code`, the agent was dead
+/// before `session.end` ran, which ran with `interrupted`.
 fn interrupted_by(signal: nix::sys::signal::Signal, code: i32) {
     let f = Fixture::new();
     f.hook(
         "end",
-        "event: session.end\nrun: echo \"end ${reason}\" >> trace",
+        "event: session.end\nrun: 'if kill -0 $(cat \"$FAKE_DIR/agent\") 2>/dev/null; then echo agent alive; else echo agent dead; fi >> trace; echo \"end ${reason}\" >> trace'",
     );
     let ready = f.fake.join("ready");
     nix::unistd::mkfifo(&ready, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let leave = leave_processes_behind(&f);
     f.step(
         "1",
-        "sleep 1000 & echo $! > \"$FAKE_DIR/grandchild\"; echo $$ > \"$FAKE_DIR/agent\"\n\
-         echo ready > \"$FAKE_DIR/ready\"; wait",
+        &format!("{leave}echo ready > \"$FAKE_DIR/ready\"; wait"),
     );
     common::tick();
     let mut child = f
@@ -385,17 +502,9 @@ fn interrupted_by(signal: nix::sys::signal::Signal, code: i32) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The agent's line on the FIFO says both pids are recorded.
+    // The agent's line on the FIFO says every pid is recorded.
     assert_eq!(read_fifo(&ready, &mut child), "ready\n");
-    let pid = |name: &str| -> i32 {
-        fs::read_to_string(f.fake.join(name))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    };
-    let (agent, grandchild) = (pid("agent"), pid("grandchild"));
-    assert!(Path::new(&format!("/proc/{grandchild}")).exists());
+    assert!(!gone(pid_in(&f, "escaped")));
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
     let status = child.wait().unwrap();
     let mut err = String::new();
@@ -406,16 +515,214 @@ fn interrupted_by(signal: nix::sys::signal::Signal, code: i32) {
         .read_to_string(&mut err)
         .unwrap();
     assert_eq!(status.code(), Some(code), "{err}");
-    for pid in [agent, grandchild] {
-        assert!(
-            gone(pid),
-            "{pid} is still running: {:?}",
-            fs::read_to_string(format!("/proc/{pid}/stat"))
-        );
-    }
-    assert_eq!(f.trace(), ["end interrupted"]);
+    assert_nothing_left(&f);
+    assert_eq!(f.trace(), ["agent dead", "end interrupted"]);
     assert_eq!(f.session()["reason"], "interrupted");
     assert_eq!(f.session()["iterations"], 1);
+}
+
+/// Starts the loop with a `session.end` hook that says so on `$FAKE_DIR/end.fifo` and then
+/// sleeps 20 s; `agent_step` is the agent's first step. Returns the loop once the hook runs.
+fn loop_in_session_end(f: &Fixture, agent_step: &str) -> std::process::Child {
+    let end = f.fake.join("end.fifo");
+    nix::unistd::mkfifo(&end, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    f.hook(
+        "end",
+        "event: session.end\nrun: 'echo \"end ${reason}\" > \"$FAKE_DIR/end.fifo\"; sleep 20'",
+    );
+    f.step("1", agent_step);
+    common::tick();
+    let mut child = f
+        .command(&["--prompt", "x"], &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _ = read_fifo(&end, &mut child);
+    child
+}
+
+#[test]
+fn a_second_signal_stops_session_end_at_once() {
+    let f = Fixture::new();
+    let ready = f.fake.join("ready");
+    nix::unistd::mkfifo(&ready, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let end = f.fake.join("end.fifo");
+    nix::unistd::mkfifo(&end, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    f.hook(
+        "end",
+        "event: session.end\nrun: 'echo \"end ${reason}\" > \"$FAKE_DIR/end.fifo\"; sleep 20'",
+    );
+    f.step("1", "echo ready > \"$FAKE_DIR/ready\"; sleep 1000");
+    common::tick();
+    let mut child = f
+        .command(&["--prompt", "x"], &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    read_fifo(&ready, &mut child);
+    let loop_pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(loop_pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    assert_eq!(read_fifo(&end, &mut child), "end interrupted\n");
+    let second = std::time::Instant::now();
+    nix::sys::signal::kill(loop_pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    // The first signal names the exit status; the hook's `sleep 20` did not run out.
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        second.elapsed() < std::time::Duration::from_secs(4),
+        "{:?}",
+        second.elapsed()
+    );
+    assert_eq!(f.session()["reason"], "interrupted");
+}
+
+#[test]
+fn after_one_signal_session_end_gets_a_few_seconds_and_a_signal_during_it_is_the_exit_status() {
+    let f = Fixture::new();
+    // The loop is done; a SIGTERM arrives while its session.end runs.
+    let mut child = loop_in_session_end(&f, "touch \"$HOOKVISOR_DONE\"");
+    let signalled = std::time::Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    // Stopped by the budget (5 s), not by the end of the hook's `sleep 20`.
+    let took = signalled.elapsed();
+    assert!(
+        took >= std::time::Duration::from_secs(4) && took < std::time::Duration::from_secs(15),
+        "{took:?}"
+    );
+    assert_eq!(f.session()["reason"], "done");
+}
+
+#[test]
+fn an_abort_in_the_final_delivery_ends_the_loop_aborted_with_3() {
+    let f = Fixture::new();
+    // session.stop leaves context, so a final delivery (iteration 2) follows the done.
+    f.hook(
+        "note",
+        "event: session.stop\nphase: post\npipe_output: true\nrun: echo \"stop ${decision}\"",
+    );
+    f.hook(
+        "last",
+        "event: turn.end\non_failure: abort\nblock_on: never\nrun: 'if [ ${iteration} = 2 ]; then echo gone wrong >&2; exit 1; fi'",
+    );
+    f.step("any", "touch \"$HOOKVISOR_DONE\"");
+    let out = f.run(&["--prompt", "x"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert_eq!(f.iterations(), 2);
+    assert_eq!(f.session()["reason"], "aborted");
+    assert!(stderr(&out).contains("gone wrong"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_session_stop_block_at_the_last_iteration_is_delivered_and_reported() {
+    let f = Fixture::new();
+    f.hook(
+        "todos",
+        "event: session.stop\nrun: 'echo two TODOs open >&2; exit 2'",
+    );
+    f.step("any", "touch \"$HOOKVISOR_DONE\"");
+    let out = f.run(&["--prompt", "Task.", "--max-iterations", "1"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(f.iterations(), 2);
+    assert!(f.prompt(2).contains("two TODOs open"), "{}", f.prompt(2));
+    assert!(stderr(&out).contains("two TODOs open"), "{}", stderr(&out));
+    assert_eq!(f.session()["reason"], "max_iterations");
+}
+
+#[test]
+fn the_loop_mints_its_own_session_unless_told_and_its_state_dir_is_its_own() {
+    let f = Fixture::new();
+    f.step("any", "touch \"$HOOKVISOR_DONE\"");
+    common::tick();
+    // The sandbox's and an enclosing hookvisor session's ids name no loop; no state dir given.
+    let out = f
+        .command(&["--prompt", "x"], &[])
+        .env_remove("HOOKVISOR_STATE_DIR")
+        .env("DISCOBOT_SESSION_ID", "sandbox-1")
+        .env("HOOKVISOR_SESSION", "hv-1")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let sessions = f.ws.base().join("home/.discobot");
+    let names: Vec<String> = fs::read_dir(&sessions)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].starts_with("session-"), "{names:?}");
+    let record = sessions.join(&names[0]).join("hooks/session.json");
+    let record: Value = serde_json::from_slice(&fs::read(record).unwrap()).unwrap();
+    assert_eq!(record["id"], names[0].as_str());
+    let iterations = fs::read_to_string(f.fake.join("iterations")).unwrap();
+    assert_eq!(iterations, format!("1 {}\n", names[0]));
+    // --session names it.
+    let out = f.run(&["--session", "mine", "--prompt", "x"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(f.session()["id"], "mine");
+}
+
+#[test]
+fn a_loop_in_a_loops_agent_has_a_state_dir_of_its_own() {
+    let f = Fixture::new();
+    // The inner loop's agent says it is done; the outer's never does.
+    f.step(
+        "1",
+        "\"$HOOKVISOR_BIN\" loop --max-iterations 1 -- /bin/sh -c \
+         'echo \"$HOOKVISOR_STATE_DIR\" > \"$FAKE_DIR/inner-state\"; touch \"$HOOKVISOR_DONE\"' \
+         || exit 9",
+    );
+    let out = f.run(&["--prompt", "x", "--max-iterations", "2"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(f.iterations(), 2);
+    assert_eq!(f.session()["reason"], "max_iterations");
+    let inner = fs::read_to_string(f.fake.join("inner-state")).unwrap();
+    let children = f.ws.state_dir().join("children");
+    let inner = Path::new(inner.trim());
+    assert_eq!(inner.parent(), Some(children.as_path()));
+    let name = inner.file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with("loop-1-session-"), "{name}");
+    let record: Value =
+        serde_json::from_slice(&fs::read(inner.join("session.json")).unwrap()).unwrap();
+    assert_eq!(record["reason"], "done");
+}
+
+#[test]
+fn a_second_loop_in_the_same_state_dir_is_refused() {
+    let f = Fixture::new();
+    let ready = f.fake.join("ready");
+    let go = f.fake.join("go");
+    for fifo in [&ready, &go] {
+        nix::unistd::mkfifo(fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    }
+    f.step(
+        "1",
+        "echo ready > \"$FAKE_DIR/ready\"; read x < \"$FAKE_DIR/go\"; touch \"$HOOKVISOR_DONE\"",
+    );
+    common::tick();
+    let mut first = f
+        .command(&["--prompt", "x"], &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    read_fifo(&ready, &mut first);
+    let second = f.run(&["--prompt", "y"]);
+    assert_eq!(code(&second), 1, "{}", stderr(&second));
+    assert!(
+        stderr(&second).contains("another hookvisor loop runs in this state dir"),
+        "{}",
+        stderr(&second)
+    );
+    fs::write(&go, "go\n").unwrap();
+    assert_eq!(first.wait().unwrap().code(), Some(0));
+    assert_eq!(f.iterations(), 1);
 }
 
 /// The first write to the FIFO at `path`, awaited (a loop that exits first fails the test
@@ -527,12 +834,14 @@ fn the_phase1_loop_guard_never_stops_the_loops_re_prompts() {
         "never",
         "name: Never\nevent: turn.end\nrun: 'echo still failing >&2; exit 1'",
     );
-    // Past the guard's three re-prompts, every turn is still re-prompted with the reason.
+    // Past the guard's three re-prompts, every turn is still re-prompted with the reason; the
+    // block of the sixth, the last allowed, is delivered in a final iteration and reported.
     let out = f.run(&["--prompt", "Task.", "--max-iterations", "6"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
-    assert_eq!(f.iterations(), 6);
+    assert_eq!(f.iterations(), 7);
+    assert!(stderr(&out).contains("still failing"), "{}", stderr(&out));
     assert_eq!(f.prompt(1), "Task.\n");
-    for i in 2..=6 {
+    for i in 2..=7 {
         let prompt = f.prompt(i);
         assert!(
             prompt.starts_with("[Discobot Hook Failed] \"Never\"")
@@ -566,4 +875,176 @@ fn an_agent_that_does_not_exist_is_a_usage_error() {
             .output()
             .unwrap();
     assert_eq!(code(&bare), 0, "{}", stderr(&bare));
+}
+
+#[test]
+fn a_symlink_put_in_place_of_the_loop_dir_moves_none_of_its_files() {
+    let f = Fixture::new();
+    let other = f.ws.base().join("other");
+    fs::create_dir_all(&other).unwrap();
+    fs::write(other.join("done"), "").unwrap();
+    // The agent swaps `loop/` for a link to a directory that holds a done file.
+    f.step(
+        "1",
+        "mv \"$HOOKVISOR_STATE_DIR/loop\" \"$HOOKVISOR_STATE_DIR/loop.old\"\n\
+         ln -s \"$FAKE_DIR/../other\" \"$HOOKVISOR_STATE_DIR/loop\"",
+    );
+    let out = f.run(&["--prompt", "x", "--max-iterations", "2"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(f.iterations(), 2);
+    assert_eq!(f.session()["reason"], "max_iterations");
+    assert!(other.join("done").exists());
+    assert!(!other.join("2.log").exists());
+    assert!(f.ws.state_dir().join("loop.old/2.log").exists());
+    // The next loop refuses the link.
+    let out = f.run(&["--prompt", "x"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("symbolic link"), "{}", stderr(&out));
+    assert!(other.join("done").exists());
+}
+
+#[test]
+fn a_prompt_too_long_for_an_argument_is_an_error_and_session_end_says_error() {
+    let f = Fixture::new();
+    f.hook(
+        "end",
+        "event: session.end\nrun: echo \"end ${reason}\" >> trace",
+    );
+    let prompt = f.ws.base().join("prompt.md");
+    fs::write(&prompt, "x".repeat(200_000)).unwrap();
+    common::tick();
+    let out = f
+        .command(
+            &["--prompt-file", prompt.to_str().unwrap()],
+            &["--prompt", "{prompt}"],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("at most 131071 bytes") && stderr(&out).contains("on stdin"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(f.iterations(), 0);
+    assert_eq!(f.trace(), ["end error"]);
+    assert_eq!(f.session()["reason"], "error");
+}
+
+#[test]
+fn a_relative_agent_path_is_the_callers_not_the_workspaces() {
+    let f = Fixture::new();
+    f.step("any", "touch \"$HOOKVISOR_DONE\"");
+    common::tick();
+    let out =
+        f.ws.hookvisor_command()
+            .current_dir(f.ws.base())
+            .args(["loop", "--workspace"])
+            .arg(f.ws.path())
+            .args(["--", "./agent.sh"])
+            .env("FAKE_DIR", &f.fake)
+            .output()
+            .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(f.iterations(), 1);
+}
+
+#[test]
+fn zero_iterations_or_a_zero_timeout_is_a_usage_error() {
+    let f = Fixture::new();
+    for opts in [["--max-iterations", "0"], ["--turn-timeout", "0"]] {
+        let out = f.run(&opts);
+        assert_eq!(code(&out), 2, "{opts:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(opts[0]), "{}", stderr(&out));
+    }
+    assert_eq!(f.iterations(), 0);
+    assert!(!f.ws.state_dir().join("session.json").exists());
+}
+
+#[test]
+fn the_agent_gets_the_loops_variables_and_no_servers() {
+    let f = Fixture::new();
+    f.step(
+        "any",
+        "env | grep -E '^(HOOKVISOR|DISCOBOT)_' | grep -v '^HOOKVISOR_BIN=' | cut -d= -f1 | sort \
+         > \"$FAKE_DIR/env\"; touch \"$HOOKVISOR_DONE\"",
+    );
+    common::tick();
+    let out = f
+        .command(&["--prompt", "x"], &[])
+        .env("HOOKVISOR_URL", "http://127.0.0.1:1")
+        .env("HOOKVISOR_SOCKET", "/nonexistent.sock")
+        .env("HOOKVISOR_TOKEN", "secret")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let names = fs::read_to_string(f.fake.join("env")).unwrap();
+    assert_eq!(
+        names.lines().collect::<Vec<_>>(),
+        [
+            "DISCOBOT_WORKSPACE",
+            "HOOKVISOR_DONE",
+            "HOOKVISOR_ITERATION",
+            "HOOKVISOR_LOOP",
+            "HOOKVISOR_RUN",
+            "HOOKVISOR_SESSION",
+            "HOOKVISOR_STATE_DIR"
+        ]
+    );
+}
+
+#[test]
+fn aborts_from_turn_start_and_session_stop_exit_3() {
+    let f = Fixture::new();
+    f.hook(
+        "no",
+        "event: turn.start\non_failure: abort\nrun: 'echo not today >&2; exit 1'",
+    );
+    let out = f.run(&["--prompt", "x"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert_eq!(f.iterations(), 0);
+    assert_eq!(f.session()["reason"], "aborted");
+
+    let f = Fixture::new();
+    f.hook(
+        "no",
+        "event: session.stop\non_failure: abort\nrun: 'echo not done >&2; exit 1'",
+    );
+    f.step("any", "touch \"$HOOKVISOR_DONE\"");
+    let out = f.run(&["--prompt", "x"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert_eq!(f.iterations(), 1);
+    assert_eq!(f.session()["reason"], "aborted");
+    assert!(stderr(&out).contains("not done"), "{}", stderr(&out));
+}
+
+#[test]
+fn stage_complete_fires_after_done_or_the_limit_only() {
+    let stage_lines = |opts: &[&str], step: Option<&str>, block: bool| {
+        let f = Fixture::new();
+        f.hook(
+            "stage",
+            "event: stage.complete\nrun: echo \"stage ${stage} ${reason}\" >> trace",
+        );
+        if block {
+            f.hook("budget", "event: turn.start\nrun: 'exit 2'");
+        }
+        if let Some(step) = step {
+            f.step("any", step);
+        }
+        let mut args = vec!["--stage", "build"];
+        args.extend_from_slice(opts);
+        f.run(&args);
+        f.trace()
+    };
+    assert_eq!(
+        stage_lines(&[], Some("touch \"$HOOKVISOR_DONE\""), false),
+        ["stage build done"]
+    );
+    assert_eq!(
+        stage_lines(&["--max-iterations", "1"], None, false),
+        ["stage build max_iterations"]
+    );
+    assert!(stage_lines(&[], None, true).is_empty());
+    assert!(stage_lines(&[], Some("exit 1"), false).is_empty());
 }

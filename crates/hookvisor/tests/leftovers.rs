@@ -86,3 +86,38 @@ fn serve_kills_what_a_rerun_hook_left_running() {
     assert_killed(&pid_file);
     server.stop();
 }
+
+/// A hook that runs `hookvisor fire` in the background and exits: the inner run's hook adds
+/// its marker to the outer one (`HOOKVISOR_RUN=outer:inner`), so the daemon it starts is
+/// still the outer run's, and is killed with the rest when the outer hook ends.
+#[test]
+fn a_nested_runs_daemon_carries_the_outer_runs_marker_too() {
+    let ws = Workspace::new();
+    let pid_file = ws.base().join("daemon.pid");
+    let inner = format!("{}\nsleep 1000", daemon_body(&pid_file));
+    ws.write(
+        ".discobot/hooks/inner.yml",
+        &format!(
+            "---\nevent: task.complete\nrun: {}\n---\n",
+            serde_json::to_string(&inner).unwrap()
+        ),
+    );
+    ws.hook(
+        "outer.sh",
+        "file",
+        "pattern: '*'",
+        &format!(
+            "\"$HOOKVISOR_BIN\" fire task.complete >/dev/null 2>&1 &\n\
+             while [ ! -s {pid} ]; do :; done",
+            pid = pid_file.display()
+        ),
+    );
+    let out = ws
+        .hookvisor_command()
+        .args(["run", "outer"])
+        .env("HOOKVISOR_BIN", env!("CARGO_BIN_EXE_hookvisor"))
+        .output()
+        .unwrap();
+    check(out, "hookvisor run outer");
+    assert_killed(&pid_file);
+}

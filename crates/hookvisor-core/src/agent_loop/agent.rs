@@ -2,7 +2,7 @@
 //! rules (own process group, timeout, cancel, capped log, bounded tail, leftovers killed).
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,9 +60,9 @@ pub(crate) fn launch(
     run_command(&invocation, &options)
 }
 
-/// `<state>/loop/<iteration>.log`.
-pub(crate) fn agent_log(state_dir: &Path, iteration: u64) -> PathBuf {
-    state_dir.join("loop").join(format!("{iteration}.log"))
+/// The name of an iteration's log in `<state>/loop/`: `<iteration>.log`.
+pub(crate) fn agent_log(iteration: u64) -> String {
+    format!("{iteration}.log")
 }
 
 /// The last `n` lines of a run's output (its in-memory tail, at most 64 KiB), without the

@@ -3,8 +3,11 @@
 //!
 //! [`run_loop`] follows these rules, written once here:
 //!
-//! 1. **Start.** Any `<state>/loop/done` left by an earlier loop is removed, `session.json` is
-//!    written (`endedAt: null`), and `session.start` fires. Every event the loop fires has the
+//! 1. **Start.** `<state>/loop/` is opened once (a symbolic link there is refused) and every
+//!    file of the loop is reached through that handle, so a link the agent puts in its place
+//!    later moves nothing; `<state>/loop/lock` is locked for the loop's life (a second loop in
+//!    the state dir is [`LoopError::Busy`]). Any `done` left by an earlier loop is removed,
+//!    `session.json` is written (`endedAt: null`), and `session.start` fires. Every event the loop fires has the
 //!    trigger `loop`, so the phase-1 loop guard never stops it: the loop's own limits do.
 //! 2. **Iteration** `i` (from 1): `turn.start` fires and drains the context buffer (rule 5).
 //!    A block ends the loop ([`Ending::Blocked`]). The agent then runs with the prompt of
@@ -12,8 +15,9 @@
 //!    output streamed to `<state>/loop/<i>.log`, stopped after the turn timeout.
 //! 3. **Success** (exit 0): `turn.end` fires (the end-of-turn evaluation: file hooks and
 //!    `event: turn.end` hooks). A block re-prompts: its reason goes into the next prompt. Else
-//!    the loop is done when `$HOOKVISOR_DONE` exists or `--until` (`sh -c` in the workspace,
-//!    log `<state>/loop/until.log`) exits 0; then `session.stop` fires, and a block is one more
+//!    the loop is done when `$HOOKVISOR_DONE` is a regular file or `--until` (`sh -c` in the
+//!    workspace, log `<state>/loop/until.log`, stopped after the turn timeout, else after
+//!    [`UNTIL_TIMEOUT`]) exits 0; then `session.stop` fires, and a block is one more
 //!    iteration with its reason, the done file removed so the agent must say so again.
 //! 4. **Failure** (non-zero exit, timeout, death by a signal): `error` fires with `data`
 //!    `{status, error, log, timedOut}` (`error` = the last 20 lines of the agent's output).
@@ -23,24 +27,33 @@
 //! 5. **Prompt** = the drained context (oldest first), then the last block reason, then the
 //!    task or recovery prompt, separated by blank lines. It is the agent's stdin, or, when an
 //!    argument of the agent command is exactly `{prompt}`, that one argument (never split,
-//!    never given to a shell), with stdin on `/dev/null`.
-//! 6. **Agent environment**: `HOOKVISOR_SESSION`, `HOOKVISOR_ITERATION`, `HOOKVISOR_DONE` (a
+//!    never given to a shell), with stdin on `/dev/null`; one longer than
+//!    [`MAX_PROMPT_ARGUMENT`] or holding a NUL is [`LoopError::PromptArgument`].
+//! 6. **Agent environment**: `HOOKVISOR_LOOP=1` (an adapter's turn-end hook can tell that the
+//!    loop runs the end-of-turn evaluation itself), `HOOKVISOR_SESSION`, `HOOKVISOR_ITERATION`, `HOOKVISOR_DONE` (a
 //!    path: create it when done), `HOOKVISOR_STATE_DIR` and `DISCOBOT_WORKSPACE`, so that a
 //!    `hookvisor fire task.complete` the agent runs lands in this loop's state dir and runs the
 //!    workspace's hooks; `HOOKVISOR_URL`, `HOOKVISOR_SOCKET` and `HOOKVISOR_TOKEN` are removed
 //!    (the loop hosts no server, and a server's would take the agent's events elsewhere).
 //! 7. **Limit**: after [`LoopOptions::max_iterations`] iterations without done, the loop ends
-//!    ([`Ending::MaxIterations`]). An abort from any event's hooks ends it at once
-//!    ([`Ending::Aborted`]).
-//! 8. **End.** After done or the limit, leftover context in the buffer is sent as one last
-//!    iteration (iteratr's final delivery: `turn.start`, the agent, `turn.end`, whose decisions
-//!    are recorded but start nothing more), then `stage.complete` fires when a stage is set.
-//!    Whatever the ending, `session.end` fires with `data.reason` (`Ending::as_str`), what is
+//!    ([`Ending::MaxIterations`]); a block in the last one is delivered by rule 8 and
+//!    reported. An abort from any event's hooks ends it at once ([`Ending::Aborted`]).
+//! 8. **End.** After done or the limit, leftover context in the buffer, or a block reason no
+//!    iteration received, is sent as one last iteration (iteratr's final delivery:
+//!    `turn.start`, the agent, `turn.end`; a block there starts nothing more and its reason is
+//!    reported, an abort or a `turn.start` block ends the loop so), then `stage.complete`
+//!    fires when a stage is set. Whatever the ending, `session.end` fires with `data.reason`
+//!    (`Ending::as_str`, or `error` when the loop itself failed, [`LoopError`]), what is
 //!    still in the buffer is discarded (counted in [`LoopReport::discarded`]), and
 //!    `session.json` gets `endedAt`, `iterations` and `reason`.
-//! 9. **Interrupt.** When [`LoopOptions::cancel`] is cancelled (the command's SIGINT/SIGTERM),
+//! 9. **Interrupt.** When [`LoopOptions::cancel`] is cancelled (the command's first signal),
 //!    the running agent's process group or hook is killed, nothing else starts, and
-//!    `session.end` fires with `data.reason: interrupted` ([`Ending::Interrupted`]).
+//!    `session.end` fires with `data.reason: interrupted` ([`Ending::Interrupted`]) on
+//!    [`LoopOptions::end_cancel`], which stops its hooks in turn.
+//! 10. **Leftovers.** With [`LoopOptions::kill_strays`] (a child subreaper running nothing but
+//!    the loop), after every agent, `--until` and event every child the process still has is
+//!    killed and reaped: what a run left behind, in its group or not, marked or not, never
+//!    reaches the next step, and no zombie piles up.
 //!
 //! [`run_loop`]: crate::agent_loop::run_loop
 //! [`Ending::Blocked`]: crate::agent_loop::Ending::Blocked
@@ -51,16 +64,25 @@
 //! [`LoopOptions::max_iterations`]: crate::agent_loop::LoopOptions::max_iterations
 //! [`LoopOptions::cancel`]: crate::agent_loop::LoopOptions::cancel
 //! [`LoopReport::discarded`]: crate::agent_loop::LoopReport::discarded
+//! [`LoopOptions::end_cancel`]: crate::agent_loop::LoopOptions::end_cancel
+//! [`LoopOptions::kill_strays`]: crate::agent_loop::LoopOptions::kill_strays
+//! [`LoopError`]: crate::agent_loop::LoopError
+//! [`LoopError::Busy`]: crate::agent_loop::LoopError::Busy
+//! [`LoopError::PromptArgument`]: crate::agent_loop::LoopError::PromptArgument
+//! [`UNTIL_TIMEOUT`]: crate::agent_loop::UNTIL_TIMEOUT
+//! [`MAX_PROMPT_ARGUMENT`]: crate::agent_loop::MAX_PROMPT_ARGUMENT
 
 #![forbid(unsafe_code)]
 
 mod agent;
+mod loop_dir;
 mod prompt;
 mod record;
 
 use std::ffi::OsString;
 use std::fs;
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -75,12 +97,20 @@ use crate::exec::{CancelToken, ExecError, RunOutcome};
 use crate::fire::{FireError, Firing, fire};
 
 use self::agent::{ERROR_LINES, Launch, agent_log, last_lines, launch};
+use self::loop_dir::LoopDir;
 pub use self::prompt::PROMPT_PLACEHOLDER;
 pub use self::record::new_session_id;
 use self::record::{SessionRecord, record_path};
 
 /// Iterations a loop runs at most unless told otherwise (EVENTS.md §3.2).
 pub const DEFAULT_MAX_ITERATIONS: u64 = 20;
+
+/// Bytes a `{prompt}` argument may have: one argument of `execve` is at most 128 KiB
+/// (`MAX_ARG_STRLEN`), its final NUL included.
+pub const MAX_PROMPT_ARGUMENT: usize = 128 * 1024 - 1;
+
+/// How long `--until` may run when no turn timeout is given.
+pub const UNTIL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Agent failures in a row that end a loop (§5 rule 18).
 pub const MAX_FAILURES_IN_A_ROW: u32 = 3;
@@ -106,6 +136,13 @@ pub struct LoopOptions {
     pub owner: String,
     /// Stops the loop when cancelled (rule 9). Default a token nothing cancels.
     pub cancel: CancelToken,
+    /// Stops `session.end`'s hooks when cancelled (a second signal, rule 9). Default a token
+    /// nothing cancels.
+    pub end_cancel: CancelToken,
+    /// Whether the process is the loop's alone (the command line's, a child subreaper): then
+    /// after every agent, `--until` and event, every child it still has is killed and reaped
+    /// ([`kill_children`](crate::kill_children), rule 10). Default `false`.
+    pub kill_strays: bool,
 }
 
 impl LoopOptions {
@@ -130,6 +167,8 @@ impl LoopOptions {
             stage: None,
             owner,
             cancel: CancelToken::new(),
+            end_cancel: CancelToken::new(),
+            kill_strays: false,
         }
     }
 }
@@ -175,7 +214,8 @@ pub struct LoopReport {
     pub ending: Ending,
     /// Iterations the agent was started for, the final delivery included.
     pub iterations: u64,
-    /// The block or abort reason that ended it, or the last failure's, when there is one.
+    /// The block or abort reason that ended it, the last failure's, or that of a block in the
+    /// last iteration or the final delivery, when there is one.
     pub reason: Option<String>,
     /// Entries of context discarded at `session.end` (rule 8).
     pub discarded: usize,
@@ -215,6 +255,30 @@ pub enum LoopError {
     /// The context buffer could not be read or emptied.
     #[error(transparent)]
     Buffer(#[from] ContextBufferError),
+    /// Another loop holds the state dir's `loop/lock`.
+    #[error(
+        "{}: another hookvisor loop runs in this state dir; wait for it, or pass --session or \
+         --state-dir to run this one apart",
+        path.display()
+    )]
+    Busy {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// The prompt cannot be one argument of the agent command (`{prompt}`).
+    #[error(
+        "the prompt ({len} bytes{nul}) cannot be the agent's {{prompt}} argument: the system \
+         takes at most {max} bytes and no NUL; drop {{prompt}} from the agent command to give \
+         it the prompt on stdin"
+    )]
+    PromptArgument {
+        /// The prompt's length in bytes.
+        len: usize,
+        /// `", with a NUL"` when it holds one.
+        nul: &'static str,
+        /// The limit, [`MAX_PROMPT_ARGUMENT`].
+        max: usize,
+    },
     /// A file of the loop in the state dir could not be written or removed.
     #[error("{}: {source}; make the state dir writable or pass --state-dir", path.display())]
     State {
@@ -239,10 +303,7 @@ pub fn run_loop(
     let ending = match driver.iterate() {
         Ok(ending) => ending,
         Err(Stop::Interrupted) => Ending::Interrupted,
-        Err(Stop::Error(err)) => {
-            driver.finish_record("error")?;
-            return Err(err);
-        }
+        Err(Stop::Error(err)) => return Err(driver.fail(err)),
     };
     driver.finish(ending)
 }
@@ -274,13 +335,15 @@ enum Turn {
 /// The state of one loop between its events.
 struct Driver<'a, P> {
     ctx: &'a Context,
+    /// `<state>/loop/lock`, locked for the loop's life: one loop per state dir.
+    _lock: fs::File,
     options: &'a LoopOptions,
     progress: P,
     started: Instant,
     record: SessionRecord,
     buffer: ContextBuffer,
-    /// `$HOOKVISOR_DONE`.
-    done_file: PathBuf,
+    /// `<state>/loop/`, held open: `done`, the logs and the lock are found through it.
+    loop_dir: LoopDir,
     /// The variables of rule 6 but `HOOKVISOR_ITERATION`.
     env: Vec<(OsString, OsString)>,
     iteration: u64,
@@ -305,14 +368,12 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         options: &'a LoopOptions,
         progress: P,
     ) -> Result<Driver<'a, P>, LoopError> {
-        let loop_dir = ctx.state_dir.join("loop");
-        fs::create_dir_all(&loop_dir).map_err(|source| LoopError::State {
-            path: loop_dir.clone(),
-            source,
-        })?;
-        let done_file = loop_dir.join("done");
-        remove_done(&done_file)?;
+        let loop_dir = LoopDir::open(&ctx.state_dir)?;
+        let lock = lock_state(&loop_dir)?;
+        remove_done(&loop_dir)?;
+        let done_file = loop_dir.shown("done");
         let env = vec![
+            ("HOOKVISOR_LOOP".into(), "1".into()),
             ("HOOKVISOR_SESSION".into(), ctx.session_id.clone().into()),
             ("HOOKVISOR_DONE".into(), done_file.clone().into()),
             ("HOOKVISOR_STATE_DIR".into(), ctx.state_dir.clone().into()),
@@ -333,12 +394,13 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         };
         let driver = Driver {
             ctx,
+            _lock: lock,
             options,
             progress,
             started: Instant::now(),
             record,
             buffer: ContextBuffer::new(&ctx.state()),
-            done_file,
+            loop_dir,
             env,
             iteration: 0,
             block_reason: None,
@@ -361,6 +423,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         let mut failures = 0;
         loop {
             if self.iteration >= self.options.max_iterations {
+                // A block at the limit: its reason goes in the final delivery, and is reported.
+                self.reason.clone_from(&self.block_reason);
                 return Ok(Ending::MaxIterations);
             }
             let turn = self.turn(false)?;
@@ -404,7 +468,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 Ok(Some(Ending::Done))
             }
             Decision::Block => {
-                remove_done(&self.done_file)?;
+                remove_done(&self.loop_dir)?;
                 self.block_reason = reply.reason;
                 Ok(None)
             }
@@ -451,11 +515,13 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         }
         let reply = self.fire(Event::TurnEnd, Map::new())?;
         self.note(&format!("turn.end: {}", reply.decision.as_str()));
-        if last {
-            return Ok(Turn::Passed);
-        }
         match reply.decision {
             Decision::Allow => Ok(Turn::Passed),
+            // Nothing follows the final delivery: its block reason is reported instead.
+            Decision::Block if last => {
+                self.reason = reply.reason;
+                Ok(Turn::Passed)
+            }
             Decision::Block => {
                 self.block_reason = reply.reason;
                 Ok(Turn::Reprompt)
@@ -468,31 +534,44 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     }
 
     /// Rule 2: the agent of this iteration, with its prompt.
-    fn run_agent(&self, text: &str) -> Result<RunOutcome, ExecError> {
+    fn run_agent(&self, text: &str) -> Result<RunOutcome, LoopError> {
         let (args, stdin) = prompt::deliver(&self.options.agent[1..], text);
+        if stdin.is_none() && (text.len() > MAX_PROMPT_ARGUMENT || text.contains('\0')) {
+            return Err(LoopError::PromptArgument {
+                len: text.len(),
+                nul: if text.contains('\0') {
+                    ", with a NUL"
+                } else {
+                    ""
+                },
+                max: MAX_PROMPT_ARGUMENT,
+            });
+        }
         let mut env = self.env.clone();
         env.push((
             "HOOKVISOR_ITERATION".into(),
             self.iteration.to_string().into(),
         ));
-        launch(
+        let run = launch(
             self.ctx,
             Launch {
                 program: PathBuf::from(&self.options.agent[0]),
                 args,
                 stdin,
-                log: agent_log(&self.ctx.state_dir, self.iteration),
+                log: self.loop_dir.pinned(&agent_log(self.iteration)),
                 timeout: self.options.turn_timeout,
                 env: &env,
             },
             &self.options.cancel,
-        )
+        );
+        self.sweep();
+        Ok(run?)
     }
 
     /// Rule 4: `error` fires; what its hooks piped becomes the recovery prompt. An abort from
     /// its hooks ends the loop (rule 7).
     fn agent_failed(&mut self, run: &RunOutcome) -> Result<Turn, Stop> {
-        let log = agent_log(&self.ctx.state_dir, self.iteration);
+        let log = self.loop_dir.shown(&agent_log(self.iteration));
         let mut data = Map::new();
         data.insert("status".into(), run.exit_code.into());
         data.insert("error".into(), last_lines(&run.tail, ERROR_LINES).into());
@@ -532,7 +611,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
 
     /// Rule 3: the done file, else `--until`.
     fn is_done(&self) -> Result<bool, Stop> {
-        if self.done_file.exists() {
+        // Only a file the agent made: a link could name anything.
+        if self.loop_dir.has_file("done") {
             return Ok(true);
         }
         let Some(until) = &self.options.until else {
@@ -544,12 +624,14 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 program: PathBuf::from("/bin/sh"),
                 args: vec!["-c".into(), until.into()],
                 stdin: None,
-                log: self.ctx.state_dir.join("loop").join("until.log"),
-                timeout: self.options.turn_timeout,
+                log: self.loop_dir.pinned("until.log"),
+                timeout: Some(self.options.turn_timeout.unwrap_or(UNTIL_TIMEOUT)),
                 env: &self.env,
             },
             &self.options.cancel,
-        )?;
+        );
+        self.sweep();
+        let run = run?;
         if run.cancelled {
             return Err(Stop::Interrupted);
         }
@@ -560,47 +642,29 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     fn finish(mut self, ending: Ending) -> Result<LoopReport, LoopError> {
         let mut ending = ending;
         if matches!(ending, Ending::Done | Ending::MaxIterations) {
-            ending = match self.final_delivery() {
-                Ok(()) => ending,
-                Err(Stop::Interrupted) => Ending::Interrupted,
-                Err(Stop::Error(err)) => {
-                    self.finish_record("error")?;
-                    return Err(err);
-                }
-            };
+            match self.final_delivery() {
+                Ok(Some(end)) => ending = end,
+                Ok(None) => {}
+                Err(Stop::Interrupted) => ending = Ending::Interrupted,
+                Err(Stop::Error(err)) => return Err(self.fail(err)),
+            }
         }
-        if ending != Ending::Interrupted
-            && self.options.stage.is_some()
-            && matches!(ending, Ending::Done | Ending::MaxIterations)
-        {
+        if self.options.stage.is_some() && matches!(ending, Ending::Done | Ending::MaxIterations) {
             let mut data = Map::new();
             data.insert("reason".into(), ending.as_str().into());
             match self.fire(Event::StageComplete, data) {
                 Ok(_) => {}
                 Err(Stop::Interrupted) => ending = Ending::Interrupted,
-                Err(Stop::Error(err)) => {
-                    self.finish_record("error")?;
-                    return Err(err);
-                }
+                Err(Stop::Error(err)) => return Err(self.fail(err)),
             }
         }
-        // `session.end` runs also after an interrupt, on a token of its own: the loop's is
-        // cancelled, and this event is how hooks learn that the loop was interrupted.
-        let data = json!({"reason": ending.as_str(), "iterations": self.iteration});
-        let mut firing = self.firing(Event::SessionEnd);
-        firing.cancel = None;
-        if let Json::Object(data) = data {
-            firing.data = data;
-        }
-        let discovery = discover_workspace(self.ctx);
-        let fired = fire(self.ctx, &discovery, &firing);
+        let fired = self.session_end(ending.as_str());
         let discarded = self.buffer.discard();
-        self.finish_record(ending.as_str())?;
-        fired.map_err(|source| LoopError::Fire {
-            event: Event::SessionEnd.to_string(),
-            source,
-        })?;
+        let recorded = self.finish_record(ending.as_str());
+        // The first failure is the one to report; a later one is a consequence or beside it.
+        fired?;
         let discarded = discarded?;
+        recorded?;
         // Logged by the caller, which knows where its reader is (the report counts them).
         tracing::debug!("session.end: discarded {discarded} context entries");
         Ok(LoopReport {
@@ -612,16 +676,71 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         })
     }
 
-    /// Rule 8: leftover context goes to the agent in one last iteration.
-    fn final_delivery(&mut self) -> Result<(), Stop> {
-        if self.buffer.is_empty()? && self.held_context.is_empty() {
-            return Ok(());
+    /// Rule 8 after the loop's own failure: `session.end` fires with the reason `error` and the
+    /// record says so, both as well as they can; the failure is what is returned.
+    fn fail(mut self, err: LoopError) -> LoopError {
+        if let Err(e) = self.session_end("error") {
+            tracing::warn!("after `{err}`: {e}");
         }
-        // Its decisions start nothing: the loop has ended already.
+        if let Err(e) = self.buffer.discard() {
+            tracing::warn!("after `{err}`: {e}");
+        }
+        if let Err(e) = self.finish_record("error") {
+            tracing::warn!("after `{err}`: {e}");
+        }
+        err
+    }
+
+    /// Fires `session.end` with `data.reason` = `reason`. It runs also after an interrupt, on a
+    /// token of its own ([`LoopOptions::end_cancel`]: the loop's is cancelled, and this event is
+    /// how hooks learn that the loop was interrupted). Its hooks being cancelled is no error.
+    fn session_end(&self, reason: &str) -> Result<(), LoopError> {
+        let data = json!({"reason": reason, "iterations": self.iteration});
+        let mut firing = self.firing(Event::SessionEnd);
+        firing.cancel = Some(self.options.end_cancel.clone());
+        if let Json::Object(data) = data {
+            firing.data = data;
+        }
+        let discovery = discover_workspace(self.ctx);
+        let fired = fire(self.ctx, &discovery, &firing);
+        self.sweep();
+        match fired {
+            Ok(_) => Ok(()),
+            Err(FireError::Cancelled) => {
+                tracing::debug!("session.end: its hooks were stopped");
+                Ok(())
+            }
+            Err(source) => Err(LoopError::Fire {
+                event: Event::SessionEnd.to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// Rule 8: leftover context, or a block reason no iteration delivered, goes to the agent in
+    /// one last iteration; an abort there (or a block of its `turn.start`) is how the loop ends.
+    fn final_delivery(&mut self) -> Result<Option<Ending>, Stop> {
+        if self.buffer.is_empty()? && self.held_context.is_empty() && self.block_reason.is_none() {
+            return Ok(None);
+        }
+        // Its other decisions start nothing: the loop has ended already.
         self.note("final delivery");
-        self.turn(true)?;
+        let turn = self.turn(true)?;
         self.report_progress();
-        Ok(())
+        Ok(match turn {
+            Turn::End(ending) => Some(ending),
+            Turn::Passed | Turn::Reprompt | Turn::Failed => None,
+        })
+    }
+
+    /// Rule 10: when the process is the loop's alone, what the last run left is killed.
+    fn sweep(&self) {
+        if self.options.kill_strays {
+            let killed = crate::leftovers::kill_children();
+            if killed > 0 {
+                tracing::debug!("killed and reaped {killed} leftover process(es)");
+            }
+        }
     }
 
     /// Fires `event` with `data` on a fresh discovery (hooks are read in place, EVENTS.md
@@ -632,7 +751,9 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         let discovery = discover_workspace(self.ctx);
         // Never a limit here (the trigger is `loop`), but the number re-prompts print.
         firing.max_attempts = discovery.config.max_retries_or(None);
-        match fire(self.ctx, &discovery, &firing) {
+        let fired = fire(self.ctx, &discovery, &firing);
+        self.sweep();
+        match fired {
             Ok(reply) => Ok(reply),
             Err(FireError::Cancelled) => Err(Stop::Interrupted),
             Err(source) if self.options.cancel.is_cancelled() => {
@@ -697,13 +818,34 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     }
 }
 
-/// Removes the done file; one that is not there is fine.
-fn remove_done(path: &Path) -> Result<(), LoopError> {
-    match fs::remove_file(path) {
+/// Takes `<loop dir>/lock` for the loop's life (released when the file is closed, also by a
+/// killed loop); another loop holding it is [`LoopError::Busy`].
+fn lock_state(loop_dir: &LoopDir) -> Result<fs::File, LoopError> {
+    let path = loop_dir.shown("lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(loop_dir.pinned("lock"))
+        .map_err(|source| LoopError::State {
+            path: path.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(LoopError::Busy { path }),
+        Err(fs::TryLockError::Error(source)) => Err(LoopError::State { path, source }),
+    }
+}
+
+/// Removes the done file (a link itself, never what it names); one that is not there is fine.
+fn remove_done(loop_dir: &LoopDir) -> Result<(), LoopError> {
+    match fs::remove_file(loop_dir.pinned("done")) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(LoopError::State {
-            path: path.to_owned(),
+            path: loop_dir.shown("done"),
             source,
         }),
     }

@@ -74,7 +74,7 @@ use self::supervise::{reap, supervise};
 pub(crate) use crate::account::Credentials;
 use crate::context::Context;
 use crate::hook::{Hook, HookKind};
-use crate::leftovers::{self, RUN_MARKER_VARIABLE};
+use crate::leftovers;
 use crate::seal::SealedScript;
 use crate::sys;
 
@@ -325,7 +325,7 @@ pub(crate) fn run_command(
 
     let mut env = child_env(invocation, options);
     let marker = leftovers::new_marker();
-    env.push((RUN_MARKER_VARIABLE.into(), marker.clone().into()));
+    leftovers::add_marker(&mut env, &marker);
     let resolved = match &options.sealed {
         Some(sealed) => Some(sealed.path.clone()),
         None => resolve_program(&invocation.program, &env),

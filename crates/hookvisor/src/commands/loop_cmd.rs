@@ -26,8 +26,18 @@ const ABORT_EXIT: i32 = 3;
 /// 128+n on signal n.
 pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
     let mut options = options(args)?;
-    let session = globals.session().unwrap_or_else(new_session_id);
-    let ctx = globals.context_of_session(&session)?;
+    // A loop is a session of its own: the sandbox's or an enclosing loop's id (in the
+    // environment) would share their state dir, so only `--session` names it.
+    let session = globals.args.session.clone().unwrap_or_else(new_session_id);
+    let mut ctx = globals.context_of_session(&session)?;
+    if globals.args.state_dir.is_none()
+        && let Some(iteration) = enclosing_iteration()
+    {
+        ctx.state_dir = ctx
+            .state_dir
+            .join("children")
+            .join(format!("loop-{iteration}-{session}"));
+    }
     let discovery = discover_workspace(&ctx);
     for problem in &discovery.problems {
         eprintln!("hookvisor: warning: {problem}");
@@ -35,7 +45,10 @@ pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
     // As `fire turn.end` does: every iteration ends with one.
     super::precommit::ensure_installed(&ctx, &discovery);
     let signal = Arc::new(AtomicI32::new(0));
-    options.cancel = cancel_on_signals(Arc::clone(&signal));
+    options.end_cancel = CancelToken::new();
+    options.cancel = cancel_on_signals(Arc::clone(&signal), options.end_cancel.clone());
+    // `main` made this process a child subreaper, and it runs nothing but the loop.
+    options.kill_strays = true;
     let terminal = std::io::stderr().is_terminal();
     let report = run_loop(&ctx, &options, |progress| {
         if terminal {
@@ -43,7 +56,8 @@ pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
         }
     })
     .map_err(|e| CliError::failed(format!("loop: {e}")));
-    reap_orphans();
+    // Whatever the ending, nothing the loop started outlives it.
+    hookvisor_core::kill_children();
     let report = report?;
     match &report.reason {
         Some(reason) => eprintln!(
@@ -65,13 +79,12 @@ pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
             if report.discarded == 1 { "y" } else { "ies" }
         );
     }
-    Ok(match report.ending {
-        Ending::Done => Exit::Ok,
-        Ending::Aborted => Exit::Status(ABORT_EXIT),
-        Ending::Interrupted => match signal.load(Ordering::SeqCst) {
-            0 => Exit::Status(128 + Signal::SIGTERM as i32),
-            n => Exit::Status(128 + n),
-        },
+    // A signal is the exit status whenever one arrived, even during `session.end`.
+    Ok(match (signal.load(Ordering::SeqCst), report.ending) {
+        (n, _) if n != 0 => Exit::Status(128 + n),
+        (_, Ending::Done) => Exit::Ok,
+        (_, Ending::Aborted) => Exit::Status(ABORT_EXIT),
+        (_, Ending::Interrupted) => Exit::Status(128 + Signal::SIGTERM as i32),
         _ => Exit::Failed,
     })
 }
@@ -89,7 +102,15 @@ fn options(args: &LoopArgs) -> Result<LoopOptions, CliError> {
             program.to_string_lossy()
         )));
     }
-    let mut options = LoopOptions::new(args.agent.clone());
+    let mut agent = args.agent.clone();
+    // A relative path is the caller's (the check above), but the agent runs in the workspace.
+    if let Some(program) = agent.first_mut()
+        && program.as_bytes().contains(&b'/')
+        && let Ok(absolute) = std::path::absolute(Path::new(program))
+    {
+        *program = absolute.into_os_string();
+    }
+    let mut options = LoopOptions::new(agent);
     options.prompt = match (&args.prompt, &args.prompt_file) {
         (Some(text), _) => text.clone(),
         (None, Some(path)) => fs::read_to_string(path).map_err(|e| {
@@ -123,11 +144,22 @@ fn is_program(program: &Path) -> bool {
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(program))))
 }
 
+/// The iteration of the loop whose agent runs this one (`$HOOKVISOR_ITERATION`), if any.
+fn enclosing_iteration() -> Option<u64> {
+    std::env::var("HOOKVISOR_ITERATION").ok()?.parse().ok()
+}
+
+/// How long `session.end`'s hooks may run after the first signal: a container stopped by a
+/// signal is killed some seconds later (`docker stop`: 10 s), and the hooks should end first.
+const INTERRUPTED_END_BUDGET: Duration = Duration::from_secs(5);
+
 /// SIGINT, SIGTERM and SIGHUP cancel the loop (the driver then kills the agent's process
-/// group and fires `session.end`); the signal's number is kept for the exit status. The
-/// signals are blocked before any thread starts, so only the waiting thread receives them;
-/// the executor clears the mask in the agent and every hook.
-fn cancel_on_signals(received: Arc<AtomicI32>) -> CancelToken {
+/// group and fires `session.end`); a second one, or [`INTERRUPTED_END_BUDGET`] after the
+/// first, cancels `end`, stopping `session.end`'s hooks. The first signal's number is kept
+/// for the exit status. The signals are blocked
+/// before any thread starts, so only the waiting thread receives them; the executor clears
+/// the mask in the agent and every hook.
+fn cancel_on_signals(received: Arc<AtomicI32>, end: CancelToken) -> CancelToken {
     let token = CancelToken::new();
     let mut signals = SigSet::empty();
     for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
@@ -136,35 +168,24 @@ fn cancel_on_signals(received: Arc<AtomicI32>) -> CancelToken {
     if signals.thread_block().is_ok() {
         let waiter = token.clone();
         std::thread::spawn(move || {
-            if let Ok(signal) = signals.wait() {
-                received.store(signal as i32, Ordering::SeqCst);
-                waiter.cancel();
+            while let Ok(signal) = signals.wait() {
+                if waiter.is_cancelled() {
+                    end.cancel();
+                } else {
+                    received.store(signal as i32, Ordering::SeqCst);
+                    waiter.cancel();
+                    let budget = end.clone();
+                    // Wakes at once when a second signal cancels the token first.
+                    std::thread::spawn(move || {
+                        if !budget.wait_for(INTERRUPTED_END_BUDGET) {
+                            budget.cancel();
+                        }
+                    });
+                }
             }
         });
     }
     token
-}
-
-/// How long [`reap_orphans`] waits for killed descendants to die.
-const REAP_PATIENCE: Duration = Duration::from_secs(1);
-
-/// Reaps the agents' descendants that were killed after their parent died: as a subreaper
-/// (`main`) they became this process's children, and would stay zombies of an init that may
-/// never reap them. Everything of ours was killed by now (the agent's group, then whatever
-/// carried its run's marker), so the wait is for deaths already under way; one that escaped
-/// both is waited for no longer than [`REAP_PATIENCE`].
-fn reap_orphans() {
-    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-    let start = std::time::Instant::now();
-    while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-        if status == WaitStatus::StillAlive {
-            if start.elapsed() >= REAP_PATIENCE {
-                break;
-            }
-            // No event tells a parent that a child it never started is dying: poll.
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
 }
 
 /// `hookvisor loop: iteration 3/20, 12.4s, turn.end: allow` on stderr.
