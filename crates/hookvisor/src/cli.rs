@@ -34,10 +34,34 @@ impl Cli {
 
     /// [`Cli::parse_args`] of a given command line, program name first.
     fn parse_line(args: Vec<OsString>) -> Cli {
-        parse_fire(&args)
-            .or_else(|| parse_adapter(&args))
-            .unwrap_or_else(|| Cli::parse_from(args))
+        if let Some(cli) = parse_fire(&args).or_else(|| parse_adapter(&args)) {
+            return cli;
+        }
+        let hook_command = is_agent_hook_line(&args);
+        match Cli::try_parse_from(args) {
+            Ok(cli) => cli,
+            // clap exits 2 on a refused line, and 2 is "block" to every agent: a bad option
+            // or `$HOOKVISOR_MAX_RETRIES` in an agent's hook would deny each tool call and
+            // re-prompt each stop without end. An adapter fails open instead (EVENTS.md §3.1).
+            Err(err) if hook_command && err.use_stderr() => {
+                let _ = err.print();
+                eprintln!("hookvisor: the hook command above was refused; failing open");
+                std::process::exit(1);
+            }
+            Err(err) => err.exit(),
+        }
     }
+}
+
+/// Whether a command line runs one of the agent adapters, which answer an agent's hook and
+/// must never exit 2 for an error of their own.
+fn is_agent_hook_line(args: &[OsString]) -> bool {
+    args.iter().skip(1).any(|word| {
+        matches!(
+            word.to_str(),
+            Some("adapter" | "claude-stop" | "codex-stop" | "gemini-after-agent")
+        )
+    })
 }
 
 /// A `fire` command line as clap would parse it, or `None` when it is not one, or has anything

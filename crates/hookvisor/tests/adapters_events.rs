@@ -657,3 +657,40 @@ fn under_hookvisor_loop_the_session_and_turn_events_are_left_to_the_loop() {
     );
     assert!(ws.path().join("end.ran").exists());
 }
+
+#[test]
+fn a_refused_adapter_line_fails_open_with_exit_1_never_2() {
+    // Exit 2 is "block" to Claude Code, Codex and Gemini CLI alike: a typo in the hook's
+    // command line, or a bad variable, would deny every tool call and re-prompt every stop.
+    let ws = Workspace::new();
+    hook(&ws, "tool.before", BLOCK);
+    for (args, env) in [
+        (&["adapter", "claude", "--bogus"][..], &[][..]),
+        (
+            &["adapter", "codex"][..],
+            &[("HOOKVISOR_MAX_RETRIES", "abc")][..],
+        ),
+        (&["claude-stop", "--nope"][..], &[][..]),
+        (
+            &["gemini-after-agent"][..],
+            &[("HOOKVISOR_MAX_RETRIES", "-1")][..],
+        ),
+    ] {
+        let out = on_fixture(&ws, args, "claude", "pre-tool-use.json", env);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{args:?} {env:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(stdout(&out), "", "{args:?}");
+        assert!(stderr(&out).contains("failing open"), "{}", stderr(&out));
+    }
+    // Any other command keeps clap's usage status.
+    let out = ws
+        .hookvisor_command()
+        .args(["fire", "--bogus"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
