@@ -396,7 +396,7 @@ fn user_level_writes_the_home_settings() {
 #[test]
 fn a_symlinked_settings_file_stays_a_symlink_and_keeps_its_mode() {
     let ws = Workspace::new();
-    let real = ws.base().join("dotfiles/claude-settings.json");
+    let real = ws.path().join("dotfiles/claude-settings.json");
     fs::create_dir_all(real.parent().unwrap()).unwrap();
     fs::write(&real, r#"{"model": "opus"}"#).unwrap();
     fs::set_permissions(&real, fs::Permissions::from_mode(0o600)).unwrap();
@@ -665,4 +665,33 @@ fn install_upgrades_an_old_turn_end_registration() {
     let said = check(uninstall(&ws, &["claude"]), "uninstall");
     assert!(said.contains(&format!("removed {} ", CLAUDE.all)), "{said}");
     assert_eq!(fs::read_to_string(&path).unwrap(), foreign_only);
+}
+
+#[test]
+fn a_link_out_of_the_workspace_is_refused_and_its_target_left_alone() {
+    // The agent can write the workspace: a link planted there must not make the user's
+    // `install` or `uninstall` rewrite a file of the agent's choosing.
+    let ws = Workspace::new();
+    let victim = ws.base().join("bashrc");
+    fs::write(&victim, "export PATH=/usr/bin\n").unwrap();
+    fs::create_dir_all(ws.path().join(".claude")).unwrap();
+    std::os::unix::fs::symlink(&victim, ws.path().join(CLAUDE.file)).unwrap();
+    for out in [install(&ws, &["claude"]), uninstall(&ws, &["claude"])] {
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("leads out of the workspace"));
+    }
+    assert_eq!(
+        fs::read_to_string(&victim).unwrap(),
+        "export PATH=/usr/bin\n"
+    );
+    assert!(backups(ws.base(), "bashrc").is_empty());
+
+    // A linked `.claude` directory leading out is refused the same way.
+    let ws = Workspace::new();
+    let elsewhere = ws.base().join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, ws.path().join(".claude")).unwrap();
+    let out = install(&ws, &["claude"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
 }

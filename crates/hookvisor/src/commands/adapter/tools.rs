@@ -91,9 +91,13 @@ pub(super) fn written_paths(
         paths.extend(file.map(str::to_owned));
     }
     let mut out: Vec<PathBuf> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for path in paths.into_iter().filter(|p| !p.is_empty()) {
-        let relative = relative_to(workspace, Path::new(&path));
-        if !out.contains(&relative) {
+        let Some(relative) = written_inside(workspace, Path::new(&path)) else {
+            tracing::debug!("file.edited: {path} is outside the workspace; skipped");
+            continue;
+        };
+        if seen.insert(relative.clone()) {
             out.push(relative);
         }
         if out.len() >= MAX_PATHS {
@@ -130,23 +134,31 @@ fn patch_paths(text: &str) -> impl Iterator<Item = String> + '_ {
     })
 }
 
-/// `path` relative to `workspace` when it lies inside it (lexically, `..` resolved), else as
-/// given: a hook's `pattern` matches workspace-relative paths.
+/// `path` relative to `workspace` when it lies inside it, else absolute; a relative `path`
+/// is taken from the workspace (the agents' `cwd`), and `..` is applied lexically, so
+/// `../../etc/passwd` is `/etc/passwd`, never a workspace file `etc/passwd`.
 pub(super) fn relative_to(workspace: &Path, path: &Path) -> PathBuf {
-    if path.is_relative() {
-        return normal(path);
-    }
-    let path = normal(path);
+    let path = normal(&workspace.join(path));
+    inside(workspace, &path).unwrap_or(path)
+}
+
+/// `path` (absolute, normal) relative to `workspace`, or `None` when it lies outside.
+fn inside(workspace: &Path, path: &Path) -> Option<PathBuf> {
     let roots = [
         Some(normal(workspace)),
         workspace.canonicalize().ok().map(|w| normal(&w)),
     ];
-    for root in roots.iter().flatten() {
-        if let Ok(rest) = path.strip_prefix(root) {
-            return rest.to_owned();
-        }
-    }
-    path
+    roots
+        .iter()
+        .flatten()
+        .find_map(|root| path.strip_prefix(root).ok())
+        .map(Path::to_owned)
+}
+
+/// The workspace-relative path of a file a tool wrote, or `None` outside the workspace: no
+/// `file.edited` fires there, since a hook's `pattern` and its work are the workspace's.
+fn written_inside(workspace: &Path, path: &Path) -> Option<PathBuf> {
+    inside(workspace, &normal(&workspace.join(path))).filter(|p| !p.as_os_str().is_empty())
 }
 
 /// `path` with `.` dropped and `..` applied, without touching the file system.
@@ -176,17 +188,19 @@ mod tests {
         let cases: &[(&str, Value, &[&str])] = &[
             ("Write", json!({"file_path": "/w/src/a.rs"}), &["src/a.rs"]),
             ("Edit", json!({"file_path": "/w/./b/../c.rs"}), &["c.rs"]),
-            (
-                "MultiEdit",
-                json!({"file_path": "/elsewhere/x"}),
-                &["/elsewhere/x"],
-            ),
+            ("MultiEdit", json!({"file_path": "/elsewhere/x"}), &[]),
             (
                 "write_file",
                 json!({"file_path": "rel/y.md"}),
                 &["rel/y.md"],
             ),
             ("replace", json!({"file_path": "/w/z"}), &["z"]),
+            // Outside the workspace: no file.edited, however the path is spelled.
+            ("Write", json!({"file_path": "../../etc/passwd"}), &[]),
+            ("Write", json!({"file_path": "/etc/shadow"}), &[]),
+            ("Write", json!({"file_path": "/w/../w2/x"}), &[]),
+            ("Write", json!({"file_path": "/w"}), &[]),
+            ("Write", json!({"file_path": "d/../e.rs"}), &["e.rs"]),
             ("Bash", json!({"command": "echo > /w/q"}), &[]),
             (
                 "apply_patch",
@@ -225,5 +239,23 @@ mod tests {
         let data = event_data(task.as_object().unwrap(), Path::new("/w"));
         assert_eq!(data["task_content"], "Ship it");
         assert_eq!(data["task_id"], "7");
+    }
+
+    #[test]
+    fn a_file_field_outside_the_workspace_stays_absolute() {
+        let ws = Path::new("/w");
+        for (given, want) in [
+            ("../../etc/passwd", "/etc/passwd"),
+            ("/etc/shadow", "/etc/shadow"),
+            ("/w/../w2/x", "/w2/x"),
+            ("src/a.rs", "src/a.rs"),
+            ("/w/src/../b.rs", "b.rs"),
+        ] {
+            assert_eq!(
+                relative_to(ws, Path::new(given)),
+                Path::new(want),
+                "{given}"
+            );
+        }
     }
 }

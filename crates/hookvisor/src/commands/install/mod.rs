@@ -16,6 +16,7 @@
 //! and editing its hooks entries is `settings`; Codex's hook trust is `codex_trust`.
 
 use std::env;
+use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -136,9 +137,10 @@ fn agent_word(agent: Agent) -> &'static str {
 
 /// `hookvisor install AGENT`: adds (or refreshes) our entry; prints what it did.
 pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
-    let target = Target::new(args.agent, args.user_level, &workspace(globals, args)?)?;
+    let workspace = workspace(globals, args)?;
+    let target = Target::new(args.agent, args.user_level, &workspace)?;
     let command = adapter_command(globals, args, &target.subcommand())?;
-    let path = resolve_symlink(&target.path);
+    let path = settings_path(&target.path, args.user_level, &workspace)?;
     let mut settings = match load(&path)? {
         Loaded::Missing => Value::Object(Map::new()),
         Loaded::Json(value) => value,
@@ -200,7 +202,7 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
         let cwd = if args.user_level {
             path.parent().unwrap_or(Path::new("/")).to_owned()
         } else {
-            workspace(globals, args)?
+            workspace.clone()
         };
         report_codex_trust(&mut out, &cwd, &path, &command, args.user_level)?;
     }
@@ -272,8 +274,9 @@ fn report_codex_trust(
 
 /// `hookvisor uninstall AGENT`: removes our entries only; prints how many.
 pub fn uninstall(globals: &Globals, args: &InstallArgs) -> CliResult {
-    let target = Target::new(args.agent, args.user_level, &workspace(globals, args)?)?;
-    let path = resolve_symlink(&target.path);
+    let workspace = workspace(globals, args)?;
+    let target = Target::new(args.agent, args.user_level, &workspace)?;
+    let path = settings_path(&target.path, args.user_level, &workspace)?;
     let mut out = io::stdout().lock();
     let mut settings = match load(&path)? {
         Loaded::Missing => {
@@ -306,6 +309,31 @@ pub fn uninstall(globals: &Globals, args: &InstallArgs) -> CliResult {
         path.display()
     )?;
     Ok(Exit::Ok)
+}
+
+/// The file to rewrite for `path`: a link is followed, since dotfile managers link the
+/// user's settings; but a workspace's settings file, or its directory (`.claude`), that leads
+/// out of the workspace is refused. The agent can write the workspace, and such a link would
+/// make the user's `install` overwrite a file of the agent's choosing (`~/.bashrc`).
+fn settings_path(path: &Path, user_level: bool, workspace: &Path) -> Result<PathBuf, CliError> {
+    let resolved = resolve_symlink(path);
+    if user_level {
+        return Ok(resolved);
+    }
+    let root = fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
+    // What does not exist yet cannot lead anywhere: `install` creates it inside.
+    let dir = path.parent().and_then(|dir| fs::canonicalize(dir).ok());
+    let file = fs::canonicalize(&resolved).ok();
+    let outside = |p: &Path| !p.starts_with(&root);
+    if dir.as_deref().is_some_and(outside) || file.as_deref().is_some_and(outside) {
+        return Err(CliError::usage(format!(
+            "{}: a symbolic link leads out of the workspace ({}); remove the link or edit the \
+             file it points to by hand",
+            path.display(),
+            file.or(dir).unwrap_or_default().display()
+        )));
+    }
+    Ok(resolved)
 }
 
 /// The workspace whose settings change ([`Globals::workspace`]); none at the user level.

@@ -69,21 +69,85 @@ impl From<SettingsError> for CliError {
     }
 }
 
-/// Whether a hook entry is one of ours: its command mentions `hookvisor` and one of `ours`
-/// (`claude-stop`, `adapter claude`) as whole words, in order.
+/// Whether a hook entry is one of ours: exactly the shape `install` writes, a program named
+/// `hookvisor`, one of `ours` (`claude-stop`, `adapter claude`), then only the options
+/// `install` repeats. A user's wrapper (`audit.sh && hookvisor adapter claude`) is theirs.
 pub(super) fn is_ours(hook: &Value, ours: &[&str]) -> bool {
     let Some(Value::String(command)) = hook.get("command") else {
         return false;
     };
-    let words: Vec<&str> = command
-        .split_whitespace()
-        .map(|word| word.trim_matches(['\'', '"']))
-        .collect();
-    command.contains("hookvisor")
-        && ours.iter().any(|sub| {
-            let sub: Vec<&str> = sub.split_whitespace().collect();
-            !sub.is_empty() && words.windows(sub.len()).any(|w| w == sub.as_slice())
-        })
+    let Some(words) = shell_words(command) else {
+        return false;
+    };
+    let Some((program, rest)) = words.split_first() else {
+        return false;
+    };
+    if Path::new(program).file_name() != Some("hookvisor".as_ref()) {
+        return false;
+    }
+    ours.iter().any(|sub| {
+        let sub: Vec<&str> = sub.split_whitespace().collect();
+        !sub.is_empty()
+            && rest.len() >= sub.len()
+            && rest[..sub.len()]
+                .iter()
+                .map(String::as_str)
+                .eq(sub.iter().copied())
+            && only_our_options(&rest[sub.len()..])
+    })
+}
+
+/// Whether `words` are options `install` writes after the subcommand, and nothing else.
+fn only_our_options(words: &[String]) -> bool {
+    let mut words = words.iter();
+    while let Some(word) = words.next() {
+        match word.as_str() {
+            "--fail-closed" => {}
+            "--state-dir" | "--session" if words.next().is_some() => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The words of a command in the quoting `install` writes (bare words, `'…'` with `'\''`
+/// inside) or plain `"…"`; `None` for any other shell syntax (operators, expansions), which
+/// makes the command someone else's.
+fn shell_words(command: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => words.extend(word.take()),
+            '\'' => {
+                let word = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        c => word.push(c),
+                    }
+                }
+            }
+            '"' => {
+                let word = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '$' | '`' | '\\' => return None,
+                        c => word.push(c),
+                    }
+                }
+            }
+            '\\' => word.get_or_insert_with(String::new).push(chars.next()?),
+            c if c.is_alphanumeric() || "/._-+:,=@%".contains(c) => {
+                word.get_or_insert_with(String::new).push(c);
+            }
+            _ => return None,
+        }
+    }
+    words.extend(word);
+    Some(words)
 }
 
 /// Puts `entry` under `event`: replaces the first entry of ours in place, drops other
@@ -458,6 +522,17 @@ mod tests {
             ("/usr/bin/hookvisor claude-stopper", false),
             ("/usr/bin/hookvisor adapter claude", true),
             ("/usr/bin/hookvisor adapter codex", false),
+            (
+                "'/a b/hookvisor' adapter claude --state-dir '/s/it'\\''s' --session x",
+                true,
+            ),
+            // Users' own commands that merely call us are theirs.
+            ("bash -c 'audit.sh && hookvisor adapter claude'", false),
+            ("audit.sh && /usr/bin/hookvisor adapter claude", false),
+            ("/usr/bin/hookvisor adapter claude | tee log", false),
+            ("/usr/bin/hookvisor adapter claude --extra", false),
+            ("/usr/bin/not-hookvisor adapter claude", false),
+            ("\"$HOME/bin/hookvisor\" adapter claude", false),
         ];
         for (command, want) in cases {
             assert_eq!(
