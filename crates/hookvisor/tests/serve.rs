@@ -831,6 +831,18 @@ fn a_second_evaluation_gets_409_and_a_new_turn_cancels_the_first() {
     );
     assert!(process_is_gone(pid));
     assert_eq!(third.join().unwrap().status, 409);
+
+    // The event route's turn.start (an adapter's UserPromptSubmit) cancels the same way.
+    let addr = server.addr.clone();
+    let fourth = std::thread::spawn(move || request(&addr, "POST", "/v1/turns/end", &[], ""));
+    events.until(|name, data| name == "hookStarted" && data["hookId"] == "slow");
+    let pid = slow.pid();
+    let started = server.post("/v1/events/turn.start", "");
+    assert_eq!(started.status, 200, "{}", started.body);
+    assert_eq!(started.json()["decision"], "allow");
+    assert!(process_is_gone(pid), "the hook survived turn.start");
+    assert_eq!(fourth.join().unwrap().status, 409);
+    events.until(|name, _| name == "evaluationCancelled");
 }
 
 #[test]

@@ -343,6 +343,11 @@ pub async fn fire_event(
             ServerError::UnknownEvent(e.to_string())
         })?;
     let body = parse_event_body(&body)?;
+    if event == HookEvent::TurnStart {
+        // A prompt arrived: the evaluation of the previous turn judges stale work, as on
+        // `/v1/turns/start` (EVENTS.md §3.1: UserPromptSubmit cancels eval).
+        state.cancel(|kind| *kind == JobKind::Evaluation).await;
+    }
     let gate = if event.is_gate() {
         let session = body
             .session_id
