@@ -678,7 +678,7 @@ fn finished(ctx: &Context, hook: &Hook, outcome: &RunOutcome) -> FinishedRun {
 /// so that `outputPath` shows why.
 fn unfinished(ctx: &Context, hook: &Hook, message: &str) -> FinishedRun {
     let log = ctx.log_path(&hook.id);
-    if let Err(err) = write_log(&log, message) {
+    if let Err(err) = crate::exec::write_whole_log(&log, format!("{message}\n").as_bytes()) {
         tracing::warn!("cannot write {}: {err}", log.display());
     }
     FinishedRun {
@@ -688,24 +688,6 @@ fn unfinished(ctx: &Context, hook: &Hook, message: &str) -> FinishedRun {
         stderr: format!("{message}\n").into_bytes(),
         log_path: Some(log),
     }
-}
-
-/// Replaces the log like exec does: unlinked, then created with `O_EXCL`, which never follows
-/// a symlink a hook may have left in its place.
-fn write_log(path: &Path, message: &str) -> io::Result<()> {
-    use std::io::Write as _;
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
-    }
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)?
-        .write_all(format!("{message}\n").as_bytes())
 }
 
 /// Step 8: the run's output into the context buffer when `pipe_output` asks.

@@ -979,8 +979,19 @@ fn the_agent_gets_the_loops_variables_and_no_servers() {
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let names = fs::read_to_string(f.fake.join("env")).unwrap();
+    // What this test process inherited itself (CI exports HOOKVISOR_AGENT_CLIENTS) passes on.
+    let inherited: Vec<String> = std::env::vars().map(|(name, _)| name).collect();
+    for server in ["HOOKVISOR_URL", "HOOKVISOR_SOCKET", "HOOKVISOR_TOKEN"] {
+        assert!(
+            !names.lines().any(|n| n == server),
+            "{server} reached the agent"
+        );
+    }
     assert_eq!(
-        names.lines().collect::<Vec<_>>(),
+        names
+            .lines()
+            .filter(|name| !inherited.iter().any(|i| i == name))
+            .collect::<Vec<_>>(),
         [
             "DISCOBOT_WORKSPACE",
             "HOOKVISOR_DONE",

@@ -49,6 +49,7 @@
 mod cancel;
 mod capture;
 mod output;
+pub(crate) use output::write_whole_log;
 mod spawn;
 mod stdin;
 mod supervise;

@@ -73,6 +73,12 @@ fn fresh_file(path: &Path, credentials: Option<&Credentials>) -> io::Result<File
     Ok(file)
 }
 
+/// Writes a whole log that no process streams into (a refused run, an action's transcript)
+/// the way a run's log is made: replaced with `O_EXCL`, never through a link, mode 0644.
+pub(crate) fn write_whole_log(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    fresh_file(path, None)?.write_all(bytes)
+}
+
 /// Times [`replace_with_new`] unlinks and creates again while other runs of the same hook race it.
 const REPLACE_ATTEMPTS: u32 = 20;
 

@@ -4,8 +4,6 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
-use std::io::{self, Write as _};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -248,7 +246,8 @@ impl<'a> Runner<'a> {
             self.append(b"\n");
         }
         let path = self.ctx.log_path(&self.hook.id);
-        write_log(&path, &self.log).map_err(|source| ExecError::Log { path, source })?;
+        crate::exec::write_whole_log(&path, &self.log)
+            .map_err(|source| ExecError::Log { path, source })?;
         let start = self.log.len().saturating_sub(TAIL);
         let tail = String::from_utf8_lossy(self.log.get(start..).unwrap_or_default()).into_owned();
         Ok(RunOutcome {
@@ -277,21 +276,4 @@ impl<'a> Runner<'a> {
         self.log
             .extend_from_slice(bytes.get(..room.min(bytes.len())).unwrap_or_default());
     }
-}
-
-/// Replaces the hook's log as exec does: unlinked, then created with `O_EXCL`, which never
-/// follows a symlink left in its place.
-fn write_log(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
-    }
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)?
-        .write_all(bytes)
 }

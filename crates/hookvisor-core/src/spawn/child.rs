@@ -605,7 +605,7 @@ fn outcome(
     let path = ctx.log_path(&hook.id);
     let mut text = stdout.clone();
     text.extend_from_slice(&stderr);
-    write_log(&path, &text).map_err(|source| ExecError::Log { path, source })?;
+    crate::exec::write_whole_log(&path, &text).map_err(|source| ExecError::Log { path, source })?;
     Ok(RunOutcome {
         exit_code,
         timed_out: false,
@@ -621,23 +621,6 @@ fn outcome(
             stderr_truncated: false,
         }),
     })
-}
-
-/// Replaces the hook's log as exec does: unlinked, then created with `O_EXCL`, which never
-/// follows a symlink left in its place.
-fn write_log(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
-    }
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)?
-        .write_all(bytes)
 }
 
 /// A detached git worktree of `HEAD`, removed on drop (rule 6).
