@@ -84,8 +84,11 @@ pub(crate) fn kill(marker: &str) -> usize {
     let mut rounds = 0;
     let mut unsure_since = None;
     while rounds < ROUNDS {
+        // A subreaper looks through its whole tree, not only its children: a killed hook's
+        // descendants come back to it only once their parent has finished dying, which the
+        // first round may not wait for.
         let candidates = if subreaper {
-            own_children()
+            own_descendants()
         } else {
             every_process()
         };
@@ -118,9 +121,10 @@ pub(crate) fn kill(marker: &str) -> usize {
             let _ = crate::sys::kill(pid, libc::SIGKILL);
         }
         if subreaper {
-            for &pid in &marked {
+            let children = own_children();
+            for pid in marked.iter().filter(|pid| children.contains(pid)) {
                 // Our own child: waiting for it by pid steals no one else's status.
-                let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+                let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(*pid), None);
             }
         }
         killed.extend(marked);
@@ -176,6 +180,32 @@ fn own_children() -> Vec<i32> {
         }
     }
     children
+}
+
+/// The children of this process, theirs, and so on (bounded, as `/proc` can change under us).
+fn own_descendants() -> Vec<i32> {
+    let mut found = own_children();
+    let mut next = 0;
+    while next < found.len() && found.len() < 100_000 {
+        let pid = found[next];
+        next += 1;
+        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            if let Ok(text) = fs::read_to_string(task.path().join("children")) {
+                for child in text
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok())
+                {
+                    if !found.contains(&child) {
+                        found.push(child);
+                    }
+                }
+            }
+        }
+    }
+    found
 }
 
 /// Every process this one can see.

@@ -40,7 +40,19 @@ fn assert_killed(pid_file: &Path) {
                 nix::unistd::Pid::from_raw(pid),
                 nix::sys::signal::Signal::SIGKILL,
             );
-            panic!("the hook's daemon {pid} outlived it");
+            let environ = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let marker: Vec<String> = environ
+                .split(|b| *b == 0)
+                .filter(|e| e.starts_with(b"HOOKVISOR_RUN="))
+                .map(|e| String::from_utf8_lossy(e).into_owned())
+                .collect();
+            let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let ppid = status
+                .lines()
+                .find(|l| l.starts_with("PPid"))
+                .unwrap_or("")
+                .to_owned();
+            panic!("the hook's daemon {pid} outlived it ({marker:?}, {ppid})");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
