@@ -632,10 +632,19 @@ fn run_once(
                      on stdin"
                 )));
             }
-            (
-                PathBuf::from("/bin/sh"),
-                vec!["-c".into(), script.script().into()],
-            )
+            match script.plain_command() {
+                // A plain command runs without the shell, as `sh -c` would run it, saving the
+                // shell's start (BENCHMARKS.md, case 7); one execve cannot run (not in PATH,
+                // not executable, a script without `#!`) goes to sh, which handles it as ever.
+                Some(words) if crate::exec::execs_directly(Path::new(words[0])) => (
+                    PathBuf::from(words[0]),
+                    words[1..].iter().map(OsString::from).collect(),
+                ),
+                _ => (
+                    PathBuf::from("/bin/sh"),
+                    vec!["-c".into(), script.script().into()],
+                ),
+            }
         }
     };
     let mut vars = vec![

@@ -117,6 +117,7 @@ mod pattern;
 /// The event JSON and environment a hook of the event model receives (EVENTS.md §4.1).
 pub mod payload;
 mod precommit;
+mod replace_order;
 mod seal;
 mod session;
 mod spawn;
