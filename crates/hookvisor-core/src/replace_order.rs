@@ -23,10 +23,7 @@ use std::fs::File;
 use std::os::fd::AsFd;
 use std::sync::{Mutex, OnceLock};
 
-use nix::sys::statfs::{TMPFS_MAGIC, fstatfs};
-
-/// ext2/3/4's magic number in `statfs(2)`'s `f_type`.
-const EXT_SUPER_MAGIC: i64 = 0xEF53;
+use nix::sys::statfs::{EXT4_SUPER_MAGIC, TMPFS_MAGIC, fstatfs};
 
 /// Whether a temp file `file`, renamed over an existing file, reaches the disk before that
 /// rename does without an `fdatasync` (see the module rules).
@@ -38,7 +35,8 @@ pub(crate) fn orders_replace(file: &File) -> bool {
     if kind == TMPFS_MAGIC {
         return true;
     }
-    if kind.0 as i64 != EXT_SUPER_MAGIC {
+    // ext2 and ext3 have this magic number too.
+    if kind != EXT4_SUPER_MAGIC {
         return false;
     }
     let Some(mount) = crate::sys::mount_id(file.as_fd()) else {
