@@ -38,7 +38,8 @@
 //! The event model of EVENTS.md is built on top, as public modules: [`event`] (the events
 //! and what a hook declares), [`when`] (conditions), [`template`] (`${name}` in `run:` and
 //! `argv:`), [`decision`] (the blocking protocol), [`payload`] (the event JSON and variables a
-//! hook gets), [`context_buffer`] (piped output for the next turn) and [`fire`] (running an
+//! hook gets), [`produced`] (values an action hands to the later hooks of its firing),
+//! [`context_buffer`] (piped output for the next turn) and [`fire`] (running an
 //! event's hooks: `hookvisor fire`). [`agent_loop`] drives a headless agent with those events
 //! (`hookvisor loop`).
 //!
@@ -117,6 +118,8 @@ mod pattern;
 /// The event JSON and environment a hook of the event model receives (EVENTS.md §4.1).
 pub mod payload;
 mod precommit;
+/// Values an action hands to the later hooks of its firing (EVENTS.md §4.1).
+pub mod produced;
 mod seal;
 mod session;
 mod spawn;

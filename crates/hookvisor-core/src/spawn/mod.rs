@@ -33,9 +33,12 @@
 //! 7. **Outcome.** The child runs in its own process group under the hook's `timeout`
 //!    (default 3600 s; the group is killed at the deadline). Success is exit 0 and an
 //!    `output.json` that, if present, holds one JSON object; a pipeline child that ends without
-//!    done exits non-zero, so it is a failed spawn. A timeout is judged by `on_timeout`: `abort`
-//!    (the default) ends the event, `continue` leaves it a failure judged like any other
-//!    (`block_on`, `on_failure`).
+//!    done exits non-zero, so it is a failed spawn. A success hands the text of its
+//!    `output.json` to the later hooks of the firing as `${spawn_output}` (see
+//!    `crate::produced`). A timeout is recorded as one (exit 124, `timedOut`, as a command's)
+//!    and judged by `on_timeout`: `abort` (the default) ends the event, whatever its kind or
+//!    the hook's phase, and is never re-run; `continue` leaves it a failure judged like any
+//!    other (`block_on`, `on_failure`).
 //! 8. **`await: false`** children are detached: started in their own process group, recorded
 //!    in `<state>/children/children.json` with pid and start time, and stopped when this state
 //!    dir's `session.end` fires (see `detached`).
