@@ -168,11 +168,14 @@ pub use session::{
     prepare_state_dir, run_session,
 };
 pub use spawn::{
-    DEFAULT_SPAWN_TIMEOUT, MAX_SPAWN_DEPTH, OnTimeout, PipelineError, PipelineSpec, Spawn,
-    SpawnFieldError, SpawnTarget, SpawnWorkspace,
+    ChildInfo, ChildrenError, DEFAULT_SPAWN_TIMEOUT, DetachedInfo, MAX_SPAWN_DEPTH, OnTimeout,
+    PipelineError, PipelineSpec, Spawn, SpawnFieldError, SpawnTarget, SpawnWorkspace, child_status,
+    is_child_name, list_children,
 };
 pub use state::{Durability, StateDir, write_atomic};
-pub use status::{EntryType, HookStatus, RunResult, Status, StatusError, StatusStore};
+pub use status::{
+    CallbackState, CallbackWait, EntryType, HookStatus, RunResult, Status, StatusError, StatusStore,
+};
 pub use timestamp::{parse_rfc3339, rfc3339};
 pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
 pub use user_fs::{ActingAs, act_as, agent_running};

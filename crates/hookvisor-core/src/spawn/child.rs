@@ -525,7 +525,7 @@ fn child_dir(ctx: &Context, event: &str, iteration: &str, hook_id: &str) -> io::
 
 /// A name part of a child dir: what is no letter, digit, `.`, `_` or `-` becomes `_`, and a
 /// leading dot too, so no part is `..` or hidden.
-fn plain(text: &str) -> String {
+pub(super) fn plain(text: &str) -> String {
     let mut out: String = text
         .chars()
         .map(|c| match c {

@@ -44,19 +44,23 @@
 //!    dir's `session.end` fires (see `detached`).
 //!
 //! This file holds the fields (rules 1, 3's shape, 6, 7's words); `pipeline` reads the loop
-//! specs, `child` makes and runs one child (rules 2 to 7), and `detached` keeps the unawaited
-//! ones (rule 8).
+//! specs, `child` makes and runs one child (rules 2 to 7), `detached` keeps the unawaited
+//! ones (rule 8), and `listing` reads the children back for a dashboard.
 
 #![forbid(unsafe_code)]
 
 mod child;
 mod detached;
+mod listing;
 mod pipeline;
 
 use serde_json::{Value as Json, json};
 
 pub(crate) use self::child::{SpawnRun, run};
 pub(crate) use self::detached::stop_detached;
+pub use self::listing::{
+    ChildInfo, ChildrenError, DetachedInfo, child_status, is_child_name, list_children,
+};
 pub use self::pipeline::{PipelineError, PipelineSpec};
 
 /// The deepest child allowed (rule 5).
