@@ -38,7 +38,7 @@
 //!    is a failed run with its reason, never an empty or cut value. The timeout is the
 //!    hook's. The payload also carries what earlier actions of this firing produced
 //!    (`${spawn_output}`, `${hook_response}`: [`produced`]); an action's runner hands its
-//!    values back in its [`ActionRun`], and may judge its own run there (a spawn's
+//!    values back in its `ActionRun`, and may judge its own run there (a spawn's
 //!    `on_timeout: abort`), the outcome recorded as it happened all the same.
 //! 7. **Retry and judgment** (§5 rule 1). A run the judge wants re-run (`on_failure: retry`) is
 //!    re-run up to `retries` times, `retry_delay` apart (a [`CancelToken`] wait, so a cancel
@@ -85,7 +85,6 @@
 //! [`fire_deciding`]: crate::fire::fire_deciding
 //! [`FireError::Cancelled`]: crate::fire::FireError::Cancelled
 //! [`produced`]: crate::produced
-//! [`ActionRun`]: crate::fire::ActionRun
 
 #![forbid(unsafe_code)]
 
