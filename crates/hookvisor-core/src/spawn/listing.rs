@@ -111,7 +111,11 @@ pub enum ChildrenError {
         source: io::Error,
     },
     /// The child's `status.json` does not parse.
-    #[error("{} does not parse ({source}); the child may still be writing it, or broke it", path.display())]
+    #[error(
+        "{} does not parse ({source}); status files are replaced whole, so something other than \
+         hookvisor wrote it: remove it",
+        path.display()
+    )]
     Parse {
         /// The file.
         path: PathBuf,
