@@ -175,7 +175,8 @@ pub use spawn::{
 };
 pub use state::{Durability, StateDir, write_atomic};
 pub use status::{
-    CallbackState, CallbackWait, EntryType, HookStatus, RunResult, Status, StatusError, StatusStore,
+    CallbackState, CallbackWait, EntryType, HookStatus, RunResult, Status, StatusError,
+    StatusStore, open_state_file,
 };
 pub use timestamp::{parse_rfc3339, rfc3339};
 pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
