@@ -158,6 +158,11 @@ fn attempt(agent: &ureq::Agent, request: &Request, id: &str) -> Attempt {
         Err(err) => {
             let message = describe(&err);
             return match err {
+                // rustls reports a refused certificate or a broken handshake as invalid data:
+                // the next attempt meets the same certificate.
+                ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+                    Attempt::Final(Delivery::Failed(message, None))
+                }
                 ureq::Error::Timeout(_)
                 | ureq::Error::Io(_)
                 | ureq::Error::ConnectionFailed
@@ -222,6 +227,9 @@ fn describe(err: &ureq::Error) -> String {
         ureq::Error::Timeout(_) => "no answer within the attempt's time".to_owned(),
         ureq::Error::ConnectionFailed => "connection failed".to_owned(),
         ureq::Error::HostNotFound => "host not found".to_owned(),
+        ureq::Error::Io(io) if io.to_string().contains("certificate") => format!(
+            "TLS: {io}; if the server's CA is a private one, name its PEM file in SSL_CERT_FILE"
+        ),
         other => other.to_string(),
     };
     text.split_whitespace().collect::<Vec<_>>().join(" ")
