@@ -514,3 +514,27 @@ fn https_to_localhost_through_a_test_ca() {
         "{log}"
     );
 }
+
+#[test]
+fn check_warns_about_names_nothing_defines() {
+    let ws = Workspace::new();
+    hook(
+        &ws,
+        "chat",
+        "url: https://example.com/x\nheaders:\n  A: \"${CHAT_TOKEN}\"\n  B: \"${task_id}\"\n",
+    );
+    let warned = |ws: &Workspace| {
+        let out = ws.hookvisor(&["check"]);
+        format!("{}{}", stdout(&out), common::stderr(&out))
+    };
+    let text = warned(&ws);
+    assert!(
+        text.contains("${chat_token} is no variable hookvisor sets, and neither")
+            && text.contains("defines CHAT_TOKEN"),
+        "{text}"
+    );
+    assert!(!text.contains("${task_id}"), "{text}");
+    secrets(&ws, "CHAT_TOKEN=x\n", 0o600);
+    let text = warned(&ws);
+    assert!(!text.contains("chat_token"), "{text}");
+}

@@ -379,6 +379,16 @@ pub(crate) fn lone_reference(text: &str) -> Option<String> {
     }
 }
 
+/// Whether `secrets.env` or this process's environment defines `name` (case-insensitively), for
+/// `check`'s warning about names no webhook run can resolve. The file is read leniently here:
+/// a refused file is the run's error to report.
+pub(crate) fn is_defined_secret(name: &str) -> bool {
+    crate::secrets::names()
+        .iter()
+        .any(|n| n.eq_ignore_ascii_case(name))
+        || std::env::vars_os().any(|(n, _)| n.to_string_lossy().eq_ignore_ascii_case(name))
+}
+
 /// `headers:` from its JSON text: a mapping of token names to scalar values (rule 4).
 fn parse_headers(text: &str) -> Result<Vec<(String, String)>, WebhookFieldError> {
     let Ok(Json::Object(map)) = serde_json::from_str::<Json>(text) else {
