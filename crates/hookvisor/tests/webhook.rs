@@ -39,7 +39,8 @@ impl Received {
     }
 }
 
-/// An answer: status, extra header lines, body.
+/// An answer: status, extra header lines, body. Status 0 answers nothing and holds the
+/// connection open.
 type Answer = (u16, String, String);
 
 /// A receiver on 127.0.0.1: answers its connections with `answers` in turn (the last one
@@ -64,6 +65,7 @@ impl Receiver {
         let (tx, rx) = mpsc::channel();
         // Lives as long as the test process: it blocks in `accept` once the test is done.
         std::thread::spawn(move || {
+            let mut held = Vec::new();
             for (n, stream) in listener.incoming().enumerate() {
                 let Ok(stream) = stream else { continue };
                 let mut stream = wrap(stream);
@@ -71,6 +73,13 @@ impl Receiver {
                     continue;
                 };
                 let (status, extra, body) = answers[n.min(answers.len() - 1)].clone();
+                if status == 0 {
+                    held.push(stream);
+                    if tx.send(request).is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 let reply = format!(
                     "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n{body}",
                     body.len()
@@ -537,4 +546,42 @@ fn check_warns_about_names_nothing_defines() {
     secrets(&ws, "CHAT_TOKEN=x\n", 0o600);
     let text = warned(&ws);
     assert!(!text.contains("chat_token"), "{text}");
+}
+
+/// `hookvisor fire` started with `hook`'s receiver, then SIGINT once the receiver took its
+/// first request: how long `fire` took to end after the signal.
+fn interrupted_after_first_request(answers: Vec<Answer>) -> (std::time::Duration, Receiver) {
+    let ws = Workspace::new();
+    let receiver = Receiver::start(answers);
+    hook(&ws, "slow", &format!("url: {}/x\n", receiver.url));
+    let mut child = ws
+        .hookvisor_command()
+        .args(["fire", "task.complete", "--json"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = receiver
+        .requests
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the first attempt arrives");
+    assert_eq!(first.method, "POST");
+    let signalled = std::time::Instant::now();
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    child.wait().unwrap();
+    (signalled.elapsed(), receiver)
+}
+
+#[test]
+fn a_cancel_ends_the_backoff_and_an_attempt_in_flight() {
+    // Between attempts: the 1 s wait after a 503 (then 2 and 4 s) is cut short, and no second
+    // attempt is made.
+    let (took, receiver) =
+        interrupted_after_first_request(vec![(503, String::new(), String::new())]);
+    assert!(took < std::time::Duration::from_millis(900), "{took:?}");
+    assert!(receiver.taken().is_empty(), "a retry was sent");
+    // During an attempt: the receiver never answers; the 30 s attempt is not waited for.
+    let (took, _receiver) =
+        interrupted_after_first_request(vec![(0, String::new(), String::new())]);
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
 }

@@ -32,8 +32,10 @@
 //! 6. **Delivery** (`deliver`). No proxy, no redirect followed (a 3xx fails), 30 s per
 //!    attempt (less when the hook's `timeout` is shorter and no callback is awaited), 2xx is
 //!    success. Connect errors, timeouts and 5xx are retried 3 times after 1, 2 and 4 s, every
-//!    attempt carrying the same `X-Hookvisor-Delivery` id; 3xx and 4xx are not retried. A
-//!    cancel stops the wait between attempts at once.
+//!    attempt carrying the same `X-Hookvisor-Delivery` id; 3xx, 4xx and a refused certificate
+//!    are not retried. A cancel ends the delivery at once, in a wait between attempts or during
+//!    one (whose request may still arrive: the client cannot be interrupted, so its thread is
+//!    left to end within the attempt's time).
 //! 7. **The log** shows the templates (url, headers, body) as written, each attempt's status
 //!    and the response body (the first 64 KiB, which is also the run's stdout, for
 //!    `${hook_response}`); a resolved value is never written, and a secret's value echoed back
