@@ -392,7 +392,8 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
         &ws,
         "chat",
         &format!(
-            "url: {}/x\nheaders:\n  Authorization: \"Bearer ${{CHAT_TOKEN}}\"\nbody: {{t: \"${{chat_token}}\"}}\n",
+            "url: {}/x\nheaders:\n  Authorization: \"Bearer ${{CHAT_TOKEN}}\"\n  X-Env: \"${{ENV_ONLY_KEY}}\"\n\
+             body: {{t: \"${{chat_token}}\"}}\n",
             receiver.url
         ),
     );
@@ -405,13 +406,23 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
             env_file.display()
         ),
     );
-    let reply = fire(&ws, &json!({}));
+    // A name secrets.env lacks comes from hookvisor's own environment.
+    let env_value = "env-only-7d1e";
+    let out = ws
+        .hookvisor_command()
+        .args(["fire", "task.complete", "--json"])
+        .env("ENV_ONLY_KEY", env_value)
+        .output()
+        .unwrap();
+    let reply = json_of(&out);
     assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
     let taken = receiver.taken();
     assert_eq!(
         taken[0].header("authorization"),
         Some(&*format!("Bearer {token}"))
     );
+    assert_eq!(taken[0].header("x-env"), Some(env_value));
+    assert!(files_holding(ws.state_dir(), env_value.as_bytes()).is_empty());
     assert_eq!(taken[0].json(), json!({"t": token}));
     let leaked = files_holding(ws.state_dir(), token.as_bytes());
     assert!(leaked.is_empty(), "the secret is in {leaked:?}");
@@ -421,6 +432,14 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
     assert!(!reply.to_string().contains(token), "{reply}");
 
     // A file others can read is refused, with the fix.
+    hook(
+        &ws,
+        "chat",
+        &format!(
+            "url: {}/x\nheaders:\n  Authorization: \"Bearer ${{CHAT_TOKEN}}\"\n",
+            receiver.url
+        ),
+    );
     let path = secrets(&ws, &format!("CHAT_TOKEN={token}\n"), 0o644);
     let reply = fire(&ws, &json!({}));
     assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");

@@ -23,9 +23,9 @@
 //!    The body is built as a JSON value and serialized once: values never become JSON text.
 //!    Object keys are literal. Headers are text templates; a CR, LF or NUL in an expanded
 //!    header value fails the run, naming the header.
-//! 5. **Names.** A name the event has (its variables and `data` keys), or `callback_url` when
-//!    the caller supplies one, is the event's. A name hookvisor knows (`payload`'s list) but
-//!    the event lacks is an error. Any other name resolves from `secrets.env` ([`crate::secrets`]),
+//! 5. **Names.** A name the event has (its variables and `data` keys) is the event's;
+//!    `callback_url` is only the one the caller supplies (the listener's), never a `data`
+//!    key. A name hookvisor knows (`payload`'s list) but the event lacks is an error. Any other name resolves from `secrets.env` ([`crate::secrets`]),
 //!    then hookvisor's own environment, and nowhere else; unknown everywhere, the run fails
 //!    naming it. A secret is never sent to a URL an event value chose (a whole-URL variable
 //!    the event supplied): the event could point it anywhere.
