@@ -444,13 +444,13 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
     let reply = fire(&ws, &json!({}));
     assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
     assert!(receiver.taken().is_empty());
-    let log = log(&ws, "chat");
+    let refused = log(&ws, "chat");
     assert!(
-        log.contains(&format!(
+        refused.contains(&format!(
             "mode 644 lets other users read secrets; run `chmod 600 {}`",
             path.display()
         )),
-        "{log}"
+        "{refused}"
     );
 
     // A secret never goes to a URL the event chose.
@@ -463,6 +463,38 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
     let reply = fire(&ws, &json!({"target": format!("{}/x", receiver.url)}));
     assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
     assert!(receiver.taken().is_empty());
+    assert!(
+        log(&ws, "chat")
+            .contains("${chat_token} is a secret, and the url is the event's ${target}"),
+        "{}",
+        log(&ws, "chat")
+    );
+    // A url that secrets.env writes may carry secrets, and stays out of the log itself.
+    secrets(
+        &ws,
+        &format!("CHAT_TOKEN={token}\nCHAT_URL={}/x/{token}\n", receiver.url),
+        0o600,
+    );
+    hook(
+        &ws,
+        "chat",
+        "url: \"${CHAT_URL}\"\nheaders:\n  Authorization: \"Bearer ${CHAT_TOKEN}\"\n",
+    );
+    let reply = fire(
+        &ws,
+        &json!({"chat_url": "ignored: no, the event's data wins"}),
+    );
+    assert_eq!(
+        reply["results"][0]["exitCode"], 1,
+        "the event's data comes first: {reply}"
+    );
+    let reply = fire(&ws, &json!({}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    let taken = receiver.taken();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].path, format!("/x/{token}"));
+    let leaked = files_holding(ws.state_dir(), token.as_bytes());
+    assert!(leaked.is_empty(), "the secret is in {leaked:?}");
 }
 
 #[test]

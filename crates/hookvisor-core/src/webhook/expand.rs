@@ -272,8 +272,10 @@ pub(super) fn expand(
     };
     let (url_text, url_from_event) = match &webhook.url {
         UrlTemplate::Whole(name) => {
-            let from_event = matches!(names.source(name, "url")?, Source::Event);
-            (names.text(name, "url")?, from_event.then(|| name.clone()))
+            let secrets_before = names.used.len();
+            let text = names.text(name, "url")?;
+            let from_event = names.used.len() == secrets_before;
+            (text, from_event.then(|| name.clone()))
         }
         UrlTemplate::Literal(text) => (
             names.template(text, "url", |value| {
