@@ -636,3 +636,20 @@ fn a_cancel_ends_the_backoff_and_an_attempt_in_flight() {
         interrupted_after_first_request(vec![(0, String::new(), String::new())]);
     assert!(took < std::time::Duration::from_secs(5), "{took:?}");
 }
+
+#[test]
+fn the_response_body_is_read_up_to_64_kib() {
+    let ws = Workspace::new();
+    let big = "y".repeat(200 * 1024);
+    let receiver = Receiver::start(vec![(200, String::new(), big)]);
+    hook(&ws, "big", &format!("url: {}/x\n", receiver.url));
+    let reply = fire(&ws, &json!({}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    let log = log(&ws, "big");
+    assert!(
+        log.contains("response (200 OK, 65536 bytes, the rest not read):\n"),
+        "{}",
+        &log[..log.len().min(400)]
+    );
+    assert!(log.contains(&"y".repeat(64 * 1024)) && !log.contains(&"y".repeat(64 * 1024 + 1)));
+}
