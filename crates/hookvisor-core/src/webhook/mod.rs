@@ -22,15 +22,15 @@
 //!    other values strings); a placeholder inside a longer string inserts the value's text.
 //!    The body is built as a JSON value and serialized once: values never become JSON text.
 //!    Object keys are literal. Headers are text templates; a CR, LF or NUL in an expanded
-//!    header value fails the run, naming the header.
+//!    header value fails the run, naming the header (any other control character but tab
+//!    too: no server takes one).
 //! 5. **Names.** A name the event has (its variables and `data` keys) is the event's;
 //!    `callback_url` is only the one the caller supplies (the listener's), never a `data`
 //!    key. A name hookvisor knows (`payload`'s list) but the event lacks is an error. Any
 //!    other name resolves from `secrets.env` ([`crate::secrets`]), then hookvisor's own
 //!    environment, and nowhere else; unknown everywhere, the run fails naming it. A secret is
 //!    never sent to a URL an event value chose (a whole-URL variable the event supplied): the
-//!    event could point it anywhere. A header value's other control characters (not tab) fail
-//!    the run too: no server takes them.
+//!    event could point it anywhere.
 //! 6. **Delivery** (`deliver`). No proxy, no redirect followed (a 3xx fails), 30 s per
 //!    attempt (less when the hook's `timeout` is shorter and no callback is awaited), 2xx is
 //!    success. Connect errors, timeouts and 5xx are retried 3 times after 1, 2 and 4 s, every
