@@ -23,7 +23,8 @@
 //! - `spawn`: the `spawn` action: a child loop or program in its own state dir ([`Spawn`]).
 //! - `webhook`: the `webhook` action: an HTTP request from templates, retried under one
 //!   delivery id ([`Webhook`]).
-//! - `secrets`: `~/.config/hookvisor/secrets.env`, read only for webhooks ([`SecretsError`]).
+//! - `secrets`: `~/.config/hookvisor/secrets.env`: values for webhooks only, names that spawn
+//!   keeps from its children ([`SecretsError`]).
 //! - `changes`: a workspace's dirty set and when each file changed ([`scan`]).
 //! - `change_watch`: the dirty set kept warm by inotify for a server ([`ChangeWatcher`]).
 //! - `evaluate`: the end-of-turn evaluation ([`Evaluator`]): the file hooks and the
