@@ -157,7 +157,8 @@ pub struct SourceUse {
     pub used: bool,
     /// Where its hooks were read from, or why they were not.
     pub note: String,
-    /// The directory its hooks were read from, when they were.
+    /// The directory its hooks were read from, when they were; for another tool's file, the
+    /// first file of it found (read or skipped).
     pub dir: Option<PathBuf>,
 }
 

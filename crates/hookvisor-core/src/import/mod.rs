@@ -183,11 +183,16 @@ pub(crate) fn read_sources(
         let mut read = Vec::new();
         let mut counts: Vec<(String, usize)> = Vec::new();
         let mut failed = false;
+        let mut found: Option<PathBuf> = None;
         for (path, is_user) in files_of(source, workspace, user) {
             let text = match read_source(&path) {
                 Ok(None) => continue,
-                Ok(Some(text)) => text,
+                Ok(Some(text)) => {
+                    found.get_or_insert_with(|| path.clone());
+                    text
+                }
                 Err(message) => {
+                    found.get_or_insert_with(|| path.clone());
                     out.problems.push(problem(&path, None, message));
                     read.push(format!("{} skipped: unreadable", path.display()));
                     failed = true;
@@ -257,7 +262,7 @@ pub(crate) fn read_sources(
                 source,
                 used: !failed,
                 note: read.join(", "),
-                dir: None,
+                dir: found,
             },
         });
     }
