@@ -411,3 +411,54 @@ fn the_loop_owner_runs_its_own_hooks() {
         "nyzhi\niteratr\nnyzhi\n"
     );
 }
+
+/// reference/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`.
+const CHECK_TODOS: &str = r##"#!/bin/bash
+# Stop hook - check for incomplete todos
+
+INPUT=$(cat)
+SESSION_ID=$(echo "$INPUT" | jq -r '.sessionId')
+
+# Check if there are incomplete todos
+INCOMPLETE=$(grep -c "\[ \]" TODO.md || true)
+
+if [ "$INCOMPLETE" -gt 0 ]; then
+  # Return JSON to block stopping
+  cat <<EOF
+{
+  "decision": "block",
+  "reason": "There are $INCOMPLETE incomplete todos remaining. Please complete them or mark this as intentional."
+}
+EOF
+  exit 0
+fi
+
+echo "All todos completed, safe to stop"
+exit 0
+"##;
+
+/// AutoAgent's `Stop` hook (EVENTS.md §5 rule 13: `session.stop`, pre): its JSON decision
+/// keeps the session going while TODO.md has open items, and lets it stop once none is left.
+#[test]
+fn autoagent_stop_hook_blocks_while_todos_are_open() {
+    let ws = Workspace::new();
+    ws.write(
+        ".autoagent/config.json",
+        r#"{"hooks": {"Stop": [{"type": "command", "command": "bash .autoagent/hooks/check-incomplete-todos.sh"}]}}"#,
+    );
+    ws.write(".autoagent/hooks/check-incomplete-todos.sh", CHECK_TODOS);
+    ws.write("TODO.md", "- [x] login\n- [ ] logout\n- [ ] reset\n");
+    let out = ws.hookvisor(&["fire", "session.stop", "--json"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let r = reply(&out);
+    assert_eq!(r["decision"], "block");
+    assert_eq!(
+        r["reason"],
+        "There are 2 incomplete todos remaining. Please complete them or mark this as intentional."
+    );
+    assert_eq!(r["results"][0]["hookId"], "autoagent:Stop:0");
+    ws.write("TODO.md", "- [x] login\n- [x] logout\n- [x] reset\n");
+    let out = ws.hookvisor(&["fire", "session.stop", "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(reply(&out)["decision"], "allow");
+}

@@ -215,6 +215,11 @@ fn entry_hook(
         names.extend(translated.names.into_iter().map(|n| (n, line)));
         translated.text
     };
+    let title = match (action_type, text("command")?, text("message")?) {
+        ("command", Some(command), _) => super::title(command),
+        ("git-commit", _, Some(message)) => super::title(&format!("git-commit: {message}")),
+        (other, _, _) => other.to_owned(),
+    };
     let (action, run) = match action_type {
         "command" => {
             let command = match text("command")? {
@@ -324,6 +329,7 @@ fn entry_hook(
     Ok(ImportedHook {
         source_event: point.to_owned(),
         line,
+        title,
         spec,
         timeout,
         pattern: None,
@@ -475,6 +481,51 @@ mod tests {
         assert!(
             rendered.ends_with("action: git-push\nremote: \"origin\"\nbranch: null\n"),
             "{rendered}"
+        );
+    }
+
+    /// "Convenience Commands": the configuration `set-auto-commit true` writes, and "Template
+    /// Variables"' command.
+    #[test]
+    fn the_set_auto_commit_and_template_variable_examples() {
+        let text = r#"{
+  "hooks": {
+    "PostExecutionEnd": [
+      {
+        "type": "git-commit",
+        "message": "Complete issue #{{issueNumber}}: {{issueTitle}}"
+      }
+    ]
+  }
+}"#;
+        let imported = read(text).unwrap().unwrap();
+        assert!(imported.problems.is_empty(), "{:?}", imported.problems);
+        assert_eq!(
+            golden(&imported),
+            format!(
+                "# PostExecutionEnd line 4\n{}message: \"Complete issue #${{issueNumber}}: \
+                 ${{issueTitle}}\"\nadd: \"all\"\nno_verify: false\n",
+                fields(
+                    "task.complete",
+                    "PostExecutionEnd",
+                    false,
+                    "never",
+                    "git-commit"
+                ),
+            )
+        );
+        assert_eq!(
+            imported.hooks[0].title,
+            "git-commit: Complete issue #{{issueNumber}}: {{issueTitle}}"
+        );
+        let text = r#"{"hooks": {"PreExecutionStart": [{"type": "command", "command": "echo 'Starting issue {{issueNumber}}' >> log.txt"}]}}"#;
+        let imported = read(text).unwrap().unwrap();
+        assert_eq!(
+            golden(&imported),
+            format!(
+                "# PreExecutionStart line 1\n{}run: \"echo 'Starting issue '${{issueNumber}}'' >> log.txt\"\n",
+                fields("task.start", "PreExecutionStart", false, "exit2", "command"),
+            )
         );
     }
 

@@ -226,6 +226,7 @@ fn entry_hook(
     Ok(ImportedHook {
         source_event: name.to_owned(),
         line,
+        title: super::title(command),
         spec,
         timeout,
         pattern: None,

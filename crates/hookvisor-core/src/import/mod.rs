@@ -16,7 +16,7 @@
 //!    with hookvisor's defaults would.
 //! 3. **Commands are `run:` scripts.** A source's command is shell text for `sh -c`: its
 //!    placeholders (`{{session}}`, `{file}`, `{{issueNumber}}`) become template references
-//!    *before* the text is parsed ([`command`]), so the injection-safe rewrite of
+//!    *before* the text is parsed (the `command` module), so the injection-safe rewrite of
 //!    [`crate::template`] applies to them as to any `run:`, and a value never becomes shell text.
 //! 4. **Where, in order** (rule 7): iteratr, AutoAgent, nyzhi, after `.discobot/hooks` and before
 //!    the global hooks; each tool's workspace file, then the user's where the tool has one
@@ -32,6 +32,12 @@
 //!    user file). `list`, `check` and status show the entry as `file:line`.
 //! 7. **Reading** follows links (dotfiles are often links) but opens without blocking and takes
 //!    only a regular file of at most [`MAX_SOURCE_BYTES`]; a missing file costs one failed open.
+//!
+//! [`Imported`]: crate::import::Imported
+//! [`ImportedHook`]: crate::import::ImportedHook
+//! [`Unparsable`]: crate::import::Unparsable
+//! [`LOOP_OWNER_VARIABLE`]: crate::import::LOOP_OWNER_VARIABLE
+//! [`MAX_SOURCE_BYTES`]: crate::import::MAX_SOURCE_BYTES
 
 #![forbid(unsafe_code)]
 
@@ -67,6 +73,9 @@ pub struct ImportedHook {
     pub source_event: String,
     /// The 1-based line of the entry's first line.
     pub line: usize,
+    /// What `list` and status show as its name: the command as the file writes it, or the
+    /// built-in action, its first line cut at 60 characters.
+    pub title: String,
     /// The event, the fields of §1.3 with the source's defaults, and the action.
     pub spec: EventSpec,
     /// How long a run may take: the entry's, else the source's default.
@@ -298,7 +307,7 @@ fn into_hook(imported: ImportedHook, id: String, path: &Path, origin: Origin) ->
         .phase1_kind()
         .unwrap_or(crate::hook::HookKind::Session);
     Hook {
-        name: id.clone(),
+        name: imported.title,
         id,
         kind,
         path: path.to_owned(),
@@ -311,6 +320,18 @@ fn into_hook(imported: ImportedHook, id: String, path: &Path, origin: Origin) ->
         spec: imported.spec,
         origin,
     }
+}
+
+/// A hook's name made of the text its entry runs: the first line, at most 60 characters, so
+/// that it fits a row of `list` and the dashboard.
+pub(crate) fn title(text: &str) -> String {
+    const MAX: usize = 60;
+    let first = text.trim().lines().next().unwrap_or_default();
+    let mut title: String = first.chars().take(MAX).collect();
+    if first.chars().count() > MAX || text.trim().lines().nth(1).is_some() {
+        title.push('…');
+    }
+    title
 }
 
 /// The text of a source file: `Ok(None)` when there is none (rule 7).
@@ -559,6 +580,11 @@ pub(crate) mod tests {
                 "nyzhi:after_turn:0",
                 "nyzhi:after_turn:1"
             ]
+        );
+        assert_eq!(read.hooks[0].name, "go test ./...");
+        assert_eq!(
+            title(&format!("{}\nb", "a".repeat(70))),
+            format!("{}…", "a".repeat(60))
         );
         let sources: Vec<String> = read.hooks.iter().map(Hook::source).collect();
         let user_nyzhi = ws.dir.path().join("home/.config/nyzhi/config.toml");

@@ -18,7 +18,9 @@
 //! a substring becomes the globs of the paths containing it as whole segments,
 //! `{src/api/**,**/src/api/**}`, warned about when it does not end with `/` (nyzhi also matched
 //! it inside a name). `pattern` outside `after_edit` and `tool_name` outside the tool events
-//! are ignored by nyzhi, and warned about and ignored here.
+//! are ignored by nyzhi, and warned about and ignored here. nyzhi's tool names are the
+//! canonical ones of §5 rule 6 (`bash`, `write`, `edit`, `apply_patch`, `git_commit`), but for
+//! `multi_edit`, which becomes `edit` (Claude's `Edit` and `MultiEdit`).
 
 #![forbid(unsafe_code)]
 
@@ -196,6 +198,11 @@ fn entry_hook(
     );
     let tool = match string("tool_name")? {
         Some(tool) if tool_event => {
+            // nyzhi's own file tool without a canonical name of the same spelling.
+            let tool = match tool {
+                "multi_edit" => "edit",
+                other => other,
+            };
             let matcher = ToolMatcher::parse(tool)
                 .map_err(|e| note(at("tool_name"), format!("tool_name: {e}")))?;
             if let ToolMatcher::Names(names) = &matcher {
@@ -280,6 +287,7 @@ fn entry_hook(
     Ok(ImportedHook {
         source_event: name.to_owned(),
         line,
+        title: super::title(command),
         spec,
         timeout,
         pattern,
