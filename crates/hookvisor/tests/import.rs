@@ -462,3 +462,32 @@ fn autoagent_stop_hook_blocks_while_todos_are_open() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(reply(&out)["decision"], "allow");
 }
+
+/// AutoAgent throws when `PreExecutionStart` blocks, so `PostExecutionStart` never runs then
+/// (EVENTS.md §2.2: `when: ${decision} == 'allow'`); it runs when execution starts.
+#[test]
+fn autoagent_post_execution_start_runs_only_when_started() {
+    let ws = Workspace::new();
+    ws.write(
+        ".autoagent/config.json",
+        r#"{"hooks": {
+  "PreExecutionStart": [{"type": "command", "command": "test -e ready || { echo not ready >&2; exit 2; }"}],
+  "PostExecutionStart": [{"type": "command", "command": "echo 'started {{issueNumber}}' >> trace"}]
+}}"#,
+    );
+    let data = json!({"issueNumber": 7}).to_string();
+    let out = ws.hookvisor(&["fire", "task.start", "--data", &data, "--json"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(reply(&out)["reason"], "not ready");
+    assert!(
+        !ws.path().join("trace").exists(),
+        "a Post hook ran after a block"
+    );
+    ws.write("ready", "");
+    let out = ws.hookvisor(&["fire", "task.start", "--data", &data]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(ws.path().join("trace")).unwrap(),
+        "started 7\n"
+    );
+}
