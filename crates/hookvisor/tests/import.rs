@@ -491,3 +491,66 @@ fn autoagent_post_execution_start_runs_only_when_started() {
         "started 7\n"
     );
 }
+
+/// iteratr's lifecycle ("Hook Lifecycle & Timing") under `hookvisor loop` with another agent:
+/// `session_start` output piped to the first iteration, `pre_iteration` to its own, a task the
+/// agent completes and `post_iteration` to the next, `session_end` last.
+#[test]
+fn iteratr_hooks_follow_its_lifecycle_under_hookvisor_loop() {
+    let ws = Workspace::new();
+    ws.write(
+        ".iteratr.hooks.yml",
+        r#"hooks:
+  session_start:
+    - command: "echo built {{session}}"
+      pipe_output: true
+  pre_iteration:
+    - command: "echo lint {{iteration}}"
+      pipe_output: true
+  post_iteration:
+    - command: "echo tested {{iteration}}"
+      pipe_output: true
+  on_task_complete:
+    - command: "echo validated {{task_id}}: {{task_content}}"
+      pipe_output: true
+  session_end:
+    - command: "echo end >> trace"
+"#,
+    );
+    let hookvisor = env!("CARGO_BIN_EXE_hookvisor");
+    script(
+        &ws,
+        "agent.sh",
+        &format!(
+            "cat > \"prompt-$HOOKVISOR_ITERATION\"\n\
+             if [ \"$HOOKVISOR_ITERATION\" = 1 ]; then\n\
+               '{hookvisor}' fire task.complete --data '{{\"task_id\": \"T-1\", \"task_content\": \"add login\"}}'\n\
+             else\n  touch \"$HOOKVISOR_DONE\"\nfi"
+        ),
+    );
+    let out = ws.hookvisor(&[
+        "--session",
+        "s-7",
+        "loop",
+        "--max-iterations",
+        "3",
+        "--prompt",
+        "do the task",
+        "--",
+        "./agent.sh",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let prompt = |i: u32| fs::read_to_string(ws.path().join(format!("prompt-{i}"))).unwrap();
+    assert_eq!(prompt(1), "built s-7\nlint 1\n\ndo the task\n");
+    assert_eq!(
+        prompt(2),
+        "validated T-1: add login\ntested 1\nlint 2\n\ndo the task\n"
+    );
+    // The final delivery: what the last post_iteration piped reaches the agent once more.
+    assert_eq!(prompt(3), "tested 2\nlint 3\n\ndo the task\n");
+    assert!(!ws.path().join("prompt-4").exists());
+    assert_eq!(
+        fs::read_to_string(ws.path().join("trace")).unwrap(),
+        "end\n"
+    );
+}
