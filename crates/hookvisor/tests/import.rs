@@ -554,3 +554,35 @@ fn iteratr_hooks_follow_its_lifecycle_under_hookvisor_loop() {
         "end\n"
     );
 }
+
+/// nyzhi's "Run clippy after each turn" without `block`: a failure does not stop Claude, and
+/// its output reaches the model with the next prompt ("Results are reported back to the
+/// agent so it can react to failures").
+#[test]
+fn nyzhi_after_turn_failures_reach_the_next_prompt_without_blocking() {
+    let ws = Workspace::git();
+    ws.write(
+        ".nyzhi/config.toml",
+        "[[agent.hooks]]\nevent = \"after_turn\"\ncommand = \"./clippy.sh\"\ntimeout = 60\n",
+    );
+    script(
+        &ws,
+        "clippy.sh",
+        "echo 'warning: unused variable `x`' >&2\nexit 1",
+    );
+    let out = claude(&ws, &fixture("stop.json"));
+    assert_eq!(
+        (code(&out), stdout(&out)),
+        (0, String::new()),
+        "{}",
+        stderr(&out)
+    );
+    let out = claude(&ws, &fixture("user-prompt-submit.json"));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let answer: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    let context = answer["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"));
+    assert!(context.contains("warning: unused variable `x`"), "{answer}");
+}
