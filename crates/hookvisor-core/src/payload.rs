@@ -1024,6 +1024,40 @@ mod tests {
         );
     }
 
+    /// AutoAgent's dialect: its names, milliseconds, data spread beside them (never over them),
+    /// `filesModified` from the files unless the data has its own.
+    #[test]
+    fn the_autoagent_dialect_spreads_data_under_its_own_names() {
+        let dialect = StdinDialect::AutoAgent {
+            event_name: "PreExecutionEnd".into(),
+        };
+        let Json::Object(data) = json!({"eventName": "forged", "issueNumber": 1, "success": true})
+        else {
+            unreachable!()
+        };
+        let payload = Payload::new("task.complete", "s-1", "/ws", "user")
+            .at(SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(1_234))
+            .files(["src/a.ts"])
+            .data(data);
+        let value: Json = serde_json::from_slice(&payload.stdin_json_for(&dialect)).unwrap();
+        assert_eq!(
+            value,
+            json!({
+                "eventName": "PreExecutionEnd",
+                "sessionId": "s-1",
+                "workspace": "/ws",
+                "timestamp": 1234,
+                "issueNumber": 1,
+                "success": true,
+                "filesModified": ["src/a.ts"],
+            })
+        );
+        assert_eq!(
+            payload.stdin_json_for(&StdinDialect::Canonical),
+            payload.stdin_json()
+        );
+    }
+
     #[test]
     fn built_ins_win_over_data_and_data_stays_readable() {
         let p = payload();
