@@ -193,6 +193,9 @@ pub(crate) fn read_sources(
         let mut counts: Vec<(String, usize)> = Vec::new();
         let mut failed = false;
         let mut found: Option<PathBuf> = None;
+        // Kept apart until every file of the source has been read: one that does not parse
+        // skips the source whole (rule 1).
+        let mut hooks = Vec::new();
         for (path, is_user) in files_of(source, workspace, user) {
             let text = match read_source(&path) {
                 Ok(None) => continue,
@@ -203,7 +206,7 @@ pub(crate) fn read_sources(
                 Err(message) => {
                     found.get_or_insert_with(|| path.clone());
                     out.problems.push(problem(&path, None, message));
-                    read.push(format!("{} skipped: unreadable", path.display()));
+                    read = vec![format!("{} is unreadable", path.display())];
                     failed = true;
                     break;
                 }
@@ -223,7 +226,7 @@ pub(crate) fn read_sources(
                         line,
                         format!("{message}; the whole file is skipped until it parses"),
                     ));
-                    read.push(format!("{} skipped: it does not parse", path.display()));
+                    read = vec![format!("{} does not parse", path.display())];
                     failed = true;
                     break;
                 }
@@ -258,12 +261,15 @@ pub(crate) fn read_sources(
                     user: is_user,
                     line: hook.line,
                 };
-                out.hooks.push(into_hook(hook, id, &path, origin));
+                hooks.push(into_hook(hook, id, &path, origin));
             }
             // AutoAgent's workspace hooks replace the user's (rule 4).
             if source == Source::Autoagent {
                 break;
             }
+        }
+        if !failed {
+            out.hooks.append(&mut hooks);
         }
         out.uses.push(match (read.is_empty(), failed) {
             (true, _) => skipped(format!("no {}", workspace_file(source))),
@@ -668,6 +674,20 @@ pub(crate) mod tests {
         assert!(
             !iteratr.used && iteratr.note.contains("does not parse"),
             "{iteratr}"
+        );
+        // A broken user file skips the tool's workspace file too: the source is one.
+        ws.write("ws/.iteratr.hooks.yml", ITERATR);
+        ws.write("ws/.nyzhi/config.toml", NYZHI);
+        ws.write(
+            "home/.config/nyzhi/config.toml",
+            "[[agent.hooks]]\nevent = \n",
+        );
+        let read = ws.read(&Config::default(), None);
+        assert_eq!(ids(&read), ["iteratr:post_iteration:0"]);
+        let nyzhi = &read.uses[2];
+        assert!(
+            !nyzhi.used && nyzhi.note.ends_with("config.toml does not parse"),
+            "{nyzhi}"
         );
     }
 
