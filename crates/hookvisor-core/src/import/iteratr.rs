@@ -19,6 +19,11 @@
 //! than pass an empty value (§5 rule 20). A `pre_iteration` hook without `pipe_output` is a
 //! warning too: iteratr v2 stopped piping it by default, and its migration note asks for the
 //! line.
+//!
+//! Two differences from iteratr's Go loader, both about bad files: the YAML is read as
+//! hookvisor reads all YAML the agent can write (no anchors, aliases or repeated keys: such a
+//! file is skipped whole, with its line), and a value of the wrong type skips only its entry,
+//! named by `check`, where iteratr dropped the whole file and ran no hook.
 
 #![forbid(unsafe_code)]
 
