@@ -179,12 +179,20 @@ pub(crate) fn read_sources(
             note,
             dir: None,
         };
+        // A file left unread on purpose is still named, so `check` says why it is not run.
+        let unread = |note: String| {
+            let file = workspace.join(workspace_file(source));
+            SourceUse {
+                dir: file.symlink_metadata().is_ok().then_some(file),
+                ..skipped(note)
+            }
+        };
         if !config.reads(source) {
-            out.uses.push(skipped("not in sources".to_owned()));
+            out.uses.push(unread("not in sources".to_owned()));
             continue;
         }
         if owner == Some(source.as_str()) {
-            out.uses.push(skipped(format!(
+            out.uses.push(unread(format!(
                 "hookvisor loop runs {source}, which runs its own hooks"
             )));
             continue;
@@ -618,6 +626,7 @@ pub(crate) mod tests {
             !iteratr.used && iteratr.note.contains("loop runs iteratr"),
             "{iteratr}"
         );
+        assert_eq!(iteratr.dir, Some(ws.ws().join(".iteratr.hooks.yml")));
         let config = Config {
             sources: SourceList::Only(vec![Source::Iteratr]),
             ..Config::default()
