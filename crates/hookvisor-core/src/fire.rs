@@ -610,7 +610,7 @@ fn run_once(
         cancel: Some(cancel.clone()),
         extra_env: env.clone(),
         // From bytes, not a file in the run directory the agent could rewrite (exec rule 1).
-        stdin: Some(payload.stdin_json().into()),
+        stdin: Some(payload.stdin_json_for(&hook.spec.stdin).into()),
         capture: Capture::Separate {
             limit: CAPTURE_LIMIT,
         },

@@ -116,6 +116,8 @@ mod frontmatter;
 mod git;
 mod git_action;
 mod hook;
+/// Other tools' hook files read in place: iteratr, AutoAgent, nyzhi (EVENTS.md §2.2).
+pub mod import;
 mod leftovers;
 mod message;
 mod pattern;
@@ -151,8 +153,8 @@ pub use config::{
 };
 pub use context::{Context, ContextError, ContextOverrides};
 pub use discover::{
-    Discovery, GLOBAL_ID_PREFIX, discover, discover_workspace, discover_workspace_with,
-    global_hooks_dir, hook_id,
+    Discovery, GLOBAL_ID_PREFIX, Places, discover, discover_workspace, discover_workspace_in,
+    discover_workspace_owned, discover_workspace_with, global_hooks_dir, hook_id,
 };
 pub use evaluate::{Action, EvalError, EvalOptions, EvalReport, Evaluator, HookResult, Trigger};
 pub use exec::{CancelToken, Capture, Captured, ExecError, RunOptions, RunOutcome, run_hook};
