@@ -41,6 +41,7 @@
 //! hook gets), [`context_buffer`] (piped output for the next turn) and [`fire`] (running an
 //! event's hooks: `hookvisor fire`). [`agent_loop`] drives a headless agent with those events
 //! (`hookvisor loop`).
+//! [`callback`] is the listener an awaited webhook waits on (its module doc says the rules).
 //!
 //! # Example
 //!
@@ -92,6 +93,9 @@
 mod account;
 /// `hookvisor loop`: a headless agent driven iteration by iteration (EVENTS.md §3.2).
 pub mod agent_loop;
+// Documented by its own module doc: an outer line here would make rustdoc resolve the module
+// doc's links from the crate root.
+pub mod callback;
 mod change_watch;
 mod changes;
 mod config;
