@@ -465,3 +465,41 @@ fn the_token_is_not_in_debug_output_or_errors() {
     let (_, body) = get(&pending, "?action=nope");
     assert!(!body.contains(&token), "{body}");
 }
+
+#[test]
+fn the_listener_threads_block_every_signal() {
+    // A request answered: the accepting thread has run, so it carries its name (a thread
+    // names itself when it starts).
+    assert_eq!(send(shared().local_addr(), "GET", "/", &[], b"").0, 404);
+    // Thread names are cut to 15 bytes in comm: "hookvisor-callb".
+    let mut seen = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let task = task.unwrap().path();
+        let Ok(comm) = std::fs::read_to_string(task.join("comm")) else {
+            continue; // a thread that just ended
+        };
+        if !comm.starts_with("hookvisor-callb") {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(task.join("status")) else {
+            continue;
+        };
+        let blocked = status
+            .lines()
+            .find_map(|line| line.strip_prefix("SigBlk:"))
+            .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+            .unwrap();
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1] {
+            assert_ne!(
+                blocked & (1 << (signal - 1)),
+                0,
+                "{comm}: signal {signal} not blocked"
+            );
+        }
+        seen += 1;
+    }
+    assert!(
+        seen >= 1,
+        "the accepting thread of the listener was not found"
+    );
+}

@@ -58,6 +58,7 @@ use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, SigmaskHow};
 
 use crate::config::Callback;
 use crate::exec::CancelToken;
@@ -210,13 +211,22 @@ impl Listener {
                 }
             })?;
         let waits = Arc::new(Waits::default());
+        // The listener's threads (the accepting one and, inheriting from it, every connection's)
+        // start with every signal blocked, so a SIGINT or SIGTERM meant for the command's
+        // `CancelToken::on_signals` is never taken by them with its default action when the
+        // listener starts before that token. Blocked here and restored, rather than in the new
+        // thread, so no signal falls between its start and its mask.
+        let mask = SigSet::all().thread_swap_mask(SigmaskHow::SIG_SETMASK);
         let accepting = std::thread::Builder::new()
             .name("hookvisor-callback".into())
             .spawn({
                 let waits = Arc::clone(&waits);
                 move || server::accept(socket, waits, stop_read)
-            })
-            .map_err(resource("start a thread"))?;
+            });
+        if let Ok(old) = mask {
+            let _ = old.thread_set_mask();
+        }
+        let accepting = accepting.map_err(resource("start a thread"))?;
         tracing::debug!("callback listener on {addr}");
         let listener = Listener {
             addr,
