@@ -81,9 +81,6 @@ pub const MAX_CONNECTIONS: usize = 32;
 /// How many ended tokens are remembered to answer 410 rather than 404 (rule 3).
 pub const REVOKED_KEPT: usize = 1024;
 
-/// How long an awaited webhook waits for its callback without a `timeout:` (EVENTS.md §1.3).
-pub const DEFAULT_CALLBACK_TIMEOUT: Duration = Duration::from_secs(3600);
-
 /// Why the callback listener cannot start or take a wait.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
