@@ -37,7 +37,7 @@ pub(super) fn accept(socket: TcpListener, waits: Arc<Waits>, stop: OwnedFd) {
             tracing::error!("callback listener stopped: poll failed: {err}");
             return;
         }
-        if fds[1].any().unwrap_or(true) {
+        if fds[1].any().unwrap_or(false) {
             return;
         }
         let stream = match socket.accept() {
@@ -55,7 +55,9 @@ pub(super) fn accept(socket: TcpListener, waits: Arc<Waits>, stop: OwnedFd) {
         if serving.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
             serving.fetch_sub(1, Ordering::SeqCst);
             tracing::warn!("callback listener: {MAX_CONNECTIONS} connections busy, one refused");
-            let _ = answer_with(stream, &Reply::status(503));
+            // Written from this thread, so without the drain: lingering here would stall
+            // accepting for everyone. A fresh socket's buffer takes the few bytes at once.
+            let _ = write_reply(&stream, &Reply::status(503));
             continue;
         }
         let slot = Slot(Arc::clone(&serving));
@@ -175,6 +177,27 @@ impl Reply {
 /// drained for a moment, since closing a socket with unread data resets the connection, which
 /// can throw away the answer before the client reads it (a 413 after a large body).
 fn answer_with(mut stream: TcpStream, reply: &Reply) -> std::io::Result<()> {
+    write_reply(&stream, reply)?;
+    stream.shutdown(Shutdown::Write)?;
+    let until = Instant::now() + LINGER;
+    let mut drained = 0;
+    let mut sink = [0u8; 8192];
+    while drained < LINGER_BYTES {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n,
+        }
+    }
+    Ok(())
+}
+
+/// Writes `reply` whole, within [`LINGER`].
+fn write_reply(mut stream: &TcpStream, reply: &Reply) -> std::io::Result<()> {
     let reason = match reply.status {
         200 => "OK",
         400 => "Bad Request",
@@ -200,23 +223,7 @@ fn answer_with(mut stream: TcpStream, reply: &Reply) -> std::io::Result<()> {
         reply.body
     );
     stream.set_write_timeout(Some(LINGER))?;
-    stream.write_all(text.as_bytes())?;
-    stream.shutdown(Shutdown::Write)?;
-    let until = Instant::now() + LINGER;
-    let mut drained = 0;
-    let mut sink = [0u8; 8192];
-    while drained < LINGER_BYTES {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        stream.set_read_timeout(Some(left))?;
-        match stream.read(&mut sink) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => drained += n,
-        }
-    }
-    Ok(())
+    stream.write_all(text.as_bytes())
 }
 
 #[cfg(test)]
