@@ -18,8 +18,9 @@
 //!    names, `*` meaning all; anything else is a regex over the whole name, compiled at load.
 //! 6. **Actions** (§1.2, §5 rule 9): a hook's action is a command: its own script file, an
 //!    `argv:` list run without a shell, or a `run:` text run by `sh -c` after the injection-safe
-//!    rewrite of [`crate::template`]. `webhook`, `spawn`, `git-commit` and `git-push` are not
-//!    supported yet; `prompt` and `agent` are not supported (discovery reports all of these).
+//!    rewrite of [`crate::template`]; or one of the built-in actions `webhook`, `spawn`,
+//!    `git-commit` and `git-push`. `prompt` and `agent` are not supported (discovery reports
+//!    them).
 //!
 //! How a hook file says these things, and how discovery keeps event hooks away from the
 //! phase-1 runners, is in [`crate::Hook`]'s documentation.
@@ -526,6 +527,8 @@ pub enum HookAction {
     GitPush(crate::git_action::GitPush),
     /// `action: spawn` (EVENTS.md §4.4, §5 rule 23).
     Spawn(crate::spawn::Spawn),
+    /// `action: webhook` (EVENTS.md §4.3, §5 rules 20, 22).
+    Webhook(crate::webhook::Webhook),
 }
 
 impl HookAction {
@@ -536,6 +539,7 @@ impl HookAction {
             HookAction::GitCommit(_) => "git-commit",
             HookAction::GitPush(_) => "git-push",
             HookAction::Spawn(_) => "spawn",
+            HookAction::Webhook(_) => "webhook",
         }
     }
 
@@ -547,6 +551,7 @@ impl HookAction {
             HookAction::GitCommit(action) => action.fields(),
             HookAction::GitPush(action) => action.fields(),
             HookAction::Spawn(action) => action.fields(),
+            HookAction::Webhook(action) => action.fields(),
         }
     }
 }

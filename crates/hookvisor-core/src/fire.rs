@@ -538,6 +538,13 @@ fn run_once(
             crate::spawn::SpawnRun::Refused(message) => Ran::Refused(message),
         });
     }
+    // A webhook sends its request from here, with no process (crate::webhook).
+    if let Some(ran) = crate::webhook::run(ctx, hook, payload, cancel)? {
+        return Ok(match ran {
+            crate::webhook::WebhookRun::Finished(outcome) => Ran::Finished(outcome),
+            crate::webhook::WebhookRun::Refused(message) => Ran::Refused(message),
+        });
+    }
     let parent = ctx.state().root().join("fire");
     fs::create_dir_all(&parent).map_err(|source| FireError::RunDir {
         path: parent.clone(),

@@ -514,17 +514,6 @@ pub enum ProblemKind {
         /// 1-based line of the second of them.
         line: usize,
     },
-    /// `action` names an action hookvisor will have but does not have yet.
-    #[error(
-        "action '{action}' is not supported yet; only 'command' (this script, 'run' or 'argv') \
-         runs for now"
-    )]
-    ActionNotSupportedYet {
-        /// 1-based line of the field.
-        line: usize,
-        /// The action.
-        action: String,
-    },
     /// A field of `action: git-commit` or `git-push` is refused (EVENTS.md §1.2, §4.1 rule 4).
     #[error("{error}")]
     InvalidGitAction {
@@ -540,6 +529,14 @@ pub enum ProblemKind {
         line: usize,
         /// What is wrong and the fix.
         error: crate::spawn::SpawnFieldError,
+    },
+    /// A field of `action: webhook` is refused (EVENTS.md §4.1 rule 3, §4.3).
+    #[error("{error}")]
+    InvalidWebhookAction {
+        /// 1-based line of the field.
+        line: usize,
+        /// What is wrong and the fix.
+        error: crate::webhook::WebhookFieldError,
     },
     /// `action` names a model-driven action, which hookvisor does not run (EVENTS.md §1.2).
     #[error(
@@ -631,9 +628,9 @@ impl ProblemKind {
             | ProblemKind::InvalidRun { line, .. }
             | ProblemKind::InvalidArgv { line, .. }
             | ProblemKind::RunAndArgv { line }
-            | ProblemKind::ActionNotSupportedYet { line, .. }
             | ProblemKind::InvalidGitAction { line, .. }
             | ProblemKind::InvalidSpawnAction { line, .. }
+            | ProblemKind::InvalidWebhookAction { line, .. }
             | ProblemKind::ActionUnsupported { line, .. }
             | ProblemKind::UnknownAction { line, .. }
             | ProblemKind::ScriptWithCommand { line, .. }

@@ -21,6 +21,9 @@
 //! - `git`: running git with one environment and one reading of its failures.
 //! - `git_action`: the built-in `git-commit` and `git-push` actions ([`GitCommit`], [`GitPush`]).
 //! - `spawn`: the `spawn` action: a child loop or program in its own state dir ([`Spawn`]).
+//! - `webhook`: the `webhook` action: an HTTP request from templates, retried under one
+//!   delivery id ([`Webhook`]).
+//! - `secrets`: `~/.config/hookvisor/secrets.env`, read only for webhooks ([`SecretsError`]).
 //! - `changes`: a workspace's dirty set and when each file changed ([`scan`]).
 //! - `change_watch`: the dirty set kept warm by inotify for a server ([`ChangeWatcher`]).
 //! - `evaluate`: the end-of-turn evaluation ([`Evaluator`]): the file hooks and the
@@ -122,6 +125,7 @@ mod pattern;
 pub mod payload;
 mod precommit;
 mod seal;
+mod secrets;
 mod session;
 mod spawn;
 mod state;
@@ -132,6 +136,7 @@ pub mod template;
 mod timestamp;
 mod turns;
 mod user_fs;
+mod webhook;
 /// The `when:` condition language of hooks: parsed once, evaluated over typed variables.
 pub mod when;
 
@@ -163,6 +168,7 @@ pub use precommit::{
     repository_top, run_pre_commit, staged_files, uninstall_pre_commit,
 };
 pub use seal::{RootHooks, SealError, SealedScript};
+pub use secrets::SecretsError;
 pub use session::{
     Attempt, Backoff, DEFAULT_RETRIES, RootImages, STOPPED_NOTE, SessionError, SessionHook,
     SessionOptions, SessionPlan, SessionRun, credentials_for, fail_interrupted, fire_session_start,
@@ -177,3 +183,7 @@ pub use status::{EntryType, HookStatus, RunResult, Status, StatusError, StatusSt
 pub use timestamp::{parse_rfc3339, rfc3339};
 pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
 pub use user_fs::{ActingAs, act_as, agent_running};
+pub use webhook::{
+    DEFAULT_CALLBACK_TIMEOUT, DEFAULT_WEBHOOK_TIMEOUT, Method, UrlPolicyError, UrlTemplate,
+    Webhook, WebhookFieldError,
+};

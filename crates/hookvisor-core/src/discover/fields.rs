@@ -14,6 +14,7 @@ use crate::hook::{Hook, HookKind, Origin, ProblemKind, RunAs};
 use crate::pattern::Pattern;
 use crate::spawn::{DEFAULT_SPAWN_TIMEOUT, Spawn};
 use crate::template::{ShellTemplate, references};
+use crate::webhook::Webhook;
 use crate::when::Condition;
 
 /// The most `retries` a session hook may ask for.
@@ -211,9 +212,11 @@ pub(super) fn hook_from_fields(
         .transpose()?
         .unwrap_or(false);
     let spec = event_spec(event, kind, blocking, retries, front, declarative)?;
-    // §1.3: a spawn waits an hour unless told otherwise.
-    let timeout = match spec.action {
+    // §1.3: a spawn waits an hour unless told otherwise, a webhook 30 s (an hour for its
+    // callback).
+    let timeout = match &spec.action {
         HookAction::Spawn(_) if !front.has("timeout") => DEFAULT_SPAWN_TIMEOUT,
+        HookAction::Webhook(action) if !front.has("timeout") => action.default_timeout(),
         _ => timeout,
     };
     let phase1 = !declarative
@@ -384,10 +387,26 @@ fn event_spec(
                 return Ok(spec);
             }
             "webhook" => {
-                return Err(ProblemKind::ActionNotSupportedYet {
-                    line,
-                    action: value.to_owned(),
-                });
+                // `body:` alone (null) is a forgotten value, not an empty string body.
+                if let Some(key) = crate::webhook::WEBHOOK_FIELDS
+                    .into_iter()
+                    .find(|key| front.0.fields.get(*key).is_some_and(String::is_empty))
+                {
+                    return Err(ProblemKind::NoValue {
+                        key: key.to_owned(),
+                    });
+                }
+                let field = |key: &str| front.0.fields.get(key).map(String::as_str);
+                let action = Webhook::from_fields(field, declarative);
+                spec.action = HookAction::Webhook(action.map_err(|error| {
+                    ProblemKind::InvalidWebhookAction {
+                        line: error
+                            .key()
+                            .map_or_else(|| front.line("action"), |key| front.line(key)),
+                        error,
+                    }
+                })?);
+                return Ok(spec);
             }
             "prompt" | "agent" => {
                 return Err(ProblemKind::ActionUnsupported {
@@ -966,8 +985,8 @@ mod tests {
             ),
             (
                 "event: tool.before\naction: webhook",
-                "h.sh:4: action 'webhook' is not supported yet; only 'command' (this script, \
-                 'run' or 'argv') runs for now",
+                "h.sh:4: action 'webhook' is for a declarative hook: put it in a \
+                 non-executable .yml file",
             ),
             (
                 "event: tool.before\naction: git-push",

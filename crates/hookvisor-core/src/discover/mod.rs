@@ -52,6 +52,7 @@ use crate::event::{Command, Event, HookAction};
 use crate::git_action::GIT_FIELDS;
 use crate::hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
 use crate::spawn::SPAWN_FIELDS;
+use crate::webhook::WEBHOOK_FIELDS;
 
 /// What starts the id of every global hook (the module's rule 3).
 pub const GLOBAL_ID_PREFIX: &str = "global:";
@@ -78,21 +79,32 @@ const PHASE1_FIELDS: [&str; 10] = [
 
 /// Front matter keys hookvisor reads; others are reported as warnings.
 const KNOWN_FIELDS: [&str;
-    PHASE1_FIELDS.len() + EVENT_FIELDS.len() + GIT_FIELDS.len() + SPAWN_FIELDS.len()] = {
-    let mut known =
-        [""; PHASE1_FIELDS.len() + EVENT_FIELDS.len() + GIT_FIELDS.len() + SPAWN_FIELDS.len()];
-    let mut i = 0;
-    while i < known.len() {
-        known[i] = if i < PHASE1_FIELDS.len() {
-            PHASE1_FIELDS[i]
-        } else if i < PHASE1_FIELDS.len() + EVENT_FIELDS.len() {
-            EVENT_FIELDS[i - PHASE1_FIELDS.len()]
-        } else if i < PHASE1_FIELDS.len() + EVENT_FIELDS.len() + GIT_FIELDS.len() {
-            GIT_FIELDS[i - PHASE1_FIELDS.len() - EVENT_FIELDS.len()]
-        } else {
-            SPAWN_FIELDS[i - PHASE1_FIELDS.len() - EVENT_FIELDS.len() - GIT_FIELDS.len()]
-        };
-        i += 1;
+    PHASE1_FIELDS.len()
+        + EVENT_FIELDS.len()
+        + GIT_FIELDS.len()
+        + SPAWN_FIELDS.len()
+        + WEBHOOK_FIELDS.len()] = {
+    let groups: [&[&str]; 5] = [
+        &PHASE1_FIELDS,
+        &EVENT_FIELDS,
+        &GIT_FIELDS,
+        &SPAWN_FIELDS,
+        &WEBHOOK_FIELDS,
+    ];
+    let mut known = [""; PHASE1_FIELDS.len()
+        + EVENT_FIELDS.len()
+        + GIT_FIELDS.len()
+        + SPAWN_FIELDS.len()
+        + WEBHOOK_FIELDS.len()];
+    let (mut i, mut group) = (0, 0);
+    while group < groups.len() {
+        let mut j = 0;
+        while j < groups[group].len() {
+            known[i] = groups[group][j];
+            i += 1;
+            j += 1;
+        }
+        group += 1;
     }
     known
 };

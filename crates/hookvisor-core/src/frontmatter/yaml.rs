@@ -11,11 +11,19 @@ use super::{Fields, FrontMatterError, MERGE_KEY, repeated};
 enum YamlValue {
     Scalar(YamlScalar),
     List(Vec<YamlScalar>),
-    /// A mapping, read only for spawn's `inputs` (by `with_mapping`: untagged scalars cannot
-    /// take one) and kept as its JSON text.
+    /// A value of [`JSON_FIELDS`] (spawn's `inputs`, a webhook's `headers` and `body`), read
+    /// by `with_mapping` (untagged scalars cannot take a mapping) and kept as its JSON text.
     #[serde(skip)]
-    Map(serde_json::Map<String, serde_json::Value>),
+    Json(serde_json::Value),
 }
+
+/// The fields whose value may be a mapping, kept as JSON text: spawn's `inputs` and a
+/// webhook's `headers`, and a webhook's `body`, which is JSON text whatever its YAML type (so
+/// `body: "42"` stays a string).
+const JSON_FIELDS: [&str; 3] = ["inputs", "headers", "body"];
+
+/// The one field whose every value is kept as JSON text, a scalar included.
+const JSON_TEXT_FIELD: &str = "body";
 
 #[derive(serde::Deserialize)]
 #[serde(untagged)]
@@ -74,9 +82,9 @@ pub(crate) fn strict_options() -> serde_saphyr::Options {
     }
 }
 
-/// The body read again as JSON values, when its only mapping value is `inputs` (a spawn's):
-/// untagged values cannot take a block mapping whatever their variants. `None` for anything
-/// else, which stays not YAML as before.
+/// The body read again as JSON values, when its only mapping values are of [`JSON_FIELDS`]
+/// (and `body` may be anything): untagged values cannot take a block mapping whatever their
+/// variants. `None` for anything else, which stays not YAML as before.
 fn with_mapping(text: &str) -> Option<BTreeMap<String, Option<YamlValue>>> {
     use serde_json::Value as Json;
     let scalar = |value: Json| match value {
@@ -95,7 +103,10 @@ fn with_mapping(text: &str) -> Option<BTreeMap<String, Option<YamlValue>>> {
         .map(|(key, value)| {
             let value = match value {
                 None | Some(Json::Null) => None,
-                Some(Json::Object(map)) if key == "inputs" => Some(YamlValue::Map(map)),
+                Some(json) if key == JSON_TEXT_FIELD => Some(YamlValue::Json(json)),
+                Some(json @ Json::Object(_)) if JSON_FIELDS.contains(&key.as_str()) => {
+                    Some(YamlValue::Json(json))
+                }
                 Some(Json::Object(_)) => return None,
                 Some(Json::Array(items)) => Some(YamlValue::List(
                     items.into_iter().map(scalar).collect::<Option<_>>()?,
@@ -120,28 +131,36 @@ pub(super) fn parse_yaml(
     let options = strict_options();
     let line_of = |yaml_line: u64| first_line + usize::try_from(yaml_line).unwrap_or(1).max(1) - 1;
     let text = body.join("\n");
-    let map: BTreeMap<String, Option<YamlValue>> =
-        match serde_saphyr::from_str_with_options(&text, options) {
-            Ok(map) => map,
-            Err(Error::DuplicateMappingKey { key, location }) => {
-                return Err(FrontMatterError::Syntax {
-                    line: line_of(location.line()),
-                    message: repeated(key.as_deref().unwrap_or("a key")),
-                });
-            }
-            Err(Error::MergeKeyNotAllowed { location }) => {
-                return Err(FrontMatterError::Syntax {
-                    line: line_of(location.line()),
-                    message: MERGE_KEY.to_owned(),
-                });
-            }
-            // A mapping (spawn's `inputs`), which the scalar reading refuses; else not YAML
-            // (`pattern: *.go`): the flat reader's turn.
-            Err(_) => match with_mapping(&text) {
-                Some(map) => map,
-                None => return Ok(None),
-            },
-        };
+    let map: BTreeMap<String, Option<YamlValue>> = match serde_saphyr::from_str_with_options::<
+        BTreeMap<String, Option<YamlValue>>,
+    >(&text, options)
+    {
+        // A scalar or list `body` is re-read for its JSON type, which the scalar reading
+        // turns into text.
+        Ok(map) if map.contains_key(JSON_TEXT_FIELD) => match with_mapping(&text) {
+            Some(map) => map,
+            None => return Ok(None),
+        },
+        Ok(map) => map,
+        Err(Error::DuplicateMappingKey { key, location }) => {
+            return Err(FrontMatterError::Syntax {
+                line: line_of(location.line()),
+                message: repeated(key.as_deref().unwrap_or("a key")),
+            });
+        }
+        Err(Error::MergeKeyNotAllowed { location }) => {
+            return Err(FrontMatterError::Syntax {
+                line: line_of(location.line()),
+                message: MERGE_KEY.to_owned(),
+            });
+        }
+        // A mapping (of `JSON_FIELDS`), which the scalar reading refuses; else not YAML
+        // (`pattern: *.go`): the flat reader's turn.
+        Err(_) => match with_mapping(&text) {
+            Some(map) => map,
+            None => return Ok(None),
+        },
+    };
     let mut lists = Vec::new();
     let mut nulls = Vec::new();
     let mut list_items = BTreeMap::new();
@@ -154,7 +173,7 @@ pub(super) fn parse_yaml(
                     String::new()
                 }
                 Some(YamlValue::Scalar(s)) => s.into_string(),
-                Some(YamlValue::Map(map)) => serde_json::Value::Object(map).to_string(),
+                Some(YamlValue::Json(json)) => json.to_string(),
                 Some(YamlValue::List(items)) => {
                     lists.push(key.clone());
                     let items: Vec<String> =
@@ -198,6 +217,30 @@ mod tests {
             other.ok().and_then(|f| f.get("other").cloned()).as_deref(),
             Some(r#"{"a":1}"#)
         );
+    }
+
+    #[test]
+    fn webhook_headers_and_body_are_json_text() {
+        let text = "---\nevent: x\nheaders:\n  A: \"${t}\"\n  N: 3\nbody:\n  s: \"42\"\n  n: 42\n  \
+                    l: [{k: \"${v}\"}]\n---\n";
+        let fields = parse(text).unwrap();
+        let headers: serde_json::Value = serde_json::from_str(&fields["headers"]).unwrap();
+        assert_eq!(headers, serde_json::json!({"A": "${t}", "N": 3}));
+        let body: serde_json::Value = serde_json::from_str(&fields["body"]).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"s": "42", "n": 42, "l": [{"k": "${v}"}]})
+        );
+        // A scalar body keeps its YAML type as JSON text.
+        for (yaml, json) in [
+            ("\"42\"", "\"42\""),
+            ("42", "42"),
+            ("hi", "\"hi\""),
+            ("[1, a]", "[1,\"a\"]"),
+        ] {
+            let fields = parse(&format!("---\nevent: x\nbody: {yaml}\n---\n")).unwrap();
+            assert_eq!(fields["body"], json, "{yaml}");
+        }
     }
 
     #[test]

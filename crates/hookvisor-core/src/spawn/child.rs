@@ -412,7 +412,7 @@ fn refusal(field: &str, err: &TemplateError) -> String {
 
 /// Rule 4: every variable of ours the child must not see.
 fn removed_variables() -> Vec<OsString> {
-    let secrets = secret_names();
+    let secrets = crate::secrets::names();
     std::env::vars_os()
         .map(|(name, _)| name)
         .filter(|name| {
@@ -421,32 +421,6 @@ fn removed_variables() -> Vec<OsString> {
                 || text.starts_with("DISCOBOT_")
                 || text == "SESSION_ID"
                 || secrets.iter().any(|s| s == &*text)
-        })
-        .collect()
-}
-
-/// The names `secrets.env` defines (`NAME=value` or `export NAME=value` lines); none when it
-/// is missing or unreadable: then no secret came from it either.
-fn secret_names() -> Vec<String> {
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
-    let Some(path) = config.map(|c| c.join("hookvisor").join("secrets.env")) else {
-        return Vec::new();
-    };
-    let mut text = String::new();
-    let read = fs::File::open(&path).and_then(|f| f.take(1024 * 1024).read_to_string(&mut text));
-    if read.is_err() {
-        return Vec::new();
-    }
-    text.lines()
-        .filter_map(|line| {
-            let line = line.trim_start();
-            let line = line.strip_prefix("export ").unwrap_or(line);
-            let (name, _) = line.split_once('=')?;
-            let name = name.trim();
-            (!name.is_empty() && !name.starts_with('#')).then(|| name.to_owned())
         })
         .collect()
 }

@@ -57,7 +57,7 @@
 use std::fmt;
 
 mod argv;
-mod names;
+pub(crate) mod names;
 mod shell;
 
 pub use argv::{Value, expand_argv};

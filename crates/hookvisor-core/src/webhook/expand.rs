@@ -1,0 +1,483 @@
+//! Rules 2, 4 and 5 of the module: a webhook's url, headers and body with every name
+//! resolved, as the request to send.
+
+use std::ffi::OsStr;
+
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde_json::Value as Json;
+use url::Url;
+
+use super::url_policy::{self, UrlPolicyError};
+use super::{Method, UrlTemplate, Webhook, lone_reference};
+use crate::payload::{Payload, is_known_name};
+use crate::secrets::{Secrets, SecretsError};
+use crate::template::Value;
+use crate::template::names::{Piece, Pieces};
+use crate::when;
+
+/// What a placeholder after the host may leave unencoded: RFC 3986's unreserved characters.
+const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Nesting deeper than YAML front matter can usefully say is refused, not recursed into.
+const MAX_NESTING: usize = 32;
+
+/// The request a webhook's templates expand to.
+#[derive(Debug)]
+pub(super) struct Request {
+    /// The method.
+    pub(super) method: Method,
+    /// The URL, policy-checked.
+    pub(super) url: Url,
+    /// The headers, values checked.
+    pub(super) headers: Vec<(String, String)>,
+    /// The body, serialized once.
+    pub(super) body: Option<Vec<u8>>,
+    /// Every secret value used, to mask wherever text is written.
+    pub(super) secrets: Vec<String>,
+}
+
+/// Why the templates do not expand; the run fails with this message, which never holds a
+/// resolved value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(super) enum ExpandError {
+    /// A name hookvisor sets for some events, not this one (rule 5).
+    #[error(
+        "webhook: {field}: ${{{name}}} is no variable of this event; fix the name, or pass it \
+         with --data"
+    )]
+    NotInEvent {
+        /// Where: `url`, `headers: NAME`, `body`.
+        field: String,
+        /// The name.
+        name: String,
+    },
+    /// A name found nowhere (rule 5).
+    #[error(
+        "webhook: {field}: ${{{name}}} is no variable of this event, and neither secrets.env nor \
+         hookvisor's environment has {upper}; add '{upper}=…' to ~/.config/hookvisor/secrets.env \
+         (mode 600) or fix the name"
+    )]
+    Unknown {
+        /// Where.
+        field: String,
+        /// The name.
+        name: String,
+        /// The name as a variable is usually written.
+        upper: String,
+    },
+    /// The secrets file is refused.
+    #[error("webhook: {0}")]
+    Secrets(SecretsError),
+    /// A header value holds a byte that would end or break the header (rule 4).
+    #[error(
+        "webhook: headers: {header}: the expanded value holds a {what}, which no header may \
+         hold; fix the value or move it into the body"
+    )]
+    HeaderControl {
+        /// The header.
+        header: String,
+        /// `CR`, `LF`, `NUL` or `control character`.
+        what: &'static str,
+    },
+    /// The expanded URL does not parse.
+    #[error("webhook: url: '{template}' expands to no URL ({reason}); check the value it names")]
+    UrlSyntax {
+        /// The URL template.
+        template: String,
+        /// What the parser said.
+        reason: String,
+    },
+    /// The expanded URL breaks the policy (rule 3).
+    #[error("webhook: url: {0}")]
+    Policy(UrlPolicyError),
+    /// A secret would go to a URL the event chose (rule 5).
+    #[error(
+        "webhook: {field}: ${{{secret}}} is a secret, and the url is the event's ${{{url}}}; a \
+         secret goes only to a url the hook or secrets.env writes: put the url in secrets.env \
+         or write its host out"
+    )]
+    SecretToEventUrl {
+        /// Where the secret is used.
+        field: String,
+        /// The secret's name.
+        secret: String,
+        /// The URL's variable.
+        url: String,
+    },
+    /// The body nests too deeply.
+    #[error("webhook: body: nested over 32 levels; flatten it")]
+    TooDeep,
+}
+
+/// Where a name's value comes from (rule 5).
+enum Source {
+    /// The event (or the caller's `callback_url`).
+    Event,
+    /// `secrets.env` or hookvisor's environment: this text.
+    Secret(String),
+}
+
+/// The names of one run, resolved by rule 5.
+struct Names<'a> {
+    payload: &'a Payload,
+    callback_url: Option<&'a str>,
+    /// Read at the first name that needs it.
+    secrets: Option<Secrets>,
+    /// The secrets used, by name, for masking and rule 5's host check.
+    used: Vec<(String, String, String)>,
+}
+
+impl Names<'_> {
+    /// Where `name`, used in `field`, comes from.
+    fn source(&mut self, name: &str, field: &str) -> Result<Source, ExpandError> {
+        if (name == "callback_url" && self.callback_url.is_some())
+            || self.payload.template_value(name).is_some()
+        {
+            return Ok(Source::Event);
+        }
+        if is_known_name(name) {
+            return Err(ExpandError::NotInEvent {
+                field: field.to_owned(),
+                name: name.to_owned(),
+            });
+        }
+        let upper = name.to_ascii_uppercase();
+        if !name.contains('.') {
+            if self.secrets.is_none() {
+                self.secrets = Some(Secrets::load().map_err(ExpandError::Secrets)?);
+            }
+            let from_file = self.secrets.as_ref().and_then(|s| s.get(name));
+            let value = from_file.map(str::to_owned).or_else(|| {
+                // The usual spelling first, then any other case of it.
+                std::env::var_os(&upper)
+                    .or_else(|| {
+                        std::env::vars_os()
+                            .find(|(n, _)| n.to_string_lossy().eq_ignore_ascii_case(name))
+                            .map(|(_, v)| v)
+                    })
+                    .map(|v| v.to_string_lossy().into_owned())
+            });
+            if let Some(value) = value {
+                self.used
+                    .push((name.to_owned(), field.to_owned(), value.clone()));
+                return Ok(Source::Secret(value));
+            }
+        }
+        Err(ExpandError::Unknown {
+            field: field.to_owned(),
+            name: name.to_owned(),
+            upper,
+        })
+    }
+
+    /// The text of `name`, as argv renders it: a list joined by spaces.
+    fn text(&mut self, name: &str, field: &str) -> Result<String, ExpandError> {
+        Ok(match self.source(name, field)? {
+            Source::Secret(value) => value,
+            Source::Event if name == "callback_url" && self.callback_url.is_some() => {
+                self.callback_url.unwrap_or_default().to_owned()
+            }
+            Source::Event => match self.payload.template_value(name) {
+                Some(Value::Scalar(value)) => value.to_string_lossy().into_owned(),
+                Some(Value::List(items)) => items.join(OsStr::new(" ")).to_string_lossy().into(),
+                None => String::new(),
+            },
+        })
+    }
+
+    /// The JSON value of a lone `${name}` in the body (rule 4).
+    fn json(&mut self, name: &str, field: &str) -> Result<Json, ExpandError> {
+        Ok(match self.source(name, field)? {
+            Source::Secret(value) => Json::String(value),
+            Source::Event if name == "callback_url" && self.callback_url.is_some() => {
+                Json::String(self.callback_url.unwrap_or_default().to_owned())
+            }
+            Source::Event => {
+                let path: Vec<&str> = name.split('.').collect();
+                match self.payload.lookup(&path) {
+                    Some(when::Value::Json(json)) => json,
+                    Some(when::Value::Text(text)) if name == "iteration" => {
+                        text.parse::<u64>().map_or(Json::String(text), Json::from)
+                    }
+                    Some(when::Value::Text(text)) => Json::String(text),
+                    None => Json::Null,
+                }
+            }
+        })
+    }
+
+    /// A text template with every placeholder replaced by `render` of its text.
+    fn template(
+        &mut self,
+        text: &str,
+        field: &str,
+        render: impl Fn(&str) -> String,
+    ) -> Result<String, ExpandError> {
+        let mut out = String::with_capacity(text.len());
+        for piece in Pieces::new(text) {
+            match piece {
+                Piece::Literal(literal) => out.push_str(literal),
+                Piece::Reference(name) => out.push_str(&render(&self.text(&name, field)?)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// A body value with its strings expanded (rule 4).
+    fn body(&mut self, json: &Json, depth: usize) -> Result<Json, ExpandError> {
+        if depth > MAX_NESTING {
+            return Err(ExpandError::TooDeep);
+        }
+        Ok(match json {
+            Json::String(text) => match lone_reference(text) {
+                Some(name) => self.json(&name, "body")?,
+                None => Json::String(self.template(text, "body", str::to_owned)?),
+            },
+            Json::Array(items) => Json::Array(
+                items
+                    .iter()
+                    .map(|i| self.body(i, depth + 1))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Json::Object(map) => Json::Object(
+                map.iter()
+                    .map(|(k, v)| Ok((k.clone(), self.body(v, depth + 1)?)))
+                    .collect::<Result<_, ExpandError>>()?,
+            ),
+            other => other.clone(),
+        })
+    }
+}
+
+/// The request `webhook` makes for `payload`; `callback_url` is the awaited callback's URL
+/// when the caller hosts one.
+pub(super) fn expand(
+    webhook: &Webhook,
+    payload: &Payload,
+    callback_url: Option<&str>,
+) -> Result<Request, ExpandError> {
+    let mut names = Names {
+        payload,
+        callback_url,
+        secrets: None,
+        used: Vec::new(),
+    };
+    let (url_text, url_from_event) = match &webhook.url {
+        UrlTemplate::Whole(name) => {
+            let from_event = matches!(names.source(name, "url")?, Source::Event);
+            (names.text(name, "url")?, from_event.then(|| name.clone()))
+        }
+        UrlTemplate::Literal(text) => (
+            names.template(text, "url", |value| {
+                utf8_percent_encode(value, UNRESERVED).to_string()
+            })?,
+            None,
+        ),
+    };
+    let template = match &webhook.url {
+        UrlTemplate::Whole(name) => format!("${{{name}}}"),
+        UrlTemplate::Literal(text) => text.clone(),
+    };
+    let url = Url::parse(url_text.trim()).map_err(|err| ExpandError::UrlSyntax {
+        template,
+        reason: err.to_string(),
+    })?;
+    url_policy::check_at_send(&url).map_err(ExpandError::Policy)?;
+
+    let mut headers = Vec::with_capacity(webhook.headers.len());
+    for (name, value) in &webhook.headers {
+        let field = format!("headers: {name}");
+        let value = names.template(value, &field, str::to_owned)?;
+        if let Some(what) = control_byte(&value) {
+            return Err(ExpandError::HeaderControl {
+                header: name.clone(),
+                what,
+            });
+        }
+        headers.push((name.clone(), value));
+    }
+    let body = match &webhook.body {
+        None => None,
+        Some(template) => {
+            let json = names.body(template, 0)?;
+            Some(serde_json::to_vec(&json).unwrap_or_default())
+        }
+    };
+    if let (Some(url), Some((secret, field, _))) = (url_from_event, names.used.first()) {
+        return Err(ExpandError::SecretToEventUrl {
+            field: field.clone(),
+            secret: secret.clone(),
+            url,
+        });
+    }
+    Ok(Request {
+        method: webhook.method,
+        url,
+        headers,
+        body,
+        secrets: names.used.into_iter().map(|(_, _, v)| v).collect(),
+    })
+}
+
+/// The name of the first byte no header value may hold: CR and LF end it, NUL ends it for
+/// many servers, other control characters are invalid (tab is allowed).
+fn control_byte(value: &str) -> Option<&'static str> {
+    value.bytes().find_map(|b| match b {
+        b'\r' => Some("CR"),
+        b'\n' => Some("LF"),
+        0 => Some("NUL"),
+        b'\t' => None,
+        0x01..=0x1f | 0x7f => Some("control character"),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn payload() -> Payload {
+        Payload::new("task.complete", "s1", "/w", "user")
+            .iteration(4)
+            .files(["a b.rs", "c.rs"])
+            .data(
+                json!({
+                    "task_id": "t/1",
+                    "n": 7,
+                    "obj": {"k": [1, true]},
+                    "evil": "\"quoted\"\nline $(touch x)",
+                    "crlf": "a\r\nInjected: yes",
+                    "target": "https://example.com/hook",
+                })
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            )
+    }
+
+    fn webhook(url: &str, headers: &[(&str, &str)], body: Option<Json>) -> Webhook {
+        Webhook {
+            url: super::super::parse_url(url).unwrap(),
+            method: Method::Post,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            body,
+            callback_port: None,
+        }
+    }
+
+    #[test]
+    fn body_values_keep_their_json_types() {
+        let body = json!({
+            "n": "${n}",
+            "obj": "${obj}",
+            "it": "${iteration}",
+            "files": "${files}",
+            "evil": "${evil}",
+            "text": "task ${task_id} #${n} of ${files}",
+            "nested": {"list": ["${n}", 2, null]},
+            "cb": "${callback_url}",
+            "${n}": "keys stay literal",
+        });
+        let hook = webhook("http://127.0.0.1:1/x", &[], Some(body));
+        let request = expand(&hook, &payload(), Some("http://127.0.0.1:2/cb/t")).unwrap();
+        let sent: Json = serde_json::from_slice(&request.body.unwrap()).unwrap();
+        assert_eq!(
+            sent,
+            json!({
+                "n": 7,
+                "obj": {"k": [1, true]},
+                "it": 4,
+                "files": ["a b.rs", "c.rs"],
+                "evil": "\"quoted\"\nline $(touch x)",
+                "text": "task t/1 #7 of a b.rs c.rs",
+                "nested": {"list": [7, 2, null]},
+                "cb": "http://127.0.0.1:2/cb/t",
+                "${n}": "keys stay literal",
+            })
+        );
+        assert!(request.secrets.is_empty());
+    }
+
+    #[test]
+    fn url_values_are_percent_encoded_after_the_host() {
+        let hook = webhook(
+            "https://example.com/t/${task_id}?f=${files}&e=${evil}",
+            &[],
+            None,
+        );
+        let request = expand(&hook, &payload(), None).unwrap();
+        assert_eq!(
+            request.url.as_str(),
+            "https://example.com/t/t%2F1?f=a%20b.rs%20c.rs&e=%22quoted%22%0Aline%20%24%28touch%20x%29"
+        );
+        let whole = webhook("${target}", &[], None);
+        let request = expand(&whole, &payload(), None).unwrap();
+        assert_eq!(request.url.as_str(), "https://example.com/hook");
+    }
+
+    #[test]
+    fn the_policy_holds_at_send() {
+        let payload = payload().data(
+            json!({"plain": "http://example.com/x", "local": "http://127.0.0.1:9/x"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        let err = expand(&webhook("${plain}", &[], None), &payload, None).unwrap_err();
+        assert!(
+            matches!(err, ExpandError::Policy(UrlPolicyError::Insecure { .. })),
+            "{err}"
+        );
+        assert!(expand(&webhook("${local}", &[], None), &payload, None).is_ok());
+    }
+
+    #[test]
+    fn headers_refuse_line_breaks_naming_the_header() {
+        let hook = webhook("https://h/x", &[("X-Task", "id ${crlf}")], None);
+        let err = expand(&hook, &payload(), None).unwrap_err().to_string();
+        assert!(
+            err.starts_with("webhook: headers: X-Task: the expanded value holds a CR"),
+            "{err}"
+        );
+        assert!(
+            !err.contains("Injected"),
+            "the value stays out of the message: {err}"
+        );
+        assert_eq!(control_byte("a\tb"), None);
+        assert_eq!(control_byte("a\0b"), Some("NUL"));
+        assert_eq!(control_byte("a\x7fb"), Some("control character"));
+    }
+
+    #[test]
+    fn unknown_names_fail_naming_them() {
+        let hook = webhook("https://h/${tool_name}", &[], None);
+        let err = expand(&hook, &payload(), None).unwrap_err();
+        assert!(
+            matches!(&err, ExpandError::NotInEvent { name, .. } if name == "tool_name"),
+            "{err}"
+        );
+        let hook = webhook("https://h/x", &[], Some(json!({"a": "${data.nope}"})));
+        let err = expand(&hook, &payload(), None).unwrap_err();
+        assert!(matches!(&err, ExpandError::NotInEvent { .. }), "{err}");
+        let hook = webhook(
+            "https://h/x",
+            &[("A", "${hookvisor_test_surely_unset_name}")],
+            None,
+        );
+        let err = expand(&hook, &payload(), None).unwrap_err().to_string();
+        assert!(err.contains("HOOKVISOR_TEST_SURELY_UNSET_NAME"), "{err}");
+        // `callback_url` is known: without a callback it is no variable of this event.
+        let hook = webhook("https://h/x", &[], Some(json!("${callback_url}")));
+        let err = expand(&hook, &payload(), None).unwrap_err();
+        assert!(matches!(&err, ExpandError::NotInEvent { name, .. } if name == "callback_url"));
+    }
+}
