@@ -104,6 +104,7 @@ use crate::exec::{
 };
 use crate::hook::Hook;
 use crate::payload::{Payload, RunFiles};
+use crate::produced::{Earlier, Produced};
 use crate::status::{StatusError, StatusStore};
 use crate::template;
 
@@ -248,14 +249,17 @@ pub(crate) fn fire_hooks(
     };
     let mut outcome = Outcome::new();
     let mut results = Vec::new();
+    // Values of earlier actions, for every later hook of this firing (crate::produced).
+    let mut earlier = Earlier::default();
     for hook in hooks(Phase::Pre).filter(|h| h.spec.await_) {
         if outcome.ends_pre_pass() || cancel.is_cancelled() {
             break;
         }
-        let payload = payload(ctx, firing, None);
+        let payload = earlier.apply(payload(ctx, firing, None));
         let Some(done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
             continue;
         };
+        earlier.record(&done.produced);
         pipe(&buffer, hook, &done)?;
         results.push(result_json(hook, firing, &done));
         outcome.push(done.judgment);
@@ -286,10 +290,11 @@ pub(crate) fn fire_hooks(
             break;
         }
         let seen = (hook.spec.phase == Phase::Post).then_some(decision);
-        let payload = payload(ctx, firing, seen);
+        let payload = earlier.apply(payload(ctx, firing, seen));
         let Some(done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
             continue;
         };
+        earlier.record(&done.produced);
         pipe(&buffer, hook, &done)?;
         reply.results.push(result_json(hook, firing, &done));
     }
@@ -376,6 +381,30 @@ pub(crate) struct Done {
     pub(crate) judgment: Judgment,
     /// The last run.
     pub(crate) run: FinishedRun,
+    /// What the last run's action produced for the later hooks (crate::produced).
+    pub(crate) produced: Vec<Produced>,
+}
+
+/// One run of an action as its runner hands it back to [`run_judged`].
+pub(crate) struct ActionRun {
+    /// How the run ended, as `status.json` records it: a timeout stays a timeout.
+    pub(crate) outcome: RunOutcome,
+    /// Values for the later hooks of the firing (crate::produced); none for most actions.
+    pub(crate) produced: Vec<Produced>,
+    /// The verdict of an action that judges its own run (a spawn's `on_timeout: abort`),
+    /// standing instead of the judge's; never re-run.
+    pub(crate) verdict: Option<Verdict>,
+}
+
+impl From<RunOutcome> for ActionRun {
+    /// A run judged by the judge that produced nothing: what a command gives.
+    fn from(outcome: RunOutcome) -> Self {
+        ActionRun {
+            outcome,
+            produced: Vec::new(),
+            verdict: None,
+        }
+    }
 }
 
 /// Steps 5–7 for one hook: `None` when its `when` is false. A cancelled run is not recorded
@@ -405,25 +434,38 @@ pub(crate) fn run_judged(
             return Ok(Some(Done {
                 judgment: judge.judge(&run),
                 run,
+                produced: Vec::new(),
             }));
         }
         Refusal::Run => {}
     }
     let mut retries_left = hook.spec.retries;
     loop {
-        let (run, deterministic) = match run_once(ctx, hook, firing, payload, cancel)? {
-            Ran::Finished(outcome) if outcome.cancelled => return Err(FireError::Cancelled),
-            Ran::Finished(outcome) => {
-                store.update(|status| {
-                    let entry = status.entry(hook, ctx);
-                    entry.record(&outcome, SystemTime::now());
-                    label(entry, hook);
-                })?;
-                (finished(ctx, hook, &outcome), false)
-            }
-            Ran::Refused(message) => (record_refused(ctx, hook, store, &message)?, true),
-        };
-        let judgment = judge.judge(&run);
+        let (run, deterministic, verdict, produced) =
+            match run_once(ctx, hook, firing, payload, cancel)? {
+                Ran::Finished(action) if action.outcome.cancelled => {
+                    return Err(FireError::Cancelled);
+                }
+                Ran::Finished(action) => {
+                    let outcome = &action.outcome;
+                    store.update(|status| {
+                        let entry = status.entry(hook, ctx);
+                        entry.record(outcome, SystemTime::now());
+                        label(entry, hook);
+                    })?;
+                    let run = finished(ctx, hook, outcome);
+                    // An action's own verdict is final: the same cause would decide again.
+                    let deterministic = action.verdict.is_some();
+                    (run, deterministic, action.verdict, action.produced)
+                }
+                Ran::Refused(message) => (
+                    record_refused(ctx, hook, store, &message)?,
+                    true,
+                    None,
+                    Vec::new(),
+                ),
+            };
+        let judgment = verdict.map_or_else(|| judge.judge(&run), Judgment::from);
         for warning in &judgment.warnings {
             tracing::warn!("{}: {warning}", hook.file_name());
         }
@@ -433,7 +475,11 @@ pub(crate) fn run_judged(
             retries_left -= 1;
             continue;
         }
-        return Ok(Some(Done { judgment, run }));
+        return Ok(Some(Done {
+            judgment,
+            run,
+            produced,
+        }));
     }
 }
 
@@ -486,7 +532,7 @@ fn refusal(hook: &Hook, payload: &Payload) -> Refusal {
 /// How a run ended.
 enum Ran {
     /// It ran (or its program could not start, which exec reports as an outcome).
-    Finished(RunOutcome),
+    Finished(ActionRun),
     /// It was refused before starting: an unknown name or an empty argv.
     Refused(String),
 }
@@ -527,21 +573,21 @@ fn run_once(
     // The git actions run git themselves (crate::git_action), with no payload files.
     if let Some(ran) = crate::git_action::run(ctx, hook, payload, cancel)? {
         return Ok(match ran {
-            crate::git_action::GitRun::Finished(outcome) => Ran::Finished(outcome),
+            crate::git_action::GitRun::Finished(outcome) => Ran::Finished(outcome.into()),
             crate::git_action::GitRun::Refused(message) => Ran::Refused(message),
         });
     }
     // A spawn starts its child in a state dir of its own (crate::spawn).
     if let Some(ran) = crate::spawn::run(ctx, hook, payload, cancel)? {
         return Ok(match ran {
-            crate::spawn::SpawnRun::Finished(outcome) => Ran::Finished(outcome),
+            crate::spawn::SpawnRun::Finished(run) => Ran::Finished(run),
             crate::spawn::SpawnRun::Refused(message) => Ran::Refused(message),
         });
     }
     // A webhook sends its request from here, with no process (crate::webhook).
     if let Some(ran) = crate::webhook::run(ctx, hook, payload, cancel)? {
         return Ok(match ran {
-            crate::webhook::WebhookRun::Finished(outcome) => Ran::Finished(outcome),
+            crate::webhook::WebhookRun::Finished(outcome) => Ran::Finished(outcome.into()),
             crate::webhook::WebhookRun::Refused(message) => Ran::Refused(message),
         });
     }
@@ -576,7 +622,7 @@ fn run_once(
         Command::Script => {
             let files = firing.files.as_deref().unwrap_or_default();
             let outcome = run_hook(ctx, hook, files, &options)?;
-            return Ok(Ran::Finished(outcome));
+            return Ok(Ran::Finished(outcome.into()));
         }
         Command::Argv(argv) => {
             let expanded = match template::expand_argv(argv, |n| payload.template_value(n)) {
@@ -666,7 +712,7 @@ fn run_once(
         log_path: ctx.log_path(&hook.id),
         timeout: hook.timeout,
     };
-    Ok(Ran::Finished(run_command(&invocation, &options)?))
+    Ok(Ran::Finished(run_command(&invocation, &options)?.into()))
 }
 
 /// The judge's view of a finished run.

@@ -41,7 +41,8 @@
 //! The event model of EVENTS.md is built on top, as public modules: [`event`] (the events
 //! and what a hook declares), [`when`] (conditions), [`template`] (`${name}` in `run:` and
 //! `argv:`), [`decision`] (the blocking protocol), [`payload`] (the event JSON and variables a
-//! hook gets), [`context_buffer`] (piped output for the next turn) and [`fire`] (running an
+//! hook gets), [`produced`] (values an action hands to the later hooks of its firing),
+//! [`context_buffer`] (piped output for the next turn) and [`fire`] (running an
 //! event's hooks: `hookvisor fire`). [`agent_loop`] drives a headless agent with those events
 //! (`hookvisor loop`).
 //! [`callback`] is the listener an awaited webhook waits on (its module doc says the rules).
@@ -124,6 +125,8 @@ mod pattern;
 /// The event JSON and environment a hook of the event model receives (EVENTS.md §4.1).
 pub mod payload;
 mod precommit;
+/// Values an action hands to the later hooks of its firing (EVENTS.md §4.1).
+pub mod produced;
 mod seal;
 mod secrets;
 mod session;
@@ -175,11 +178,14 @@ pub use session::{
     prepare_state_dir, run_session,
 };
 pub use spawn::{
-    DEFAULT_SPAWN_TIMEOUT, MAX_SPAWN_DEPTH, OnTimeout, PipelineError, PipelineSpec, Spawn,
-    SpawnFieldError, SpawnTarget, SpawnWorkspace,
+    ChildInfo, ChildrenError, DEFAULT_SPAWN_TIMEOUT, DetachedInfo, MAX_SPAWN_DEPTH, OnTimeout,
+    PipelineError, PipelineSpec, Spawn, SpawnFieldError, SpawnTarget, SpawnWorkspace, child_status,
+    is_child_name, list_children,
 };
 pub use state::{Durability, StateDir, write_atomic};
-pub use status::{EntryType, HookStatus, RunResult, Status, StatusError, StatusStore};
+pub use status::{
+    CallbackState, CallbackWait, EntryType, HookStatus, RunResult, Status, StatusError, StatusStore,
+};
 pub use timestamp::{parse_rfc3339, rfc3339};
 pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
 pub use user_fs::{ActingAs, act_as, agent_running};

@@ -109,6 +109,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use nix::fcntl::{OFlag, openat};
@@ -225,6 +226,18 @@ enum Var {
     List(Vec<OsString>),
     /// A JSON value (data and what is read inside it).
     Json(Json),
+    /// A text kept exactly, read inside when it is one JSON object ([`Payload::document_var`]);
+    /// shared, since every lookup clones the variables and an output may be megabytes.
+    Document(Arc<Document>),
+}
+
+/// The value of [`Var::Document`].
+#[derive(Debug)]
+struct Document {
+    /// The text, exactly.
+    text: String,
+    /// The text parsed, when it is one JSON object.
+    object: Option<Json>,
 }
 
 impl Payload {
@@ -303,6 +316,19 @@ impl Payload {
     /// Adds a JSON variable `name` (`${name.key}` reads inside it), like [`Payload::text_var`].
     pub fn json_var(self, name: &str, value: Json) -> Payload {
         self.var(name, Var::Json(value))
+    }
+
+    /// Adds a variable `name` whose value is `text` exactly and which reads as JSON when the
+    /// text is one JSON object (a spawn's `output.json`, a webhook's response): `${name}` is
+    /// the text ([`Payload::lookup`] gives the object), `${name.key}` reads inside it, and the
+    /// environment flattens its keys (rule 4) beside `HOOKVISOR_<NAME>`. Otherwise like
+    /// [`Payload::text_var`].
+    pub fn document_var(self, name: &str, text: impl Into<String>) -> Payload {
+        let text = text.into();
+        let object = serde_json::from_str::<Json>(&text)
+            .ok()
+            .filter(Json::is_object);
+        self.var(name, Var::Document(Arc::new(Document { text, object })))
     }
 
     fn var(mut self, name: &str, value: Var) -> Payload {
@@ -421,6 +447,10 @@ impl Payload {
                     .collect(),
             )),
             Var::Json(value) => when::Value::Json(value),
+            Var::Document(doc) => match &doc.object {
+                Some(object) => when::Value::Json(object.clone()),
+                None => when::Value::Text(doc.text.clone()),
+            },
         })
     }
 
@@ -435,6 +465,7 @@ impl Payload {
                 template::Value::List(items.iter().map(|i| OsString::from(scalar(i))).collect())
             }
             Var::Json(value) => template::Value::Scalar(OsString::from(scalar(&value))),
+            Var::Document(doc) => template::Value::Scalar(OsString::from(&doc.text)),
         })
     }
 
@@ -493,8 +524,10 @@ impl Payload {
             if rest.is_empty() {
                 return Some(var.clone());
             }
-            let Var::Json(root) = var else {
-                return None;
+            let root = match var {
+                Var::Json(root) => root,
+                Var::Document(doc) => doc.object.as_ref()?,
+                _ => return None,
             };
             return walk(root, rest).cloned().map(Var::Json);
         }
@@ -671,7 +704,12 @@ impl Env<'_> {
         } else {
             self.value(name, var_name, var)?;
         }
-        if let Var::Json(Json::Object(map)) = var
+        let object = match var {
+            Var::Json(object) => Some(object),
+            Var::Document(doc) => doc.object.as_ref(),
+            _ => None,
+        };
+        if let Some(Json::Object(map)) = object
             && depth < MAX_FLATTEN_SEGMENTS
         {
             for key in sorted_keys(map) {
@@ -728,6 +766,7 @@ impl Env<'_> {
                 self.list(name, var_name, texts.iter().map(|t| t.as_bytes()))?;
             }
             Var::Json(value) => self.scalar(var_name, scalar(value).as_bytes())?,
+            Var::Document(doc) => self.scalar(var_name, doc.text.as_bytes())?,
         }
         Ok(())
     }
@@ -926,6 +965,54 @@ mod tests {
         assert_eq!(count(), 0);
         let slash = p.environment_prefixed(dir.path(), "../x.").unwrap_err();
         assert_eq!(slash.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    /// A document variable is its text exactly (spacing kept), reads inside as JSON, flattens
+    /// its keys, goes by file over 64 KiB, and stays out of the event JSON.
+    #[test]
+    fn a_document_is_its_text_and_reads_as_json() {
+        let text = "{ \"verdict\": \"ok\",\n  \"n\": 3 }";
+        let p = Payload::new("task.complete", "s", "/w", "user").document_var("spawn_output", text);
+        let dir = tempfile::tempdir().unwrap();
+        let env = env_map(&p.environment(dir.path()).unwrap());
+        assert_eq!(env["HOOKVISOR_SPAWN_OUTPUT"], text.as_bytes());
+        assert_eq!(env["HOOKVISOR_SPAWN_OUTPUT_VERDICT"], b"ok");
+        assert_eq!(env["HOOKVISOR_SPAWN_OUTPUT_N"], b"3");
+        assert_eq!(
+            p.template_value("spawn_output"),
+            Some(template::Value::Scalar(text.into()))
+        );
+        assert_eq!(
+            p.template_value("SPAWN_OUTPUT.verdict"),
+            Some(template::Value::Scalar("ok".into()))
+        );
+        assert_eq!(
+            p.lookup(&["spawn_output", "n"]),
+            Some(when::Value::Json(json!(3)))
+        );
+        assert!(
+            !String::from_utf8(p.stdin_json())
+                .unwrap()
+                .contains("verdict")
+        );
+
+        // Not an object: text only, nothing inside.
+        let p = Payload::new("e", "s", "/w", "user").document_var("hook_response", "[1]");
+        assert_eq!(
+            p.lookup(&["hook_response"]),
+            Some(when::Value::Text("[1]".into()))
+        );
+        assert_eq!(p.lookup(&["hook_response", "0"]), None);
+
+        // Over 64 KiB: by file only (rule 5), its keys still inline.
+        let big = format!("{{\"verdict\":\"ok\",\"pad\":\"{}\"}}", "x".repeat(70_000));
+        let p = Payload::new("e", "s", "/w", "user").document_var("spawn_output", big.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let env = env_map(&p.environment(dir.path()).unwrap());
+        assert!(!env.contains_key("HOOKVISOR_SPAWN_OUTPUT"));
+        let file = OsStr::from_bytes(&env["HOOKVISOR_SPAWN_OUTPUT_FILE"]);
+        assert_eq!(fs::read_to_string(file).unwrap(), big);
+        assert_eq!(env["HOOKVISOR_SPAWN_OUTPUT_VERDICT"], b"ok");
     }
 
     #[test]

@@ -539,6 +539,20 @@ fn a_timeout_stops_the_child_and_follows_on_timeout() {
             .contains("timed out after 1s"),
         "{reply}"
     );
+    // Recorded as the timeout it was, as a command's: never exit 0 (the bug: `exitCode: 0`).
+    assert_eq!(
+        (
+            &reply["results"][0]["exitCode"],
+            &reply["results"][0]["timedOut"]
+        ),
+        (&json!(124), &json!(true)),
+        "{reply}"
+    );
+    let status = read_json(&ws.state_dir().join("status.json"));
+    let slow = &status["hooks"]["slow"];
+    assert_eq!(slow["lastResult"], "failure", "{slow}");
+    assert_eq!(slow["lastExitCode"], 124, "{slow}");
+    assert_eq!(slow["timedOut"], true, "{slow}");
     let pid: i64 = fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
@@ -563,4 +577,80 @@ fn a_timeout_stops_the_child_and_follows_on_timeout() {
     assert_eq!(exit, 0, "{reply}");
     assert_eq!(reply["decision"], "allow", "{reply}");
     assert_eq!(reply["results"][0]["timedOut"], true, "{reply}");
+}
+
+/// `on_timeout: abort` aborts a notice too (no gate to block, and no `continue: false` to
+/// read), and a retry policy does not re-run it.
+#[test]
+fn on_timeout_abort_aborts_a_notice_and_is_not_retried() {
+    let ws = Workspace::new();
+    let runs = ws.base().join("runs");
+    let script = quoted(&format!("echo run >> {}; exec sleep 600", runs.display()));
+    ws.write(
+        ".discobot/hooks/slow.yml",
+        &format!(
+            "---\nevent: commit.after\naction: spawn\ntimeout: 1\non_failure: retry\n\
+             retries: 2\nretry_delay: 0\nargv: [sh, -c, {script}]\n---\n"
+        ),
+    );
+    let out = ws.hookvisor(&["fire", "commit.after", "--json"]);
+    let reply = json_of(&out);
+    assert_eq!(reply["decision"], "abort", "{reply}");
+    assert_eq!(code(&out), 3, "{reply}");
+    assert_eq!(reply["results"][0]["timedOut"], true, "{reply}");
+    assert_eq!(fs::read_to_string(&runs).unwrap(), "run\n", "run once");
+}
+
+/// EVENTS.md §4.1/§4.4: a later hook of the same firing reads the child's `output.json` as
+/// `${spawn_output}` (its text exactly) and `${spawn_output.verdict}` (inside it), through
+/// `run:` and `argv:`; a hook before the spawn has no such variable.
+#[test]
+fn a_later_hook_reads_the_spawn_output() {
+    let ws = Workspace::new();
+    let output = "{\"verdict\":\"ok\",\"n\":3}";
+    hook(
+        &ws,
+        "0-before",
+        "when: ${trigger} == 'user'\nrun: 'echo ${spawn_output} > before.out'\n",
+    );
+    hook(
+        &ws,
+        "1-review",
+        &format!(
+            "action: spawn\nargv: [sh, -c, {}]\n",
+            quoted(&format!("printf '%s' '{output}' > \"$HOOKVISOR_OUTPUT\""))
+        ),
+    );
+    hook(
+        &ws,
+        "2-echo",
+        "run: 'echo ${spawn_output} > whole.out; echo ${spawn_output.verdict} ${spawn_output.n} > verdict.out'\n",
+    );
+    hook(
+        &ws,
+        "3-argv",
+        "phase: post\nwhen: ${spawn_output.verdict} == 'ok'\n\
+         argv: [sh, -c, 'printf %s \"$1\" > argv.out', sh, '${spawn_output}']\n",
+    );
+    let (exit, reply) = fire(&ws, "{}");
+    assert_eq!(exit, 0, "{reply}");
+    let read = |name: &str| {
+        fs::read_to_string(ws.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}: {reply}"))
+    };
+    assert_eq!(read("whole.out"), format!("{output}\n"));
+    assert_eq!(read("verdict.out"), "ok 3\n");
+    assert_eq!(read("argv.out"), output);
+    assert!(
+        !ws.path().join("before.out").exists(),
+        "a hook before the spawn has no ${{spawn_output}}: {reply}"
+    );
+    let results = reply["results"].as_array().unwrap();
+    assert_eq!(results[0]["success"], false, "unknown name before: {reply}");
+    assert!(results[1..].iter().all(|r| r["success"] == true), "{reply}");
+
+    // The next firing starts without it: a value is its firing's.
+    fs::remove_file(ws.path().join("whole.out")).unwrap();
+    hook(&ws, "1-review", "run: 'true'\n");
+    let (_, reply) = fire(&ws, "{}");
+    assert!(!ws.path().join("whole.out").exists(), "{reply}");
 }

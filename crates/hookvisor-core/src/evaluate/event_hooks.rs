@@ -14,6 +14,7 @@ use crate::fire::{self, Done, Firing};
 use crate::hook::Origin;
 use crate::hook::{Hook, HookKind};
 use crate::message::Failure;
+use crate::produced::Earlier;
 use crate::status::StatusStore;
 
 /// A hook with a pending set, and whether the event dispatcher's runner runs it.
@@ -55,7 +56,9 @@ pub(super) fn turn_end_hooks(discovery: &Discovery, phase: Phase) -> impl Iterat
 }
 
 /// Runs one `event: turn.end` hook on `files` and judges it; `None` when its `when` is false.
-/// `decision` is `${decision}` for a `post` hook. Recorded in `status.json` by the runner.
+/// `decision` is `${decision}` for a `post` hook; `earlier` holds what earlier actions of this
+/// turn end produced, and takes what this one produces. Recorded in `status.json` by the runner.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     ctx: &Context,
     store: &StatusStore,
@@ -64,6 +67,7 @@ pub(super) fn run(
     turn: &Firing,
     options: &EvalOptions,
     decision: Option<&str>,
+    earlier: &mut Earlier,
 ) -> Result<Option<Done>, EvalError> {
     let mut firing = turn.clone();
     firing.event = Event::TurnEnd;
@@ -71,13 +75,14 @@ pub(super) fn run(
     firing.files = Some(files.to_vec());
     firing.cancel = options.cancel.clone();
     let cancel = options.cancel.clone().unwrap_or_default();
-    let payload = fire::payload(ctx, &firing, decision);
+    let payload = earlier.apply(fire::payload(ctx, &firing, decision));
     let done = fire::run_judged(ctx, hook, &firing, &payload, store, &cancel)?;
     // A cancel during a retry wait ends the run judged; the evaluation still has no outcome.
     if cancel.is_cancelled() {
         return Err(EvalError::Cancelled);
     }
     if let Some(done) = &done {
+        earlier.record(&done.produced);
         fire::pipe(&ContextBuffer::new(&ctx.state()), hook, done)?;
     }
     Ok(done)

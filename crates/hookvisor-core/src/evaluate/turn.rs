@@ -15,6 +15,7 @@ use crate::discover::Discovery;
 use crate::fire::{self, Done, Firing};
 use crate::hook::{Hook, Problem};
 use crate::message::{Failure, broken_hooks_message};
+use crate::produced::Earlier;
 use crate::status::{RunResult, Status, StatusStore};
 use crate::timestamp::rfc3339;
 
@@ -89,6 +90,8 @@ pub(super) fn evaluate_scan(
         context: Vec::new(),
         blocked_by: None,
     };
+    // What the event hooks' actions produce, for the hooks after them in this turn end.
+    let mut earlier = Earlier::default();
     if !nothing_pending {
         run_pending(
             ctx,
@@ -99,6 +102,7 @@ pub(super) fn evaluate_scan(
             options,
             turn,
             &mut report,
+            &mut earlier,
         )?;
     }
 
@@ -112,7 +116,8 @@ pub(super) fn evaluate_scan(
     if report.action == Action::Pass {
         for hook in event_hooks::every_turn(discovery) {
             let files = changed_files.clone();
-            let Some(done) = event_hooks::run(ctx, &store, hook, &files, turn, options, None)?
+            let Some(done) =
+                event_hooks::run(ctx, &store, hook, &files, turn, options, None, &mut earlier)?
             else {
                 continue;
             };
@@ -165,6 +170,7 @@ pub(super) fn evaluate_scan(
             turn,
             options,
             Some(decision.as_str()),
+            &mut earlier,
         )?
         else {
             continue;
@@ -288,6 +294,7 @@ fn run_pending(
     options: &EvalOptions,
     turn: &Firing,
     report: &mut EvalReport,
+    earlier: &mut Earlier,
 ) -> Result<(), EvalError> {
     let store = &StatusStore::for_context(ctx);
     for &TurnHook { hook, event } in file_hooks {
@@ -321,7 +328,8 @@ fn run_pending(
             .collect();
         let cutoff = Timestamp::now();
         if event {
-            let Some(done) = event_hooks::run(ctx, store, hook, &files, turn, options, None)?
+            let Some(done) =
+                event_hooks::run(ctx, store, hook, &files, turn, options, None, earlier)?
             else {
                 // Its `when` is false for this change: nothing to check, as if it had passed.
                 status = store.update(|s| {

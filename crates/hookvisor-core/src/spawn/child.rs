@@ -12,13 +12,16 @@ use serde_json::Value as Json;
 use super::pipeline::{self, PipelineSpec};
 use super::{MAX_SPAWN_DEPTH, OnTimeout, Spawn, SpawnTarget, SpawnWorkspace, detached};
 use crate::context::Context;
+use crate::decision::Verdict;
 use crate::event::HookAction;
 use crate::exec::{
     CancelToken, Capture, Captured, ExecError, Invocation, RunOptions, RunOutcome, run_command,
 };
+use crate::fire::ActionRun;
 use crate::git::Git;
 use crate::hook::Hook;
 use crate::payload::Payload;
+use crate::produced::{Produced, ProducedName};
 use crate::state::{Durability, write_atomic};
 use crate::template::{self, TemplateError, Value};
 
@@ -33,8 +36,9 @@ const MAX_DIR_TRIES: u32 = 1000;
 
 /// How a spawn run ended, as the dispatcher records it.
 pub(crate) enum SpawnRun {
-    /// The child ran, or failed to (a failed run like any other).
-    Finished(RunOutcome),
+    /// The child ran, or failed to (a failed run like any other); a success hands on its
+    /// `output.json` as `${spawn_output}`, a timeout under `on_timeout: abort` its verdict.
+    Finished(ActionRun),
     /// Refused before anything started, by the depth or a value of the event: the same firing
     /// fails the same way, so it is never re-run.
     Refused(String),
@@ -143,11 +147,14 @@ fn spawn(
         // Rule 8: the worktree stays with the child and goes at session.end.
         let kept = worktree.map(Worktree::keep);
         return match detached::start(ctx, hook, &invocation, &dir, kept) {
-            Ok(pid) => Ok(SpawnRun::Finished(succeeded(
-                ctx,
-                hook,
-                &format!("spawn: detached child {pid} in {}\n", dir.display()),
-            )?)),
+            Ok(pid) => Ok(SpawnRun::Finished(
+                succeeded(
+                    ctx,
+                    hook,
+                    &format!("spawn: detached child {pid} in {}\n", dir.display()),
+                )?
+                .into(),
+            )),
             Err(err) => failed(ctx, hook, &format!("spawn: {err}")),
         };
     }
@@ -169,38 +176,44 @@ fn spawn(
         format!("hookvisor: spawn: child dir {}", dir.display()),
     );
     if outcome.cancelled {
-        return Ok(SpawnRun::Finished(outcome));
+        return Ok(SpawnRun::Finished(outcome.into()));
     }
     if outcome.timed_out {
         let message = format!(
             "spawn: the child timed out after {}s and its process group was stopped",
             hook.timeout.as_secs()
         );
+        let mut run = ActionRun::from(outcome);
         if action.on_timeout == OnTimeout::Abort {
-            // The judge's word for abort on a finished run (EVENTS.md §1.5): `continue: false`.
-            let reply = serde_json::json!({
-                "continue": false,
-                "stopReason": format!("{message} (on_timeout: abort)"),
-            });
-            outcome.exit_code = 0;
-            outcome.timed_out = false;
-            let captured = outcome.captured.get_or_insert_with(Captured::default);
-            captured.stdout = reply.to_string().into_bytes();
+            // The outcome stays what happened (a timeout, exit 124, as a command's is recorded);
+            // the abort is this action's verdict, whatever the event or the hook's phase.
             note(
-                &mut outcome,
+                &mut run.outcome,
                 format!("hookvisor: {message}; on_timeout: abort"),
             );
+            run.verdict = Some(Verdict::Abort {
+                reason: format!("{message} (on_timeout: abort)"),
+            });
         }
-        return Ok(SpawnRun::Finished(outcome));
+        return Ok(SpawnRun::Finished(run));
     }
+    let mut produced = Vec::new();
     if outcome.exit_code == 0 {
-        if let Err(message) = check_output(&output_path) {
-            outcome.exit_code = 1;
-            let captured = outcome.captured.get_or_insert_with(Captured::default);
-            captured
-                .stderr
-                .extend_from_slice(format!("{message}\n").as_bytes());
-            note(&mut outcome, format!("hookvisor: {message}"));
+        match check_output(&output_path) {
+            // crate::produced rule 1: a success hands its output to the later hooks.
+            Ok(Some(text)) => produced.push(Produced {
+                name: ProducedName::SpawnOutput,
+                value: text,
+            }),
+            Ok(None) => {}
+            Err(message) => {
+                outcome.exit_code = 1;
+                let captured = outcome.captured.get_or_insert_with(Captured::default);
+                captured
+                    .stderr
+                    .extend_from_slice(format!("{message}\n").as_bytes());
+                note(&mut outcome, format!("hookvisor: {message}"));
+            }
         }
     } else if matches!(action.target, SpawnTarget::Pipeline(_)) {
         let code = outcome.exit_code;
@@ -213,7 +226,10 @@ fn spawn(
             ),
         );
     }
-    Ok(SpawnRun::Finished(outcome))
+    Ok(SpawnRun::Finished(ActionRun {
+        produced,
+        ..outcome.into()
+    }))
 }
 
 /// What the child runs: a loop of a pipeline file or a plain program (rule 1).
@@ -483,7 +499,7 @@ fn child_dir(ctx: &Context, event: &str, iteration: &str, hook_id: &str) -> io::
 
 /// A name part of a child dir: what is no letter, digit, `.`, `_` or `-` becomes `_`, and a
 /// leading dot too, so no part is `..` or hidden.
-fn plain(text: &str) -> String {
+pub(super) fn plain(text: &str) -> String {
     let mut out: String = text
         .chars()
         .map(|c| match c {
@@ -498,11 +514,11 @@ fn plain(text: &str) -> String {
     out
 }
 
-/// Rule 7: `output.json`, if present, must be one JSON object.
-fn check_output(path: &Path) -> Result<(), String> {
+/// Rule 7: `output.json`, if present, must be one JSON object; its text, `None` without one.
+fn check_output(path: &Path) -> Result<Option<String>, String> {
     let file = match open_nofollow(path) {
         Ok(file) => file,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(format!("spawn: cannot read {}: {err}", path.display())),
     };
     let mut bytes = Vec::new();
@@ -516,7 +532,8 @@ fn check_output(path: &Path) -> Result<(), String> {
         ));
     }
     match serde_json::from_slice::<Json>(&bytes) {
-        Ok(Json::Object(_)) => Ok(()),
+        // JSON text is UTF-8, so the bytes that parsed are a string as they are.
+        Ok(Json::Object(_)) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
         _ => Err(format!(
             "spawn: the child exited 0 but {} is not one JSON object; write an object such as \
              {{\"verdict\": \"ok\"}}, or no file",
@@ -560,7 +577,7 @@ fn failed(ctx: &Context, hook: &Hook, message: &str) -> Result<SpawnRun, ExecErr
         Vec::new(),
         format!("{message}\n").into_bytes(),
     )?;
-    Ok(SpawnRun::Finished(outcome))
+    Ok(SpawnRun::Finished(outcome.into()))
 }
 
 /// A run that succeeded at once (a detached start), saying `said` on stdout.
@@ -717,9 +734,9 @@ mod tests {
     fn output_must_be_an_object() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("output.json");
-        assert!(check_output(&path).is_ok(), "no file is fine");
-        fs::write(&path, "{\"a\":1}").unwrap();
-        assert!(check_output(&path).is_ok());
+        assert_eq!(check_output(&path), Ok(None), "no file is fine");
+        fs::write(&path, "{ \"a\": 1 }\n").unwrap();
+        assert_eq!(check_output(&path), Ok(Some("{ \"a\": 1 }\n".to_owned())));
         for bad in ["[1]", "nope", ""] {
             fs::write(&path, bad).unwrap();
             assert!(check_output(&path).is_err(), "{bad:?}");

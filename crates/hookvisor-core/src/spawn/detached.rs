@@ -47,17 +47,17 @@ const MAX_ENTRIES: usize = 1000;
 /// One detached child as `children.json` records it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-struct Entry {
+pub(super) struct Entry {
     /// Its pid, also its process group.
-    pid: i32,
+    pub(super) pid: i32,
     /// `/proc/<pid>/stat` field 22 when it started.
     start_ticks: u64,
     /// Its child dir.
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
     /// The hook that spawned it.
-    hook_id: String,
+    pub(super) hook_id: String,
     /// Seconds since the epoch when it started.
-    started_at: u64,
+    pub(super) started_at: u64,
     /// Its worktree and the repository it belongs to, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     worktree: Option<(PathBuf, PathBuf)>,
@@ -187,6 +187,17 @@ pub(crate) fn stop_detached(ctx: &Context) {
             record.display()
         );
     }
+}
+
+/// The state a dashboard shows for `entry` of the record in `children`: the recorded one, but
+/// `exited` for a `running` child whose process is gone (the check of rule 2).
+pub(super) fn shown_state(entry: &Entry, children: &Path) -> String {
+    if entry.state == "running"
+        && !(is_alive(entry.pid, entry.start_ticks) && is_child(entry, children))
+    {
+        return "exited".to_owned();
+    }
+    entry.state.clone()
 }
 
 /// Runs `change` on the record under its lock and writes it back.

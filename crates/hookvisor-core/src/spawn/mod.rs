@@ -33,27 +33,34 @@
 //! 7. **Outcome.** The child runs in its own process group under the hook's `timeout`
 //!    (default 3600 s; the group is killed at the deadline). Success is exit 0 and an
 //!    `output.json` that, if present, holds one JSON object; a pipeline child that ends without
-//!    done exits non-zero, so it is a failed spawn. A timeout is judged by `on_timeout`: `abort`
-//!    (the default) ends the event, `continue` leaves it a failure judged like any other
-//!    (`block_on`, `on_failure`).
+//!    done exits non-zero, so it is a failed spawn. A success hands the text of its
+//!    `output.json` to the later hooks of the firing as `${spawn_output}` (see
+//!    `crate::produced`). A timeout is recorded as one (exit 124, `timedOut`, as a command's)
+//!    and judged by `on_timeout`: `abort` (the default) ends the event, whatever its kind or
+//!    the hook's phase, and is never re-run; `continue` leaves it a failure judged like any
+//!    other (`block_on`, `on_failure`).
 //! 8. **`await: false`** children are detached: started in their own process group, recorded
 //!    in `<state>/children/children.json` with pid and start time, and stopped when this state
 //!    dir's `session.end` fires (see `detached`).
 //!
 //! This file holds the fields (rules 1, 3's shape, 6, 7's words); `pipeline` reads the loop
-//! specs, `child` makes and runs one child (rules 2 to 7), and `detached` keeps the unawaited
-//! ones (rule 8).
+//! specs, `child` makes and runs one child (rules 2 to 7), `detached` keeps the unawaited
+//! ones (rule 8), and `listing` reads the children back for a dashboard.
 
 #![forbid(unsafe_code)]
 
 mod child;
 mod detached;
+mod listing;
 mod pipeline;
 
 use serde_json::{Value as Json, json};
 
 pub(crate) use self::child::{SpawnRun, run};
 pub(crate) use self::detached::stop_detached;
+pub use self::listing::{
+    ChildInfo, ChildrenError, DetachedInfo, child_status, is_child_name, list_children,
+};
 pub use self::pipeline::{PipelineError, PipelineSpec};
 
 /// The deepest child allowed (rule 5).

@@ -29,10 +29,12 @@
 //!    so a newer hookvisor or another tool sharing the file loses nothing.
 //!
 //! This file holds what a status is and how a run is recorded in it; the rest lives apart:
-//! `file` is its JSON shape (rule 5), `store` reads and updates `status.json` (rules 2 and 4),
+//! `callback` is the contract of an awaited webhook's `callback` field, `file` is its JSON
+//! shape (rule 5), `store` reads and updates `status.json` (rules 2 and 4),
 //! `lock` serialises its writers (rule 1) and `untrusted` opens the files of a state dir the
 //! agent controls (rules 3 and 4).
 
+mod callback;
 mod file;
 mod lock;
 mod store;
@@ -45,6 +47,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+pub use self::callback::{CallbackState, CallbackWait};
 use self::file::{empty_as_none, is_false};
 pub use self::store::{StatusError, StatusStore};
 pub(crate) use self::untrusted::{OPEN_FLAGS, move_aside, not_ours, open_regular};
@@ -129,6 +132,10 @@ pub struct HookStatus {
     /// The `action:` of an event-model hook (§1.2); absent for phase-1 hook files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
+    /// Where an awaited webhook stands with its callback (§4.3); absent for every hook that
+    /// never waited for one. Written by the callback listener: see [`CallbackWait`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback: Option<CallbackWait>,
     /// Fields this version does not know, written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -337,6 +344,7 @@ impl HookStatus {
             event: None,
             source: None,
             action: None,
+            callback: None,
             extra: Map::new(),
         }
     }
