@@ -178,9 +178,9 @@ pub use session::{
     prepare_state_dir, run_session,
 };
 pub use spawn::{
-    ChildInfo, ChildrenError, DEFAULT_SPAWN_TIMEOUT, DetachedInfo, MAX_SPAWN_DEPTH, OnTimeout,
-    PipelineError, PipelineSpec, Spawn, SpawnFieldError, SpawnTarget, SpawnWorkspace, child_status,
-    is_child_name, list_children,
+    ChildInfo, ChildrenError, DEFAULT_SPAWN_TIMEOUT, DetachedInfo, MAX_SPAWN_DEPTH, PipelineError,
+    PipelineSpec, Spawn, SpawnFieldError, SpawnTarget, SpawnWorkspace, child_status, is_child_name,
+    list_children,
 };
 pub use state::{Durability, StateDir, write_atomic};
 pub use status::{
