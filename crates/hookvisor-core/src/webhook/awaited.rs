@@ -75,8 +75,15 @@ pub(super) fn run(
 /// A wait on this process's callback listener, on the hook's `callback_port`, else the
 /// configuration's `callback.port`, else an ephemeral port.
 fn register(ctx: &Context, action: &Webhook) -> Result<Pending, String> {
+    // A broken file leaves every setting its default (config rule 2); `check` shows why.
     let config = Config::load(&ctx.workspace)
-        .map_err(|err| format!("{}: {err}", Config::path(&ctx.workspace).display()))?
+        .unwrap_or_else(|err| {
+            tracing::warn!(
+                "{}: {err}; the callback listener takes its defaults",
+                Config::path(&ctx.workspace).display()
+            );
+            None
+        })
         .unwrap_or_default();
     let wanted = Callback {
         port: action.callback_port.or(config.callback.port),
