@@ -18,10 +18,15 @@ use serde_json::Value as Json;
 /// `.discobot/hooks/NAME.yml`: an awaited webhook on `tool.before` (a gate) to `port`, sending
 /// its callback URL and the tool in its body, with `extra` front matter.
 fn approval_hook(ws: &Workspace, name: &str, port: u16, extra: &str) {
+    webhook_hook(ws, name, "tool.before", port, extra);
+}
+
+/// [`approval_hook`] on `event`.
+fn webhook_hook(ws: &Workspace, name: &str, event: &str, port: u16, extra: &str) {
     ws.write(
         &format!(".discobot/hooks/{name}.yml"),
         &format!(
-            "---\nevent: tool.before\naction: webhook\nurl: http://127.0.0.1:{port}/approve\n\
+            "---\nevent: {event}\naction: webhook\nurl: http://127.0.0.1:{port}/approve\n\
              body:\n  cb: \"${{callback_url}}\"\n  tool: \"${{tool_name}}\"\n{extra}---\n"
         ),
     );
@@ -152,6 +157,32 @@ fn a_block_from_the_callback_blocks_the_gate_with_its_message() {
         assert!(!text.contains(token), "{path} holds the callback token");
     }
     assert!(!String::from_utf8_lossy(&out.stderr).contains(token));
+}
+
+#[test]
+fn a_block_on_a_notice_is_logged_and_ignored() {
+    let ws = Workspace::new();
+    let (port, received) = receiver(|url| {
+        assert_eq!(call_back(url, "?action=block&message=too+late"), 200);
+    });
+    webhook_hook(&ws, "announce", "stage.complete", port, "");
+    let out = ws.hookvisor(&[
+        "fire",
+        "stage.complete",
+        "--json",
+        "--data",
+        r#"{"tool_name":"x"}"#,
+    ]);
+    let reply = json_of(&out);
+    received.join().unwrap();
+    assert_eq!(reply["decision"], "allow", "{reply}");
+    assert_eq!(reply["results"][0]["blocked"], false, "{reply}");
+    assert_eq!(reply["results"][0]["success"], true, "{reply}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot decide"),
+        "the ignored block is warned: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
