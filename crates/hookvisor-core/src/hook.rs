@@ -409,6 +409,19 @@ pub enum ProblemKind {
         /// The name as referenced.
         name: String,
     },
+    /// A warning: a `${name}` in a webhook's url, headers or body that hookvisor sets for no
+    /// event and that neither `secrets.env` nor this environment defines (EVENTS.md §5 rule 20).
+    #[error(
+        "${{{name}}} is no variable hookvisor sets, and neither ~/.config/hookvisor/secrets.env \
+         nor this environment defines {upper}; unless every firing passes it in its data, the \
+         run fails: add it to secrets.env or check the name"
+    )]
+    UnknownWebhookName {
+        /// The name as referenced.
+        name: String,
+        /// The variable name usually written for it.
+        upper: String,
+    },
     /// A warning: a `tool:` name that no supported agent's tool has and that is no canonical
     /// name (EVENTS.md §5 rule 6): no call would match it.
     #[error(

@@ -331,7 +331,8 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                     HookAction::GitCommit(action) => action.references(),
                     HookAction::GitPush(action) => action.references(),
                     HookAction::Spawn(action) => action.references(),
-                    _ => Vec::new(),
+                    HookAction::Webhook(action) => action.references(),
+                    HookAction::Command(Command::Script) => Vec::new(),
                 };
                 let mut unknown: Vec<String> = referenced
                     .into_iter()
@@ -339,7 +340,15 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                     .collect();
                 unknown.dedup();
                 for name in unknown {
-                    warn(ProblemKind::UnknownVariable { name });
+                    match &hook.spec.action {
+                        // A webhook's other names are secrets (EVENTS.md §5 rule 20).
+                        HookAction::Webhook(_) if crate::webhook::is_defined_secret(&name) => {}
+                        HookAction::Webhook(_) => warn(ProblemKind::UnknownWebhookName {
+                            upper: name.to_ascii_uppercase(),
+                            name,
+                        }),
+                        _ => warn(ProblemKind::UnknownVariable { name }),
+                    }
                 }
                 if let Some(crate::event::ToolMatcher::Names(names)) = &hook.spec.tool {
                     let unknown = names

@@ -131,35 +131,36 @@ pub(super) fn parse_yaml(
     let options = strict_options();
     let line_of = |yaml_line: u64| first_line + usize::try_from(yaml_line).unwrap_or(1).max(1) - 1;
     let text = body.join("\n");
-    let map: BTreeMap<String, Option<YamlValue>> = match serde_saphyr::from_str_with_options::<
-        BTreeMap<String, Option<YamlValue>>,
-    >(&text, options)
-    {
-        // A scalar or list `body` is re-read for its JSON type, which the scalar reading
-        // turns into text.
-        Ok(map) if map.contains_key(JSON_TEXT_FIELD) => match with_mapping(&text) {
+    let map: BTreeMap<String, Option<YamlValue>> =
+        match serde_saphyr::from_str_with_options(&text, options) {
+            Ok(map) => map,
+            Err(Error::DuplicateMappingKey { key, location }) => {
+                return Err(FrontMatterError::Syntax {
+                    line: line_of(location.line()),
+                    message: repeated(key.as_deref().unwrap_or("a key")),
+                });
+            }
+            Err(Error::MergeKeyNotAllowed { location }) => {
+                return Err(FrontMatterError::Syntax {
+                    line: line_of(location.line()),
+                    message: MERGE_KEY.to_owned(),
+                });
+            }
+            // A mapping (of `JSON_FIELDS`), which the scalar reading refuses; else not YAML
+            // (`pattern: *.go`): the flat reader's turn.
+            Err(_) => match with_mapping(&text) {
+                Some(map) => map,
+                None => return Ok(None),
+            },
+        };
+    // A scalar or list `body` is read again for its JSON type, which the scalar reading turns
+    // into text.
+    let map = match map.get(JSON_TEXT_FIELD) {
+        Some(Some(YamlValue::Scalar(_) | YamlValue::List(_))) => match with_mapping(&text) {
             Some(map) => map,
             None => return Ok(None),
         },
-        Ok(map) => map,
-        Err(Error::DuplicateMappingKey { key, location }) => {
-            return Err(FrontMatterError::Syntax {
-                line: line_of(location.line()),
-                message: repeated(key.as_deref().unwrap_or("a key")),
-            });
-        }
-        Err(Error::MergeKeyNotAllowed { location }) => {
-            return Err(FrontMatterError::Syntax {
-                line: line_of(location.line()),
-                message: MERGE_KEY.to_owned(),
-            });
-        }
-        // A mapping (of `JSON_FIELDS`), which the scalar reading refuses; else not YAML
-        // (`pattern: *.go`): the flat reader's turn.
-        Err(_) => match with_mapping(&text) {
-            Some(map) => map,
-            None => return Ok(None),
-        },
+        _ => map,
     };
     let mut lists = Vec::new();
     let mut nulls = Vec::new();

@@ -1,6 +1,7 @@
 //! Rule 6 of the module: sending one request, with retries under one delivery id.
 
 use std::io::Read as _;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use ureq::http;
@@ -18,6 +19,10 @@ const BACKOFF: [Duration; 3] = [
 
 /// Bytes of a response body kept (as `${hook_response}` will be); the rest is not read.
 pub(super) const MAX_RESPONSE: usize = 64 * 1024;
+
+/// How often a wait for an attempt looks at the cancel token: the client blocks, so the
+/// attempt runs on a thread of its own and the wait polls.
+const CANCEL_CHECK: Duration = Duration::from_millis(50);
 
 /// The header every attempt of one delivery carries, with the same id.
 pub(super) const DELIVERY_HEADER: &str = "X-Hookvisor-Delivery";
@@ -73,7 +78,7 @@ pub(super) fn delivery_id() -> Result<String, String> {
 /// Sends `request` under `id` until an attempt is final or the retries are spent; `timeout`
 /// bounds each attempt, `log` hears one line per attempt and wait.
 pub(super) fn deliver(
-    request: &Request,
+    request: Arc<Request>,
     id: &str,
     timeout: Duration,
     cancel: &CancelToken,
@@ -85,7 +90,13 @@ pub(super) fn deliver(
         if cancel.is_cancelled() {
             return Delivery::Cancelled;
         }
-        let (message, answer) = match attempt(&agent, request, id) {
+        let Some(attempt) = cancellable(&agent, &request, id, cancel) else {
+            log(format!(
+                "attempt {number}: cancelled while sending; the receiver may have the request"
+            ));
+            return Delivery::Cancelled;
+        };
+        let (message, answer) = match attempt {
             Attempt::Final(delivery) => {
                 match &delivery {
                     Delivery::Delivered(answer) => {
@@ -107,6 +118,44 @@ pub(super) fn deliver(
             return Delivery::Cancelled;
         }
         number += 1;
+    }
+}
+
+/// One attempt on a thread of its own, waited for until it ends or `cancel` fires (`None`):
+/// the client cannot be interrupted, so a cancelled attempt is left to end alone, within its
+/// timeout.
+fn cancellable(
+    agent: &ureq::Agent,
+    request: &Arc<Request>,
+    id: &str,
+    cancel: &CancelToken,
+) -> Option<Attempt> {
+    let (tx, rx) = mpsc::channel();
+    let (agent, request, id) = (agent.clone(), Arc::clone(request), id.to_owned());
+    let spawned = std::thread::Builder::new()
+        .name("webhook".to_owned())
+        .spawn(move || {
+            // The receiver is gone only after a cancel, when the result is not wanted.
+            let _ = tx.send(attempt(&agent, &request, &id));
+        });
+    if let Err(err) = spawned {
+        return Some(Attempt::Final(Delivery::Failed(
+            format!("cannot start a thread to send: {err}"),
+            None,
+        )));
+    }
+    loop {
+        match rx.recv_timeout(CANCEL_CHECK) {
+            Ok(attempt) => return Some(attempt),
+            Err(mpsc::RecvTimeoutError::Timeout) if cancel.is_cancelled() => return None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Some(Attempt::Final(Delivery::Failed(
+                    "the sending thread ended without an answer".to_owned(),
+                    None,
+                )));
+            }
+        }
     }
 }
 
@@ -158,6 +207,11 @@ fn attempt(agent: &ureq::Agent, request: &Request, id: &str) -> Attempt {
         Err(err) => {
             let message = describe(&err);
             return match err {
+                // rustls reports a refused certificate or a broken handshake as invalid data:
+                // the next attempt meets the same certificate.
+                ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+                    Attempt::Final(Delivery::Failed(message, None))
+                }
                 ureq::Error::Timeout(_)
                 | ureq::Error::Io(_)
                 | ureq::Error::ConnectionFailed
@@ -222,6 +276,9 @@ fn describe(err: &ureq::Error) -> String {
         ureq::Error::Timeout(_) => "no answer within the attempt's time".to_owned(),
         ureq::Error::ConnectionFailed => "connection failed".to_owned(),
         ureq::Error::HostNotFound => "host not found".to_owned(),
+        ureq::Error::Io(io) if io.to_string().contains("certificate") => format!(
+            "TLS: {io}; if the server's CA is a private one, name its PEM file in SSL_CERT_FILE"
+        ),
         other => other.to_string(),
     };
     text.split_whitespace().collect::<Vec<_>>().join(" ")

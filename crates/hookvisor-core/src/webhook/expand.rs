@@ -135,9 +135,12 @@ struct Names<'a> {
 impl Names<'_> {
     /// Where `name`, used in `field`, comes from.
     fn source(&mut self, name: &str, field: &str) -> Result<Source, ExpandError> {
-        if (name == "callback_url" && self.callback_url.is_some())
-            || self.payload.template_value(name).is_some()
-        {
+        // Only the caller's listener says where a callback goes, never the event's data.
+        let from_event = match name {
+            "callback_url" => self.callback_url.is_some(),
+            _ => self.payload.template_value(name).is_some(),
+        };
+        if from_event {
             return Ok(Source::Event);
         }
         if is_known_name(name) {
@@ -269,8 +272,10 @@ pub(super) fn expand(
     };
     let (url_text, url_from_event) = match &webhook.url {
         UrlTemplate::Whole(name) => {
-            let from_event = matches!(names.source(name, "url")?, Source::Event);
-            (names.text(name, "url")?, from_event.then(|| name.clone()))
+            let secrets_before = names.used.len();
+            let text = names.text(name, "url")?;
+            let from_event = names.used.len() == secrets_before;
+            (text, from_event.then(|| name.clone()))
         }
         UrlTemplate::Literal(text) => (
             names.template(text, "url", |value| {
@@ -476,9 +481,14 @@ mod tests {
         );
         let err = expand(&hook, &payload(), None).unwrap_err().to_string();
         assert!(err.contains("HOOKVISOR_TEST_SURELY_UNSET_NAME"), "{err}");
-        // `callback_url` is known: without a callback it is no variable of this event.
+        // `callback_url` is the caller's alone: without a callback it is no variable of this
+        // event, whatever the event's data says.
         let hook = webhook("https://h/x", &[], Some(json!("${callback_url}")));
-        let err = expand(&hook, &payload(), None).unwrap_err();
+        let data = json!({"callback_url": "https://attacker.example/cb"});
+        let payload = payload().data(data.as_object().cloned().unwrap_or_default());
+        let err = expand(&hook, &payload, None).unwrap_err();
         assert!(matches!(&err, ExpandError::NotInEvent { name, .. } if name == "callback_url"));
+        let request = expand(&hook, &payload, Some("http://127.0.0.1:7/cb/t")).unwrap();
+        assert_eq!(request.body.unwrap(), br#""http://127.0.0.1:7/cb/t""#);
     }
 }

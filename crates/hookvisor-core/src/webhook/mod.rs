@@ -23,18 +23,22 @@
 //!    other values strings); a placeholder inside a longer string inserts the value's text.
 //!    The body is built as a JSON value and serialized once: values never become JSON text.
 //!    Object keys are literal. Headers are text templates; a CR, LF or NUL in an expanded
-//!    header value fails the run, naming the header.
-//! 5. **Names.** A name the event has (its variables and `data` keys), or `callback_url` when
-//!    the caller supplies one, is the event's. A name hookvisor knows (`payload`'s list) but
-//!    the event lacks is an error. Any other name resolves from `secrets.env` ([`crate::secrets`]),
-//!    then hookvisor's own environment, and nowhere else; unknown everywhere, the run fails
-//!    naming it. A secret is never sent to a URL an event value chose (a whole-URL variable
-//!    the event supplied): the event could point it anywhere.
+//!    header value fails the run, naming the header (any other control character but tab
+//!    too: no server takes one).
+//! 5. **Names.** A name the event has (its variables and `data` keys) is the event's;
+//!    `callback_url` is only the one the caller supplies (the listener's), never a `data`
+//!    key. A name hookvisor knows (`payload`'s list) but the event lacks is an error. Any
+//!    other name resolves from `secrets.env` ([`crate::secrets`]), then hookvisor's own
+//!    environment, and nowhere else; unknown everywhere, the run fails naming it. A secret is
+//!    never sent to a URL an event value chose (a whole-URL variable the event supplied): the
+//!    event could point it anywhere.
 //! 6. **Delivery** (`deliver`). No proxy, no redirect followed (a 3xx fails), 30 s per
 //!    attempt (less when the hook's `timeout` is shorter and no callback is awaited), 2xx is
 //!    success. Connect errors, timeouts and 5xx are retried 3 times after 1, 2 and 4 s, every
-//!    attempt carrying the same `X-Hookvisor-Delivery` id; 3xx and 4xx are not retried. A
-//!    cancel stops the wait between attempts at once.
+//!    attempt carrying the same `X-Hookvisor-Delivery` id; 3xx, 4xx and a refused certificate
+//!    are not retried. A cancel ends the delivery at once, in a wait between attempts or during
+//!    one (whose request may still arrive: the client cannot be interrupted, so its thread is
+//!    left to end within the attempt's time).
 //! 7. **The log** shows the templates (url, headers, body) as written, each attempt's status
 //!    and the response body (the first 64 KiB, which is also the run's stdout, for
 //!    `${hook_response}`); a resolved value is never written, and a secret's value echoed back
@@ -422,6 +426,16 @@ pub(crate) fn lone_reference(text: &str) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Whether `secrets.env` or this process's environment defines `name` (case-insensitively), for
+/// `check`'s warning about names no webhook run can resolve. The file is read leniently here:
+/// a refused file is the run's error to report.
+pub(crate) fn is_defined_secret(name: &str) -> bool {
+    crate::secrets::names()
+        .iter()
+        .any(|n| n.eq_ignore_ascii_case(name))
+        || std::env::vars_os().any(|(n, _)| n.to_string_lossy().eq_ignore_ascii_case(name))
 }
 
 /// `headers:` from its JSON text: a mapping of token names to scalar values (rule 4).

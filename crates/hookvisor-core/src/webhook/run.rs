@@ -110,7 +110,8 @@ pub(super) fn send(
     let started = Instant::now();
     let mut log = templates(action);
     log.push_str(&format!("{DELIVERY_HEADER}: {id}\n"));
-    let delivery = deliver::deliver(&request, &id, per_attempt, cancel, &mut |line| {
+    let request = std::sync::Arc::new(request);
+    let delivery = deliver::deliver(request.clone(), &id, per_attempt, cancel, &mut |line| {
         log.push_str(&line);
         log.push('\n');
     });

@@ -1,0 +1,655 @@
+//! `action: webhook` (EVENTS.md §4.1 rule 3, §4.3, §5 rules 20 and 22) fired through the real
+//! `hookvisor fire`, delivering to receivers each test runs on 127.0.0.1: plain HTTP from a
+//! `TcpListener` thread, and HTTPS through rustls with a CA the test makes.
+
+mod common;
+
+use std::fs;
+use std::io::{BufRead as _, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use common::{Workspace, check, code, json_of, stdout};
+use serde_json::{Value, json};
+
+/// One request a receiver took.
+#[derive(Debug)]
+struct Received {
+    method: String,
+    path: String,
+    /// Lower-cased names.
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// An answer: status, extra header lines, body. Status 0 answers nothing and holds the
+/// connection open.
+type Answer = (u16, String, String);
+
+/// A receiver on 127.0.0.1: answers its connections with `answers` in turn (the last one
+/// again for any more), and hands every request it took to [`Receiver::taken`].
+struct Receiver {
+    url: String,
+    requests: mpsc::Receiver<Received>,
+}
+
+impl Receiver {
+    fn start(answers: Vec<Answer>) -> Receiver {
+        Receiver::start_with(answers, |stream| Box::new(stream))
+    }
+
+    /// A receiver whose connections go through `wrap` (TLS).
+    fn start_with(
+        answers: Vec<Answer>,
+        wrap: impl Fn(TcpStream) -> Box<dyn ReadWrite> + Send + 'static,
+    ) -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (tx, rx) = mpsc::channel();
+        // Lives as long as the test process: it blocks in `accept` once the test is done.
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for (n, stream) in listener.incoming().enumerate() {
+                let Ok(stream) = stream else { continue };
+                let mut stream = wrap(stream);
+                let Some(request) = read_request(&mut *stream) else {
+                    continue;
+                };
+                let (status, extra, body) = answers[n.min(answers.len() - 1)].clone();
+                if status == 0 {
+                    held.push(stream);
+                    if tx.send(request).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes());
+                let _ = stream.flush();
+                if tx.send(request).is_err() {
+                    return;
+                }
+            }
+        });
+        Receiver {
+            url: format!("http://127.0.0.1:{port}"),
+            requests: rx,
+        }
+    }
+
+    /// The requests taken so far. `fire` waits for its webhook, so after it returns every
+    /// attempt has been answered and handed over.
+    fn taken(&self) -> Vec<Received> {
+        self.requests.try_iter().collect()
+    }
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// One HTTP/1.1 request with a `Content-Length` body; `None` when the client went away.
+fn read_request(stream: &mut dyn ReadWrite) -> Option<Received> {
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next()?.to_owned();
+    let path = parts.next()?.to_owned();
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).ok()?;
+        let line = line.trim_end_matches(['\r', '\n']);
+        if line.is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(':')?;
+        headers.push((name.to_ascii_lowercase(), value.trim().to_owned()));
+    }
+    let length = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .map_or(0, |(_, v)| v.parse::<usize>().unwrap());
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(Received {
+        method,
+        path,
+        headers,
+        body,
+    })
+}
+
+fn ok() -> Answer {
+    (200, String::new(), "thanks".to_owned())
+}
+
+/// `.discobot/hooks/NAME.yml` of `ws`: a `task.complete` webhook hook with `front`.
+fn hook(ws: &Workspace, name: &str, front: &str) {
+    ws.write(
+        &format!(".discobot/hooks/{name}.yml"),
+        &format!("---\nevent: task.complete\naction: webhook\n{front}---\n"),
+    );
+}
+
+/// `hookvisor fire task.complete --json --data DATA`: the reply.
+fn fire(ws: &Workspace, data: &Value) -> Value {
+    let out = ws.hookvisor(&[
+        "fire",
+        "task.complete",
+        "--json",
+        "--data",
+        &data.to_string(),
+    ]);
+    json_of(&out)
+}
+
+fn log(ws: &Workspace, id: &str) -> String {
+    let path = ws.state_dir().join(format!("output/{id}.log"));
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn the_body_arrives_typed_and_values_stay_values() {
+    let ws = Workspace::new();
+    let receiver = Receiver::start(vec![ok()]);
+    let evil = "say \"hi\"\nthen $(touch pwned) `touch pwned2` \\ done";
+    hook(
+        &ws,
+        "notify",
+        &format!(
+            "url: \"{}/tasks/${{task_id}}?who=${{who}}\"\nheaders:\n  X-Task: \"task ${{task_id}}\"\n\
+             body:\n  n: \"${{n}}\"\n  list: \"${{list}}\"\n  obj: \"${{obj}}\"\n  evil: \"${{evil}}\"\n  \
+             text: \"task ${{task_id}} has ${{n}}\"\n  fixed: [1, true, null]\n",
+            receiver.url
+        ),
+    );
+    let reply = fire(
+        &ws,
+        &json!({"task_id": "a/b c", "who": "x&y=z", "n": 5, "list": [1, "a"],
+                "obj": {"k": [true]}, "evil": evil}),
+    );
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    let taken = receiver.taken();
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    let request = &taken[0];
+    assert_eq!(request.method, "POST");
+    assert_eq!(request.path, "/tasks/a%2Fb%20c?who=x%26y%3Dz");
+    assert_eq!(request.header("content-type"), Some("application/json"));
+    assert_eq!(request.header("x-task"), Some("task a/b c"));
+    assert!(
+        request.header("x-hookvisor-delivery").is_some(),
+        "{request:?}"
+    );
+    assert_eq!(
+        request.json(),
+        json!({"n": 5, "list": [1, "a"], "obj": {"k": [true]}, "evil": evil,
+               "text": "task a/b c has 5", "fixed": [1, true, null]})
+    );
+    for file in ["pwned", "pwned2"] {
+        assert!(!ws.path().join(file).exists() && !ws.base().join(file).exists());
+    }
+    // The log shows the templates and the answer, not the values.
+    let log = log(&ws, "notify");
+    assert!(log.contains("/tasks/${task_id}?who=${who}"), "{log}");
+    assert!(
+        log.contains("attempt 1: 200 OK") && log.contains("thanks"),
+        "{log}"
+    );
+    assert!(!log.contains("a/b c"), "{log}");
+    // `list` shows the fields as written.
+    let list = json_of(&ws.hookvisor(&["list", "--json"]));
+    let shown = list["hooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|h| h["action"] == "webhook")
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(shown["method"], "POST");
+    assert_eq!(shown["headers"], json!({"X-Task": "task ${task_id}"}));
+    assert_eq!(shown["body"]["n"], "${n}");
+}
+
+#[test]
+fn retries_carry_one_delivery_id_until_a_2xx() {
+    let ws = Workspace::new();
+    let unavailable = (503, String::new(), "busy".to_owned());
+    let receiver = Receiver::start(vec![unavailable.clone(), unavailable, ok()]);
+    hook(
+        &ws,
+        "flaky",
+        &format!("url: {}/hook\nbody: {{}}\n", receiver.url),
+    );
+    let reply = fire(&ws, &json!({}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    let taken = receiver.taken();
+    assert_eq!(taken.len(), 3, "{taken:?}");
+    let ids: Vec<&str> = taken
+        .iter()
+        .map(|r| r.header("x-hookvisor-delivery").unwrap())
+        .collect();
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    let log = log(&ws, "flaky");
+    assert!(
+        log.contains("attempt 1: 503 Service Unavailable\nretrying in 1 s\n")
+            && log.contains("attempt 2: 503 Service Unavailable\nretrying in 2 s\n")
+            && log.contains("attempt 3: 200 OK"),
+        "{log}"
+    );
+    assert!(log.contains(ids[0]), "{log}");
+
+    // A second firing is a new delivery.
+    let again = Receiver::start(vec![ok()]);
+    hook(&ws, "flaky", &format!("url: {}/hook\n", again.url));
+    fire(&ws, &json!({}));
+    let taken = again.taken();
+    assert_ne!(taken[0].header("x-hookvisor-delivery"), Some(ids[0]));
+}
+
+#[test]
+fn a_4xx_fails_at_once_and_a_redirect_is_not_followed() {
+    let ws = Workspace::new();
+    let target = Receiver::start(vec![ok()]);
+    let redirect = Receiver::start(vec![(
+        302,
+        format!("Location: {}/elsewhere\r\n", target.url),
+        String::new(),
+    )]);
+    let missing = Receiver::start(vec![(404, String::new(), "no such hook".to_owned())]);
+    hook(&ws, "moved", &format!("url: {}/old\n", redirect.url));
+    hook(&ws, "gone", &format!("url: {}/old\n", missing.url));
+    let reply = fire(&ws, &json!({}));
+    let results = reply["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{reply}");
+    for result in results {
+        assert_eq!(result["exitCode"], 1, "{reply}");
+    }
+    assert_eq!(redirect.taken().len(), 1, "a 3xx is not retried");
+    assert!(target.taken().is_empty(), "the redirect was followed");
+    assert_eq!(missing.taken().len(), 1, "a 4xx is not retried");
+    let moved = log(&ws, "moved");
+    assert!(
+        moved.contains("302 Found: a redirect to") && moved.contains("not followed"),
+        "{moved}"
+    );
+    let gone = log(&ws, "gone");
+    assert!(
+        gone.contains("404 Not Found, not retried") && gone.contains("no such hook"),
+        "{gone}"
+    );
+}
+
+#[test]
+fn plain_http_goes_only_to_loopback() {
+    let ws = Workspace::new();
+    // At load: a written-out host.
+    hook(&ws, "insecure", "url: http://example.com/hook\n");
+    let out = ws.hookvisor(&["check"]);
+    assert_ne!(code(&out), 0);
+    let text = format!("{}{}", stdout(&out), common::stderr(&out));
+    assert!(
+        text.contains("insecure.yml:4: url: http to example.com would send the request in clear text; use https://"),
+        "{text}"
+    );
+    // At send: a URL the event supplies.
+    hook(&ws, "insecure", "url: \"${target}\"\n");
+    check(ws.hookvisor(&["check"]), "check");
+    let reply = fire(&ws, &json!({"target": "http://example.com/hook"}));
+    assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+    let log = log(&ws, "insecure");
+    assert!(
+        log.contains("webhook: url: http to example.com would send"),
+        "{log}"
+    );
+    // Loopback is fine, through a variable too.
+    let receiver = Receiver::start(vec![ok()]);
+    let reply = fire(&ws, &json!({"target": format!("{}/x", receiver.url)}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    assert_eq!(receiver.taken().len(), 1);
+}
+
+#[test]
+fn a_line_break_in_a_header_value_fails_the_run() {
+    let ws = Workspace::new();
+    let receiver = Receiver::start(vec![ok()]);
+    hook(
+        &ws,
+        "inject",
+        &format!(
+            "url: {}/x\nheaders:\n  X-Task: \"${{task_id}}\"\n",
+            receiver.url
+        ),
+    );
+    let reply = fire(&ws, &json!({"task_id": "t\r\nX-Injected: yes"}));
+    assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+    assert!(receiver.taken().is_empty());
+    let log = log(&ws, "inject");
+    assert!(
+        log.contains("webhook: headers: X-Task: the expanded value holds a CR"),
+        "{log}"
+    );
+}
+
+/// The private home's `secrets.env`, with `mode`.
+fn secrets(ws: &Workspace, text: &str, mode: u32) -> std::path::PathBuf {
+    let dir = ws.base().join("home/.config/hookvisor");
+    fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("secrets.env");
+    fs::write(&path, text).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+/// Every file under `dir` whose bytes hold `needle`.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if fs::read(&path).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle)) {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_secret_reaches_the_receiver_and_nothing_else() {
+    let ws = Workspace::new();
+    let token = "tok-5f2a9c-secret";
+    // The receiver echoes it back: the log must not keep it.
+    let receiver = Receiver::start(vec![(200, String::new(), format!("seen {token}"))]);
+    secrets(
+        &ws,
+        &format!("# chat\nexport CHAT_TOKEN=\"{token}\"\n"),
+        0o600,
+    );
+    hook(
+        &ws,
+        "chat",
+        &format!(
+            "url: {}/x\nheaders:\n  Authorization: \"Bearer ${{CHAT_TOKEN}}\"\n  X-Env: \"${{ENV_ONLY_KEY}}\"\n\
+             body: {{t: \"${{chat_token}}\"}}\n",
+            receiver.url
+        ),
+    );
+    // A command hook of the same event records its environment.
+    let env_file = ws.base().join("env.txt");
+    ws.write(
+        ".discobot/hooks/zz-env.yml",
+        &format!(
+            "---\nevent: task.complete\nargv: [sh, -c, \"env > {}\"]\n---\n",
+            env_file.display()
+        ),
+    );
+    // A name secrets.env lacks comes from hookvisor's own environment.
+    let env_value = "env-only-7d1e";
+    let out = ws
+        .hookvisor_command()
+        .args(["fire", "task.complete", "--json"])
+        .env("ENV_ONLY_KEY", env_value)
+        .output()
+        .unwrap();
+    let reply = json_of(&out);
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    let taken = receiver.taken();
+    assert_eq!(
+        taken[0].header("authorization"),
+        Some(&*format!("Bearer {token}"))
+    );
+    assert_eq!(taken[0].header("x-env"), Some(env_value));
+    assert!(files_holding(ws.state_dir(), env_value.as_bytes()).is_empty());
+    assert_eq!(taken[0].json(), json!({"t": token}));
+    let leaked = files_holding(ws.state_dir(), token.as_bytes());
+    assert!(leaked.is_empty(), "the secret is in {leaked:?}");
+    assert!(log(&ws, "chat").contains("seen [secret]"));
+    let env = fs::read_to_string(&env_file).unwrap();
+    assert!(!env.contains(token), "{env}");
+    assert!(!reply.to_string().contains(token), "{reply}");
+
+    // A file others can read is refused, with the fix.
+    hook(
+        &ws,
+        "chat",
+        &format!(
+            "url: {}/x\nheaders:\n  Authorization: \"Bearer ${{CHAT_TOKEN}}\"\n",
+            receiver.url
+        ),
+    );
+    let path = secrets(&ws, &format!("CHAT_TOKEN={token}\n"), 0o644);
+    let reply = fire(&ws, &json!({}));
+    assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+    assert!(receiver.taken().is_empty());
+    let refused = log(&ws, "chat");
+    assert!(
+        refused.contains(&format!(
+            "mode 644 lets other users read secrets; run `chmod 600 {}`",
+            path.display()
+        )),
+        "{refused}"
+    );
+
+    // A secret never goes to a URL the event chose.
+    secrets(&ws, &format!("CHAT_TOKEN={token}\n"), 0o600);
+    hook(
+        &ws,
+        "chat",
+        "url: \"${target}\"\nheaders:\n  Authorization: \"Bearer ${CHAT_TOKEN}\"\n",
+    );
+    let reply = fire(&ws, &json!({"target": format!("{}/x", receiver.url)}));
+    assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+    assert!(receiver.taken().is_empty());
+    assert!(
+        log(&ws, "chat")
+            .contains("${chat_token} is a secret, and the url is the event's ${target}"),
+        "{}",
+        log(&ws, "chat")
+    );
+    // A url that secrets.env writes may carry secrets, and stays out of the log itself.
+    secrets(
+        &ws,
+        &format!("CHAT_TOKEN={token}\nCHAT_URL={}/x/{token}\n", receiver.url),
+        0o600,
+    );
+    hook(
+        &ws,
+        "chat",
+        "url: \"${CHAT_URL}\"\nheaders:\n  Authorization: \"Bearer ${CHAT_TOKEN}\"\n",
+    );
+    let reply = fire(
+        &ws,
+        &json!({"chat_url": "ignored: no, the event's data wins"}),
+    );
+    assert_eq!(
+        reply["results"][0]["exitCode"], 1,
+        "the event's data comes first: {reply}"
+    );
+    let reply = fire(&ws, &json!({}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    let taken = receiver.taken();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].path, format!("/x/{token}"));
+    let leaked = files_holding(ws.state_dir(), token.as_bytes());
+    assert!(leaked.is_empty(), "the secret is in {leaked:?}");
+}
+
+#[test]
+fn https_to_localhost_through_a_test_ca() {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    };
+    let ws = Workspace::new();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "hookvisor test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let leaf_key = KeyPair::generate().unwrap();
+    let mut leaf_params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    leaf_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
+    let ca_file = ws.base().join("ca.pem");
+    fs::write(&ca_file, ca_cert.pem()).unwrap();
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der()).unwrap(),
+        )
+        .unwrap();
+    let config = Arc::new(config);
+    let receiver = Receiver::start_with(vec![ok()], move |stream| {
+        let connection = rustls::ServerConnection::new(config.clone()).unwrap();
+        Box::new(rustls::StreamOwned::new(connection, stream))
+    });
+    let port = receiver.url.rsplit(':').next().unwrap();
+    hook(
+        &ws,
+        "secure",
+        &format!("url: https://localhost:{port}/x\nbody: {{ok: true}}\n"),
+    );
+    let out = ws
+        .hookvisor_command()
+        .args(["fire", "task.complete", "--json"])
+        .env("SSL_CERT_FILE", &ca_file)
+        .output()
+        .unwrap();
+    let reply = json_of(&out);
+    assert_eq!(
+        reply["results"][0]["exitCode"],
+        0,
+        "{reply}\n{}",
+        log(&ws, "secure")
+    );
+    let taken = receiver.taken();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].json(), json!({"ok": true}));
+
+    // Without the CA the certificate is not trusted and nothing is delivered.
+    let out = ws
+        .hookvisor_command()
+        .args(["fire", "task.complete", "--json"])
+        .env("SSL_CERT_FILE", ws.base().join("no-such-file.pem"))
+        .output()
+        .unwrap();
+    let reply = json_of(&out);
+    assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+    assert!(receiver.taken().is_empty());
+    // A refused certificate is final: the next attempt would meet the same one.
+    let log = log(&ws, "secure");
+    assert!(
+        log.contains("attempt 1: TLS: invalid peer certificate: UnknownIssuer; if the server's CA")
+            && !log.contains("attempt 2"),
+        "{log}"
+    );
+}
+
+#[test]
+fn check_warns_about_names_nothing_defines() {
+    let ws = Workspace::new();
+    hook(
+        &ws,
+        "chat",
+        "url: https://example.com/x\nheaders:\n  A: \"${CHAT_TOKEN}\"\n  B: \"${task_id}\"\n",
+    );
+    let warned = |ws: &Workspace| {
+        let out = ws.hookvisor(&["check"]);
+        format!("{}{}", stdout(&out), common::stderr(&out))
+    };
+    let text = warned(&ws);
+    assert!(
+        text.contains("${chat_token} is no variable hookvisor sets, and neither")
+            && text.contains("defines CHAT_TOKEN"),
+        "{text}"
+    );
+    assert!(!text.contains("${task_id}"), "{text}");
+    secrets(&ws, "CHAT_TOKEN=x\n", 0o600);
+    let text = warned(&ws);
+    assert!(!text.contains("chat_token"), "{text}");
+}
+
+/// `hookvisor fire` started with `hook`'s receiver, then SIGINT once the receiver took its
+/// first request: how long `fire` took to end after the signal.
+fn interrupted_after_first_request(answers: Vec<Answer>) -> (std::time::Duration, Receiver) {
+    let ws = Workspace::new();
+    let receiver = Receiver::start(answers);
+    hook(&ws, "slow", &format!("url: {}/x\n", receiver.url));
+    let mut child = ws
+        .hookvisor_command()
+        .args(["fire", "task.complete", "--json"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = receiver
+        .requests
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the first attempt arrives");
+    assert_eq!(first.method, "POST");
+    let signalled = std::time::Instant::now();
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    child.wait().unwrap();
+    (signalled.elapsed(), receiver)
+}
+
+#[test]
+fn a_cancel_ends_the_backoff_and_an_attempt_in_flight() {
+    // Between attempts: the 1 s wait after a 503 (then 2 and 4 s) is cut short, and no second
+    // attempt is made.
+    let (took, receiver) =
+        interrupted_after_first_request(vec![(503, String::new(), String::new())]);
+    assert!(took < std::time::Duration::from_millis(900), "{took:?}");
+    assert!(receiver.taken().is_empty(), "a retry was sent");
+    // During an attempt: the receiver never answers; the 30 s attempt is not waited for.
+    let (took, _receiver) =
+        interrupted_after_first_request(vec![(0, String::new(), String::new())]);
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn the_response_body_is_read_up_to_64_kib() {
+    let ws = Workspace::new();
+    let big = "y".repeat(200 * 1024);
+    let receiver = Receiver::start(vec![(200, String::new(), big)]);
+    hook(&ws, "big", &format!("url: {}/x\n", receiver.url));
+    let reply = fire(&ws, &json!({}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    let log = log(&ws, "big");
+    assert!(
+        log.contains("response (200 OK, 65536 bytes, the rest not read):\n"),
+        "{}",
+        &log[..log.len().min(400)]
+    );
+    assert!(log.contains(&"y".repeat(64 * 1024)) && !log.contains(&"y".repeat(64 * 1024 + 1)));
+}
