@@ -36,7 +36,10 @@
 //!    referenced name was checked to exist and to be in the environment (rule 20). An unknown
 //!    name, an empty argv, or an argv item `execve` cannot pass (a NUL byte, 128 KiB or more)
 //!    is a failed run with its reason, never an empty or cut value. The timeout is the
-//!    hook's.
+//!    hook's. The payload also carries what earlier actions of this firing produced
+//!    (`${spawn_output}`, `${hook_response}`: [`produced`]); an action's runner hands its
+//!    values back in its `ActionRun`, and may judge its own run there (a spawn's
+//!    `on_timeout: abort`), the outcome recorded as it happened all the same.
 //! 7. **Retry and judgment** (§5 rule 1). A run the judge wants re-run (`on_failure: retry`) is
 //!    re-run up to `retries` times, `retry_delay` apart (a [`CancelToken`] wait, so a cancel
 //!    ends it); the last run is judged with [`Judge`] and folded into the [`Outcome`]. Each run
@@ -81,6 +84,7 @@
 //! [`fire`]: crate::fire::fire
 //! [`fire_deciding`]: crate::fire::fire_deciding
 //! [`FireError::Cancelled`]: crate::fire::FireError::Cancelled
+//! [`produced`]: crate::produced
 
 #![forbid(unsafe_code)]
 

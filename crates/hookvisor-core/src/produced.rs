@@ -19,6 +19,7 @@
 //!    variable, no file.
 //!
 //! [`Payload::document_var`]: crate::payload::Payload::document_var
+//! [`Produced`]: crate::produced::Produced
 
 #![forbid(unsafe_code)]
 

@@ -591,3 +591,236 @@ const outcome = async (request) => {
     assert_eq!(status(&server)["hooks"]["marker"]["runCount"], 0);
     client.close().await.unwrap();
 }
+
+/// A workspace with a spawn hook whose child is a real `hookvisor fire` in its own state dir
+/// (so the child has a `status.json` of its own, with `child-step`'s run in it), a detached
+/// spawn that ends at once, and `approve`, whose status entry a test gives a callback wait.
+/// Fires `task.complete` once and returns the workspace and the awaited child's dir name.
+fn spawned_workspace() -> (Workspace, String) {
+    let ws = Workspace::git();
+    let exe = env!("CARGO_BIN_EXE_hookvisor");
+    yml(
+        &ws,
+        "review",
+        &format!("event: task.complete\naction: spawn\nargv: ['{exe}', fire, stage.complete]"),
+    );
+    yml(
+        &ws,
+        "watcher",
+        "event: task.complete\naction: spawn\nawait: false\nargv: ['true']",
+    );
+    yml(&ws, "child-step", "event: stage.complete\nrun: exit 0");
+    yml(&ws, "approve", "event: task.complete\nrun: exit 0");
+    let out = ws.hookvisor(&["fire", "task.complete", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let child = "task.complete-0-review".to_owned();
+    let own = ws
+        .state_dir()
+        .join("children")
+        .join(&child)
+        .join("status.json");
+    assert!(own.exists(), "the child wrote no status of its own");
+    (ws, child)
+}
+
+/// Gives `approve`'s entry a callback wait in `state`, as the callback listener writes it.
+fn set_callback(ws: &Workspace, state: hookvisor_core::CallbackState) {
+    hookvisor_core::StatusStore::new(ws.state_dir().join("status.json"))
+        .update(|status| {
+            let entry = status.hooks.get_mut("approve").expect("approve ran");
+            entry.callback = Some(hookvisor_core::CallbackWait {
+                state,
+                since: "2026-01-01T10:00:00Z".into(),
+                timeout_at: "2026-01-01T11:00:00Z".into(),
+            });
+        })
+        .unwrap();
+}
+
+/// EVENTS.md §4.3/§4.4 on the page: a webhook waiting for its callback says so (and when it
+/// times out), live as the wait ends; a spawn hook lists its children, and the link of one
+/// opens the child's own status on the page.
+#[tokio::test]
+async fn the_dashboard_shows_children_and_callback_waits() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let (ws, child) = spawned_workspace();
+    set_callback(&ws, hookvisor_core::CallbackState::Waiting);
+    let server = Server::tcp(&ws);
+    let Addr::Tcp(addr) = &server.addr else {
+        unreachable!()
+    };
+    let client = driver.browser().await;
+    client.goto(&format!("http://{addr}/")).await.unwrap();
+
+    let approve = wait_for_text(&client, "tr[data-hook='approve'] .callback", "waiting").await;
+    assert!(
+        approve.starts_with("waiting for approval since ") && approve.contains(", times out at "),
+        "{approve}"
+    );
+    let link = format!("tr[data-hook='review'] li[data-child='{child}'] a");
+    wait_for(&client, &link).await;
+    let detached = wait_for_text(
+        &client,
+        "tr[data-hook='watcher'] li[data-child^='task.complete-0-watcher']",
+        "detached",
+    )
+    .await;
+    assert!(
+        detached.contains("pid ") && detached.contains("exited"),
+        "{detached}"
+    );
+
+    client
+        .execute("window.hookvisorTestMark = 9; return 1;", vec![])
+        .await
+        .unwrap();
+    wait_for(&client, "#live.on").await;
+    client
+        .find(Locator::Css(&link))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let title = wait_for_text(&client, "#child-title", &child).await;
+    assert_eq!(title, format!("Child {child}"));
+    wait_for(
+        &client,
+        "#child-hooks tr[data-hook='child-step'][data-state='success']",
+    )
+    .await;
+    assert!(
+        client
+            .find_all(Locator::Css("#child-hooks tr[data-hook='approve']"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "the child's status is its own, not the parent's"
+    );
+
+    // The wait ends while the page is open: it says so without a reload.
+    set_callback(&ws, hookvisor_core::CallbackState::Answered);
+    wait_for_text(&client, "tr[data-hook='approve'] .callback", "answered").await;
+    let mark = client
+        .execute("return window.hookvisorTestMark;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(mark, json!(9), "the page reloaded");
+    let png = client.screenshot().await.unwrap();
+    std::fs::write(
+        screenshot_path().with_file_name("dashboard-children.png"),
+        png,
+    )
+    .unwrap();
+    client.close().await.unwrap();
+}
+
+/// The children routes without a browser: the list says whose child is whose, a child's status
+/// is its own, and names, links and the token are checked (the agent writes the state dir).
+#[test]
+fn the_children_routes_read_only_what_hookvisor_made() {
+    let (ws, child) = spawned_workspace();
+    let children = ws.state_dir().join("children");
+    // A child dir the agent swapped for a link to another state dir, and a status that is one.
+    std::os::unix::fs::symlink(ws.state_dir(), children.join("task.complete-0-planted")).unwrap();
+    std::fs::create_dir(children.join("task.complete-0-review-1")).unwrap();
+    std::os::unix::fs::symlink(
+        ws.state_dir().join("status.json"),
+        children.join("task.complete-0-review-1/status.json"),
+    )
+    .unwrap();
+    let server = Server::start(
+        &ws,
+        &["--listen", "127.0.0.1:0"],
+        &[("HOOKVISOR_TOKEN", "s3cret")],
+    );
+    let auth = [("Authorization", "Bearer s3cret")];
+    let get = |path: &str| request(&server.addr, "GET", path, &auth, "");
+
+    assert_eq!(
+        request(&server.addr, "GET", "/v1/children", &[], "").status,
+        401
+    );
+    let list = get("/v1/children");
+    assert_eq!(list.status, 200, "{}", list.body);
+    let list = list.json();
+    let by_name = |name: &str| {
+        list["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} not in {list}"))
+    };
+    let review = by_name(&child);
+    assert_eq!(
+        (&review["hookId"], &review["hasStatus"], &review["detached"]),
+        (&json!("review"), &json!(true), &Value::Null)
+    );
+    let retry = by_name("task.complete-0-review-1");
+    assert_eq!(retry["hookId"], "review");
+    assert_eq!(
+        retry["hasStatus"], false,
+        "a linked status is none: {retry}"
+    );
+    let watcher = list["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["hookId"] == "watcher")
+        .unwrap_or_else(|| panic!("no watcher child in {list}"));
+    assert!(
+        watcher["detached"]["pid"].as_i64().unwrap() > 0,
+        "{watcher}"
+    );
+    assert!(
+        list["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["name"] != "task.complete-0-planted"),
+        "a linked child dir is listed: {list}"
+    );
+
+    let own = get(&format!("/v1/children/{child}/status"));
+    assert_eq!(own.status, 200, "{}", own.body);
+    let own = own.json();
+    assert_eq!(own["hooks"]["child-step"]["lastResult"], "success", "{own}");
+    assert!(own["hooks"].get("review").is_none(), "{own}");
+    assert_eq!(
+        request(
+            &server.addr,
+            "GET",
+            &format!("/v1/children/{child}/status"),
+            &[],
+            ""
+        )
+        .status,
+        401
+    );
+    for (name, status, says) in [
+        ("task.complete-0-planted", 403, "no directory"),
+        ("task.complete-0-review-1", 403, "symbolic link"),
+        ("task.complete-0-nobody", 404, "does not exist"),
+        ("..", 400, "no child name"),
+        ("a..b", 400, "no child name"),
+        ("%2E%2E%2Fstatus.json", 400, "no child name"),
+        ("x%20y", 400, "no child name"),
+    ] {
+        let answer = get(&format!("/v1/children/{name}/status"));
+        assert_eq!(answer.status, status, "{name}: {}", answer.body);
+        let error = answer.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(error.contains(says), "{name}: {error}");
+    }
+}

@@ -111,7 +111,11 @@ pub enum ChildrenError {
         source: io::Error,
     },
     /// The child's `status.json` does not parse.
-    #[error("{} does not parse ({source}); the child may still be writing it, or broke it", path.display())]
+    #[error(
+        "{} does not parse ({source}); status files are replaced whole, so something other than \
+         hookvisor wrote it: remove it",
+        path.display()
+    )]
     Parse {
         /// The file.
         path: PathBuf,
@@ -140,7 +144,7 @@ pub fn list_children(ctx: &Context, status: &Status) -> Result<Vec<ChildInfo>, C
         Err(ChildrenError::NotFound { .. }) => return Ok(Vec::new()),
         Err(err) => return Err(err),
     };
-    let record = read_record(&children, &root)?;
+    let record = read_record(&children, &root);
     // The names, through the descriptor: a `children` swapped for a link since is not read.
     let listed = std::fs::read_dir(format!("/proc/self/fd/{}", children.as_raw_fd()))
         .map_err(|source| io_error(&root, source))?;
@@ -251,16 +255,28 @@ fn hook_of(name: &str, status: &Status) -> Option<String> {
     suffixed
 }
 
-/// The detached record, or none when there is no `children.json` (or it does not parse: the
-/// children it named are then listed without their pids).
-fn read_record(children: &OwnedFd, root: &Path) -> Result<Vec<detached::Entry>, ChildrenError> {
-    let file = match open_file(children, root, "children.json") {
-        Ok(file) => file,
-        Err(ChildrenError::NotFound { .. }) => return Ok(Vec::new()),
-        Err(err) => return Err(err),
+/// The detached record, or none when there is no `children.json`. A record that is not one
+/// hookvisor wrote (rule 2, 3) or that does not parse is left out with a warning: the children
+/// it named are then listed without their pids, the rest as ever.
+fn read_record(children: &OwnedFd, root: &Path) -> Vec<detached::Entry> {
+    let path = root.join("children.json");
+    let bytes = match open_file(children, root, "children.json")
+        .and_then(|file| read_bounded(file, &path, MAX_RECORD_BYTES))
+    {
+        Ok(bytes) => bytes,
+        Err(ChildrenError::NotFound { .. }) => return Vec::new(),
+        Err(err) => {
+            tracing::warn!("{err}");
+            return Vec::new();
+        }
     };
-    let bytes = read_bounded(file, &root.join("children.json"), MAX_RECORD_BYTES)?;
-    Ok(serde_json::from_slice(&bytes).unwrap_or_default())
+    serde_json::from_slice(&bytes).unwrap_or_else(|err| {
+        tracing::warn!(
+            "{} does not parse ({err}); listing the children without it",
+            path.display()
+        );
+        Vec::new()
+    })
 }
 
 /// Opens the directory `path` (relative to `parent`, one component, when given) without
@@ -446,6 +462,13 @@ mod tests {
         )
         .unwrap();
 
+        // A record that is a link to elsewhere is no record, and no reason to list nothing.
+        fs::write(elsewhere.join("children.json"), "[]").unwrap();
+        symlink(
+            elsewhere.join("children.json"),
+            children.join("children.json"),
+        )
+        .unwrap();
         let listed = list_children(&ctx, &Status::default()).unwrap();
         let mut names: Vec<(&str, bool)> = listed
             .iter()

@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::response::sse::{self, KeepAlive, Sse};
 use futures_util::Stream;
 use hookvisor_core::decision::Decision;
-use hookvisor_core::{Action, RunResult, Status};
+use hookvisor_core::{Action, CallbackState, RunResult, Status};
 use serde::Serialize;
 use tokio::sync::{broadcast, watch};
 
@@ -46,6 +46,13 @@ pub enum Event {
         timed_out: bool,
         /// How long it ran, when recorded.
         duration_ms: Option<u64>,
+    },
+    /// An awaited webhook's callback wait began or ended (status.json's `callback`).
+    CallbackChanged {
+        /// The hook's id.
+        hook_id: String,
+        /// The wait's state now; `null` when the entry no longer has one.
+        state: Option<CallbackState>,
     },
     /// The set of pending file hooks changed.
     PendingChanged {
@@ -89,6 +96,7 @@ impl Event {
         match self {
             Event::HookStarted { .. } => "hookStarted",
             Event::HookFinished { .. } => "hookFinished",
+            Event::CallbackChanged { .. } => "callbackChanged",
             Event::PendingChanged { .. } => "pendingChanged",
             Event::EvaluationDone { .. } => "evaluationDone",
             Event::EvaluationCancelled => "evaluationCancelled",
@@ -204,6 +212,12 @@ pub fn status_events(old: &Status, new: &Status) -> (Vec<Event>, Vec<Finished>) 
                 hook_id: id.clone(),
             });
         }
+        if entry.callback != before.and_then(|b| b.callback.clone()) {
+            events.push(Event::CallbackChanged {
+                hook_id: id.clone(),
+                state: entry.callback.as_ref().map(|c| c.state),
+            });
+        }
     }
     if old.pending_hooks != new.pending_hooks {
         events.push(Event::PendingChanged {
@@ -244,6 +258,9 @@ mod tests {
                     hook_id, exit_code, ..
                 } => format!("finished {hook_id} {exit_code:?}"),
                 Event::PendingChanged { pending } => format!("pending {}", pending.join(",")),
+                Event::CallbackChanged { hook_id, state } => {
+                    format!("callback {hook_id} {:?}", state.map(CallbackState::as_str))
+                }
                 other => other.name().to_owned(),
             })
             .collect()
@@ -305,6 +322,35 @@ mod tests {
         for (what, old, new, want) in cases {
             let (events, _) = status_events(&old, &new);
             assert_eq!(names(&events), want, "{what}");
+        }
+    }
+
+    /// A callback wait changes while its run goes on: the dashboard hears of it.
+    #[test]
+    fn a_callback_wait_is_announced_when_it_changes() {
+        let running = entry(RunResult::Running, 0, None);
+        let mut waiting = running.clone();
+        waiting.callback = Some(hookvisor_core::CallbackWait {
+            state: CallbackState::Waiting,
+            since: "2026-01-01T10:00:00Z".into(),
+            timeout_at: "2026-01-01T11:00:00Z".into(),
+        });
+        let mut answered = waiting.clone();
+        if let Some(wait) = answered.callback.as_mut() {
+            wait.state = CallbackState::Answered;
+        }
+        let steps = [
+            (&running, &waiting, vec!["callback a Some(\"waiting\")"]),
+            (&waiting, &waiting, vec![]),
+            (&waiting, &answered, vec!["callback a Some(\"answered\")"]),
+            (&answered, &running, vec!["callback a None"]),
+        ];
+        for (old, new, want) in steps {
+            let (events, _) = status_events(
+                &status(&[("a", old.clone())], &[]),
+                &status(&[("a", new.clone())], &[]),
+            );
+            assert_eq!(names(&events), want);
         }
     }
 

@@ -11,6 +11,7 @@
 //! pages, [`conn`]'s limits against clients that never finish a request.
 
 mod agent;
+mod children;
 mod conn;
 mod events;
 mod guard;
@@ -200,7 +201,7 @@ impl AppState {
         })
     }
 
-    fn store(&self) -> StatusStore {
+    pub(super) fn store(&self) -> StatusStore {
         StatusStore::for_context(&self.ctx)
     }
 
@@ -429,6 +430,8 @@ pub fn app(state: Arc<AppState>, guard: Guard) -> Router {
         .route("/hooks/{id}/output", get(routes::output))
         .route("/hooks/{id}/rerun", post(routes::rerun))
         .route("/v1/hooks", get(routes::hooks))
+        .route("/v1/children", get(children::list))
+        .route("/v1/children/{name}/status", get(children::status))
         .route("/v1/turns/end", post(routes::turn_end))
         .route("/v1/turns/start", post(routes::turn_start))
         .route("/v1/events", get(routes::events))

@@ -62,6 +62,9 @@ pub enum ServerError {
     GateBusy(String),
     /// No event by this name; the message names the known ones.
     UnknownEvent(String),
+    /// A child of the state dir cannot be read: a bad name 400, none 404, a file hookvisor
+    /// did not make 403, the rest 500.
+    Child(hookvisor_core::ChildrenError),
     /// The core failed (status.json unwritable, ...).
     Internal(String),
 }
@@ -124,6 +127,16 @@ impl IntoResponse for ServerError {
                 ),
             ),
             ServerError::UnknownEvent(why) => (StatusCode::NOT_FOUND, why.clone()),
+            ServerError::Child(err) => {
+                use hookvisor_core::ChildrenError as E;
+                let status = match err {
+                    E::BadName { .. } => StatusCode::BAD_REQUEST,
+                    E::NotFound { .. } => StatusCode::NOT_FOUND,
+                    E::Unusable { .. } => StatusCode::FORBIDDEN,
+                    _ => StatusCode::INTERNAL_SERVER_ERROR,
+                };
+                (status, err.to_string())
+            }
             ServerError::Internal(why) => (StatusCode::INTERNAL_SERVER_ERROR, why.clone()),
         };
         let mut body = json!({ "error": message });
@@ -466,7 +479,9 @@ async fn run_blocking<T: Send + 'static>(
 
 /// Runs `work`, which reads files or waits on processes, on the blocking pool: on the runtime
 /// thread, one slow read would stall every route.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+pub(super) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| ServerError::Internal(format!("worker failed: {e}")))
