@@ -168,7 +168,7 @@ pub(super) fn send(
         },
         log: text,
         delivered: exit_code == 0,
-        secrets: request.secrets,
+        secrets: request.secrets.clone(),
     })
 }
 
