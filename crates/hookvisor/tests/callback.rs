@@ -1,6 +1,7 @@
 //! Awaited webhooks (EVENTS.md §4.3, §5 rule 22) through the real `hookvisor fire`: the
 //! webhook reaches a receiver on 127.0.0.1, which answers the `${callback_url}` it was sent
-//! over real TCP, as a person approving in a chat would; the fire waits for it and decides.
+//! over real TCP, as a person approving in a chat would; the fire (or `serve`) waits for it and
+//! decides.
 
 mod common;
 
@@ -9,9 +10,11 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Output, Stdio};
+use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
+use common::serve::{DEADLINE, Server, request};
 use common::{Workspace, code, json_of};
 use serde_json::Value as Json;
 
@@ -304,4 +307,39 @@ fn a_taken_callback_port_fails_the_run_naming_it() {
     let log = fs::read_to_string(ws.state_dir().join("output/approve.log")).unwrap();
     assert!(log.contains(&format!("callback port {taken}")), "{log}");
     drop(squatter);
+}
+
+#[test]
+fn serve_hosts_the_listener_and_announces_the_wait() {
+    let ws = Workspace::new();
+    let (sent, url) = mpsc::channel::<String>();
+    let (port, received) = receiver(move |url| sent.send(url.to_owned()).unwrap());
+    approval_hook(&ws, "approve", port, "");
+    let server = Server::tcp(&ws);
+    let mut events = server.events();
+    // The POST is answered when the callback came: from another thread.
+    let addr = server.addr.clone();
+    let post = thread::spawn(move || {
+        request(
+            &addr,
+            "POST",
+            "/v1/events/tool.before",
+            &[],
+            r#"{"data":{"tool_name":"Bash"}}"#,
+        )
+    });
+    let url = url
+        .recv_timeout(DEADLINE)
+        .expect("the webhook reaches the receiver");
+    events.until(|name, data| name == "callbackChanged" && data["state"] == "waiting");
+    assert_eq!(call_back(&url, "?action=block&message=ask+first"), 200);
+    let reply = post.join().unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let reply = reply.json();
+    assert_eq!(reply["decision"], "block", "{reply}");
+    assert_eq!(reply["reason"], "ask first", "{reply}");
+    events.until(|name, data| name == "callbackChanged" && data["state"] == "answered");
+    received.join().unwrap();
+    // The server's listener outlives the wait; the token does not.
+    assert_eq!(call_back(&url, "?action=approve"), 410);
 }
