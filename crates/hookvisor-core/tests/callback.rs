@@ -111,6 +111,7 @@ fn the_listener_is_one_per_process_on_loopback() {
         pending.url(),
         format!("http://{}/cb/{}", first.local_addr(), token(&pending))
     );
+    assert_eq!(pending.token(), token(&pending));
 
     // Its own port may be named; another one cannot be served as well.
     let port = first.local_addr().port();

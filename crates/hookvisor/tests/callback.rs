@@ -35,7 +35,7 @@ fn webhook_hook(ws: &Workspace, name: &str, event: &str, port: u16, extra: &str)
     );
 }
 
-/// A receiver of one webhook: answers it 200, then calls `answer` with the callback URL the
+/// A receiver of one webhook: answers it 200 with the body it got, then calls `answer` with the callback URL the
 /// body carried. Joining gives the body it got.
 fn receiver(answer: impl FnOnce(&str) + Send + 'static) -> (u16, JoinHandle<Json>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -43,9 +43,15 @@ fn receiver(answer: impl FnOnce(&str) + Send + 'static) -> (u16, JoinHandle<Json
     let handle = thread::spawn(move || {
         let (mut stream, _) = listener.accept().unwrap();
         let body = read_request(&mut stream);
-        stream
-            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
-            .unwrap();
+        // Echoed back, as a chat API returns the message it posted: the token must not reach
+        // the log through the answer.
+        write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        stream.write_all(&body).unwrap();
         drop(stream);
         let body: Json = serde_json::from_slice(&body).unwrap();
         answer(
@@ -159,6 +165,12 @@ fn a_block_from_the_callback_blocks_the_gate_with_its_message() {
         let text = String::from_utf8_lossy(&bytes);
         assert!(!text.contains(token), "{path} holds the callback token");
     }
+    let log = fs::read_to_string(ws.state_dir().join("output/approve.log")).unwrap();
+    assert!(
+        log.contains(r#""cb":"http://127.0.0.1:"#),
+        "the echo is logged: {log}"
+    );
+    assert!(log.contains("/cb/[secret]"), "with the token masked: {log}");
     assert!(!String::from_utf8_lossy(&out.stderr).contains(token));
 }
 

@@ -254,8 +254,10 @@ impl Listener {
         let hash = token.hash();
         self.waits.open(hash, wake);
         let base = self.base.read().unwrap_or_else(PoisonError::into_inner);
+        let url = format!("{base}/cb/{}", token.text());
         Ok(Pending {
-            url: format!("{base}/cb/{}", token.text()),
+            token_at: url.len() - token.text().len(),
+            url,
             hash,
             waits: Arc::clone(&self.waits),
             wake: wake_read,
@@ -285,6 +287,8 @@ impl Drop for Listener {
 /// value is dropped (either revokes the token: later requests get 410).
 pub struct Pending {
     url: String,
+    /// Where the token starts in `url`.
+    token_at: usize,
     hash: TokenHash,
     waits: Arc<Waits>,
     /// Readable once a request took the wait.
@@ -303,6 +307,12 @@ impl Pending {
     /// `http://127.0.0.1:PORT`. It carries the token: send it, never log it.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The token alone, the secret part of [`Pending::url`]: for masking it wherever a
+    /// receiver may echo it back (a chat API returning the message it posted).
+    pub fn token(&self) -> &str {
+        &self.url[self.token_at..]
     }
 
     /// Waits until a request takes the wait, `timeout` passes or `cancel` is cancelled, then

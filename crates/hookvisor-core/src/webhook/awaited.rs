@@ -31,7 +31,7 @@ pub(super) fn run(
         Ok(pending) => pending,
         Err(message) => return Ok(WebhookRun::Refused(message)),
     };
-    let mut sent = match send(hook, action, payload, Some(pending.url()), cancel) {
+    let mut sent = match send(hook, action, payload, Some(&pending), cancel) {
         Ok(sent) => sent,
         Err(message) => return Ok(WebhookRun::Refused(message)),
     };

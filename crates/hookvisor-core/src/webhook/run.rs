@@ -6,6 +6,7 @@ use serde_json::Value as Json;
 
 use super::deliver::{self, DELIVERY_HEADER, Delivery, status_line};
 use super::{UrlTemplate, Webhook, expand};
+use crate::callback::Pending;
 use crate::context::Context;
 use crate::event::HookAction;
 use crate::exec::{CancelToken, Captured, ExecError, RunOutcome};
@@ -84,18 +85,24 @@ impl Sent {
 }
 
 /// Expands the templates and delivers: the outcome and the log, or why it was refused before
-/// sending (an error of the event's values: the same firing fails the same way).
+/// sending (an error of the event's values: the same firing fails the same way). `callback` is
+/// the wait of an awaited webhook, whose URL is `${callback_url}`.
 pub(super) fn send(
     hook: &Hook,
     action: &Webhook,
     payload: &Payload,
-    callback_url: Option<&str>,
+    callback: Option<&Pending>,
     cancel: &CancelToken,
 ) -> Result<Sent, String> {
+    let callback_url = callback.map(Pending::url);
     let request = match expand::expand(action, payload, callback_url) {
         Ok(request) => request,
         Err(err) => return Err(err.to_string()),
     };
+    // Masked like a secret: a receiver that echoes the request (a chat API returning the
+    // message) would otherwise put the token, the power to approve, in the agent's state dir.
+    let mut masked = request.secrets.clone();
+    masked.extend(callback.map(|pending| pending.token().to_owned()));
     let id = match deliver::delivery_id() {
         Ok(id) => id,
         Err(message) => return Err(format!("webhook: {message}")),
@@ -132,9 +139,9 @@ pub(super) fn send(
                 ""
             }
         ));
-        stdout = mask(&answer.body, &request.secrets);
+        stdout = mask(&answer.body, &masked);
     }
-    let mut text = mask(log.as_bytes(), &request.secrets);
+    let mut text = mask(log.as_bytes(), &masked);
     text.extend_from_slice(&stdout);
     if !stdout.is_empty() && !stdout.ends_with(b"\n") {
         text.push(b'\n');
@@ -146,7 +153,7 @@ pub(super) fn send(
                 action.method.as_str(),
                 url_template(action)
             );
-            mask(line.as_bytes(), &request.secrets)
+            mask(line.as_bytes(), &masked)
         })
         .unwrap_or_default();
     text.extend_from_slice(&stderr);
@@ -168,7 +175,7 @@ pub(super) fn send(
         },
         log: text,
         delivered: exit_code == 0,
-        secrets: request.secrets.clone(),
+        secrets: masked,
     })
 }
 
