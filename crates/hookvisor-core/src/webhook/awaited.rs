@@ -68,8 +68,7 @@ pub(super) fn run(
         Answer::Cancelled => CallbackState::Revoked,
     };
     mark(&store, ctx, hook, state, SystemTime::now(), &timeout_at);
-    let run = judged(ctx, hook, action, sent, answer);
-    Ok(WebhookRun::Finished(run?))
+    judged(ctx, hook, action, sent, answer).map(WebhookRun::Finished)
 }
 
 /// A wait on this process's callback listener, on the hook's `callback_port`, else the
