@@ -25,10 +25,12 @@
 //!    what was opened must be a regular file of at most 64 KiB, or it is a problem.
 //! 4. **`max_retries`** counts as: command-line flag (`--max-retries`), then
 //!    `$HOOKVISOR_MAX_RETRIES`, then this file, then 3 ([`Config::max_retries_or`]).
-//! 5. **`sources`**: `auto` reads every source there is; a list reads only those named. Of the
-//!    sources only `discobot` (`.discobot/hooks`) and `global` (hookvisor's global hooks) have
-//!    hooks today; the importers of the others come later, and [`SourceUse`] says so.
-//!    `disable_global_hooks: true` turns `global` off whatever `sources` says.
+//! 5. **`sources`**: `auto` reads every source there is; a list reads only those named.
+//!    `discobot` (`.discobot/hooks`), `iteratr`, `autoagent`, `nyzhi` (their files, read in
+//!    place by [`crate::import`], which also leaves out the tool `hookvisor loop` supervises)
+//!    and `global` (hookvisor's global hooks) have hooks; the `pipelines` importer comes later,
+//!    and [`SourceUse`] says so. `disable_global_hooks: true` turns `global` off whatever
+//!    `sources` says.
 //! 6. **`callback`** (`port`: 0 for an ephemeral port, else 1–65535; `public_url`) and
 //!    **`file_tools`** (tool names) are read and checked for the parts of hookvisor that use
 //!    them.
@@ -124,9 +126,10 @@ impl Source {
         Source::ALL.into_iter().find(|s| s.as_str() == name)
     }
 
-    /// Whether hookvisor reads hooks from this source yet (the importers come later).
+    /// Whether hookvisor reads hooks from this source yet (agent-pipelines' importer comes
+    /// later).
     pub(crate) fn has_reader(self) -> bool {
-        matches!(self, Source::Discobot | Source::Global)
+        !matches!(self, Source::Pipelines)
     }
 }
 
@@ -154,7 +157,8 @@ pub struct SourceUse {
     pub used: bool,
     /// Where its hooks were read from, or why they were not.
     pub note: String,
-    /// The directory its hooks were read from, when they were.
+    /// The directory its hooks were read from, when they were; for another tool's file, the
+    /// first file of it found (read or skipped).
     pub dir: Option<PathBuf>,
 }
 

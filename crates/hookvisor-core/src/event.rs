@@ -585,6 +585,9 @@ pub struct EventSpec {
     pub reason_from: ReasonFrom,
     /// `action:` and its fields; default the hook's own script.
     pub action: HookAction,
+    /// Which JSON the hook reads on stdin; default the event JSON (an AutoAgent import: its
+    /// own, EVENTS.md §2.2).
+    pub stdin: crate::payload::StdinDialect,
     /// Whether the front matter names any field of the event model (`event:` or a field of
     /// §1.3), or the hook is a declarative file: `list` shows the event fields of such hooks
     /// and keeps phase-1 hooks' JSON as it was.
@@ -619,6 +622,7 @@ impl EventSpec {
             pipe_output: PipeOutput::Never,
             reason_from: ReasonFrom::Stderr,
             action: HookAction::Command(Command::Script),
+            stdin: crate::payload::StdinDialect::Canonical,
             declared: false,
         }
     }

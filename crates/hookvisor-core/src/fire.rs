@@ -610,7 +610,7 @@ fn run_once(
         cancel: Some(cancel.clone()),
         extra_env: env.clone(),
         // From bytes, not a file in the run directory the agent could rewrite (exec rule 1).
-        stdin: Some(payload.stdin_json().into()),
+        stdin: Some(payload.stdin_json_for(&hook.spec.stdin).into()),
         capture: Capture::Separate {
             limit: CAPTURE_LIMIT,
         },
@@ -689,10 +689,19 @@ fn run_once(
                      on stdin"
                 )));
             }
-            (
-                PathBuf::from("/bin/sh"),
-                vec!["-c".into(), script.script().into()],
-            )
+            match script.plain_command() {
+                // A plain command runs without the shell, as `sh -c` would run it, saving the
+                // shell's start (BENCHMARKS.md, case 7); one execve cannot run (not in PATH,
+                // not executable, a script without `#!`) goes to sh, which handles it as ever.
+                Some(words) if crate::exec::execs_directly(Path::new(words[0])) => (
+                    PathBuf::from(words[0]),
+                    words[1..].iter().map(OsString::from).collect(),
+                ),
+                _ => (
+                    PathBuf::from("/bin/sh"),
+                    vec!["-c".into(), script.script().into()],
+                ),
+            }
         }
     };
     let mut vars = vec![

@@ -118,6 +118,16 @@ pub enum Origin {
     /// `.discobot/hooks` of the workspace. The default.
     #[default]
     Workspace,
+    /// An entry of another tool's hook file, read in place (EVENTS.md §2.2): its id starts
+    /// with the source's name (`iteratr:post_iteration:0`).
+    Imported {
+        /// The tool whose file it is.
+        source: crate::config::Source,
+        /// Whether the file is the user's (`~/.autoagent/config.json`), not the workspace's.
+        user: bool,
+        /// The 1-based line of the entry's first line.
+        line: usize,
+    },
     /// hookvisor's global hooks (`~/.config/hookvisor/hooks`); their ids start with `global:`.
     Global,
 }
@@ -178,11 +188,21 @@ impl Hook {
 
     /// Where the hook is declared, `relative/path:line` (EVENTS.md §5 rule 10): the hooks dir
     /// relative to the workspace, and line 1, where both a script and a declarative file start;
-    /// a global hook's absolute path, since it is in no workspace.
+    /// a global hook's absolute path, since it is in no workspace. An imported hook names its
+    /// entry's first line in the other tool's file, relative to the workspace unless it is the
+    /// user's.
     pub fn source(&self) -> String {
         match self.origin {
             Origin::Workspace => format!(".discobot/hooks/{}:1", self.file_name()),
             Origin::Global => format!("{}:1", self.path.display()),
+            Origin::Imported {
+                source,
+                user: false,
+                line,
+            } => format!("{}:{line}", crate::import::workspace_file(source)),
+            Origin::Imported {
+                user: true, line, ..
+            } => format!("{}:{line}", self.path.display()),
         }
     }
 
@@ -616,6 +636,16 @@ pub enum ProblemKind {
         /// 1-based line of `run_as`.
         line: usize,
     },
+    /// An entry of another tool's hook file that is not run, or is run otherwise than it may
+    /// seem, or the whole file when it does not parse (EVENTS.md §2.2): the message says which
+    /// and the fix.
+    #[error("{message}")]
+    Import {
+        /// 1-based line of the offending value, else of the entry; `None` when unknown.
+        line: Option<usize>,
+        /// What is wrong and what to do.
+        message: String,
+    },
     /// A declarative `.yml` hook has text after its front matter.
     #[error(
         "a declarative .yml hook is front matter only; remove this text after the closing \
@@ -651,6 +681,7 @@ impl ProblemKind {
             | ProblemKind::TextAfterFrontMatter { line }
             | ProblemKind::GlobalRunAsRoot { line } => Some(*line),
             ProblemKind::Config(error) => error.line,
+            ProblemKind::Import { line, .. } => *line,
             _ => None,
         }
     }

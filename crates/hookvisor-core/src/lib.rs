@@ -23,7 +23,8 @@
 //! - `spawn`: the `spawn` action: a child loop or program in its own state dir ([`Spawn`]).
 //! - `webhook`: the `webhook` action: an HTTP request from templates, retried under one
 //!   delivery id ([`Webhook`]).
-//! - `secrets`: `~/.config/hookvisor/secrets.env`, read only for webhooks ([`SecretsError`]).
+//! - `secrets`: `~/.config/hookvisor/secrets.env`: values for webhooks only, names that spawn
+//!   keeps from its children ([`SecretsError`]).
 //! - `changes`: a workspace's dirty set and when each file changed ([`scan`]).
 //! - `change_watch`: the dirty set kept warm by inotify for a server ([`ChangeWatcher`]).
 //! - `evaluate`: the end-of-turn evaluation ([`Evaluator`]): the file hooks and the
@@ -119,6 +120,8 @@ mod frontmatter;
 mod git;
 mod git_action;
 mod hook;
+/// Other tools' hook files read in place: iteratr, AutoAgent, nyzhi (EVENTS.md §2.2).
+pub mod import;
 mod leftovers;
 mod message;
 mod pattern;
@@ -127,6 +130,7 @@ pub mod payload;
 mod precommit;
 /// Values an action hands to the later hooks of its firing (EVENTS.md §4.1).
 pub mod produced;
+mod replace_order;
 mod seal;
 mod secrets;
 mod session;
@@ -153,8 +157,8 @@ pub use config::{
 };
 pub use context::{Context, ContextError, ContextOverrides};
 pub use discover::{
-    Discovery, GLOBAL_ID_PREFIX, discover, discover_workspace, discover_workspace_with,
-    global_hooks_dir, hook_id,
+    Discovery, GLOBAL_ID_PREFIX, Places, discover, discover_workspace, discover_workspace_in,
+    discover_workspace_owned, discover_workspace_with, global_hooks_dir, hook_id,
 };
 pub use evaluate::{Action, EvalError, EvalOptions, EvalReport, Evaluator, HookResult, Trigger};
 pub use exec::{CancelToken, Capture, Captured, ExecError, RunOptions, RunOutcome, run_hook};
@@ -184,7 +188,8 @@ pub use spawn::{
 };
 pub use state::{Durability, StateDir, write_atomic};
 pub use status::{
-    CallbackState, CallbackWait, EntryType, HookStatus, RunResult, Status, StatusError, StatusStore,
+    CallbackState, CallbackWait, EntryType, HookStatus, RunResult, Status, StatusError,
+    StatusStore, open_state_file,
 };
 pub use timestamp::{parse_rfc3339, rfc3339};
 pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};

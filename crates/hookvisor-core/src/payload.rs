@@ -200,6 +200,26 @@ pub fn is_known_name(name: &str) -> bool {
     KNOWN_NAMES.contains(&first.as_str())
 }
 
+/// Which JSON a hook reads on stdin (EVENTS.md §4.1 "Transport": "canonical or source
+/// dialect"): scripts written for another tool read that tool's shape.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum StdinDialect {
+    /// The event JSON of "The event JSON". The default.
+    #[default]
+    Canonical,
+    /// AutoAgent's hook input ([`Payload::stdin_json_for`]), for an AutoAgent import.
+    AutoAgent {
+        /// AutoAgent's name of the event (`PreExecutionEnd`), its `eventName`.
+        event_name: String,
+    },
+}
+
+/// Milliseconds since the epoch; 0 for a time before it.
+fn epoch_millis(at: SystemTime) -> u64 {
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// The event a hook receives; built with [`Payload::new`] and its setters. See the [module
 /// documentation](self) for the JSON, the names and the environment.
 #[derive(Debug, Clone)]
@@ -208,6 +228,8 @@ pub struct Payload {
     session: String,
     workspace: PathBuf,
     timestamp: String,
+    /// `timestamp` in milliseconds since the epoch, for the AutoAgent dialect.
+    millis: u64,
     trigger: String,
     iteration: Option<u64>,
     stage: Option<String>,
@@ -249,11 +271,13 @@ impl Payload {
         workspace: impl Into<PathBuf>,
         trigger: impl Into<String>,
     ) -> Payload {
+        let now = SystemTime::now();
         Payload {
             event: event.into(),
             session: session.into(),
             workspace: workspace.into(),
-            timestamp: rfc3339_millis(SystemTime::now()),
+            timestamp: rfc3339_millis(now),
+            millis: epoch_millis(now),
             trigger: trigger.into(),
             iteration: None,
             stage: None,
@@ -266,6 +290,7 @@ impl Payload {
     /// Stamps the event at `at` instead of now.
     pub fn at(mut self, at: SystemTime) -> Payload {
         self.timestamp = rfc3339_millis(at);
+        self.millis = epoch_millis(at);
         self
     }
 
@@ -377,6 +402,41 @@ impl Payload {
         // Strings, integers and a map with string keys: serializing cannot fail, and an empty
         // object is no worse than a panic if it ever did.
         serde_json::to_vec(&wire).unwrap_or_else(|_| b"{}".to_vec())
+    }
+
+    /// The JSON a hook of `dialect` reads on stdin: the event JSON, or its source tool's own.
+    ///
+    /// AutoAgent's ([`StdinDialect::AutoAgent`], its design's `HookManager.executeHooks`) is
+    /// `{eventName, sessionId, workspace, timestamp, ...data}`: `timestamp` in milliseconds
+    /// since the epoch, `data`'s keys spread beside the others, which win a name, and
+    /// `filesModified` from `files` when the data has none. `HOOKVISOR_PAYLOAD` stays the event
+    /// JSON: it is hookvisor's, and the dialect is for the scripts written for AutoAgent.
+    pub fn stdin_json_for(&self, dialect: &StdinDialect) -> Vec<u8> {
+        let StdinDialect::AutoAgent { event_name } = dialect else {
+            return self.stdin_json();
+        };
+        let mut wire = Map::new();
+        wire.insert("eventName".into(), Json::from(event_name.as_str()));
+        wire.insert("sessionId".into(), Json::from(self.session.as_str()));
+        wire.insert(
+            "workspace".into(),
+            Json::from(self.workspace.to_string_lossy().into_owned()),
+        );
+        wire.insert("timestamp".into(), Json::from(self.millis));
+        for (key, value) in &self.data {
+            if !wire.contains_key(key) {
+                wire.insert(key.clone(), value.clone());
+            }
+        }
+        if let Some(files) = &self.files
+            && !wire.contains_key("filesModified")
+        {
+            let files = files
+                .iter()
+                .map(|f| Json::from(f.to_string_lossy().into_owned()));
+            wire.insert("filesModified".into(), files.collect());
+        }
+        serde_json::to_vec(&Json::Object(wire)).unwrap_or_else(|_| b"{}".to_vec())
     }
 
     /// Writes the payload's files into `dir` and returns the environment of a hook (see "The
@@ -1048,6 +1108,40 @@ mod tests {
                 "trigger",
                 "workspace"
             ]
+        );
+    }
+
+    /// AutoAgent's dialect: its names, milliseconds, data spread beside them (never over them),
+    /// `filesModified` from the files unless the data has its own.
+    #[test]
+    fn the_autoagent_dialect_spreads_data_under_its_own_names() {
+        let dialect = StdinDialect::AutoAgent {
+            event_name: "PreExecutionEnd".into(),
+        };
+        let Json::Object(data) = json!({"eventName": "forged", "issueNumber": 1, "success": true})
+        else {
+            unreachable!()
+        };
+        let payload = Payload::new("task.complete", "s-1", "/ws", "user")
+            .at(SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(1_234))
+            .files(["src/a.ts"])
+            .data(data);
+        let value: Json = serde_json::from_slice(&payload.stdin_json_for(&dialect)).unwrap();
+        assert_eq!(
+            value,
+            json!({
+                "eventName": "PreExecutionEnd",
+                "sessionId": "s-1",
+                "workspace": "/ws",
+                "timestamp": 1234,
+                "issueNumber": 1,
+                "success": true,
+                "filesModified": ["src/a.ts"],
+            })
+        );
+        assert_eq!(
+            payload.stdin_json_for(&StdinDialect::Canonical),
+            payload.stdin_json()
         );
     }
 

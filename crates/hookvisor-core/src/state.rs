@@ -97,8 +97,9 @@ impl StateDir {
 pub enum Durability {
     /// The file and its directory are fsynced: after a crash the file is the new one.
     Durable,
-    /// The file's data is fsynced before the rename, its directory is not: after a crash the
+    /// The file's data is on disk before the rename, its directory is not: after a crash the
     /// file is the old one or the new one, whole, never empty; only the last write may be lost.
+    /// An `fdatasync` orders it, unless the file system does so itself ([`crate::replace_order`]).
     /// For records written on every tool call, where a directory fsync per call is too dear.
     Whole,
     /// No fsync: readers still never see a partial file, but after a crash it may be the old
@@ -144,7 +145,13 @@ pub(crate) fn write_atomic_with_mode(
     match durability {
         Durability::Durable => temp.as_file().sync_all()?,
         // The data must be on disk before the rename can be: then a crash shows old or new.
-        Durability::Whole => temp.as_file().sync_data()?,
+        // Some file systems order that themselves when the rename replaces a file.
+        Durability::Whole => {
+            let replaces = fs::symlink_metadata(path).is_ok();
+            if !(replaces && crate::replace_order::orders_replace(temp.as_file())) {
+                temp.as_file().sync_data()?;
+            }
+        }
         Durability::Replaceable => {}
     }
     temp.persist(path).map_err(|e| e.error)?;

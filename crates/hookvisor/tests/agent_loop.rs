@@ -997,6 +997,7 @@ fn the_agent_gets_the_loops_variables_and_no_servers() {
             "HOOKVISOR_DONE",
             "HOOKVISOR_ITERATION",
             "HOOKVISOR_LOOP",
+            "HOOKVISOR_LOOP_OWNER",
             "HOOKVISOR_RUN",
             "HOOKVISOR_SESSION",
             "HOOKVISOR_STATE_DIR"

@@ -57,7 +57,7 @@ fn max_retries_comes_from_the_flag_then_the_environment_then_the_file_then_3() {
 fn sources_without_discobot_reads_no_workspace_hooks_and_check_says_what_is_used() {
     let ws = Workspace::git();
     ws.hook("lint.sh", "file", "pattern: '*.txt'", "exit 1");
-    config(&ws, "sources: [global, iteratr]\n");
+    config(&ws, "sources: [global, pipelines]\n");
     let report = eval(&ws, &[], &[]);
     assert_eq!(report["action"], "pass", "{report}");
     assert_eq!(report["results"], serde_json::json!([]));
@@ -68,10 +68,10 @@ fn sources_without_discobot_reads_no_workspace_hooks_and_check_says_what_is_used
     let home = ws.base().join("home/.config/hookvisor/hooks");
     let want = [
         "source: discobot skipped (not in sources)".to_owned(),
-        "source: iteratr skipped (hookvisor has no importer for it yet)".to_owned(),
+        "source: iteratr skipped (not in sources)".to_owned(),
         "source: autoagent skipped (not in sources)".to_owned(),
         "source: nyzhi skipped (not in sources)".to_owned(),
-        "source: pipelines skipped (not in sources)".to_owned(),
+        "source: pipelines skipped (hookvisor has no importer for it yet)".to_owned(),
         // No such directory in the test's HOME: nothing is read there.
         format!("source: global skipped (no directory {})", home.display()),
     ];

@@ -382,6 +382,65 @@ fn twenty_concurrent_fires_lose_no_run_and_keep_each_writer_fifo() {
     }
 }
 
+/// A `run:` of plain words runs its program without `sh -c` (case 7's speed), and everything
+/// the shell would treat otherwise still goes through sh: a script without `#!`, a program
+/// not in PATH, a builtin, an expansion. dash exports `PWD` to what it runs and hookvisor
+/// does not, so a Perl tool (no shell of its own) tells which started it.
+#[test]
+fn a_plain_run_execs_its_program_and_anything_else_goes_through_sh() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = Workspace::new();
+    let bin = ws.path().join("bin");
+    fs::create_dir(&bin).unwrap();
+    let tool = |name: &str, text: &str| {
+        let path = bin.join(name);
+        fs::write(&path, text).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    tool(
+        "started-by",
+        "#!/usr/bin/perl\nopen(my $f, '>>', \"$ENV{DISCOBOT_WORKSPACE}/trace\") or die;\n\
+         print $f (exists $ENV{PWD} ? 'sh' : 'hookvisor'), \" @ARGV\\n\";\n",
+    );
+    tool(
+        "no-shebang",
+        "echo \"no-shebang $*\" >> \"$DISCOBOT_WORKSPACE/trace\"\n",
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    yml(&ws, "a", "event: task.start\nrun: started-by one --two=2");
+    yml(&ws, "b", "event: task.start\nrun: no-shebang three");
+    yml(
+        &ws,
+        "c",
+        "event: task.start\nrun: started-by $DISCOBOT_SESSION_ID",
+    );
+    yml(&ws, "d", "event: task.start\nrun: no-such-program-anywhere");
+    yml(&ws, "e", "event: task.start\nrun: echo builtin >> trace");
+    let out = ws
+        .hookvisor_command()
+        .args(["fire", "task.start", "--json", "--session", "s1"])
+        .env("PATH", &path)
+        .env_remove("PWD")
+        .output()
+        .unwrap();
+    let r = reply(&out);
+    assert_eq!(
+        trace(&ws),
+        [
+            "hookvisor one --two=2",
+            "no-shebang three",
+            "sh s1",
+            "builtin"
+        ],
+        "{r}"
+    );
+    let d = &r["results"][3];
+    assert_eq!(d["hookId"], "d");
+    assert_eq!(d["exitCode"], 127, "{r}");
+    let log = fs::read_to_string(ws.state_dir().join("output/d.log")).unwrap();
+    assert!(log.contains("no-such-program-anywhere: not found"), "{log}");
+}
+
 // turn.end ≡ eval (EVENTS.md §5 rule 8, §1.4, §3): the phase-1 evaluation and the event hooks
 // of turn.end, in a real git repository. Hooks trace outside the workspace, so that tracing a
 // run is no change of the work tree.

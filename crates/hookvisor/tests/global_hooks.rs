@@ -242,7 +242,7 @@ fn list_and_check_show_global_hooks_with_their_path() {
     let text = stdout(&check);
     assert!(text.contains("source: discobot used ("), "{text}");
     assert!(
-        text.contains("source: iteratr skipped (hookvisor has no importer for it yet)"),
+        text.contains("source: iteratr skipped (no .iteratr.hooks.yml)"),
         "{text}"
     );
 }

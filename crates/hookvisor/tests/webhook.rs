@@ -465,7 +465,26 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
     assert!(receiver.taken().is_empty());
     assert!(
         log(&ws, "chat")
-            .contains("${chat_token} is a secret, and the url is the event's ${target}"),
+            .contains("${chat_token} is a secret, and the url is ${target} from the event"),
+        "{}",
+        log(&ws, "chat")
+    );
+    // Nor does a secrets.env value go to a url from hookvisor's environment.
+    hook(
+        &ws,
+        "chat",
+        "url: \"${ENV_URL}\"\nheaders:\n  Authorization: \"Bearer ${CHAT_TOKEN}\"\n",
+    );
+    let out = ws
+        .hookvisor_command()
+        .args(["fire", "task.complete", "--json"])
+        .env("ENV_URL", format!("{}/x", receiver.url))
+        .output()
+        .unwrap();
+    assert_eq!(json_of(&out)["results"][0]["exitCode"], 1);
+    assert!(receiver.taken().is_empty());
+    assert!(
+        log(&ws, "chat").contains("from hookvisor's environment"),
         "{}",
         log(&ws, "chat")
     );

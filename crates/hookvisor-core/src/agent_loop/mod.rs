@@ -33,7 +33,8 @@
 //!    loop runs the end-of-turn evaluation itself), `HOOKVISOR_SESSION`, `HOOKVISOR_ITERATION`, `HOOKVISOR_DONE` (a
 //!    path: create it when done), `HOOKVISOR_STATE_DIR` and `DISCOBOT_WORKSPACE`, so that a
 //!    `hookvisor fire task.complete` the agent runs lands in this loop's state dir and runs the
-//!    workspace's hooks; `HOOKVISOR_URL`, `HOOKVISOR_SOCKET` and `HOOKVISOR_TOKEN` are removed
+//!    workspace's hooks, and `HOOKVISOR_LOOP_OWNER` (the owner, whose own hook file every
+//!    discovery of the loop and of its agent then leaves to it, EVENTS.md §5 rule 12); `HOOKVISOR_URL`, `HOOKVISOR_SOCKET` and `HOOKVISOR_TOKEN` are removed
 //!    (the loop hosts no server, and a server's would take the agent's events elsewhere).
 //! 7. **Limit**: after [`LoopOptions::max_iterations`] iterations without done, the loop ends
 //!    ([`Ending::MaxIterations`]); a block in the last one is delivered by rule 8 and
@@ -91,10 +92,11 @@ use serde_json::{Map, Value as Json, json};
 use crate::context::Context;
 use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
 use crate::decision::{Decision, Reply};
-use crate::discover::discover_workspace;
+use crate::discover::discover_workspace_owned;
 use crate::event::Event;
 use crate::exec::{CancelToken, ExecError, RunOutcome};
 use crate::fire::{FireError, Firing, fire};
+use crate::import::LOOP_OWNER_VARIABLE;
 
 use self::agent::{ERROR_LINES, Launch, agent_log, last_lines, launch};
 use self::loop_dir::LoopDir;
@@ -378,6 +380,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
             ("HOOKVISOR_DONE".into(), done_file.clone().into()),
             ("HOOKVISOR_STATE_DIR".into(), ctx.state_dir.clone().into()),
             ("DISCOBOT_WORKSPACE".into(), ctx.workspace.clone().into()),
+            // §5 rule 12: the agent's own `hookvisor fire` leaves the owner's hooks to it too.
+            (LOOP_OWNER_VARIABLE.into(), options.owner.clone().into()),
         ];
         let record = SessionRecord {
             id: ctx.session_id.clone(),
@@ -701,7 +705,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         if let Json::Object(data) = data {
             firing.data = data;
         }
-        let discovery = discover_workspace(self.ctx);
+        let discovery = discover_workspace_owned(self.ctx, &self.options.owner);
         let fired = fire(self.ctx, &discovery, &firing);
         self.sweep();
         match fired {
@@ -748,7 +752,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     fn fire(&self, event: Event, data: Map<String, Json>) -> Result<Reply, Stop> {
         let mut firing = self.firing(event.clone());
         firing.data = data;
-        let discovery = discover_workspace(self.ctx);
+        let discovery = discover_workspace_owned(self.ctx, &self.options.owner);
         // Never a limit here (the trigger is `loop`), but the number re-prompts print.
         firing.max_attempts = discovery.config.max_retries_or(None);
         let fired = fire(self.ctx, &discovery, &firing);

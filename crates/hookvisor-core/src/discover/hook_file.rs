@@ -69,7 +69,8 @@ pub(super) fn read_hook(path: &Path, origin: Origin) -> Result<Option<HookFile>,
     }
     // A prefix no workspace id can have: the two directories never share an id in status.json.
     let id = match origin {
-        Origin::Workspace => id,
+        // Imported hooks come from no hook file; their ids are the importer's.
+        Origin::Workspace | Origin::Imported { .. } => id,
         Origin::Global => format!("{GLOBAL_ID_PREFIX}{id}"),
     };
     let head = read_head(path).map_err(|e| {

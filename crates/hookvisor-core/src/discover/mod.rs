@@ -51,6 +51,7 @@ use crate::context::Context;
 use crate::event::{Command, Event, HookAction};
 use crate::git_action::GIT_FIELDS;
 use crate::hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
+use crate::import::{IMPORTED, LOOP_OWNER_VARIABLE, UserDirs, read_sources};
 use crate::spawn::SPAWN_FIELDS;
 use crate::webhook::WEBHOOK_FIELDS;
 
@@ -146,15 +147,53 @@ impl Discovery {
     }
 }
 
-/// The hooks of a workspace: its configuration, `.discobot/hooks`, then the global hooks of
-/// [`global_hooks_dir`] from the environment (the module's rules).
+/// The hooks of a workspace: its configuration, `.discobot/hooks`, the other tools' files
+/// ([`crate::import`]), then the global hooks of [`global_hooks_dir`], all from the
+/// environment (the module's rules).
 pub fn discover_workspace(ctx: &Context) -> Discovery {
     let global = global_hooks_dir(|name| env::var_os(name));
     discover_workspace_with(ctx, global.as_deref())
 }
 
-/// [`discover_workspace`] with the global hooks directory given (`None`: there is none).
+/// [`discover_workspace`] under `hookvisor loop` supervising `owner`, whose own hook file is
+/// left to it ([`crate::import`], rule 5).
+pub fn discover_workspace_owned(ctx: &Context, owner: &str) -> Discovery {
+    let global = global_hooks_dir(|name| env::var_os(name));
+    let places = Places {
+        global_hooks: global.as_deref(),
+        user: UserDirs::from_vars(|name| env::var_os(name)),
+        owner: Some(owner),
+    };
+    discover_workspace_in(ctx, &places)
+}
+
+/// [`discover_workspace`] with the global hooks directory given (`None`: there is none); the
+/// user's files of other tools and the loop's owner ([`LOOP_OWNER_VARIABLE`]) come from the
+/// environment.
 pub fn discover_workspace_with(ctx: &Context, global_hooks: Option<&Path>) -> Discovery {
+    let owner = env::var(LOOP_OWNER_VARIABLE).ok().filter(|o| !o.is_empty());
+    let places = Places {
+        global_hooks,
+        user: UserDirs::from_vars(|name| env::var_os(name)),
+        owner: owner.as_deref(),
+    };
+    discover_workspace_in(ctx, &places)
+}
+
+/// Where discovery looks outside `.discobot/hooks`, and whose hooks it leaves alone.
+#[derive(Debug, Clone, Default)]
+pub struct Places<'a> {
+    /// The global hooks directory; `None`: there is none.
+    pub global_hooks: Option<&'a Path>,
+    /// The user's directories, where the other tools keep their user files.
+    pub user: UserDirs,
+    /// The tool `hookvisor loop` supervises, which runs its own hooks. Default none.
+    pub owner: Option<&'a str>,
+}
+
+/// [`discover_workspace`] with every place given.
+pub fn discover_workspace_in(ctx: &Context, places: &Places<'_>) -> Discovery {
+    let global_hooks = places.global_hooks;
     let config_path = Config::path(&ctx.workspace);
     let (config, broken) = match Config::load(&ctx.workspace) {
         Ok(config) => (config.unwrap_or_default(), None),
@@ -171,6 +210,21 @@ pub fn discover_workspace_with(ctx: &Context, global_hooks: Option<&Path>) -> Di
         true => discover(&ctx.hooks_dir()),
         false => Discovery::default(),
     };
+    let imported = match broken {
+        // A broken file may have meant to leave them out, as global hooks (config rule 2).
+        Some(_) => None,
+        None => Some(read_sources(
+            &ctx.workspace,
+            &places.user,
+            &config,
+            places.owner,
+        )),
+    };
+    if let Some(imported) = &imported {
+        discovery.event_hooks.extend(imported.hooks.iter().cloned());
+        discovery.problems.extend(imported.problems.iter().cloned());
+        discovery.warnings.extend(imported.warnings.iter().cloned());
+    }
     if config.reads(Source::Global)
         && let Some(dir) = global_hooks
     {
@@ -190,8 +244,14 @@ pub fn discover_workspace_with(ctx: &Context, global_hooks: Option<&Path>) -> Di
                 note,
                 dir: None,
             };
-            if source == Source::Global && broken.is_some() {
+            if (source == Source::Global || IMPORTED.contains(&source)) && broken.is_some() {
                 return skipped(format!("{} is broken", config_path.display()));
+            }
+            if let Some(used) = imported
+                .as_ref()
+                .and_then(|i| i.uses.iter().find(|u| u.source == source))
+            {
+                return used.clone();
             }
             if source == Source::Global && config.disable_global_hooks {
                 return skipped("disable_global_hooks: true".to_owned());

@@ -58,7 +58,7 @@ use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -295,6 +295,27 @@ pub fn run_hook(
         timeout: hook.timeout,
     };
     run_command(&invocation, options)
+}
+
+/// Whether `execve` itself would run `program`, named directly or found in our `PATH` as a
+/// run looks it up: an executable file starting with `\x7fELF` or `#!`. A file without either
+/// is run by sh, not by the kernel (`ENOEXEC`), so it needs the shell.
+pub(crate) fn execs_directly(program: &Path) -> bool {
+    use std::io::Read;
+    let env: Vec<(OsString, OsString)> = std::env::var_os("PATH")
+        .map(|path| ("PATH".into(), path))
+        .into_iter()
+        .collect();
+    let Some(found) = resolve_program(program, &env) else {
+        return false;
+    };
+    if nix::unistd::access(found.as_path(), nix::unistd::AccessFlags::X_OK).is_err() {
+        return false;
+    }
+    let mut magic = [0u8; 4];
+    std::fs::File::open(&found)
+        .and_then(|mut file| file.read_exact(&mut magic))
+        .is_ok_and(|()| magic == *b"\x7fELF" || magic.starts_with(b"#!"))
 }
 
 /// Runs any program with the rules of this module (see the module documentation).

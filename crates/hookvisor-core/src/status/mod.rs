@@ -51,6 +51,13 @@ pub use self::callback::{CallbackState, CallbackWait};
 use self::file::{empty_as_none, is_false};
 pub use self::store::{StatusError, StatusStore};
 pub(crate) use self::untrusted::{OPEN_FLAGS, move_aside, not_ours, open_regular};
+
+/// Opens a file of the state dir (a hook's log) for reading as `status.json` is opened: never
+/// through a symbolic link, never a FIFO or a device, at most one link, since the agent can
+/// write that directory; `Ok(Err(why))` says what the path is instead.
+pub fn open_state_file(path: &std::path::Path) -> std::io::Result<Result<std::fs::File, String>> {
+    open_regular(path)
+}
 use crate::context::Context;
 use crate::event::Event;
 use crate::exec::RunOutcome;

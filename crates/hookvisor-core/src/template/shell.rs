@@ -89,6 +89,48 @@ impl ShellTemplate {
     pub fn references(&self) -> &[String] {
         &self.references
     }
+
+    /// The words of a script that sh would run as one plain command with its words as they
+    /// are, so it can be executed without a shell, as GNU make does for such recipe lines;
+    /// `None` for anything else (see [`plain_command`]).
+    pub fn plain_command(&self) -> Option<Vec<&str>> {
+        if !self.references.is_empty() {
+            return None;
+        }
+        plain_command(&self.script)
+    }
+}
+
+/// Shell builtins and reserved words that can start a plain-looking command: such a script
+/// always goes to sh, since a program of the same name (`/bin/echo`, `/usr/bin/cd`) may
+/// behave otherwise. `true` and `false` are not here: their programs do exactly what the
+/// builtins do, and `run: "true"` is the cheapest hook there is (BENCHMARKS.md, case 7).
+const SHELL_WORDS: &[&str] = &[
+    "!", ".", ":", "[", "[[", "{", "}", "alias", "bg", "break", "builtin", "case", "cd", "chdir",
+    "command", "continue", "declare", "do", "done", "echo", "elif", "else", "esac", "eval", "exec",
+    "exit", "export", "fc", "fg", "fi", "for", "function", "getopts", "hash", "if", "in", "jobs",
+    "kill", "let", "local", "printf", "pwd", "read", "readonly", "return", "select", "set",
+    "shift", "source", "test", "then", "time", "times", "trap", "type", "typeset", "ulimit",
+    "umask", "unalias", "unset", "until", "wait", "while",
+];
+
+/// The words of `script` when sh would read it as one simple command of plain words: only
+/// letters, digits and `_ - . / , : + @ % =` (no quote, expansion, glob, tilde, comment,
+/// redirection or operator), words split by spaces or tabs, trailing newlines allowed, and a
+/// first word that is no assignment (`A=1 cmd`), no builtin or reserved word
+/// ([`SHELL_WORDS`]). Such a command runs the same with or without `sh -c`.
+fn plain_command(script: &str) -> Option<Vec<&str>> {
+    let line = script.trim_end_matches('\n');
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./,:+@%=".contains(c);
+    if !line.chars().all(|c| plain(c) || c == ' ' || c == '\t') {
+        return None;
+    }
+    let words: Vec<&str> = line.split([' ', '\t']).filter(|w| !w.is_empty()).collect();
+    let first = *words.first()?;
+    if first.contains('=') || SHELL_WORDS.contains(&first) {
+        return None;
+    }
+    Some(words)
 }
 
 /// The quoting context of a placeholder.
@@ -1358,6 +1400,55 @@ impl Lexer {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn plain_commands_are_words_only_and_never_a_builtin() {
+        let words = |text: &str| {
+            let script = ShellTemplate::parse(text).unwrap();
+            script.plain_command().map(|words| words.join("|"))
+        };
+        assert_eq!(words("true").as_deref(), Some("true"));
+        assert_eq!(words("false\n").as_deref(), Some("false"));
+        assert_eq!(
+            words("cargo fmt\t--check  --x=1").as_deref(),
+            Some("cargo|fmt|--check|--x=1")
+        );
+        assert_eq!(words("./lint.sh a/b").as_deref(), Some("./lint.sh|a/b"));
+        for text in [
+            "",
+            " ",
+            "echo hi",
+            "cd x",
+            "exit 3",
+            "A=1 true",
+            "true; false",
+            "true && x",
+            "true | x",
+            "true > f",
+            "true < f",
+            "true 'a'",
+            "true \"a\"",
+            "true \\a",
+            "true $HOME",
+            "true ~",
+            "true *",
+            "true a?",
+            "true [a]",
+            "true #c",
+            "true\nfalse",
+            "true &",
+            "true `x`",
+            "true (x)",
+            "{ true; }",
+            "if",
+            "true ${x}",
+            "test -f x",
+            "[ -f x ]",
+            "true\u{a0}x",
+        ] {
+            assert_eq!(words(text), None, "{text:?}");
+        }
+    }
+
     use super::*;
 
     fn script(text: &str) -> String {

@@ -95,19 +95,21 @@ pub(super) enum ExpandError {
     /// The expanded URL breaks the policy (rule 3).
     #[error("webhook: url: {0}")]
     Policy(UrlPolicyError),
-    /// A secret would go to a URL the event chose (rule 5).
+    /// A secret would go to a URL that something less trusted than its source chose (rule 5).
     #[error(
-        "webhook: {field}: ${{{secret}}} is a secret, and the url is the event's ${{{url}}}; a \
-         secret goes only to a url the hook or secrets.env writes: put the url in secrets.env \
-         or write its host out"
+        "webhook: {field}: ${{{secret}}} is a secret, and the url is ${{{url}}} from {chooser}; \
+         a secret goes only to a url the hook or secrets.env writes: put the url in \
+         secrets.env or write its host out"
     )]
-    SecretToEventUrl {
+    SecretToChosenUrl {
         /// Where the secret is used.
         field: String,
         /// The secret's name.
         secret: String,
         /// The URL's variable.
         url: String,
+        /// `the event` or `hookvisor's environment`.
+        chooser: &'static str,
     },
     /// The body nests too deeply.
     #[error("webhook: body: nested over 32 levels; flatten it")]
@@ -122,14 +124,26 @@ enum Source {
     Secret(String),
 }
 
+/// A secret one run used.
+struct Used {
+    /// Its name.
+    name: String,
+    /// Where: `url`, `headers: NAME`, `body`.
+    field: String,
+    /// Its value, for masking.
+    value: String,
+    /// From `secrets.env` (else hookvisor's environment).
+    from_file: bool,
+}
+
 /// The names of one run, resolved by rule 5.
 struct Names<'a> {
     payload: &'a Payload,
     callback_url: Option<&'a str>,
     /// Read at the first name that needs it.
     secrets: Option<Secrets>,
-    /// The secrets used, by name, for masking and rule 5's host check.
-    used: Vec<(String, String, String)>,
+    /// The secrets used, for masking and rule 5's host check.
+    used: Vec<Used>,
 }
 
 impl Names<'_> {
@@ -154,8 +168,9 @@ impl Names<'_> {
             if self.secrets.is_none() {
                 self.secrets = Some(Secrets::load().map_err(ExpandError::Secrets)?);
             }
-            let from_file = self.secrets.as_ref().and_then(|s| s.get(name));
-            let value = from_file.map(str::to_owned).or_else(|| {
+            let in_file = self.secrets.as_ref().and_then(|s| s.get(name));
+            let from_file = in_file.is_some();
+            let value = in_file.map(str::to_owned).or_else(|| {
                 // The usual spelling first, then any other case of it.
                 std::env::var_os(&upper)
                     .or_else(|| {
@@ -166,8 +181,12 @@ impl Names<'_> {
                     .map(|v| v.to_string_lossy().into_owned())
             });
             if let Some(value) = value {
-                self.used
-                    .push((name.to_owned(), field.to_owned(), value.clone()));
+                self.used.push(Used {
+                    name: name.to_owned(),
+                    field: field.to_owned(),
+                    value: value.clone(),
+                    from_file,
+                });
                 return Ok(Source::Secret(value));
             }
         }
@@ -270,12 +289,17 @@ pub(super) fn expand(
         secrets: None,
         used: Vec::new(),
     };
-    let (url_text, url_from_event) = match &webhook.url {
+    let (url_text, url_chosen_by) = match &webhook.url {
         UrlTemplate::Whole(name) => {
             let secrets_before = names.used.len();
             let text = names.text(name, "url")?;
-            let from_event = names.used.len() == secrets_before;
-            (text, from_event.then(|| name.clone()))
+            // Who chose the url: the event, hookvisor's environment, or secrets.env.
+            let chooser = match names.used.get(secrets_before) {
+                None => Some("the event"),
+                Some(used) if !used.from_file => Some("hookvisor's environment"),
+                Some(_) => None,
+            };
+            (text, chooser.map(|chooser| (name.clone(), chooser)))
         }
         UrlTemplate::Literal(text) => (
             names.template(text, "url", |value| {
@@ -313,19 +337,28 @@ pub(super) fn expand(
             Some(serde_json::to_vec(&json).unwrap_or_default())
         }
     };
-    if let (Some(url), Some((secret, field, _))) = (url_from_event, names.used.first()) {
-        return Err(ExpandError::SecretToEventUrl {
-            field: field.clone(),
-            secret: secret.clone(),
-            url,
-        });
+    // Rule 5: an event-chosen url gets no secret, an environment-chosen one none of the file's.
+    if let Some((url, chooser)) = url_chosen_by {
+        let from_event = chooser == "the event";
+        if let Some(used) = names
+            .used
+            .iter()
+            .find(|u| u.field != "url" && (from_event || u.from_file))
+        {
+            return Err(ExpandError::SecretToChosenUrl {
+                field: used.field.clone(),
+                secret: used.name.clone(),
+                url,
+                chooser,
+            });
+        }
     }
     Ok(Request {
         method: webhook.method,
         url,
         headers,
         body,
-        secrets: names.used.into_iter().map(|(_, _, v)| v).collect(),
+        secrets: names.used.into_iter().map(|u| u.value).collect(),
     })
 }
 

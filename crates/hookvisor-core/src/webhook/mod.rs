@@ -29,9 +29,10 @@
 //!    `callback_url` is only the one the caller supplies (the listener's), never a `data`
 //!    key. A name hookvisor knows (`payload`'s list) but the event lacks is an error. Any
 //!    other name resolves from `secrets.env` ([`crate::secrets`]), then hookvisor's own
-//!    environment, and nowhere else; unknown everywhere, the run fails naming it. A secret is
-//!    never sent to a URL an event value chose (a whole-URL variable the event supplied): the
-//!    event could point it anywhere.
+//!    environment, and nowhere else; unknown everywhere, the run fails naming it. A secret
+//!    goes only to a URL the hook or `secrets.env` writes: never to a whole-URL variable the
+//!    event supplied (the event could point it anywhere), and a `secrets.env` value never to
+//!    one from hookvisor's environment (which an agent that runs hookvisor chose).
 //! 6. **Delivery** (`deliver`). No proxy, no redirect followed (a 3xx fails), 30 s per
 //!    attempt (less when the hook's `timeout` is shorter and no callback is awaited), 2xx is
 //!    success. Connect errors, timeouts and 5xx are retried 3 times after 1, 2 and 4 s, every

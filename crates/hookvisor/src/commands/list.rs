@@ -142,15 +142,20 @@ fn one_line(text: &str) -> String {
 }
 
 /// One `source: NAME used|skipped (where or why)` line per source of hooks (EVENTS.md §2.2),
-/// when there is more than phase 1's `.discobot/hooks` to say: a `hookvisor.yml`, or a global
-/// hooks directory.
+/// when there is more than phase 1's `.discobot/hooks` to say: a `hookvisor.yml`, a global
+/// hooks directory, or another tool's hook file.
 fn write_sources(out: &mut impl Write, ctx: &Context, discovery: &Discovery) -> io::Result<()> {
     let configured = std::fs::symlink_metadata(Config::path(&ctx.workspace)).is_ok();
     let global = discovery
         .sources
         .iter()
         .any(|s| s.source == Source::Global && s.dir.as_deref().is_some_and(|d| d.is_dir()));
-    if configured || global {
+    // Another tool's file found (EVENTS.md §2.2): say whether it was read.
+    let imported = discovery
+        .sources
+        .iter()
+        .any(|s| !matches!(s.source, Source::Discobot | Source::Global) && s.dir.is_some());
+    if configured || global || imported {
         for source in &discovery.sources {
             writeln!(out, "source: {source}")?;
         }

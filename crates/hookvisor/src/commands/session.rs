@@ -3,9 +3,10 @@
 
 use std::io::{self, Write};
 
+use hookvisor_core::import::UserDirs;
 use hookvisor_core::{
-    Attempt, Credentials, RootHooks, SessionHook, SessionOptions, SessionPlan, SessionRun,
-    StatusStore, act_as, agent_running, discover_workspace_with, fire_session_start,
+    Attempt, Credentials, Places, RootHooks, SessionHook, SessionOptions, SessionPlan, SessionRun,
+    StatusStore, act_as, agent_running, discover_workspace_in, fire_session_start,
     global_hooks_dir, prepare_state_dir, run_session,
 };
 use nix::unistd::Uid;
@@ -46,13 +47,20 @@ pub fn run(globals: &Globals, user: Option<&str>, root_hooks: Option<&str>) -> C
     // included) with the user's credentials.
     let (discovery, mut plan) = {
         let _acting = act_as(user.as_ref())?;
-        // Global hooks are the run user's: its home, not the caller's (root's) settings.
-        let global = global_hooks_dir(|name| match (name, &user) {
+        // Global hooks and other tools' user files are the run user's: its home, not the
+        // caller's (root's) settings.
+        let var = |name: &str| match (name, &user) {
             ("HOME", Some(u)) => Some(u.home.clone().into()),
             ("XDG_CONFIG_HOME", Some(_)) => None,
             _ => std::env::var_os(name),
-        });
-        let discovery = discover_workspace_with(&ctx, global.as_deref());
+        };
+        let global = global_hooks_dir(var);
+        let places = Places {
+            global_hooks: global.as_deref(),
+            user: UserDirs::from_vars(var),
+            owner: None,
+        };
+        let discovery = discover_workspace_in(&ctx, &places);
         let plan = SessionPlan::with_policy(&discovery, policy, user.as_ref());
         (discovery, plan)
     };

@@ -1,7 +1,6 @@
 //! The handlers: typed signatures over [`AppState`], one error type, JSON everywhere but the
 //! dashboard, `/healthz` and `/metrics`.
 
-use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
@@ -490,8 +489,16 @@ pub(super) async fn blocking<T: Send + 'static>(
 /// The last `limit` bytes of a log as text (whole lines when cut), its size, and whether it was
 /// cut. A hook that never ran has an empty log.
 fn read_tail(path: &Path, limit: u64) -> io::Result<(String, u64, bool)> {
-    let mut file = match File::open(path) {
-        Ok(file) => file,
+    // The agent can write the state dir: a log replaced by a link to a secret or by a FIFO
+    // must be refused, not served or waited on.
+    let mut file = match hookvisor_core::open_state_file(path) {
+        Ok(Ok(file)) => file,
+        Ok(Err(why)) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is {why}, not a log hookvisor wrote", path.display()),
+            ));
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((String::new(), 0, false)),
         Err(e) => return Err(e),
     };
@@ -512,6 +519,22 @@ fn read_tail(path: &Path, limit: u64) -> io::Result<(String, u64, bool)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_replaced_by_a_link_or_a_fifo_is_refused_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "key\n").unwrap();
+        let link = dir.path().join("link.log");
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        let err = read_tail(&link, 100).unwrap_err().to_string();
+        assert!(err.contains("not a log hookvisor wrote"), "{err}");
+        let fifo = dir.path().join("fifo.log");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let err = read_tail(&fifo, 100).unwrap_err().to_string();
+        assert!(err.contains("not a log hookvisor wrote"), "{err}");
+        assert_eq!(read_tail(&dir.path().join("none.log"), 100).unwrap().1, 0);
+    }
 
     #[test]
     fn tails_keep_whole_lines() {

@@ -1,0 +1,236 @@
+//! A source's command text made a `run:` script (the module's rule 3): its placeholders become
+//! template references, and the shell's own `${VAR}` stops looking like one.
+//!
+//! In `run:`, `${name}` is always hookvisor's (EVENTS.md §5 rule 20), but in the other tools'
+//! commands it is the shell's (`echo ${HOME}`). So, outside single quotes, a shell `${VAR}` of a
+//! plain name becomes `$VAR` (followed by `""` when a name character comes next, so that the
+//! name does not grow: `${VAR}x` → `$VAR""x`, one word as before); inside single quotes, where
+//! it is literal text, `${` becomes `$''{`, the same text. Any other `${…}` (`${VAR:-x}`) is
+//! left for the `run:` parser, which refuses it with its column: it has no equivalent without
+//! braces, and guessing one would change what the command does.
+//!
+//! A placeholder inside single quotes is written as EVENTS.md §4.1 rule 1 says, `'…'${x}'…'`
+//! (the quotes closed around the reference, which the `run:` parser then quotes), so that the
+//! value is one literal piece of that quoted text, as the source's substitution made it. The
+//! names so placed are reported apart: if that quoted text is a script another program parses
+//! (`sh -c '…'`, awk), the value is parsed there, as it was in the source tool, and the reader
+//! warns.
+//!
+//! The quoting is followed as sh reads it at the top level (single quotes, double quotes,
+//! backslashes); a quote inside `$(…)` within double quotes is not followed, so a `${` there
+//! may be judged in the wrong context, which can only make the parser refuse the command.
+
+/// Which placeholders a source writes, and the names they take.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Placeholders {
+    /// `{{name}}` for these names only (iteratr's five; others stay text, as in iteratr).
+    Named(&'static [&'static str]),
+    /// `{{name}}` for any name of word characters (AutoAgent's `\{\{(\w+)\}\}`).
+    AnyNamed,
+    /// `{name}` for these names only (nyzhi's `{file}`).
+    Single(&'static [&'static str]),
+}
+
+/// A source's text made hookvisor's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Translated {
+    /// The text, placeholders as `${name}`.
+    pub(crate) text: String,
+    /// The names referenced, in order.
+    pub(crate) names: Vec<String>,
+    /// The names of the placeholders that were inside single quotes.
+    pub(crate) single_quoted: Vec<String>,
+}
+
+/// `text` with its placeholders as `${name}` references and the shell's `${VAR}` rewritten
+/// (see the module documentation).
+pub(crate) fn to_run(text: &str, placeholders: Placeholders) -> Translated {
+    translate(text, placeholders, true)
+}
+
+/// `text` with its placeholders as `${name}` references and nothing else changed: a value
+/// that is no shell text (a commit message).
+pub(crate) fn to_template(text: &str, placeholders: Placeholders) -> Translated {
+    translate(text, placeholders, false)
+}
+
+fn translate(text: &str, placeholders: Placeholders, shell: bool) -> Translated {
+    #[derive(PartialEq)]
+    enum Quote {
+        None,
+        Single,
+        Double,
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut names = Vec::new();
+    let mut single_quoted = Vec::new();
+    let mut quote = Quote::None;
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if let Some((name, len)) = placeholder(rest, placeholders) {
+            let single = shell && quote == Quote::Single;
+            if single {
+                out.push('\'');
+                single_quoted.push(name.to_owned());
+            }
+            out.push_str("${");
+            out.push_str(name);
+            out.push('}');
+            if single {
+                out.push('\'');
+            }
+            names.push(name.to_owned());
+            rest = &rest[len..];
+            continue;
+        }
+        if !shell {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        if rest.starts_with("${") {
+            if quote == Quote::Single {
+                out.push_str("$''{");
+                rest = &rest[2..];
+                continue;
+            }
+            if let Some((var, len)) = shell_brace_name(rest) {
+                out.push('$');
+                out.push_str(var);
+                rest = &rest[len..];
+                if rest
+                    .chars()
+                    .next()
+                    .is_some_and(|n| n.is_ascii_alphanumeric() || n == '_')
+                {
+                    out.push_str("\"\"");
+                }
+                continue;
+            }
+        }
+        match (c, &quote) {
+            ('\\', Quote::None | Quote::Double) => {
+                // The escaped character is copied with its backslash, whatever it is.
+                let escaped: String = rest.chars().take(2).collect();
+                out.push_str(&escaped);
+                rest = &rest[escaped.len()..];
+                continue;
+            }
+            ('\'', Quote::None) => quote = Quote::Single,
+            ('\'', Quote::Single) => quote = Quote::None,
+            ('"', Quote::None) => quote = Quote::Double,
+            ('"', Quote::Double) => quote = Quote::None,
+            _ => {}
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    Translated {
+        text: out,
+        names,
+        single_quoted,
+    }
+}
+
+/// The placeholder `text` starts with, as its name and length.
+fn placeholder(text: &str, placeholders: Placeholders) -> Option<(&str, usize)> {
+    let (open, close, names): (&str, &str, Option<&[&str]>) = match placeholders {
+        Placeholders::Named(names) => ("{{", "}}", Some(names)),
+        Placeholders::AnyNamed => ("{{", "}}", None),
+        Placeholders::Single(names) => ("{", "}", Some(names)),
+    };
+    let inner = text.strip_prefix(open)?;
+    let end = inner.find(close)?;
+    let name = &inner[..end];
+    let word = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    let taken = names.is_none_or(|names| names.contains(&name));
+    (word && taken).then_some((name, open.len() + end + close.len()))
+}
+
+/// The shell variable of a `${VAR}` of a plain name at the start of `text`, and its length.
+fn shell_brace_name(text: &str) -> Option<(&str, usize)> {
+    let inner = text.strip_prefix("${")?;
+    let end = inner.find('}')?;
+    let name = &inner[..end];
+    let mut bytes = name.bytes();
+    let first = bytes.next()?;
+    let plain = (first.is_ascii_alphabetic() || first == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    plain.then_some((name, end + 3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::template::ShellTemplate;
+
+    const ITERATR: Placeholders = Placeholders::Named(&["session", "task_id"]);
+
+    #[test]
+    fn placeholders_become_references_and_shell_braces_stay_the_shells() {
+        // (source text, placeholders, run: text)
+        let table: &[(&str, Placeholders, &str)] = &[
+            (
+                "./scripts/validate.sh {{task_id}}",
+                ITERATR,
+                "./scripts/validate.sh ${task_id}",
+            ),
+            (
+                "echo {{other}} {{session}}",
+                ITERATR,
+                "echo {{other}} ${session}",
+            ),
+            (
+                "echo 'Issue {{issueNumber}}: {{issueTitle}}'",
+                Placeholders::AnyNamed,
+                "echo 'Issue '${issueNumber}': '${issueTitle}''",
+            ),
+            (
+                "cargo fmt -- {file}",
+                Placeholders::Single(&["file"]),
+                "cargo fmt -- ${file}",
+            ),
+            (
+                "awk '{print}' {file} {x}",
+                Placeholders::Single(&["file"]),
+                "awk '{print}' ${file} {x}",
+            ),
+            ("echo ${HOME}/x", ITERATR, "echo $HOME/x"),
+            ("echo \"${HOME}x\"", ITERATR, "echo \"$HOME\"\"x\""),
+            ("echo '${HOME}'", ITERATR, "echo '$''{HOME}'"),
+            ("echo \\${HOME}", ITERATR, "echo \\${HOME}"),
+            ("echo ${HOME:-/}", ITERATR, "echo ${HOME:-/}"),
+            ("echo \"it's\" ${A}", ITERATR, "echo \"it's\" $A"),
+        ];
+        for (text, placeholders, want) in table {
+            assert_eq!(to_run(text, *placeholders).text, *want, "{text}");
+        }
+        let message = to_template("Issue #{{n}}: ${HOME} '{{t}}'", Placeholders::AnyNamed);
+        assert_eq!(message.text, "Issue #${n}: ${HOME} '${t}'");
+        assert_eq!(
+            (message.names, message.single_quoted),
+            (vec!["n".to_owned(), "t".to_owned()], vec![])
+        );
+    }
+
+    /// What sh prints for the rewritten text is what it printed for the source text.
+    #[test]
+    fn the_rewritten_shell_braces_mean_the_same_to_sh() {
+        for text in [
+            "printf '%s|' ${A} \"${A}x\" '${A}' \"a'${A}'b\" ${A}_y",
+            "printf '%s|' \"$(echo ${A})\"",
+        ] {
+            let run = to_run(text, ITERATR).text;
+            assert!(ShellTemplate::parse(&run).is_ok(), "{run}");
+            let sh = |script: &str| {
+                std::process::Command::new("/bin/sh")
+                    .args(["-c", script])
+                    .env("A", "v w")
+                    .output()
+                    .unwrap()
+                    .stdout
+            };
+            assert_eq!(sh(&run), sh(text), "{text} → {run}");
+        }
+    }
+}

@@ -1,0 +1,722 @@
+//! Other tools' hook files, read in place on every load (EVENTS.md §2.2, §5 rules 7, 12, 13,
+//! 17): iteratr's `.iteratr.hooks.yml`, AutoAgent's `.autoagent/config.json` and nyzhi's
+//! `[[agent.hooks]]`, each entry mapped onto the event model so that it runs under hookvisor as
+//! it ran in its own tool, with no converted copy to go stale.
+//!
+//! The rules, written once here:
+//!
+//! 1. **One reader per tool** (`iteratr`, `autoagent`, `nyzhi`) turns a file's text into
+//!    [`Imported`]: the entries as [`ImportedHook`]s, each with the line of its first line, and
+//!    the entries that will not run as problems naming the line of the offending value. A file
+//!    that does not parse is an [`Unparsable`], and its source is skipped whole: running half a
+//!    file whose other half the tool itself would refuse is no import.
+//! 2. **Defaults written out.** Every field of §1.3 an entry leaves out gets the *source's*
+//!    default, set explicitly on the spec (timeouts, `block_on`, `pipe_output`, `phase`,
+//!    `reason_from`), so an import behaves as it did in its own tool, not as a hookvisor hook
+//!    with hookvisor's defaults would.
+//! 3. **Commands are `run:` scripts.** A source's command is shell text for `sh -c`: its
+//!    placeholders (`{{session}}`, `{file}`, `{{issueNumber}}`) become template references
+//!    *before* the text is parsed (the `command` module), so the injection-safe rewrite of
+//!    [`crate::template`] applies to them as to any `run:`, and a value never becomes shell text.
+//! 4. **Where, in order** (rule 7): iteratr, AutoAgent, nyzhi, after `.discobot/hooks` and before
+//!    the global hooks; each tool's workspace file, then the user's where the tool has one
+//!    (AutoAgent's `~/.autoagent/config.json` only when the workspace's file has no `hooks`,
+//!    which replace the user's; nyzhi's user `config.toml` after the workspace's).
+//! 5. **Who reads.** `sources:` of `hookvisor.yml` names the tools read (default all). The
+//!    *owner*, the tool `hookvisor loop` supervises (§5 rule 12: `loop -- iteratr …`), runs its
+//!    own hooks, so its file is not read: the loop passes the owner to its discovery and
+//!    exports it to the agent as [`LOOP_OWNER_VARIABLE`], which every other command's discovery
+//!    honours.
+//! 6. **Ids** are `<source>:<event>:<n>` (`iteratr:post_iteration:0`): the tool, its own event
+//!    name, and the entry's index among that event's entries of the tool (workspace file, then
+//!    user file). `list`, `check` and status show the entry as `file:line`.
+//! 7. **Reading** follows links (dotfiles are often links) but opens without blocking and takes
+//!    only a regular file of at most [`MAX_SOURCE_BYTES`]; a missing file costs one failed open.
+//!
+//! [`Imported`]: crate::import::Imported
+//! [`ImportedHook`]: crate::import::ImportedHook
+//! [`Unparsable`]: crate::import::Unparsable
+//! [`LOOP_OWNER_VARIABLE`]: crate::import::LOOP_OWNER_VARIABLE
+//! [`MAX_SOURCE_BYTES`]: crate::import::MAX_SOURCE_BYTES
+
+#![forbid(unsafe_code)]
+
+mod autoagent;
+pub(crate) mod command;
+mod iteratr;
+mod json_lines;
+mod nyzhi;
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::{Config, Source, SourceUse};
+use crate::event::{EventSpec, HookAction};
+use crate::hook::{Hook, Origin, Problem, ProblemKind, RunAs};
+use crate::pattern::Pattern;
+
+/// The variable `hookvisor loop` exports to its agent: the name of the tool it supervises
+/// (rule 5), whose own hook file discovery then leaves to it.
+pub const LOOP_OWNER_VARIABLE: &str = "HOOKVISOR_LOOP_OWNER";
+
+/// The largest hook file of another tool read; more is a problem, never a cut read.
+pub const MAX_SOURCE_BYTES: u64 = 1 << 20;
+
+/// One entry of another tool's hook file, mapped onto the event model (rule 2).
+#[derive(Debug, Clone)]
+pub struct ImportedHook {
+    /// The tool's own name of the event (`post_iteration`, `PreExecutionEnd`, `after_edit`).
+    pub source_event: String,
+    /// The 1-based line of the entry's first line.
+    pub line: usize,
+    /// What `list` and status show as its name: the command as the file writes it, or the
+    /// built-in action, its first line cut at 60 characters.
+    pub title: String,
+    /// The event, the fields of §1.3 with the source's defaults, and the action.
+    pub spec: EventSpec,
+    /// How long a run may take: the entry's, else the source's default.
+    pub timeout: Duration,
+    /// The files it cares about (nyzhi's `pattern`), as a hookvisor pattern.
+    pub pattern: Option<Pattern>,
+    /// The `run:` text the command became (its placeholders made references), for `import`
+    /// and the tests; `None` for a built-in action.
+    pub run: Option<String>,
+}
+
+/// Something about one entry, at a line of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportNote {
+    /// 1-based line of the offending value, else of the entry.
+    pub line: usize,
+    /// What is wrong and the fix.
+    pub message: String,
+}
+
+/// What a reader made of a file that parses (rule 1).
+#[derive(Debug, Clone, Default)]
+pub struct Imported {
+    /// The entries that run, in the file's order.
+    pub hooks: Vec<ImportedHook>,
+    /// Entries that do not run, and why.
+    pub problems: Vec<ImportNote>,
+    /// Entries that run but probably not as meant (iteratr v2's `pre_iteration` note, a
+    /// placeholder the event never sets).
+    pub warnings: Vec<ImportNote>,
+}
+
+/// A file that does not parse: its source is skipped whole (rule 1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Unparsable {
+    /// 1-based line of the error, when the parser says.
+    pub line: Option<usize>,
+    /// What the parser said, and the fix.
+    pub message: String,
+}
+
+/// The path of a source's file relative to the workspace (rule 4).
+pub(crate) fn workspace_file(source: Source) -> &'static str {
+    match source {
+        Source::Iteratr => ".iteratr.hooks.yml",
+        Source::Autoagent => ".autoagent/config.json",
+        Source::Nyzhi => ".nyzhi/config.toml",
+        Source::Pipelines => "pipeline.yaml",
+        Source::Discobot => ".discobot/hooks",
+        Source::Global => "~/.config/hookvisor/hooks",
+    }
+}
+
+/// The sources this module reads, in run order (rule 4).
+pub(crate) const IMPORTED: [Source; 3] = [Source::Iteratr, Source::Autoagent, Source::Nyzhi];
+
+/// Where the user's files of the tools are: the home directory and `$XDG_CONFIG_HOME`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserDirs {
+    /// `$HOME`, when set and not empty.
+    pub home: Option<PathBuf>,
+    /// `$XDG_CONFIG_HOME` when absolute, else `$HOME/.config`.
+    pub config: Option<PathBuf>,
+}
+
+impl UserDirs {
+    /// The directories the variables `var` gives name.
+    pub fn from_vars(var: impl Fn(&str) -> Option<OsString>) -> UserDirs {
+        let non_empty = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let home = non_empty("HOME");
+        let config = non_empty("XDG_CONFIG_HOME")
+            .filter(|dir| dir.is_absolute())
+            .or_else(|| home.as_ref().map(|h| h.join(".config")));
+        UserDirs { home, config }
+    }
+}
+
+/// What discovery takes from the imported sources: hooks in run order, problems, warnings,
+/// and one [`SourceUse`] per source.
+#[derive(Debug, Default)]
+pub(crate) struct Sources {
+    pub(crate) hooks: Vec<Hook>,
+    pub(crate) problems: Vec<Problem>,
+    pub(crate) warnings: Vec<Problem>,
+    pub(crate) uses: Vec<SourceUse>,
+}
+
+/// Reads every imported source `config` allows but the loop's `owner` (rules 4, 5).
+pub(crate) fn read_sources(
+    workspace: &Path,
+    user: &UserDirs,
+    config: &Config,
+    owner: Option<&str>,
+) -> Sources {
+    let mut out = Sources::default();
+    for source in IMPORTED {
+        let skipped = |note: String| SourceUse {
+            source,
+            used: false,
+            note,
+            dir: None,
+        };
+        // A file left unread on purpose is still named, so `check` says why it is not run.
+        let unread = |note: String| {
+            let file = workspace.join(workspace_file(source));
+            SourceUse {
+                dir: file.symlink_metadata().is_ok().then_some(file),
+                ..skipped(note)
+            }
+        };
+        if !config.reads(source) {
+            out.uses.push(unread("not in sources".to_owned()));
+            continue;
+        }
+        if owner == Some(source.as_str()) {
+            out.uses.push(unread(format!(
+                "hookvisor loop runs {source}, which runs its own hooks"
+            )));
+            continue;
+        }
+        let mut read = Vec::new();
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        let mut failed = false;
+        let mut found: Option<PathBuf> = None;
+        // Kept apart until every file of the source has been read: one that does not parse
+        // skips the source whole (rule 1).
+        let mut hooks = Vec::new();
+        for (path, is_user) in files_of(source, workspace, user) {
+            let text = match read_source(&path) {
+                Ok(None) => continue,
+                Ok(Some(text)) => {
+                    found.get_or_insert_with(|| path.clone());
+                    text
+                }
+                Err(message) => {
+                    found.get_or_insert_with(|| path.clone());
+                    out.problems.push(problem(&path, None, message));
+                    read = vec![format!("{} is unreadable", path.display())];
+                    failed = true;
+                    break;
+                }
+            };
+            let parsed = match source {
+                Source::Iteratr => iteratr::read(&text).map(Some),
+                Source::Autoagent => autoagent::read(&text),
+                _ => nyzhi::read(&text).map(Some),
+            };
+            let imported = match parsed {
+                // AutoAgent's workspace file without `hooks` leaves the user's (rule 4).
+                Ok(None) => continue,
+                Ok(Some(imported)) => imported,
+                Err(Unparsable { line, message }) => {
+                    out.problems.push(problem(
+                        &path,
+                        line,
+                        format!("{message}; the whole file is skipped until it parses"),
+                    ));
+                    read = vec![format!("{} does not parse", path.display())];
+                    failed = true;
+                    break;
+                }
+            };
+            let shown = match is_user {
+                true => path.display().to_string(),
+                false => workspace_file(source).to_owned(),
+            };
+            read.push(format!("{shown}: {} hooks", imported.hooks.len()));
+            for note in imported.problems {
+                out.problems
+                    .push(problem(&path, Some(note.line), note.message));
+            }
+            for note in imported.warnings {
+                out.warnings
+                    .push(problem(&path, Some(note.line), note.message));
+            }
+            for hook in imported.hooks {
+                let n = match counts.iter_mut().find(|(e, _)| *e == hook.source_event) {
+                    Some((_, n)) => {
+                        *n += 1;
+                        *n - 1
+                    }
+                    None => {
+                        counts.push((hook.source_event.clone(), 1));
+                        0
+                    }
+                };
+                let id = format!("{source}:{}:{n}", hook.source_event);
+                let origin = Origin::Imported {
+                    source,
+                    user: is_user,
+                    line: hook.line,
+                };
+                hooks.push(into_hook(hook, id, &path, origin));
+            }
+            // AutoAgent's workspace hooks replace the user's (rule 4).
+            if source == Source::Autoagent {
+                break;
+            }
+        }
+        if !failed {
+            out.hooks.append(&mut hooks);
+        }
+        out.uses.push(match (read.is_empty(), failed) {
+            (true, _) => skipped(format!("no {}", workspace_file(source))),
+            (false, failed) => SourceUse {
+                source,
+                used: !failed,
+                note: read.join(", "),
+                dir: found,
+            },
+        });
+    }
+    out
+}
+
+/// The files of `source`, the workspace's first, each with whether it is the user's.
+fn files_of(source: Source, workspace: &Path, user: &UserDirs) -> Vec<(PathBuf, bool)> {
+    let mut files = vec![(workspace.join(workspace_file(source)), false)];
+    let user_file = match source {
+        Source::Autoagent => user.home.as_ref().map(|h| h.join(".autoagent/config.json")),
+        Source::Nyzhi => user.config.as_ref().map(|c| c.join("nyzhi/config.toml")),
+        _ => None,
+    };
+    files.extend(user_file.map(|f| (f, true)));
+    files
+}
+
+/// A problem of `path` for `check`: `file:line: reason`.
+fn problem(path: &Path, line: Option<usize>, message: String) -> Problem {
+    Problem {
+        path: path.to_owned(),
+        kind: ProblemKind::Import { line, message },
+        declared: None,
+    }
+}
+
+/// The hook an entry becomes, under `id`, declared in `path`.
+fn into_hook(imported: ImportedHook, id: String, path: &Path, origin: Origin) -> Hook {
+    let kind = imported
+        .spec
+        .event
+        .phase1_kind()
+        .unwrap_or(crate::hook::HookKind::Session);
+    Hook {
+        name: imported.title,
+        id,
+        kind,
+        path: path.to_owned(),
+        description: imported.run,
+        run_as: RunAs::User,
+        blocking: false,
+        pattern: imported.pattern,
+        notify_llm: true,
+        timeout: imported.timeout,
+        spec: imported.spec,
+        origin,
+    }
+}
+
+/// A hook's name made of the text its entry runs: the first line, at most 60 characters, so
+/// that it fits a row of `list` and the dashboard.
+pub(crate) fn title(text: &str) -> String {
+    const MAX: usize = 60;
+    let first = text.trim().lines().next().unwrap_or_default();
+    let mut title: String = first.chars().take(MAX).collect();
+    if first.chars().count() > MAX || text.trim().lines().nth(1).is_some() {
+        title.push('…');
+    }
+    title
+}
+
+/// The text of a source file: `Ok(None)` when there is none (rule 7).
+fn read_source(path: &Path) -> Result<Option<String>, String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path);
+    let file: File = match file {
+        Ok(file) => file,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(format!("cannot open: {e}; check its permissions")),
+    };
+    let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file; make it one or remove it".to_owned());
+    }
+    if meta.len() > MAX_SOURCE_BYTES {
+        return Err(format!(
+            "{} bytes, over the {MAX_SOURCE_BYTES} a hook file may have; shorten it",
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SOURCE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| "not UTF-8 text; save it as UTF-8".to_owned())
+}
+
+/// The spec of `action` on `event` with every §1.3 field at the event model's default;
+/// each reader then writes its source's defaults over it (rule 2).
+fn base_spec(event: crate::event::Event, action: HookAction) -> EventSpec {
+    let mut spec = EventSpec::for_kind(
+        event
+            .phase1_kind()
+            .unwrap_or(crate::hook::HookKind::Session),
+    );
+    spec.block_on = event.default_block_on();
+    spec.retries = crate::event::DEFAULT_EVENT_RETRIES;
+    spec.await_ = true;
+    spec.event = event;
+    spec.action = action;
+    spec.declared = true;
+    spec
+}
+
+/// The warning for placeholders that sat inside single quotes (see [`command`]).
+fn warn_single_quoted(
+    translated: &command::Translated,
+    line: usize,
+    warnings: &mut Vec<ImportNote>,
+) {
+    for name in &translated.single_quoted {
+        warnings.push(ImportNote {
+            line,
+            message: format!(
+                "${{{name}}} is inside '…' here: hookvisor passes its value as one literal \
+                 piece of that text (EVENTS.md §4.1 rule 1), but if the text is a script \
+                 another program parses (sh -c '…', awk), the value is parsed there, as it was \
+                 before: move it out of the quotes and pass it as an argument"
+            ),
+        });
+    }
+}
+
+/// The 1-based line of a value YAML read (1 when it gave none).
+fn saphyr_line<T>(spanned: &serde_saphyr::Spanned<T>) -> usize {
+    usize::try_from(spanned.referenced.line())
+        .ok()
+        .filter(|l| *l > 0)
+        .unwrap_or(1)
+}
+
+/// A YAML file that does not parse, with its line and what the parser said on one line.
+fn yaml_unparsable(e: serde_saphyr::Error) -> Unparsable {
+    let e = e.without_snippet();
+    let line = e
+        .location()
+        .and_then(|l| usize::try_from(l.line()).ok())
+        .filter(|l| *l > 0);
+    let message = match &e {
+        serde_saphyr::Error::DuplicateMappingKey { key, .. } => format!(
+            "'{}' is given twice; keep one",
+            key.as_deref().unwrap_or("a key")
+        ),
+        serde_saphyr::Error::Budget { .. } => {
+            "anchors and aliases are not read; write each value out".to_owned()
+        }
+        _ => {
+            let rendered = e.to_string();
+            let reason = rendered
+                .rfind(" at line ")
+                .map_or(rendered.as_str(), |at| &rendered[..at]);
+            format!(
+                "not YAML as expected: {}",
+                reason.trim().trim_end_matches('.')
+            )
+        }
+    };
+    Unparsable { line, message }
+}
+
+/// The 1-based line of byte `offset` in `text`.
+fn line_at(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+/// The front matter of a declarative hook saying what `hook` does, every field written out:
+/// what `import --print` shows, and what the golden tests compare.
+pub fn render(hook: &ImportedHook) -> String {
+    use crate::event::PipeOutput;
+    let spec = &hook.spec;
+    let mut out = format!("event: {}\n", spec.event);
+    if let Some(tool) = &spec.tool {
+        out += &format!("tool: {}\n", quoted(&tool.to_string()));
+    }
+    if let Some(pattern) = &hook.pattern {
+        out += &format!("pattern: {}\n", quoted(pattern.as_str()));
+    }
+    if let Some(when) = &spec.when {
+        out += &format!("when: {}\n", quoted(&when.to_string()));
+    }
+    out += &format!("phase: {}\n", spec.phase.as_str());
+    out += &format!("await: {}\n", spec.await_);
+    out += &format!("timeout: {}\n", hook.timeout.as_secs());
+    out += &format!("block_on: {}\n", spec.block_on.as_str());
+    out += &format!("on_failure: {}\n", spec.on_failure.as_str());
+    out += &format!(
+        "pipe_output: {}\n",
+        match spec.pipe_output {
+            PipeOutput::Never => "false",
+            PipeOutput::Always => "true",
+            PipeOutput::Failure => "failure",
+        }
+    );
+    out += &format!("reason_from: {}\n", spec.reason_from.as_str());
+    if let crate::payload::StdinDialect::AutoAgent { event_name } = &spec.stdin {
+        out += &format!("stdin: autoagent {event_name}\n");
+    }
+    out += &format!("action: {}\n", spec.action.as_str());
+    for (key, value) in spec.action.fields() {
+        out += &format!("{key}: {value}\n");
+    }
+    if let Some(run) = &hook.run {
+        out += &format!("run: {}\n", quoted(run));
+    }
+    out
+}
+
+/// A YAML double-quoted string (JSON's escapes are YAML's).
+fn quoted(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::config::Sources as SourceList;
+    use std::fs;
+
+    /// The rendering of every hook of `imported`, each after a `# file:line` comment.
+    pub(crate) fn golden(imported: &Imported) -> String {
+        imported
+            .hooks
+            .iter()
+            .map(|h| format!("# {} line {}\n{}", h.source_event, h.line, render(h)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The notes as `line: message`.
+    pub(crate) fn notes(notes: &[ImportNote]) -> Vec<String> {
+        notes
+            .iter()
+            .map(|n| format!("{}: {}", n.line, n.message))
+            .collect()
+    }
+
+    struct Ws {
+        dir: tempfile::TempDir,
+    }
+
+    impl Ws {
+        fn new() -> Ws {
+            Ws {
+                dir: tempfile::tempdir().unwrap(),
+            }
+        }
+        fn ws(&self) -> PathBuf {
+            self.dir.path().join("ws")
+        }
+        fn user(&self) -> UserDirs {
+            UserDirs::from_vars(|name| {
+                (name == "HOME").then(|| self.dir.path().join("home").into_os_string())
+            })
+        }
+        fn write(&self, rel: &str, text: &str) -> PathBuf {
+            let path = self.dir.path().join(rel);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, text).unwrap();
+            path
+        }
+        fn read(&self, config: &Config, owner: Option<&str>) -> Sources {
+            read_sources(&self.ws(), &self.user(), config, owner)
+        }
+    }
+
+    fn ids(sources: &Sources) -> Vec<String> {
+        sources.hooks.iter().map(|h| h.id.clone()).collect()
+    }
+
+    const ITERATR: &str = "hooks:\n  post_iteration:\n    - command: \"go test ./...\"\n";
+    const NYZHI: &str = "[[agent.hooks]]\nevent = \"after_turn\"\ncommand = \"cargo clippy\"\n";
+    const AUTOAGENT: &str =
+        "{\"hooks\": {\"Stop\": [{\"type\": \"command\", \"command\": \"true\"}]}}";
+
+    #[test]
+    fn sources_are_read_in_rule_7_order_with_ids_and_lines() {
+        let ws = Ws::new();
+        ws.write("ws/.iteratr.hooks.yml", ITERATR);
+        ws.write("ws/.autoagent/config.json", AUTOAGENT);
+        ws.write("ws/.nyzhi/config.toml", NYZHI);
+        ws.write("home/.config/nyzhi/config.toml", &format!("\n{NYZHI}"));
+        let read = ws.read(&Config::default(), None);
+        assert!(read.problems.is_empty(), "{:?}", read.problems);
+        assert_eq!(
+            ids(&read),
+            [
+                "iteratr:post_iteration:0",
+                "autoagent:Stop:0",
+                "nyzhi:after_turn:0",
+                "nyzhi:after_turn:1"
+            ]
+        );
+        assert_eq!(read.hooks[0].name, "go test ./...");
+        assert_eq!(
+            title(&format!("{}\nb", "a".repeat(70))),
+            format!("{}…", "a".repeat(60))
+        );
+        let sources: Vec<String> = read.hooks.iter().map(Hook::source).collect();
+        let user_nyzhi = ws.dir.path().join("home/.config/nyzhi/config.toml");
+        assert_eq!(
+            sources,
+            [
+                ".iteratr.hooks.yml:3".to_owned(),
+                ".autoagent/config.json:1".to_owned(),
+                ".nyzhi/config.toml:1".to_owned(),
+                format!("{}:2", user_nyzhi.display()),
+            ]
+        );
+        assert!(read.uses.iter().all(|u| u.used), "{:?}", read.uses);
+    }
+
+    #[test]
+    fn the_loop_owner_and_sources_leave_files_unread() {
+        let ws = Ws::new();
+        ws.write("ws/.iteratr.hooks.yml", ITERATR);
+        ws.write("ws/.nyzhi/config.toml", NYZHI);
+        let read = ws.read(&Config::default(), Some("iteratr"));
+        assert_eq!(ids(&read), ["nyzhi:after_turn:0"]);
+        let iteratr = &read.uses[0];
+        assert!(
+            !iteratr.used && iteratr.note.contains("loop runs iteratr"),
+            "{iteratr}"
+        );
+        assert_eq!(iteratr.dir, Some(ws.ws().join(".iteratr.hooks.yml")));
+        let config = Config {
+            sources: SourceList::Only(vec![Source::Iteratr]),
+            ..Config::default()
+        };
+        let read = ws.read(&config, None);
+        assert_eq!(ids(&read), ["iteratr:post_iteration:0"]);
+        assert_eq!(read.uses[2].to_string(), "nyzhi skipped (not in sources)");
+        let read = ws.read(&config, Some("claude"));
+        assert_eq!(ids(&read), ["iteratr:post_iteration:0"]);
+    }
+
+    #[test]
+    fn autoagent_workspace_hooks_replace_the_users() {
+        let ws = Ws::new();
+        ws.write(
+            "home/.autoagent/config.json",
+            "{\"hooks\": {\"PreGitCommit\": [{\"type\": \"command\", \"command\": \"true\"}]}}",
+        );
+        let read = ws.read(&Config::default(), None);
+        assert_eq!(ids(&read), ["autoagent:PreGitCommit:0"]);
+        assert!(read.hooks[0].source().starts_with('/'));
+        // A workspace file without `hooks` leaves the user's; one with them replaces them.
+        ws.write("ws/.autoagent/config.json", "{\"logLevel\": \"info\"}");
+        assert_eq!(
+            ids(&ws.read(&Config::default(), None)),
+            ["autoagent:PreGitCommit:0"]
+        );
+        ws.write("ws/.autoagent/config.json", AUTOAGENT);
+        assert_eq!(
+            ids(&ws.read(&Config::default(), None)),
+            ["autoagent:Stop:0"]
+        );
+    }
+
+    #[test]
+    fn an_unparsable_file_is_skipped_whole_with_its_line() {
+        let ws = Ws::new();
+        let path = ws.write(
+            "ws/.iteratr.hooks.yml",
+            "hooks:\n  post_iteration:\n    - command: \"x\"\n   - oops: [\n",
+        );
+        ws.write("ws/.nyzhi/config.toml", "[[agent.hooks]]\nevent = \n");
+        let read = ws.read(&Config::default(), None);
+        assert!(read.hooks.is_empty(), "{:?}", ids(&read));
+        let problems: Vec<String> = read.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].starts_with(&format!("{}:4: ", path.display())),
+            "{problems:?}"
+        );
+        assert!(problems[0].ends_with("the whole file is skipped until it parses"));
+        assert!(problems[1].contains("config.toml:2: "), "{problems:?}");
+        let iteratr = &read.uses[0];
+        assert!(
+            !iteratr.used && iteratr.note.contains("does not parse"),
+            "{iteratr}"
+        );
+        // A broken user file skips the tool's workspace file too: the source is one.
+        ws.write("ws/.iteratr.hooks.yml", ITERATR);
+        ws.write("ws/.nyzhi/config.toml", NYZHI);
+        ws.write(
+            "home/.config/nyzhi/config.toml",
+            "[[agent.hooks]]\nevent = \n",
+        );
+        let read = ws.read(&Config::default(), None);
+        assert_eq!(ids(&read), ["iteratr:post_iteration:0"]);
+        let nyzhi = &read.uses[2];
+        assert!(
+            !nyzhi.used && nyzhi.note.ends_with("config.toml does not parse"),
+            "{nyzhi}"
+        );
+    }
+
+    #[test]
+    fn a_source_that_is_no_regular_file_is_a_problem_not_a_hang() {
+        let ws = Ws::new();
+        fs::create_dir_all(ws.ws().join(".nyzhi")).unwrap();
+        nix::unistd::mkfifo(
+            &ws.ws().join(".nyzhi/config.toml"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let read = ws.read(&Config::default(), None);
+        assert_eq!(read.problems.len(), 1);
+        assert!(
+            read.problems[0]
+                .to_string()
+                .ends_with("not a regular file; make it one or remove it"),
+            "{}",
+            read.problems[0]
+        );
+    }
+}

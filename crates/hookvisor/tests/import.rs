@@ -1,0 +1,588 @@
+//! Other tools' hook files read in place (EVENTS.md §2.2), through the built binary: each
+//! reference document's example in its own file name, fired as hookvisor fires events, with
+//! hostile values that must stay one argument and never become shell text.
+
+mod common;
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Output, Stdio};
+
+use common::{Workspace, code, stderr, stdout};
+use serde_json::{Value, json};
+
+/// An executable script of the workspace.
+fn script(ws: &Workspace, relative: &str, body: &str) {
+    let path = ws.write(relative, &format!("#!/bin/sh\n{body}\n"));
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The reply of `fire --json`.
+fn reply(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {} {}", stdout(out), stderr(out)))
+}
+
+/// `hookvisor adapter claude` on `input`, its `@WORKSPACE@` made the workspace.
+fn claude(ws: &Workspace, input: &Value) -> Output {
+    let text = input
+        .to_string()
+        .replace("@WORKSPACE@", ws.path().to_str().unwrap());
+    let mut child = ws
+        .hookvisor_command()
+        .args(["adapter", "claude"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run hookvisor adapter claude");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A Claude Code fixture of tests/fixtures/claude, parsed.
+fn fixture(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/claude")
+        .join(name);
+    serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// reference/iteratr-hooks.md, "Config Format", as its document writes it.
+const ITERATR: &str = r#"version: 1
+
+hooks:
+  session_start:
+    - command: "go build ./..."
+      timeout: 60
+      pipe_output: true  # Send to agent in first iteration
+
+  pre_iteration:
+    - command: "golangci-lint run ./..."
+      timeout: 30
+      pipe_output: true  # REQUIRED for agent to see output
+    - command: "git status --short"
+      timeout: 5
+      pipe_output: true
+
+  post_iteration:
+    - command: "go test ./... -short"
+      timeout: 120
+      pipe_output: true  # Agent sees failures next iteration
+
+  session_end:
+    - command: "git push origin HEAD"
+      timeout: 30
+      # pipe_output ignored (no more iterations)
+
+  on_task_complete:
+    - command: "./scripts/validate.sh {{task_id}}"
+      timeout: 30
+      pipe_output: true
+
+  on_error:
+    - command: "git diff HEAD"
+      timeout: 10
+      pipe_output: true  # Show agent changes before error
+"#;
+
+/// iteratr's `on_task_complete` gets `{{task_id}}` as one argument however hostile, and its
+/// piped output reaches the next turn, as iteratr's pending buffer did.
+#[test]
+fn iteratr_task_ids_stay_one_argument_and_pipe_to_the_next_turn() {
+    let ws = Workspace::new();
+    ws.write(".iteratr.hooks.yml", ITERATR);
+    script(
+        &ws,
+        "scripts/validate.sh",
+        "printf '%s\\n' \"$#\" \"$1\" > args\necho \"validated $1\"",
+    );
+    let id = "t 1; touch pwned $(touch pwned2) `touch pwned3`";
+    let data = json!({ "task_id": id }).to_string();
+    let out = ws.hookvisor(&["fire", "task.complete", "--data", &data, "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = reply(&out);
+    assert_eq!(r["results"][0]["hookId"], "iteratr:on_task_complete:0");
+    assert_eq!(
+        fs::read_to_string(ws.path().join("args")).unwrap(),
+        format!("1\n{id}\n")
+    );
+    for pwned in ["pwned", "pwned2", "pwned3"] {
+        assert!(!ws.path().join(pwned).exists(), "{pwned} was created");
+    }
+    // The pending buffer is drained at the next iteration's start.
+    let turn = reply(&ws.hookvisor(&["fire", "turn.start", "--json"]));
+    let context = turn["context"].to_string();
+    assert!(context.contains(&format!("validated {id}")), "{turn}");
+
+    // `list --json` shows the entry where it is written (EVENTS.md §5 rule 10).
+    let list: Value = serde_json::from_slice(&ws.hookvisor(&["list", "--json"]).stdout).unwrap();
+    let hook = list["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["id"] == "iteratr:on_task_complete:0")
+        .unwrap_or_else(|| panic!("{list}"))
+        .clone();
+    assert_eq!(hook["source"], ".iteratr.hooks.yml:28");
+    assert_eq!(hook["event"], "task.complete");
+    assert_eq!(hook["blockOn"], "never");
+    assert_eq!(hook["timeout"], 30);
+    assert_eq!(list["hooks"].as_array().unwrap().len(), 7);
+}
+
+/// `check` names every problem as `file:line: reason`, warnings too, and says which sources
+/// it read.
+#[test]
+fn check_reports_imported_problems_with_their_lines() {
+    let ws = Workspace::new();
+    let file = ws.write(
+        ".iteratr.hooks.yml",
+        "hooks:\n  pre_iteration:\n    - command: \"golangci-lint run ./...\"\n      timeout: 30\n  post_iteration:\n    - command: \"make\"\n      timeout: soon\n",
+    );
+    let nyzhi = ws.write(".nyzhi/config.toml", "[[agent.hooks]]\nevent = \n");
+    let out = ws.hookvisor(&["check"]);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    let at = |path: &Path, line: usize| format!("{}:{line}: ", path.display());
+    assert!(
+        lines[0].starts_with(&format!(
+            "{}timeout: \"soon\" is no whole number of seconds",
+            at(&file, 7)
+        )),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("{}not TOML as nyzhi reads it", at(&nyzhi, 2))),
+        "{text}"
+    );
+    assert!(
+        lines[1].ends_with("the whole file is skipped until it parses"),
+        "{text}"
+    );
+    assert!(
+        lines[2].starts_with(&format!(
+            "{}warning: pre_iteration without pipe_output",
+            at(&file, 3)
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("source: iteratr used (.iteratr.hooks.yml: 1 hooks)"),
+        "{text}"
+    );
+    assert!(text.contains("source: nyzhi skipped ("), "{text}");
+}
+
+/// nyzhi's `{file}` for a file named `a b$(touch x).rs` is one argument, and `x` never
+/// appears: the file written by Claude's Write tool, through `hookvisor adapter claude`.
+#[test]
+fn nyzhi_file_placeholders_stay_one_argument() {
+    let ws = Workspace::new();
+    ws.write(
+        ".nyzhi/config.toml",
+        "[[agent.hooks]]\nevent = \"after_edit\"\ncommand = \"./fmt.sh {file}\"\npattern = \"*.rs\"\ntimeout = 30\n",
+    );
+    script(&ws, "fmt.sh", "printf '%s\\n' \"$#\" \"$1\" > args");
+    let name = "a b$(touch x).rs";
+    ws.write(name, "fn main() {}\n");
+    let mut input = fixture("post-tool-use.json");
+    input["tool_input"]["file_path"] = json!(format!("@WORKSPACE@/{name}"));
+    input["tool_response"]["filePath"] = json!(format!("@WORKSPACE@/{name}"));
+    let out = claude(&ws, &input);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(ws.path().join("args")).unwrap(),
+        format!("1\n{name}\n")
+    );
+    assert!(
+        !ws.path().join("x").exists(),
+        "the file name ran as shell text"
+    );
+
+    // A file the pattern does not match runs nothing.
+    fs::remove_file(ws.path().join("args")).unwrap();
+    input["tool_input"]["file_path"] = json!("@WORKSPACE@/notes.txt");
+    let out = claude(&ws, &input);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!ws.path().join("args").exists());
+}
+
+/// nyzhi's "Run tests before commits": `block = true` on `pre_tool` `git_commit` denies a
+/// Claude PreToolUse whose Bash command is a `git commit`, with the hook's stderr as the
+/// reason; other calls are allowed.
+#[test]
+fn nyzhi_blocking_pre_tool_git_commit_denies_claudes_commit() {
+    let ws = Workspace::new();
+    ws.write(
+        ".nyzhi/config.toml",
+        "[[agent.hooks]]\nevent = \"pre_tool\"\ntool_name = \"git_commit\"\ncommand = \"./test.sh\"\nblock = true\ntimeout = 120\n",
+    );
+    script(&ws, "test.sh", "echo '2 tests failed' >&2\nexit 1");
+    let mut input = fixture("pre-tool-use.json");
+    input["tool_input"]["command"] = json!("git commit -m 'add auth'");
+    let out = claude(&ws, &input);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let answer: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    assert_eq!(
+        answer,
+        json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "2 tests failed",
+        }})
+    );
+    input["tool_input"]["command"] = json!("git status");
+    let out = claude(&ws, &input);
+    assert_eq!((code(&out), stdout(&out)), (0, String::new()));
+}
+
+/// reference/autoagent-hooks-design.md, `.autoagent/hooks/validate-execution.sh`.
+const VALIDATE: &str = r#"#!/bin/bash
+# Validates execution output before marking complete
+
+INPUT=$(cat)
+SUCCESS=$(echo "$INPUT" | jq -r '.success')
+FILES_MODIFIED=$(echo "$INPUT" | jq -r '.filesModified[]?')
+
+# Only validate successful executions
+if [ "$SUCCESS" != "true" ]; then
+  exit 0
+fi
+
+# Check if tests were added/modified
+if ! echo "$FILES_MODIFIED" | grep -q "\.test\." && ! echo "$FILES_MODIFIED" | grep -q "\.spec\."; then
+  echo "ERROR: No test files were modified" >&2
+  echo "Please add tests for the implemented functionality" >&2
+  exit 2  # Block completion
+fi
+
+# Run linting
+if ! npm run lint --silent; then
+  echo "ERROR: Linting failed" >&2
+  exit 2  # Block completion
+fi
+
+exit 0
+"#;
+
+/// AutoAgent's `PreExecutionEnd` hook, its document's script: exit 2 blocks `task.complete`
+/// with stderr as the reason; the script reads AutoAgent's own JSON on stdin.
+#[test]
+fn autoagent_validate_execution_exit_2_blocks_with_stderr() {
+    let ws = Workspace::new();
+    ws.write(
+        ".autoagent/config.json",
+        r#"{
+  "logLevel": "info",
+  "hooks": {
+    "PreExecutionEnd": [
+      {
+        "type": "command",
+        "command": "bash .autoagent/hooks/validate-execution.sh",
+        "blocking": true,
+        "timeout": 60000
+      }
+    ],
+    "PostExecutionEnd": [
+      {
+        "type": "command",
+        "command": "cat > post-input.json; echo 'Issue {{issueNumber}}' > post-issue"
+      }
+    ]
+  }
+}"#,
+    );
+    ws.write(".autoagent/hooks/validate-execution.sh", VALIDATE);
+    let data = json!({
+        "issueNumber": 1,
+        "issueTitle": "Implement user authentication",
+        "success": true,
+        "filesModified": ["src/auth.ts"],
+    })
+    .to_string();
+    let out = ws.hookvisor(&[
+        "--session",
+        "s-1",
+        "fire",
+        "task.complete",
+        "--data",
+        &data,
+        "--json",
+    ]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let r = reply(&out);
+    assert_eq!(r["decision"], "block");
+    assert_eq!(
+        r["reason"],
+        "ERROR: No test files were modified\nPlease add tests for the implemented functionality"
+    );
+    // The Post hook ran after the decision, on AutoAgent's JSON.
+    let input: Value =
+        serde_json::from_slice(&fs::read(ws.path().join("post-input.json")).unwrap()).unwrap();
+    assert_eq!(input["eventName"], "PostExecutionEnd");
+    assert_eq!(input["sessionId"], "s-1");
+    assert_eq!(input["workspace"], ws.path().to_str().unwrap());
+    assert!(
+        input["timestamp"].as_u64().unwrap() > 1_600_000_000_000,
+        "{input}"
+    );
+    assert_eq!(input["issueTitle"], "Implement user authentication");
+    assert_eq!(
+        fs::read_to_string(ws.path().join("post-issue")).unwrap(),
+        "Issue 1\n"
+    );
+
+    // With a test file the gate passes (the lint step finds no npm project and exits 2 too,
+    // so the script's last branch is taken out of the workspace by a stub `npm`).
+    script(&ws, "bin/npm", "exit 0");
+    let path = format!(
+        "{}:{}",
+        ws.path().join("bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    let data = json!({"success": true, "filesModified": ["src/auth.test.ts"], "issueNumber": 1})
+        .to_string();
+    let out = ws
+        .hookvisor_command()
+        .args(["fire", "task.complete", "--data", &data])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+/// Under `hookvisor loop -- iteratr …` iteratr runs its own hooks: the loop's agent and every
+/// discovery of it leave `.iteratr.hooks.yml` unread, and nyzhi's file is still read.
+#[test]
+fn the_loop_owner_runs_its_own_hooks() {
+    let ws = Workspace::new();
+    ws.write(
+        ".iteratr.hooks.yml",
+        "hooks:\n  session_start:\n    - command: \"echo iteratr >> trace\"\n",
+    );
+    ws.write(
+        ".nyzhi/config.toml",
+        "[[agent.hooks]]\nevent = \"session_start\"\ncommand = \"echo nyzhi >> trace\"\n",
+    );
+    // The agent is a program named iteratr, which asks hookvisor what it would run.
+    let hookvisor = env!("CARGO_BIN_EXE_hookvisor");
+    script(
+        &ws,
+        "bin/iteratr",
+        &format!("'{hookvisor}' list --json > listed.json\ntouch \"$HOOKVISOR_DONE\""),
+    );
+    let agent = ws.path().join("bin/iteratr");
+    let out = ws.hookvisor(&[
+        "loop",
+        "--max-iterations",
+        "1",
+        "--",
+        agent.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(ws.path().join("trace")).unwrap(),
+        "nyzhi\n"
+    );
+    let listed: Value =
+        serde_json::from_slice(&fs::read(ws.path().join("listed.json")).unwrap()).unwrap();
+    let ids: Vec<&str> = listed["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["nyzhi:session_start:0"]);
+    // Outside the loop both are read.
+    let out = ws.hookvisor(&["fire", "session.start"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(ws.path().join("trace")).unwrap(),
+        "nyzhi\niteratr\nnyzhi\n"
+    );
+}
+
+/// reference/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`.
+const CHECK_TODOS: &str = r##"#!/bin/bash
+# Stop hook - check for incomplete todos
+
+INPUT=$(cat)
+SESSION_ID=$(echo "$INPUT" | jq -r '.sessionId')
+
+# Check if there are incomplete todos
+INCOMPLETE=$(grep -c "\[ \]" TODO.md || true)
+
+if [ "$INCOMPLETE" -gt 0 ]; then
+  # Return JSON to block stopping
+  cat <<EOF
+{
+  "decision": "block",
+  "reason": "There are $INCOMPLETE incomplete todos remaining. Please complete them or mark this as intentional."
+}
+EOF
+  exit 0
+fi
+
+echo "All todos completed, safe to stop"
+exit 0
+"##;
+
+/// AutoAgent's `Stop` hook (EVENTS.md §5 rule 13: `session.stop`, pre): its JSON decision
+/// keeps the session going while TODO.md has open items, and lets it stop once none is left.
+#[test]
+fn autoagent_stop_hook_blocks_while_todos_are_open() {
+    let ws = Workspace::new();
+    ws.write(
+        ".autoagent/config.json",
+        r#"{"hooks": {"Stop": [{"type": "command", "command": "bash .autoagent/hooks/check-incomplete-todos.sh"}]}}"#,
+    );
+    ws.write(".autoagent/hooks/check-incomplete-todos.sh", CHECK_TODOS);
+    ws.write("TODO.md", "- [x] login\n- [ ] logout\n- [ ] reset\n");
+    let out = ws.hookvisor(&["fire", "session.stop", "--json"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let r = reply(&out);
+    assert_eq!(r["decision"], "block");
+    assert_eq!(
+        r["reason"],
+        "There are 2 incomplete todos remaining. Please complete them or mark this as intentional."
+    );
+    assert_eq!(r["results"][0]["hookId"], "autoagent:Stop:0");
+    ws.write("TODO.md", "- [x] login\n- [x] logout\n- [x] reset\n");
+    let out = ws.hookvisor(&["fire", "session.stop", "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(reply(&out)["decision"], "allow");
+}
+
+/// AutoAgent throws when `PreExecutionStart` blocks, so `PostExecutionStart` never runs then
+/// (EVENTS.md §2.2: `when: ${decision} == 'allow'`); it runs when execution starts.
+#[test]
+fn autoagent_post_execution_start_runs_only_when_started() {
+    let ws = Workspace::new();
+    ws.write(
+        ".autoagent/config.json",
+        r#"{"hooks": {
+  "PreExecutionStart": [{"type": "command", "command": "test -e ready || { echo not ready >&2; exit 2; }"}],
+  "PostExecutionStart": [{"type": "command", "command": "echo 'started {{issueNumber}}' >> trace"}]
+}}"#,
+    );
+    let data = json!({"issueNumber": 7}).to_string();
+    let out = ws.hookvisor(&["fire", "task.start", "--data", &data, "--json"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(reply(&out)["reason"], "not ready");
+    assert!(
+        !ws.path().join("trace").exists(),
+        "a Post hook ran after a block"
+    );
+    ws.write("ready", "");
+    let out = ws.hookvisor(&["fire", "task.start", "--data", &data]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(ws.path().join("trace")).unwrap(),
+        "started 7\n"
+    );
+}
+
+/// iteratr's lifecycle ("Hook Lifecycle & Timing") under `hookvisor loop` with another agent:
+/// `session_start` output piped to the first iteration, `pre_iteration` to its own, a task the
+/// agent completes and `post_iteration` to the next, `session_end` last.
+#[test]
+fn iteratr_hooks_follow_its_lifecycle_under_hookvisor_loop() {
+    let ws = Workspace::new();
+    ws.write(
+        ".iteratr.hooks.yml",
+        r#"hooks:
+  session_start:
+    - command: "echo built {{session}}"
+      pipe_output: true
+  pre_iteration:
+    - command: "echo lint {{iteration}}"
+      pipe_output: true
+  post_iteration:
+    - command: "echo tested {{iteration}}"
+      pipe_output: true
+  on_task_complete:
+    - command: "echo validated {{task_id}}: {{task_content}}"
+      pipe_output: true
+  session_end:
+    - command: "echo end >> trace"
+"#,
+    );
+    let hookvisor = env!("CARGO_BIN_EXE_hookvisor");
+    script(
+        &ws,
+        "agent.sh",
+        &format!(
+            "cat > \"prompt-$HOOKVISOR_ITERATION\"\n\
+             if [ \"$HOOKVISOR_ITERATION\" = 1 ]; then\n\
+               '{hookvisor}' fire task.complete --data '{{\"task_id\": \"T-1\", \"task_content\": \"add login\"}}'\n\
+             else\n  touch \"$HOOKVISOR_DONE\"\nfi"
+        ),
+    );
+    let out = ws.hookvisor(&[
+        "--session",
+        "s-7",
+        "loop",
+        "--max-iterations",
+        "3",
+        "--prompt",
+        "do the task",
+        "--",
+        "./agent.sh",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let prompt = |i: u32| fs::read_to_string(ws.path().join(format!("prompt-{i}"))).unwrap();
+    assert_eq!(prompt(1), "built s-7\nlint 1\n\ndo the task\n");
+    assert_eq!(
+        prompt(2),
+        "validated T-1: add login\ntested 1\nlint 2\n\ndo the task\n"
+    );
+    // The final delivery: what the last post_iteration piped reaches the agent once more.
+    assert_eq!(prompt(3), "tested 2\nlint 3\n\ndo the task\n");
+    assert!(!ws.path().join("prompt-4").exists());
+    assert_eq!(
+        fs::read_to_string(ws.path().join("trace")).unwrap(),
+        "end\n"
+    );
+}
+
+/// nyzhi's "Run clippy after each turn" without `block`: a failure does not stop Claude, and
+/// its output reaches the model with the next prompt ("Results are reported back to the
+/// agent so it can react to failures").
+#[test]
+fn nyzhi_after_turn_failures_reach_the_next_prompt_without_blocking() {
+    let ws = Workspace::git();
+    ws.write(
+        ".nyzhi/config.toml",
+        "[[agent.hooks]]\nevent = \"after_turn\"\ncommand = \"./clippy.sh\"\ntimeout = 60\n",
+    );
+    script(
+        &ws,
+        "clippy.sh",
+        "echo 'warning: unused variable `x`' >&2\nexit 1",
+    );
+    let out = claude(&ws, &fixture("stop.json"));
+    assert_eq!(
+        (code(&out), stdout(&out)),
+        (0, String::new()),
+        "{}",
+        stderr(&out)
+    );
+    let out = claude(&ws, &fixture("user-prompt-submit.json"));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let answer: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    let context = answer["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"));
+    assert!(context.contains("warning: unused variable `x`"), "{answer}");
+}
