@@ -591,7 +591,7 @@ fn run_once(
     // A webhook sends its request from here, with no process (crate::webhook).
     if let Some(ran) = crate::webhook::run(ctx, hook, payload, cancel)? {
         return Ok(match ran {
-            crate::webhook::WebhookRun::Finished(outcome) => Ran::Finished(outcome.into()),
+            crate::webhook::WebhookRun::Finished(run) => Ran::Finished(run),
             crate::webhook::WebhookRun::Refused(message) => Ran::Refused(message),
         });
     }
