@@ -66,6 +66,7 @@
 
 mod awaited;
 mod deliver;
+mod detached;
 mod expand;
 mod run;
 mod url_policy;
@@ -76,6 +77,7 @@ use serde_json::{Value as Json, json};
 
 use crate::decision::OnTimeout;
 
+pub(crate) use self::detached::deliver_detached;
 pub(crate) use self::run::{WebhookRun, run};
 pub use self::url_policy::UrlPolicyError;
 
