@@ -672,3 +672,29 @@ fn the_response_body_is_read_up_to_64_kib() {
     );
     assert!(log.contains(&"y".repeat(64 * 1024)) && !log.contains(&"y".repeat(64 * 1024 + 1)));
 }
+
+#[test]
+fn on_failure_retry_is_refused_on_a_webhook() {
+    let ws = Workspace::new();
+    hook(
+        &ws,
+        "dup",
+        "url: \"http://127.0.0.1:9/dup\"\non_failure: retry\nretries: 1\n",
+    );
+    let out = ws.hookvisor(&["check"]);
+    assert_ne!(code(&out), 0);
+    let text = format!("{}{}", stdout(&out), common::stderr(&out));
+    assert!(
+        text.contains(
+            "dup.yml:5: webhooks retry by themselves (3 retries under one delivery id); remove \
+             on_failure: retry"
+        ),
+        "{text}"
+    );
+    hook(
+        &ws,
+        "dup",
+        "url: \"http://127.0.0.1:9/dup\"\non_failure: abort\n",
+    );
+    check(ws.hookvisor(&["check"]), "check");
+}

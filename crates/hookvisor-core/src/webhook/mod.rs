@@ -39,6 +39,8 @@
 //!    are not retried. A cancel ends the delivery at once, in a wait between attempts or during
 //!    one (whose request may still arrive: the client cannot be interrupted, so its thread is
 //!    left to end within the attempt's time).
+//!    `on_failure: retry` is refused at load: re-running the hook would resend under a new
+//!    delivery id, 4xx included.
 //! 7. **The log** shows the templates (url, headers, body) as written, each attempt's status
 //!    and the response body (the first 64 KiB, which is also the run's stdout, for
 //!    `${hook_response}`); a resolved value is never written, and a secret's value echoed back
@@ -192,6 +194,11 @@ pub enum WebhookFieldError {
     /// `body:` with `GET`.
     #[error("body: a GET sends no body; use method: POST, or put the values in the url's query")]
     BodyWithGet,
+    /// `on_failure: retry`: the delivery retries itself under one id (rule 6).
+    #[error(
+        "webhooks retry by themselves (3 retries under one delivery id); remove on_failure: retry"
+    )]
+    RetriesItself,
     /// `callback_port:` is no port.
     #[error("callback_port: '{value}' is no port; give a number from 1 to 65535")]
     CallbackPort {
@@ -214,6 +221,7 @@ impl WebhookFieldError {
             WebhookFieldError::Headers | WebhookFieldError::HeaderName { .. } => Some("headers"),
             WebhookFieldError::BodyWithGet => Some("body"),
             WebhookFieldError::CallbackPort { .. } => Some("callback_port"),
+            WebhookFieldError::RetriesItself => Some("on_failure"),
         }
     }
 }
