@@ -674,6 +674,45 @@ fn the_response_body_is_read_up_to_64_kib() {
 }
 
 #[test]
+fn a_value_never_climbs_the_url_path() {
+    let ws = Workspace::new();
+    let receiver = Receiver::start(vec![ok()]);
+    hook(
+        &ws,
+        "trav",
+        &format!(
+            "url: \"{}/api/v1/projects/${{task_id}}/notify%2e${{suffix}}?q=${{q}}\"\n",
+            receiver.url
+        ),
+    );
+    for (data, name) in [
+        (json!({"task_id": "..", "suffix": "", "q": "1"}), "task_id"),
+        (json!({"task_id": ".", "suffix": "", "q": "1"}), "task_id"),
+        (json!({"task_id": "a", "suffix": "", "q": ".."}), "q"),
+    ] {
+        let reply = fire(&ws, &data);
+        assert_eq!(reply["results"][0]["exitCode"], 1, "{data}: {reply}");
+        let text = log(&ws, "trav");
+        assert!(
+            text.contains(&format!(
+                "webhook: url: ${{{name}}} makes a '.' or '..' (or %2e) segment"
+            )),
+            "{data}: {text}"
+        );
+    }
+    assert!(receiver.taken().is_empty());
+    // Dots inside a longer value are no segment of their own.
+    let reply = fire(&ws, &json!({"task_id": "..a", "suffix": "x", "q": "."}));
+    assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+    let reply = fire(&ws, &json!({"task_id": "..a", "suffix": "x", "q": "a.b"}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    assert_eq!(
+        receiver.taken()[0].path,
+        "/api/v1/projects/..a/notify%2ex?q=a.b"
+    );
+}
+
+#[test]
 fn on_failure_retry_is_refused_on_a_webhook() {
     let ws = Workspace::new();
     hook(

@@ -3,7 +3,7 @@
 
 use std::ffi::OsStr;
 
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde_json::Value as Json;
 use url::Url;
 
@@ -111,6 +111,16 @@ pub(super) enum ExpandError {
         /// `the event` or `hookvisor's environment`.
         chooser: &'static str,
     },
+    /// A url placeholder makes a `.` or `..` path segment, which the URL parser would resolve
+    /// by moving up the path (rule 2).
+    #[error(
+        "webhook: url: ${{{name}}} makes a '.' or '..' (or %2e) segment, which would move the \
+         request up the url's path; fix the value"
+    )]
+    DotSegment {
+        /// The placeholder.
+        name: String,
+    },
     /// The body nests too deeply.
     #[error("webhook: body: nested over 32 levels; flatten it")]
     TooDeep,
@@ -195,6 +205,46 @@ impl Names<'_> {
             name: name.to_owned(),
             upper,
         })
+    }
+
+    /// A written-out url with each value percent-encoded (rule 2). A value that is `.` or
+    /// `..`, or that makes a path segment one once decoded (`%2e`, which WHATWG treats as a
+    /// dot), is refused: the parser would resolve it by climbing the path.
+    fn literal_url(&mut self, text: &str) -> Result<String, ExpandError> {
+        let mut out = String::with_capacity(text.len());
+        // Where each value went in `out`, and its name.
+        let mut placed = Vec::new();
+        for piece in Pieces::new(text) {
+            match piece {
+                Piece::Literal(literal) => out.push_str(literal),
+                Piece::Reference(name) => {
+                    let value = self.text(&name, "url")?;
+                    if value == "." || value == ".." {
+                        return Err(ExpandError::DotSegment { name });
+                    }
+                    let start = out.len();
+                    out.extend(utf8_percent_encode(&value, UNRESERVED));
+                    placed.push((start, out.len(), name));
+                }
+            }
+        }
+        // Values are encoded, so the path ends where the written text puts a `?` or `#`.
+        let host_end = url_policy::authority_end(&out).unwrap_or(out.len());
+        let path_end = out[host_end..]
+            .find(['?', '#'])
+            .map_or(out.len(), |at| host_end + at);
+        let mut start = host_end;
+        // `\` separates segments too in an http(s) URL.
+        for segment in out[host_end..path_end].split(['/', '\\']) {
+            let end = start + segment.len();
+            let decoded = percent_decode_str(segment).decode_utf8_lossy();
+            let touching = placed.iter().find(|(s, e, _)| *s <= end && *e >= start);
+            if let Some((_, _, name)) = touching.filter(|_| decoded == "." || decoded == "..") {
+                return Err(ExpandError::DotSegment { name: name.clone() });
+            }
+            start = end + 1;
+        }
+        Ok(out)
     }
 
     /// The text of `name`, as argv renders it: a list joined by spaces.
@@ -301,12 +351,7 @@ pub(super) fn expand(
             };
             (text, chooser.map(|chooser| (name.clone(), chooser)))
         }
-        UrlTemplate::Literal(text) => (
-            names.template(text, "url", |value| {
-                utf8_percent_encode(value, UNRESERVED).to_string()
-            })?,
-            None,
-        ),
+        UrlTemplate::Literal(text) => (names.literal_url(text)?, None),
     };
     let template = match &webhook.url {
         UrlTemplate::Whole(name) => format!("${{{name}}}"),
@@ -493,6 +538,38 @@ mod tests {
         assert_eq!(control_byte("a\tb"), None);
         assert_eq!(control_byte("a\0b"), Some("NUL"));
         assert_eq!(control_byte("a\x7fb"), Some("control character"));
+    }
+
+    #[test]
+    fn no_value_makes_a_dot_segment() {
+        let data = json!({"empty": "", "dot": ".", "dots": "..", "enc": "%2e"});
+        let payload = payload().data(data.as_object().cloned().unwrap_or_default());
+        for (url, name) in [
+            ("https://h/a/${dots}/b", "dots"),
+            ("https://h/a/${dot}", "dot"),
+            ("https://h/a?q=${dots}", "dots"),
+            // Decoded, `%2e` is a dot to the URL parser: with an empty value it is the segment.
+            ("https://h/a/%2e${empty}/b", "empty"),
+            ("https://h/a/${empty}%2E%2e", "empty"),
+            ("https://h/a\\.${empty}/b", "empty"),
+        ] {
+            let err = expand(&webhook(url, &[], None), &payload, None).unwrap_err();
+            assert!(
+                matches!(&err, ExpandError::DotSegment { name: n } if n == name),
+                "{url}: {err}"
+            );
+        }
+        // Dots the hook writes itself are its own; a value is refused only as a whole dot.
+        for url in [
+            "https://h/a/${enc}/b",
+            "https://h/a/x${enc}/../b",
+            "https://h/.${empty}x",
+        ] {
+            let request = expand(&webhook(url, &[], None), &payload, None);
+            assert!(request.is_ok(), "{url}");
+        }
+        let request = expand(&webhook("https://h/a/${enc}/b", &[], None), &payload, None);
+        assert_eq!(request.unwrap().url.path(), "/a/%252e/b");
     }
 
     #[test]

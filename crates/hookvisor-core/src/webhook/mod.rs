@@ -13,6 +13,8 @@
 //!    whole URL is one `${name}`; placeholders after the host (path, query, fragment) insert
 //!    their value percent-encoded, every byte but `A-Z a-z 0-9 - . _ ~`, so a value stays
 //!    within its segment (`../x` cannot climb, `a&b=c` adds no parameter).
+//!    A value that is `.` or `..`, or a path segment that a value makes `.` or `..` once
+//!    decoded (`%2e` counts as a dot), fails the run: the URL parser would climb the path.
 //! 3. **Policy** (`url_policy`). `https` only, except `http` to a literally loopback host:
 //!    `127.0.0.0/8`, `::1` or `localhost` (which must resolve to loopback addresses only). A
 //!    name that merely resolves to loopback needs https. Checked at load when the scheme and
