@@ -499,13 +499,12 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
         "chat",
         "url: \"${CHAT_URL}\"\nheaders:\n  Authorization: \"Bearer ${CHAT_TOKEN}\"\n",
     );
-    let reply = fire(
-        &ws,
-        &json!({"chat_url": "ignored: no, the event's data wins"}),
-    );
-    assert_eq!(
-        reply["results"][0]["exitCode"], 1,
-        "the event's data comes first: {reply}"
+    let reply = fire(&ws, &json!({"chat_url": "https://attacker.example/x"}));
+    assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+    assert!(
+        log(&ws, "chat").contains("${chat_url} is both a key of the event's data and CHAT_URL"),
+        "{}",
+        log(&ws, "chat")
     );
     let reply = fire(&ws, &json!({}));
     assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
@@ -671,6 +670,35 @@ fn the_response_body_is_read_up_to_64_kib() {
         &log[..log.len().min(400)]
     );
     assert!(log.contains(&"y".repeat(64 * 1024)) && !log.contains(&"y".repeat(64 * 1024 + 1)));
+}
+
+#[test]
+fn a_data_key_never_replaces_a_secret() {
+    let ws = Workspace::new();
+    let receiver = Receiver::start(vec![ok()]);
+    secrets(&ws, "DISCORD_HOOK=real-id\nAPI_TOKEN=tok-1234\n", 0o600);
+    hook(
+        &ws,
+        "chat",
+        &format!(
+            "url: \"{}/api/webhooks/${{DISCORD_HOOK}}\"\nheaders:\n  X-Api: \"${{API_TOKEN}}\"\n",
+            receiver.url
+        ),
+    );
+    let reply = fire(&ws, &json!({"Discord_Hook": "666"}));
+    assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+    assert!(receiver.taken().is_empty());
+    let text = log(&ws, "chat");
+    assert!(
+        text.contains(
+            "webhook: url: ${discord_hook} is both a key of the event's data and DISCORD_HOOK in \
+             secrets.env; rename the data key or the secret"
+        ),
+        "{text}"
+    );
+    let reply = fire(&ws, &json!({"other": "666"}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    assert_eq!(receiver.taken()[0].path, "/api/webhooks/real-id");
 }
 
 #[test]

@@ -111,6 +111,20 @@ pub(super) enum ExpandError {
         /// `the event` or `hookvisor's environment`.
         chooser: &'static str,
     },
+    /// A name of the event's data is also a secrets.env name (rule 5): which one the hook
+    /// meant cannot be told, and the data may come from the agent.
+    #[error(
+        "webhook: {field}: ${{{name}}} is both a key of the event's data and {upper} in \
+         secrets.env; rename the data key or the secret, so neither replaces the other"
+    )]
+    DataShadowsSecret {
+        /// Where.
+        field: String,
+        /// The name.
+        name: String,
+        /// The secrets.env spelling.
+        upper: String,
+    },
     /// A url placeholder makes a `.` or `..` path segment, which the URL parser would resolve
     /// by moving up the path (rule 2).
     #[error(
@@ -165,6 +179,17 @@ impl Names<'_> {
             _ => self.payload.template_value(name).is_some(),
         };
         if from_event {
+            if name != "callback_url"
+                && !is_known_name(name)
+                && !name.contains('.')
+                && self.secrets()?.get(name).is_some()
+            {
+                return Err(ExpandError::DataShadowsSecret {
+                    field: field.to_owned(),
+                    name: name.to_owned(),
+                    upper: name.to_ascii_uppercase(),
+                });
+            }
             return Ok(Source::Event);
         }
         if is_known_name(name) {
@@ -175,10 +200,7 @@ impl Names<'_> {
         }
         let upper = name.to_ascii_uppercase();
         if !name.contains('.') {
-            if self.secrets.is_none() {
-                self.secrets = Some(Secrets::load().map_err(ExpandError::Secrets)?);
-            }
-            let in_file = self.secrets.as_ref().and_then(|s| s.get(name));
+            let in_file = self.secrets()?.get(name);
             let from_file = in_file.is_some();
             let value = in_file.map(str::to_owned).or_else(|| {
                 // The usual spelling first, then any other case of it.
@@ -205,6 +227,14 @@ impl Names<'_> {
             name: name.to_owned(),
             upper,
         })
+    }
+
+    /// secrets.env, read at the first name that needs it.
+    fn secrets(&mut self) -> Result<&Secrets, ExpandError> {
+        if self.secrets.is_none() {
+            self.secrets = Some(Secrets::load().map_err(ExpandError::Secrets)?);
+        }
+        Ok(self.secrets.get_or_insert_default())
     }
 
     /// A written-out url with each value percent-encoded (rule 2). A value that is `.` or

@@ -34,6 +34,8 @@
 //!    goes only to a URL the hook or `secrets.env` writes: never to a whole-URL variable the
 //!    event supplied (the event could point it anywhere), and a `secrets.env` value never to
 //!    one from hookvisor's environment (which an agent that runs hookvisor chose).
+//!    A `data` key that is also a secrets.env name fails the run: the agent could otherwise
+//!    replace a secret the hook meant (a webhook url's id).
 //! 6. **Delivery** (`deliver`). No proxy, no redirect followed (a 3xx fails), 30 s per
 //!    attempt (less when the hook's `timeout` is shorter and no callback is awaited), 2xx is
 //!    success. Connect errors, timeouts and 5xx are retried 3 times after 1, 2 and 4 s, every
