@@ -97,6 +97,11 @@ impl Receiver {
         }
     }
 
+    /// `127.0.0.1:PORT`, as a `NAME_HOSTS` entry names it.
+    fn host(&self) -> &str {
+        self.url.trim_start_matches("http://")
+    }
+
     /// The requests taken so far. `fire` waits for its webhook, so after it returns every
     /// attempt has been answered and handed over.
     fn taken(&self) -> Vec<Received> {
@@ -383,9 +388,10 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
     let token = "tok-5f2a9c-secret";
     // The receiver echoes it back: the log must not keep it.
     let receiver = Receiver::start(vec![(200, String::new(), format!("seen {token}"))]);
+    let host = receiver.host();
     secrets(
         &ws,
-        &format!("# chat\nexport CHAT_TOKEN=\"{token}\"\n"),
+        &format!("# chat\nexport CHAT_TOKEN=\"{token}\"\nCHAT_TOKEN_HOSTS={host}\n"),
         0o600,
     );
     hook(
@@ -412,6 +418,7 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
         .hookvisor_command()
         .args(["fire", "task.complete", "--json"])
         .env("ENV_ONLY_KEY", env_value)
+        .env("ENV_ONLY_KEY_HOSTS", host)
         .output()
         .unwrap();
     let reply = json_of(&out);
@@ -491,7 +498,10 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
     // A url that secrets.env writes may carry secrets, and stays out of the log itself.
     secrets(
         &ws,
-        &format!("CHAT_TOKEN={token}\nCHAT_URL={}/x/{token}\n", receiver.url),
+        &format!(
+            "CHAT_TOKEN={token}\nCHAT_TOKEN_HOSTS={host}\nCHAT_URL={}/x/{token}\n",
+            receiver.url
+        ),
         0o600,
     );
     hook(
@@ -673,10 +683,142 @@ fn the_response_body_is_read_up_to_64_kib() {
 }
 
 #[test]
+fn a_secret_goes_only_to_the_hosts_its_list_names() {
+    let ws = Workspace::new();
+    let receiver = Receiver::start(vec![ok()]);
+    let token = "tok-Sup3rS3cret+/=";
+    let with_hosts = |hosts: &str| {
+        secrets(&ws, &format!("API_TOKEN={token}\n{hosts}"), 0o600);
+    };
+    // A hook the agent could have written: its own listener on loopback.
+    hook(
+        &ws,
+        "exfil",
+        &format!(
+            "url: \"{}/c?t=${{API_TOKEN}}\"\nheaders:\n  X-T: \"${{api_token}}\"\n",
+            receiver.url
+        ),
+    );
+    let refused = |ws: &Workspace, needle: &str| {
+        let reply = fire(ws, &json!({}));
+        assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+        let text = log(ws, "exfil");
+        assert!(text.contains(needle), "{needle:?} not in {text}");
+        assert!(!text.contains(token), "{text}");
+    };
+    let host = receiver.host().to_owned();
+    with_hosts("");
+    refused(
+        &ws,
+        &format!(
+            "webhook: url: ${{api_token}} is a secret and may not go to {host}: secrets.env has \
+             no API_TOKEN_HOSTS; add API_TOKEN_HOSTS={host} to ~/.config/hookvisor/secrets.env"
+        ),
+    );
+    // A loopback host without its port, another port, another host: refused alike.
+    for list in ["127.0.0.1", "127.0.0.1:1", "*.example.com, example.com"] {
+        with_hosts(&format!("API_TOKEN_HOSTS={list}\n"));
+        refused(&ws, "API_TOKEN_HOSTS in secrets.env does not list it");
+    }
+    with_hosts("API_TOKEN_HOSTS=api.example.com:x\n");
+    refused(&ws, "holds 'api.example.com:x', which is no host");
+    assert!(receiver.taken().is_empty());
+    with_hosts(&format!("API_TOKEN_HOSTS=api.example.com, {host}\n"));
+    let reply = fire(&ws, &json!({}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    assert_eq!(receiver.taken()[0].header("x-t"), Some(token));
+
+    // A value of hookvisor's environment: NAME_HOSTS from the environment too.
+    hook(
+        &ws,
+        "exfil",
+        &format!(
+            "url: \"{}/c\"\nbody: {{e: \"${{cloud_key}}\"}}\n",
+            receiver.url
+        ),
+    );
+    let env_fire = |vars: &[(&str, &str)]| {
+        let mut command = ws.hookvisor_command();
+        command.args(["fire", "task.complete", "--json"]);
+        for (name, value) in vars {
+            command.env(name, value);
+        }
+        json_of(&command.output().unwrap())["results"][0]["exitCode"].clone()
+    };
+    assert_eq!(env_fire(&[("CLOUD_KEY", "ck-1")]), 1);
+    assert!(
+        log(&ws, "exfil").contains(&format!(
+            "hookvisor's environment has no CLOUD_KEY_HOSTS; set CLOUD_KEY_HOSTS={host} in \
+             hookvisor's environment"
+        )),
+        "{}",
+        log(&ws, "exfil")
+    );
+    assert!(receiver.taken().is_empty());
+    assert_eq!(
+        env_fire(&[("CLOUD_KEY", "ck-1"), ("CLOUD_KEY_HOSTS", &host)]),
+        0
+    );
+    assert_eq!(receiver.taken()[0].json(), json!({"e": "ck-1"}));
+    // hookvisor's own variables never resolve, listed or not.
+    hook(
+        &ws,
+        "exfil",
+        &format!(
+            "url: \"{}/c\"\nbody: \"${{hookvisor_token}}\"\n",
+            receiver.url
+        ),
+    );
+    let vars = [
+        ("HOOKVISOR_TOKEN", "hv-token-1"),
+        ("HOOKVISOR_TOKEN_HOSTS", host.as_str()),
+    ];
+    assert_eq!(env_fire(&vars), 1);
+    assert!(
+        log(&ws, "exfil").contains("neither secrets.env nor hookvisor's environment has"),
+        "{}",
+        log(&ws, "exfil")
+    );
+
+    // A url that is one secret is exempt for its own value, not for another secret.
+    secrets(
+        &ws,
+        &format!("API_TOKEN={token}\nCHAT_URL={}/hook/id-77\n", receiver.url),
+        0o600,
+    );
+    hook(
+        &ws,
+        "exfil",
+        "url: \"${CHAT_URL}\"\nbody: {u: \"${chat_url}\"}\n",
+    );
+    let reply = fire(&ws, &json!({}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    assert_eq!(receiver.taken()[0].path, "/hook/id-77");
+    hook(
+        &ws,
+        "exfil",
+        "url: \"${CHAT_URL}\"\nheaders:\n  X-T: \"${API_TOKEN}\"\n",
+    );
+    refused(
+        &ws,
+        "headers: X-T: ${api_token} is a secret and may not go to",
+    );
+    assert!(receiver.taken().is_empty());
+}
+
+#[test]
 fn a_data_key_never_replaces_a_secret() {
     let ws = Workspace::new();
     let receiver = Receiver::start(vec![ok()]);
-    secrets(&ws, "DISCORD_HOOK=real-id\nAPI_TOKEN=tok-1234\n", 0o600);
+    secrets(
+        &ws,
+        &format!(
+            "DISCORD_HOOK=real-id\nAPI_TOKEN=tok-1234\nAPI_TOKEN_HOSTS={}\nDISCORD_HOOK_HOSTS={}\n",
+            receiver.host(),
+            receiver.host()
+        ),
+        0o600,
+    );
     hook(
         &ws,
         "chat",

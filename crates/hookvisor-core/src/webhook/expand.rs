@@ -1,4 +1,4 @@
-//! Rules 2, 4 and 5 of the module: a webhook's url, headers and body with every name
+//! Rules 2, 4, 5 and 8 of the module: a webhook's url, headers and body with every name
 //! resolved, as the request to send.
 
 use std::ffi::OsStr;
@@ -7,6 +7,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_perc
 use serde_json::Value as Json;
 use url::Url;
 
+use super::secret_hosts::{self, Refusal};
 use super::url_policy::{self, UrlPolicyError};
 use super::{Method, UrlTemplate, Webhook, lone_reference};
 use crate::payload::{Payload, is_known_name};
@@ -111,6 +112,20 @@ pub(super) enum ExpandError {
         /// `the event` or `hookvisor's environment`.
         chooser: &'static str,
     },
+    /// A secret would go to a host its `NAME_HOSTS` does not list (rule 8).
+    #[error("webhook: {field}: ${{{name}}} is a secret and may not go to {host}: {why}; {fix}")]
+    SecretHost {
+        /// Where the secret is used.
+        field: String,
+        /// The secret's name.
+        name: String,
+        /// The host (with the port for loopback), as `NAME_HOSTS` would list it.
+        host: String,
+        /// What `NAME_HOSTS` lacks.
+        why: String,
+        /// The line to add.
+        fix: String,
+    },
     /// A name of the event's data is also a secrets.env name (rule 5): which one the hook
     /// meant cannot be told, and the data may come from the agent.
     #[error(
@@ -158,6 +173,8 @@ struct Used {
     value: String,
     /// From `secrets.env` (else hookvisor's environment).
     from_file: bool,
+    /// Its `NAME_HOSTS` from the same place (rule 8).
+    hosts: Option<String>,
 }
 
 /// The names of one run, resolved by rule 5.
@@ -200,24 +217,27 @@ impl Names<'_> {
         }
         let upper = name.to_ascii_uppercase();
         if !name.contains('.') {
-            let in_file = self.secrets()?.get(name);
-            let from_file = in_file.is_some();
-            let value = in_file.map(str::to_owned).or_else(|| {
-                // The usual spelling first, then any other case of it.
-                std::env::var_os(&upper)
-                    .or_else(|| {
-                        std::env::vars_os()
-                            .find(|(n, _)| n.to_string_lossy().eq_ignore_ascii_case(name))
-                            .map(|(_, v)| v)
-                    })
-                    .map(|v| v.to_string_lossy().into_owned())
-            });
+            let secrets = self.secrets()?;
+            let hosts_name = format!("{upper}_HOSTS");
+            let (value, hosts, from_file) = match secrets.get(name) {
+                Some(value) => (
+                    Some(value.to_owned()),
+                    secrets.get(&hosts_name).map(str::to_owned),
+                    true,
+                ),
+                None => (
+                    environment_value(name),
+                    environment_value(&hosts_name),
+                    false,
+                ),
+            };
             if let Some(value) = value {
                 self.used.push(Used {
                     name: name.to_owned(),
                     field: field.to_owned(),
                     value: value.clone(),
                     from_file,
+                    hosts,
                 });
                 return Ok(Source::Secret(value));
             }
@@ -428,6 +448,20 @@ pub(super) fn expand(
             });
         }
     }
+    // Rule 8: each secret only to a host its NAME_HOSTS lists. A whole-url secret's own
+    // value is exempt: it is the destination.
+    let own = match &webhook.url {
+        UrlTemplate::Whole(name) => Some(name.as_str()),
+        UrlTemplate::Literal(_) => None,
+    };
+    for used in &names.used {
+        if own.is_some_and(|own| own.eq_ignore_ascii_case(&used.name)) {
+            continue;
+        }
+        if let Err(refusal) = secret_hosts::check(used.hosts.as_deref(), &url) {
+            return Err(host_refused(used, refusal, &url));
+        }
+    }
     Ok(Request {
         method: webhook.method,
         url,
@@ -435,6 +469,59 @@ pub(super) fn expand(
         body,
         secrets: names.used.into_iter().map(|u| u.value).collect(),
     })
+}
+
+/// The value of `name` in hookvisor's own environment (rule 5): the usual upper-case
+/// spelling first, then any other case of it. Never a `HOOKVISOR_*` variable: those are
+/// hookvisor's own (its server's token among them), not secrets meant for a hook.
+pub(super) fn environment_value(name: &str) -> Option<String> {
+    let upper = name.to_ascii_uppercase();
+    if upper.starts_with("HOOKVISOR_") {
+        return None;
+    }
+    std::env::var_os(&upper)
+        .or_else(|| {
+            std::env::vars_os()
+                .find(|(n, _)| n.to_string_lossy().eq_ignore_ascii_case(name))
+                .map(|(_, v)| v)
+        })
+        .map(|v| v.to_string_lossy().into_owned())
+}
+
+/// The run's error for a secret `refusal` keeps from `url`, with the line that allows it.
+fn host_refused(used: &Used, refusal: Refusal, url: &Url) -> ExpandError {
+    let list = format!("{}_HOSTS", used.name.to_ascii_uppercase());
+    let host = secret_hosts::entry_for(url);
+    let (whence, fix) = if used.from_file {
+        (
+            "secrets.env",
+            format!("add {list}={host} to ~/.config/hookvisor/secrets.env"),
+        )
+    } else {
+        (
+            "hookvisor's environment",
+            format!(
+                "set {list}={host} in hookvisor's environment, or move {} and {list}={host} \
+                 into ~/.config/hookvisor/secrets.env",
+                used.name.to_ascii_uppercase()
+            ),
+        )
+    };
+    let (why, fix) = match refusal {
+        Refusal::Unlisted => (format!("{whence} has no {list}"), fix),
+        Refusal::NotListed => (format!("{list} in {whence} does not list it"), fix),
+        Refusal::BadEntry(entry) => (
+            format!("{list} in {whence} holds '{entry}', which is no host"),
+            "write host, host:port or *.example.com, comma-separated".to_owned(),
+        ),
+    };
+    ExpandError::SecretHost {
+        field: used.field.clone(),
+        name: used.name.clone(),
+        host,
+        why,
+        fix,
+    }
 }
 
 /// The name of the first byte no header value may hold: CR and LF end it, NUL ends it for

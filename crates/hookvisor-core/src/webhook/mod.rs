@@ -36,6 +36,8 @@
 //!    one from hookvisor's environment (which an agent that runs hookvisor chose).
 //!    A `data` key that is also a secrets.env name fails the run: the agent could otherwise
 //!    replace a secret the hook meant (a webhook url's id).
+//!    No `HOOKVISOR_*` variable resolves from the environment: those are hookvisor's own
+//!    (its server's token among them).
 //! 6. **Delivery** (`deliver`). No proxy, no redirect followed (a 3xx fails), 30 s per
 //!    attempt (less when the hook's `timeout` is shorter and no callback is awaited), 2xx is
 //!    success. Connect errors, timeouts and 5xx are retried 3 times after 1, 2 and 4 s, every
@@ -49,15 +51,22 @@
 //!    and the response body (the first 64 KiB, which is also the run's stdout, for
 //!    `${hook_response}`); a resolved value is never written, and a secret's value echoed back
 //!    by the receiver is masked.
+//! 8. **Secret hosts** (`secret_hosts`). A secret named `NAME` goes only to a host that
+//!    `NAME_HOSTS` (comma-separated: `host`, `host:port`, `*.example.com`) lists, from the same
+//!    place as the value (secrets.env, or hookvisor's environment); a loopback host only as
+//!    `host:port`. Hosts compare after the URL parser's normalisation. A url that is one
+//!    secret is exempt for its own value, not for any other secret it carries.
 //!
 //! This file holds the fields (rule 1, the load half of 2 and 3); `url_policy` rule 3,
-//! `expand` rules 2, 4 and 5, `deliver` rule 6, and `run` one run with its log (rule 7).
+//! `expand` rules 2, 4, 5 and 8, `deliver` rule 6, `run` one run with its log (rule 7), and
+//! `secret_hosts` the host lists of rule 8.
 
 #![forbid(unsafe_code)]
 
 mod deliver;
 mod expand;
 mod run;
+mod secret_hosts;
 mod url_policy;
 
 use std::time::Duration;
@@ -403,7 +412,7 @@ pub(crate) fn is_defined_secret(name: &str) -> bool {
     crate::secrets::names()
         .iter()
         .any(|n| n.eq_ignore_ascii_case(name))
-        || std::env::vars_os().any(|(n, _)| n.to_string_lossy().eq_ignore_ascii_case(name))
+        || expand::environment_value(name).is_some()
 }
 
 /// `headers:` from its JSON text: a mapping of token names to scalar values (rule 4).
