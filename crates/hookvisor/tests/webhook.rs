@@ -883,6 +883,48 @@ fn a_value_never_climbs_the_url_path() {
 }
 
 #[test]
+fn every_form_of_a_secret_is_masked_in_the_log() {
+    use base64::Engine as _;
+    let ws = Workspace::new();
+    let token = "tok-Sup3rS3cret+/=";
+    let quoted = r#"ab"c\d"#;
+    let engine = base64::engine::general_purpose::STANDARD;
+    // What a receiver echoing the request would show: each form hookvisor produced.
+    let echoed = [
+        "tok-Sup3rS3cret%2B%2F%3D".to_owned(),
+        r#"ab\"c\\d"#.to_owned(),
+        engine.encode(format!("user:{token}")),
+        engine.encode(token),
+        "pin=42".to_owned(),
+    ];
+    let receiver = Receiver::start(vec![(400, String::new(), echoed.join(" | "))]);
+    secrets(
+        &ws,
+        &format!(
+            "API_TOKEN={token}\nQ={quoted}\nPIN=42\nAPI_TOKEN_HOSTS={h}\nQ_HOSTS={h}\nPIN_HOSTS={h}\n",
+            h = receiver.host()
+        ),
+        0o600,
+    );
+    hook(
+        &ws,
+        "echo",
+        &format!(
+            "url: \"{}/c?t=${{API_TOKEN}}\"\nbody: {{q: \"${{q}}\", p: \"${{pin}}\"}}\n",
+            receiver.url
+        ),
+    );
+    let reply = fire(&ws, &json!({}));
+    assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+    let text = log(&ws, "echo");
+    for form in &echoed {
+        assert!(!text.contains(form.as_str()), "{form} in {text}");
+    }
+    assert!(text.matches("[secret]").count() >= echoed.len(), "{text}");
+    assert!(!reply.to_string().contains(token), "{reply}");
+}
+
+#[test]
 fn on_failure_retry_is_refused_on_a_webhook() {
     let ws = Workspace::new();
     hook(

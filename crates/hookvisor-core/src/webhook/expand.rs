@@ -462,12 +462,13 @@ pub(super) fn expand(
             return Err(host_refused(used, refusal, &url));
         }
     }
+    let secrets = masked_forms(&names.used, own.map(|_| &url));
     Ok(Request {
         method: webhook.method,
         url,
         headers,
         body,
-        secrets: names.used.into_iter().map(|u| u.value).collect(),
+        secrets,
     })
 }
 
@@ -522,6 +523,43 @@ fn host_refused(used: &Used, refusal: Refusal, url: &Url) -> ExpandError {
         why,
         fix,
     }
+}
+
+/// Every text to mask in what the run writes (rule 7): each secret as sent (raw,
+/// percent-encoded in the url, JSON-escaped in the body) and in base64 (at each of the three
+/// alignments it may have inside a longer encoded text, as in Basic auth), and the path and
+/// query of a url that is a secret (`own`). Longest first, so a longer form is masked whole.
+fn masked_forms(used: &[Used], own: Option<&Url>) -> Vec<String> {
+    use base64::Engine as _;
+    let mut forms = Vec::new();
+    for value in used.iter().map(|u| u.value.as_str()) {
+        forms.push(value.to_owned());
+        forms.push(utf8_percent_encode(value, UNRESERVED).to_string());
+        let json = serde_json::to_string(value).unwrap_or_default();
+        forms.push(json.trim_matches('"').to_owned());
+        for shift in 0..3 {
+            let mut bytes = vec![0; shift];
+            bytes.extend_from_slice(value.as_bytes());
+            // Only the characters that hold nothing but bits of the value.
+            let (first, end) = ((8 * shift).div_ceil(6), 8 * bytes.len() / 6);
+            for engine in [
+                base64::engine::general_purpose::STANDARD_NO_PAD,
+                base64::engine::general_purpose::URL_SAFE_NO_PAD,
+            ] {
+                if let Some(core) = engine.encode(&bytes).get(first..end) {
+                    forms.push(core.to_owned());
+                }
+            }
+        }
+    }
+    if let Some(url) = own.filter(|_| used.iter().any(|u| u.field == "url")) {
+        forms.extend(Some(url.path()).filter(|p| p.len() > 1).map(str::to_owned));
+        forms.extend(url.query().map(str::to_owned));
+    }
+    forms.retain(|f| !f.is_empty());
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    forms.dedup();
+    forms
 }
 
 /// The name of the first byte no header value may hold: CR and LF end it, NUL ends it for

@@ -50,7 +50,8 @@
 //! 7. **The log** shows the templates (url, headers, body) as written, each attempt's status
 //!    and the response body (the first 64 KiB, which is also the run's stdout, for
 //!    `${hook_response}`); a resolved value is never written, and a secret's value echoed back
-//!    by the receiver is masked.
+//!    by the receiver is masked, also percent-encoded, JSON-escaped or in base64, however
+//!    short (an empty value hides nothing).
 //! 8. **Secret hosts** (`secret_hosts`). A secret named `NAME` goes only to a host that
 //!    `NAME_HOSTS` (comma-separated: `host`, `host:port`, `*.example.com`) lists, from the same
 //!    place as the value (secrets.env, or hookvisor's environment); a loopback host only as
