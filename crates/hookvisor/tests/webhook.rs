@@ -673,13 +673,32 @@ fn the_response_body_is_read_up_to_64_kib() {
     hook(&ws, "big", &format!("url: {}/x\n", receiver.url));
     let reply = fire(&ws, &json!({}));
     assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
-    let log = log(&ws, "big");
+    let whole = log(&ws, "big");
     assert!(
-        log.contains("response (200 OK, 65536 bytes, the rest not read):\n"),
+        whole.contains("response (200 OK, 65536 bytes, the rest not read):\n"),
         "{}",
-        &log[..log.len().min(400)]
+        &whole[..whole.len().min(400)]
     );
-    assert!(log.contains(&"y".repeat(64 * 1024)) && !log.contains(&"y".repeat(64 * 1024 + 1)));
+    assert!(whole.contains(&"y".repeat(64 * 1024)) && !whole.contains(&"y".repeat(64 * 1024 + 1)));
+    // A body that breaks off before its Content-Length is marked as cut, not logged as whole.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        read_request(&mut stream).unwrap();
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello")
+            .unwrap();
+    });
+    hook(&ws, "big", &format!("url: http://127.0.0.1:{port}/x\n"));
+    let reply = fire(&ws, &json!({}));
+    server.join().unwrap();
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    let cut = log(&ws, "big");
+    assert!(
+        cut.contains("response (200 OK, 5 bytes, the rest not read):\nhello"),
+        "{cut}"
+    );
 }
 
 #[test]
