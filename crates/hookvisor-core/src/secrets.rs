@@ -10,17 +10,20 @@
 //!    the blanks around it removed and one pair of matching surrounding quotes (`'…'` or
 //!    `"…"`) taken off; nothing else is interpreted (no escapes, no `$`). Any other line is an
 //!    error naming its line, never skipped: a value silently missing would be sent as nothing.
-//! 3. **Mode.** The file must be ours and neither group- nor other-accessible (`chmod 600`);
-//!    otherwise it is refused, whatever it holds.
+//! 3. **Mode.** The file must be a regular file (not a link, FIFO or device: it is opened
+//!    without following a link and without blocking, as `status.json` is) that is ours and
+//!    neither group- nor other-accessible (`chmod 600`); otherwise it is refused, whatever it
+//!    holds.
 //! 4. **Lookup** is case-insensitive, as template names are: `${github_token}` finds
 //!    `GITHUB_TOKEN`. Two names that differ only in case are ambiguous and refused.
 //! 5. **Never exported.** Nothing here enters a hook's environment, and a spawned child loses
 //!    every variable of hookvisor's own environment that the file names ([`names`]).
 
-use std::fs;
 use std::io::{self, Read as _};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
+
+use crate::status::untrusted::open_regular;
 
 /// Bytes of the file read; a larger one is refused rather than read in part.
 const MAX_BYTES: u64 = 1024 * 1024;
@@ -47,6 +50,17 @@ pub enum SecretsError {
         path: PathBuf,
         /// Its permission bits.
         mode: u32,
+    },
+    /// A link, FIFO, device or hard-linked file (rule 3): a FIFO would block every run.
+    #[error(
+        "{} {why}; replace it with a regular file of mode 600",
+        path.display()
+    )]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        why: String,
     },
     /// Another user owns it (rule 3).
     #[error(
@@ -151,10 +165,12 @@ impl Secrets {
 /// leniently: a file refused by rule 3 or with a bad line still names what it would define, so
 /// nothing it holds can reach a child.
 pub(crate) fn names() -> Vec<String> {
-    let Some(path) = path() else {
-        return Vec::new();
-    };
-    let Ok(Some(text)) = read(&path, false) else {
+    path().map_or_else(Vec::new, |path| names_in(&path))
+}
+
+/// The names `path` defines, read as [`names`] reads them.
+fn names_in(path: &Path) -> Vec<String> {
+    let Ok(Some(text)) = read(path, false) else {
         return Vec::new();
     };
     text.lines()
@@ -168,8 +184,15 @@ fn read(path: &Path, strict: bool) -> Result<Option<String>, SecretsError> {
         path: path.to_owned(),
         source,
     };
-    let file = match fs::File::open(path) {
-        Ok(file) => file,
+    // Never blocking in open(2) on a FIFO the agent put there, never following its link.
+    let file = match open_regular(path) {
+        Ok(Ok(file)) => file,
+        Ok(Err(why)) => {
+            return Err(SecretsError::NotRegular {
+                path: path.to_owned(),
+                why,
+            });
+        }
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(failed(err)),
     };
@@ -240,6 +263,7 @@ fn entry(line: &str) -> Result<Option<(&str, &str)>, ()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use std::os::unix::fs::PermissionsExt as _;
 
     #[test]
@@ -283,5 +307,38 @@ mod tests {
         fs::write(&path, "TOKEN=t\nbad line\n").unwrap();
         let err = Secrets::load_from(&path).unwrap_err().to_string();
         assert!(err.contains("secrets.env:2: no NAME=value"), "{err}");
+    }
+
+    #[test]
+    fn only_a_regular_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secrets.env");
+        // A FIFO: opening it blocking would wait for a writer for ever.
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fifo = path.clone();
+        std::thread::spawn(move || tx.send(Secrets::load_from(&fifo).map(|_| ())));
+        // A blocking open never returns: the bound turns that into a failure, not a hang.
+        let loaded = rx.recv_timeout(std::time::Duration::from_secs(10));
+        let err = loaded
+            .expect("opening a FIFO blocked")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("secrets.env is a FIFO, not a regular file; replace it"),
+            "{err}"
+        );
+        assert!(names_in(&path).is_empty());
+        fs::remove_file(&path).unwrap();
+        let real = dir.path().join("real.env");
+        fs::write(&real, "TOKEN=t\n").unwrap();
+        fs::set_permissions(&real, fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::symlink(&real, &path).unwrap();
+        let err = Secrets::load_from(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("is a symbolic link, not a regular file"),
+            "{err}"
+        );
+        assert!(Secrets::load_from(&real).is_ok());
     }
 }

@@ -97,6 +97,11 @@ impl Receiver {
         }
     }
 
+    /// `127.0.0.1:PORT`, as a `NAME_HOSTS` entry names it.
+    fn host(&self) -> &str {
+        self.url.trim_start_matches("http://")
+    }
+
     /// The requests taken so far. `fire` waits for its webhook, so after it returns every
     /// attempt has been answered and handed over.
     fn taken(&self) -> Vec<Received> {
@@ -383,9 +388,10 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
     let token = "tok-5f2a9c-secret";
     // The receiver echoes it back: the log must not keep it.
     let receiver = Receiver::start(vec![(200, String::new(), format!("seen {token}"))]);
+    let host = receiver.host();
     secrets(
         &ws,
-        &format!("# chat\nexport CHAT_TOKEN=\"{token}\"\n"),
+        &format!("# chat\nexport CHAT_TOKEN=\"{token}\"\nCHAT_TOKEN_HOSTS={host}\n"),
         0o600,
     );
     hook(
@@ -412,6 +418,7 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
         .hookvisor_command()
         .args(["fire", "task.complete", "--json"])
         .env("ENV_ONLY_KEY", env_value)
+        .env("ENV_ONLY_KEY_HOSTS", host)
         .output()
         .unwrap();
     let reply = json_of(&out);
@@ -491,7 +498,10 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
     // A url that secrets.env writes may carry secrets, and stays out of the log itself.
     secrets(
         &ws,
-        &format!("CHAT_TOKEN={token}\nCHAT_URL={}/x/{token}\n", receiver.url),
+        &format!(
+            "CHAT_TOKEN={token}\nCHAT_TOKEN_HOSTS={host}\nCHAT_URL={}/x/{token}\n",
+            receiver.url
+        ),
         0o600,
     );
     hook(
@@ -499,13 +509,12 @@ fn a_secret_reaches_the_receiver_and_nothing_else() {
         "chat",
         "url: \"${CHAT_URL}\"\nheaders:\n  Authorization: \"Bearer ${CHAT_TOKEN}\"\n",
     );
-    let reply = fire(
-        &ws,
-        &json!({"chat_url": "ignored: no, the event's data wins"}),
-    );
-    assert_eq!(
-        reply["results"][0]["exitCode"], 1,
-        "the event's data comes first: {reply}"
+    let reply = fire(&ws, &json!({"chat_url": "https://attacker.example/x"}));
+    assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+    assert!(
+        log(&ws, "chat").contains("${chat_url} is both a key of the event's data and CHAT_URL"),
+        "{}",
+        log(&ws, "chat")
     );
     let reply = fire(&ws, &json!({}));
     assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
@@ -664,13 +673,300 @@ fn the_response_body_is_read_up_to_64_kib() {
     hook(&ws, "big", &format!("url: {}/x\n", receiver.url));
     let reply = fire(&ws, &json!({}));
     assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
-    let log = log(&ws, "big");
+    let whole = log(&ws, "big");
     assert!(
-        log.contains("response (200 OK, 65536 bytes, the rest not read):\n"),
+        whole.contains("response (200 OK, 65536 bytes, the rest not read):\n"),
         "{}",
-        &log[..log.len().min(400)]
+        &whole[..whole.len().min(400)]
     );
-    assert!(log.contains(&"y".repeat(64 * 1024)) && !log.contains(&"y".repeat(64 * 1024 + 1)));
+    assert!(whole.contains(&"y".repeat(64 * 1024)) && !whole.contains(&"y".repeat(64 * 1024 + 1)));
+    // A body that breaks off before its Content-Length is marked as cut, not logged as whole.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        read_request(&mut stream).unwrap();
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello")
+            .unwrap();
+    });
+    hook(&ws, "big", &format!("url: http://127.0.0.1:{port}/x\n"));
+    let reply = fire(&ws, &json!({}));
+    server.join().unwrap();
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    let cut = log(&ws, "big");
+    assert!(
+        cut.contains("response (200 OK, 5 bytes, the rest not read):\nhello"),
+        "{cut}"
+    );
+}
+
+#[test]
+fn a_secret_goes_only_to_the_hosts_its_list_names() {
+    let ws = Workspace::new();
+    let receiver = Receiver::start(vec![ok()]);
+    let token = "tok-Sup3rS3cret+/=";
+    let with_hosts = |hosts: &str| {
+        secrets(&ws, &format!("API_TOKEN={token}\n{hosts}"), 0o600);
+    };
+    // A hook the agent could have written: its own listener on loopback.
+    hook(
+        &ws,
+        "exfil",
+        &format!(
+            "url: \"{}/c?t=${{API_TOKEN}}\"\nheaders:\n  X-T: \"${{api_token}}\"\n",
+            receiver.url
+        ),
+    );
+    let refused = |ws: &Workspace, needle: &str| {
+        let reply = fire(ws, &json!({}));
+        assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+        let text = log(ws, "exfil");
+        assert!(text.contains(needle), "{needle:?} not in {text}");
+        assert!(!text.contains(token), "{text}");
+    };
+    let host = receiver.host().to_owned();
+    with_hosts("");
+    refused(
+        &ws,
+        &format!(
+            "webhook: url: ${{api_token}} is a secret and may not go to {host}: secrets.env has \
+             no API_TOKEN_HOSTS; add API_TOKEN_HOSTS={host} to ~/.config/hookvisor/secrets.env"
+        ),
+    );
+    // A loopback host without its port, another port, another host: refused alike.
+    for list in ["127.0.0.1", "127.0.0.1:1", "*.example.com, example.com"] {
+        with_hosts(&format!("API_TOKEN_HOSTS={list}\n"));
+        refused(&ws, "API_TOKEN_HOSTS in secrets.env does not list it");
+    }
+    with_hosts("API_TOKEN_HOSTS=api.example.com:x\n");
+    refused(&ws, "holds 'api.example.com:x', which is no host");
+    assert!(receiver.taken().is_empty());
+    with_hosts(&format!("API_TOKEN_HOSTS=api.example.com, {host}\n"));
+    let reply = fire(&ws, &json!({}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    assert_eq!(receiver.taken()[0].header("x-t"), Some(token));
+
+    // A value of hookvisor's environment: NAME_HOSTS from the environment too.
+    hook(
+        &ws,
+        "exfil",
+        &format!(
+            "url: \"{}/c\"\nbody: {{e: \"${{cloud_key}}\"}}\n",
+            receiver.url
+        ),
+    );
+    let env_fire = |vars: &[(&str, &str)]| {
+        let mut command = ws.hookvisor_command();
+        command.args(["fire", "task.complete", "--json"]);
+        for (name, value) in vars {
+            command.env(name, value);
+        }
+        json_of(&command.output().unwrap())["results"][0]["exitCode"].clone()
+    };
+    assert_eq!(env_fire(&[("CLOUD_KEY", "ck-1")]), 1);
+    assert!(
+        log(&ws, "exfil").contains(&format!(
+            "hookvisor's environment has no CLOUD_KEY_HOSTS; set CLOUD_KEY_HOSTS={host} in \
+             hookvisor's environment"
+        )),
+        "{}",
+        log(&ws, "exfil")
+    );
+    assert!(receiver.taken().is_empty());
+    assert_eq!(
+        env_fire(&[("CLOUD_KEY", "ck-1"), ("CLOUD_KEY_HOSTS", &host)]),
+        0
+    );
+    assert_eq!(receiver.taken()[0].json(), json!({"e": "ck-1"}));
+    // hookvisor's own variables never resolve, listed or not.
+    hook(
+        &ws,
+        "exfil",
+        &format!(
+            "url: \"{}/c\"\nbody: \"${{hookvisor_token}}\"\n",
+            receiver.url
+        ),
+    );
+    let vars = [
+        ("HOOKVISOR_TOKEN", "hv-token-1"),
+        ("HOOKVISOR_TOKEN_HOSTS", host.as_str()),
+    ];
+    assert_eq!(env_fire(&vars), 1);
+    assert!(
+        log(&ws, "exfil").contains("neither secrets.env nor hookvisor's environment has"),
+        "{}",
+        log(&ws, "exfil")
+    );
+
+    // A url that is one secret is exempt for its own value, not for another secret.
+    secrets(
+        &ws,
+        &format!("API_TOKEN={token}\nCHAT_URL={}/hook/id-77\n", receiver.url),
+        0o600,
+    );
+    hook(
+        &ws,
+        "exfil",
+        "url: \"${CHAT_URL}\"\nbody: {u: \"${chat_url}\"}\n",
+    );
+    let reply = fire(&ws, &json!({}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    assert_eq!(receiver.taken()[0].path, "/hook/id-77");
+    hook(
+        &ws,
+        "exfil",
+        "url: \"${CHAT_URL}\"\nheaders:\n  X-T: \"${API_TOKEN}\"\n",
+    );
+    refused(
+        &ws,
+        "headers: X-T: ${api_token} is a secret and may not go to",
+    );
+    assert!(receiver.taken().is_empty());
+}
+
+#[test]
+fn a_data_key_never_replaces_a_secret() {
+    let ws = Workspace::new();
+    let receiver = Receiver::start(vec![ok()]);
+    secrets(
+        &ws,
+        &format!(
+            "DISCORD_HOOK=real-id\nAPI_TOKEN=tok-1234\nAPI_TOKEN_HOSTS={}\nDISCORD_HOOK_HOSTS={}\n",
+            receiver.host(),
+            receiver.host()
+        ),
+        0o600,
+    );
+    hook(
+        &ws,
+        "chat",
+        &format!(
+            "url: \"{}/api/webhooks/${{DISCORD_HOOK}}\"\nheaders:\n  X-Api: \"${{API_TOKEN}}\"\n",
+            receiver.url
+        ),
+    );
+    let reply = fire(&ws, &json!({"Discord_Hook": "666"}));
+    assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+    assert!(receiver.taken().is_empty());
+    let text = log(&ws, "chat");
+    assert!(
+        text.contains(
+            "webhook: url: ${discord_hook} is both a key of the event's data and DISCORD_HOOK in \
+             secrets.env; rename the data key or the secret"
+        ),
+        "{text}"
+    );
+    let reply = fire(&ws, &json!({"other": "666"}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    assert_eq!(receiver.taken()[0].path, "/api/webhooks/real-id");
+}
+
+#[test]
+fn a_value_never_climbs_the_url_path() {
+    let ws = Workspace::new();
+    let receiver = Receiver::start(vec![ok()]);
+    hook(
+        &ws,
+        "trav",
+        &format!(
+            "url: \"{}/api/v1/projects/${{task_id}}/notify%2e${{suffix}}?q=${{q}}\"\n",
+            receiver.url
+        ),
+    );
+    for (data, name) in [
+        (json!({"task_id": "..", "suffix": "", "q": "1"}), "task_id"),
+        (json!({"task_id": ".", "suffix": "", "q": "1"}), "task_id"),
+        (json!({"task_id": "a", "suffix": "", "q": ".."}), "q"),
+    ] {
+        let reply = fire(&ws, &data);
+        assert_eq!(reply["results"][0]["exitCode"], 1, "{data}: {reply}");
+        let text = log(&ws, "trav");
+        assert!(
+            text.contains(&format!(
+                "webhook: url: ${{{name}}} makes a '.' or '..' (or %2e) segment"
+            )),
+            "{data}: {text}"
+        );
+    }
+    assert!(receiver.taken().is_empty());
+    // Dots inside a longer value are no segment of their own.
+    let reply = fire(&ws, &json!({"task_id": "..a", "suffix": "x", "q": "."}));
+    assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+    let reply = fire(&ws, &json!({"task_id": "..a", "suffix": "x", "q": "a.b"}));
+    assert_eq!(reply["results"][0]["exitCode"], 0, "{reply}");
+    assert_eq!(
+        receiver.taken()[0].path,
+        "/api/v1/projects/..a/notify%2ex?q=a.b"
+    );
+}
+
+#[test]
+fn every_form_of_a_secret_is_masked_in_the_log() {
+    use base64::Engine as _;
+    let ws = Workspace::new();
+    let token = "tok-Sup3rS3cret+/=";
+    let quoted = r#"ab"c\d"#;
+    let engine = base64::engine::general_purpose::STANDARD;
+    // What a receiver echoing the request would show: each form hookvisor produced.
+    let echoed = [
+        "tok-Sup3rS3cret%2B%2F%3D".to_owned(),
+        r#"ab\"c\\d"#.to_owned(),
+        engine.encode(format!("user:{token}")),
+        engine.encode(token),
+        "pin=42".to_owned(),
+    ];
+    let receiver = Receiver::start(vec![(400, String::new(), echoed.join(" | "))]);
+    secrets(
+        &ws,
+        &format!(
+            "API_TOKEN={token}\nQ={quoted}\nPIN=42\nAPI_TOKEN_HOSTS={h}\nQ_HOSTS={h}\nPIN_HOSTS={h}\n",
+            h = receiver.host()
+        ),
+        0o600,
+    );
+    hook(
+        &ws,
+        "echo",
+        &format!(
+            "url: \"{}/c?t=${{API_TOKEN}}\"\nbody: {{q: \"${{q}}\", p: \"${{pin}}\"}}\n",
+            receiver.url
+        ),
+    );
+    let reply = fire(&ws, &json!({}));
+    assert_eq!(reply["results"][0]["exitCode"], 1, "{reply}");
+    let text = log(&ws, "echo");
+    for form in &echoed {
+        assert!(!text.contains(form.as_str()), "{form} in {text}");
+    }
+    assert!(text.matches("[secret]").count() >= echoed.len(), "{text}");
+    assert!(!reply.to_string().contains(token), "{reply}");
+}
+
+#[test]
+fn on_failure_retry_is_refused_on_a_webhook() {
+    let ws = Workspace::new();
+    hook(
+        &ws,
+        "dup",
+        "url: \"http://127.0.0.1:9/dup\"\non_failure: retry\nretries: 1\n",
+    );
+    let out = ws.hookvisor(&["check"]);
+    assert_ne!(code(&out), 0);
+    let text = format!("{}{}", stdout(&out), common::stderr(&out));
+    assert!(
+        text.contains(
+            "dup.yml:5: webhooks retry by themselves (3 retries under one delivery id); remove \
+             on_failure: retry"
+        ),
+        "{text}"
+    );
+    hook(
+        &ws,
+        "dup",
+        "url: \"http://127.0.0.1:9/dup\"\non_failure: abort\n",
+    );
+    check(ws.hookvisor(&["check"]), "check");
 }
 
 /// The pids of live processes whose command line holds every one of `words`.

@@ -397,7 +397,13 @@ fn event_spec(
                     });
                 }
                 let field = |key: &str| front.0.fields.get(key).map(String::as_str);
-                let action = Webhook::from_fields(field, declarative);
+                let action =
+                    Webhook::from_fields(field, declarative).and_then(|w| match spec.on_failure {
+                        OnFailure::Retry | OnFailure::RetryThenAbort => {
+                            Err(crate::webhook::WebhookFieldError::RetriesItself)
+                        }
+                        _ => Ok(w),
+                    });
                 spec.action = HookAction::Webhook(action.map_err(|error| {
                     ProblemKind::InvalidWebhookAction {
                         line: error

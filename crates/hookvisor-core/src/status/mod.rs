@@ -38,7 +38,7 @@ mod callback;
 mod file;
 mod lock;
 mod store;
-mod untrusted;
+pub(crate) mod untrusted;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -45,7 +45,7 @@ pub(super) struct Answer {
     pub(super) status: u16,
     /// The first [`MAX_RESPONSE`] bytes of the body.
     pub(super) body: Vec<u8>,
-    /// The body was longer.
+    /// The body was longer, or broke off before its end.
     pub(super) truncated: bool,
 }
 
@@ -227,13 +227,14 @@ fn attempt(agent: &ureq::Agent, request: &Request, id: &str) -> Attempt {
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let mut body = Vec::new();
-    // A body that breaks off leaves what came: the status is the answer.
-    let _ = response
+    // A body that breaks off leaves what came, marked as cut: the status is the answer.
+    let broke_off = response
         .body_mut()
         .as_reader()
         .take(MAX_RESPONSE as u64 + 1)
-        .read_to_end(&mut body);
-    let truncated = body.len() > MAX_RESPONSE;
+        .read_to_end(&mut body)
+        .is_err();
+    let truncated = broke_off || body.len() > MAX_RESPONSE;
     body.truncate(MAX_RESPONSE);
     let answer = Answer {
         status,

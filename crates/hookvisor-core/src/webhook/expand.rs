@@ -1,12 +1,13 @@
-//! Rules 2, 4 and 5 of the module: a webhook's url, headers and body with every name
+//! Rules 2, 4, 5 and 8 of the module: a webhook's url, headers and body with every name
 //! resolved, as the request to send.
 
 use std::ffi::OsStr;
 
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde_json::Value as Json;
 use url::Url;
 
+use super::secret_hosts::{self, Refusal};
 use super::url_policy::{self, UrlPolicyError};
 use super::{Method, UrlTemplate, Webhook, lone_reference};
 use crate::payload::{Payload, is_known_name};
@@ -111,6 +112,44 @@ pub(super) enum ExpandError {
         /// `the event` or `hookvisor's environment`.
         chooser: &'static str,
     },
+    /// A secret would go to a host its `NAME_HOSTS` does not list (rule 8).
+    #[error("webhook: {field}: ${{{name}}} is a secret and may not go to {host}: {why}; {fix}")]
+    SecretHost {
+        /// Where the secret is used.
+        field: String,
+        /// The secret's name.
+        name: String,
+        /// The host (with the port for loopback), as `NAME_HOSTS` would list it.
+        host: String,
+        /// What `NAME_HOSTS` lacks.
+        why: String,
+        /// The line to add.
+        fix: String,
+    },
+    /// A name of the event's data is also a secrets.env name (rule 5): which one the hook
+    /// meant cannot be told, and the data may come from the agent.
+    #[error(
+        "webhook: {field}: ${{{name}}} is both a key of the event's data and {upper} in \
+         secrets.env; rename the data key or the secret, so neither replaces the other"
+    )]
+    DataShadowsSecret {
+        /// Where.
+        field: String,
+        /// The name.
+        name: String,
+        /// The secrets.env spelling.
+        upper: String,
+    },
+    /// A url placeholder makes a `.` or `..` path segment, which the URL parser would resolve
+    /// by moving up the path (rule 2).
+    #[error(
+        "webhook: url: ${{{name}}} makes a '.' or '..' (or %2e) segment, which would move the \
+         request up the url's path; fix the value"
+    )]
+    DotSegment {
+        /// The placeholder.
+        name: String,
+    },
     /// The body nests too deeply.
     #[error("webhook: body: nested over 32 levels; flatten it")]
     TooDeep,
@@ -134,6 +173,8 @@ struct Used {
     value: String,
     /// From `secrets.env` (else hookvisor's environment).
     from_file: bool,
+    /// Its `NAME_HOSTS` from the same place (rule 8).
+    hosts: Option<String>,
 }
 
 /// The names of one run, resolved by rule 5.
@@ -155,6 +196,17 @@ impl Names<'_> {
             _ => self.payload.template_value(name).is_some(),
         };
         if from_event {
+            if name != "callback_url"
+                && !is_known_name(name)
+                && !name.contains('.')
+                && self.secrets()?.get(name).is_some()
+            {
+                return Err(ExpandError::DataShadowsSecret {
+                    field: field.to_owned(),
+                    name: name.to_owned(),
+                    upper: name.to_ascii_uppercase(),
+                });
+            }
             return Ok(Source::Event);
         }
         if is_known_name(name) {
@@ -165,27 +217,27 @@ impl Names<'_> {
         }
         let upper = name.to_ascii_uppercase();
         if !name.contains('.') {
-            if self.secrets.is_none() {
-                self.secrets = Some(Secrets::load().map_err(ExpandError::Secrets)?);
-            }
-            let in_file = self.secrets.as_ref().and_then(|s| s.get(name));
-            let from_file = in_file.is_some();
-            let value = in_file.map(str::to_owned).or_else(|| {
-                // The usual spelling first, then any other case of it.
-                std::env::var_os(&upper)
-                    .or_else(|| {
-                        std::env::vars_os()
-                            .find(|(n, _)| n.to_string_lossy().eq_ignore_ascii_case(name))
-                            .map(|(_, v)| v)
-                    })
-                    .map(|v| v.to_string_lossy().into_owned())
-            });
+            let secrets = self.secrets()?;
+            let hosts_name = format!("{upper}_HOSTS");
+            let (value, hosts, from_file) = match secrets.get(name) {
+                Some(value) => (
+                    Some(value.to_owned()),
+                    secrets.get(&hosts_name).map(str::to_owned),
+                    true,
+                ),
+                None => (
+                    environment_value(name),
+                    environment_value(&hosts_name),
+                    false,
+                ),
+            };
             if let Some(value) = value {
                 self.used.push(Used {
                     name: name.to_owned(),
                     field: field.to_owned(),
                     value: value.clone(),
                     from_file,
+                    hosts,
                 });
                 return Ok(Source::Secret(value));
             }
@@ -195,6 +247,54 @@ impl Names<'_> {
             name: name.to_owned(),
             upper,
         })
+    }
+
+    /// secrets.env, read at the first name that needs it.
+    fn secrets(&mut self) -> Result<&Secrets, ExpandError> {
+        if self.secrets.is_none() {
+            self.secrets = Some(Secrets::load().map_err(ExpandError::Secrets)?);
+        }
+        Ok(self.secrets.get_or_insert_default())
+    }
+
+    /// A written-out url with each value percent-encoded (rule 2). A value that is `.` or
+    /// `..`, or that makes a path segment one once decoded (`%2e`, which WHATWG treats as a
+    /// dot), is refused: the parser would resolve it by climbing the path.
+    fn literal_url(&mut self, text: &str) -> Result<String, ExpandError> {
+        let mut out = String::with_capacity(text.len());
+        // Where each value went in `out`, and its name.
+        let mut placed = Vec::new();
+        for piece in Pieces::new(text) {
+            match piece {
+                Piece::Literal(literal) => out.push_str(literal),
+                Piece::Reference(name) => {
+                    let value = self.text(&name, "url")?;
+                    if value == "." || value == ".." {
+                        return Err(ExpandError::DotSegment { name });
+                    }
+                    let start = out.len();
+                    out.extend(utf8_percent_encode(&value, UNRESERVED));
+                    placed.push((start, out.len(), name));
+                }
+            }
+        }
+        // Values are encoded, so the path ends where the written text puts a `?` or `#`.
+        let host_end = url_policy::authority_end(&out).unwrap_or(out.len());
+        let path_end = out[host_end..]
+            .find(['?', '#'])
+            .map_or(out.len(), |at| host_end + at);
+        let mut start = host_end;
+        // `\` separates segments too in an http(s) URL.
+        for segment in out[host_end..path_end].split(['/', '\\']) {
+            let end = start + segment.len();
+            let decoded = percent_decode_str(segment).decode_utf8_lossy();
+            let touching = placed.iter().find(|(s, e, _)| *s <= end && *e >= start);
+            if let Some((_, _, name)) = touching.filter(|_| decoded == "." || decoded == "..") {
+                return Err(ExpandError::DotSegment { name: name.clone() });
+            }
+            start = end + 1;
+        }
+        Ok(out)
     }
 
     /// The text of `name`, as argv renders it: a list joined by spaces.
@@ -301,12 +401,7 @@ pub(super) fn expand(
             };
             (text, chooser.map(|chooser| (name.clone(), chooser)))
         }
-        UrlTemplate::Literal(text) => (
-            names.template(text, "url", |value| {
-                utf8_percent_encode(value, UNRESERVED).to_string()
-            })?,
-            None,
-        ),
+        UrlTemplate::Literal(text) => (names.literal_url(text)?, None),
     };
     let template = match &webhook.url {
         UrlTemplate::Whole(name) => format!("${{{name}}}"),
@@ -353,13 +448,118 @@ pub(super) fn expand(
             });
         }
     }
+    // Rule 8: each secret only to a host its NAME_HOSTS lists. A whole-url secret's own
+    // value is exempt: it is the destination.
+    let own = match &webhook.url {
+        UrlTemplate::Whole(name) => Some(name.as_str()),
+        UrlTemplate::Literal(_) => None,
+    };
+    for used in &names.used {
+        if own.is_some_and(|own| own.eq_ignore_ascii_case(&used.name)) {
+            continue;
+        }
+        if let Err(refusal) = secret_hosts::check(used.hosts.as_deref(), &url) {
+            return Err(host_refused(used, refusal, &url));
+        }
+    }
+    let secrets = masked_forms(&names.used, own.map(|_| &url));
     Ok(Request {
         method: webhook.method,
         url,
         headers,
         body,
-        secrets: names.used.into_iter().map(|u| u.value).collect(),
+        secrets,
     })
+}
+
+/// The value of `name` in hookvisor's own environment (rule 5): the usual upper-case
+/// spelling first, then any other case of it. Never a `HOOKVISOR_*` variable: those are
+/// hookvisor's own (its server's token among them), not secrets meant for a hook.
+pub(super) fn environment_value(name: &str) -> Option<String> {
+    let upper = name.to_ascii_uppercase();
+    if upper.starts_with("HOOKVISOR_") {
+        return None;
+    }
+    std::env::var_os(&upper)
+        .or_else(|| {
+            std::env::vars_os()
+                .find(|(n, _)| n.to_string_lossy().eq_ignore_ascii_case(name))
+                .map(|(_, v)| v)
+        })
+        .map(|v| v.to_string_lossy().into_owned())
+}
+
+/// The run's error for a secret `refusal` keeps from `url`, with the line that allows it.
+fn host_refused(used: &Used, refusal: Refusal, url: &Url) -> ExpandError {
+    let list = format!("{}_HOSTS", used.name.to_ascii_uppercase());
+    let host = secret_hosts::entry_for(url);
+    let (whence, fix) = if used.from_file {
+        (
+            "secrets.env",
+            format!("add {list}={host} to ~/.config/hookvisor/secrets.env"),
+        )
+    } else {
+        (
+            "hookvisor's environment",
+            format!(
+                "set {list}={host} in hookvisor's environment, or move {} and {list}={host} \
+                 into ~/.config/hookvisor/secrets.env",
+                used.name.to_ascii_uppercase()
+            ),
+        )
+    };
+    let (why, fix) = match refusal {
+        Refusal::Unlisted => (format!("{whence} has no {list}"), fix),
+        Refusal::NotListed => (format!("{list} in {whence} does not list it"), fix),
+        Refusal::BadEntry(entry) => (
+            format!("{list} in {whence} holds '{entry}', which is no host"),
+            "write host, host:port or *.example.com, comma-separated".to_owned(),
+        ),
+    };
+    ExpandError::SecretHost {
+        field: used.field.clone(),
+        name: used.name.clone(),
+        host,
+        why,
+        fix,
+    }
+}
+
+/// Every text to mask in what the run writes (rule 7): each secret as sent (raw,
+/// percent-encoded in the url, JSON-escaped in the body) and in base64 (at each of the three
+/// alignments it may have inside a longer encoded text, as in Basic auth), and the path and
+/// query of a url that is a secret (`own`). Longest first, so a longer form is masked whole.
+fn masked_forms(used: &[Used], own: Option<&Url>) -> Vec<String> {
+    use base64::Engine as _;
+    let mut forms = Vec::new();
+    for value in used.iter().map(|u| u.value.as_str()) {
+        forms.push(value.to_owned());
+        forms.push(utf8_percent_encode(value, UNRESERVED).to_string());
+        let json = serde_json::to_string(value).unwrap_or_default();
+        forms.push(json.trim_matches('"').to_owned());
+        for shift in 0..3 {
+            let mut bytes = vec![0; shift];
+            bytes.extend_from_slice(value.as_bytes());
+            // Only the characters that hold nothing but bits of the value.
+            let (first, end) = ((8 * shift).div_ceil(6), 8 * bytes.len() / 6);
+            for engine in [
+                base64::engine::general_purpose::STANDARD_NO_PAD,
+                base64::engine::general_purpose::URL_SAFE_NO_PAD,
+            ] {
+                if let Some(core) = engine.encode(&bytes).get(first..end) {
+                    forms.push(core.to_owned());
+                }
+            }
+        }
+    }
+    if let Some(url) = own.filter(|_| used.iter().any(|u| u.field == "url")) {
+        forms.extend(Some(url.path()).filter(|p| p.len() > 1).map(str::to_owned));
+        forms.extend(url.query().map(str::to_owned));
+    }
+    forms.retain(|f| !f.is_empty());
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    forms.dedup();
+    forms
 }
 
 /// The name of the first byte no header value may hold: CR and LF end it, NUL ends it for
@@ -494,6 +694,38 @@ mod tests {
         assert_eq!(control_byte("a\tb"), None);
         assert_eq!(control_byte("a\0b"), Some("NUL"));
         assert_eq!(control_byte("a\x7fb"), Some("control character"));
+    }
+
+    #[test]
+    fn no_value_makes_a_dot_segment() {
+        let data = json!({"empty": "", "dot": ".", "dots": "..", "enc": "%2e"});
+        let payload = payload().data(data.as_object().cloned().unwrap_or_default());
+        for (url, name) in [
+            ("https://h/a/${dots}/b", "dots"),
+            ("https://h/a/${dot}", "dot"),
+            ("https://h/a?q=${dots}", "dots"),
+            // Decoded, `%2e` is a dot to the URL parser: with an empty value it is the segment.
+            ("https://h/a/%2e${empty}/b", "empty"),
+            ("https://h/a/${empty}%2E%2e", "empty"),
+            ("https://h/a\\.${empty}/b", "empty"),
+        ] {
+            let err = expand(&webhook(url, &[], None), &payload, None).unwrap_err();
+            assert!(
+                matches!(&err, ExpandError::DotSegment { name: n } if n == name),
+                "{url}: {err}"
+            );
+        }
+        // Dots the hook writes itself are its own; a value is refused only as a whole dot.
+        for url in [
+            "https://h/a/${enc}/b",
+            "https://h/a/x${enc}/../b",
+            "https://h/.${empty}x",
+        ] {
+            let request = expand(&webhook(url, &[], None), &payload, None);
+            assert!(request.is_ok(), "{url}");
+        }
+        let request = expand(&webhook("https://h/a/${enc}/b", &[], None), &payload, None);
+        assert_eq!(request.unwrap().url.path(), "/a/%252e/b");
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //!    whole URL is one `${name}`; placeholders after the host (path, query, fragment) insert
 //!    their value percent-encoded, every byte but `A-Z a-z 0-9 - . _ ~`, so a value stays
 //!    within its segment (`../x` cannot climb, `a&b=c` adds no parameter).
+//!    A value that is `.` or `..`, or a path segment that a value makes `.` or `..` once
+//!    decoded (`%2e` counts as a dot), fails the run: the URL parser would climb the path.
 //! 3. **Policy** (`url_policy`). `https` only, except `http` to a literally loopback host:
 //!    `127.0.0.0/8`, `::1` or `localhost` (which must resolve to loopback addresses only). A
 //!    name that merely resolves to loopback needs https. Checked at load when the scheme and
@@ -33,6 +35,10 @@
 //!    goes only to a URL the hook or `secrets.env` writes: never to a whole-URL variable the
 //!    event supplied (the event could point it anywhere), and a `secrets.env` value never to
 //!    one from hookvisor's environment (which an agent that runs hookvisor chose).
+//!    A `data` key that is also a secrets.env name fails the run: the agent could otherwise
+//!    replace a secret the hook meant (a webhook url's id).
+//!    No `HOOKVISOR_*` variable resolves from the environment: those are hookvisor's own
+//!    (its server's token among them).
 //! 6. **Delivery** (`deliver`). No proxy, no redirect followed (a 3xx fails), 30 s per
 //!    attempt (less when the hook's `timeout` is shorter and no callback is awaited), 2xx is
 //!    success. Connect errors, timeouts and 5xx are retried 3 times after 1, 2 and 4 s, every
@@ -40,11 +46,19 @@
 //!    are not retried. A cancel ends the delivery at once, in a wait between attempts or during
 //!    one (whose request may still arrive: the client cannot be interrupted, so its thread is
 //!    left to end within the attempt's time).
+//!    `on_failure: retry` is refused at load: re-running the hook would resend under a new
+//!    delivery id, 4xx included.
 //! 7. **The log** shows the templates (url, headers, body) as written, each attempt's status
 //!    and the response body (the first 64 KiB, which is also the run's stdout, for
 //!    `${hook_response}`); a resolved value is never written, and a secret's value echoed back
-//!    by the receiver is masked.
-//! 8. **Awaited** (`awaited`, §4.3, §5 rule 22). A webhook naming `${callback_url}` first
+//!    by the receiver is masked, also percent-encoded, JSON-escaped or in base64, however
+//!    short (an empty value hides nothing).
+//! 8. **Secret hosts** (`secret_hosts`). A secret named `NAME` goes only to a host that
+//!    `NAME_HOSTS` (comma-separated: `host`, `host:port`, `*.example.com`) lists, from the same
+//!    place as the value (secrets.env, or hookvisor's environment); a loopback host only as
+//!    `host:port`. Hosts compare after the URL parser's normalisation. A url that is one
+//!    secret is exempt for its own value, not for any other secret it carries.
+//! 9. **Awaited** (`awaited`, §4.3, §5 rule 22). A webhook naming `${callback_url}` first
 //!    registers a wait on the process's [`crate::callback`] listener (port: `callback_port`,
 //!    else `callback.port` of `.discobot/hookvisor.yml`, else ephemeral), sends with that URL,
 //!    and, once delivered, waits up to its `timeout` (each send attempt keeps its own 30 s). A
@@ -59,8 +73,8 @@
 //!    answered, timed_out, revoked), never the URL.
 //!
 //! This file holds the fields (rule 1, the load half of 2 and 3); `url_policy` rule 3,
-//! `expand` rules 2, 4 and 5, `deliver` rule 6, `run` one run with its log (rule 7) and
-//! `awaited` the callback wait (rule 8).
+//! `expand` rules 2, 4, 5 and 8, `deliver` rule 6, `run` one run with its log (rule 7),
+//! `secret_hosts` the host lists of rule 8 and `awaited` the callback wait (rule 9).
 
 #![forbid(unsafe_code)]
 
@@ -69,6 +83,7 @@ mod deliver;
 mod detached;
 mod expand;
 mod run;
+mod secret_hosts;
 mod url_policy;
 
 use std::time::Duration;
@@ -218,6 +233,11 @@ pub enum WebhookFieldError {
     /// `on_timeout:` is no word of it, or the webhook awaits no callback.
     #[error("on_timeout: {0}")]
     OnTimeout(String),
+    /// `on_failure: retry`: the delivery retries itself under one id (rule 6).
+    #[error(
+        "webhooks retry by themselves (3 retries under one delivery id); remove on_failure: retry"
+    )]
+    RetriesItself,
     /// `callback_port:` is no port.
     #[error("callback_port: '{value}' is no port; give a number from 1 to 65535")]
     CallbackPort {
@@ -241,6 +261,7 @@ impl WebhookFieldError {
             WebhookFieldError::BodyWithGet => Some("body"),
             WebhookFieldError::CallbackPort { .. } => Some("callback_port"),
             WebhookFieldError::OnTimeout(_) => Some("on_timeout"),
+            WebhookFieldError::RetriesItself => Some("on_failure"),
         }
     }
 }
@@ -438,7 +459,7 @@ pub(crate) fn is_defined_secret(name: &str) -> bool {
     crate::secrets::names()
         .iter()
         .any(|n| n.eq_ignore_ascii_case(name))
-        || std::env::vars_os().any(|(n, _)| n.to_string_lossy().eq_ignore_ascii_case(name))
+        || expand::environment_value(name).is_some()
 }
 
 /// `headers:` from its JSON text: a mapping of token names to scalar values (rule 4).

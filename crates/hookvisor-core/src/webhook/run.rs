@@ -17,9 +17,9 @@ use crate::payload::Payload;
 /// Each attempt's limit (EVENTS.md §4.3, §5 rule 22).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Secret values shorter than this are not masked in what the receiver answers: masking `ab`
-/// would garble the text and hide nothing.
-const MIN_MASKED: usize = 4;
+/// Every secret form is masked, however short (an `ab` garbles the text, but leaking it would
+/// be worse); only an empty one, which hides nothing, is not.
+const MIN_MASKED: usize = 1;
 
 /// How a webhook run ended, as the dispatcher records it.
 pub(crate) enum WebhookRun {
@@ -234,7 +234,7 @@ mod tests {
         let secrets = ["s3cr3t".to_owned(), "ab".to_owned()];
         assert_eq!(
             mask(b"x s3cr3ts3cr3t ab y", &secrets),
-            b"x [secret][secret] ab y".to_vec()
+            b"x [secret][secret] [secret] y".to_vec()
         );
         assert_eq!(mask(b"", &secrets), b"".to_vec());
     }

@@ -88,7 +88,7 @@ pub(super) fn check_at_send(url: &Url) -> Result<(), UrlPolicyError> {
 
 /// Whether a host is loopback as written: `127.0.0.0/8`, `::1` (also as `::ffff:127.x`), or
 /// `localhost` (the URL parser lower-cases names).
-fn is_loopback(host: &Host<&str>) -> bool {
+pub(super) fn is_loopback(host: &Host<&str>) -> bool {
     match host {
         Host::Ipv4(ip) => ip.is_loopback(),
         Host::Ipv6(ip) => {
