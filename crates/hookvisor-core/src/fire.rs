@@ -608,7 +608,7 @@ fn run_once(
     let env = &files.env;
     let options = RunOptions {
         cancel: Some(cancel.clone()),
-        extra_env: env.clone(),
+        extra_env: crate::payload::dialect_environment(hook.spec.env, env.clone()),
         // From bytes, not a file in the run directory the agent could rewrite (exec rule 1).
         stdin: Some(payload.stdin_json_for(&hook.spec.stdin).into()),
         capture: Capture::Separate {
