@@ -264,6 +264,7 @@ pub(crate) fn fire_hooks(
             continue;
         };
         earlier.record(&done.produced);
+        earlier.record_status(done.run.timed_out.is_some() || done.run.exit_code != 0);
         pipe(&buffer, hook, &done)?;
         results.push(result_json(hook, firing, &done));
         outcome.push(done.judgment);
@@ -299,6 +300,7 @@ pub(crate) fn fire_hooks(
             continue;
         };
         earlier.record(&done.produced);
+        earlier.record_status(done.run.timed_out.is_some() || done.run.exit_code != 0);
         pipe(&buffer, hook, &done)?;
         reply.results.push(result_json(hook, firing, &done));
     }

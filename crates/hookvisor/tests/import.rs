@@ -586,3 +586,166 @@ fn nyzhi_after_turn_failures_reach_the_next_prompt_without_blocking() {
         .unwrap_or_else(|| panic!("{answer}"));
     assert!(context.contains("warning: unused variable `x`"), "{answer}");
 }
+
+// ---- agent-pipelines (issue 19, i19-pipelines): `pipeline.yaml`, `loop.yaml` and
+// `~/.config/agent-pipelines/hooks.yaml` read in place. Kept together at the end of the file.
+
+/// The user's agent-pipelines `hooks.yaml` in the workspace's private home.
+fn pipelines_global(ws: &Workspace, text: &str) {
+    let path = ws.base().join("home/.config/agent-pipelines/hooks.yaml");
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+/// A shell hook's `${CHANGED_FILES}` and `${ITERATION}` are template references, quoted by
+/// the `run:` rewrite so that a hostile file name stays one argument and never shell text, and
+/// the script also reads agent-pipelines' names from its environment.
+#[test]
+fn pipelines_shell_names_are_references_and_exported_variables() {
+    let ws = Workspace::new();
+    ws.write(
+        "pipeline.yaml",
+        "name: full-workflow\nstages:\n  - name: work\n    loop: work\n\nhooks:\n  on_error:\n    \
+         - type: shell\n      command: \"./show.sh ${CHANGED_FILES} ${ITERATION}\"\n      \
+         await: true\n",
+    );
+    script(
+        &ws,
+        "show.sh",
+        "printf '%s\\n' \"$#\" \"$1\" \"$2\" \"$CHANGED_FILES\" \"$ITERATION\" \"$ERROR\" > args",
+    );
+    let hostile = "a b; touch pwned $(touch pwned2).txt";
+    let data = json!({ "files": [hostile], "iteration": 7, "error": "boom" }).to_string();
+    let out = ws.hookvisor(&["fire", "error", "--data", &data, "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = reply(&out);
+    assert_eq!(r["results"][0]["hookId"], "pipelines:on_error:0", "{r}");
+    assert_eq!(r["results"][0]["exitCode"], 0, "{r}");
+    assert_eq!(
+        fs::read_to_string(ws.path().join("args")).unwrap(),
+        format!("2\n{hostile}\n7\n{hostile}\n7\nboom\n")
+    );
+    for pwned in ["pwned", "pwned2"] {
+        assert!(!ws.path().join(pwned).exists(), "{pwned} was created");
+    }
+    let list: Value = serde_json::from_slice(&ws.hookvisor(&["list", "--json"]).stdout).unwrap();
+    let hook = &list["hooks"][0];
+    assert_eq!(hook["id"], "pipelines:on_error:0", "{list}");
+    assert_eq!(hook["source"], "pipeline.yaml:8");
+    assert_eq!(hook["blockOn"], "never");
+    assert_eq!(hook["timeout"], 300);
+}
+
+/// Pattern 4 ("Quality Gate with Fallback"): `${LAST_HOOK_STATUS}` is the previous action's
+/// result in agent-pipelines' words, so the fallback runs after a failure only.
+#[test]
+fn pipelines_last_hook_status_follows_the_previous_action() {
+    let ws = Workspace::new();
+    let file = |first: &str| {
+        format!(
+            "hooks:\n  on_error:\n    - type: shell\n      command: \"{first}\"\n      \
+             await: true\n    - type: shell\n      command: \"echo $LAST_HOOK_STATUS >> trace\"\n      \
+             await: true\n      when: \"${{LAST_HOOK_STATUS}} == 'failed'\"\n"
+        )
+    };
+    ws.write("loop.yaml", &file("exit 3"));
+    let out = ws.hookvisor(&["fire", "error", "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(ws.path().join("trace")).unwrap(),
+        "failed\n"
+    );
+    ws.write("loop.yaml", &file("true"));
+    let r = reply(&ws.hookvisor(&["fire", "error", "--json"]));
+    assert_eq!(r["results"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(
+        fs::read_to_string(ws.path().join("trace")).unwrap(),
+        "failed\n"
+    );
+}
+
+/// `disable_global_hooks: true` in a pipeline's file turns off both global kinds: the user's
+/// agent-pipelines `hooks.yaml` and hookvisor's global hooks (EVENTS.md §5 rule 7).
+#[test]
+fn pipelines_disable_global_hooks_turns_off_both_global_kinds() {
+    let ws = Workspace::new();
+    // Awaited, so that they run in the pre pass with the global hook, in rule 7's order.
+    let append = |what: &str| {
+        format!(
+            "hooks:\n  on_error:\n    - type: shell\n      command: \"echo {what} >> trace\"\n      \
+             await: true\n"
+        )
+    };
+    ws.write("pipeline.yaml", &append("workspace"));
+    pipelines_global(&ws, &append("pipelines-global"));
+    fs::write(
+        ws.global_hooks().join("g.yml"),
+        "---\nevent: error\nrun: echo hookvisor-global >> trace\n---\n",
+    )
+    .unwrap();
+    let trace = || {
+        let text = fs::read_to_string(ws.path().join("trace")).unwrap_or_default();
+        fs::remove_file(ws.path().join("trace")).ok();
+        text
+    };
+    let out = ws.hookvisor(&["fire", "error"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(trace(), "workspace\npipelines-global\nhookvisor-global\n");
+
+    ws.write(
+        "pipeline.yaml",
+        &format!("disable_global_hooks: true\n{}", append("workspace")),
+    );
+    let out = ws.hookvisor(&["fire", "error"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(trace(), "workspace\n");
+    let check = ws.hookvisor(&["check"]);
+    let text = format!("{}{}", stdout(&check), stderr(&check));
+    assert!(text.contains("off (disable_global_hooks)"), "{text}");
+}
+
+/// "Conditions", every 10 iterations: the spawn runs its child pipeline on iteration 10 and
+/// not on 9 (`${ITERATION} % 10 == 0` through the `when:` grammar's `%`).
+#[test]
+fn pipelines_spawn_every_tenth_iteration_runs_on_10_not_9() {
+    let ws = Workspace::git();
+    let marker = ws.base().join("spawned");
+    let agent = ws.base().join("agent.sh");
+    fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\necho \"$(cat \"$HOOKVISOR_INPUTS\")\" >> '{}'\ntouch \"$HOOKVISOR_DONE\"\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
+    ws.write(
+        ".discobot/pipelines/code-review.yml",
+        &format!("agent: [{}]\nmax_iterations: 1\n", agent.display()),
+    );
+    ws.write(
+        "loop.yaml",
+        "hooks:\n  on_iteration_complete:\n    # Every 10 iterations\n    - type: spawn\n      \
+         pipeline: code-review\n      inputs:\n        iteration: \"${ITERATION}\"\n      \
+         when: \"${ITERATION} % 10 == 0\"\n",
+    );
+    let fire = |iteration: u64| {
+        let data = json!({ "iteration": iteration }).to_string();
+        let out = ws.hookvisor(&["fire", "turn.end", "--data", &data, "--json"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        reply(&out)
+    };
+    let nine = fire(9);
+    assert_eq!(nine["results"].as_array().unwrap().len(), 0, "{nine}");
+    assert!(!marker.exists(), "spawned on iteration 9");
+    let ten = fire(10);
+    assert_eq!(
+        ten["results"][0]["hookId"],
+        "pipelines:on_iteration_complete:0"
+    );
+    assert_eq!(ten["results"][0]["exitCode"], 0, "{ten}");
+    // Inputs keep their JSON types (EVENTS.md §5 rule 23): the iteration is a number.
+    let inputs: Value = serde_json::from_str(&fs::read_to_string(&marker).unwrap()).unwrap();
+    assert_eq!(inputs, json!({ "iteration": 10 }));
+}

@@ -745,7 +745,7 @@ disable_global_hooks: true
         let sketch = "hooks:\n  {hook_point}:\n    - type: shell | webhook | spawn\n      \
                       await: true | false  # default: false\n      when: \"condition\"    # \
                       optional\n";
-        let err = read(sketch).err().expect("a mapping key is no hook point");
+        let err = read(sketch).expect_err("a mapping key is no hook point");
         assert_eq!(err.line, Some(2), "{err}");
         // Its values alone, under a real hook point, are problems of their lines.
         let values = sketch.replace("{hook_point}", "on_error");
