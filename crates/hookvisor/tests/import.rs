@@ -749,3 +749,36 @@ fn pipelines_spawn_every_tenth_iteration_runs_on_10_not_9() {
     let inputs: Value = serde_json::from_str(&fs::read_to_string(&marker).unwrap()).unwrap();
     assert_eq!(inputs, json!({ "iteration": 10 }));
 }
+
+/// `check` names what will not run as `file:line: reason`: a condition outside the `when:`
+/// grammar is a problem of its line, never a hook that runs always or never; a file that
+/// does not parse is skipped whole with one problem.
+#[test]
+fn pipelines_problems_name_their_lines_in_check() {
+    let ws = Workspace::new();
+    let pipeline = ws.write(
+        "pipeline.yaml",
+        "hooks:\n  on_iteration_complete:\n    - type: shell\n      command: ./ok.sh\n    \
+         - type: shell\n      command: ./x.sh\n      when: \"${ITERATION} =~ 10\"\n    \
+         - type: notify\n",
+    );
+    let stage = ws.write("loop.yaml", "hooks:\n  on_error: [\n");
+    let out = ws.hookvisor(&["check"]);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    let text = stdout(&out);
+    let at = |path: &Path, line: usize| format!("{}:{line}: ", path.display());
+    for want in [
+        format!("{}when: expected '==' at column 14", at(&pipeline, 7)),
+        format!("{}unknown action type 'notify'", at(&pipeline, 8)),
+    ] {
+        assert!(text.lines().any(|l| l.starts_with(&want)), "{want}\n{text}");
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&stage.display().to_string())
+                && l.ends_with("the whole file is skipped until it parses")),
+        "{text}"
+    );
+    // The broken stage file skips the source whole: ok.sh does not run either.
+    assert!(text.contains("source: pipelines skipped ("), "{text}");
+}
