@@ -29,8 +29,10 @@
 //!
 //! `disable_global_hooks: true` in `pipeline.yaml` or `loop.yaml` turns off both global kinds:
 //! the user's `hooks.yaml` and hookvisor's global hooks (rule 7). What hookvisor cannot run as
-//! written (a condition outside the `when:` grammar, `on_timeout: continue` on a webhook) is a
-//! problem of its line, never a hook that runs differently.
+//! written (a condition outside the `when:` grammar, a url outside the webhook policy) is a
+//! problem of its line, never a hook that runs differently; what neither tool reads
+//! (`on_timeout` of a webhook that waits for no callback, `retries` without `on_failure:
+//! retry`, an unknown key) is a warning.
 //!
 //! [`PIPELINES_NAMES`]: crate::payload::PIPELINES_NAMES
 //! [`EnvDialect::Pipelines`]: crate::payload::EnvDialect::Pipelines
@@ -333,14 +335,6 @@ fn entry_hook(
             )
         }
         "webhook" => {
-            if on_timeout == Some("continue") {
-                return Err(note(
-                    at("on_timeout"),
-                    "on_timeout: continue is not supported for webhooks here: a callback that \
-                     does not come aborts the event; drop it, or make the hook a spawn"
-                        .into(),
-                ));
-            }
             let mut given: Map<String, Json> = Map::new();
             for key in ["url", "method", "headers", "body", "callback_port"] {
                 let Some(value) = fields.get(key) else {
@@ -354,10 +348,27 @@ fn entry_hook(
                 };
                 given.insert(key.to_owned(), value);
             }
-            let field = |k: &str| given.get(k).and_then(Json::as_str);
-            let webhook = Webhook::from_fields(field, true)
-                .map_err(|e| note(e.key().map_or(line, at), format!("webhook: {e}")))?;
+            let load = |given: &Map<String, Json>| {
+                Webhook::from_fields(|k| given.get(k).and_then(Json::as_str), true)
+                    .map_err(|e| note(e.key().map_or(line, at), format!("webhook: {e}")))
+            };
+            let mut webhook = load(&given)?;
             let callback = webhook.awaits_callback();
+            // agent-pipelines reads on_timeout only while it waits for a callback; so does
+            // hookvisor, which refuses the key elsewhere: there it is said to be ignored.
+            match on_timeout {
+                Some(value) if callback => {
+                    given.insert("on_timeout".into(), value.into());
+                    webhook = load(&given)?;
+                }
+                Some(_) => warnings.push(note(
+                    at("on_timeout"),
+                    "on_timeout is ignored: this webhook waits for no callback (it sends no \
+                     ${CALLBACK_URL}), in agent-pipelines as here; drop it"
+                        .into(),
+                )),
+                None => {}
+            }
             if await_ && !callback {
                 warnings.push(note(
                     at("await"),
@@ -765,8 +776,8 @@ disable_global_hooks: true
       command: "./x.sh"
     - type: shell
     - type: webhook
-      url: "${CALLBACK_URL}"
-      await: true
+      url: "https://hooks.example.com/x"
+      method: FETCH
       on_timeout: continue
     - type: spawn
       pipeline: "../etc"
@@ -787,8 +798,7 @@ disable_global_hooks: "yes"
         let want = [
             "4: when: expected a value at column 15 of '${iteration} %% 10 == 0'",
             "6: no 'command'; give one such as 'command: \"./scripts/run-tests.sh\"'",
-            "10: on_timeout: continue is not supported for webhooks here: a callback that does \
-             not come aborts the event; drop it, or make the hook a spawn",
+            "9: webhook: method: 'FETCH' is not GET, POST, PUT, PATCH or DELETE",
             "12: spawn: pipeline: '../etc' is no pipeline name; write the NAME of \
              .discobot/pipelines/NAME.yml (letters, digits, '.', '_', '-')",
             "14: command: ",
@@ -856,6 +866,29 @@ disable_global_hooks: "yes"
             [
                 "12: retries without 'on_failure: retry' re-runs nothing, in agent-pipelines as \
               here; add 'on_failure: retry' or drop it"
+            ]
+        );
+    }
+
+    /// `on_timeout` is a callback's: taken on a webhook that sends `${CALLBACK_URL}`,
+    /// warned about as ignored on one that waits for nothing.
+    #[test]
+    fn webhook_on_timeout_is_the_callbacks() {
+        let text = "hooks:\n  on_stage_complete:\n    - type: webhook\n      \
+                    url: https://hooks.example.com/a\n      body: {approve: \"${CALLBACK_URL}\"}\n      \
+                    await: true\n      on_timeout: continue\n    - type: webhook\n      \
+                    url: https://hooks.example.com/b\n      on_timeout: abort\n";
+        let file = read_ok(text);
+        let hooks = &file.imported.hooks;
+        assert_eq!(hooks.len(), 2, "{:?}", file.imported.problems);
+        assert!(render_has(&hooks[0], "on_timeout: \"continue\"\n"));
+        assert_eq!(hooks[0].timeout, LONG_TIMEOUT);
+        assert_eq!(hooks[1].timeout, DEFAULT_TIMEOUT);
+        assert_eq!(
+            notes(&file.imported.warnings),
+            [
+                "10: on_timeout is ignored: this webhook waits for no callback (it sends no \
+              ${CALLBACK_URL}), in agent-pipelines as here; drop it"
             ]
         );
     }
