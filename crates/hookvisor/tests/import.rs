@@ -782,3 +782,120 @@ fn pipelines_problems_name_their_lines_in_check() {
     // The broken stage file skips the source whole: ok.sh does not run either.
     assert!(text.contains("source: pipelines skipped ("), "{text}");
 }
+
+/// Serves one webhook on 127.0.0.1: answers it 200, then GETs the URL `pick` takes from its
+/// JSON body, as a person pressing a button in a chat would. Joining gives the body.
+fn pipelines_receiver(
+    pick: impl FnOnce(&Value) -> String + Send + 'static,
+) -> (u16, std::thread::JoinHandle<Value>) {
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+            .unwrap();
+        let mut raw = Vec::new();
+        let body = loop {
+            let mut chunk = [0u8; 4096];
+            let n = stream.read(&mut chunk).unwrap();
+            assert_ne!(n, 0, "the request ended early");
+            raw.extend_from_slice(&chunk[..n]);
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut request = httparse::Request::new(&mut headers);
+            if let httparse::Status::Complete(len) = request.parse(&raw).unwrap() {
+                let length: usize = request
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                    .map_or(0, |h| {
+                        std::str::from_utf8(h.value).unwrap().parse().unwrap()
+                    });
+                if raw.len() >= len + length {
+                    break raw[len..len + length].to_vec();
+                }
+            }
+        };
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        drop(stream);
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        let url = pick(&body);
+        let rest = url.strip_prefix("http://").expect("an http callback URL");
+        let (host, path) = rest.split_once('/').unwrap();
+        let mut call = TcpStream::connect(host).unwrap();
+        write!(call, "GET /{path} HTTP/1.1\r\nHost: {host}\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        call.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        body
+    });
+    (port, handle)
+}
+
+/// Pattern 2, "Human Approval Gate", as the document writes it: the webhook sends
+/// `${CALLBACK_URL}?action=…` buttons and waits; Reject aborts the event, Approve lets it
+/// pass, and a stage other than `plan` sends nothing.
+#[test]
+fn pipelines_human_approval_gate_waits_for_its_callback() {
+    let ws = Workspace::new();
+    ws.write(
+        "pipeline.yaml",
+        r#"hooks:
+  on_stage_complete:
+    - type: webhook
+      url: "${SLACK_WEBHOOK}"
+      body:
+        text: "Plan ready for ${SESSION}"
+        blocks:
+          - type: actions
+            elements:
+              - type: button
+                text: "Approve"
+                url: "${CALLBACK_URL}?action=approve"
+              - type: button
+                text: "Reject"
+                url: "${CALLBACK_URL}?action=reject"
+      await: true
+      timeout: 86400
+      on_timeout: abort
+      when: "${STAGE} == 'plan'"
+"#,
+    );
+    let fire = |button: usize, stage: &str| {
+        let (port, received) = pipelines_receiver(move |body| {
+            body["blocks"][0]["elements"][button]["url"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        });
+        let data = json!({ "stage": stage }).to_string();
+        let out = ws
+            .hookvisor_command()
+            .args(["fire", "stage.complete", "--json", "--data", &data])
+            .env("SLACK_WEBHOOK", format!("http://127.0.0.1:{port}/hook"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out, received)
+    };
+    let (out, received) = fire(1, "plan");
+    assert_eq!(code(&out), 3, "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(reply(&out)["decision"], "abort");
+    let body = received.join().unwrap();
+    assert_eq!(body["text"], "Plan ready for default", "{body}");
+
+    let (out, received) = fire(0, "plan");
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(reply(&out)["results"][0]["success"], true);
+    received.join().unwrap();
+
+    // `when:` false: the hook runs nothing, so it needs no receiver.
+    let data = json!({ "stage": "work" }).to_string();
+    let out = ws.hookvisor(&["fire", "stage.complete", "--json", "--data", &data]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(reply(&out)["results"].as_array().unwrap().len(), 0);
+}
