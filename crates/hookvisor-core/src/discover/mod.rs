@@ -28,8 +28,9 @@
 //! 4. **Never root.** The directory is the user's, which the agent can write: `run_as: root`
 //!    there is a problem ([`ProblemKind::GlobalRunAsRoot`]), never a root run. The init reads
 //!    only the workspace's hooks ([`discover()`]), through the user's credentials.
-//! 5. **Off** with `disable_global_hooks: true`, with `sources` not naming `global`, and while
-//!    `hookvisor.yml` is broken.
+//! 5. **Off** with `disable_global_hooks: true` (in `hookvisor.yml`, or in an agent-pipelines
+//!    workspace file: [`crate::import`]'s rule 4), with `sources` not naming `global`, and
+//!    while `hookvisor.yml` is broken.
 //!
 //! This file walks the directory and judges the hooks together (ids, duplicates, warnings);
 //! `hook_file` reads one file and its front matter, and `fields` turns the front matter's

@@ -270,9 +270,16 @@ fn entry_hook(
     if fields.contains_key("retries") && on_failure != OnFailure::Retry {
         warnings.push(note(
             at("retries"),
-            "retries without 'on_failure: retry' re-runs nothing, in agent-pipelines as here; \
-             add 'on_failure: retry' or drop it"
-                .into(),
+            if kind == "webhook" {
+                // agent-pipelines' webhook `retries` are re-sends; hookvisor's are fixed.
+                "retries of a webhook: hookvisor re-sends a failed request 3 times (after 1, 2 \
+                 and 4 s) whatever this says, and re-runs the whole webhook only under \
+                 'on_failure: retry'; drop it, or add that"
+            } else {
+                "retries without 'on_failure: retry' re-runs nothing, in agent-pipelines as \
+                 here; add 'on_failure: retry' or drop it"
+            }
+            .into(),
         ));
     }
     let retry_delay = whole("retry_delay")?.map_or(DEFAULT_RETRY_DELAY, Duration::from_secs);
