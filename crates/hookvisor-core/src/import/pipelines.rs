@@ -423,6 +423,37 @@ fn entry_hook(
             )
         }
     };
+    let mut used: Vec<(String, usize)> = match &action {
+        HookAction::Command(Command::Run(script)) => script
+            .references()
+            .iter()
+            .map(|n| (n.to_string(), at("command")))
+            .collect(),
+        HookAction::Webhook(webhook) => webhook
+            .references()
+            .into_iter()
+            .map(|n| (n, line))
+            .collect(),
+        HookAction::Spawn(spawn) => spawn
+            .references()
+            .into_iter()
+            .map(|n| (n, at("inputs")))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if let Some(condition) = text("when")? {
+        let translated = to_template(condition, NAMES).text;
+        used.extend(
+            crate::template::references(&translated)
+                .into_iter()
+                .map(|n| (n, at("when"))),
+        );
+    }
+    for (name, line) in used {
+        if let Some(why) = unset_here(point, kind, &name) {
+            warnings.push(note(line, why));
+        }
+    }
     let mut spec = base_spec(event.clone(), action);
     spec.phase = Phase::Pre;
     spec.await_ = await_;
@@ -443,6 +474,27 @@ fn entry_hook(
         pattern: None,
         run,
     })
+}
+
+/// Why `name` has no value where a `kind` action of `point` uses it, when agent-pipelines put
+/// an empty value there: hookvisor fails such a run instead (§5 rule 20), so it is said at
+/// load.
+fn unset_here(point: &str, kind: &str, name: &str) -> Option<String> {
+    let name = name.to_ascii_lowercase();
+    let why = match name.as_str() {
+        "decision" => "${LAST_DECISION} is hookvisor's ${decision}, which only 'phase: post' \
+                       hooks see; an imported hook runs in the pre pass, so its run fails"
+            .to_owned(),
+        "error" if point != "on_error" => format!(
+            "${{ERROR}} is set for on_error hooks only (agent-pipelines put an empty value in \
+             {point}); hookvisor fails such a run instead: remove it or move the hook"
+        ),
+        "callback_url" if kind != "webhook" => "${CALLBACK_URL} is a webhook's own callback; a \
+                                                 {kind} action has none, so its run fails"
+            .replace("{kind}", kind),
+        _ => return None,
+    };
+    Some(why)
 }
 
 /// A text agent-pipelines substitutes into, its variables made references.
@@ -898,6 +950,22 @@ disable_global_hooks: "yes"
               ${CALLBACK_URL}), in agent-pipelines as here; drop it"
             ]
         );
+    }
+
+    /// A name agent-pipelines left empty where it is used runs here, and fails: said at load.
+    #[test]
+    fn names_the_event_never_sets_are_warned_about() {
+        let text = "hooks:\n  on_iteration_complete:\n    - type: shell\n      \
+                    command: \"./r.sh ${ERROR} ${ITERATION}\"\n      \
+                    when: \"${LAST_DECISION} == 'stop'\"\n    - type: spawn\n      \
+                    pipeline: review\n      inputs: {cb: \"${CALLBACK_URL}\"}\n";
+        let file = read_ok(text);
+        assert_eq!(file.imported.hooks.len(), 2);
+        let warnings = notes(&file.imported.warnings);
+        assert_eq!(warnings.len(), 3, "{warnings:#?}");
+        assert!(warnings[0].starts_with("4: ${ERROR} is set for on_error hooks only"));
+        assert!(warnings[1].starts_with("5: ${LAST_DECISION} is hookvisor's ${decision}"));
+        assert!(warnings[2].starts_with("8: ${CALLBACK_URL} is a webhook's own callback; a spawn"));
     }
 
     fn render_has(hook: &ImportedHook, text: &str) -> bool {
