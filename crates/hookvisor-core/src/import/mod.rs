@@ -112,6 +112,9 @@ pub struct Imported {
     /// Entries that run but probably not as meant (iteratr v2's `pre_iteration` note, a
     /// placeholder the event never sets).
     pub warnings: Vec<ImportNote>,
+    /// The file says `disable_global_hooks: true` (agent-pipelines' `pipeline.yaml` and
+    /// `loop.yaml`): both global kinds are off (rule 4).
+    pub disable_global_hooks: bool,
 }
 
 /// A file that does not parse: its source is skipped whole (rule 1).
@@ -245,25 +248,7 @@ pub(crate) fn read_sources(
                     break;
                 }
             };
-            let parsed = match source {
-                Source::Iteratr => iteratr::read(&text).map(Some),
-                Source::Autoagent => autoagent::read(&text),
-                Source::Pipelines => pipelines::read(&text).map(|file| {
-                    out.disable_global_hooks |= !is_user && file.disable_global_hooks;
-                    if is_user && file.disable_global_hooks {
-                        out.warnings.push(problem(
-                            &path,
-                            None,
-                            "disable_global_hooks in the global file turns nothing off; put it \
-                             in the workspace's pipeline.yaml or loop.yaml"
-                                .to_owned(),
-                        ));
-                    }
-                    Some(file.imported)
-                }),
-                _ => nyzhi::read(&text).map(Some),
-            };
-            let imported = match parsed {
+            let imported = match parse(source, &text) {
                 // AutoAgent's workspace file without `hooks` leaves the user's (rule 4).
                 Ok(None) => continue,
                 Ok(Some(imported)) => imported,
@@ -278,6 +263,18 @@ pub(crate) fn read_sources(
                     break;
                 }
             };
+            if imported.disable_global_hooks {
+                match is_user {
+                    false => out.disable_global_hooks = true,
+                    true => out.warnings.push(problem(
+                        &path,
+                        None,
+                        "disable_global_hooks in the global file turns nothing off; put it in \
+                         the workspace's pipeline.yaml or loop.yaml"
+                            .to_owned(),
+                    )),
+                }
+            }
             let shown = match is_user {
                 true => path.display().to_string(),
                 false => path
@@ -340,6 +337,17 @@ pub(crate) fn read_sources(
         }
     }
     out
+}
+
+/// What `source`'s reader makes of `text`: `Ok(None)` for a file that leaves the hooks to
+/// the next one (AutoAgent's without `hooks`, rule 4).
+fn parse(source: Source, text: &str) -> Result<Option<Imported>, Unparsable> {
+    match source {
+        Source::Iteratr => iteratr::read(text).map(Some),
+        Source::Autoagent => autoagent::read(text),
+        Source::Pipelines => pipelines::read(text).map(Some),
+        _ => nyzhi::read(text).map(Some),
+    }
 }
 
 /// The files of `source`, the workspace's first, each with whether it is the user's.

@@ -109,28 +109,18 @@ struct File {
     disable_global_hooks: Option<Spanned<Json>>,
 }
 
-/// What one agent-pipelines file holds.
-#[derive(Debug, Default)]
-pub(crate) struct PipelinesFile {
-    /// Its hooks, problems and warnings.
-    pub(crate) imported: Imported,
-    /// Its `disable_global_hooks: true`.
-    pub(crate) disable_global_hooks: bool,
-}
-
 /// Reads one agent-pipelines file (the module documentation).
-pub(crate) fn read(text: &str) -> Result<PipelinesFile, Unparsable> {
-    let mut out = PipelinesFile::default();
+pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
+    let mut out = Imported::default();
     if text.trim().is_empty() {
         return Ok(out);
     }
     let file: File =
         serde_saphyr::from_str_with_options(text, crate::frontmatter::strict_options())
             .map_err(super::yaml_unparsable)?;
-    let imported = &mut out.imported;
     if let Some(disable) = &file.disable_global_hooks {
         if !disable.value.is_boolean() {
-            imported.problems.push(ImportNote {
+            out.problems.push(ImportNote {
                 line: super::saphyr_line(disable),
                 message: format!(
                     "disable_global_hooks: {} is not true or false; global hooks stay off \
@@ -156,7 +146,7 @@ pub(crate) fn read(text: &str) -> Result<PipelinesFile, Unparsable> {
     points.sort_by_key(|(line, _, _)| *line);
     for (line, name, entries) in points {
         let Some((_, event)) = POINTS.iter().find(|(n, _)| *n == name) else {
-            imported.problems.push(ImportNote {
+            out.problems.push(ImportNote {
                 line,
                 message: format!(
                     "unknown agent-pipelines hook point '{name}'; use one of {}",
@@ -166,14 +156,14 @@ pub(crate) fn read(text: &str) -> Result<PipelinesFile, Unparsable> {
             continue;
         };
         for entry in entries {
-            match entry_hook(&name, event, &entry, &mut imported.warnings) {
-                Ok(hook) => imported.hooks.push(hook),
-                Err(note) => imported.problems.push(note),
+            match entry_hook(&name, event, &entry, &mut out.warnings) {
+                Ok(hook) => out.hooks.push(hook),
+                Err(note) => out.problems.push(note),
             }
         }
     }
-    imported.problems.sort_by_key(|n| n.line);
-    imported.warnings.sort_by_key(|n| n.line);
+    out.problems.sort_by_key(|n| n.line);
+    out.warnings.sort_by_key(|n| n.line);
     Ok(out)
 }
 
@@ -519,18 +509,18 @@ mod tests {
     use super::*;
     use crate::import::tests::{golden, notes};
 
-    fn read_ok(text: &str) -> PipelinesFile {
+    fn read_ok(text: &str) -> Imported {
         read(text).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// The golden text of `text`: every hook rendered, then the problems and warnings.
     fn translated(text: &str) -> String {
         let file = read_ok(text);
-        let mut out = golden(&file.imported);
-        for problem in notes(&file.imported.problems) {
+        let mut out = golden(&file);
+        for problem in notes(&file.problems) {
             out += &format!("\nproblem {problem}");
         }
-        for warning in notes(&file.imported.warnings) {
+        for warning in notes(&file.warnings) {
             out += &format!("\nwarning {warning}");
         }
         if file.disable_global_hooks {
@@ -820,7 +810,7 @@ disable_global_hooks: true
         // Its values alone, under a real hook point, are problems of their lines.
         let values = sketch.replace("{hook_point}", "on_error");
         assert_eq!(
-            notes(&read_ok(&values).imported.problems),
+            notes(&read_ok(&values).problems),
             ["3: unknown action type 'shell | webhook | spawn'; use shell, webhook or spawn"]
         );
     }
@@ -852,8 +842,8 @@ disable_global_hooks: true
 disable_global_hooks: "yes"
 "#;
         let file = read_ok(text);
-        assert!(file.imported.hooks.is_empty(), "{}", golden(&file.imported));
-        let problems = notes(&file.imported.problems);
+        assert!(file.hooks.is_empty(), "{}", golden(&file));
+        let problems = notes(&file.problems);
         let want = [
             "4: when: expected a value at column 15 of '${iteration} %% 10 == 0'",
             "6: no 'command'; give one such as 'command: \"./scripts/run-tests.sh\"'",
@@ -885,7 +875,7 @@ disable_global_hooks: "yes"
                     \"notify ${ERROR} '${SESSION}' \\\"${CHANGED_FILES}\\\" ${HOME}\"\n      \
                     colour: red\n";
         let file = read_ok(text);
-        let hook = &file.imported.hooks[0];
+        let hook = &file.hooks[0];
         assert_eq!(
             hook.run.as_deref(),
             Some("notify ${error} ''${session}'' \"${files}\" $HOME")
@@ -895,7 +885,7 @@ disable_global_hooks: "yes"
         };
         assert_eq!(script.references(), ["error", "session", "files"]);
         assert_eq!(hook.spec.env, EnvDialect::Pipelines);
-        let warnings = notes(&file.imported.warnings);
+        let warnings = notes(&file.warnings);
         assert_eq!(warnings.len(), 2, "{warnings:#?}");
         assert!(
             warnings[0].starts_with("4: ${session} is inside '…'"),
@@ -916,12 +906,12 @@ disable_global_hooks: "yes"
                     on_failure: retry\n      retry_delay: 2\n    - type: shell\n      \
                     command: y\n      retries: 1\n";
         let file = read_ok(text);
-        let hooks = &file.imported.hooks;
+        let hooks = &file.hooks;
         assert_eq!((hooks[0].spec.retries, hooks[1].spec.retries), (0, 3));
         assert_eq!(hooks[1].spec.retry_delay, Duration::from_secs(2));
         assert!(render_has(&hooks[0], "retries: 0\nretry_delay: 5\n"));
         assert_eq!(
-            notes(&file.imported.warnings),
+            notes(&file.warnings),
             [
                 "12: retries without 'on_failure: retry' re-runs nothing, in agent-pipelines as \
               here; add 'on_failure: retry' or drop it"
@@ -938,13 +928,13 @@ disable_global_hooks: "yes"
                     await: true\n      on_timeout: continue\n    - type: webhook\n      \
                     url: https://hooks.example.com/b\n      on_timeout: abort\n";
         let file = read_ok(text);
-        let hooks = &file.imported.hooks;
-        assert_eq!(hooks.len(), 2, "{:?}", file.imported.problems);
+        let hooks = &file.hooks;
+        assert_eq!(hooks.len(), 2, "{:?}", file.problems);
         assert!(render_has(&hooks[0], "on_timeout: \"continue\"\n"));
         assert_eq!(hooks[0].timeout, LONG_TIMEOUT);
         assert_eq!(hooks[1].timeout, DEFAULT_TIMEOUT);
         assert_eq!(
-            notes(&file.imported.warnings),
+            notes(&file.warnings),
             [
                 "10: on_timeout is ignored: this webhook waits for no callback (it sends no \
               ${CALLBACK_URL}), in agent-pipelines as here; drop it"
@@ -960,8 +950,8 @@ disable_global_hooks: "yes"
                     when: \"${LAST_DECISION} == 'stop'\"\n    - type: spawn\n      \
                     pipeline: review\n      inputs: {cb: \"${CALLBACK_URL}\"}\n";
         let file = read_ok(text);
-        assert_eq!(file.imported.hooks.len(), 2);
-        let warnings = notes(&file.imported.warnings);
+        assert_eq!(file.hooks.len(), 2);
+        let warnings = notes(&file.warnings);
         assert_eq!(warnings.len(), 3, "{warnings:#?}");
         assert!(warnings[0].starts_with("4: ${ERROR} is set for on_error hooks only"));
         assert!(warnings[1].starts_with("5: ${LAST_DECISION} is hookvisor's ${decision}"));
