@@ -958,6 +958,41 @@ disable_global_hooks: "yes"
         assert!(warnings[2].starts_with("8: ${CALLBACK_URL} is a webhook's own callback; a spawn"));
     }
 
+    /// What `render` writes is a declarative hook that reads back as the same hook: the
+    /// event, the condition, the defaults and the exported names.
+    #[test]
+    fn a_rendered_shell_hook_reads_back_as_a_declarative_hook() {
+        let hook = &read_ok(
+            SPAWN
+                .replace(
+                    "type: spawn\n      pipeline: code-review",
+                    "type: shell\n      command: ./review.sh ${CHANGED_FILES}",
+                )
+                .as_str(),
+        )
+        .hooks[0];
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("review.yml"),
+            format!("---\n{}---\n", crate::import::render(hook)),
+        )
+        .unwrap();
+        let found = crate::discover::discover(dir.path());
+        assert!(found.problems.is_empty(), "{:?}", found.problems);
+        let back = &found.event_hooks[0];
+        assert_eq!(back.spec.env, EnvDialect::Pipelines);
+        assert_eq!(back.spec.event, Event::TurnEnd);
+        assert_eq!(
+            back.spec.when.as_ref().map(ToString::to_string).as_deref(),
+            Some("${iteration} % 10 == 0")
+        );
+        assert_eq!(
+            (back.spec.await_, back.spec.block_on),
+            (true, BlockOn::Never)
+        );
+        assert_eq!(back.timeout, DEFAULT_TIMEOUT);
+    }
+
     fn render_has(hook: &ImportedHook, text: &str) -> bool {
         crate::import::render(hook).contains(text)
     }
