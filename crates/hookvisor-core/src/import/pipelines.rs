@@ -112,7 +112,15 @@ struct File {
 /// Reads one agent-pipelines file (the module documentation).
 pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
     let mut out = Imported::default();
-    if text.trim().is_empty() {
+    // `pipeline.yaml` is a common name (CI systems use it): a file without agent-pipelines'
+    // top-level keys is some other tool's, left alone rather than judged by these rules.
+    let ours = text.lines().any(|line| {
+        ["hooks", "disable_global_hooks"].iter().any(|key| {
+            line.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        })
+    });
+    if !ours {
         return Ok(out);
     }
     let file: File =
@@ -796,6 +804,17 @@ disable_global_hooks: true
         for (example, text, (file, want)) in examples {
             check(example, text, file, want);
         }
+    }
+
+    /// Another tool's `pipeline.yaml` (no top-level `hooks:`) is left alone, even when these
+    /// rules would refuse it (an anchor): it holds no hooks and no problem.
+    #[test]
+    fn another_tools_pipeline_yaml_is_left_alone() {
+        let ci = "defaults: &defaults\n  image: rust\nbuild:\n  <<: *defaults\n  \
+                  steps: [{run: cargo build}]\n";
+        let file = read_ok(ci);
+        assert!(file.hooks.is_empty() && file.problems.is_empty());
+        assert!(read(&format!("{ci}hooks:\n  on_error: []\n")).is_err());
     }
 
     /// "Core Concept" is a sketch, not a file: `{hook_point}:` is a YAML mapping used as a key,
