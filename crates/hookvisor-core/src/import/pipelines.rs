@@ -82,7 +82,7 @@ const POINTS: [(&str, Event); 6] = [
 ];
 
 /// The keys every action type has.
-const COMMON_KEYS: [&str; 8] = [
+const COMMON_KEYS: [&str; 7] = [
     "type",
     "await",
     "when",
@@ -90,7 +90,6 @@ const COMMON_KEYS: [&str; 8] = [
     "on_failure",
     "retries",
     "retry_delay",
-    "on_timeout",
 ];
 
 /// One entry: its fields by key, each with its line.
@@ -212,8 +211,15 @@ fn entry_hook(
     };
     let own: &[&str] = match kind {
         "shell" => &["command"],
-        "webhook" => &["url", "method", "headers", "body", "callback_port"],
-        _ => &["pipeline", "inputs"],
+        "webhook" => &[
+            "url",
+            "method",
+            "headers",
+            "body",
+            "callback_port",
+            "on_timeout",
+        ],
+        _ => &["pipeline", "inputs", "on_timeout"],
     };
     for key in fields
         .keys()
