@@ -26,11 +26,11 @@
 //! 4. **`max_retries`** counts as: command-line flag (`--max-retries`), then
 //!    `$HOOKVISOR_MAX_RETRIES`, then this file, then 3 ([`Config::max_retries_or`]).
 //! 5. **`sources`**: `auto` reads every source there is; a list reads only those named.
-//!    `discobot` (`.discobot/hooks`), `iteratr`, `autoagent`, `nyzhi` (their files, read in
-//!    place by [`crate::import`], which also leaves out the tool `hookvisor loop` supervises)
-//!    and `global` (hookvisor's global hooks) have hooks; the `pipelines` importer comes later,
-//!    and [`SourceUse`] says so. `disable_global_hooks: true` turns `global` off whatever
-//!    `sources` says.
+//!    `discobot` (`.discobot/hooks`), `iteratr`, `autoagent`, `nyzhi`, `pipelines` (their
+//!    files, read in place by [`crate::import`], which also leaves out the tool `hookvisor
+//!    loop` supervises) and `global` (hookvisor's global hooks). `disable_global_hooks: true`
+//!    turns both global kinds off whatever `sources` says: `global` and agent-pipelines'
+//!    `~/.config/agent-pipelines/hooks.yaml`.
 //! 6. **`callback`** (`port`: 0 for an ephemeral port, else 1–65535; `public_url`) and
 //!    **`file_tools`** (tool names) are read and checked for the parts of hookvisor that use
 //!    them.
@@ -93,7 +93,7 @@ pub enum Source {
     Autoagent,
     /// nyzhi's `.nyzhi/config.toml`.
     Nyzhi,
-    /// agent-pipelines' `hooks.yaml`.
+    /// agent-pipelines' `pipeline.yaml`, `loop.yaml` and `~/.config/agent-pipelines/hooks.yaml`.
     Pipelines,
     /// hookvisor's global hooks (`~/.config/hookvisor/hooks`).
     Global,
@@ -124,12 +124,6 @@ impl Source {
 
     fn from_name(name: &str) -> Option<Source> {
         Source::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
-    /// Whether hookvisor reads hooks from this source yet (agent-pipelines' importer comes
-    /// later).
-    pub(crate) fn has_reader(self) -> bool {
-        !matches!(self, Source::Pipelines)
     }
 }
 

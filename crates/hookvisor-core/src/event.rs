@@ -588,6 +588,9 @@ pub struct EventSpec {
     /// Which JSON the hook reads on stdin; default the event JSON (an AutoAgent import: its
     /// own, EVENTS.md §2.2).
     pub stdin: crate::payload::StdinDialect,
+    /// Which names the hook's environment has besides hookvisor's; default none (an
+    /// agent-pipelines import: its own, EVENTS.md §2.2).
+    pub env: crate::payload::EnvDialect,
     /// Whether the front matter names any field of the event model (`event:` or a field of
     /// §1.3), or the hook is a declarative file: `list` shows the event fields of such hooks
     /// and keeps phase-1 hooks' JSON as it was.
@@ -623,6 +626,7 @@ impl EventSpec {
             reason_from: ReasonFrom::Stderr,
             action: HookAction::Command(Command::Script),
             stdin: crate::payload::StdinDialect::Canonical,
+            env: crate::payload::EnvDialect::Canonical,
             declared: false,
         }
     }

@@ -269,6 +269,7 @@ pub(crate) fn fire_hooks(
             continue;
         };
         earlier.record(&done.produced);
+        earlier.record_status(done.run.timed_out.is_some() || done.run.exit_code != 0);
         pipe(&buffer, hook, &done)?;
         results.push(result_json(hook, firing, &done));
         outcome.push(done.judgment);
@@ -312,6 +313,7 @@ pub(crate) fn fire_hooks(
             continue;
         };
         earlier.record(&done.produced);
+        earlier.record_status(done.run.timed_out.is_some() || done.run.exit_code != 0);
         pipe(&buffer, hook, &done)?;
         reply.results.push(result_json(hook, firing, &done));
     }
@@ -621,7 +623,7 @@ fn run_once(
     let env = &files.env;
     let options = RunOptions {
         cancel: Some(cancel.clone()),
-        extra_env: env.clone(),
+        extra_env: crate::payload::dialect_environment(hook.spec.env, env.clone()),
         // From bytes, not a file in the run directory the agent could rewrite (exec rule 1).
         stdin: Some(payload.stdin_json_for(&hook.spec.stdin).into()),
         capture: Capture::Separate {

@@ -195,6 +195,12 @@ impl Hook {
         match self.origin {
             Origin::Workspace => format!(".discobot/hooks/{}:1", self.file_name()),
             Origin::Global => format!("{}:1", self.path.display()),
+            // agent-pipelines' two workspace files both sit at the top: the name says which.
+            Origin::Imported {
+                source: crate::config::Source::Pipelines,
+                user: false,
+                line,
+            } => format!("{}:{line}", self.file_name()),
             Origin::Imported {
                 source,
                 user: false,

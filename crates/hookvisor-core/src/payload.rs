@@ -214,6 +214,63 @@ pub enum StdinDialect {
     },
 }
 
+/// Which names a hook's environment has besides hookvisor's own (EVENTS.md §2.2: an
+/// agent-pipelines import's "names exported"): scripts written for another tool read its names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EnvDialect {
+    /// hookvisor's variables only ("The environment"). The default.
+    #[default]
+    Canonical,
+    /// Also agent-pipelines' names ([`PIPELINES_NAMES`]), for an agent-pipelines import
+    /// ([`dialect_environment`]).
+    Pipelines,
+}
+
+/// agent-pipelines' variables and the template names they are (its "Environment Variables"
+/// table; EVENTS.md §5 rule 14): `${CHANGED_FILES}` of its files is `${files}` here.
+pub const PIPELINES_NAMES: [(&str, &str); 17] = [
+    ("SESSION", "session"),
+    ("STAGE", "stage"),
+    ("NEXT_STAGE", "next_stage"),
+    ("ITERATION", "iteration"),
+    ("MAX_ITERATIONS", "max_iterations"),
+    ("PROGRESS", "progress"),
+    ("STATUS", "status"),
+    ("CTX", "context_file"),
+    ("LAST_DECISION", "decision"),
+    ("LAST_HOOK_STATUS", "last_hook_status"),
+    ("CHANGED_FILES", "files"),
+    ("STAGE_OUTPUTS", "stage_outputs"),
+    ("ERROR", "error"),
+    ("TIMESTAMP", "timestamp"),
+    ("CALLBACK_URL", "callback_url"),
+    ("HOOK_RESPONSE", "hook_response"),
+    ("SPAWN_OUTPUT", "spawn_output"),
+];
+
+/// `env`, a hook's environment from [`Payload::environment`], with the names of `dialect`
+/// added: for [`EnvDialect::Pipelines`] each of [`PIPELINES_NAMES`] set to the value of its
+/// `HOOKVISOR_<NAME>` (a list space-joined, as there), or empty when the event has none or it
+/// went by file only (rule 5), as agent-pipelines sets every name: an inherited `STATUS` or
+/// `ERROR` of hookvisor's own environment must not pass for the event's.
+pub fn dialect_environment(
+    dialect: EnvDialect,
+    mut env: Vec<(OsString, OsString)>,
+) -> Vec<(OsString, OsString)> {
+    if dialect == EnvDialect::Pipelines {
+        for (theirs, ours) in PIPELINES_NAMES {
+            let var = env_name(ours);
+            let value = env
+                .iter()
+                .find(|(name, _)| name.as_os_str() == var.as_str())
+                .map(|(_, value)| value.clone())
+                .unwrap_or_default();
+            env.push((OsString::from(theirs), value));
+        }
+    }
+    env
+}
+
 /// Milliseconds since the epoch; 0 for a time before it.
 fn epoch_millis(at: SystemTime) -> u64 {
     at.duration_since(std::time::UNIX_EPOCH)
@@ -1143,6 +1200,25 @@ mod tests {
             payload.stdin_json_for(&StdinDialect::Canonical),
             payload.stdin_json()
         );
+    }
+
+    /// agent-pipelines' dialect: its names beside hookvisor's, each with the value of its
+    /// template name, and empty where the event has none.
+    #[test]
+    fn the_pipelines_dialect_exports_its_names_beside_ours() {
+        let p = payload().text_var("decision", "stop");
+        let dir = tempfile::tempdir().unwrap();
+        let env = p.environment(dir.path()).unwrap();
+        assert_eq!(dialect_environment(EnvDialect::Canonical, env.clone()), env);
+        let map = env_map(&dialect_environment(EnvDialect::Pipelines, env));
+        assert_eq!(map["SESSION"], b"s-1");
+        assert_eq!(map["ITERATION"], b"2");
+        assert_eq!(map["STAGE"], b"plan");
+        assert_eq!(map["LAST_DECISION"], b"stop");
+        assert_eq!(map["CHANGED_FILES"], map["HOOKVISOR_FILES"]);
+        assert_eq!(map["TIMESTAMP"], b"1970-01-01T00:00:01.234Z");
+        assert_eq!(map["ERROR"], b"");
+        assert_eq!(map["STATUS"], b"");
     }
 
     #[test]

@@ -17,6 +17,11 @@
 //!    JSON on stdin, which stays the event's.
 //! 4. **Cost.** A firing in which nothing was produced builds its payloads as before: no
 //!    variable, no file.
+//! 5. **`${last_hook_status}`** (§1.4, §5 rule 14) is every run's product: `success` or
+//!    `failed` (agent-pipelines' words; status.json keeps `failure`), for the hooks after the
+//!    last one that ran in the firing. A hook its `when` skipped ran nothing and changes
+//!    nothing, as in agent-pipelines; a refused run (an unknown name) failed. Unset before
+//!    the first run, so a `when:` reading it there fails rather than guesses.
 //!
 //! [`Payload::document_var`]: crate::payload::Payload::document_var
 //! [`Produced`]: crate::produced::Produced
@@ -26,6 +31,9 @@
 use std::fmt;
 
 use crate::payload::Payload;
+
+/// The variable of rule 5.
+const LAST_HOOK_STATUS: &str = "last_hook_status";
 
 /// The name of a value an action produces (EVENTS.md §4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,9 +75,16 @@ pub struct Produced {
 pub(crate) struct Earlier {
     /// At most one value per name, the latest.
     values: Vec<Produced>,
+    /// Whether the last run failed (rule 5); `None` before the first.
+    last_failed: Option<bool>,
 }
 
 impl Earlier {
+    /// Keeps whether the last run failed, for `${last_hook_status}` (rule 5).
+    pub(crate) fn record_status(&mut self, failed: bool) {
+        self.last_failed = Some(failed);
+    }
+
     /// Keeps `produced`, each replacing an earlier value of its name.
     pub(crate) fn record(&mut self, produced: &[Produced]) {
         for value in produced {
@@ -80,6 +95,12 @@ impl Earlier {
 
     /// `payload` with every value kept as its variable (rule 3); unchanged when none is.
     pub(crate) fn apply(&self, payload: Payload) -> Payload {
+        let payload = match self.last_failed {
+            None => payload,
+            Some(failed) => {
+                payload.text_var(LAST_HOOK_STATUS, if failed { "failed" } else { "success" })
+            }
+        };
         self.values.iter().fold(payload, |payload, value| {
             payload.document_var(value.name.as_str(), value.value.clone())
         })
@@ -110,6 +131,21 @@ mod tests {
             Some(Value::Json(serde_json::json!(2)))
         );
         assert!(payload.lookup(&["hook_response", "query"]).is_some());
+    }
+
+    #[test]
+    fn the_last_run_sets_last_hook_status_in_pipelines_words() {
+        let mut earlier = Earlier::default();
+        let status = |earlier: &Earlier| {
+            earlier
+                .apply(Payload::new("turn.end", "s", "/w", "user"))
+                .lookup(&["last_hook_status"])
+        };
+        assert_eq!(status(&earlier), None);
+        earlier.record_status(true);
+        assert_eq!(status(&earlier), Some(Value::Text("failed".into())));
+        earlier.record_status(false);
+        assert_eq!(status(&earlier), Some(Value::Text("success".into())));
     }
 
     #[test]

@@ -586,3 +586,316 @@ fn nyzhi_after_turn_failures_reach_the_next_prompt_without_blocking() {
         .unwrap_or_else(|| panic!("{answer}"));
     assert!(context.contains("warning: unused variable `x`"), "{answer}");
 }
+
+// ---- agent-pipelines (issue 19, i19-pipelines): `pipeline.yaml`, `loop.yaml` and
+// `~/.config/agent-pipelines/hooks.yaml` read in place. Kept together at the end of the file.
+
+/// The user's agent-pipelines `hooks.yaml` in the workspace's private home.
+fn pipelines_global(ws: &Workspace, text: &str) {
+    let path = ws.base().join("home/.config/agent-pipelines/hooks.yaml");
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+/// A shell hook's `${CHANGED_FILES}` and `${ITERATION}` are template references, quoted by
+/// the `run:` rewrite so that a hostile file name stays one argument and never shell text, and
+/// the script also reads agent-pipelines' names from its environment.
+#[test]
+fn pipelines_shell_names_are_references_and_exported_variables() {
+    let ws = Workspace::new();
+    ws.write(
+        "pipeline.yaml",
+        "name: full-workflow\nstages:\n  - name: work\n    loop: work\n\nhooks:\n  on_error:\n    \
+         - type: shell\n      command: \"./show.sh ${CHANGED_FILES} ${ITERATION}\"\n      \
+         await: true\n",
+    );
+    script(
+        &ws,
+        "show.sh",
+        "printf '%s\\n' \"$#\" \"$1\" \"$2\" \"$CHANGED_FILES\" \"$ITERATION\" \"$ERROR\" > args",
+    );
+    let hostile = "a b; touch pwned $(touch pwned2).txt";
+    let data = json!({ "files": [hostile], "iteration": 7, "error": "boom" }).to_string();
+    let out = ws.hookvisor(&["fire", "error", "--data", &data, "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = reply(&out);
+    assert_eq!(r["results"][0]["hookId"], "pipelines:on_error:0", "{r}");
+    assert_eq!(r["results"][0]["exitCode"], 0, "{r}");
+    assert_eq!(
+        fs::read_to_string(ws.path().join("args")).unwrap(),
+        format!("2\n{hostile}\n7\n{hostile}\n7\nboom\n")
+    );
+    for pwned in ["pwned", "pwned2"] {
+        assert!(!ws.path().join(pwned).exists(), "{pwned} was created");
+    }
+    let list: Value = serde_json::from_slice(&ws.hookvisor(&["list", "--json"]).stdout).unwrap();
+    let hook = &list["hooks"][0];
+    assert_eq!(hook["id"], "pipelines:on_error:0", "{list}");
+    assert_eq!(hook["source"], "pipeline.yaml:8");
+    assert_eq!(hook["blockOn"], "never");
+    assert_eq!(hook["timeout"], 300);
+}
+
+/// Pattern 4 ("Quality Gate with Fallback"): `${LAST_HOOK_STATUS}` is the previous action's
+/// result in agent-pipelines' words, so the fallback runs after a failure only.
+#[test]
+fn pipelines_last_hook_status_follows_the_previous_action() {
+    let ws = Workspace::new();
+    let file = |first: &str| {
+        format!(
+            "hooks:\n  on_error:\n    - type: shell\n      command: \"{first}\"\n      \
+             await: true\n    - type: shell\n      command: \"echo $LAST_HOOK_STATUS >> trace\"\n      \
+             await: true\n      when: \"${{LAST_HOOK_STATUS}} == 'failed'\"\n"
+        )
+    };
+    ws.write("loop.yaml", &file("exit 3"));
+    let out = ws.hookvisor(&["fire", "error", "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(ws.path().join("trace")).unwrap(),
+        "failed\n"
+    );
+    ws.write("loop.yaml", &file("true"));
+    let r = reply(&ws.hookvisor(&["fire", "error", "--json"]));
+    assert_eq!(r["results"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(
+        fs::read_to_string(ws.path().join("trace")).unwrap(),
+        "failed\n"
+    );
+}
+
+/// `disable_global_hooks: true` in a pipeline's file turns off both global kinds: the user's
+/// agent-pipelines `hooks.yaml` and hookvisor's global hooks (EVENTS.md §5 rule 7).
+#[test]
+fn pipelines_disable_global_hooks_turns_off_both_global_kinds() {
+    let ws = Workspace::new();
+    // Awaited, so that they run in the pre pass with the global hook, in rule 7's order.
+    let append = |what: &str| {
+        format!(
+            "hooks:\n  on_error:\n    - type: shell\n      command: \"echo {what} >> trace\"\n      \
+             await: true\n"
+        )
+    };
+    ws.write("pipeline.yaml", &append("workspace"));
+    pipelines_global(&ws, &append("pipelines-global"));
+    fs::write(
+        ws.global_hooks().join("g.yml"),
+        "---\nevent: error\nrun: echo hookvisor-global >> trace\n---\n",
+    )
+    .unwrap();
+    let trace = || {
+        let text = fs::read_to_string(ws.path().join("trace")).unwrap_or_default();
+        fs::remove_file(ws.path().join("trace")).ok();
+        text
+    };
+    let out = ws.hookvisor(&["fire", "error"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(trace(), "workspace\npipelines-global\nhookvisor-global\n");
+
+    ws.write(
+        "pipeline.yaml",
+        &format!("disable_global_hooks: true\n{}", append("workspace")),
+    );
+    let out = ws.hookvisor(&["fire", "error"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(trace(), "workspace\n");
+    let check = ws.hookvisor(&["check"]);
+    let text = format!("{}{}", stdout(&check), stderr(&check));
+    assert!(text.contains("off (disable_global_hooks)"), "{text}");
+}
+
+/// "Conditions", every 10 iterations: the spawn runs its child pipeline on iteration 10 and
+/// not on 9 (`${ITERATION} % 10 == 0` through the `when:` grammar's `%`).
+#[test]
+fn pipelines_spawn_every_tenth_iteration_runs_on_10_not_9() {
+    let ws = Workspace::git();
+    let marker = ws.base().join("spawned");
+    let agent = ws.base().join("agent.sh");
+    fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\necho \"$(cat \"$HOOKVISOR_INPUTS\")\" >> '{}'\ntouch \"$HOOKVISOR_DONE\"\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
+    ws.write(
+        ".discobot/pipelines/code-review.yml",
+        &format!("agent: [{}]\nmax_iterations: 1\n", agent.display()),
+    );
+    ws.write(
+        "loop.yaml",
+        "hooks:\n  on_iteration_complete:\n    # Every 10 iterations\n    - type: spawn\n      \
+         pipeline: code-review\n      inputs:\n        iteration: \"${ITERATION}\"\n      \
+         when: \"${ITERATION} % 10 == 0\"\n",
+    );
+    let fire = |iteration: u64| {
+        let data = json!({ "iteration": iteration }).to_string();
+        let out = ws.hookvisor(&["fire", "turn.end", "--data", &data, "--json"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        reply(&out)
+    };
+    let nine = fire(9);
+    assert_eq!(nine["results"].as_array().unwrap().len(), 0, "{nine}");
+    assert!(!marker.exists(), "spawned on iteration 9");
+    let ten = fire(10);
+    assert_eq!(
+        ten["results"][0]["hookId"],
+        "pipelines:on_iteration_complete:0"
+    );
+    assert_eq!(ten["results"][0]["exitCode"], 0, "{ten}");
+    // Inputs keep their JSON types (EVENTS.md §5 rule 23): the iteration is a number.
+    let inputs: Value = serde_json::from_str(&fs::read_to_string(&marker).unwrap()).unwrap();
+    assert_eq!(inputs, json!({ "iteration": 10 }));
+}
+
+/// `check` names what will not run as `file:line: reason`: a condition outside the `when:`
+/// grammar is a problem of its line, never a hook that runs always or never; a file that
+/// does not parse is skipped whole with one problem.
+#[test]
+fn pipelines_problems_name_their_lines_in_check() {
+    let ws = Workspace::new();
+    let pipeline = ws.write(
+        "pipeline.yaml",
+        "hooks:\n  on_iteration_complete:\n    - type: shell\n      command: ./ok.sh\n    \
+         - type: shell\n      command: ./x.sh\n      when: \"${ITERATION} =~ 10\"\n    \
+         - type: notify\n",
+    );
+    let stage = ws.write("loop.yaml", "hooks:\n  on_error: [\n");
+    let out = ws.hookvisor(&["check"]);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    let text = stdout(&out);
+    let at = |path: &Path, line: usize| format!("{}:{line}: ", path.display());
+    for want in [
+        format!("{}when: expected '==' at column 14", at(&pipeline, 7)),
+        format!("{}unknown action type 'notify'", at(&pipeline, 8)),
+    ] {
+        assert!(text.lines().any(|l| l.starts_with(&want)), "{want}\n{text}");
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&stage.display().to_string())
+                && l.ends_with("the whole file is skipped until it parses")),
+        "{text}"
+    );
+    // The broken stage file skips the source whole: ok.sh does not run either.
+    assert!(text.contains("source: pipelines skipped ("), "{text}");
+}
+
+/// Serves one webhook on 127.0.0.1: answers it 200, then GETs the URL `pick` takes from its
+/// JSON body, as a person pressing a button in a chat would. Joining gives the body.
+fn pipelines_receiver(
+    pick: impl FnOnce(&Value) -> String + Send + 'static,
+) -> (u16, std::thread::JoinHandle<Value>) {
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+            .unwrap();
+        let mut raw = Vec::new();
+        let body = loop {
+            let mut chunk = [0u8; 4096];
+            let n = stream.read(&mut chunk).unwrap();
+            assert_ne!(n, 0, "the request ended early");
+            raw.extend_from_slice(&chunk[..n]);
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut request = httparse::Request::new(&mut headers);
+            if let httparse::Status::Complete(len) = request.parse(&raw).unwrap() {
+                let length: usize = request
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                    .map_or(0, |h| {
+                        std::str::from_utf8(h.value).unwrap().parse().unwrap()
+                    });
+                if raw.len() >= len + length {
+                    break raw[len..len + length].to_vec();
+                }
+            }
+        };
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        drop(stream);
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        let url = pick(&body);
+        let rest = url.strip_prefix("http://").expect("an http callback URL");
+        let (host, path) = rest.split_once('/').unwrap();
+        let mut call = TcpStream::connect(host).unwrap();
+        write!(call, "GET /{path} HTTP/1.1\r\nHost: {host}\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        call.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        body
+    });
+    (port, handle)
+}
+
+/// Pattern 2, "Human Approval Gate", as the document writes it: the webhook sends
+/// `${CALLBACK_URL}?action=…` buttons and waits; Reject aborts the event, Approve lets it
+/// pass, and a stage other than `plan` sends nothing.
+#[test]
+fn pipelines_human_approval_gate_waits_for_its_callback() {
+    let ws = Workspace::new();
+    ws.write(
+        "pipeline.yaml",
+        r#"hooks:
+  on_stage_complete:
+    - type: webhook
+      url: "${SLACK_WEBHOOK}"
+      body:
+        text: "Plan ready for ${SESSION}"
+        blocks:
+          - type: actions
+            elements:
+              - type: button
+                text: "Approve"
+                url: "${CALLBACK_URL}?action=approve"
+              - type: button
+                text: "Reject"
+                url: "${CALLBACK_URL}?action=reject"
+      await: true
+      timeout: 86400
+      on_timeout: abort
+      when: "${STAGE} == 'plan'"
+"#,
+    );
+    let fire = |button: usize, stage: &str| {
+        let (port, received) = pipelines_receiver(move |body| {
+            body["blocks"][0]["elements"][button]["url"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        });
+        let data = json!({ "stage": stage }).to_string();
+        let out = ws
+            .hookvisor_command()
+            .args(["fire", "stage.complete", "--json", "--data", &data])
+            .env("SLACK_WEBHOOK", format!("http://127.0.0.1:{port}/hook"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out, received)
+    };
+    let (out, received) = fire(1, "plan");
+    assert_eq!(code(&out), 3, "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(reply(&out)["decision"], "abort");
+    let body = received.join().unwrap();
+    assert_eq!(body["text"], "Plan ready for default", "{body}");
+
+    let (out, received) = fire(0, "plan");
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(reply(&out)["results"][0]["success"], true);
+    received.join().unwrap();
+
+    // `when:` false: the hook runs nothing, so it needs no receiver.
+    let data = json!({ "stage": "work" }).to_string();
+    let out = ws.hookvisor(&["fire", "stage.complete", "--json", "--data", &data]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(reply(&out)["results"].as_array().unwrap().len(), 0);
+}

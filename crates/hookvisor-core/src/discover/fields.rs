@@ -84,7 +84,7 @@ pub(super) struct Loaded {
 
 /// The fields of the event model (EVENTS.md §1.3, §1.2) that the phase-1 runners do not honour:
 /// a hook that sets one is an event hook only.
-pub(super) const EVENT_FIELDS: [&str; 12] = [
+pub(super) const EVENT_FIELDS: [&str; 13] = [
     "tool",
     "when",
     "phase",
@@ -97,6 +97,7 @@ pub(super) const EVENT_FIELDS: [&str; 12] = [
     "action",
     "run",
     "argv",
+    "env",
 ];
 
 /// The front matter being turned into a hook, with the lookups every field needs.
@@ -302,6 +303,13 @@ fn event_spec(
             error,
         })?;
         spec.tool = Some(matcher);
+    }
+    if let Some(value) = front.field("env")? {
+        // An agent-pipelines import's scripts read its names too (`import` writes it).
+        spec.env = match value {
+            "pipelines" => crate::payload::EnvDialect::Pipelines,
+            other => return Err(invalid("env", other, "pipelines, agent-pipelines' names")),
+        };
     }
     if let Some(value) = front.field("when")? {
         let condition = Condition::parse(value).map_err(|error| ProblemKind::InvalidWhen {
@@ -980,6 +988,10 @@ mod tests {
                 "event: tool.before\nretry_delay: -1",
                 "h.sh:4: invalid retry_delay '-1'; use a whole number of seconds such as \
                  'retry_delay: 5'",
+            ),
+            (
+                "event: tool.before\nenv: bash",
+                "h.sh:4: invalid env 'bash'; use pipelines, agent-pipelines' names",
             ),
             (
                 "event: tool.before\npipe_output: yes",

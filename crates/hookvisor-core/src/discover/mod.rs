@@ -28,8 +28,9 @@
 //! 4. **Never root.** The directory is the user's, which the agent can write: `run_as: root`
 //!    there is a problem ([`ProblemKind::GlobalRunAsRoot`]), never a root run. The init reads
 //!    only the workspace's hooks ([`discover()`]), through the user's credentials.
-//! 5. **Off** with `disable_global_hooks: true`, with `sources` not naming `global`, and while
-//!    `hookvisor.yml` is broken.
+//! 5. **Off** with `disable_global_hooks: true` (in `hookvisor.yml`, or in an agent-pipelines
+//!    workspace file: [`crate::import`]'s rule 4), with `sources` not naming `global`, and
+//!    while `hookvisor.yml` is broken.
 //!
 //! This file walks the directory and judges the hooks together (ids, duplicates, warnings);
 //! `hook_file` reads one file and its front matter, and `fields` turns the front matter's
@@ -225,7 +226,10 @@ pub fn discover_workspace_in(ctx: &Context, places: &Places<'_>) -> Discovery {
         discovery.problems.extend(imported.problems.iter().cloned());
         discovery.warnings.extend(imported.warnings.iter().cloned());
     }
+    // A workspace agent-pipelines file's `disable_global_hooks` turns them off too (rule 7).
+    let pipelines_off = imported.as_ref().is_some_and(|i| i.disable_global_hooks);
     if config.reads(Source::Global)
+        && !pipelines_off
         && let Some(dir) = global_hooks
     {
         let global = discover_dir(dir, Origin::Global);
@@ -256,11 +260,11 @@ pub fn discover_workspace_in(ctx: &Context, places: &Places<'_>) -> Discovery {
             if source == Source::Global && config.disable_global_hooks {
                 return skipped("disable_global_hooks: true".to_owned());
             }
+            if source == Source::Global && pipelines_off {
+                return skipped("disable_global_hooks: true in an agent-pipelines file".to_owned());
+            }
             if !config.reads(source) {
                 return skipped("not in sources".to_owned());
-            }
-            if !source.has_reader() {
-                return skipped("hookvisor has no importer for it yet".to_owned());
             }
             let dir = match source {
                 Source::Global => global_hooks.map(Path::to_owned),

@@ -29,6 +29,9 @@ pub(crate) enum Placeholders {
     AnyNamed,
     /// `{name}` for these names only (nyzhi's `{file}`).
     Single(&'static [&'static str]),
+    /// `${NAME}` for these names only, each the tool's name and the template name it becomes
+    /// (agent-pipelines' `${CHANGED_FILES}` → `${files}`); any other `${VAR}` is the shell's.
+    Braced(&'static [(&'static str, &'static str)]),
 }
 
 /// A source's text made hookvisor's.
@@ -134,10 +137,16 @@ fn translate(text: &str, placeholders: Placeholders, shell: bool) -> Translated 
 
 /// The placeholder `text` starts with, as its name and length.
 fn placeholder(text: &str, placeholders: Placeholders) -> Option<(&str, usize)> {
+    if let Placeholders::Braced(names) = placeholders {
+        let (name, len) = shell_brace_name(text)?;
+        let (_, ours) = names.iter().find(|(theirs, _)| *theirs == name)?;
+        return Some((ours, len));
+    }
     let (open, close, names): (&str, &str, Option<&[&str]>) = match placeholders {
         Placeholders::Named(names) => ("{{", "}}", Some(names)),
         Placeholders::AnyNamed => ("{{", "}}", None),
         Placeholders::Single(names) => ("{", "}", Some(names)),
+        Placeholders::Braced(_) => return None,
     };
     let inner = text.strip_prefix(open)?;
     let end = inner.find(close)?;
@@ -165,6 +174,8 @@ mod tests {
     use crate::template::ShellTemplate;
 
     const ITERATR: Placeholders = Placeholders::Named(&["session", "task_id"]);
+    const PIPELINES: Placeholders =
+        Placeholders::Braced(&[("PROGRESS", "progress"), ("CHANGED_FILES", "files")]);
 
     #[test]
     fn placeholders_become_references_and_shell_braces_stay_the_shells() {
@@ -201,6 +212,11 @@ mod tests {
             ("echo \\${HOME}", ITERATR, "echo \\${HOME}"),
             ("echo ${HOME:-/}", ITERATR, "echo ${HOME:-/}"),
             ("echo \"it's\" ${A}", ITERATR, "echo \"it's\" $A"),
+            (
+                "./b.sh ${PROGRESS} \"${CHANGED_FILES}x\" '${PROGRESS}' ${HOME}",
+                PIPELINES,
+                "./b.sh ${progress} \"${files}x\" ''${progress}'' $HOME",
+            ),
         ];
         for (text, placeholders, want) in table {
             assert_eq!(to_run(text, *placeholders).text, *want, "{text}");

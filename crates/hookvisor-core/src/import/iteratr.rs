@@ -91,7 +91,7 @@ pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
         .unwrap_or_default()
         .into_iter()
         .map(|(name, list)| {
-            let line = key_line(text, &name, super::saphyr_line(&list));
+            let line = super::key_line(text, &name, super::saphyr_line(&list));
             (line, name, list.value.unwrap_or_default())
         })
         .collect();
@@ -118,19 +118,6 @@ pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
     imported.problems.sort_by_key(|n| n.line);
     imported.warnings.sort_by_key(|n| n.line);
     Ok(imported)
-}
-
-/// The line of the key `name` whose value starts at `value_line`: that line or one above it.
-fn key_line(text: &str, name: &str, value_line: usize) -> usize {
-    let lines: Vec<&str> = text.lines().take(value_line).collect();
-    (1..=lines.len())
-        .rev()
-        .find(|l| {
-            let line = lines[l - 1].trim_start();
-            line.strip_prefix(name)
-                .is_some_and(|rest| rest.trim_start().starts_with(':'))
-        })
-        .unwrap_or(value_line)
 }
 
 /// One entry of the hook type `name`, or why it does not run.

@@ -1,11 +1,11 @@
 //! Other tools' hook files, read in place on every load (EVENTS.md §2.2, §5 rules 7, 12, 13,
-//! 17): iteratr's `.iteratr.hooks.yml`, AutoAgent's `.autoagent/config.json` and nyzhi's
-//! `[[agent.hooks]]`, each entry mapped onto the event model so that it runs under hookvisor as
+//! 17): iteratr's `.iteratr.hooks.yml`, AutoAgent's `.autoagent/config.json`, nyzhi's
+//! `[[agent.hooks]]` and agent-pipelines' `hooks:`, each entry mapped onto the event model so that it runs under hookvisor as
 //! it ran in its own tool, with no converted copy to go stale.
 //!
 //! The rules, written once here:
 //!
-//! 1. **One reader per tool** (`iteratr`, `autoagent`, `nyzhi`) turns a file's text into
+//! 1. **One reader per tool** (`iteratr`, `autoagent`, `nyzhi`, `pipelines`) turns a file's text into
 //!    [`Imported`]: the entries as [`ImportedHook`]s, each with the line of its first line, and
 //!    the entries that will not run as problems naming the line of the offending value. A file
 //!    that does not parse is an [`Unparsable`], and its source is skipped whole: running half a
@@ -18,10 +18,15 @@
 //!    placeholders (`{{session}}`, `{file}`, `{{issueNumber}}`) become template references
 //!    *before* the text is parsed (the `command` module), so the injection-safe rewrite of
 //!    [`crate::template`] applies to them as to any `run:`, and a value never becomes shell text.
-//! 4. **Where, in order** (rule 7): iteratr, AutoAgent, nyzhi, after `.discobot/hooks` and before
-//!    the global hooks; each tool's workspace file, then the user's where the tool has one
-//!    (AutoAgent's `~/.autoagent/config.json` only when the workspace's file has no `hooks`,
-//!    which replace the user's; nyzhi's user `config.toml` after the workspace's).
+//! 4. **Where, in order** (rule 7): iteratr, AutoAgent, nyzhi, agent-pipelines, after
+//!    `.discobot/hooks` and before the global hooks; each tool's workspace file, then the
+//!    user's where the tool has one (AutoAgent's `~/.autoagent/config.json` only when the
+//!    workspace's file has no `hooks`, which replace the user's; nyzhi's user `config.toml`
+//!    after the workspace's; agent-pipelines' `pipeline.yaml`, then `loop.yaml`, then the
+//!    user's global `agent-pipelines/hooks.yaml` of `$XDG_CONFIG_HOME` or `~/.config`).
+//!    agent-pipelines' global file is one of the two *global kinds*: `disable_global_hooks:
+//!    true` in `hookvisor.yml` or in either workspace file turns off both it and hookvisor's
+//!    global hooks.
 //! 5. **Who reads.** `sources:` of `hookvisor.yml` names the tools read (default all). The
 //!    *owner*, the tool `hookvisor loop` supervises (§5 rule 12: `loop -- iteratr …`), runs its
 //!    own hooks, so its file is not read: the loop passes the owner to its discovery and
@@ -46,6 +51,7 @@ pub(crate) mod command;
 mod iteratr;
 mod json_lines;
 mod nyzhi;
+mod pipelines;
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
@@ -106,6 +112,9 @@ pub struct Imported {
     /// Entries that run but probably not as meant (iteratr v2's `pre_iteration` note, a
     /// placeholder the event never sets).
     pub warnings: Vec<ImportNote>,
+    /// The file says `disable_global_hooks: true` (agent-pipelines' `pipeline.yaml` and
+    /// `loop.yaml`): both global kinds are off (rule 4).
+    pub disable_global_hooks: bool,
 }
 
 /// A file that does not parse: its source is skipped whole (rule 1).
@@ -130,8 +139,16 @@ pub(crate) fn workspace_file(source: Source) -> &'static str {
     }
 }
 
+/// agent-pipelines' stage file, read after its pipeline file (rule 4).
+const PIPELINES_STAGE_FILE: &str = "loop.yaml";
+
 /// The sources this module reads, in run order (rule 4).
-pub(crate) const IMPORTED: [Source; 3] = [Source::Iteratr, Source::Autoagent, Source::Nyzhi];
+pub(crate) const IMPORTED: [Source; 4] = [
+    Source::Iteratr,
+    Source::Autoagent,
+    Source::Nyzhi,
+    Source::Pipelines,
+];
 
 /// Where the user's files of the tools are: the home directory and `$XDG_CONFIG_HOME`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -162,6 +179,9 @@ pub(crate) struct Sources {
     pub(crate) problems: Vec<Problem>,
     pub(crate) warnings: Vec<Problem>,
     pub(crate) uses: Vec<SourceUse>,
+    /// A workspace agent-pipelines file said `disable_global_hooks: true`, which turns
+    /// hookvisor's global hooks off too (rule 4).
+    pub(crate) disable_global_hooks: bool,
 }
 
 /// Reads every imported source `config` allows but the loop's `owner` (rules 4, 5).
@@ -201,10 +221,19 @@ pub(crate) fn read_sources(
         let mut counts: Vec<(String, usize)> = Vec::new();
         let mut failed = false;
         let mut found: Option<PathBuf> = None;
+        let mut off: Option<String> = None;
         // Kept apart until every file of the source has been read: one that does not parse
         // skips the source whole (rule 1).
         let mut hooks = Vec::new();
         for (path, is_user) in files_of(source, workspace, user) {
+            // Both global kinds are off with either switch (rule 4).
+            if is_user
+                && source == Source::Pipelines
+                && (config.disable_global_hooks || out.disable_global_hooks)
+            {
+                off = Some(format!("{} off (disable_global_hooks)", path.display()));
+                continue;
+            }
             let text = match read_source(&path) {
                 Ok(None) => continue,
                 Ok(Some(text)) => {
@@ -219,12 +248,7 @@ pub(crate) fn read_sources(
                     break;
                 }
             };
-            let parsed = match source {
-                Source::Iteratr => iteratr::read(&text).map(Some),
-                Source::Autoagent => autoagent::read(&text),
-                _ => nyzhi::read(&text).map(Some),
-            };
-            let imported = match parsed {
+            let imported = match parse(source, &text) {
                 // AutoAgent's workspace file without `hooks` leaves the user's (rule 4).
                 Ok(None) => continue,
                 Ok(Some(imported)) => imported,
@@ -239,9 +263,25 @@ pub(crate) fn read_sources(
                     break;
                 }
             };
+            if imported.disable_global_hooks {
+                match is_user {
+                    false => out.disable_global_hooks = true,
+                    true => out.warnings.push(problem(
+                        &path,
+                        None,
+                        "disable_global_hooks in the global file turns nothing off; put it in \
+                         the workspace's pipeline.yaml or loop.yaml"
+                            .to_owned(),
+                    )),
+                }
+            }
             let shown = match is_user {
                 true => path.display().to_string(),
-                false => workspace_file(source).to_owned(),
+                false => path
+                    .strip_prefix(workspace)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string(),
             };
             read.push(format!("{shown}: {} hooks", imported.hooks.len()));
             for note in imported.problems {
@@ -279,8 +319,12 @@ pub(crate) fn read_sources(
         if !failed {
             out.hooks.append(&mut hooks);
         }
+        let missing = match source {
+            Source::Pipelines => format!("no {}, {PIPELINES_STAGE_FILE}", workspace_file(source)),
+            _ => format!("no {}", workspace_file(source)),
+        };
         out.uses.push(match (read.is_empty(), failed) {
-            (true, _) => skipped(format!("no {}", workspace_file(source))),
+            (true, _) => skipped(missing),
             (false, failed) => SourceUse {
                 source,
                 used: !failed,
@@ -288,16 +332,37 @@ pub(crate) fn read_sources(
                 dir: found,
             },
         });
+        if let (Some(off), Some(used)) = (off, out.uses.last_mut()) {
+            used.note = format!("{}, {off}", used.note);
+        }
     }
     out
+}
+
+/// What `source`'s reader makes of `text`: `Ok(None)` for a file that leaves the hooks to
+/// the next one (AutoAgent's without `hooks`, rule 4).
+fn parse(source: Source, text: &str) -> Result<Option<Imported>, Unparsable> {
+    match source {
+        Source::Iteratr => iteratr::read(text).map(Some),
+        Source::Autoagent => autoagent::read(text),
+        Source::Pipelines => pipelines::read(text).map(Some),
+        _ => nyzhi::read(text).map(Some),
+    }
 }
 
 /// The files of `source`, the workspace's first, each with whether it is the user's.
 fn files_of(source: Source, workspace: &Path, user: &UserDirs) -> Vec<(PathBuf, bool)> {
     let mut files = vec![(workspace.join(workspace_file(source)), false)];
+    if source == Source::Pipelines {
+        files.push((workspace.join(PIPELINES_STAGE_FILE), false));
+    }
     let user_file = match source {
         Source::Autoagent => user.home.as_ref().map(|h| h.join(".autoagent/config.json")),
         Source::Nyzhi => user.config.as_ref().map(|c| c.join("nyzhi/config.toml")),
+        Source::Pipelines => user
+            .config
+            .as_ref()
+            .map(|c| c.join("agent-pipelines/hooks.yaml")),
         _ => None,
     };
     files.extend(user_file.map(|f| (f, true)));
@@ -458,6 +523,19 @@ fn yaml_unparsable(e: serde_saphyr::Error) -> Unparsable {
     Unparsable { line, message }
 }
 
+/// The line of the key `name` whose value starts at `value_line`: that line or one above it.
+pub(super) fn key_line(text: &str, name: &str, value_line: usize) -> usize {
+    let lines: Vec<&str> = text.lines().take(value_line).collect();
+    (1..=lines.len())
+        .rev()
+        .find(|l| {
+            let line = lines[l - 1].trim_start();
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        })
+        .unwrap_or(value_line)
+}
+
 /// The 1-based line of byte `offset` in `text`.
 fn line_at(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
@@ -471,6 +549,7 @@ fn line_at(text: &str, offset: usize) -> usize {
 /// The front matter of a declarative hook saying what `hook` does, every field written out:
 /// what `import --print` shows, and what the golden tests compare.
 pub fn render(hook: &ImportedHook) -> String {
+    use crate::decision::OnFailure;
     use crate::event::PipeOutput;
     let spec = &hook.spec;
     let mut out = format!("event: {}\n", spec.event);
@@ -488,6 +567,13 @@ pub fn render(hook: &ImportedHook) -> String {
     out += &format!("timeout: {}\n", hook.timeout.as_secs());
     out += &format!("block_on: {}\n", spec.block_on.as_str());
     out += &format!("on_failure: {}\n", spec.on_failure.as_str());
+    if matches!(
+        spec.on_failure,
+        OnFailure::Retry | OnFailure::RetryThenAbort
+    ) {
+        out += &format!("retries: {}\n", spec.retries);
+        out += &format!("retry_delay: {}\n", spec.retry_delay.as_secs());
+    }
     out += &format!(
         "pipe_output: {}\n",
         match spec.pipe_output {
@@ -499,6 +585,9 @@ pub fn render(hook: &ImportedHook) -> String {
     out += &format!("reason_from: {}\n", spec.reason_from.as_str());
     if let crate::payload::StdinDialect::AutoAgent { event_name } = &spec.stdin {
         out += &format!("stdin: autoagent {event_name}\n");
+    }
+    if spec.env == crate::payload::EnvDialect::Pipelines {
+        out += "env: pipelines\n";
     }
     out += &format!("action: {}\n", spec.action.as_str());
     for (key, value) in spec.action.fields() {
@@ -576,6 +665,7 @@ pub(crate) mod tests {
     const NYZHI: &str = "[[agent.hooks]]\nevent = \"after_turn\"\ncommand = \"cargo clippy\"\n";
     const AUTOAGENT: &str =
         "{\"hooks\": {\"Stop\": [{\"type\": \"command\", \"command\": \"true\"}]}}";
+    const PIPELINES: &str = "hooks:\n  on_error:\n    - type: shell\n      command: \"true\"\n";
 
     #[test]
     fn sources_are_read_in_rule_7_order_with_ids_and_lines() {
@@ -584,6 +674,9 @@ pub(crate) mod tests {
         ws.write("ws/.autoagent/config.json", AUTOAGENT);
         ws.write("ws/.nyzhi/config.toml", NYZHI);
         ws.write("home/.config/nyzhi/config.toml", &format!("\n{NYZHI}"));
+        ws.write("ws/loop.yaml", PIPELINES);
+        ws.write("ws/pipeline.yaml", &format!("name: p\n{PIPELINES}"));
+        ws.write("home/.config/agent-pipelines/hooks.yaml", PIPELINES);
         let read = ws.read(&Config::default(), None);
         assert!(read.problems.is_empty(), "{:?}", read.problems);
         assert_eq!(
@@ -592,7 +685,10 @@ pub(crate) mod tests {
                 "iteratr:post_iteration:0",
                 "autoagent:Stop:0",
                 "nyzhi:after_turn:0",
-                "nyzhi:after_turn:1"
+                "nyzhi:after_turn:1",
+                "pipelines:on_error:0",
+                "pipelines:on_error:1",
+                "pipelines:on_error:2",
             ]
         );
         assert_eq!(read.hooks[0].name, "go test ./...");
@@ -609,9 +705,47 @@ pub(crate) mod tests {
                 ".autoagent/config.json:1".to_owned(),
                 ".nyzhi/config.toml:1".to_owned(),
                 format!("{}:2", user_nyzhi.display()),
+                "pipeline.yaml:4".to_owned(),
+                "loop.yaml:3".to_owned(),
+                format!(
+                    "{}:3",
+                    ws.dir
+                        .path()
+                        .join("home/.config/agent-pipelines/hooks.yaml")
+                        .display()
+                ),
             ]
         );
         assert!(read.uses.iter().all(|u| u.used), "{:?}", read.uses);
+    }
+
+    /// Rule 4: a workspace agent-pipelines file's `disable_global_hooks`, or hookvisor.yml's,
+    /// leaves the user's `hooks.yaml` unread and says so.
+    #[test]
+    fn disable_global_hooks_turns_off_the_pipelines_global_file() {
+        let ws = Ws::new();
+        ws.write("home/.config/agent-pipelines/hooks.yaml", PIPELINES);
+        ws.write("ws/pipeline.yaml", PIPELINES);
+        let both = ws.read(&Config::default(), None);
+        assert_eq!(both.hooks.len(), 2);
+        assert!(!both.disable_global_hooks);
+        ws.write("ws/loop.yaml", "disable_global_hooks: true\n");
+        let read = ws.read(&Config::default(), None);
+        assert_eq!(ids(&read), ["pipelines:on_error:0"]);
+        assert!(read.disable_global_hooks);
+        let pipelines = &read.uses[3];
+        assert!(
+            pipelines
+                .note
+                .ends_with("hooks.yaml off (disable_global_hooks)"),
+            "{pipelines}"
+        );
+        ws.write("ws/loop.yaml", "");
+        let config = Config {
+            disable_global_hooks: true,
+            ..Config::default()
+        };
+        assert_eq!(ids(&ws.read(&config, None)), ["pipelines:on_error:0"]);
     }
 
     #[test]
