@@ -84,7 +84,8 @@ pub(super) struct Loaded {
 
 /// The fields of the event model (EVENTS.md §1.3, §1.2) that the phase-1 runners do not honour:
 /// a hook that sets one is an event hook only.
-pub(super) const EVENT_FIELDS: [&str; 12] = [
+pub(super) const EVENT_FIELDS: [&str; 13] = [
+    "stdin",
     "tool",
     "when",
     "phase",
@@ -345,6 +346,23 @@ fn event_spec(
             "stdout" => ReasonFrom::Stdout,
             "stderr" => ReasonFrom::Stderr,
             other => return Err(invalid("reason_from", other, "stdout or stderr")),
+        };
+    }
+    if let Some(value) = front.field("stdin")? {
+        // An AutoAgent import's scripts read AutoAgent's hook input (`import` writes it).
+        spec.stdin = match value.split_once(' ') {
+            Some(("autoagent", event)) if !event.trim().is_empty() => {
+                crate::payload::StdinDialect::AutoAgent {
+                    event_name: event.trim().to_owned(),
+                }
+            }
+            _ => {
+                return Err(invalid(
+                    "stdin",
+                    value,
+                    "'autoagent EVENT', AutoAgent's hook input for its event EVENT",
+                ));
+            }
         };
     }
     if let Some(value) = front.field("action")? {

@@ -43,9 +43,14 @@
 
 mod autoagent;
 pub(crate) mod command;
+mod convert;
+mod edit;
 mod iteratr;
 mod json_lines;
 mod nyzhi;
+
+pub use convert::{ImportError, NewFile, Plan, Selection, SourcePlan, Written, plan, write};
+use json_lines::Step;
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
@@ -85,6 +90,10 @@ pub struct ImportedHook {
     /// The `run:` text the command became (its placeholders made references), for `import`
     /// and the tests; `None` for a built-in action.
     pub run: Option<String>,
+    /// Where the entry is in its file, as keys and list indexes (`hooks`, `post_iteration`,
+    /// 0; the index counts every entry of the list, those with problems too): what `import
+    /// --write` removes ([`edit`]).
+    pub(crate) entry: Vec<Step>,
 }
 
 /// Something about one entry, at a line of the file.
@@ -219,12 +228,7 @@ pub(crate) fn read_sources(
                     break;
                 }
             };
-            let parsed = match source {
-                Source::Iteratr => iteratr::read(&text).map(Some),
-                Source::Autoagent => autoagent::read(&text),
-                _ => nyzhi::read(&text).map(Some),
-            };
-            let imported = match parsed {
+            let imported = match parse(source, &text) {
                 // AutoAgent's workspace file without `hooks` leaves the user's (rule 4).
                 Ok(None) => continue,
                 Ok(Some(imported)) => imported,
@@ -253,16 +257,7 @@ pub(crate) fn read_sources(
                     .push(problem(&path, Some(note.line), note.message));
             }
             for hook in imported.hooks {
-                let n = match counts.iter_mut().find(|(e, _)| *e == hook.source_event) {
-                    Some((_, n)) => {
-                        *n += 1;
-                        *n - 1
-                    }
-                    None => {
-                        counts.push((hook.source_event.clone(), 1));
-                        0
-                    }
-                };
+                let n = next_index(&mut counts, &hook.source_event);
                 let id = format!("{source}:{}:{n}", hook.source_event);
                 let origin = Origin::Imported {
                     source,
@@ -290,6 +285,30 @@ pub(crate) fn read_sources(
         });
     }
     out
+}
+
+/// What `source`'s reader makes of `text`: `Ok(None)` for a file that leaves the hooks to
+/// the next one (AutoAgent's without `hooks`, rule 4).
+fn parse(source: Source, text: &str) -> Result<Option<Imported>, Unparsable> {
+    match source {
+        Source::Iteratr => iteratr::read(text).map(Some),
+        Source::Autoagent => autoagent::read(text),
+        _ => nyzhi::read(text).map(Some),
+    }
+}
+
+/// The index of the next entry of `event` among those counted so far (rule 6's `<n>`).
+fn next_index(counts: &mut Vec<(String, usize)>, event: &str) -> usize {
+    match counts.iter_mut().find(|(e, _)| e == event) {
+        Some((_, n)) => {
+            *n += 1;
+            *n - 1
+        }
+        None => {
+            counts.push((event.to_owned(), 1));
+            0
+        }
+    }
 }
 
 /// The files of `source`, the workspace's first, each with whether it is the user's.
