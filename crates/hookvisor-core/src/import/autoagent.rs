@@ -483,7 +483,7 @@ mod tests {
             "{rendered}"
         );
         assert!(
-            rendered.ends_with("action: git-push\nremote: \"origin\"\nbranch: null\n"),
+            rendered.ends_with("action: git-push\nremote: \"origin\"\n"),
             "{rendered}"
         );
     }

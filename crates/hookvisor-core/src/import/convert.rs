@@ -604,6 +604,78 @@ fn write_new(file: &NewFile) -> Result<(), ImportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::{Command, HookAction};
+
+    const ITERATR: &str = "version: 1\nhooks:\n  pre_iteration:\n    - command: \"git status --short\"\n      timeout: 5\n      pipe_output: true\n  on_task_complete:\n    - command: \"./scripts/validate.sh {{task_id}}\"\n";
+    const AUTOAGENT: &str = r#"{"logLevel": "info", "hooks": {
+  "PostExecutionStart": [{"type": "command", "command": "bash track.sh", "timeout": 1500}],
+  "PreExecutionEnd": [{"type": "command", "command": "bash validate.sh", "blocking": true}],
+  "PostExecutionEnd": [
+    {"type": "git-commit", "message": "Complete issue #{{issueNumber}}", "noVerify": true},
+    {"type": "git-push", "remote": "origin", "branch": "current"}
+  ]}}"#;
+    const NYZHI: &str = "[[agent.hooks]]\nevent = \"after_edit\"\ncommand = \"cargo fmt -- {file}\"\npattern = \"*.rs, src/api/\"\n\n[[agent.hooks]]\nevent = \"pre_tool\"\ntool_name = \"git_commit\"\ncommand = \"cargo test\"\nblock = true\ntimeout = 120\n";
+
+    /// Every converted entry, read back from its file by discovery, is the entry again: the
+    /// same render, the same script, no problem or unknown field.
+    #[test]
+    fn written_files_read_back_as_the_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        for (file, text) in [
+            (".iteratr.hooks.yml", ITERATR),
+            (".autoagent/config.json", AUTOAGENT),
+            (".nyzhi/config.toml", NYZHI),
+        ] {
+            fs::create_dir_all(ws.join(file).parent().unwrap()).unwrap();
+            fs::write(ws.join(file), text).unwrap();
+        }
+        let user = UserDirs::default();
+        let plan = plan(ws, &user, None, &Selection::All).unwrap();
+        let mut originals = Vec::new();
+        for source in IMPORTED {
+            let text = fs::read_to_string(ws.join(workspace_file(source))).unwrap();
+            originals.extend(parse(source, &text).unwrap().unwrap().hooks);
+        }
+        let written = write(&plan).unwrap();
+        assert_eq!(written.iter().map(|w| w.files.len()).sum::<usize>(), 8);
+        assert!(written.iter().all(|w| w.deleted != (w.shown == ".autoagent/config.json")));
+        assert_eq!(
+            fs::read_to_string(ws.join(".autoagent/config.json")).unwrap(),
+            "{\"logLevel\": \"info\"}"
+        );
+        let found = crate::discover::discover(&ws.join(".discobot/hooks"));
+        assert!(found.problems.is_empty(), "{:?}", found.problems);
+        // AutoAgent's event data, which the reader warned about too.
+        assert!(
+            (found.warnings.iter()).all(|w| matches!(
+                &w.kind,
+                crate::hook::ProblemKind::UnknownVariable { name } if name == "issuenumber"
+            )),
+            "{:?}",
+            found.warnings
+        );
+        let files = plan.sources.iter().flat_map(|s| &s.files);
+        for (original, file) in originals.iter().zip(files) {
+            let name = file.path.file_name().unwrap().to_str().unwrap();
+            let hook = (found.hooks.iter().chain(&found.event_hooks))
+                .find(|h| h.id == hook_id(name))
+                .unwrap_or_else(|| panic!("{name} not found"));
+            assert_eq!(hook.name, original.title);
+            let back = ImportedHook {
+                spec: hook.spec.clone(),
+                timeout: hook.timeout,
+                pattern: hook.pattern.clone(),
+                ..original.clone()
+            };
+            assert_eq!(render(&back), render(original), "{name}");
+            let script = |spec: &crate::event::EventSpec| match &spec.action {
+                HookAction::Command(Command::Run(t)) => Some(t.script().to_owned()),
+                _ => None,
+            };
+            assert_eq!(script(&hook.spec), script(&original.spec), "{name}");
+        }
+    }
 
     #[test]
     fn names_are_ids_in_snake_case() {

@@ -520,8 +520,11 @@ pub fn render(hook: &ImportedHook) -> String {
         out += &format!("stdin: autoagent {event_name}\n");
     }
     out += &format!("action: {}\n", spec.action.as_str());
+    // A field left to its default (git-push's current branch) is no field of the file.
     for (key, value) in spec.action.fields() {
-        out += &format!("{key}: {value}\n");
+        if !value.is_null() {
+            out += &format!("{key}: {value}\n");
+        }
     }
     if let Some(run) = &hook.run {
         out += &format!("run: {}\n", quoted(run));
