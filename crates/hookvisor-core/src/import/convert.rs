@@ -461,9 +461,8 @@ fn source_plan(
             }
         }
     };
-    let problems = |i: &Imported| -> Vec<String> {
-        i.problems.iter().map(|n| n.message.clone()).collect()
-    };
+    let problems =
+        |i: &Imported| -> Vec<String> { i.problems.iter().map(|n| n.message.clone()).collect() };
     let left_over = match &edited {
         None => Ok(Some(Imported::default())),
         Some(edited) => parse(source, edited),
@@ -547,7 +546,10 @@ pub fn write(plan: &Plan) -> Result<Vec<Written>, ImportError> {
 
 /// One tool's file: its new hooks, then the file itself; `written` collects what to remove
 /// should a later step fail.
-fn write_source<'a>(source: &'a SourcePlan, written: &mut Vec<&'a Path>) -> Result<(), ImportError> {
+fn write_source<'a>(
+    source: &'a SourcePlan,
+    written: &mut Vec<&'a Path>,
+) -> Result<(), ImportError> {
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| ImportError::Io { path, source }
@@ -592,12 +594,11 @@ fn write_new(file: &NewFile) -> Result<(), ImportError> {
         .set_permissions(fs::Permissions::from_mode(0o644))
         .map_err(io)?;
     temp.as_file().sync_all().map_err(io)?;
-    temp.persist_noclobber(&file.path).map_err(|e| {
-        match e.error.kind() {
+    temp.persist_noclobber(&file.path)
+        .map_err(|e| match e.error.kind() {
             io::ErrorKind::AlreadyExists => ImportError::Exists(file.path.clone()),
             _ => io(e.error),
-        }
-    })?;
+        })?;
     fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)
 }
 
@@ -639,7 +640,11 @@ mod tests {
         }
         let written = write(&plan).unwrap();
         assert_eq!(written.iter().map(|w| w.files.len()).sum::<usize>(), 8);
-        assert!(written.iter().all(|w| w.deleted != (w.shown == ".autoagent/config.json")));
+        assert!(
+            written
+                .iter()
+                .all(|w| w.deleted != (w.shown == ".autoagent/config.json"))
+        );
         assert_eq!(
             fs::read_to_string(ws.join(".autoagent/config.json")).unwrap(),
             "{\"logLevel\": \"info\"}"

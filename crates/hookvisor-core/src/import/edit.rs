@@ -459,10 +459,7 @@ mod tests {
     #[test]
     fn a_yaml_flow_list_is_refused() {
         let text = "hooks:\n  on_error: [{command: x}]\n";
-        let entries = [Entry {
-            path: &[],
-            line: 2,
-        }];
+        let entries = [Entry { path: &[], line: 2 }];
         let err = remove(Format::Yaml, text, &entries, None).unwrap_err();
         assert_eq!(err.line, 2);
         assert!(err.message.contains("not a block list item"), "{err}");
@@ -493,9 +490,7 @@ mod tests {
         ];
         assert_eq!(
             cut(Format::Json, AUTOAGENT, &all),
-            Edited::Text(
-                "{\n  \"logLevel\": \"info\",\n  \"maxTokens\": 100000\n}\n".to_owned()
-            )
+            Edited::Text("{\n  \"logLevel\": \"info\",\n  \"maxTokens\": 100000\n}\n".to_owned())
         );
         let entries: Vec<Entry<'_>> = all
             .iter()
