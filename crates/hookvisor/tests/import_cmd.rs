@@ -390,6 +390,57 @@ fn a_user_file_is_converted_only_by_its_path_into_the_global_hooks() {
     assert!(list.contains("global:nyzhi-after_turn-0"), "{list}");
 }
 
+/// AutoAgent's workspace `hooks` hide the user's: emptied, they stay as `{}`, so the user's
+/// do not start running here.
+#[test]
+fn autoagent_keeps_an_empty_hooks_that_hides_the_users() {
+    let ws = Workspace::new();
+    let user = ws.base().join("home/.autoagent/config.json");
+    fs::create_dir_all(user.parent().unwrap()).unwrap();
+    fs::write(
+        &user,
+        "{\"hooks\": {\"Stop\": [{\"type\": \"command\", \"command\": \"echo user >> trace\"}]}}",
+    )
+    .unwrap();
+    ws.write(
+        ".autoagent/config.json",
+        "{\"hooks\": {\"Stop\": [{\"type\": \"command\", \"command\": \"echo workspace >> trace\"}]}}",
+    );
+    let out = ws.hookvisor(&["import", "--write"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(ws.path().join(".autoagent/config.json")).unwrap(),
+        "{\"hooks\": {}}"
+    );
+    let out = ws.hookvisor(&["fire", "session.stop"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(ws.path().join("trace")).unwrap(),
+        "workspace\n"
+    );
+}
+
+/// Hooks moved where `hookvisor.yml` turns hooks off would stop running: refused.
+#[test]
+fn hooks_are_not_moved_where_nothing_reads_them() {
+    let ws = Workspace::new();
+    ws.write(".discobot/hookvisor.yml", "sources: [iteratr, nyzhi]\n");
+    ws.write(".nyzhi/config.toml", NYZHI);
+    let out = ws.hookvisor(&["import", "--write"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains(".nyzhi/config.toml: its hooks would go to the discobot hooks, which"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(ws.path().join(".nyzhi/config.toml")).unwrap(),
+        NYZHI
+    );
+    assert!(hook_files(&ws).is_empty());
+}
+
 /// Usage: a mode is required, an unknown file is named.
 #[test]
 fn usage_errors_exit_2_with_one_line() {

@@ -10,7 +10,9 @@
 //!    `hookvisor.yml` reads; with a tool's name, that tool's workspace file whatever `sources:`
 //!    says. A user file (`~/.autoagent/config.json`, `~/.config/nyzhi/config.toml`) serves
 //!    every workspace, so it is converted only when named by its path, into hookvisor's
-//!    global hooks directory, which every workspace reads too.
+//!    global hooks directory, which every workspace reads too. When `hookvisor.yml` turns
+//!    off the hooks the new files would join (`sources` without `discobot`, or global hooks
+//!    off), the import is refused: the hooks would stop running unnoticed.
 //! 3. **Names** are the hook's id made a file name: `<tool>-<event>-<n>.yml`, the tool's event
 //!    in snake case, `n` the entry's index among that event's entries (`iteratr:post_iteration:0`
 //!    becomes `iteratr-post_iteration-0.yml`): stable across runs, and the same entry as
@@ -146,6 +148,20 @@ pub enum ImportError {
         .0.display()
     )]
     NoGlobalDir(PathBuf),
+    /// The hooks would go where `hookvisor.yml` turns hooks off (rule 2).
+    #[error(
+        "{}: its hooks would go to the {target} hooks, which {} turns off ('sources' or \
+         'disable_global_hooks'); turn them on first (nothing was changed)",
+        path.display(), config.display()
+    )]
+    TargetOff {
+        /// The tool's file.
+        path: PathBuf,
+        /// Where its hooks would go.
+        target: Source,
+        /// `hookvisor.yml`.
+        config: PathBuf,
+    },
     /// The tool's file changed between reading and writing (rule 5).
     #[error("{} changed while importing; run again (its new hooks were removed)", .0.display())]
     Changed(PathBuf),
@@ -237,10 +253,7 @@ pub fn plan(
     global: Option<&Path>,
     selection: &Selection,
 ) -> Result<Plan, ImportError> {
-    let config = match selection {
-        Selection::All => Config::load(workspace)?.unwrap_or_default(),
-        _ => Config::default(),
-    };
+    let config = Config::load(workspace)?.unwrap_or_default();
     let wanted = match selection {
         Selection::File(path) => Some(known_file(workspace, user, path)?),
         _ => None,
@@ -296,12 +309,23 @@ pub fn plan(
                     Config::path(workspace).display()
                 ));
             } else {
-                let dir = match is_user {
-                    true => global
-                        .map(Path::to_owned)
-                        .ok_or_else(|| ImportError::NoGlobalDir(path.clone()))?,
-                    false => workspace.join(".discobot/hooks"),
+                let (dir, target) = match is_user {
+                    true => (
+                        global
+                            .map(Path::to_owned)
+                            .ok_or_else(|| ImportError::NoGlobalDir(path.clone()))?,
+                        Source::Global,
+                    ),
+                    false => (workspace.join(".discobot/hooks"), Source::Discobot),
                 };
+                // Moved where nothing reads them, the hooks would stop running unnoticed.
+                if !config.reads(target) && !imported.hooks.is_empty() {
+                    return Err(ImportError::TargetOff {
+                        path,
+                        target,
+                        config: Config::path(workspace),
+                    });
+                }
                 // AutoAgent's workspace `hooks` hide the user's: an emptied one stays.
                 let keep = source == Source::Autoagent
                     && !is_user
