@@ -631,7 +631,7 @@ mod tests {
     use super::*;
     use crate::event::{Command, HookAction};
 
-    const ITERATR: &str = "version: 1\nhooks:\n  pre_iteration:\n    - command: \"git status --short\"\n      timeout: 5\n      pipe_output: true\n  on_task_complete:\n    - command: \"./scripts/validate.sh {{task_id}}\"\n";
+    const ITERATR: &str = "version: 1\nhooks:\n  pre_iteration:\n    - command: \"git status --short\"\n      timeout: 5\n      pipe_output: true\n  on_task_complete:\n    - command: \"./scripts/validate.sh {{task_id}}\"\n    - command: 'printf \"%s\\n\" \"a  b\" | tr -d \"\\\\\" # it''s'\n";
     const AUTOAGENT: &str = r#"{"logLevel": "info", "hooks": {
   "PostExecutionStart": [{"type": "command", "command": "bash track.sh", "timeout": 1500}],
   "PreExecutionEnd": [{"type": "command", "command": "bash validate.sh", "blocking": true}],
@@ -663,7 +663,7 @@ mod tests {
             originals.extend(parse(source, &text).unwrap().unwrap().hooks);
         }
         let written = write(&plan).unwrap();
-        assert_eq!(written.iter().map(|w| w.files.len()).sum::<usize>(), 8);
+        assert_eq!(written.iter().map(|w| w.files.len()).sum::<usize>(), 9);
         assert!(
             written
                 .iter()

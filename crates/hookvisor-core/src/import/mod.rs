@@ -32,12 +32,18 @@
 //!    user file). `list`, `check` and status show the entry as `file:line`.
 //! 7. **Reading** follows links (dotfiles are often links) but opens without blocking and takes
 //!    only a regular file of at most [`MAX_SOURCE_BYTES`]; a missing file costs one failed open.
+//! 8. **Moving over** (`hookvisor import`): [`plan`] turns each entry into a declarative hook
+//!    file and [`write`] writes them and cuts the entries out of their file (the `convert`
+//!    module's rules, the `edit` module's per format). A reader gives each hook its
+//!    `entry` path; nothing else of a new source is needed for it to be imported.
 //!
 //! [`Imported`]: crate::import::Imported
 //! [`ImportedHook`]: crate::import::ImportedHook
 //! [`Unparsable`]: crate::import::Unparsable
 //! [`LOOP_OWNER_VARIABLE`]: crate::import::LOOP_OWNER_VARIABLE
 //! [`MAX_SOURCE_BYTES`]: crate::import::MAX_SOURCE_BYTES
+//! [`plan`]: crate::import::plan
+//! [`write`]: crate::import::write
 
 #![forbid(unsafe_code)]
 
