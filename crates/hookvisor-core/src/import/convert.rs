@@ -292,57 +292,34 @@ pub fn plan(
             let indexes: Vec<usize> = (imported.hooks.iter())
                 .map(|h| next_index(&mut counts, &h.source_event))
                 .collect();
-            let named = wanted.as_ref().is_some_and(|(_, p)| *p == path);
-            let reads = config.reads(source);
             let shown = shown(workspace, &path);
-            if wanted.is_some() && !named {
-                // Another file of the named file's tool.
-            } else if is_user && !named {
-                plan.skipped.push(format!(
-                    "{shown}: the user's {source} file serves every workspace; not converted \
-                     (name its path to convert it into the global hooks)"
-                ));
-            } else if !reads && *selection == Selection::All {
-                plan.skipped.push(format!(
-                    "{shown}: {source} is not in sources of {}; not converted (name it to \
-                     convert it)",
-                    Config::path(workspace).display()
-                ));
-            } else {
-                let (dir, target) = match is_user {
-                    true => (
-                        global
-                            .map(Path::to_owned)
-                            .ok_or_else(|| ImportError::NoGlobalDir(path.clone()))?,
-                        Source::Global,
-                    ),
-                    false => (workspace.join(".discobot/hooks"), Source::Discobot),
-                };
-                // Moved where nothing reads them, the hooks would stop running unnoticed.
-                if !config.reads(target) && !imported.hooks.is_empty() {
-                    return Err(ImportError::TargetOff {
-                        path,
-                        target,
-                        config: Config::path(workspace),
-                    });
-                }
-                // AutoAgent's workspace `hooks` hide the user's: an emptied one stays.
-                let keep = source == Source::Autoagent
-                    && !is_user
-                    && user_has_hooks(source, workspace, user);
-                let keep = keep.then(|| vec![Step::Key("hooks".to_owned())]);
-                let files = (imported.hooks.iter().zip(&indexes))
-                    .map(|(hook, n)| new_file(workspace, source, &dir, hook, *n, &shown))
-                    .collect();
-                plan.sources.push(source_plan(
+            let convert = match &wanted {
+                Some((_, named)) => *named == path,
+                None => !is_user && (config.reads(source) || *selection != Selection::All),
+            };
+            if convert {
+                let found = Found {
                     source,
-                    path.clone(),
+                    path: path.clone(),
+                    is_user,
                     shown,
                     text,
-                    imported,
-                    files,
-                    keep.as_deref(),
-                )?);
+                };
+                let places = (workspace, user, global, &config);
+                plan.sources
+                    .push(file_plan(found, imported, &indexes, places)?);
+            } else if wanted.is_none() {
+                plan.skipped.push(match is_user {
+                    true => format!(
+                        "{shown}: the user's {source} file serves every workspace; not \
+                         converted (name its path to convert it into the global hooks)"
+                    ),
+                    false => format!(
+                        "{shown}: {source} is not in sources of {}; not converted (name it \
+                         to convert it)",
+                        Config::path(workspace).display()
+                    ),
+                });
             }
             // AutoAgent's workspace hooks replace the user's (the module's rule 4).
             if source == Source::Autoagent {
@@ -365,6 +342,56 @@ pub fn plan(
     }
     refuse_collisions(&plan)?;
     Ok(plan)
+}
+
+/// A tool's file read, to be converted.
+struct Found {
+    source: Source,
+    path: PathBuf,
+    is_user: bool,
+    shown: String,
+    text: String,
+}
+
+/// The plan of one file whose entries are converted (rules 2 to 4): its hooks go to the
+/// workspace's hooks, a user file's to the global ones.
+fn file_plan(
+    found: Found,
+    imported: Imported,
+    indexes: &[usize],
+    (workspace, user, global, config): (&Path, &UserDirs, Option<&Path>, &Config),
+) -> Result<SourcePlan, ImportError> {
+    let Found {
+        source,
+        path,
+        is_user,
+        shown,
+        text,
+    } = found;
+    let (dir, target) = match is_user {
+        true => (
+            global
+                .map(Path::to_owned)
+                .ok_or_else(|| ImportError::NoGlobalDir(path.clone()))?,
+            Source::Global,
+        ),
+        false => (workspace.join(".discobot/hooks"), Source::Discobot),
+    };
+    // Moved where nothing reads them, the hooks would stop running unnoticed.
+    if !config.reads(target) && !imported.hooks.is_empty() {
+        return Err(ImportError::TargetOff {
+            path,
+            target,
+            config: Config::path(workspace),
+        });
+    }
+    // AutoAgent's workspace `hooks` hide the user's: an emptied one stays.
+    let keep = source == Source::Autoagent && !is_user && user_has_hooks(source, workspace, user);
+    let keep = keep.then(|| vec![Step::Key("hooks".to_owned())]);
+    let files = (imported.hooks.iter().zip(indexes))
+        .map(|(hook, n)| new_file(workspace, source, &dir, hook, *n, &shown))
+        .collect();
+    source_plan(source, path, shown, text, imported, files, keep.as_deref())
 }
 
 /// The tool and path of a named file, when it is one of the tools' files.
