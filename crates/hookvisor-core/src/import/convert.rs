@@ -733,6 +733,29 @@ mod tests {
         }
     }
 
+    /// A file edited between the plan and the write is left as it is now, and the hooks
+    /// already written for it are removed again: nothing runs twice.
+    #[test]
+    fn a_file_changed_since_it_was_read_is_left_and_its_hooks_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        fs::write(ws.join(".iteratr.hooks.yml"), ITERATR).unwrap();
+        let plan = plan(ws, &UserDirs::default(), None, &Selection::All).unwrap();
+        let edited = format!("{ITERATR}  session_end:\n    - command: \"true\"\n");
+        fs::write(ws.join(".iteratr.hooks.yml"), &edited).unwrap();
+        let err = write(&plan).unwrap_err();
+        assert!(matches!(err, ImportError::Changed(_)), "{err}");
+        assert_eq!(
+            fs::read_to_string(ws.join(".iteratr.hooks.yml")).unwrap(),
+            edited
+        );
+        let left: Vec<_> = fs::read_dir(ws.join(".discobot/hooks"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
     #[test]
     fn names_are_ids_in_snake_case() {
         assert_eq!(
