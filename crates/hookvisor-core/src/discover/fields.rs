@@ -1002,6 +1002,11 @@ mod tests {
                 "h.sh:4: invalid reason_from 'stdin'; use stdout or stderr",
             ),
             (
+                "event: tool.before\nstdin: json",
+                "h.sh:4: invalid stdin 'json'; use 'autoagent EVENT', AutoAgent's hook input \
+                 for its event EVENT",
+            ),
+            (
                 "event: tool.before\naction: webhook",
                 "h.sh:4: action 'webhook' is for a declarative hook: put it in a \
                  non-executable .yml file",
