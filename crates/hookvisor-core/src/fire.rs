@@ -141,6 +141,10 @@ pub struct Firing {
     /// Hook-triggered re-prompts allowed per user turn, for the loop guard of `turn.end` and
     /// `session.stop` (DESIGN.md's `max_retries`). Default: 3.
     pub max_attempts: u32,
+    /// The hookvisor binary that delivers unawaited webhooks in a detached child, for a
+    /// caller that exits with its decision (EVENTS.md §4.3, `crate::webhook`'s `detached`
+    /// module). Default `None`: they run in this process after the decision (a server, a loop).
+    pub detach_webhooks: Option<PathBuf>,
 }
 
 impl Firing {
@@ -156,6 +160,7 @@ impl Firing {
             files: None,
             cancel: None,
             max_attempts: EvalOptions::default().max_retries,
+            detach_webhooks: None,
         }
     }
 }
@@ -295,6 +300,14 @@ pub(crate) fn fire_hooks(
         }
         let seen = (hook.spec.phase == Phase::Post).then_some(decision);
         let payload = earlier.apply(payload(ctx, firing, seen));
+        if let (Some(exe), false, HookAction::Webhook(_)) =
+            (&firing.detach_webhooks, hook.spec.await_, &hook.spec.action)
+        {
+            if let Err(err) = crate::webhook::deliver_detached(exe, ctx, hook, firing, &payload) {
+                tracing::warn!(hook = %hook.id, "cannot start the detached delivery: {err}");
+            }
+            continue;
+        }
         let Some(done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
             continue;
         };
@@ -591,7 +604,7 @@ fn run_once(
     // A webhook sends its request from here, with no process (crate::webhook).
     if let Some(ran) = crate::webhook::run(ctx, hook, payload, cancel)? {
         return Ok(match ran {
-            crate::webhook::WebhookRun::Finished(outcome) => Ran::Finished(outcome.into()),
+            crate::webhook::WebhookRun::Finished(run) => Ran::Finished(run),
             crate::webhook::WebhookRun::Refused(message) => Ran::Refused(message),
         });
     }

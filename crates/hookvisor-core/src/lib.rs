@@ -46,6 +46,7 @@
 //! [`context_buffer`] (piped output for the next turn) and [`fire`] (running an
 //! event's hooks: `hookvisor fire`). [`agent_loop`] drives a headless agent with those events
 //! (`hookvisor loop`).
+//! [`callback`] is the listener an awaited webhook waits on (its module doc says the rules).
 //!
 //! # Example
 //!
@@ -97,6 +98,9 @@
 mod account;
 /// `hookvisor loop`: a headless agent driven iteration by iteration (EVENTS.md §3.2).
 pub mod agent_loop;
+// Documented by its own module doc: an outer line here would make rustdoc resolve the module
+// doc's links from the crate root.
+pub mod callback;
 mod change_watch;
 mod changes;
 mod config;
@@ -178,9 +182,9 @@ pub use session::{
     prepare_state_dir, run_session,
 };
 pub use spawn::{
-    ChildInfo, ChildrenError, DEFAULT_SPAWN_TIMEOUT, DetachedInfo, MAX_SPAWN_DEPTH, OnTimeout,
-    PipelineError, PipelineSpec, Spawn, SpawnFieldError, SpawnTarget, SpawnWorkspace, child_status,
-    is_child_name, list_children,
+    ChildInfo, ChildrenError, DEFAULT_SPAWN_TIMEOUT, DetachedInfo, MAX_SPAWN_DEPTH, PipelineError,
+    PipelineSpec, Spawn, SpawnFieldError, SpawnTarget, SpawnWorkspace, child_status, is_child_name,
+    list_children,
 };
 pub use state::{Durability, StateDir, write_atomic};
 pub use status::{

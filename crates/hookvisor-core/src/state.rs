@@ -99,7 +99,8 @@ pub enum Durability {
     Durable,
     /// The file's data is on disk before the rename, its directory is not: after a crash the
     /// file is the old one or the new one, whole, never empty; only the last write may be lost.
-    /// An `fdatasync` orders it, unless the file system does so itself ([`crate::replace_order`]).
+    /// An `fdatasync` orders it, unless the file system does so itself: tmpfs, and ext4 with its
+    /// default `auto_da_alloc` when the rename replaces a file (README, "Crashes and status.json").
     /// For records written on every tool call, where a directory fsync per call is too dear.
     Whole,
     /// No fsync: readers still never see a partial file, but after a crash it may be the old

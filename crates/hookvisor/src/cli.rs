@@ -139,6 +139,7 @@ fn parse_fire(args: &[OsString]) -> Option<Cli> {
             json,
             trigger: trigger.unwrap_or(FireTrigger::User),
             max_retries: None,
+            deliver: None,
         }),
     })
 }
@@ -528,6 +529,10 @@ pub struct FireArgs {
     /// `max_retries` of .discobot/hookvisor.yml, else 3].
     #[arg(long, env = "HOOKVISOR_MAX_RETRIES")]
     pub max_retries: Option<u32>,
+    /// Internal: deliver this unawaited webhook, the event JSON of its firing on stdin (the
+    /// detached child a `fire` leaves it to; EVENTS.md §4.3).
+    #[arg(long, value_name = "HOOK", hide = true, conflicts_with = "data")]
+    pub deliver: Option<String>,
 }
 
 /// Who fired an event (`${trigger}`).

@@ -672,3 +672,79 @@ fn the_response_body_is_read_up_to_64_kib() {
     );
     assert!(log.contains(&"y".repeat(64 * 1024)) && !log.contains(&"y".repeat(64 * 1024 + 1)));
 }
+
+/// The pids of live processes whose command line holds every one of `words`.
+fn processes_with(words: &[&str]) -> Vec<i32> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                words.iter().all(|w| text.contains(w))
+            })
+        })
+        .collect()
+}
+
+/// EVENTS.md §4.3: `fire` exits with its decision and leaves an unawaited webhook to a
+/// detached child, which delivers and records the run; the agent never waits for the receiver.
+#[test]
+fn an_unawaited_webhook_is_delivered_by_a_detached_child_after_fire_exits() {
+    let ws = Workspace::new();
+    // A receiver that takes the request and never answers: a `fire` that delivered in its own
+    // process could not have exited while it holds the request.
+    let held = Receiver::start(vec![(0, String::new(), String::new())]);
+    hook(
+        &ws,
+        "notify",
+        &format!(
+            "await: false\ntimeout: 20\nurl: {}/held\nbody: {{n: \"${{n}}\"}}\n",
+            held.url
+        ),
+    );
+    let reply = fire(&ws, &json!({"n": 7}));
+    assert_eq!(reply["decision"], "allow", "{reply}");
+    let request = held
+        .requests
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the detached child delivers");
+    assert_eq!(request.json(), json!({"n": 7}));
+    let workspace = ws.path().to_str().unwrap();
+    let children = processes_with(&["--deliver", "notify", workspace]);
+    assert_eq!(children.len(), 1, "one detached delivery is still waiting");
+    for pid in children {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+
+    // Answered: the child records the run as any run is recorded.
+    let answering = Receiver::start(vec![ok()]);
+    hook(
+        &ws,
+        "notify",
+        &format!("await: false\nurl: {}/ok\n", answering.url),
+    );
+    let reply = fire(&ws, &json!({}));
+    assert_eq!(reply["decision"], "allow", "{reply}");
+    answering
+        .requests
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the detached child delivers");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let status: Value = fs::read(ws.state_dir().join("status.json"))
+            .map_or(Value::Null, |bytes| serde_json::from_slice(&bytes).unwrap());
+        if status["hooks"]["notify"]["lastResult"] == "success" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never recorded: {status}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

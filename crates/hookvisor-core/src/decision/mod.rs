@@ -3,8 +3,9 @@
 //!
 //! # The words (§1.3)
 //!
-//! [`Phase`], [`BlockOn`], [`OnFailure`] and [`ReasonFrom`] are the front-matter fields `phase`,
-//! `block_on`, `on_failure` and `reason_from`, parsed with `FromStr` and written with `as_str`.
+//! [`Phase`], [`BlockOn`], [`OnFailure`], [`OnTimeout`] and [`ReasonFrom`] are the front-matter
+//! fields `phase`, `block_on`, `on_failure`, `on_timeout` (awaited spawns and webhooks) and
+//! `reason_from`, parsed with `FromStr` and written with `as_str`.
 //!
 //! # Judging one run (§1.5, §5 rules 1–3): [`Judge::judge`]
 //!
@@ -79,6 +80,7 @@
 //! [`Judgment::wants_retry`]: crate::decision::Judgment::wants_retry
 //! [`Judgment`]: crate::decision::Judgment
 //! [`OnFailure`]: crate::decision::OnFailure
+//! [`OnTimeout`]: crate::decision::OnTimeout
 //! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
 //! [`Outcome::into_reply`]: crate::decision::Outcome::into_reply
 //! [`Outcome`]: crate::decision::Outcome
@@ -98,6 +100,8 @@ mod outcome;
 mod tests;
 
 pub use judge::{DEFAULT_MAX_REASON, FinishedRun, Judge, Judgment, Verdict};
+// Reasons an action judges itself (a webhook callback's rejection) shrink like the judge's.
+pub(crate) use judge::shrink;
 pub use outcome::{Decision, Outcome, Reply};
 
 use std::fmt;
@@ -140,6 +144,16 @@ pub enum OnFailure {
     RetryThenAbort,
 }
 
+/// What a timeout of an awaited spawn child or webhook callback means (`on_timeout`, §1.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OnTimeout {
+    /// The event ends with abort, whatever the event or the hook's phase (the default).
+    #[default]
+    Abort,
+    /// A failure, judged by `block_on` and `on_failure` like any other.
+    Continue,
+}
+
 /// Where a failure's reason is read first (`reason_from`, §5 rule 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ReasonFrom {
@@ -150,7 +164,8 @@ pub enum ReasonFrom {
     Stdout,
 }
 
-/// A `phase`, `block_on`, `on_failure` or `reason_from` value that is none of the words.
+/// A `phase`, `block_on`, `on_failure`, `on_timeout` or `reason_from` value that is none of the
+/// words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid {field} '{value}'; use {expected}")]
 pub struct UnknownWord {
@@ -207,6 +222,10 @@ words!(OnFailure, "on_failure", "'continue', 'abort', 'retry' or [retry, abort]"
     "abort" => OnFailure::Abort,
     "retry" => OnFailure::Retry,
     "retry,abort" => OnFailure::RetryThenAbort,
+});
+words!(OnTimeout, "on_timeout", "'abort' or 'continue'", {
+    "abort" => OnTimeout::Abort,
+    "continue" => OnTimeout::Continue,
 });
 words!(ReasonFrom, "reason_from", "'stderr' or 'stdout'", {
     "stderr" => ReasonFrom::Stderr,

@@ -132,12 +132,14 @@ impl CancelToken {
         }
     }
 
-    pub(super) fn wake_fd(&self) -> Option<&OwnedFd> {
+    /// The read end of the token's pipe: readable once it is cancelled (also polled by the
+    /// callback waits, beside their own pipe).
+    pub(crate) fn wake_fd(&self) -> Option<&OwnedFd> {
         self.inner.wake.as_ref().map(|(read, _)| read)
     }
 
     /// The `signalfd` of [`CancelToken::on_signals`]: readable when one of them is pending.
-    pub(super) fn signal_fd(&self) -> Option<&SignalFd> {
+    pub(crate) fn signal_fd(&self) -> Option<&SignalFd> {
         self.inner.signals.as_ref()
     }
 }

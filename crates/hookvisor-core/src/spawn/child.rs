@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as Json;
 
 use super::pipeline::{self, PipelineSpec};
-use super::{MAX_SPAWN_DEPTH, OnTimeout, Spawn, SpawnTarget, SpawnWorkspace, detached};
+use super::{MAX_SPAWN_DEPTH, Spawn, SpawnTarget, SpawnWorkspace, detached};
 use crate::context::Context;
-use crate::decision::Verdict;
+use crate::decision::{OnTimeout, Verdict};
 use crate::event::HookAction;
 use crate::exec::{
     CancelToken, Capture, Captured, ExecError, Invocation, RunOptions, RunOutcome, run_command,

@@ -56,6 +56,8 @@ mod pipeline;
 
 use serde_json::{Value as Json, json};
 
+use crate::decision::OnTimeout;
+
 pub(crate) use self::child::{SpawnRun, run};
 pub(crate) use self::detached::stop_detached;
 pub use self::listing::{
@@ -89,15 +91,6 @@ pub enum SpawnWorkspace {
     Shared,
     /// A detached git worktree of `HEAD` under the child dir, removed afterwards.
     Worktree,
-}
-
-/// What a timeout of an awaited child means (rule 7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnTimeout {
-    /// The event ends with abort. The default.
-    Abort,
-    /// A failure, judged by `block_on` and `on_failure`.
-    Continue,
 }
 
 /// `action: spawn` and its fields.
@@ -219,13 +212,10 @@ impl Spawn {
             }
         };
         let on_timeout = match field("on_timeout") {
-            None | Some("abort") => OnTimeout::Abort,
-            Some("continue") => OnTimeout::Continue,
-            Some(other) => {
-                return Err(SpawnFieldError::OnTimeout {
-                    value: other.to_owned(),
-                });
-            }
+            None => OnTimeout::default(),
+            Some(value) => value.parse().map_err(|_| SpawnFieldError::OnTimeout {
+                value: value.to_owned(),
+            })?,
         };
         Ok(Spawn {
             target,
@@ -251,13 +241,7 @@ impl Spawn {
                     SpawnWorkspace::Worktree => "worktree",
                 }),
             ),
-            (
-                "on_timeout",
-                json!(match self.on_timeout {
-                    OnTimeout::Abort => "abort",
-                    OnTimeout::Continue => "continue",
-                }),
-            ),
+            ("on_timeout", json!(self.on_timeout.as_str())),
         ]
     }
 

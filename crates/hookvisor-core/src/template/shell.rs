@@ -91,8 +91,10 @@ impl ShellTemplate {
     }
 
     /// The words of a script that sh would run as one plain command with its words as they
-    /// are, so it can be executed without a shell, as GNU make does for such recipe lines;
-    /// `None` for anything else (see [`plain_command`]).
+    /// are, so it can be executed without a shell, as GNU make does for such recipe lines:
+    /// only letters, digits and `_ - . / , : + @ % =`, words split by blanks, and a first word
+    /// that is no assignment and no shell builtin or keyword but `true`/`false`; `None` for
+    /// anything else.
     pub fn plain_command(&self) -> Option<Vec<&str>> {
         if !self.references.is_empty() {
             return None;

@@ -409,6 +409,7 @@ mod tests {
                 .collect(),
             body,
             callback_port: None,
+            on_timeout: crate::decision::OnTimeout::Abort,
         }
     }
 

@@ -6,9 +6,10 @@
 //! 1. **Declarative only.** `action: webhook` is written in a non-executable `.yml` hook:
 //!    `url` (required), `method` (`GET`, `POST`, `PUT`, `PATCH` or `DELETE`, any case; default
 //!    `POST`), `headers` (a mapping of header names to text templates), `body` (any YAML value:
-//!    the JSON template; not with `GET`) and `callback_port` (the port of an awaited webhook's
-//!    callback listener, 1–65535). Its `timeout` defaults to 30 s, or 3600 s when it waits for
-//!    a callback (it names `${callback_url}`).
+//!    the JSON template; not with `GET`), and for a webhook that waits for its callback (it
+//!    names `${callback_url}`) `callback_port` (its listener's port, 1–65535) and `on_timeout`
+//!    (`abort`, the default, or `continue`). Its `timeout` defaults to 30 s, or 3600 s when it
+//!    waits for a callback.
 //! 2. **URL template.** The scheme and host (`https://host:port`) are written out, or the
 //!    whole URL is one `${name}`; placeholders after the host (path, query, fragment) insert
 //!    their value percent-encoded, every byte but `A-Z a-z 0-9 - . _ ~`, so a value stays
@@ -43,13 +44,29 @@
 //!    and the response body (the first 64 KiB, which is also the run's stdout, for
 //!    `${hook_response}`); a resolved value is never written, and a secret's value echoed back
 //!    by the receiver is masked.
+//! 8. **Awaited** (`awaited`, §4.3, §5 rule 22). A webhook naming `${callback_url}` first
+//!    registers a wait on the process's [`crate::callback`] listener (port: `callback_port`,
+//!    else `callback.port` of `.discobot/hookvisor.yml`, else ephemeral), sends with that URL,
+//!    and, once delivered, waits up to its `timeout` (each send attempt keeps its own 30 s). A
+//!    delivery that fails awaits nothing and is judged like any failure. The callback's
+//!    `approve`/`continue`/`none` is a success; `block` is a block with its `message`, said to
+//!    the judge as `{"decision":"block"}` so only a `pre` hook of a gate blocks and a notice's
+//!    block is logged and ignored; `reject`/`abort`/`deny` fails the run and aborts the event
+//!    whatever `on_failure` says. No callback in time is a timeout (exit 124): `on_timeout:
+//!    abort` aborts the event, `continue` leaves a failure judged like any other. A taken
+//!    callback hands `${hook_response}` (`{"query":…,"body":…}`) to the later hooks of the
+//!    firing. The wait's state goes to the hook's `callback` field in `status.json` (waiting,
+//!    answered, timed_out, revoked), never the URL.
 //!
 //! This file holds the fields (rule 1, the load half of 2 and 3); `url_policy` rule 3,
-//! `expand` rules 2, 4 and 5, `deliver` rule 6, and `run` one run with its log (rule 7).
+//! `expand` rules 2, 4 and 5, `deliver` rule 6, `run` one run with its log (rule 7) and
+//! `awaited` the callback wait (rule 8).
 
 #![forbid(unsafe_code)]
 
+mod awaited;
 mod deliver;
+mod detached;
 mod expand;
 mod run;
 mod url_policy;
@@ -58,6 +75,9 @@ use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 
+use crate::decision::OnTimeout;
+
+pub(crate) use self::detached::deliver_detached;
 pub(crate) use self::run::{WebhookRun, run};
 pub use self::url_policy::UrlPolicyError;
 
@@ -131,6 +151,9 @@ pub struct Webhook {
     pub body: Option<Json>,
     /// `callback_port:`, for the callback listener of an awaited webhook.
     pub callback_port: Option<u16>,
+    /// `on_timeout:`, what a callback that does not come in time means; default
+    /// [`OnTimeout::Abort`]. Only for a webhook that awaits one.
+    pub on_timeout: OnTimeout,
 }
 
 /// Why the fields of a webhook hook do not load; each names the field and the fix.
@@ -192,6 +215,9 @@ pub enum WebhookFieldError {
     /// `body:` with `GET`.
     #[error("body: a GET sends no body; use method: POST, or put the values in the url's query")]
     BodyWithGet,
+    /// `on_timeout:` is no word of it, or the webhook awaits no callback.
+    #[error("on_timeout: {0}")]
+    OnTimeout(String),
     /// `callback_port:` is no port.
     #[error("callback_port: '{value}' is no port; give a number from 1 to 65535")]
     CallbackPort {
@@ -214,6 +240,7 @@ impl WebhookFieldError {
             WebhookFieldError::Headers | WebhookFieldError::HeaderName { .. } => Some("headers"),
             WebhookFieldError::BodyWithGet => Some("body"),
             WebhookFieldError::CallbackPort { .. } => Some("callback_port"),
+            WebhookFieldError::OnTimeout(_) => Some("on_timeout"),
         }
     }
 }
@@ -271,13 +298,30 @@ impl Webhook {
                 }
             },
         };
-        Ok(Webhook {
+        let on_timeout = match field("on_timeout") {
+            None => OnTimeout::default(),
+            Some(value) => value.parse().map_err(|_| {
+                WebhookFieldError::OnTimeout(format!("'{value}' is not abort or continue"))
+            })?,
+        };
+        let webhook = Webhook {
             url,
             method,
             headers,
             body,
             callback_port,
-        })
+            on_timeout,
+        };
+        // A webhook that waits for nothing cannot time out waiting: the field would be dropped
+        // without a word.
+        if field("on_timeout").is_some() && !webhook.awaits_callback() {
+            return Err(WebhookFieldError::OnTimeout(
+                "only a webhook that waits for its callback (one that sends ${callback_url}) \
+                 times out waiting; drop it, or send ${callback_url}"
+                    .to_owned(),
+            ));
+        }
+        Ok(webhook)
     }
 
     /// The fields as `list` shows them, in front matter spelling: the templates, never a value.
@@ -301,6 +345,9 @@ impl Webhook {
         }
         if let Some(port) = self.callback_port {
             fields.push(("callback_port", json!(port)));
+        }
+        if self.awaits_callback() {
+            fields.push(("on_timeout", json!(self.on_timeout.as_str())));
         }
         fields
     }
@@ -470,6 +517,7 @@ mod tests {
             ["callback_url", "files", "slack_url", "token"]
         );
         assert_eq!(w.default_timeout(), DEFAULT_CALLBACK_TIMEOUT);
+        assert_eq!(w.on_timeout, OnTimeout::Abort);
         let shown: Json = w
             .fields()
             .into_iter()
@@ -477,6 +525,16 @@ mod tests {
             .collect();
         assert_eq!(shown["url"], json!("${slack_url}"));
         assert_eq!(shown["headers"]["Authorization"], json!("Bearer ${TOKEN}"));
+        assert_eq!(shown["on_timeout"], json!("abort"));
+        let w = webhook(&[
+            ("url", "https://h/approve?cb=${callback_url}"),
+            ("on_timeout", "continue"),
+        ])
+        .unwrap();
+        assert_eq!(w.on_timeout, OnTimeout::Continue);
+        // A webhook that awaits nothing shows no on_timeout.
+        let plain = webhook(&[("url", "https://h/x")]).unwrap();
+        assert!(plain.fields().iter().all(|(k, _)| *k != "on_timeout"));
         // A body that is no JSON text (read flat) is a string; JSON text keeps its type.
         let w = webhook(&[("url", "http://127.0.0.1:9/x"), ("body", "hello")]).unwrap();
         assert_eq!(w.body, Some(json!("hello")));
@@ -524,6 +582,18 @@ mod tests {
             (
                 &[("url", "https://h/x"), ("method", "GET"), ("body", "{}")],
                 Some("body"),
+            ),
+            (
+                &[
+                    ("url", "https://h/${callback_url}"),
+                    ("on_timeout", "retry"),
+                ],
+                Some("on_timeout"),
+            ),
+            // Nothing to time out waiting for.
+            (
+                &[("url", "https://h/x"), ("on_timeout", "continue")],
+                Some("on_timeout"),
             ),
             (
                 &[("url", "https://h/x"), ("callback_port", "0")],

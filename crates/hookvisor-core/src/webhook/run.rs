@@ -6,9 +6,11 @@ use serde_json::Value as Json;
 
 use super::deliver::{self, DELIVERY_HEADER, Delivery, status_line};
 use super::{UrlTemplate, Webhook, expand};
+use crate::callback::Pending;
 use crate::context::Context;
 use crate::event::HookAction;
 use crate::exec::{CancelToken, Captured, ExecError, RunOutcome};
+use crate::fire::ActionRun;
 use crate::hook::Hook;
 use crate::payload::Payload;
 
@@ -21,8 +23,9 @@ const MIN_MASKED: usize = 4;
 
 /// How a webhook run ended, as the dispatcher records it.
 pub(crate) enum WebhookRun {
-    /// It was sent (or every attempt failed, or a cancel stopped it).
-    Finished(RunOutcome),
+    /// It was sent (or every attempt failed, or a cancel stopped it); an awaited one hands on
+    /// its callback's verdict and `${hook_response}`.
+    Finished(ActionRun),
     /// Refused before sending, by a value of the event or the secrets: the same firing fails
     /// the same way, so it is never re-run.
     Refused(String),
@@ -38,36 +41,71 @@ pub(crate) fn run(
     let HookAction::Webhook(action) = &hook.spec.action else {
         return Ok(None);
     };
-    // The seam of awaited webhooks (EVENTS.md §4.3): the callback listener hands the URL it
-    // serves for this run here. It is not built yet, so a `${callback_url}` fails as a name
-    // this event lacks.
-    let callback_url: Option<&str> = None;
-    Ok(Some(send(
-        ctx,
-        hook,
-        action,
-        payload,
-        callback_url,
-        cancel,
-    )?))
+    // A webhook that sends `${callback_url}` waits for its callback (rule 8).
+    if action.awaits_callback() {
+        return super::awaited::run(ctx, hook, action, payload, cancel).map(Some);
+    }
+    Ok(Some(match send(hook, action, payload, None, cancel) {
+        Ok(sent) => WebhookRun::Finished(sent.finish(ctx, hook)?.into()),
+        Err(message) => WebhookRun::Refused(message),
+    }))
 }
 
-/// Expands the templates, delivers, and writes the log.
-fn send(
-    ctx: &Context,
+/// A delivery done: its outcome and log, not yet written (an awaited webhook adds its wait).
+pub(super) struct Sent {
+    /// The run's outcome as far as the delivery goes.
+    pub(super) outcome: RunOutcome,
+    /// The log text, masked.
+    pub(super) log: Vec<u8>,
+    /// Whether the receiver took it (a 2xx).
+    pub(super) delivered: bool,
+    /// The secret values the request used, for masking what is added to the log later.
+    pub(super) secrets: Vec<String>,
+}
+
+impl Sent {
+    /// Writes the log and hands the outcome on.
+    pub(super) fn finish(mut self, ctx: &Context, hook: &Hook) -> Result<RunOutcome, ExecError> {
+        let path = ctx.log_path(&hook.id);
+        crate::exec::write_whole_log(&path, &self.log)
+            .map_err(|source| ExecError::Log { path, source })?;
+        self.outcome.tail = String::from_utf8_lossy(&self.log).into_owned();
+        self.outcome.output_bytes = self.log.len() as u64;
+        Ok(self.outcome)
+    }
+
+    /// Adds `text` to the log, its secrets masked.
+    pub(super) fn note(&mut self, text: &str) {
+        self.log
+            .extend_from_slice(&mask(text.as_bytes(), &self.secrets));
+        if !self.log.ends_with(b"\n") {
+            self.log.push(b'\n');
+        }
+    }
+}
+
+/// Expands the templates and delivers: the outcome and the log, or why it was refused before
+/// sending (an error of the event's values: the same firing fails the same way). `callback` is
+/// the wait of an awaited webhook, whose URL is `${callback_url}`.
+pub(super) fn send(
     hook: &Hook,
     action: &Webhook,
     payload: &Payload,
-    callback_url: Option<&str>,
+    callback: Option<&Pending>,
     cancel: &CancelToken,
-) -> Result<WebhookRun, ExecError> {
+) -> Result<Sent, String> {
+    let callback_url = callback.map(Pending::url);
     let request = match expand::expand(action, payload, callback_url) {
         Ok(request) => request,
-        Err(err) => return Ok(WebhookRun::Refused(err.to_string())),
+        Err(err) => return Err(err.to_string()),
     };
+    // Masked like a secret: a receiver that echoes the request (a chat API returning the
+    // message) would otherwise put the token, the power to approve, in the agent's state dir.
+    let mut masked = request.secrets.clone();
+    masked.extend(callback.map(|pending| pending.token().to_owned()));
     let id = match deliver::delivery_id() {
         Ok(id) => id,
-        Err(message) => return Ok(WebhookRun::Refused(format!("webhook: {message}"))),
+        Err(message) => return Err(format!("webhook: {message}")),
     };
     // The hook's `timeout` bounds the callback wait of an awaited webhook; otherwise a shorter
     // one bounds each attempt too.
@@ -101,9 +139,9 @@ fn send(
                 ""
             }
         ));
-        stdout = mask(&answer.body, &request.secrets);
+        stdout = mask(&answer.body, &masked);
     }
-    let mut text = mask(log.as_bytes(), &request.secrets);
+    let mut text = mask(log.as_bytes(), &masked);
     text.extend_from_slice(&stdout);
     if !stdout.is_empty() && !stdout.ends_with(b"\n") {
         text.push(b'\n');
@@ -115,27 +153,30 @@ fn send(
                 action.method.as_str(),
                 url_template(action)
             );
-            mask(line.as_bytes(), &request.secrets)
+            mask(line.as_bytes(), &masked)
         })
         .unwrap_or_default();
     text.extend_from_slice(&stderr);
-    let path = ctx.log_path(&hook.id);
-    crate::exec::write_whole_log(&path, &text).map_err(|source| ExecError::Log { path, source })?;
-    Ok(WebhookRun::Finished(RunOutcome {
-        exit_code,
-        timed_out: false,
-        cancelled,
-        duration: started.elapsed(),
-        tail: String::from_utf8_lossy(&text).into_owned(),
-        output_bytes: text.len() as u64,
-        log_truncated: false,
-        captured: Some(Captured {
-            stdout,
-            stderr,
-            stdout_truncated: answer.is_some_and(|a| a.truncated),
-            stderr_truncated: false,
-        }),
-    }))
+    Ok(Sent {
+        outcome: RunOutcome {
+            exit_code,
+            timed_out: false,
+            cancelled,
+            duration: started.elapsed(),
+            tail: String::new(),
+            output_bytes: 0,
+            log_truncated: false,
+            captured: Some(Captured {
+                stdout,
+                stderr,
+                stdout_truncated: answer.as_ref().is_some_and(|a| a.truncated),
+                stderr_truncated: false,
+            }),
+        },
+        log: text,
+        delivered: exit_code == 0,
+        secrets: masked,
+    })
 }
 
 /// The URL as written.

@@ -41,7 +41,19 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     let mut firing = Firing::new(event);
     firing.data = data;
     firing.trigger = args.trigger.as_str().to_owned();
-    let discovery = discover_workspace(&ctx);
+    let mut discovery = discover_workspace(&ctx);
+    match &args.deliver {
+        // The detached child of an unawaited webhook: that hook only, delivered here.
+        Some(id) => {
+            firing = delivered_firing(firing)?;
+            discovery.event_hooks.retain(|hook| &hook.id == id);
+            if discovery.event_hooks.is_empty() {
+                return Err(CliError::usage(format!("--deliver: no event hook '{id}'")));
+            }
+        }
+        // This process exits with its decision; an unawaited webhook goes on without it.
+        None => firing.detach_webhooks = std::env::current_exe().ok(),
+    }
     firing.max_attempts = discovery.config.max_retries_or(args.max_retries);
     // Signals cancel only where a hook can run: an event nothing binds (most tool calls of an
     // agent) returns at once. They are read from a signalfd, not by a thread of their own,
@@ -67,6 +79,36 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     let reply = fire(&ctx, &discovery, &firing).map_err(CliError::failed)?;
     print_reply(&reply, args.json)?;
     Ok(exit(reply.decision))
+}
+
+/// `--deliver`: the firing as its event JSON on stdin says (EVENTS.md §5 rule 19): data,
+/// trigger, iteration, stage and files.
+fn delivered_firing(mut firing: Firing) -> Result<Firing, CliError> {
+    let mut text = String::new();
+    io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::usage(format!("--deliver: cannot read the event JSON: {e}")))?;
+    let event: Value = serde_json::from_str(&text)
+        .map_err(|e| CliError::usage(format!("--deliver: the event JSON does not parse: {e}")))?;
+    if let Some(data) = event.get("data").and_then(Value::as_object) {
+        firing.data = data.clone();
+    }
+    if let Some(trigger) = event.get("trigger").and_then(Value::as_str) {
+        trigger.clone_into(&mut firing.trigger);
+    }
+    firing.iteration = event.get("iteration").and_then(Value::as_u64);
+    firing.stage = event
+        .get("stage")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    firing.files = event.get("files").and_then(Value::as_array).map(|files| {
+        files
+            .iter()
+            .filter_map(Value::as_str)
+            .map(std::path::PathBuf::from)
+            .collect()
+    });
+    Ok(firing)
 }
 
 /// The exit status of a decision (§3).

@@ -1,0 +1,216 @@
+//! An awaited webhook (rule 8): a callback registered, the request sent with its URL, the
+//! wait, and what the answer means for the event.
+
+use std::time::{Instant, SystemTime};
+
+use serde_json::json;
+
+use super::Webhook;
+use super::run::{Sent, WebhookRun, send};
+use crate::callback::{self, Answer, Pending, Verdict as CallbackVerdict};
+use crate::config::{Callback, Config};
+use crate::context::Context;
+use crate::decision::{DEFAULT_MAX_REASON, OnTimeout, Verdict};
+use crate::exec::{CancelToken, Captured, ExecError};
+use crate::fire::ActionRun;
+use crate::hook::Hook;
+use crate::payload::Payload;
+use crate::produced::{Produced, ProducedName};
+use crate::state::Durability;
+use crate::status::{CallbackState, CallbackWait, StatusStore};
+
+/// Runs an awaited webhook: registers its callback, sends it, waits the hook's `timeout`.
+pub(super) fn run(
+    ctx: &Context,
+    hook: &Hook,
+    action: &Webhook,
+    payload: &Payload,
+    cancel: &CancelToken,
+) -> Result<WebhookRun, ExecError> {
+    let pending = match register(ctx, action) {
+        Ok(pending) => pending,
+        Err(message) => return Ok(WebhookRun::Refused(message)),
+    };
+    let mut sent = match send(hook, action, payload, Some(&pending), cancel) {
+        Ok(sent) => sent,
+        Err(message) => return Ok(WebhookRun::Refused(message)),
+    };
+    if sent.outcome.cancelled {
+        return Ok(WebhookRun::Finished(sent.finish(ctx, hook)?.into()));
+    }
+    if !sent.delivered {
+        // Nobody was told where to answer, so nothing is awaited; dropping `pending` revokes
+        // the token. The failed delivery is judged like any other (`on_failure`, retries).
+        sent.note("callback: not awaited: the webhook was not delivered");
+        return Ok(WebhookRun::Finished(sent.finish(ctx, hook)?.into()));
+    }
+    let store = StatusStore::for_context(ctx).with_durability(Durability::Whole);
+    let since = SystemTime::now();
+    let timeout_at = crate::rfc3339(since + hook.timeout);
+    mark(
+        &store,
+        ctx,
+        hook,
+        CallbackState::Waiting,
+        since,
+        &timeout_at,
+    );
+    sent.note(&format!(
+        "callback: waiting up to {}s (until {timeout_at})",
+        hook.timeout.as_secs()
+    ));
+    let waiting = Instant::now();
+    let answer = pending.wait(hook.timeout, cancel);
+    sent.outcome.duration += waiting.elapsed();
+    let state = match &answer {
+        Answer::Taken(_) => CallbackState::Answered,
+        Answer::TimedOut => CallbackState::TimedOut,
+        Answer::Cancelled => CallbackState::Revoked,
+    };
+    mark(&store, ctx, hook, state, SystemTime::now(), &timeout_at);
+    judged(ctx, hook, action, sent, answer).map(WebhookRun::Finished)
+}
+
+/// A wait on this process's callback listener, on the hook's `callback_port`, else the
+/// configuration's `callback.port`, else an ephemeral port.
+fn register(ctx: &Context, action: &Webhook) -> Result<Pending, String> {
+    // A broken file leaves every setting its default (config rule 2); `check` shows why.
+    let config = Config::load(&ctx.workspace)
+        .unwrap_or_else(|err| {
+            tracing::warn!(
+                "{}: {err}; the callback listener takes its defaults",
+                Config::path(&ctx.workspace).display()
+            );
+            None
+        })
+        .unwrap_or_default();
+    let wanted = Callback {
+        port: action.callback_port.or(config.callback.port),
+        public_url: config.callback.public_url,
+    };
+    let listener = callback::listener(&wanted).map_err(|err| format!("webhook: {err}"))?;
+    listener.register().map_err(|err| format!("webhook: {err}"))
+}
+
+/// What the wait's end means: the outcome as status.json records it, the verdict, and
+/// `${hook_response}` for the later hooks.
+fn judged(
+    ctx: &Context,
+    hook: &Hook,
+    action: &Webhook,
+    mut sent: Sent,
+    answer: Answer,
+) -> Result<ActionRun, ExecError> {
+    let mut verdict = None;
+    let mut produced = Vec::new();
+    // The receiver's own reply stays in the log; what the judge reads is the callback's.
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    match answer {
+        Answer::Taken(response) => {
+            let word = match response.verdict {
+                CallbackVerdict::Success => "approved",
+                CallbackVerdict::Abort => "rejected",
+                CallbackVerdict::Block => "blocked",
+            };
+            let said = response.message.as_deref().unwrap_or("");
+            sent.note(&format!(
+                "callback: {word}{}{said}",
+                if said.is_empty() { "" } else { ": " }
+            ));
+            let hook_response = response.json.to_string();
+            sent.note(&format!("hook_response: {hook_response}"));
+            produced.push(Produced {
+                name: ProducedName::HookResponse,
+                value: hook_response,
+            });
+            match response.verdict {
+                CallbackVerdict::Success => {}
+                // Said in the agents' protocol, so the judge decides whether this hook can
+                // block (a `pre` hook of a gate) and a notice's block is logged and ignored.
+                CallbackVerdict::Block => {
+                    let reason = response
+                        .message
+                        .unwrap_or_else(|| "blocked by the webhook's callback".to_owned());
+                    stdout = json!({"decision": "block", "reason": reason})
+                        .to_string()
+                        .into_bytes();
+                }
+                // An abort whatever `on_failure` says (EVENTS.md §4.3), so the action's own.
+                CallbackVerdict::Abort => {
+                    let reason = match response.message {
+                        Some(message) => format!("the webhook's callback rejected it: {message}"),
+                        None => "the webhook's callback rejected it".to_owned(),
+                    };
+                    sent.outcome.exit_code = 1;
+                    stderr = format!("{reason}\n").into_bytes();
+                    verdict = Some(Verdict::Abort {
+                        reason: crate::decision::shrink(
+                            &reason,
+                            Some(&ctx.log_path(&hook.id)),
+                            DEFAULT_MAX_REASON,
+                        ),
+                    });
+                }
+            }
+        }
+        Answer::TimedOut => {
+            let message = format!(
+                "webhook: no callback within {}s; the callback URL no longer answers",
+                hook.timeout.as_secs()
+            );
+            // Recorded as what happened, a timeout (exit 124, as a command's).
+            sent.outcome.timed_out = true;
+            sent.outcome.exit_code = 124;
+            stderr = format!("{message}\n").into_bytes();
+            sent.note(&format!(
+                "{message}; on_timeout: {}",
+                action.on_timeout.as_str()
+            ));
+            if action.on_timeout == OnTimeout::Abort {
+                verdict = Some(Verdict::Abort {
+                    reason: format!("{message} (on_timeout: abort)"),
+                });
+            }
+        }
+        Answer::Cancelled => {
+            sent.note("callback: the wait was cancelled");
+            sent.outcome.cancelled = true;
+        }
+    }
+    sent.outcome.captured = Some(Captured {
+        stdout,
+        stderr,
+        ..Captured::default()
+    });
+    Ok(ActionRun {
+        outcome: sent.finish(ctx, hook)?,
+        produced,
+        verdict,
+    })
+}
+
+/// Writes where the wait stands into the hook's status entry (the contract of
+/// `status::callback`): never the URL or its token. A status that cannot be written is logged
+/// and the wait goes on: the field is for dashboards, the run's record still comes.
+fn mark(
+    store: &StatusStore,
+    ctx: &Context,
+    hook: &Hook,
+    state: CallbackState,
+    since: SystemTime,
+    timeout_at: &str,
+) {
+    let wait = CallbackWait {
+        state,
+        since: crate::rfc3339(since),
+        timeout_at: timeout_at.to_owned(),
+    };
+    if let Err(err) = store.update(|status| status.entry(hook, ctx).callback = Some(wait)) {
+        tracing::warn!(
+            "{}: cannot note the callback wait ({}) in status.json: {err}",
+            hook.file_name(),
+            state.as_str()
+        );
+    }
+}

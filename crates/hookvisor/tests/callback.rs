@@ -1,0 +1,357 @@
+//! Awaited webhooks (EVENTS.md §4.3, §5 rule 22) through the real `hookvisor fire`: the
+//! webhook reaches a receiver on 127.0.0.1, which answers the `${callback_url}` it was sent
+//! over real TCP, as a person approving in a chat would; the fire (or `serve`) waits for it and
+//! decides.
+
+mod common;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::sync::mpsc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use common::serve::{DEADLINE, Server, request};
+use common::{Workspace, code, json_of};
+use serde_json::Value as Json;
+
+/// `.discobot/hooks/NAME.yml`: an awaited webhook on `tool.before` (a gate) to `port`, sending
+/// its callback URL and the tool in its body, with `extra` front matter.
+fn approval_hook(ws: &Workspace, name: &str, port: u16, extra: &str) {
+    webhook_hook(ws, name, "tool.before", port, extra);
+}
+
+/// [`approval_hook`] on `event`.
+fn webhook_hook(ws: &Workspace, name: &str, event: &str, port: u16, extra: &str) {
+    ws.write(
+        &format!(".discobot/hooks/{name}.yml"),
+        &format!(
+            "---\nevent: {event}\naction: webhook\nurl: http://127.0.0.1:{port}/approve\n\
+             body:\n  cb: \"${{callback_url}}\"\n  tool: \"${{tool_name}}\"\n{extra}---\n"
+        ),
+    );
+}
+
+/// A receiver of one webhook: answers it 200 with the body it got, then calls `answer` with the callback URL the
+/// body carried. Joining gives the body it got.
+fn receiver(answer: impl FnOnce(&str) + Send + 'static) -> (u16, JoinHandle<Json>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let body = read_request(&mut stream);
+        // Echoed back, as a chat API returns the message it posted: the token must not reach
+        // the log through the answer.
+        write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        stream.write_all(&body).unwrap();
+        drop(stream);
+        let body: Json = serde_json::from_slice(&body).unwrap();
+        answer(
+            body["cb"]
+                .as_str()
+                .expect("the body carries the callback URL"),
+        );
+        body
+    });
+    (port, handle)
+}
+
+/// Reads one HTTP request whole; its body.
+fn read_request(stream: &mut TcpStream) -> Vec<u8> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk).unwrap();
+        assert_ne!(n, 0, "the request ended early");
+        raw.extend_from_slice(&chunk[..n]);
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut request = httparse::Request::new(&mut headers);
+        if let httparse::Status::Complete(len) = request.parse(&raw).unwrap() {
+            let length: usize = request
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .map(|h| std::str::from_utf8(h.value).unwrap().parse().unwrap())
+                .unwrap_or(0);
+            if raw.len() >= len + length {
+                return raw[len..len + length].to_vec();
+            }
+        }
+    }
+}
+
+/// A GET of `url` (`http://127.0.0.1:PORT/…`) with `query` appended; the status.
+fn call_back(url: &str, query: &str) -> u16 {
+    let rest = url.strip_prefix("http://").expect("an http URL");
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut stream = TcpStream::connect(host).unwrap();
+    write!(
+        stream,
+        "GET /{path}{query} HTTP/1.1\r\nHost: {host}\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer[9..12].parse().unwrap()
+}
+
+/// `hookvisor fire tool.before --json` for a Bash call, run to its end.
+fn fire(ws: &Workspace) -> Output {
+    ws.hookvisor_command()
+        .args([
+            "fire",
+            "tool.before",
+            "--json",
+            "--data",
+            r#"{"tool_name":"Bash"}"#,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run hookvisor")
+}
+
+/// Every file under `dir`, read: where a token must never be.
+fn every_file(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = fs::read(&path) {
+                files.push((path.display().to_string(), bytes));
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn a_block_from_the_callback_blocks_the_gate_with_its_message() {
+    let ws = Workspace::new();
+    let (port, received) = receiver(|url| {
+        assert_eq!(call_back(url, "?action=block&message=not+on+Fridays"), 200);
+        // Taken once: the same URL again is gone.
+        assert_eq!(call_back(url, "?action=approve"), 410);
+    });
+    approval_hook(&ws, "approve", port, "");
+    let out = fire(&ws);
+    let reply = json_of(&out);
+    assert_eq!(reply["decision"], "block", "{reply}");
+    assert_eq!(reply["reason"], "not on Fridays", "{reply}");
+    let body = received.join().unwrap();
+    assert_eq!(body["tool"], "Bash");
+    let url = body["cb"].as_str().unwrap();
+    let token = url.rsplit('/').next().unwrap();
+    assert_eq!(token.len(), 43, "{url}");
+
+    let entry = &ws.status()["hooks"]["approve"];
+    assert_eq!(entry["callback"]["state"], "answered", "{entry}");
+    assert!(entry["callback"]["timeoutAt"].is_string(), "{entry}");
+    // The token is the capability to approve: nothing the agent can read holds it.
+    for (path, bytes) in every_file(ws.state_dir()) {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(token), "{path} holds the callback token");
+    }
+    let log = fs::read_to_string(ws.state_dir().join("output/approve.log")).unwrap();
+    assert!(
+        log.contains(r#""cb":"http://127.0.0.1:"#),
+        "the echo is logged: {log}"
+    );
+    assert!(log.contains("/cb/[secret]"), "with the token masked: {log}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(token));
+}
+
+#[test]
+fn a_block_on_a_notice_is_logged_and_ignored() {
+    let ws = Workspace::new();
+    let (port, received) = receiver(|url| {
+        assert_eq!(call_back(url, "?action=block&message=too+late"), 200);
+    });
+    webhook_hook(&ws, "announce", "stage.complete", port, "");
+    let out = ws.hookvisor(&[
+        "fire",
+        "stage.complete",
+        "--json",
+        "--data",
+        r#"{"tool_name":"x"}"#,
+    ]);
+    let reply = json_of(&out);
+    received.join().unwrap();
+    assert_eq!(reply["decision"], "allow", "{reply}");
+    assert_eq!(reply["results"][0]["blocked"], false, "{reply}");
+    assert_eq!(reply["results"][0]["success"], true, "{reply}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot decide"),
+        "the ignored block is warned: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_reject_aborts_whatever_on_failure_says() {
+    let ws = Workspace::new();
+    let (port, received) = receiver(|url| {
+        assert_eq!(call_back(url, "?action=reject&message=wrong+repo"), 200);
+    });
+    approval_hook(
+        &ws,
+        "approve",
+        port,
+        "on_failure: continue\nblock_on: never\n",
+    );
+    let reply = json_of(&fire(&ws));
+    received.join().unwrap();
+    assert_eq!(reply["decision"], "abort", "{reply}");
+    let reason = reply["reason"].as_str().unwrap();
+    assert!(reason.contains("wrong repo"), "{reply}");
+    assert_eq!(ws.status()["hooks"]["approve"]["lastResult"], "failure");
+}
+
+#[test]
+fn an_approval_allows_and_later_hooks_see_the_hook_response() {
+    let ws = Workspace::new();
+    let (port, received) = receiver(|url| {
+        let target = format!("{url}?action=approve&reviewer=ann");
+        let rest = target.strip_prefix("http://").unwrap();
+        let (host, path) = rest.split_once('/').unwrap();
+        let body = r#"{"note":"looks fine","n":2}"#;
+        let mut stream = TcpStream::connect(host).unwrap();
+        write!(
+            stream,
+            "POST /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with(r#"{"ok":true}"#), "{answer}");
+    });
+    approval_hook(&ws, "a-approve", port, "");
+    ws.write(
+        ".discobot/hooks/b-after.yml",
+        "---\nevent: tool.before\nrun: printf '%s|%s' \"${hook_response.query.reviewer}\" \
+         \"${hook_response.body.n}\" > after.txt\n---\n",
+    );
+    let reply = json_of(&fire(&ws));
+    received.join().unwrap();
+    assert_eq!(reply["decision"], "allow", "{reply}");
+    assert_eq!(
+        fs::read_to_string(ws.path().join("after.txt")).unwrap(),
+        "ann|2"
+    );
+}
+
+#[test]
+fn no_callback_in_time_aborts_by_default_and_continue_is_a_failure() {
+    let ws = Workspace::new();
+    let (port, received) = receiver(|_| {});
+    approval_hook(&ws, "approve", port, "timeout: 1\n");
+    let out = fire(&ws);
+    let reply = json_of(&out);
+    received.join().unwrap();
+    assert_eq!(reply["decision"], "abort", "{reply}");
+    assert!(
+        reply["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no callback within 1s"),
+        "{reply}"
+    );
+    let entry = &ws.status()["hooks"]["approve"];
+    assert_eq!(entry["callback"]["state"], "timed_out", "{entry}");
+    assert_eq!(entry["timedOut"], true, "{entry}");
+
+    let (port, received) = receiver(|_| {});
+    approval_hook(&ws, "approve", port, "timeout: 1\non_timeout: continue\n");
+    let reply = json_of(&fire(&ws));
+    received.join().unwrap();
+    // tool.before blocks on exit 2 only by default: a timeout is a recorded failure.
+    assert_eq!(reply["decision"], "allow", "{reply}");
+    assert_eq!(reply["results"][0]["timedOut"], true, "{reply}");
+}
+
+#[test]
+fn a_webhook_that_is_not_delivered_awaits_nothing() {
+    let ws = Workspace::new();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let refusing = thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        read_request(&mut stream);
+        stream
+            .write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .unwrap();
+    });
+    // Were it awaited, this test would wait its hour.
+    approval_hook(&ws, "approve", port, "on_failure: abort\n");
+    let reply = json_of(&fire(&ws));
+    refusing.join().unwrap();
+    assert_eq!(reply["decision"], "abort", "{reply}");
+    assert!(ws.status()["hooks"]["approve"].get("callback").is_none());
+}
+
+#[test]
+fn a_taken_callback_port_fails_the_run_naming_it() {
+    let ws = Workspace::new();
+    let squatter = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = squatter.local_addr().unwrap().port();
+    // The webhook is never sent: its receiver's port is never listened on.
+    approval_hook(&ws, "approve", 9, &format!("callback_port: {taken}\n"));
+    let out = fire(&ws);
+    let reply = json_of(&out);
+    assert_eq!(code(&out), 0, "{reply}");
+    assert_eq!(reply["results"][0]["success"], false, "{reply}");
+    let log = fs::read_to_string(ws.state_dir().join("output/approve.log")).unwrap();
+    assert!(log.contains(&format!("callback port {taken}")), "{log}");
+    drop(squatter);
+}
+
+#[test]
+fn serve_hosts_the_listener_and_announces_the_wait() {
+    let ws = Workspace::new();
+    let (sent, url) = mpsc::channel::<String>();
+    let (port, received) = receiver(move |url| sent.send(url.to_owned()).unwrap());
+    approval_hook(&ws, "approve", port, "");
+    let server = Server::tcp(&ws);
+    let mut events = server.events();
+    // The POST is answered when the callback came: from another thread.
+    let addr = server.addr.clone();
+    let post = thread::spawn(move || {
+        request(
+            &addr,
+            "POST",
+            "/v1/events/tool.before",
+            &[],
+            r#"{"data":{"tool_name":"Bash"}}"#,
+        )
+    });
+    let url = url
+        .recv_timeout(DEADLINE)
+        .expect("the webhook reaches the receiver");
+    events.until(|name, data| name == "callbackChanged" && data["state"] == "waiting");
+    assert_eq!(call_back(&url, "?action=block&message=ask+first"), 200);
+    let reply = post.join().unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let reply = reply.json();
+    assert_eq!(reply["decision"], "block", "{reply}");
+    assert_eq!(reply["reason"], "ask first", "{reply}");
+    events.until(|name, data| name == "callbackChanged" && data["state"] == "answered");
+    received.join().unwrap();
+    // The server's listener outlives the wait; the token does not.
+    assert_eq!(call_back(&url, "?action=approve"), 410);
+}
