@@ -98,7 +98,7 @@ pub struct ImportedHook {
     pub run: Option<String>,
     /// Where the entry is in its file, as keys and list indexes (`hooks`, `post_iteration`,
     /// 0; the index counts every entry of the list, those with problems too): what `import
-    /// --write` removes ([`edit`]).
+    /// --write` removes from a JSON or TOML file ([`edit`]; in YAML the entry's `line` says).
     pub(crate) entry: Vec<Step>,
 }
 
