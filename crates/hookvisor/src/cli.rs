@@ -473,6 +473,26 @@ pub enum Command {
     /// Drive a headless agent: run it iteration by iteration with the loop's events around
     /// it (exit 0 done, 1 limit, block or failures, 3 abort, 130/143 interrupted).
     Loop(LoopArgs),
+    /// Move other tools' hooks into .discobot/hooks as declarative files (exit 1 when an
+    /// entry with a problem was left in place).
+    Import(ImportArgs),
+}
+
+/// Options of `import` (EVENTS.md §2.2, §5 rule 11).
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("mode").required(true).args(["print", "write"]))]
+pub struct ImportArgs {
+    /// iteratr, autoagent, nyzhi, or one of their files [default: every tool's workspace
+    /// file that `sources` reads].
+    #[arg(value_name = "SOURCE")]
+    pub source: Option<String>,
+    /// Print each new file as `==> PATH <==` and its content; change nothing.
+    #[arg(long)]
+    pub print: bool,
+    /// Write the new files, then remove the converted entries from their files (deleting a
+    /// file left with nothing else).
+    #[arg(long)]
+    pub write: bool,
 }
 
 /// Options of `eval`.

@@ -118,6 +118,7 @@ fn run(cli: Cli) -> CliResult {
         Command::CodexStop(args) => commands::adapter::run(&globals, Agent::Codex, &args),
         Command::GeminiAfterAgent(args) => commands::adapter::run(&globals, Agent::Gemini, &args),
         Command::Install(args) => commands::install::install(&globals, &args),
+        Command::Import(args) => commands::import::run(&globals, &args),
         Command::Uninstall(args) => commands::install::uninstall(&globals, &args),
         Command::Loop(args) => commands::loop_cmd::run(&globals, &args),
     }

@@ -84,7 +84,8 @@ pub(super) struct Loaded {
 
 /// The fields of the event model (EVENTS.md §1.3, §1.2) that the phase-1 runners do not honour:
 /// a hook that sets one is an event hook only.
-pub(super) const EVENT_FIELDS: [&str; 13] = [
+pub(super) const EVENT_FIELDS: [&str; 14] = [
+    "stdin",
     "tool",
     "when",
     "phase",
@@ -353,6 +354,23 @@ fn event_spec(
             "stdout" => ReasonFrom::Stdout,
             "stderr" => ReasonFrom::Stderr,
             other => return Err(invalid("reason_from", other, "stdout or stderr")),
+        };
+    }
+    if let Some(value) = front.field("stdin")? {
+        // An AutoAgent import's scripts read AutoAgent's hook input (`import` writes it).
+        spec.stdin = match value.split_once(' ') {
+            Some(("autoagent", event)) if !event.trim().is_empty() => {
+                crate::payload::StdinDialect::AutoAgent {
+                    event_name: event.trim().to_owned(),
+                }
+            }
+            _ => {
+                return Err(invalid(
+                    "stdin",
+                    value,
+                    "'autoagent EVENT', AutoAgent's hook input for its event EVENT",
+                ));
+            }
         };
     }
     if let Some(value) = front.field("action")? {
@@ -1000,6 +1018,11 @@ mod tests {
             (
                 "event: tool.before\nreason_from: stdin",
                 "h.sh:4: invalid reason_from 'stdin'; use stdout or stderr",
+            ),
+            (
+                "event: tool.before\nstdin: json",
+                "h.sh:4: invalid stdin 'json'; use 'autoagent EVENT', AutoAgent's hook input \
+                 for its event EVENT",
             ),
             (
                 "event: tool.before\naction: webhook",

@@ -128,7 +128,10 @@ pub(crate) fn read(text: &str) -> Result<Option<Imported>, Unparsable> {
                 &at,
                 &mut imported.warnings,
             ) {
-                Ok(hook) => imported.hooks.push(hook),
+                Ok(hook) => imported.hooks.push(ImportedHook {
+                    entry: base.to_vec(),
+                    ..hook
+                }),
                 Err(note) => imported.problems.push(note),
             }
         }
@@ -334,6 +337,7 @@ fn entry_hook(
         timeout,
         pattern: None,
         run,
+        entry: Vec::new(),
     })
 }
 
@@ -479,7 +483,7 @@ mod tests {
             "{rendered}"
         );
         assert!(
-            rendered.ends_with("action: git-push\nremote: \"origin\"\nbranch: null\n"),
+            rendered.ends_with("action: git-push\nremote: \"origin\"\n"),
             "{rendered}"
         );
     }

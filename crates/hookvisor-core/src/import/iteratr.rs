@@ -35,6 +35,7 @@ use serde_json::Value as Json;
 use serde_saphyr::Spanned;
 
 use super::command::{Placeholders, to_run};
+use super::json_lines::Step;
 use super::{ImportNote, Imported, ImportedHook, Unparsable, base_spec};
 use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::event::{Command, Event, HookAction, PipeOutput};
@@ -108,9 +109,16 @@ pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
             });
             continue;
         };
-        for entry in entries {
-            match entry_hook(&name, event, names, &entry, &mut imported.warnings) {
-                Ok(hook) => imported.hooks.push(hook),
+        for (index, entry) in entries.iter().enumerate() {
+            match entry_hook(&name, event, names, entry, &mut imported.warnings) {
+                Ok(mut hook) => {
+                    hook.entry = vec![
+                        Step::Key("hooks".into()),
+                        Step::Key(name.clone()),
+                        Step::Index(index),
+                    ];
+                    imported.hooks.push(hook);
+                }
                 Err(note) => imported.problems.push(note),
             }
         }
@@ -223,6 +231,7 @@ fn entry_hook(
         timeout,
         pattern: None,
         run: Some(run),
+        entry: Vec::new(),
     })
 }
 

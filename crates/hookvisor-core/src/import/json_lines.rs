@@ -1,5 +1,6 @@
-//! The line each value of a JSON text starts on, by its path: serde_json keeps no positions, and
-//! a problem in AutoAgent's `config.json` must name the line of the offending value.
+//! Where each value of a JSON text is, by its path: serde_json keeps no positions, a problem in
+//! AutoAgent's `config.json` must name the line of the offending value, and `import --write`
+//! cuts converted entries out of the text ([`super::edit`]).
 //!
 //! The text must be JSON that serde_json accepted: the scan trusts its structure and only
 //! follows strings (with their escapes), containers and scalars. Values deeper than
@@ -13,7 +14,7 @@ use std::collections::HashMap;
 const MAX_DEPTH: usize = 4;
 
 /// One step of a path: an object key or an array index.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Step {
     /// A key of an object, decoded.
     Key(String),
@@ -21,19 +22,41 @@ pub(crate) enum Step {
     Index(usize),
 }
 
+/// Where one value is in the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    /// The 1-based line it starts on.
+    pub(crate) line: usize,
+    /// The byte offset of its first byte.
+    pub(crate) start: usize,
+    /// The byte offset just after its last byte.
+    pub(crate) end: usize,
+    /// The byte offset of its member's key, for a value of an object; else `start`.
+    pub(crate) item_start: usize,
+}
+
 /// The 1-based line where each value of `text` (up to [`MAX_DEPTH`]) starts, by its path; the
 /// whole document is the empty path.
 pub(crate) fn value_lines(text: &str) -> HashMap<Vec<Step>, usize> {
+    value_spans(text)
+        .into_iter()
+        .map(|(path, span)| (path, span.line))
+        .collect()
+}
+
+/// Where each value of `text` (up to [`MAX_DEPTH`]) is, by its path.
+pub(crate) fn value_spans(text: &str) -> HashMap<Vec<Step>, Span> {
     let mut scan = Scan {
         bytes: text.as_bytes(),
         text,
         pos: 0,
         line: 1,
         path: Vec::new(),
-        lines: HashMap::new(),
+        item_start: None,
+        spans: HashMap::new(),
     };
     scan.value();
-    scan.lines
+    scan.spans
 }
 
 struct Scan<'a> {
@@ -42,7 +65,9 @@ struct Scan<'a> {
     pos: usize,
     line: usize,
     path: Vec<Step>,
-    lines: HashMap<Vec<Step>, usize>,
+    /// Where the key of the member whose value comes next starts.
+    item_start: Option<usize>,
+    spans: HashMap<Vec<Step>, Span>,
 }
 
 impl Scan<'_> {
@@ -59,9 +84,22 @@ impl Scan<'_> {
 
     fn value(&mut self) {
         self.blank();
+        let (line, start) = (self.line, self.pos);
+        let item_start = self.item_start.take().unwrap_or(start);
+        self.scalar_or_container();
         if self.path.len() <= MAX_DEPTH {
-            self.lines.insert(self.path.clone(), self.line);
+            let end = self.pos.min(self.bytes.len());
+            let span = Span {
+                line,
+                start,
+                end,
+                item_start,
+            };
+            self.spans.insert(self.path.clone(), span);
         }
+    }
+
+    fn scalar_or_container(&mut self) {
         match self.bytes.get(self.pos) {
             Some(b'{') => self.object(),
             Some(b'[') => self.array(),
@@ -111,10 +149,12 @@ impl Scan<'_> {
                     continue;
                 }
             }
+            let key_start = self.pos;
             let raw = self.string().to_owned();
             let key: String = serde_json::from_str(&raw).unwrap_or_default();
             self.blank();
             self.pos += 1; // the colon
+            self.item_start = Some(key_start);
             self.path.push(Step::Key(key));
             self.value();
             self.path.pop();
@@ -137,6 +177,7 @@ impl Scan<'_> {
                 }
                 Some(_) => {}
             }
+            self.item_start = None;
             self.path.push(Step::Index(index));
             self.value();
             self.path.pop();

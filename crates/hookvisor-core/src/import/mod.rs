@@ -37,21 +37,32 @@
 //!    user file). `list`, `check` and status show the entry as `file:line`.
 //! 7. **Reading** follows links (dotfiles are often links) but opens without blocking and takes
 //!    only a regular file of at most [`MAX_SOURCE_BYTES`]; a missing file costs one failed open.
+//! 8. **Moving over** (`hookvisor import`): [`plan`] turns each entry into a declarative hook
+//!    file and [`write`] writes them and cuts the entries out of their file (the `convert`
+//!    module's rules, the `edit` module's per format). A reader gives each hook its
+//!    `entry` path; nothing else of a new source is needed for it to be imported.
 //!
 //! [`Imported`]: crate::import::Imported
 //! [`ImportedHook`]: crate::import::ImportedHook
 //! [`Unparsable`]: crate::import::Unparsable
 //! [`LOOP_OWNER_VARIABLE`]: crate::import::LOOP_OWNER_VARIABLE
 //! [`MAX_SOURCE_BYTES`]: crate::import::MAX_SOURCE_BYTES
+//! [`plan`]: crate::import::plan
+//! [`write`]: crate::import::write
 
 #![forbid(unsafe_code)]
 
 mod autoagent;
 pub(crate) mod command;
+mod convert;
+mod edit;
 mod iteratr;
 mod json_lines;
 mod nyzhi;
 mod pipelines;
+
+pub use convert::{ImportError, NewFile, Plan, Selection, SourcePlan, Written, plan, write};
+use json_lines::Step;
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
@@ -91,6 +102,10 @@ pub struct ImportedHook {
     /// The `run:` text the command became (its placeholders made references), for `import`
     /// and the tests; `None` for a built-in action.
     pub run: Option<String>,
+    /// Where the entry is in its file, as keys and list indexes (`hooks`, `post_iteration`,
+    /// 0; the index counts every entry of the list, those with problems too): what `import
+    /// --write` removes from a JSON or TOML file ([`edit`]; in YAML the entry's `line` says).
+    pub(crate) entry: Vec<Step>,
 }
 
 /// Something about one entry, at a line of the file.
@@ -293,16 +308,7 @@ pub(crate) fn read_sources(
                     .push(problem(&path, Some(note.line), note.message));
             }
             for hook in imported.hooks {
-                let n = match counts.iter_mut().find(|(e, _)| *e == hook.source_event) {
-                    Some((_, n)) => {
-                        *n += 1;
-                        *n - 1
-                    }
-                    None => {
-                        counts.push((hook.source_event.clone(), 1));
-                        0
-                    }
-                };
+                let n = next_index(&mut counts, &hook.source_event);
                 let id = format!("{source}:{}:{n}", hook.source_event);
                 let origin = Origin::Imported {
                     source,
@@ -347,6 +353,20 @@ fn parse(source: Source, text: &str) -> Result<Option<Imported>, Unparsable> {
         Source::Autoagent => autoagent::read(text),
         Source::Pipelines => pipelines::read(text).map(Some),
         _ => nyzhi::read(text).map(Some),
+    }
+}
+
+/// The index of the next entry of `event` among those counted so far (rule 6's `<n>`).
+fn next_index(counts: &mut Vec<(String, usize)>, event: &str) -> usize {
+    match counts.iter_mut().find(|(e, _)| e == event) {
+        Some((_, n)) => {
+            *n += 1;
+            *n - 1
+        }
+        None => {
+            counts.push((event.to_owned(), 1));
+            0
+        }
     }
 }
 
@@ -590,8 +610,11 @@ pub fn render(hook: &ImportedHook) -> String {
         out += "env: pipelines\n";
     }
     out += &format!("action: {}\n", spec.action.as_str());
+    // A field left to its default (git-push's current branch) is no field of the file.
     for (key, value) in spec.action.fields() {
-        out += &format!("{key}: {value}\n");
+        if !value.is_null() {
+            out += &format!("{key}: {value}\n");
+        }
     }
     if let Some(run) = &hook.run {
         out += &format!("run: {}\n", quoted(run));

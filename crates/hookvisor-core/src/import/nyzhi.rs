@@ -31,6 +31,7 @@ use serde::Deserialize;
 use toml::{Spanned, Value};
 
 use super::command::{Placeholders, to_run};
+use super::json_lines::Step;
 use super::{ImportNote, Imported, ImportedHook, Unparsable, base_spec, line_at};
 use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::event::{Command, Event, HookAction, PipeOutput, ToolMatcher, is_known_tool};
@@ -90,9 +91,16 @@ pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
     })?;
     let mut imported = Imported::default();
     let entries = file.agent.and_then(|a| a.hooks).unwrap_or_default();
-    for entry in &entries {
+    for (index, entry) in entries.iter().enumerate() {
         match entry_hook(text, entry, &mut imported.warnings) {
-            Ok(hook) => imported.hooks.push(hook),
+            Ok(hook) => imported.hooks.push(ImportedHook {
+                entry: vec![
+                    Step::Key("agent".into()),
+                    Step::Key("hooks".into()),
+                    Step::Index(index),
+                ],
+                ..hook
+            }),
             Err(note) => imported.problems.push(note),
         }
     }
@@ -292,6 +300,7 @@ fn entry_hook(
         timeout,
         pattern,
         run: Some(run),
+        entry: Vec::new(),
     })
 }
 

@@ -477,6 +477,8 @@ fn entry_hook(
         timeout: timeout.unwrap_or(default_timeout),
         pattern: None,
         run,
+        // YAML: `hookvisor import --write` finds the entry by its line.
+        entry: Vec::new(),
     })
 }
 

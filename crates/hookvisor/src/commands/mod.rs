@@ -3,6 +3,7 @@
 pub mod adapter;
 pub mod eval;
 pub mod fire;
+pub mod import;
 pub mod install;
 pub mod list;
 pub mod loop_cmd;
