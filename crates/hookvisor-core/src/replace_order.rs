@@ -4,23 +4,28 @@
 //! `Whole` promises that after a crash a file is the old one or the new one, never empty or
 //! torn. Writing a temp file and renaming it over the old one keeps that promise only if the
 //! temp file's data reaches the disk before the rename does; `fdatasync` before the rename
-//! forces it, at the price of a journal commit (0.5–0.6 ms on this project's ext4 disks, more
-//! than everything else a hook run records; BENCHMARKS.md, case 7). Two file systems give
-//! the order without it:
+//! forces it, at the price of a journal commit (0.5–0.6 ms on this project's disks, more than
+//! everything else a hook run records; BENCHMARKS.md, case 7). Two file systems give the order
+//! without it:
 //!
 //! 1. tmpfs keeps nothing across a crash, so there is nothing to order.
-//! 2. ext4 in its default `data=ordered` mode with `auto_da_alloc` (the default) detects the
-//!    replace-via-rename pattern and forces the new file's data blocks to disk before the
-//!    rename commits ("auto_da_alloc" in the kernel's Documentation/admin-guide/ext4.rst).
-//!    That holds only when the rename replaces an existing file, so a first write still syncs,
-//!    and only for ext4 itself (ext2 and ext3 share its magic number: the fstype in
-//!    `/proc/self/mountinfo` decides) mounted without `noauto_da_alloc` or `data=writeback`.
+//! 2. ext4 with a journal, in `data=ordered` (its default) with `auto_da_alloc` (its default),
+//!    detects the replace-via-rename pattern and forces the new file's data blocks to disk
+//!    before the rename commits ("auto_da_alloc" in the kernel's
+//!    Documentation/admin-guide/ext4.rst). That holds only when the rename replaces an existing
+//!    file, so a first write still syncs, and only with a journal: ext4 without one (as some
+//!    VM images make it; `journal_task` in `/sys/fs/ext4/<dev>/` says `<none>`) orders
+//!    nothing. The options are read from `/proc/fs/ext4/<dev>/options`, which lists every one
+//!    (`auto_da_alloc`, or `noauto_da_alloc`; `data=writeback` when so mounted), the device
+//!    name from `/sys/dev/block/<major>:<minor>`: three small reads, once per device and
+//!    process, where `/proc/self/mountinfo` cost a tenth of a `fire`.
 //!
-//! Every other file system, or any doubt (no mount id, an unreadable mountinfo), syncs.
+//! Every other file system, or any doubt (an unreadable file, an unknown device), syncs.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::AsFd;
+use std::os::unix::fs::MetadataExt;
 use std::sync::{Mutex, OnceLock};
 
 use nix::sys::statfs::{EXT4_SUPER_MAGIC, TMPFS_MAGIC, fstatfs};
@@ -35,88 +40,98 @@ pub(crate) fn orders_replace(file: &File) -> bool {
     if kind == TMPFS_MAGIC {
         return true;
     }
-    // ext2 and ext3 have this magic number too.
+    // ext2 and ext3 have this magic number too; /proc/fs/ext4 knows only what ext4 mounted.
     if kind != EXT4_SUPER_MAGIC {
         return false;
     }
-    let Some(mount) = crate::sys::mount_id(file.as_fd()) else {
+    let Ok(meta) = file.metadata() else {
         return false;
     };
-    // One read of mountinfo per mount and process: `serve` writes status.json on every run.
+    let device = meta.dev();
+    // One look per device and process: `serve` writes status.json on every run.
     static KNOWN: OnceLock<Mutex<HashMap<u64, bool>>> = OnceLock::new();
     let known = KNOWN.get_or_init(Mutex::default);
-    if let Some(&ordered) = known.lock().unwrap_or_else(|e| e.into_inner()).get(&mount) {
+    if let Some(&ordered) = known.lock().unwrap_or_else(|e| e.into_inner()).get(&device) {
         return ordered;
     }
-    let ordered = std::fs::read_to_string("/proc/self/mountinfo")
-        .is_ok_and(|info| ext4_orders_replace(&info, mount));
+    let ordered = ext4_device_orders_replace(device);
     known
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(mount, ordered);
+        .insert(device, ordered);
     ordered
 }
 
-/// Rule 2 on the line of `mountinfo` for `mount`: `ID PARENT MAJ:MIN ROOT POINT OPTIONS
-/// [OPTIONAL…] - FSTYPE SOURCE SUPER_OPTIONS`.
-fn ext4_orders_replace(mountinfo: &str, mount: u64) -> bool {
-    let Some(line) = mountinfo
-        .lines()
-        .find(|line| line.split(' ').next() == Some(mount.to_string().as_str()))
-    else {
+/// Rule 2 for the ext4 file system on `device`.
+fn ext4_device_orders_replace(device: u64) -> bool {
+    let (major, minor) = (nix::sys::stat::major(device), nix::sys::stat::minor(device));
+    let Ok(link) = std::fs::read_link(format!("/sys/dev/block/{major}:{minor}")) else {
         return false;
     };
-    let Some((_, after)) = line.split_once(" - ") else {
+    let Some(name) = link.file_name().and_then(|n| n.to_str()) else {
         return false;
     };
-    let mut fields = after.split(' ');
-    let (Some(fstype), Some(_source), Some(options)) =
-        (fields.next(), fields.next(), fields.next())
-    else {
-        return false;
-    };
-    fstype == "ext4"
-        && options
-            .split(',')
-            .all(|option| option != "noauto_da_alloc" && option != "data=writeback")
+    let journal = std::fs::read_to_string(format!("/sys/fs/ext4/{name}/journal_task"));
+    let options = std::fs::read_to_string(format!("/proc/fs/ext4/{name}/options"));
+    match (journal, options) {
+        (Ok(journal), Ok(options)) => has_journal(&journal) && options_order_replace(&options),
+        _ => false,
+    }
+}
+
+/// `journal_task` names the journal's thread, or says `<none>`.
+fn has_journal(journal_task: &str) -> bool {
+    let task = journal_task.trim();
+    !task.is_empty() && task != "<none>"
+}
+
+/// `/proc/fs/ext4/<dev>/options`, one option a line: `auto_da_alloc` on, and no
+/// `data=writeback`.
+fn options_order_replace(options: &str) -> bool {
+    let mut lines = options.lines().map(str::trim);
+    let all: Vec<&str> = lines.by_ref().collect();
+    all.contains(&"auto_da_alloc") && !all.contains(&"data=writeback")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const INFO: &str = "\
-22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda rw,errors=remount-ro
-23 22 0:21 / /tmp rw,nosuid - tmpfs tmpfs rw,size=100k
-24 22 8:2 / /data rw - ext4 /dev/vdb rw,noauto_da_alloc
-25 22 8:3 / /wb rw - ext4 /dev/vdc rw,data=writeback
-26 22 8:4 / /old rw - ext3 /dev/vdd rw,data=ordered
-";
-
     #[test]
-    fn only_ext4_with_its_defaults_orders_a_replace() {
-        assert!(ext4_orders_replace(INFO, 22));
-        for mount in [23, 24, 25, 26, 99] {
-            assert!(!ext4_orders_replace(INFO, mount), "mount {mount}");
-        }
-        assert!(!ext4_orders_replace("garbage\n", 22));
+    fn only_a_journal_with_auto_da_alloc_and_no_writeback_orders_a_replace() {
+        let defaults = "rw\ndelalloc\nbarrier\nauto_da_alloc\ndata=ordered\n";
+        assert!(options_order_replace(defaults));
+        assert!(options_order_replace("rw\nauto_da_alloc\n"));
+        assert!(!options_order_replace(
+            "rw\nnoauto_da_alloc\ndata=ordered\n"
+        ));
+        assert!(!options_order_replace(
+            "rw\nauto_da_alloc\ndata=writeback\n"
+        ));
+        assert!(!options_order_replace(""));
+        assert!(has_journal("742\n"));
+        assert!(!has_journal("<none>\n"));
+        assert!(!has_journal(""));
     }
 
     #[test]
-    fn a_file_on_tmpfs_needs_no_sync_and_the_answer_for_this_disk_is_its_mountinfo() {
+    fn a_file_on_tmpfs_needs_no_sync_and_this_disk_is_judged_by_its_journal() {
         if let Ok(file) = tempfile::tempfile_in("/dev/shm") {
             assert!(orders_replace(&file));
         }
         let file = tempfile::tempfile_in(env!("CARGO_MANIFEST_DIR")).unwrap();
-        let mount = crate::sys::mount_id(file.as_fd()).expect("kernel reports mount ids");
-        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-        let line = info
-            .lines()
-            .find(|l| l.split(' ').next() == Some(mount.to_string().as_str()))
-            .unwrap();
-        let ext4_defaults = line.contains(" - ext4 ")
-            && !line.contains("noauto_da_alloc")
-            && !line.contains("data=writeback");
-        assert_eq!(orders_replace(&file), ext4_defaults, "{line}");
+        let device = file.metadata().unwrap().dev();
+        let (major, minor) = (nix::sys::stat::major(device), nix::sys::stat::minor(device));
+        let name = std::fs::read_link(format!("/sys/dev/block/{major}:{minor}"))
+            .ok()
+            .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()));
+        let journaled = name.as_ref().is_some_and(|name| {
+            std::fs::read_to_string(format!("/sys/fs/ext4/{name}/journal_task"))
+                .is_ok_and(|t| has_journal(&t))
+        });
+        if !journaled {
+            // No journal (or no ext4): nothing orders the rename, so it must sync.
+            assert!(!orders_replace(&file), "{name:?}");
+        }
     }
 }

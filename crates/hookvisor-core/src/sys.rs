@@ -284,25 +284,6 @@ pub fn setfsgid(gid: gid_t) -> gid_t {
     unsafe { libc::setfsgid(gid) as gid_t }
 }
 
-/// The id of the mount an open file is on (`statx(2)` `STATX_MNT_ID`), as the first field of
-/// `/proc/self/mountinfo` names it; `None` where the kernel does not report it (before 5.8).
-pub fn mount_id(fd: BorrowedFd<'_>) -> Option<u64> {
-    // SAFETY: an all-zero statx is a valid value of the plain C struct the kernel fills.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: the path is an empty C string with AT_EMPTY_PATH, so the call reads `fd`
-    // itself, and `stx` is a valid, writable statx buffer.
-    let rc = unsafe {
-        libc::statx(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_MNT_ID,
-            &mut stx,
-        )
-    };
-    (rc == 0 && stx.stx_mask & libc::STATX_MNT_ID != 0).then_some(stx.stx_mnt_id)
-}
-
 /// Everything a hook's child needs between `fork` and `execve`, prepared before the fork
 /// because nothing may be allocated after it.
 pub struct ExecArgs {

@@ -42,17 +42,13 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     firing.data = data;
     firing.trigger = args.trigger.as_str().to_owned();
     let mut discovery = discover_workspace(&ctx);
-    match &args.deliver {
-        // The detached child of an unawaited webhook: that hook only, delivered here.
-        Some(id) => {
-            firing = delivered_firing(firing)?;
-            discovery.event_hooks.retain(|hook| &hook.id == id);
-            if discovery.event_hooks.is_empty() {
-                return Err(CliError::usage(format!("--deliver: no event hook '{id}'")));
-            }
+    // The detached child of an unawaited webhook: that hook only, delivered here.
+    if let Some(id) = &args.deliver {
+        firing = delivered_firing(firing)?;
+        discovery.event_hooks.retain(|hook| &hook.id == id);
+        if discovery.event_hooks.is_empty() {
+            return Err(CliError::usage(format!("--deliver: no event hook '{id}'")));
         }
-        // This process exits with its decision; an unawaited webhook goes on without it.
-        None => firing.detach_webhooks = std::env::current_exe().ok(),
     }
     firing.max_attempts = discovery.config.max_retries_or(args.max_retries);
     // Signals cancel only where a hook can run: an event nothing binds (most tool calls of an
@@ -68,6 +64,10 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
         let signals = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
         firing.cancel =
             Some(CancelToken::on_signals(&signals).unwrap_or_else(|_| cancel_on_signals()));
+        // This process exits with its decision; an unawaited webhook goes on without it.
+        if args.deliver.is_none() {
+            firing.detach_webhooks = std::env::current_exe().ok();
+        }
     }
     for problem in &discovery.problems {
         eprintln!("hookvisor: warning: {problem}");
