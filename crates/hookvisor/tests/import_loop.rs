@@ -1,0 +1,233 @@
+//! Other tools' hook files read in place (EVENTS.md §2.2) proved end to end: each reference
+//! document's own hooks under `hookvisor loop` driving the scripted fake agent of
+//! `fixtures/loop/agent.sh` (no LLM), in a real git repository where they commit.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::{Workspace, code, stderr};
+use serde_json::Value;
+
+/// A workspace with the fake agent of tests/agent_loop.rs and its control directory.
+struct Fixture {
+    ws: Workspace,
+    /// `$FAKE_DIR`: the agent's prompts and steps.
+    fake: PathBuf,
+    agent: PathBuf,
+}
+
+impl Fixture {
+    fn new(ws: Workspace) -> Fixture {
+        let fake = ws.base().join("fake");
+        fs::create_dir_all(&fake).unwrap();
+        let agent = ws.base().join("agent.sh");
+        fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/loop/agent.sh"),
+            &agent,
+        )
+        .unwrap();
+        fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
+        Fixture { ws, fake, agent }
+    }
+
+    /// Shell lines the agent runs in iteration `i` (`"any"`: every iteration without its own).
+    fn step(&self, i: &str, lines: &str) {
+        fs::write(self.fake.join(format!("step.{i}")), lines).unwrap();
+    }
+
+    /// `hookvisor loop OPTS -- agent.sh`.
+    fn run(&self, opts: &[&str]) -> Output {
+        let mut cmd = self.ws.hookvisor_command();
+        cmd.arg("loop").args(opts).arg("--").arg(&self.agent);
+        cmd.env("FAKE_DIR", &self.fake)
+            .env("HOOKVISOR_BIN", env!("CARGO_BIN_EXE_hookvisor"))
+            .output()
+            .expect("run hookvisor loop")
+    }
+
+    /// The prompt the agent got in iteration `i`.
+    fn prompt(&self, i: u64) -> String {
+        let path = self.fake.join(format!("prompt.{i}"));
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// How many iterations started the agent.
+    fn iterations(&self) -> usize {
+        fs::read_to_string(self.fake.join("iterations"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    }
+
+    fn session(&self) -> Value {
+        serde_json::from_slice(&fs::read(self.ws.state_dir().join("session.json")).unwrap())
+            .unwrap()
+    }
+}
+
+/// reference/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`, as its
+/// document writes it.
+const CHECK_TODOS: &str = r##"#!/bin/bash
+# Stop hook - check for incomplete todos
+
+INPUT=$(cat)
+SESSION_ID=$(echo "$INPUT" | jq -r '.sessionId')
+
+# Check if there are incomplete todos
+INCOMPLETE=$(grep -c "\[ \]" TODO.md || true)
+
+if [ "$INCOMPLETE" -gt 0 ]; then
+  # Return JSON to block stopping
+  cat <<EOF
+{
+  "decision": "block",
+  "reason": "There are $INCOMPLETE incomplete todos remaining. Please complete them or mark this as intentional."
+}
+EOF
+  exit 0
+fi
+
+echo "All todos completed, safe to stop"
+exit 0
+"##;
+
+/// AutoAgent's Stop hook keeps `loop` going while TODO.md has open items: the agent says it is
+/// done after checking off one of two, is sent back with the hook's reason, and the loop ends
+/// once it has checked off the other.
+#[test]
+fn autoagents_todo_stop_hook_keeps_the_loop_going_until_the_todos_are_done() {
+    let f = Fixture::new(Workspace::new());
+    f.ws.write(
+        ".autoagent/config.json",
+        r#"{"hooks": {"Stop": [{"type": "command", "command": "bash .autoagent/hooks/check-incomplete-todos.sh"}]}}"#,
+    );
+    f.ws.write(".autoagent/hooks/check-incomplete-todos.sh", CHECK_TODOS);
+    f.ws.write("TODO.md", "- [ ] login\n- [ ] logout\n");
+    f.step(
+        "1",
+        "printf -- '- [x] login\\n- [ ] logout\\n' > TODO.md; touch \"$HOOKVISOR_DONE\"",
+    );
+    f.step(
+        "2",
+        "printf -- '- [x] login\\n- [x] logout\\n' > TODO.md; touch \"$HOOKVISOR_DONE\"",
+    );
+    let out = f.run(&["--max-iterations", "5", "--prompt", "Work through TODO.md."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(f.prompt(1), "Work through TODO.md.\n");
+    assert_eq!(
+        f.prompt(2),
+        "There are 1 incomplete todos remaining. Please complete them or mark this as \
+         intentional.\n\nWork through TODO.md.\n"
+    );
+    // Nothing piped, no block left: no final delivery after the allowed stop.
+    assert_eq!(f.iterations(), 2);
+    assert_eq!(f.session()["reason"], "done");
+    assert_eq!(
+        f.ws.status()["hooks"]["autoagent:Stop:0"]["lastResult"],
+        "success",
+        "{}",
+        f.ws.status()
+    );
+}
+
+/// AutoAgent's `set-auto-commit true` hook: `git-commit` on `PostExecutionEnd`. The agent
+/// reports its issue done (`fire task.complete`, AutoAgent's execution end) after changing a
+/// file, and the commit is there with the configured message; reporting again with nothing
+/// changed is a success that makes no commit.
+#[test]
+fn autoagents_git_commit_hook_commits_the_agents_work_under_loop() {
+    let f = Fixture::new(Workspace::git());
+    f.ws.write(
+        ".autoagent/config.json",
+        r#"{
+  "gitAutoCommit": false,
+  "hooks": {
+    "PostExecutionEnd": [
+      {
+        "type": "git-commit",
+        "message": "Complete issue #{{issueNumber}}: {{issueTitle}}"
+      }
+    ]
+  }
+}"#,
+    );
+    f.ws.git_ok(&["config", "user.name", "Agent"]);
+    f.ws.git_ok(&["config", "user.email", "agent@example.com"]);
+    f.ws.git_ok(&["add", "-A"]);
+    f.ws.git_ok(&["commit", "-q", "-m", "initial"]);
+    let report = r#""$HOOKVISOR_BIN" fire task.complete --data '{"issueNumber": 1, "issueTitle": "Implement user authentication; $(touch pwned)"}' >> "$FAKE_DIR/fired"; echo "exit $?" >> "$FAKE_DIR/fired""#;
+    f.step(
+        "1",
+        &format!("mkdir -p src; echo 'export const login = 1;' > src/auth.ts\n{report}"),
+    );
+    f.step("2", &format!("{report}\ntouch \"$HOOKVISOR_DONE\""));
+    let out = f.run(&["--max-iterations", "3"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(f.fake.join("fired")).unwrap(),
+        "exit 0\nexit 0\n"
+    );
+    let log = f.ws.git_ok(&["log", "--format=%s%x00%an", "main"]);
+    assert_eq!(
+        log,
+        "Complete issue #1: Implement user authentication; $(touch pwned)\0Agent\ninitial\0Test\n"
+    );
+    assert_eq!(
+        f.ws.git_ok(&["show", "--name-only", "--format=", "HEAD"]),
+        "src/auth.ts\n"
+    );
+    assert!(!f.ws.path().join("pwned").exists());
+    assert_eq!(f.ws.git_ok(&["status", "--porcelain"]), "");
+    let hook = &f.ws.status()["hooks"]["autoagent:PostExecutionEnd:0"];
+    assert_eq!(hook["lastResult"], "success", "{hook}");
+}
+
+/// iteratr's `post_iteration` with `pipe_output: true` ("Agent sees failures next iteration"):
+/// what two hooks print, a failing test run's included, reaches the next prompt in FIFO order
+/// (first hook, then second; older iteration first), a failure blocks nothing, and what the
+/// last iteration's hooks piped is the final delivery, one more iteration after done.
+#[test]
+fn iteratr_post_iteration_output_reaches_the_next_prompt_in_order_and_is_finally_delivered() {
+    let f = Fixture::new(Workspace::new());
+    f.ws.write(
+        ".iteratr.hooks.yml",
+        r#"version: 1
+
+hooks:
+  post_iteration:
+    - command: "echo \"FAIL: TestLogin (iteration {{iteration}})\"; exit 1"
+      timeout: 120
+      pipe_output: true  # Agent sees failures next iteration
+    - command: "echo 'vet {{iteration}}'"
+      pipe_output: true
+    - command: "echo 'not piped {{iteration}}'"
+"#,
+    );
+    f.step("2", "touch \"$HOOKVISOR_DONE\"");
+    // The final delivery's own post_iteration output reaches nobody: the agent is not started
+    // again for it.
+    f.step("3", ": final delivery");
+    let out = f.run(&["--max-iterations", "5", "--prompt", "Fix the tests."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(f.prompt(1), "Fix the tests.\n");
+    assert_eq!(
+        f.prompt(2),
+        "FAIL: TestLogin (iteration 1)\nvet 1\n\nFix the tests.\n"
+    );
+    assert_eq!(
+        f.prompt(3),
+        "FAIL: TestLogin (iteration 2)\nvet 2\n\nFix the tests.\n"
+    );
+    assert_eq!(f.iterations(), 3);
+    assert_eq!(f.session()["reason"], "done");
+    assert!(
+        stderr(&out).contains("discarded 2 context entr"),
+        "{}",
+        stderr(&out)
+    );
+}
+
