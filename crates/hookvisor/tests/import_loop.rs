@@ -1,6 +1,7 @@
 //! Other tools' hook files read in place (EVENTS.md §2.2) proved end to end: each reference
 //! document's own hooks under `hookvisor loop` driving the scripted fake agent of
-//! `fixtures/loop/agent.sh` (no LLM), in a real git repository where they commit.
+//! `fixtures/loop/agent.sh` (no LLM), in a real git repository where they commit, and `serve`'s
+//! dashboard following edits of those files.
 
 mod common;
 
@@ -8,7 +9,9 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::time::Instant;
 
+use common::serve::{DEADLINE, Server};
 use common::{Workspace, code, stderr};
 use serde_json::Value;
 
@@ -231,3 +234,80 @@ hooks:
     );
 }
 
+/// `serve` watches the other tools' files as it watches `.discobot`: iteratr's file made after
+/// the start, then edited into a problem, and AutoAgent's in a directory made after the start,
+/// each change the hook list it serves; the problem says where as `check`'s reader would look
+/// for it, relative to the workspace.
+#[test]
+fn serve_follows_edits_of_other_tools_files_and_places_their_problems_in_the_workspace() {
+    let ws = Workspace::new();
+    let server = Server::tcp(&ws);
+    let mut events = server.events();
+    let wait_for =
+        |events: &mut common::serve::Events, what: &str, cond: &dyn Fn(&Value) -> bool| {
+            let start = Instant::now();
+            loop {
+                let list = server.get("/v1/hooks").json();
+                if cond(&list) {
+                    return list;
+                }
+                assert!(start.elapsed() < DEADLINE, "{what}: {list}");
+                events.until(|name, _| name == "hooksChanged");
+            }
+        };
+    let has_hook = |id: &'static str| {
+        move |list: &Value| {
+            list["hooks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["id"] == id)
+        }
+    };
+
+    ws.write(
+        ".iteratr.hooks.yml",
+        "hooks:\n  session_start:\n    - command: \"echo hi\"\n",
+    );
+    wait_for(
+        &mut events,
+        "the new file",
+        &has_hook("iteratr:session_start:0"),
+    );
+
+    ws.write(
+        ".iteratr.hooks.yml",
+        "hooks:\n  post_iteration:\n    - command: \"make\"\n      timeout: soon\n",
+    );
+    let list = wait_for(&mut events, "the problem", &|l| {
+        !l["problems"].as_array().unwrap().is_empty()
+    });
+    let problem = &list["problems"][0];
+    assert_eq!(problem["source"], ".iteratr.hooks.yml:4", "{list}");
+    assert_eq!(
+        problem["path"],
+        ws.path().join(".iteratr.hooks.yml").to_str().unwrap()
+    );
+    assert!(
+        problem["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("timeout: \"soon\" is no whole number of seconds"),
+        "{list}"
+    );
+    assert!(!has_hook("iteratr:session_start:0")(&list), "{list}");
+
+    ws.write(
+        ".autoagent/config.json",
+        r#"{"hooks": {"Stop": [{"type": "command", "command": "true"}]}}"#,
+    );
+    wait_for(
+        &mut events,
+        "the new directory's file",
+        &has_hook("autoagent:Stop:0"),
+    );
+    fs::remove_file(ws.path().join(".iteratr.hooks.yml")).unwrap();
+    wait_for(&mut events, "the file gone", &|l| {
+        l["problems"].as_array().unwrap().is_empty()
+    });
+}
