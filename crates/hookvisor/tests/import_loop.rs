@@ -106,7 +106,10 @@ fn autoagents_todo_stop_hook_keeps_the_loop_going_until_the_todos_are_done() {
     let f = Fixture::new(Workspace::new());
     f.ws.write(
         ".autoagent/config.json",
-        r#"{"hooks": {"Stop": [{"type": "command", "command": "bash .autoagent/hooks/check-incomplete-todos.sh"}]}}"#,
+        r#"{"hooks": {"Stop": [
+  {"type": "command", "command": "bash .autoagent/hooks/check-incomplete-todos.sh"},
+  {"type": "command", "command": "cat > stop-input.json"}
+]}}"#,
     );
     f.ws.write(".autoagent/hooks/check-incomplete-todos.sh", CHECK_TODOS);
     f.ws.write("TODO.md", "- [ ] login\n- [ ] logout\n");
@@ -135,6 +138,13 @@ fn autoagents_todo_stop_hook_keeps_the_loop_going_until_the_todos_are_done() {
         "{}",
         f.ws.status()
     );
+    // The hook read AutoAgent's own input (its script takes `.sessionId` with jq): the loop's
+    // session, from the last, allowed stop.
+    let input: Value =
+        serde_json::from_slice(&fs::read(f.ws.path().join("stop-input.json")).unwrap()).unwrap();
+    assert_eq!(input["eventName"], "Stop", "{input}");
+    assert_eq!(input["sessionId"], f.session()["id"], "{input}");
+    assert_eq!(input["workspace"], f.ws.path().to_str().unwrap(), "{input}");
 }
 
 /// AutoAgent's `set-auto-commit true` hook: `git-commit` on `PostExecutionEnd`. The agent
@@ -232,6 +242,53 @@ hooks:
         "{}",
         stderr(&out)
     );
+}
+
+/// iteratr's `on_error` with `pipe_output: true` ("Show agent changes before error"): when the
+/// agent fails, its output is the recovery prompt of the next iteration, in place of the task
+/// prompt for that one only, with `{{error}}` (the agent's last lines, hostile here) one value
+/// that never becomes shell text.
+#[test]
+fn iteratrs_on_error_output_is_the_next_iterations_recovery_prompt() {
+    let f = Fixture::new(Workspace::new());
+    f.ws.write(
+        ".iteratr.hooks.yml",
+        r#"hooks:
+  on_error:
+    - command: "printf 'recover from: %s\n' {{error}}"
+      timeout: 10
+      pipe_output: true  # Show agent changes before error
+"#,
+    );
+    f.step("1", "echo 'panic: $(touch pwned) `touch pwned2`'; exit 3");
+    f.step("2", "touch \"$HOOKVISOR_DONE\"");
+    let out = f.run(&["--max-iterations", "4", "--prompt", "Ship it."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        f.prompt(2),
+        "recover from: panic: $(touch pwned) `touch pwned2`\n"
+    );
+    for pwned in ["pwned", "pwned2"] {
+        assert!(!f.ws.path().join(pwned).exists(), "{pwned} was created");
+    }
+    assert_eq!(f.iterations(), 2);
+}
+
+/// nyzhi's "Run clippy after each turn" without `block` under `loop`: its failure blocks
+/// nothing, and its output (stderr first, as nyzhi reads it) is in the next prompt.
+#[test]
+fn nyzhis_after_turn_failure_reaches_the_loops_next_prompt_without_blocking() {
+    let f = Fixture::new(Workspace::git());
+    f.ws.write(
+        ".nyzhi/config.toml",
+        "[[agent.hooks]]\nevent = \"after_turn\"\ncommand = \"test -e clean || { echo 'warning: unused variable `x`' >&2; exit 1; }\"\ntimeout = 60\n",
+    );
+    f.step("1", "echo 'let x = 1;' > lib.rs");
+    f.step("2", "touch clean \"$HOOKVISOR_DONE\"");
+    let out = f.run(&["--max-iterations", "4", "--prompt", "Tidy up."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(f.prompt(2), "warning: unused variable `x`\n\nTidy up.\n");
+    assert_eq!(f.iterations(), 2);
 }
 
 /// `serve` watches the other tools' files as it watches `.discobot`: iteratr's file made after
