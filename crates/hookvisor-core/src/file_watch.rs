@@ -215,6 +215,66 @@ fn nearest_dir(file: &WatchedFile) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::mpsc::{self, RecvTimeoutError};
+    use std::time::Duration;
+
+    /// Long enough for a loaded machine; a watch that misses an event fails after it.
+    const WAIT: Duration = Duration::from_secs(20);
+
+    /// Waits for a call that saw `file` as `want` (`None`: no file): calls made for earlier
+    /// events of a change come before it and are passed over.
+    fn until(rx: &mpsc::Receiver<Option<String>>, want: Option<&str>, what: &str) {
+        loop {
+            match rx.recv_timeout(WAIT) {
+                Ok(seen) if seen.as_deref() == want => return,
+                Ok(_) => continue,
+                Err(e) => panic!("{what}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_made_later_in_a_directory_made_later_is_followed_until_the_watch_is_dropped() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path().join("ws");
+        std::fs::create_dir(&root).unwrap();
+        let dir = root.join(".autoagent");
+        let file = dir.join("config.json");
+        let (tx, rx) = mpsc::channel();
+        let watched = WatchedFile {
+            path: file.clone(),
+            root: root.clone(),
+        };
+        let read = file.clone();
+        let watch = FileWatch::start(vec![watched], move || {
+            let _ = tx.send(std::fs::read_to_string(&read).ok());
+        })
+        .unwrap();
+        // The directory on the way, then the file in it: the watch followed before the call.
+        std::fs::create_dir(&dir).unwrap();
+        until(&rx, None, "the directory on the way");
+        std::fs::write(&file, "1").unwrap();
+        until(&rx, Some("1"), "the file in the new directory");
+        // An editor's save: a new file renamed over it.
+        std::fs::write(dir.join("config.json.tmp"), "2").unwrap();
+        std::fs::rename(dir.join("config.json.tmp"), &file).unwrap();
+        until(&rx, Some("2"), "the file replaced");
+        // Removed with its directory, the watch goes back to the root and still follows.
+        std::fs::remove_dir_all(&dir).unwrap();
+        until(&rx, None, "the directory removed");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(&file, "3").unwrap();
+        until(&rx, Some("3"), "the file made again");
+        // Dropping it ends the thread, and with it the callback and its sender.
+        drop(watch);
+        loop {
+            match rx.recv_timeout(WAIT) {
+                Ok(_) => continue,
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => panic!("the watch thread outlived its drop"),
+            }
+        }
+    }
 
     #[test]
     fn the_nearest_existing_directory_stays_under_the_root() {
