@@ -143,6 +143,7 @@ fn autoagents_todo_stop_hook_keeps_the_loop_going_until_the_todos_are_done() {
     let input: Value =
         serde_json::from_slice(&fs::read(f.ws.path().join("stop-input.json")).unwrap()).unwrap();
     assert_eq!(input["eventName"], "Stop", "{input}");
+    assert_eq!(input["reason"], "completed", "{input}");
     assert_eq!(input["sessionId"], f.session()["id"], "{input}");
     assert_eq!(input["workspace"], f.ws.path().to_str().unwrap(), "{input}");
 }
