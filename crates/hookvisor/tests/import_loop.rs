@@ -293,8 +293,8 @@ fn nyzhis_after_turn_failure_reaches_the_loops_next_prompt_without_blocking() {
 }
 
 /// `serve` watches the other tools' files as it watches `.discobot`: iteratr's file made after
-/// the start, then edited into a problem, and AutoAgent's in a directory made after the start,
-/// each change the hook list it serves; the problem says where as `check`'s reader would look
+/// the start, then edited into a problem, AutoAgent's in a directory made after the start, and
+/// nyzhi's user file, each change the hook list it serves; the problem says where as `check`'s reader would look
 /// for it, relative to the workspace.
 #[test]
 fn serve_follows_edits_of_other_tools_files_and_places_their_problems_in_the_workspace() {
@@ -363,6 +363,19 @@ fn serve_follows_edits_of_other_tools_files_and_places_their_problems_in_the_wor
         &mut events,
         "the new directory's file",
         &has_hook("autoagent:Stop:0"),
+    );
+    // A user's file, two directories below the home that do not exist yet.
+    let user = ws.base().join("home/.config/nyzhi/config.toml");
+    fs::create_dir_all(user.parent().unwrap()).unwrap();
+    fs::write(
+        &user,
+        "[[agent.hooks]]\nevent = \"after_turn\"\ncommand = \"cargo clippy\"\n",
+    )
+    .unwrap();
+    wait_for(
+        &mut events,
+        "the user's file",
+        &has_hook("nyzhi:after_turn:0"),
     );
     fs::remove_file(ws.path().join(".iteratr.hooks.yml")).unwrap();
     wait_for(&mut events, "the file gone", &|l| {
