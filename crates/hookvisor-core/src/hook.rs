@@ -245,6 +245,16 @@ impl Problem {
     pub fn may_be(&self, kind: HookKind) -> bool {
         self.declared == Some(kind) || self.kind.hides_the_file()
     }
+
+    /// Where the problem is as `relative/path[:line]` from `workspace`, as a hook's
+    /// [`Hook::source`] (EVENTS.md §5 rule 10); a file outside it (a user's) keeps its path.
+    pub fn source(&self, workspace: &Path) -> String {
+        let path = self.path.strip_prefix(workspace).unwrap_or(&self.path);
+        match self.kind.line() {
+            Some(line) => format!("{}:{line}", path.display()),
+            None => path.display().to_string(),
+        }
+    }
 }
 
 impl fmt::Display for Problem {

@@ -27,6 +27,7 @@
 //!   keeps from its children ([`SecretsError`]).
 //! - `changes`: a workspace's dirty set and when each file changed ([`scan`]).
 //! - `change_watch`: the dirty set kept warm by inotify for a server ([`ChangeWatcher`]).
+//! - `file_watch`: other tools' hook files watched by a server, existing or not ([`FileWatch`]).
 //! - `evaluate`: the end-of-turn evaluation ([`Evaluator`]): the file hooks and the
 //!   `event: turn.end` hooks, one evaluation for `eval` and `fire turn.end`.
 //! - `message`: the re-prompt text of a failing hook ([`Failure`]).
@@ -114,6 +115,7 @@ mod evaluate;
 /// The events hooks bind to and what a hook declares about its run (EVENTS.md §1.1–§1.3).
 pub mod event;
 mod exec;
+mod file_watch;
 /// The event dispatcher: an event's hooks selected, run, judged, and the reply (EVENTS.md §1.4).
 pub mod fire;
 mod frontmatter;
@@ -162,6 +164,7 @@ pub use discover::{
 };
 pub use evaluate::{Action, EvalError, EvalOptions, EvalReport, Evaluator, HookResult, Trigger};
 pub use exec::{CancelToken, Capture, Captured, ExecError, RunOptions, RunOutcome, run_hook};
+pub use file_watch::{FileWatch, FileWatchError, WatchedFile};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
 pub use git_action::{AddMode, GitCommit, GitFieldError, GitPush, KEPT_VARIABLES, RefError};

@@ -465,9 +465,11 @@ impl Payload {
     ///
     /// AutoAgent's ([`StdinDialect::AutoAgent`], its design's `HookManager.executeHooks`) is
     /// `{eventName, sessionId, workspace, timestamp, ...data}`: `timestamp` in milliseconds
-    /// since the epoch, `data`'s keys spread beside the others, which win a name, and
-    /// `filesModified` from `files` when the data has none. `HOOKVISOR_PAYLOAD` stays the event
-    /// JSON: it is hookvisor's, and the dialect is for the scripts written for AutoAgent.
+    /// since the epoch, `data`'s keys spread beside the others, which win a name,
+    /// `filesModified` from `files` when the data has none, and Stop's `reason` `completed`
+    /// when the data has none (`session.stop` fires only for a done agent). `HOOKVISOR_PAYLOAD`
+    /// stays the event JSON: it is hookvisor's, and the dialect is for the scripts written for
+    /// AutoAgent.
     pub fn stdin_json_for(&self, dialect: &StdinDialect) -> Vec<u8> {
         let StdinDialect::AutoAgent { event_name } = dialect else {
             return self.stdin_json();
@@ -484,6 +486,11 @@ impl Payload {
             if !wire.contains_key(key) {
                 wire.insert(key.clone(), value.clone());
             }
+        }
+        // AutoAgent's Stop says why the session ends; hookvisor fires `session.stop` only when
+        // the agent is done (never on an interrupt or an error), which is its `completed`.
+        if event_name == "Stop" && !wire.contains_key("reason") {
+            wire.insert("reason".into(), Json::from("completed"));
         }
         if let Some(files) = &self.files
             && !wire.contains_key("filesModified")
@@ -1200,6 +1207,25 @@ mod tests {
             payload.stdin_json_for(&StdinDialect::Canonical),
             payload.stdin_json()
         );
+
+        // Stop's `reason` (completed|interrupted|error): hookvisor's session.stop is a done
+        // agent's, unless the data says otherwise.
+        let stop = StdinDialect::AutoAgent {
+            event_name: "Stop".into(),
+        };
+        let Json::Object(data) = json!({"iterations": 2}) else {
+            unreachable!()
+        };
+        let payload = Payload::new("session.stop", "s-1", "/ws", "loop").data(data);
+        let value: Json = serde_json::from_slice(&payload.stdin_json_for(&stop)).unwrap();
+        assert_eq!(value["reason"], "completed", "{value}");
+        assert_eq!(value["iterations"], 2, "{value}");
+        let Json::Object(data) = json!({"reason": "error"}) else {
+            unreachable!()
+        };
+        let payload = Payload::new("session.stop", "s-1", "/ws", "user").data(data);
+        let value: Json = serde_json::from_slice(&payload.stdin_json_for(&stop)).unwrap();
+        assert_eq!(value["reason"], "error", "{value}");
     }
 
     /// agent-pipelines' dialect: its names beside hookvisor's, each with the value of its

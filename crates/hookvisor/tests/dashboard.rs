@@ -330,6 +330,18 @@ async fn the_dashboard_shows_event_hooks_and_their_decisions_live() {
         problems,
         ".discobot/hooks/bad.yml:3: when: expected ')' at column 11"
     );
+    // Another tool's file, written while the page is open, is watched too; its problem is
+    // placed in the workspace, not at an absolute path.
+    ws.write(
+        ".iteratr.hooks.yml",
+        "hooks:\n  post_iteration:\n    - command: make\n      timeout: soon\n",
+    );
+    let problems = wait_for_text(&client, "#problems", ".iteratr.hooks.yml").await;
+    assert!(
+        problems.lines().any(|l| l
+            .starts_with(".iteratr.hooks.yml:4: timeout: \"soon\" is no whole number of seconds")),
+        "{problems}"
+    );
     // A turn.end hook's type is its phase-1 kind; its event and phase are shown beside it.
     let later = wait_for_text(&client, "tr[data-hook='later'] td.type", "turn.end").await;
     assert!(

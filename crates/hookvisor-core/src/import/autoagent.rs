@@ -247,6 +247,19 @@ fn entry_hook(
             )
         }
         "git-commit" => {
+            // Said in AutoAgent's words: the action's own refusal shows hookvisor's YAML.
+            if text("message")?.is_none_or(|m| m.trim().is_empty()) {
+                return Err(note(
+                    if fields.contains_key("message") {
+                        at("message")
+                    } else {
+                        line
+                    },
+                    "git-commit: no 'message'; add one such as \"message\": \"Complete issue \
+                     #{{issueNumber}}: {{issueTitle}}\""
+                        .into(),
+                ));
+            }
             let message = text("message")?.map(|m| {
                 refer(
                     to_template(m, Placeholders::AnyNamed),
@@ -573,6 +586,16 @@ mod tests {
                 "6: command: 5 is not a string",
                 "6: timeout: \"1s\" is no whole number of milliseconds, such as 60000",
             ]
+        );
+        // A git-commit without a message is told the fix in AutoAgent's JSON, not hookvisor's
+        // YAML.
+        let text = "{\"hooks\": {\"PostExecutionEnd\": [\n  {\"type\": \"git-commit\"},\n  {\"type\": \"git-commit\",\n   \"message\": \" \"}\n]}}";
+        let imported = read(text).unwrap().unwrap();
+        let fix = "git-commit: no 'message'; add one such as \"message\": \"Complete issue \
+                   #{{issueNumber}}: {{issueTitle}}\"";
+        assert_eq!(
+            notes(&imported.problems),
+            [format!("2: {fix}"), format!("4: {fix}")]
         );
         assert_eq!(
             read("{\"logLevel\": \"info\"}")

@@ -54,14 +54,16 @@ const EVENTS: [(&str, Event); 9] = [
     ("user_prompt_submit", Event::TurnStart),
 ];
 
-/// The keys of an entry ("Hook Properties").
-const KEYS: [&str; 6] = [
+/// The keys of an entry ("Hook Properties"), and `hook_type`, which nyzhi's config reads
+/// (`command`, the default; `prompt` and `agent` are "reserved for future use").
+const KEYS: [&str; 7] = [
     "event",
     "command",
     "pattern",
     "timeout",
     "block",
     "tool_name",
+    "hook_type",
 ];
 
 /// One entry's fields by key, each with its span.
@@ -144,6 +146,26 @@ fn entry_hook(
             )),
         }
     };
+    // A model-driven hook is refused whole (EVENTS.md §1.2), before its other keys (`prompt`,
+    // `model`) are warned about as unknown, and before a missing `command` is.
+    match string("hook_type")? {
+        None | Some("command") => {}
+        Some(kind @ ("prompt" | "agent")) => {
+            return Err(note(
+                at("hook_type"),
+                format!(
+                    "hook_type: '{kind}' is unsupported: hookvisor runs no prompt or agent \
+                     hooks; write the check as a command"
+                ),
+            ));
+        }
+        Some(other) => {
+            return Err(note(
+                at("hook_type"),
+                format!("hook_type: '{other}' is not command, prompt or agent"),
+            ));
+        }
+    }
     for key in fields.keys().filter(|k| !KEYS.contains(&k.as_str())) {
         warnings.push(note(
             at(key),
@@ -511,12 +533,30 @@ mod tests {
                  the run rather than pass nyzhi's literal '{file}': remove it",
                 "21: tool_name applies to pre_tool, post_tool and post_tool_failure; nyzhi \
                  ignores it on after_turn, and so does hookvisor",
-                "22: unknown key 'hook_type' is ignored; known keys: event, command, pattern, \
-                 timeout, block, tool_name",
             ]
         );
         let ids: Vec<usize> = imported.hooks.iter().map(|h| h.line).collect();
         assert_eq!(ids, [4, 18]);
+    }
+
+    /// nyzhi's `hook_type = "prompt"`/`"agent"` (its config's key; "reserved for future use")
+    /// is reported unsupported, not as a hook without a command (EVENTS.md §1.2).
+    #[test]
+    fn prompt_and_agent_hooks_are_unsupported() {
+        let text = "[[agent.hooks]]\nevent = \"after_turn\"\nhook_type = \"prompt\"\nprompt = \"Review the diff\"\n\n[[agent.hooks]]\nevent = \"after_turn\"\nhook_type = \"agent\"\ninstructions = \"Review\"\nmodel = \"m\"\n\n[[agent.hooks]]\nevent = \"after_turn\"\nhook_type = \"llm\"\ncommand = \"x\"\n";
+        let imported = read(text).unwrap();
+        assert_eq!(
+            notes(&imported.problems),
+            [
+                "3: hook_type: 'prompt' is unsupported: hookvisor runs no prompt or agent hooks; \
+                 write the check as a command",
+                "8: hook_type: 'agent' is unsupported: hookvisor runs no prompt or agent hooks; \
+                 write the check as a command",
+                "14: hook_type: 'llm' is not command, prompt or agent",
+            ]
+        );
+        assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
+        assert!(imported.hooks.is_empty());
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! `list` and `check`: what discovery found, for people and for scripts.
 
 use std::io::{self, Write};
+use std::path::Path;
 
 use hookvisor_core::decision::OnFailure;
 use hookvisor_core::event::Event;
 use hookvisor_core::{
-    Config, Context, DEFAULT_RETRIES, Discovery, Hook, Origin, Problem, Source, discover_workspace,
+    Config, Context, DEFAULT_RETRIES, Discovery, Hook, Origin, Problem, ProblemKind, Source,
+    discover_workspace,
 };
 use serde_json::{Value, json};
 
@@ -18,7 +20,7 @@ pub fn run(globals: &Globals, json: bool) -> CliResult {
     let discovery = discover_workspace(&ctx);
     let mut out = io::stdout().lock();
     if json {
-        writeln!(out, "{}", list_json(&discovery))?;
+        writeln!(out, "{}", list_json(&discovery, &ctx.workspace))?;
         return Ok(Exit::Ok);
     }
     if !discovery.config.reads(Source::Discobot) {
@@ -166,13 +168,16 @@ fn write_sources(out: &mut impl Write, ctx: &Context, discovery: &Discovery) -> 
 /// The JSON of `list --json` (DESIGN.md), also served by the HTTP API. Paths are shown lossily
 /// (U+FFFD for bytes that are not UTF-8): a name that is not UTF-8 is itself a listed problem,
 /// and `Path`'s own `Serialize` would fail on it.
-pub fn list_json(discovery: &Discovery) -> Value {
+pub fn list_json(discovery: &Discovery, workspace: &Path) -> Value {
+    let problems = |list: &[Problem]| -> Vec<Value> {
+        list.iter().map(|p| problem_json(p, workspace)).collect()
+    };
     json!({
         "hooks": all_hooks(discovery.hooks.iter(), discovery.event_hooks.iter())
             .map(|hook| hook_json(hook, discovery))
             .collect::<Vec<_>>(),
-        "problems": discovery.problems.iter().map(problem_json).collect::<Vec<_>>(),
-        "warnings": discovery.warnings.iter().map(problem_json).collect::<Vec<_>>(),
+        "problems": problems(&discovery.problems),
+        "warnings": problems(&discovery.warnings),
     })
 }
 
@@ -255,11 +260,16 @@ fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
     json
 }
 
-fn problem_json(problem: &Problem) -> Value {
+fn problem_json(problem: &Problem, workspace: &Path) -> Value {
     let mut json =
         json!({ "path": problem.path.to_string_lossy(), "reason": problem.kind.to_string() });
     if let Some(line) = problem.kind.line() {
         json["line"] = json!(line);
+    }
+    // Another tool's file says where as its hooks do (EVENTS.md §5 rule 10); phase-1 problems
+    // keep exactly phase 1's fields.
+    if matches!(problem.kind, ProblemKind::Import { .. }) {
+        json["source"] = json!(problem.source(workspace));
     }
     json
 }

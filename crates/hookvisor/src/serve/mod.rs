@@ -215,7 +215,7 @@ impl AppState {
     pub fn rediscover(&self) -> bool {
         let fresh = discover_workspace(&self.ctx);
         let old = self.discovery();
-        let listing = crate::commands::list::list_json;
+        let listing = |d: &Discovery| crate::commands::list::list_json(d, &self.ctx.workspace);
         if listing(&old) == listing(&fresh) {
             return false;
         }

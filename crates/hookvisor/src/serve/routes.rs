@@ -183,7 +183,10 @@ pub async fn status(State(state): State<Arc<AppState>>) -> Result<Json<Value>> {
 
 /// `GET /v1/hooks`: the `hookvisor list --json` shape, problems included.
 pub async fn hooks(State(state): State<Arc<AppState>>) -> Json<Value> {
-    Json(crate::commands::list::list_json(&state.discovery()))
+    Json(crate::commands::list::list_json(
+        &state.discovery(),
+        &state.ctx.workspace,
+    ))
 }
 
 /// `GET /hooks/{id}/output`: the end of the hook's last log, in discobot's shape: `output` (the

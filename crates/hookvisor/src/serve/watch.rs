@@ -1,6 +1,6 @@
-//! Watching the files the server reflects: the hooks directory (hooks added, edited, removed:
-//! re-discover, sync the pre-commit hook, tell subscribers) and `status.json` (runs by anyone:
-//! publish their events).
+//! Watching the files the server reflects: the hooks directory and the other tools' hook files
+//! discovery reads in place (hooks added, edited, removed: re-discover, sync the pre-commit
+//! hook, tell subscribers) and `status.json` (runs by anyone: publish their events).
 //!
 //! inotify events arrive on notify's thread and only ring a bell; the work is done once per
 //! burst however many events rang it (an editor's save is several events), on the blocking
@@ -9,7 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use hookvisor_core::Context;
+use hookvisor_core::import::UserDirs;
+use hookvisor_core::{Context, FileWatch};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -57,6 +58,7 @@ pub async fn spawn(state: Arc<AppState>) -> JoinHandle<()> {
         hooks: Notify::new(),
         status: Notify::new(),
     });
+    let sources = start_sources(&state.ctx, bells.clone()).await;
     let (ctx, ringing) = (state.ctx.clone(), bells.clone());
     let mut watcher = match tokio::task::spawn_blocking(move || start(&ctx, ringing)).await {
         Ok(Ok(watcher)) => Some(watcher),
@@ -73,6 +75,8 @@ pub async fn spawn(state: Arc<AppState>) -> JoinHandle<()> {
         }
     };
     tokio::spawn(async move {
+        // Watched as long as the task lives.
+        let _sources = sources;
         loop {
             tokio::select! {
                 _ = bells.hooks.notified() => {
@@ -94,6 +98,28 @@ pub async fn spawn(state: Arc<AppState>) -> JoinHandle<()> {
             }
         }
     })
+}
+
+/// Watches the other tools' hook files ([`hookvisor_core::import::source_files`]): an edit of
+/// one rings the hooks bell like an edit under `.discobot`. Their directories include the
+/// workspace root, which is why this is not `notify` (it would hear every listing of it).
+async fn start_sources(ctx: &Context, bells: Arc<Bells>) -> Option<FileWatch> {
+    let user = UserDirs::from_vars(|name| std::env::var_os(name));
+    let files = hookvisor_core::import::source_files(&ctx.workspace, &user);
+    let started = tokio::task::spawn_blocking(move || {
+        FileWatch::start(files, move || bells.hooks.notify_one())
+    });
+    match started.await {
+        Ok(Ok(watch)) => Some(watch),
+        Ok(Err(e)) => {
+            tracing::warn!("{e}; edits of them show after a restart");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("cannot watch other tools' hook files: {e}");
+            None
+        }
+    }
 }
 
 struct Watch {

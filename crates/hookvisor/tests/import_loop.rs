@@ -1,0 +1,384 @@
+//! Other tools' hook files read in place (EVENTS.md §2.2) proved end to end: each reference
+//! document's own hooks under `hookvisor loop` driving the scripted fake agent of
+//! `fixtures/loop/agent.sh` (no LLM), in a real git repository where they commit, and `serve`'s
+//! dashboard following edits of those files.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Instant;
+
+use common::serve::{DEADLINE, Server};
+use common::{Workspace, code, stderr};
+use serde_json::Value;
+
+/// A workspace with the fake agent of tests/agent_loop.rs and its control directory.
+struct Fixture {
+    ws: Workspace,
+    /// `$FAKE_DIR`: the agent's prompts and steps.
+    fake: PathBuf,
+    agent: PathBuf,
+}
+
+impl Fixture {
+    fn new(ws: Workspace) -> Fixture {
+        let fake = ws.base().join("fake");
+        fs::create_dir_all(&fake).unwrap();
+        let agent = ws.base().join("agent.sh");
+        fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/loop/agent.sh"),
+            &agent,
+        )
+        .unwrap();
+        fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
+        Fixture { ws, fake, agent }
+    }
+
+    /// Shell lines the agent runs in iteration `i` (`"any"`: every iteration without its own).
+    fn step(&self, i: &str, lines: &str) {
+        fs::write(self.fake.join(format!("step.{i}")), lines).unwrap();
+    }
+
+    /// `hookvisor loop OPTS -- agent.sh`.
+    fn run(&self, opts: &[&str]) -> Output {
+        let mut cmd = self.ws.hookvisor_command();
+        cmd.arg("loop").args(opts).arg("--").arg(&self.agent);
+        cmd.env("FAKE_DIR", &self.fake)
+            .env("HOOKVISOR_BIN", env!("CARGO_BIN_EXE_hookvisor"))
+            .output()
+            .expect("run hookvisor loop")
+    }
+
+    /// The prompt the agent got in iteration `i`.
+    fn prompt(&self, i: u64) -> String {
+        let path = self.fake.join(format!("prompt.{i}"));
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// How many iterations started the agent.
+    fn iterations(&self) -> usize {
+        fs::read_to_string(self.fake.join("iterations"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    }
+
+    fn session(&self) -> Value {
+        serde_json::from_slice(&fs::read(self.ws.state_dir().join("session.json")).unwrap())
+            .unwrap()
+    }
+}
+
+/// reference/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`, as its
+/// document writes it.
+const CHECK_TODOS: &str = r##"#!/bin/bash
+# Stop hook - check for incomplete todos
+
+INPUT=$(cat)
+SESSION_ID=$(echo "$INPUT" | jq -r '.sessionId')
+
+# Check if there are incomplete todos
+INCOMPLETE=$(grep -c "\[ \]" TODO.md || true)
+
+if [ "$INCOMPLETE" -gt 0 ]; then
+  # Return JSON to block stopping
+  cat <<EOF
+{
+  "decision": "block",
+  "reason": "There are $INCOMPLETE incomplete todos remaining. Please complete them or mark this as intentional."
+}
+EOF
+  exit 0
+fi
+
+echo "All todos completed, safe to stop"
+exit 0
+"##;
+
+/// AutoAgent's Stop hook keeps `loop` going while TODO.md has open items: the agent says it is
+/// done after checking off one of two, is sent back with the hook's reason, and the loop ends
+/// once it has checked off the other.
+#[test]
+fn autoagents_todo_stop_hook_keeps_the_loop_going_until_the_todos_are_done() {
+    let f = Fixture::new(Workspace::new());
+    f.ws.write(
+        ".autoagent/config.json",
+        r#"{"hooks": {"Stop": [
+  {"type": "command", "command": "bash .autoagent/hooks/check-incomplete-todos.sh"},
+  {"type": "command", "command": "cat > stop-input.json"}
+]}}"#,
+    );
+    f.ws.write(".autoagent/hooks/check-incomplete-todos.sh", CHECK_TODOS);
+    f.ws.write("TODO.md", "- [ ] login\n- [ ] logout\n");
+    f.step(
+        "1",
+        "printf -- '- [x] login\\n- [ ] logout\\n' > TODO.md; touch \"$HOOKVISOR_DONE\"",
+    );
+    f.step(
+        "2",
+        "printf -- '- [x] login\\n- [x] logout\\n' > TODO.md; touch \"$HOOKVISOR_DONE\"",
+    );
+    let out = f.run(&["--max-iterations", "5", "--prompt", "Work through TODO.md."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(f.prompt(1), "Work through TODO.md.\n");
+    assert_eq!(
+        f.prompt(2),
+        "There are 1 incomplete todos remaining. Please complete them or mark this as \
+         intentional.\n\nWork through TODO.md.\n"
+    );
+    // Nothing piped, no block left: no final delivery after the allowed stop.
+    assert_eq!(f.iterations(), 2);
+    assert_eq!(f.session()["reason"], "done");
+    assert_eq!(
+        f.ws.status()["hooks"]["autoagent:Stop:0"]["lastResult"],
+        "success",
+        "{}",
+        f.ws.status()
+    );
+    // The hook read AutoAgent's own input (its script takes `.sessionId` with jq): the loop's
+    // session, from the last, allowed stop.
+    let input: Value =
+        serde_json::from_slice(&fs::read(f.ws.path().join("stop-input.json")).unwrap()).unwrap();
+    assert_eq!(input["eventName"], "Stop", "{input}");
+    assert_eq!(input["reason"], "completed", "{input}");
+    assert_eq!(input["sessionId"], f.session()["id"], "{input}");
+    assert_eq!(input["workspace"], f.ws.path().to_str().unwrap(), "{input}");
+}
+
+/// AutoAgent's `set-auto-commit true` hook: `git-commit` on `PostExecutionEnd`. The agent
+/// reports its issue done (`fire task.complete`, AutoAgent's execution end) after changing a
+/// file, and the commit is there with the configured message; reporting again with nothing
+/// changed is a success that makes no commit.
+#[test]
+fn autoagents_git_commit_hook_commits_the_agents_work_under_loop() {
+    let f = Fixture::new(Workspace::git());
+    f.ws.write(
+        ".autoagent/config.json",
+        r#"{
+  "gitAutoCommit": false,
+  "hooks": {
+    "PostExecutionEnd": [
+      {
+        "type": "git-commit",
+        "message": "Complete issue #{{issueNumber}}: {{issueTitle}}"
+      }
+    ]
+  }
+}"#,
+    );
+    f.ws.git_ok(&["config", "user.name", "Agent"]);
+    f.ws.git_ok(&["config", "user.email", "agent@example.com"]);
+    f.ws.git_ok(&["add", "-A"]);
+    f.ws.git_ok(&["commit", "-q", "-m", "initial"]);
+    let report = r#""$HOOKVISOR_BIN" fire task.complete --data '{"issueNumber": 1, "issueTitle": "Implement user authentication; $(touch pwned)"}' >> "$FAKE_DIR/fired"; echo "exit $?" >> "$FAKE_DIR/fired""#;
+    f.step(
+        "1",
+        &format!("mkdir -p src; echo 'export const login = 1;' > src/auth.ts\n{report}"),
+    );
+    f.step("2", &format!("{report}\ntouch \"$HOOKVISOR_DONE\""));
+    let out = f.run(&["--max-iterations", "3"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(f.fake.join("fired")).unwrap(),
+        "exit 0\nexit 0\n"
+    );
+    let log = f.ws.git_ok(&["log", "--format=%s%x00%an", "main"]);
+    assert_eq!(
+        log,
+        "Complete issue #1: Implement user authentication; $(touch pwned)\0Agent\ninitial\0Test\n"
+    );
+    assert_eq!(
+        f.ws.git_ok(&["show", "--name-only", "--format=", "HEAD"]),
+        "src/auth.ts\n"
+    );
+    assert!(!f.ws.path().join("pwned").exists());
+    assert_eq!(f.ws.git_ok(&["status", "--porcelain"]), "");
+    let hook = &f.ws.status()["hooks"]["autoagent:PostExecutionEnd:0"];
+    assert_eq!(hook["lastResult"], "success", "{hook}");
+}
+
+/// iteratr's `post_iteration` with `pipe_output: true` ("Agent sees failures next iteration"):
+/// what two hooks print, a failing test run's included, reaches the next prompt in FIFO order
+/// (first hook, then second; older iteration first), a failure blocks nothing, and what the
+/// last iteration's hooks piped is the final delivery, one more iteration after done.
+#[test]
+fn iteratr_post_iteration_output_reaches_the_next_prompt_in_order_and_is_finally_delivered() {
+    let f = Fixture::new(Workspace::new());
+    f.ws.write(
+        ".iteratr.hooks.yml",
+        r#"version: 1
+
+hooks:
+  post_iteration:
+    - command: "echo \"FAIL: TestLogin (iteration {{iteration}})\"; exit 1"
+      timeout: 120
+      pipe_output: true  # Agent sees failures next iteration
+    - command: "echo 'vet {{iteration}}'"
+      pipe_output: true
+    - command: "echo 'not piped {{iteration}}'"
+"#,
+    );
+    f.step("2", "touch \"$HOOKVISOR_DONE\"");
+    // The final delivery's own post_iteration output reaches nobody: the agent is not started
+    // again for it.
+    f.step("3", ": final delivery");
+    let out = f.run(&["--max-iterations", "5", "--prompt", "Fix the tests."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(f.prompt(1), "Fix the tests.\n");
+    assert_eq!(
+        f.prompt(2),
+        "FAIL: TestLogin (iteration 1)\nvet 1\n\nFix the tests.\n"
+    );
+    assert_eq!(
+        f.prompt(3),
+        "FAIL: TestLogin (iteration 2)\nvet 2\n\nFix the tests.\n"
+    );
+    assert_eq!(f.iterations(), 3);
+    assert_eq!(f.session()["reason"], "done");
+    assert!(
+        stderr(&out).contains("discarded 2 context entr"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// iteratr's `on_error` with `pipe_output: true` ("Show agent changes before error"): when the
+/// agent fails, its output is the recovery prompt of the next iteration, in place of the task
+/// prompt for that one only, with `{{error}}` (the agent's last lines, hostile here) one value
+/// that never becomes shell text.
+#[test]
+fn iteratrs_on_error_output_is_the_next_iterations_recovery_prompt() {
+    let f = Fixture::new(Workspace::new());
+    f.ws.write(
+        ".iteratr.hooks.yml",
+        r#"hooks:
+  on_error:
+    - command: "printf 'recover from: %s\n' {{error}}"
+      timeout: 10
+      pipe_output: true  # Show agent changes before error
+"#,
+    );
+    f.step("1", "echo 'panic: $(touch pwned) `touch pwned2`'; exit 3");
+    f.step("2", "touch \"$HOOKVISOR_DONE\"");
+    let out = f.run(&["--max-iterations", "4", "--prompt", "Ship it."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        f.prompt(2),
+        "recover from: panic: $(touch pwned) `touch pwned2`\n"
+    );
+    for pwned in ["pwned", "pwned2"] {
+        assert!(!f.ws.path().join(pwned).exists(), "{pwned} was created");
+    }
+    assert_eq!(f.iterations(), 2);
+}
+
+/// nyzhi's "Run clippy after each turn" without `block` under `loop`: its failure blocks
+/// nothing, and its output (stderr first, as nyzhi reads it) is in the next prompt.
+#[test]
+fn nyzhis_after_turn_failure_reaches_the_loops_next_prompt_without_blocking() {
+    let f = Fixture::new(Workspace::git());
+    f.ws.write(
+        ".nyzhi/config.toml",
+        "[[agent.hooks]]\nevent = \"after_turn\"\ncommand = \"test -e clean || { echo 'warning: unused variable `x`' >&2; exit 1; }\"\ntimeout = 60\n",
+    );
+    f.step("1", "echo 'let x = 1;' > lib.rs");
+    f.step("2", "touch clean \"$HOOKVISOR_DONE\"");
+    let out = f.run(&["--max-iterations", "4", "--prompt", "Tidy up."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(f.prompt(2), "warning: unused variable `x`\n\nTidy up.\n");
+    assert_eq!(f.iterations(), 2);
+}
+
+/// `serve` watches the other tools' files as it watches `.discobot`: iteratr's file made after
+/// the start, then edited into a problem, AutoAgent's in a directory made after the start, and
+/// nyzhi's user file, each change the hook list it serves; the problem says where as `check`'s reader would look
+/// for it, relative to the workspace.
+#[test]
+fn serve_follows_edits_of_other_tools_files_and_places_their_problems_in_the_workspace() {
+    let ws = Workspace::new();
+    let server = Server::tcp(&ws);
+    let mut events = server.events();
+    let wait_for =
+        |events: &mut common::serve::Events, what: &str, cond: &dyn Fn(&Value) -> bool| {
+            let start = Instant::now();
+            loop {
+                let list = server.get("/v1/hooks").json();
+                if cond(&list) {
+                    return list;
+                }
+                assert!(start.elapsed() < DEADLINE, "{what}: {list}");
+                events.until(|name, _| name == "hooksChanged");
+            }
+        };
+    let has_hook = |id: &'static str| {
+        move |list: &Value| {
+            list["hooks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["id"] == id)
+        }
+    };
+
+    ws.write(
+        ".iteratr.hooks.yml",
+        "hooks:\n  session_start:\n    - command: \"echo hi\"\n",
+    );
+    wait_for(
+        &mut events,
+        "the new file",
+        &has_hook("iteratr:session_start:0"),
+    );
+
+    ws.write(
+        ".iteratr.hooks.yml",
+        "hooks:\n  post_iteration:\n    - command: \"make\"\n      timeout: soon\n",
+    );
+    let list = wait_for(&mut events, "the problem", &|l| {
+        !l["problems"].as_array().unwrap().is_empty()
+    });
+    let problem = &list["problems"][0];
+    assert_eq!(problem["source"], ".iteratr.hooks.yml:4", "{list}");
+    assert_eq!(
+        problem["path"],
+        ws.path().join(".iteratr.hooks.yml").to_str().unwrap()
+    );
+    assert!(
+        problem["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("timeout: \"soon\" is no whole number of seconds"),
+        "{list}"
+    );
+    assert!(!has_hook("iteratr:session_start:0")(&list), "{list}");
+
+    ws.write(
+        ".autoagent/config.json",
+        r#"{"hooks": {"Stop": [{"type": "command", "command": "true"}]}}"#,
+    );
+    wait_for(
+        &mut events,
+        "the new directory's file",
+        &has_hook("autoagent:Stop:0"),
+    );
+    // A user's file, two directories below the home that do not exist yet.
+    let user = ws.base().join("home/.config/nyzhi/config.toml");
+    fs::create_dir_all(user.parent().unwrap()).unwrap();
+    fs::write(
+        &user,
+        "[[agent.hooks]]\nevent = \"after_turn\"\ncommand = \"cargo clippy\"\n",
+    )
+    .unwrap();
+    wait_for(
+        &mut events,
+        "the user's file",
+        &has_hook("nyzhi:after_turn:0"),
+    );
+    fs::remove_file(ws.path().join(".iteratr.hooks.yml")).unwrap();
+    wait_for(&mut events, "the file gone", &|l| {
+        l["problems"].as_array().unwrap().is_empty()
+    });
+}
