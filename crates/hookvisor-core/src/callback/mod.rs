@@ -23,15 +23,19 @@
 //!    `Transfer-Encoding`: 411), the whole request within [`READ_TIMEOUT`] (else 408), at most
 //!    [`MAX_CONNECTIONS`] connections served at once (more: 503), and `Connection: close`
 //!    after every answer. A refused request never takes the wait.
-//! 5. **The answer**: `action` and `message` come from the query (`?action=approve`), from a
-//!    JSON object body (`{"action": …, "message": …}`) or from a form body
-//!    (`action=block&message=…`); the body wins over the query. `approve`, `continue`, `none`
-//!    or no action at all is [`Verdict::Success`]; `reject`, `abort`, `deny` is
-//!    [`Verdict::Abort`]; `block` is [`Verdict::Block`] (case does not matter). Any other
-//!    action, a repeated one or one that is no string is 400 and leaves the wait open, so the
-//!    sender can correct it. `${hook_response}` is `{"query":{…},"body":…}`: every query
-//!    parameter but the pipelines `token` (repeated ones as an array), and the body as JSON
-//!    when it parses, else as text (`null` when there is none).
+//! 5. **The answer**, read strictly so that nothing but a plain answer takes the wait:
+//!    `action` and `message` come from the query (`?action=approve`), from an
+//!    `application/json` body that is one object with each key once (no BOM), or from an
+//!    `application/x-www-form-urlencoded` body; the body wins over the query. A body of any
+//!    other type (text, multipart, none given) is 415; a key that differs from `action` or
+//!    `message` only in case is 400. `approve`, `continue` or `none` is [`Verdict::Success`];
+//!    `reject`, `abort`, `deny` is [`Verdict::Abort`]; `block` is [`Verdict::Block`] (the
+//!    value's case does not matter). No action at all is 400: link unfurlers, mail scanners and
+//!    prefetches fetch a bare URL by themselves, and must not answer for a person. Any other
+//!    action, a repeated one or one that is no string is 400 too. Every refusal leaves the
+//!    wait open, so the sender can correct it. `${hook_response}` is `{"query":{…},"body":…}`:
+//!    every query parameter but the pipelines `token` (repeated ones as an array), and the
+//!    body as JSON, a form body as its text (`null` when there is none).
 //! 6. **A wait ends exactly once** ([`Pending::wait`]): [`Answer::Taken`] when a request took
 //!    it (even if the deadline or a cancel came at the same moment: its sender was told 200),
 //!    else [`Answer::TimedOut`] or [`Answer::Cancelled`]. Waits live in memory: a restart ends
@@ -391,7 +395,7 @@ pub struct Response {
 /// The `action` of a callback (rule 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// `approve`, `continue`, `none` or no action: the hook succeeded.
+    /// `approve`, `continue` or `none`: the hook succeeded.
     Success,
     /// `reject`, `abort` or `deny`: the event is aborted, whatever `on_failure` says.
     Abort,

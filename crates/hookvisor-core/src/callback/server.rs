@@ -119,9 +119,9 @@ fn respond(stream: &mut TcpStream, waits: &Waits, deadline: Instant) -> Result<R
             )
         }
         Offer::Unknown => Reply::status(404),
-        Offer::Refused(reason) => {
-            tracing::info!("callback {hash:?}: refused a request: {reason}");
-            Reply::json(400, error_body(&reason))
+        Offer::Refused(refused) => {
+            tracing::info!("callback {hash:?}: refused a request: {refused}");
+            Reply::json(refused.status, error_body(&refused.reason))
         }
     })
 }
@@ -206,6 +206,7 @@ fn write_reply(mut stream: &TcpStream, reply: &Reply) -> std::io::Result<()> {
         410 => "Gone",
         411 => "Length Required",
         413 => "Content Too Large",
+        415 => "Unsupported Media Type",
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
         _ => "",
