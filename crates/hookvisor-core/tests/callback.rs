@@ -555,3 +555,25 @@ fn the_listener_threads_block_every_signal() {
         "the accepting thread of the listener was not found"
     );
 }
+
+/// The review's F5: the waiting process held the token in memory, and a process of the same
+/// uid read it from `/proc/PID/mem` and approved itself. Registering makes the process
+/// non-dumpable first, which the kernel then enforces for same-uid readers.
+#[test]
+fn a_process_that_registers_a_wait_is_not_dumpable() {
+    let pending = shared().register().unwrap();
+    assert!(!hookvisor_core::sys::dumpable().unwrap());
+    // Root has CAP_SYS_PTRACE, which the flag does not stop: the flag alone is checked then.
+    if nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let mem = format!("/proc/{}/mem", std::process::id());
+    let reader = std::process::Command::new("sh")
+        .args(["-c", "exec 3<\"$1\"", "sh", &mem])
+        .output()
+        .unwrap();
+    assert!(!reader.status.success(), "a same-uid process opened {mem}");
+    let said = String::from_utf8_lossy(&reader.stderr);
+    assert!(said.contains("Permission denied"), "{said}");
+    drop(pending);
+}

@@ -246,7 +246,15 @@ impl Listener {
     }
 
     /// A new wait with a fresh token; its [`Pending::url`] is the `${callback_url}` to send.
+    ///
+    /// First it makes the process non-dumpable (see [`crate::sys::make_undumpable`]), before
+    /// the token exists: the agent runs as the same uid, and without that (on a host without
+    /// Yama's ptrace scope) it could read the token from `/proc/PID/mem` and approve itself.
     pub fn register(&self) -> Result<Pending, CallbackError> {
+        crate::sys::make_undumpable().map_err(|source| CallbackError::Resource {
+            what: "make the process non-dumpable",
+            source,
+        })?;
         let token = Token::new().map_err(CallbackError::Random)?;
         let (wake_read, wake) =
             nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| {
