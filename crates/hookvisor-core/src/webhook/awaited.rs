@@ -1,7 +1,7 @@
 //! An awaited webhook (rule 8): a callback registered, the request sent with its URL, the
 //! wait, and what the answer means for the event.
 
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::json;
 
@@ -11,7 +11,7 @@ use crate::callback::{self, Answer, Pending, Verdict as CallbackVerdict};
 use crate::config::{Callback, Config};
 use crate::context::Context;
 use crate::decision::{DEFAULT_MAX_REASON, OnTimeout, Verdict};
-use crate::exec::{CancelToken, Captured, ExecError};
+use crate::exec::{CancelToken, Captured, ExecError, RunOutcome};
 use crate::fire::ActionRun;
 use crate::hook::Hook;
 use crate::payload::Payload;
@@ -20,6 +20,13 @@ use crate::state::Durability;
 use crate::status::{CallbackState, CallbackWait, StatusStore};
 
 /// Runs an awaited webhook: registers its callback, sends it, waits the hook's `timeout`.
+///
+/// A wait that cannot start (the listener or the token cannot be made, the request cannot be
+/// expanded or is not delivered after its retries) has no answer, and is judged as a timeout
+/// by `on_timeout` (EVENTS.md §4.3): under `abort`, the default, the event is aborted whatever
+/// `on_failure` and `block_on` say, since the agent can make a request fail (a long or
+/// multi-line value, a squatted `callback_port`, a parallel call on the same port) and a gate
+/// that asks someone must not open because asking failed.
 pub(super) fn run(
     ctx: &Context,
     hook: &Hook,
@@ -29,20 +36,21 @@ pub(super) fn run(
 ) -> Result<WebhookRun, ExecError> {
     let pending = match register(ctx, action) {
         Ok(pending) => pending,
-        Err(message) => return Ok(WebhookRun::Refused(message)),
+        Err(message) => return unstarted(ctx, hook, action, None, message),
     };
     let mut sent = match send(hook, action, payload, Some(&pending), cancel) {
         Ok(sent) => sent,
-        Err(message) => return Ok(WebhookRun::Refused(message)),
+        Err(message) => return unstarted(ctx, hook, action, None, message),
     };
     if sent.outcome.cancelled {
         return Ok(WebhookRun::Finished(sent.finish(ctx, hook)?.into()));
     }
     if !sent.delivered {
         // Nobody was told where to answer, so nothing is awaited; dropping `pending` revokes
-        // the token. The failed delivery is judged like any other (`on_failure`, retries).
+        // the token.
         sent.note("callback: not awaited: the webhook was not delivered");
-        return Ok(WebhookRun::Finished(sent.finish(ctx, hook)?.into()));
+        let message = "webhook: the request with the callback URL was not delivered".to_owned();
+        return unstarted(ctx, hook, action, Some(sent), message);
     }
     let store = StatusStore::for_context(ctx).with_durability(Durability::Whole);
     let since = SystemTime::now();
@@ -69,6 +77,55 @@ pub(super) fn run(
     };
     mark(&store, ctx, hook, state, SystemTime::now(), &timeout_at);
     judged(ctx, hook, action, sent, answer).map(WebhookRun::Finished)
+}
+
+/// The run of a wait that never started (see [`run`]): under `on_timeout: abort` the event is
+/// aborted naming `message`; under `continue` it is a failure like any other, as a timeout is.
+fn unstarted(
+    ctx: &Context,
+    hook: &Hook,
+    action: &Webhook,
+    sent: Option<Sent>,
+    message: String,
+) -> Result<WebhookRun, ExecError> {
+    if action.on_timeout != OnTimeout::Abort {
+        return Ok(match sent {
+            Some(sent) => WebhookRun::Finished(sent.finish(ctx, hook)?.into()),
+            None => WebhookRun::Refused(message),
+        });
+    }
+    let mut sent = sent.unwrap_or_else(|| Sent {
+        outcome: RunOutcome {
+            exit_code: 1,
+            timed_out: false,
+            cancelled: false,
+            duration: Duration::ZERO,
+            tail: String::new(),
+            output_bytes: 0,
+            log_truncated: false,
+            captured: None,
+        },
+        log: Vec::new(),
+        delivered: false,
+        secrets: Vec::new(),
+    });
+    let reason = format!("{message}; so no callback can come (on_timeout: abort)");
+    sent.note(&reason);
+    if sent.outcome.exit_code == 0 {
+        sent.outcome.exit_code = 1;
+    }
+    sent.outcome.captured = Some(Captured {
+        stderr: format!("{reason}\n").into_bytes(),
+        ..Captured::default()
+    });
+    let verdict = Verdict::Abort {
+        reason: crate::decision::shrink(&reason, Some(&ctx.log_path(&hook.id)), DEFAULT_MAX_REASON),
+    };
+    Ok(WebhookRun::Finished(ActionRun {
+        outcome: sent.finish(ctx, hook)?,
+        produced: Vec::new(),
+        verdict: Some(verdict),
+    }))
 }
 
 /// A wait on this process's callback listener, on the hook's `callback_port`, else the
