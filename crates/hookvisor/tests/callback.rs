@@ -473,3 +473,92 @@ fn serve_hosts_the_listener_and_announces_the_wait() {
     // The server's listener outlives the wait; the token does not.
     assert_eq!(call_back(&url, "?action=approve"), 410);
 }
+
+/// Runs `hookvisor adapter claude ARGS` on a Claude PreToolUse for Bash, its approval hook
+/// with `extra` front matter; sends it SIGTERM once its callback wait is open, and returns what
+/// it said.
+fn adapter_terminated_while_waiting(ws: &Workspace, extra: &str, args: &[&str]) -> Output {
+    let (sent, url) = mpsc::channel::<String>();
+    let (port, received) = receiver(move |url| sent.send(url.to_owned()).unwrap());
+    approval_hook(ws, "approve", port, extra);
+    let mut child = ws
+        .hookvisor_command()
+        .args(["adapter", "claude"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = serde_json::json!({
+        "session_id": "s1",
+        "cwd": ws.path(),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "git push --force"},
+    });
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    url.recv_timeout(DEADLINE)
+        .expect("the webhook reaches the receiver");
+    // The wait is open once status.json says so (written after the delivery, before the wait).
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let state = || {
+        let bytes = fs::read(ws.state_dir().join("status.json")).unwrap_or_default();
+        let status: Json = serde_json::from_slice(&bytes).unwrap_or_default();
+        status["hooks"]["approve"]["callback"]["state"].clone()
+    };
+    while state() != "waiting" {
+        assert!(std::time::Instant::now() < deadline, "the wait never began");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    received.join().unwrap();
+    out
+}
+
+/// What the adapter printed for Claude, parsed.
+fn said_to_claude(out: &Output) -> Json {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{e}: {text} / {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// The review's F4: a SIGTERM during the wait (the agent's uid can send one) answered nothing,
+/// which Claude takes as "go on", even with `--fail-closed`. A cancelled wait is judged by
+/// `on_timeout` now: aborted by default.
+#[test]
+fn a_signal_during_an_adapters_wait_never_lets_the_tool_through() {
+    let ws = Workspace::new();
+    let out = adapter_terminated_while_waiting(&ws, "", &[]);
+    // An abort stops Claude (EVENTS.md §3.1), the tool included.
+    let reply = said_to_claude(&out);
+    assert_eq!(reply["continue"], false, "{reply}");
+    assert!(
+        reply["stopReason"].as_str().unwrap().contains("cancelled"),
+        "{reply}"
+    );
+    assert_eq!(
+        ws.status()["hooks"]["approve"]["callback"]["state"],
+        "revoked"
+    );
+
+    // `--fail-closed` comes before the cancel: a bare cancel (`on_timeout: continue`) denies.
+    let out = adapter_terminated_while_waiting(&ws, "on_timeout: continue\n", &["--fail-closed"]);
+    let reply = said_to_claude(&out);
+    let said = &reply["hookSpecificOutput"];
+    assert_eq!(said["permissionDecision"], "deny", "{reply}");
+    assert!(
+        said["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .contains("--fail-closed"),
+        "{reply}"
+    );
+}

@@ -43,7 +43,9 @@ pub(super) fn run(
         Err(message) => return unstarted(ctx, hook, action, None, message),
     };
     if sent.outcome.cancelled {
-        return Ok(WebhookRun::Finished(sent.finish(ctx, hook)?.into()));
+        // A signal during the delivery is no answer either (see `judged`'s cancel).
+        let message = "webhook: cancelled before the callback wait began".to_owned();
+        return unstarted(ctx, hook, action, Some(sent), message);
     }
     if !sent.delivered {
         // Nobody was told where to answer, so nothing is awaited; dropping `pending` revokes
@@ -114,6 +116,8 @@ fn unstarted(
     if sent.outcome.exit_code == 0 {
         sent.outcome.exit_code = 1;
     }
+    // Judged, not a bare cancel: `fire` hands the abort on (see `judged`).
+    sent.outcome.cancelled = false;
     sent.outcome.captured = Some(Captured {
         stderr: format!("{reason}\n").into_bytes(),
         ..Captured::default()
@@ -229,6 +233,18 @@ fn judged(
                     reason: format!("{message} (on_timeout: abort)"),
                 });
             }
+        }
+        // A signal to the waiting process (the agent's uid can send one) must not be an
+        // answer: under `on_timeout: abort` it aborts the event as a timeout would, and `fire`
+        // hands that decision on rather than a bare cancel a caller might take as "allow".
+        Answer::Cancelled if action.on_timeout == OnTimeout::Abort => {
+            let message = "webhook: the callback wait was cancelled before an answer came";
+            sent.note(&format!("{message}; on_timeout: abort"));
+            sent.outcome.exit_code = 1;
+            stderr = format!("{message}\n").into_bytes();
+            verdict = Some(Verdict::Abort {
+                reason: format!("{message} (on_timeout: abort)"),
+            });
         }
         Answer::Cancelled => {
             sent.note("callback: the wait was cancelled");

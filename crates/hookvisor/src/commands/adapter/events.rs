@@ -81,10 +81,8 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
     });
     let said = match outcome {
         Ok(decided) => say(agent, &name, route, &decided),
-        Err(AdapterError::Eval(EvalError::Cancelled)) => {
-            eprintln!("hookvisor: {}", EvalError::Cancelled);
-            Said::default()
-        }
+        // Before the cancel's arm: a signal (which the agent's uid can send) must not turn a
+        // fail-closed gate into "allow".
         Err(err) if args.fail_closed && can_block(route) => {
             let decided = Decided {
                 decision: Decision::Block,
@@ -95,6 +93,10 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
                 context: Vec::new(),
             };
             say(agent, &name, route, &decided)
+        }
+        Err(AdapterError::Eval(EvalError::Cancelled)) => {
+            eprintln!("hookvisor: {}", EvalError::Cancelled);
+            Said::default()
         }
         Err(err) => {
             eprintln!(

@@ -131,20 +131,21 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
     let spec = agent.spec();
     let verdict = match decide(globals, spec, args) {
         Ok(verdict) => verdict,
-        Err(AdapterError::Eval(EvalError::Cancelled)) => {
-            // The agent stopped the hook (or the user interrupted): nobody reads an answer.
-            eprintln!("hookvisor: {}", EvalError::Cancelled);
-            Verdict::Stop
-        }
         Err(err @ AdapterError::Prompt(_)) => {
             // Blocking a prompt event would throw the user's prompt away: never.
             eprintln!("hookvisor: {err} (the prompt goes on)");
             Verdict::Stop
         }
+        // Before the cancel's arm: a signal must not let a fail-closed turn end through.
         Err(err) if args.fail_closed => Verdict::Block(format!(
             "hookvisor could not check this turn's changes: {err}. (The turn is blocked \
              because the hook runs with --fail-closed.)"
         )),
+        Err(AdapterError::Eval(EvalError::Cancelled)) => {
+            // The agent stopped the hook (or the user interrupted): nobody reads an answer.
+            eprintln!("hookvisor: {}", EvalError::Cancelled);
+            Verdict::Stop
+        }
         Err(err) => {
             eprintln!(
                 "hookvisor: {err} (failing open: {} stops; --fail-closed blocks instead)",
