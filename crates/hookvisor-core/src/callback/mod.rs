@@ -56,6 +56,7 @@ mod waits;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -129,6 +130,25 @@ pub enum CallbackError {
         /// What the system said.
         source: std::io::Error,
     },
+}
+
+/// The longest any wait of this process lasts, in seconds; 0 for no cap.
+static WAIT_CAP_SECS: AtomicU64 = AtomicU64::new(0);
+
+/// Caps every later wait of this process at `cap`, for a host that is itself killed at a
+/// deadline: an agent kills its hook at its own timeout and treats that as no decision, so the
+/// wait must end first and be judged by `on_timeout`. Default: no cap.
+pub fn cap_waits(cap: Duration) {
+    // At least a second: 0 would mean no cap.
+    WAIT_CAP_SECS.store(cap.as_secs().max(1), Ordering::Relaxed);
+}
+
+/// The cap [`cap_waits`] set, if any.
+pub(crate) fn wait_cap() -> Option<Duration> {
+    match WAIT_CAP_SECS.load(Ordering::Relaxed) {
+        0 => None,
+        secs => Some(Duration::from_secs(secs)),
+    }
 }
 
 /// The process's one callback listener, started on first use (rule 1); later calls return the

@@ -56,7 +56,8 @@ pub(super) fn run(
     }
     let store = StatusStore::for_context(ctx).with_durability(Durability::Whole);
     let since = SystemTime::now();
-    let timeout_at = crate::rfc3339(since + hook.timeout);
+    let limit = wait_limit(hook.timeout, callback::wait_cap());
+    let timeout_at = crate::rfc3339(since + limit);
     mark(
         &store,
         ctx,
@@ -66,11 +67,16 @@ pub(super) fn run(
         &timeout_at,
     );
     sent.note(&format!(
-        "callback: waiting up to {}s (until {timeout_at})",
-        hook.timeout.as_secs()
+        "callback: waiting up to {}s (until {timeout_at}){}",
+        limit.as_secs(),
+        if limit < hook.timeout {
+            "; the agent's own hook timeout caps the wait"
+        } else {
+            ""
+        }
     ));
     let waiting = Instant::now();
-    let answer = pending.wait(hook.timeout, cancel);
+    let answer = pending.wait(limit, cancel);
     sent.outcome.duration += waiting.elapsed();
     let state = match &answer {
         Answer::Taken(_) => CallbackState::Answered,
@@ -78,7 +84,13 @@ pub(super) fn run(
         Answer::Cancelled => CallbackState::Revoked,
     };
     mark(&store, ctx, hook, state, SystemTime::now(), &timeout_at);
-    judged(ctx, hook, action, sent, answer).map(WebhookRun::Finished)
+    judged(ctx, hook, action, sent, answer, limit).map(WebhookRun::Finished)
+}
+
+/// How long a wait lasts: the hook's `timeout`, at most the process's `cap` (an agent that
+/// kills its hook at its own timeout would otherwise decide instead of `on_timeout`).
+fn wait_limit(timeout: Duration, cap: Option<Duration>) -> Duration {
+    cap.map_or(timeout, |cap| cap.min(timeout))
 }
 
 /// The run of a wait that never started (see [`run`]): under `on_timeout: abort` the event is
@@ -161,6 +173,7 @@ fn judged(
     action: &Webhook,
     mut sent: Sent,
     answer: Answer,
+    limit: Duration,
 ) -> Result<ActionRun, ExecError> {
     let mut verdict = None;
     let mut produced = Vec::new();
@@ -218,7 +231,7 @@ fn judged(
         Answer::TimedOut => {
             let message = format!(
                 "webhook: no callback within {}s; the callback URL no longer answers",
-                hook.timeout.as_secs()
+                limit.as_secs()
             );
             // Recorded as what happened, a timeout (exit 124, as a command's).
             sent.outcome.timed_out = true;

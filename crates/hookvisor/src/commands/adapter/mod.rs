@@ -35,7 +35,7 @@ use hookvisor_core::{
 };
 use serde::Deserialize;
 
-use crate::agents::{Agent, Event, Spec};
+use crate::agents::{Agent, Event, Route, Spec};
 use crate::cli::AdapterArgs;
 use crate::commands::Globals;
 use crate::error::{CliResult, Exit};
@@ -129,6 +129,7 @@ enum Verdict {
 /// since any other status is an error the agent shows, never a re-prompt.
 pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
     let spec = agent.spec();
+    hookvisor_core::callback::cap_waits(events::callback_cap(Some(Route::TurnEnd)));
     let verdict = match decide(globals, spec, args) {
         Ok(verdict) => verdict,
         Err(err @ AdapterError::Prompt(_)) => {
