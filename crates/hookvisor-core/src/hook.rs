@@ -358,8 +358,11 @@ pub enum ProblemKind {
     /// `pattern` does not compile.
     #[error(transparent)]
     InvalidPattern(#[from] PatternError),
-    /// `timeout` is not a positive number of seconds.
-    #[error("invalid timeout '{value}'; use a positive number of seconds such as 'timeout: 120'")]
+    /// `timeout` is not a positive number of seconds up to 30 days.
+    #[error(
+        "invalid timeout '{value}'; use a positive number of seconds up to 30 days (720h) such \
+         as 'timeout: 120'"
+    )]
     InvalidTimeout {
         /// The value as written.
         value: String,

@@ -350,7 +350,8 @@ impl Pending {
     /// Waits until a request takes the wait, `timeout` passes or `cancel` is cancelled, then
     /// revokes the token (rule 6). Wakes at once on each, without polling.
     pub fn wait(self, timeout: Duration, cancel: &CancelToken) -> Answer {
-        let deadline = Instant::now() + timeout;
+        // A timeout past the clock's range is no deadline (the hook parser bounds it).
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             if let Some(response) = self.waits.taken(self.hash) {
                 return Answer::Taken(response);
@@ -358,7 +359,9 @@ impl Pending {
             if cancel.is_cancelled() {
                 return self.end(Answer::Cancelled);
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.map_or(Duration::MAX, |deadline| {
+                deadline.saturating_duration_since(Instant::now())
+            });
             if left.is_zero() {
                 return self.end(Answer::TimedOut);
             }

@@ -57,7 +57,9 @@ pub(super) fn run(
     let store = StatusStore::for_context(ctx).with_durability(Durability::Whole);
     let since = SystemTime::now();
     let limit = wait_limit(hook.timeout, callback::wait_cap());
-    let timeout_at = crate::rfc3339(since + limit);
+    // A timeout too far out for the clock (the parser bounds it; this is the last guard) is
+    // shown as the furthest the clock can say rather than a panic after the message went out.
+    let timeout_at = crate::rfc3339(since.checked_add(limit).unwrap_or(since));
     mark(
         &store,
         ctx,
