@@ -20,9 +20,10 @@
 //!    fall back to 404. A token never appears in a log line or an error.
 //! 4. **Bounded requests**, parsed by `httparse`: a head of at most [`MAX_HEAD`] bytes (else
 //!    431), a body of at most [`MAX_BODY`] bytes announced by `Content-Length` (larger: 413;
-//!    `Transfer-Encoding`: 411), the whole request within [`READ_TIMEOUT`] (else 408), at most
-//!    [`MAX_CONNECTIONS`] connections served at once (more: 503), and `Connection: close`
-//!    after every answer. A refused request never takes the wait.
+//!    `Transfer-Encoding`: 411), the head within [`HEAD_TIMEOUT`] (a connection that sent
+//!    nothing by then is closed unanswered), the whole request within [`READ_TIMEOUT`] (else
+//!    408), at most [`MAX_CONNECTIONS`] connections served at once (more: 503), and
+//!    `Connection: close` after every answer. A refused request never takes the wait.
 //! 5. **The answer**, read strictly so that nothing but a plain answer takes the wait:
 //!    `action` and `message` come from the query (`?action=approve`), from an
 //!    `application/json` body that is one object with each key once (no BOM), or from an
@@ -79,6 +80,10 @@ pub const MAX_BODY: usize = 64 * 1024;
 
 /// How long one connection may take to send its whole request (rule 4).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one connection may take to send its request head (rule 4): a client sends it at
+/// once, and an idle connection gives its place back soon.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How many connections are served at once; more are answered 503 (rule 4).
 pub const MAX_CONNECTIONS: usize = 32;

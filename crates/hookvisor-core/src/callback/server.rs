@@ -12,7 +12,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use super::request::{self, Refusal};
 use super::token::{self, TokenHash};
 use super::waits::{Offer, Waits};
-use super::{MAX_CONNECTIONS, READ_TIMEOUT, answer};
+use super::{HEAD_TIMEOUT, MAX_CONNECTIONS, READ_TIMEOUT, answer};
 
 /// How long an answer may take to write, and how long unread request bytes are drained after
 /// it (so closing does not reset the connection before the client has read the answer).
@@ -131,7 +131,7 @@ fn serve(mut stream: TcpStream, waits: &Waits) {
 /// The reply to the request on `stream`: routed first, so any other path is 404 before its
 /// body is read; then read whole; then offered to the wait.
 fn respond(stream: &mut TcpStream, waits: &Waits, deadline: Instant) -> Result<Reply, Refusal> {
-    let head = request::read_head(stream, deadline)?;
+    let head = request::read_head(stream, deadline.min(Instant::now() + HEAD_TIMEOUT))?;
     let Some((hash, query)) = route(&head.method, &head.target) else {
         return Ok(Reply::status(404));
     };
