@@ -274,7 +274,9 @@ pub(crate) fn fire_hooks(
         results.push(result_json(hook, firing, &done));
         outcome.push(done.judgment);
     }
-    if cancel.is_cancelled() {
+    // A block or abort reached before the cancel stands (an awaited callback cancelled under
+    // `on_timeout: abort`): a bare cancel is what a caller may take as "allow".
+    if cancel.is_cancelled() && !outcome.ends_pre_pass() {
         return Err(FireError::Cancelled);
     }
     let allowed = outcome.decision() == Decision::Allow;

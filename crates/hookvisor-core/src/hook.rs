@@ -374,8 +374,11 @@ pub enum ProblemKind {
     /// `pattern` does not compile.
     #[error(transparent)]
     InvalidPattern(#[from] PatternError),
-    /// `timeout` is not a positive number of seconds.
-    #[error("invalid timeout '{value}'; use a positive number of seconds such as 'timeout: 120'")]
+    /// `timeout` is not a positive number of seconds up to 30 days.
+    #[error(
+        "invalid timeout '{value}'; use a positive number of seconds up to 30 days (720h) such \
+         as 'timeout: 120'"
+    )]
     InvalidTimeout {
         /// The value as written.
         value: String,
@@ -480,6 +483,14 @@ pub enum ProblemKind {
          root hook runs beside the agent; README, Security); add 'blocking: true' to say so"
     )]
     RootRunsBlocking,
+    /// An awaited webhook on a gate under `on_timeout: continue`: a timeout, a wait that
+    /// cannot start or a flooded listener lets the event go on.
+    #[error(
+        "this gate waits for its callback under 'on_timeout: continue', so a wait that times out \
+         or cannot start (a failed delivery, a taken callback port, a flooded listener, all of \
+         which the agent can cause) lets the event go on; use 'on_timeout: abort' for approvals"
+    )]
+    GateContinuesWithoutAnswer,
     /// A problem as another process reported it (`hookvisor serve` to an adapter): its text.
     #[error("{0}")]
     Reported(String),

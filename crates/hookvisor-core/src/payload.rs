@@ -875,7 +875,9 @@ impl Env<'_> {
             String::new()
         };
         tracing::warn!(
-            "hook environment: left out {}{more}; the values are in the event JSON on stdin",
+            "hook environment: left out {}{more}; a `${{name}}` in the hook still reads them \
+             (event values are also in the event JSON on stdin; `hook_response` and \
+             `spawn_output` are not)",
             shown.join(", ")
         );
     }

@@ -208,7 +208,7 @@ fn every_other_request_is_a_bare_404() {
         );
     }
     // None of them took the wait.
-    assert_eq!(get(&pending, "").0, 200);
+    assert_eq!(get(&pending, "?action=approve").0, 200);
     assert_eq!(
         taken(pending.wait(FOREVER, &CancelToken::new())).verdict,
         Verdict::Success
@@ -263,7 +263,6 @@ fn actions_and_messages_over_http() {
     let cases = [
         ("GET", "?action=approve", None, "", Verdict::Success, None),
         ("GET", "?action=none", None, "", Verdict::Success, None),
-        ("GET", "", None, "", Verdict::Success, None),
         (
             "GET",
             "?action=reject&message=wrong+branch",
@@ -295,14 +294,6 @@ fn actions_and_messages_over_http() {
             "action=block&message=needs+docs",
             Verdict::Block,
             Some("needs docs"),
-        ),
-        (
-            "POST",
-            "?action=continue",
-            Some("Content-Type: text/plain"),
-            "fine by me",
-            Verdict::Success,
-            None,
         ),
     ];
     for (method, query, content_type, body, verdict, message) in cases {
@@ -394,6 +385,60 @@ fn refused_requests_leave_the_wait_open() {
     assert_eq!(response.verdict, Verdict::Block);
 }
 
+/// The review's table (F6, F7): each of these was taken as an approval, though most meant
+/// "reject" and the first says nothing (a link scanner's fetch). Each is refused now, the
+/// wait stays open, and the human's real answer still takes it.
+#[test]
+fn requests_that_do_not_plainly_answer_leave_the_wait_open() {
+    let pending = shared().register().unwrap();
+    let addr = shared().local_addr();
+    let target = path(&pending);
+    let json_type = "Content-Type: application/json";
+    // A method, a query, headers, a body, and the status it is refused with.
+    type Case<'a> = (&'a str, &'a str, &'a [&'a str], &'a [u8], u16);
+    let cases: [Case; 8] = [
+        ("GET", "", &[], b"", 400),
+        ("POST", "", &[], b"", 400),
+        (
+            "POST",
+            "",
+            &["Content-Type: multipart/form-data; boundary=x"],
+            b"--x\r\nContent-Disposition: form-data; name=\"action\"\r\n\r\nreject\r\n--x--\r\n",
+            415,
+        ),
+        (
+            "POST",
+            "",
+            &["Content-Type: text/plain"],
+            b"action=reject",
+            415,
+        ),
+        ("GET", "?Action=reject", &[], b"", 400),
+        ("POST", "", &[json_type], br#"{"Action":"reject"}"#, 400),
+        (
+            "POST",
+            "",
+            &[json_type],
+            br#"{"action":"reject","action":"approve"}"#,
+            400,
+        ),
+        (
+            "POST",
+            "?action=approve",
+            &[json_type],
+            b"\xef\xbb\xbf{\"action\":\"reject\"}",
+            400,
+        ),
+    ];
+    for (method, query, headers, body, status) in cases {
+        let (got, answer) = send(addr, method, &format!("{target}{query}"), headers, body);
+        assert_eq!(got, status, "{method} {query} {headers:?}: {answer}");
+    }
+    assert_eq!(get(&pending, "?action=reject").0, 200);
+    let response = taken(pending.wait(FOREVER, &CancelToken::new()));
+    assert_eq!(response.verdict, Verdict::Abort);
+}
+
 #[test]
 fn a_taken_configured_port_is_an_error_naming_it() {
     let squatter = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -427,7 +472,8 @@ fn an_own_listener_serves_a_public_base_and_stops_when_dropped() {
         "no double slash"
     );
     // The base is only what is sent; the request still reaches 127.0.0.1.
-    assert_eq!(send(addr, "GET", &path(&pending), &[], b"").0, 200);
+    let approve = format!("{}?action=approve", path(&pending));
+    assert_eq!(send(addr, "GET", &approve, &[], b"").0, 200);
     // A wait of one listener is unknown to another.
     let elsewhere = shared().register().unwrap();
     assert_eq!(send(addr, "GET", &path(&elsewhere), &[], b"").0, 404);
@@ -454,7 +500,12 @@ fn connections_past_the_limit_are_refused_with_503() {
     // A connection that held a place is still served.
     let pending = own.register().unwrap();
     let mut first = idle.into_iter().next().unwrap();
-    write!(first, "GET {} HTTP/1.1\r\n\r\n", path(&pending)).unwrap();
+    write!(
+        first,
+        "GET {}?action=approve HTTP/1.1\r\n\r\n",
+        path(&pending)
+    )
+    .unwrap();
     assert_eq!(read_answer(first).0, 200);
 }
 
@@ -503,4 +554,26 @@ fn the_listener_threads_block_every_signal() {
         seen >= 1,
         "the accepting thread of the listener was not found"
     );
+}
+
+/// The review's F5: the waiting process held the token in memory, and a process of the same
+/// uid read it from `/proc/PID/mem` and approved itself. Registering makes the process
+/// non-dumpable first, which the kernel then enforces for same-uid readers.
+#[test]
+fn a_process_that_registers_a_wait_is_not_dumpable() {
+    let pending = shared().register().unwrap();
+    assert!(!hookvisor_core::sys::dumpable().unwrap());
+    // Root has CAP_SYS_PTRACE, which the flag does not stop: the flag alone is checked then.
+    if nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let mem = format!("/proc/{}/mem", std::process::id());
+    let reader = std::process::Command::new("sh")
+        .args(["-c", "exec 3<\"$1\"", "sh", &mem])
+        .output()
+        .unwrap();
+    assert!(!reader.status.success(), "a same-uid process opened {mem}");
+    let said = String::from_utf8_lossy(&reader.stderr);
+    assert!(said.contains("Permission denied"), "{said}");
+    drop(pending);
 }

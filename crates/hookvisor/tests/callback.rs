@@ -15,7 +15,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use common::serve::{DEADLINE, Server, request};
-use common::{Workspace, code, json_of};
+use common::{Workspace, json_of};
 use serde_json::Value as Json;
 
 /// `.discobot/hooks/NAME.yml`: an awaited webhook on `tool.before` (a gate) to `port`, sending
@@ -285,28 +285,92 @@ fn no_callback_in_time_aborts_by_default_and_continue_is_a_failure() {
     assert_eq!(reply["results"][0]["timedOut"], true, "{reply}");
 }
 
-#[test]
-fn a_webhook_that_is_not_delivered_awaits_nothing() {
-    let ws = Workspace::new();
+/// A receiver that answers every request `status` with an empty body until the test ends; the
+/// number of requests it got.
+fn refusing_receiver(status: &'static str) -> (u16, mpsc::Receiver<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let refusing = thread::spawn(move || {
-        let (mut stream, _) = listener.accept().unwrap();
-        read_request(&mut stream);
-        stream
-            .write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            .unwrap();
+    let (got, requests) = mpsc::channel();
+    thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            read_request(&mut stream);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            if got.send(()).is_err() {
+                return;
+            }
+        }
     });
-    // Were it awaited, this test would wait its hour.
-    approval_hook(&ws, "approve", port, "on_failure: abort\n");
-    let reply = json_of(&fire(&ws));
-    refusing.join().unwrap();
-    assert_eq!(reply["decision"], "abort", "{reply}");
-    assert!(ws.status()["hooks"]["approve"].get("callback").is_none());
+    (port, requests)
 }
 
+/// `hookvisor fire tool.before --json` with `data`, run to its end.
+fn fire_with(ws: &Workspace, data: &str) -> Output {
+    ws.hookvisor_command()
+        .args(["fire", "tool.before", "--json", "--data", data])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run hookvisor")
+}
+
+/// The review's F1, first cause: a receiver refusing the message (a chat API's 400 for a
+/// long one, which the agent's data can make) asked nobody, so the gate was allowed by the
+/// default `on_failure: continue`. It is judged by `on_timeout` now.
 #[test]
-fn a_taken_callback_port_fails_the_run_naming_it() {
+fn a_webhook_that_is_not_delivered_aborts_by_on_timeout_whatever_on_failure_says() {
+    let ws = Workspace::new();
+    let (port, requests) = refusing_receiver("400 Bad Request");
+    approval_hook(
+        &ws,
+        "approve",
+        port,
+        "on_failure: continue\nblock_on: never\n",
+    );
+    let reply = json_of(&fire(&ws));
+    requests
+        .recv_timeout(DEADLINE)
+        .expect("the receiver was asked");
+    assert_eq!(reply["decision"], "abort", "{reply}");
+    let reason = reply["reason"].as_str().unwrap();
+    assert!(reason.contains("was not delivered"), "{reply}");
+    assert!(reason.contains("on_timeout: abort"), "{reply}");
+    // Nothing was awaited.
+    assert!(ws.status()["hooks"]["approve"].get("callback").is_none());
+
+    // Under `on_timeout: continue` it is a failure like any other, as a timeout is.
+    approval_hook(&ws, "approve", port, "on_timeout: continue\n");
+    let reply = json_of(&fire(&ws));
+    assert_eq!(reply["decision"], "allow", "{reply}");
+    assert_eq!(reply["results"][0]["success"], false, "{reply}");
+}
+
+/// F1, second cause: a value the agent chose (a multi-line command) cannot be expanded into a
+/// header, so the request is never sent.
+#[test]
+fn a_request_that_cannot_be_expanded_aborts_the_gate() {
+    let ws = Workspace::new();
+    // Port 9: were the request sent, it would fail differently.
+    approval_hook(
+        &ws,
+        "approve",
+        9,
+        "headers:\n  X-Command: \"${tool_input.command}\"\n",
+    );
+    let out = fire_with(
+        &ws,
+        r#"{"tool_name":"Bash","tool_input":{"command":"true\ngit push --force"}}"#,
+    );
+    let reply = json_of(&out);
+    assert_eq!(reply["decision"], "abort", "{reply}");
+    let log = fs::read_to_string(ws.state_dir().join("output/approve.log")).unwrap();
+    assert!(log.contains("LF"), "{log}");
+}
+
+/// F1, third cause: the agent squats the configured callback port.
+#[test]
+fn a_taken_callback_port_aborts_the_gate_naming_it() {
     let ws = Workspace::new();
     let squatter = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = squatter.local_addr().unwrap().port();
@@ -314,11 +378,65 @@ fn a_taken_callback_port_fails_the_run_naming_it() {
     approval_hook(&ws, "approve", 9, &format!("callback_port: {taken}\n"));
     let out = fire(&ws);
     let reply = json_of(&out);
-    assert_eq!(code(&out), 0, "{reply}");
-    assert_eq!(reply["results"][0]["success"], false, "{reply}");
+    assert_eq!(reply["decision"], "abort", "{reply}");
+    assert!(
+        reply["reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("callback port {taken}")),
+        "{reply}"
+    );
     let log = fs::read_to_string(ws.state_dir().join("output/approve.log")).unwrap();
     assert!(log.contains(&format!("callback port {taken}")), "{log}");
     drop(squatter);
+}
+
+/// F2: with a fixed port, a second tool call while the first waits cannot listen; it was let
+/// through at once. It is aborted now, and the first still waits for its own answer.
+#[test]
+fn a_second_gate_on_a_busy_fixed_port_is_not_allowed() {
+    let ws = Workspace::new();
+    let port = {
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let (sent, url) = mpsc::channel::<String>();
+    let (receiver_port, received) = receiver(move |url| sent.send(url.to_owned()).unwrap());
+    approval_hook(
+        &ws,
+        "approve",
+        receiver_port,
+        &format!("callback_port: {port}\n"),
+    );
+    let first = ws
+        .hookvisor_command()
+        .args([
+            "fire",
+            "tool.before",
+            "--json",
+            "--data",
+            r#"{"tool_name":"Read"}"#,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = url
+        .recv_timeout(DEADLINE)
+        .expect("the first webhook reaches the receiver");
+    // The first fire listens on the port now (it sent its URL).
+    let second = fire_with(&ws, r#"{"tool_name":"Bash"}"#);
+    let reply = json_of(&second);
+    assert_eq!(reply["decision"], "abort", "{reply}");
+    assert!(
+        reply["reason"].as_str().unwrap().contains("is in use"),
+        "{reply}"
+    );
+    assert_eq!(call_back(&url, "?action=approve"), 200);
+    let first = first.wait_with_output().unwrap();
+    assert_eq!(json_of(&first)["decision"], "allow");
+    received.join().unwrap();
 }
 
 #[test]
@@ -354,4 +472,93 @@ fn serve_hosts_the_listener_and_announces_the_wait() {
     received.join().unwrap();
     // The server's listener outlives the wait; the token does not.
     assert_eq!(call_back(&url, "?action=approve"), 410);
+}
+
+/// Runs `hookvisor adapter claude ARGS` on a Claude PreToolUse for Bash, its approval hook
+/// with `extra` front matter; sends it SIGTERM once its callback wait is open, and returns what
+/// it said.
+fn adapter_terminated_while_waiting(ws: &Workspace, extra: &str, args: &[&str]) -> Output {
+    let (sent, url) = mpsc::channel::<String>();
+    let (port, received) = receiver(move |url| sent.send(url.to_owned()).unwrap());
+    approval_hook(ws, "approve", port, extra);
+    let mut child = ws
+        .hookvisor_command()
+        .args(["adapter", "claude"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = serde_json::json!({
+        "session_id": "s1",
+        "cwd": ws.path(),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "git push --force"},
+    });
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    url.recv_timeout(DEADLINE)
+        .expect("the webhook reaches the receiver");
+    // The wait is open once status.json says so (written after the delivery, before the wait).
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let state = || {
+        let bytes = fs::read(ws.state_dir().join("status.json")).unwrap_or_default();
+        let status: Json = serde_json::from_slice(&bytes).unwrap_or_default();
+        status["hooks"]["approve"]["callback"]["state"].clone()
+    };
+    while state() != "waiting" {
+        assert!(std::time::Instant::now() < deadline, "the wait never began");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    received.join().unwrap();
+    out
+}
+
+/// What the adapter printed for Claude, parsed.
+fn said_to_claude(out: &Output) -> Json {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{e}: {text} / {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// The review's F4: a SIGTERM during the wait (the agent's uid can send one) answered nothing,
+/// which Claude takes as "go on", even with `--fail-closed`. A cancelled wait is judged by
+/// `on_timeout` now: aborted by default.
+#[test]
+fn a_signal_during_an_adapters_wait_never_lets_the_tool_through() {
+    let ws = Workspace::new();
+    let out = adapter_terminated_while_waiting(&ws, "", &[]);
+    // An abort stops Claude (EVENTS.md §3.1), the tool included.
+    let reply = said_to_claude(&out);
+    assert_eq!(reply["continue"], false, "{reply}");
+    assert!(
+        reply["stopReason"].as_str().unwrap().contains("cancelled"),
+        "{reply}"
+    );
+    assert_eq!(
+        ws.status()["hooks"]["approve"]["callback"]["state"],
+        "revoked"
+    );
+
+    // `--fail-closed` comes before the cancel: a bare cancel (`on_timeout: continue`) denies.
+    let out = adapter_terminated_while_waiting(&ws, "on_timeout: continue\n", &["--fail-closed"]);
+    let reply = said_to_claude(&out);
+    let said = &reply["hookSpecificOutput"];
+    assert_eq!(said["permissionDecision"], "deny", "{reply}");
+    assert!(
+        said["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .contains("--fail-closed"),
+        "{reply}"
+    );
 }

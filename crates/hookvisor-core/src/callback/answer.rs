@@ -1,5 +1,14 @@
 //! What a callback request says (rule 5): its `action` and `message`, and `${hook_response}`.
+//!
+//! Read strictly and failing safe: a request is taken only when it plainly says what it means.
+//! `action` comes from the query, an `application/json` object body or an
+//! `application/x-www-form-urlencoded` body, its key written exactly `action`; a request with
+//! no action at all is refused, since link unfurlers, mail scanners and browser prefetches
+//! fetch a bare URL on their own. Every refusal leaves the wait open (the token is not used).
 
+use std::fmt;
+
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::{Map, Value as Json};
 
 use super::{Response, Verdict};
@@ -7,13 +16,48 @@ use super::{Response, Verdict};
 /// The words `action` takes, for the 400 that names them.
 const ACTIONS: &str = "approve, continue, none, reject, abort, deny or block";
 
-/// Reads a request's query (without the `?`) and body into the answer it gives, or the one-line
-/// reason it is refused (400; the wait stays open).
+/// The keys a request answers with.
+const KEYS: [&str; 2] = ["action", "message"];
+
+/// Why a request is not taken: its HTTP status (400, or 415 for a body of another type) and a
+/// one-line reason. The wait stays open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Unreadable {
+    /// 400 or 415.
+    pub(super) status: u16,
+    /// What is wrong and what to send instead.
+    pub(super) reason: String,
+}
+
+impl Unreadable {
+    /// A 400 with `reason`.
+    pub(super) fn bad(reason: impl Into<String>) -> Unreadable {
+        Unreadable {
+            status: 400,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.status, self.reason)
+    }
+}
+
+/// The body's kind, by its `Content-Type`.
+enum BodyKind {
+    Json,
+    Form,
+}
+
+/// Reads a request's query (without the `?`) and body into the answer it gives, or why it is
+/// refused (the wait stays open).
 pub(super) fn read(
     query: &str,
     content_type: Option<&str>,
     body: &[u8],
-) -> Result<Response, String> {
+) -> Result<Response, Unreadable> {
     let mut said = Said::default();
     let mut query_json = Map::new();
     for (key, value) in form_urlencoded::parse(query.as_bytes()) {
@@ -42,21 +86,17 @@ pub(super) fn read(
         (Json::Null, Said::default())
     } else {
         let text = std::str::from_utf8(body)
-            .map_err(|_| "the body is not UTF-8 text; send JSON or a form".to_owned())?;
-        match serde_json::from_str::<Json>(text) {
-            Ok(json) => {
-                let said = match &json {
-                    Json::Object(object) => Said::of_object(object)?,
-                    _ => Said::default(),
-                };
-                (json, said)
+            .map_err(|_| Unreadable::bad("the body is not UTF-8 text; send JSON or a form"))?;
+        match body_kind(content_type)? {
+            BodyKind::Json => {
+                let object = json_object(text)?;
+                let said = Said::of_object(&object)?;
+                (Json::Object(object), said)
             }
-            Err(_) => {
+            BodyKind::Form => {
                 let mut said = Said::default();
-                if is_form(content_type) {
-                    for (key, value) in form_urlencoded::parse(text.as_bytes()) {
-                        said.note(&key, &value, "form body")?;
-                    }
+                for (key, value) in form_urlencoded::parse(text.as_bytes()) {
+                    said.note(&key, &value, "form body")?;
                 }
                 (Json::String(text.to_owned()), said)
             }
@@ -72,6 +112,71 @@ pub(super) fn read(
     })
 }
 
+/// How a body is read: JSON or a form, as its `Content-Type` says; anything else (text, a
+/// multipart form, no type at all) is 415, never read as "no action".
+fn body_kind(content_type: Option<&str>) -> Result<BodyKind, Unreadable> {
+    let mime = content_type
+        .and_then(|value| value.split(';').next())
+        .map(str::trim)
+        .unwrap_or("");
+    if mime.eq_ignore_ascii_case("application/json") {
+        Ok(BodyKind::Json)
+    } else if mime.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
+        Ok(BodyKind::Form)
+    } else {
+        let shown: String = mime.chars().take(60).collect();
+        Err(Unreadable {
+            status: 415,
+            reason: format!(
+                "a body of type '{shown}' is not read; send Content-Type: application/json or \
+                 application/x-www-form-urlencoded, or put action=… in the query with no body"
+            ),
+        })
+    }
+}
+
+/// A JSON body: one object whose keys are each given once. A BOM, another value or a repeated
+/// key is refused: which of two `action`s is meant is anybody's guess.
+fn json_object(text: &str) -> Result<Map<String, Json>, Unreadable> {
+    let mut parser = serde_json::Deserializer::from_str(text);
+    let object = parser
+        .deserialize_map(UniqueKeys)
+        .and_then(|object| parser.end().map(|()| object))
+        .map_err(|err| {
+            Unreadable::bad(format!(
+                "the JSON body is not one object with each key once ({err}); send \
+                 {{\"action\": \"…\"}}"
+            ))
+        })?;
+    Ok(object)
+}
+
+/// Reads a JSON object, refusing a key given twice.
+struct UniqueKeys;
+
+impl<'de> Visitor<'de> for UniqueKeys {
+    type Value = Map<String, Json>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            let value: Json = access.next_value()?;
+            if object.contains_key(&key) {
+                let shown: String = key.chars().take(40).collect();
+                return Err(serde::de::Error::custom(format!(
+                    "'{shown}' is given twice"
+                )));
+            }
+            object.insert(key, value);
+        }
+        Ok(object)
+    }
+}
+
 /// The `action` and `message` one part of a request gave.
 #[derive(Default)]
 struct Said {
@@ -81,27 +186,32 @@ struct Said {
 
 impl Said {
     /// One `key=value` of a query or form; a second `action` or `message` is ambiguous.
-    fn note(&mut self, key: &str, value: &str, part: &str) -> Result<(), String> {
-        let slot = match key {
-            "action" => &mut self.action,
-            "message" => &mut self.message,
-            _ => return Ok(()),
+    fn note(&mut self, key: &str, value: &str, part: &str) -> Result<(), Unreadable> {
+        let slot = match exact_key(key, part)? {
+            Some("action") => &mut self.action,
+            Some(_) => &mut self.message,
+            None => return Ok(()),
         };
         if slot.is_some() {
-            return Err(format!(
+            return Err(Unreadable::bad(format!(
                 "'{key}' is given twice in the {part}; give it once"
-            ));
+            )));
         }
         *slot = Some(value.to_owned());
         Ok(())
     }
 
     /// The fields of a JSON object body; `null` is as good as absent.
-    fn of_object(object: &Map<String, Json>) -> Result<Said, String> {
+    fn of_object(object: &Map<String, Json>) -> Result<Said, Unreadable> {
+        for key in object.keys() {
+            exact_key(key, "JSON body")?;
+        }
         let field = |key: &str| match object.get(key) {
             None | Some(Json::Null) => Ok(None),
             Some(Json::String(text)) => Ok(Some(text.clone())),
-            Some(_) => Err(format!("'{key}' in the JSON body must be a string")),
+            Some(_) => Err(Unreadable::bad(format!(
+                "'{key}' in the JSON body must be a string"
+            ))),
         };
         Ok(Said {
             action: field("action")?,
@@ -110,21 +220,28 @@ impl Said {
     }
 }
 
-/// Whether a body that is no JSON is read as a form: when it says so, or says nothing (a
-/// script's `curl -d action=approve` says so; a bare client may not).
-fn is_form(content_type: Option<&str>) -> bool {
-    match content_type {
-        None => true,
-        Some(value) => value.split(';').next().is_some_and(|mime| {
-            mime.trim()
-                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
-        }),
+/// Which of [`KEYS`] `key` is; a key that differs from one only in case (`Action`) is refused
+/// rather than ignored, since ignoring it would read a "reject" as no action.
+fn exact_key(key: &str, part: &str) -> Result<Option<&'static str>, Unreadable> {
+    for known in KEYS {
+        if key == known {
+            return Ok(Some(known));
+        }
+        if key.eq_ignore_ascii_case(known) {
+            return Err(Unreadable::bad(format!(
+                "'{key}' in the {part} is not read; write the key '{known}' in lower case"
+            )));
+        }
     }
+    Ok(None)
 }
 
-fn verdict(action: Option<&str>) -> Result<Verdict, String> {
+fn verdict(action: Option<&str>) -> Result<Verdict, Unreadable> {
     let Some(action) = action else {
-        return Ok(Verdict::Success);
+        return Err(Unreadable::bad(format!(
+            "no action given; say action=… ({ACTIONS}): a bare URL is refused, since link \
+             scanners and previews fetch one by themselves"
+        )));
     };
     match action.to_ascii_lowercase().as_str() {
         "approve" | "continue" | "none" => Ok(Verdict::Success),
@@ -132,7 +249,9 @@ fn verdict(action: Option<&str>) -> Result<Verdict, String> {
         "block" => Ok(Verdict::Block),
         _ => {
             let shown: String = action.chars().take(40).collect();
-            Err(format!("unknown action '{shown}'; use {ACTIONS}"))
+            Err(Unreadable::bad(format!(
+                "unknown action '{shown}'; use {ACTIONS}"
+            )))
         }
     }
 }
@@ -146,12 +265,21 @@ mod tests {
     const JSON: Option<&str> = Some("application/json");
     const FORM: Option<&str> = Some("application/x-www-form-urlencoded; charset=utf-8");
     const TEXT: Option<&str> = Some("text/plain");
+    const MULTIPART: Option<&str> = Some("multipart/form-data; boundary=x");
+
+    /// A query, a content type, a body, the status refused with and how its reason starts.
+    type Refused = (
+        &'static str,
+        Option<&'static str>,
+        &'static [u8],
+        u16,
+        &'static str,
+    );
 
     #[test]
     fn verdicts_and_messages_by_table() {
         use Verdict::*;
         let cases = [
-            ("", None, "", Success, None),
             ("action=approve", None, "", Success, None),
             ("action=continue", None, "", Success, None),
             ("action=none", None, "", Success, None),
@@ -181,7 +309,7 @@ mod tests {
             ),
             ("action=block", JSON, r#"{"message":"m"}"#, Block, Some("m")),
             (
-                "",
+                "action=none",
                 JSON,
                 r#"{"action":null,"message":"m"}"#,
                 Success,
@@ -194,9 +322,7 @@ mod tests {
                 Block,
                 Some("form says"),
             ),
-            ("", None, "action=deny", Abort, None),
-            // A text body is no form: its words are not an action.
-            ("action=approve", TEXT, "action=block", Success, None),
+            ("", FORM, "action=deny", Abort, None),
         ];
         for (query, content_type, body, verdict, message) in cases {
             let got = read(query, content_type, body.as_bytes())
@@ -209,9 +335,65 @@ mod tests {
         }
     }
 
+    /// The review's table (F6, F7): requests that plainly meant "reject", or said nothing, were
+    /// taken as an approval. Each is now refused, so the wait stays open for a real answer.
+    #[test]
+    fn requests_that_do_not_plainly_answer_are_refused() {
+        let cases: [Refused; 13] = [
+            ("", None, b"", 400, "no action given"),
+            ("message=hi", None, b"", 400, "no action given"),
+            ("", JSON, br#"{"message":"m"}"#, 400, "no action given"),
+            (
+                "",
+                MULTIPART,
+                b"--x\r\nContent-Disposition: form-data; name=\"action\"\r\n\r\nreject\r\n--x--\r\n",
+                415,
+                "a body of type 'multipart/form-data' is not read",
+            ),
+            ("", TEXT, b"action=reject", 415, "a body of type 'text/plain'"),
+            ("action=approve", TEXT, b"action=reject", 415, "a body of type"),
+            ("", None, b"action=reject", 415, "a body of type ''"),
+            ("Action=reject", None, b"", 400, "'Action' in the query is not read"),
+            (
+                "",
+                JSON,
+                br#"{"Action":"reject"}"#,
+                400,
+                "'Action' in the JSON body is not read",
+            ),
+            (
+                "",
+                FORM,
+                b"ACTION=reject",
+                400,
+                "'ACTION' in the form body is not read",
+            ),
+            (
+                "",
+                JSON,
+                br#"{"action":"reject","action":"approve"}"#,
+                400,
+                "the JSON body is not one object with each key once ('action' is given twice",
+            ),
+            (
+                "action=approve",
+                JSON,
+                b"\xef\xbb\xbf{\"action\":\"reject\"}",
+                400,
+                "the JSON body is not one object",
+            ),
+            ("action=approve", JSON, b"[\"reject\"]", 400, "the JSON body is not one object"),
+        ];
+        for (query, content_type, body, status, want) in cases {
+            let got = read(query, content_type, body).unwrap_err();
+            assert_eq!(got.status, status, "{query}: {got}");
+            assert!(got.reason.starts_with(want), "{query}: {got}");
+        }
+    }
+
     #[test]
     fn refusals_name_what_is_wrong() {
-        let cases: [(&str, Option<&str>, &[u8], &str); 6] = [
+        let cases: [(&str, Option<&str>, &[u8], &str); 7] = [
             (
                 "action=maybe",
                 None,
@@ -226,7 +408,7 @@ mod tests {
                 "'action' in the JSON body must be a string",
             ),
             (
-                "",
+                "action=none",
                 JSON,
                 br#"{"message":1}"#,
                 "'message' in the JSON body must be a string",
@@ -237,11 +419,18 @@ mod tests {
                 b"",
                 "'action' is given twice in the query",
             ),
-            ("", None, b"\xff\xfe", "the body is not UTF-8 text"),
+            ("", JSON, b"\xff\xfe", "the body is not UTF-8 text"),
+            (
+                "action=approve",
+                JSON,
+                br#"{"a":1} {"b":2}"#,
+                "the JSON body is not one object",
+            ),
         ];
         for (query, content_type, body, want) in cases {
             let got = read(query, content_type, body).unwrap_err();
-            assert!(got.starts_with(want), "{query}: {got}");
+            assert_eq!(got.status, 400, "{query}: {got}");
+            assert!(got.reason.starts_with(want), "{query}: {got}");
         }
     }
 
@@ -250,23 +439,24 @@ mod tests {
         let got = read(
             "token=secret&action=approve&tag=a&tag=b&tag=c&note=caf%C3%A9",
             JSON,
-            br#"{"action":"approve","score":3}"#,
+            br#"{"action":"approve","score":3,"nested":{"k":1}}"#,
         )
         .unwrap();
         assert_eq!(
             got.json,
             json!({
                 "query": {"action": "approve", "tag": ["a", "b", "c"], "note": "café"},
-                "body": {"action": "approve", "score": 3},
+                "body": {"action": "approve", "score": 3, "nested": {"k": 1}},
             })
         );
-        let text = read("", TEXT, b"looks good").unwrap();
-        assert_eq!(text.json, json!({"query": {}, "body": "looks good"}));
-        let scalar = read("", JSON, b"42").unwrap();
-        assert_eq!(scalar.json, json!({"query": {}, "body": 42}));
+        let form = read("", FORM, b"action=approve&why=ok").unwrap();
         assert_eq!(
-            read("", None, b"").unwrap().json,
-            json!({"query": {}, "body": null})
+            form.json,
+            json!({"query": {}, "body": "action=approve&why=ok"})
+        );
+        assert_eq!(
+            read("action=none", None, b"").unwrap().json,
+            json!({"query": {"action": "none"}, "body": null})
         );
     }
 }

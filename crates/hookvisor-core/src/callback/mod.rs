@@ -20,18 +20,23 @@
 //!    fall back to 404. A token never appears in a log line or an error.
 //! 4. **Bounded requests**, parsed by `httparse`: a head of at most [`MAX_HEAD`] bytes (else
 //!    431), a body of at most [`MAX_BODY`] bytes announced by `Content-Length` (larger: 413;
-//!    `Transfer-Encoding`: 411), the whole request within [`READ_TIMEOUT`] (else 408), at most
-//!    [`MAX_CONNECTIONS`] connections served at once (more: 503), and `Connection: close`
-//!    after every answer. A refused request never takes the wait.
-//! 5. **The answer**: `action` and `message` come from the query (`?action=approve`), from a
-//!    JSON object body (`{"action": …, "message": …}`) or from a form body
-//!    (`action=block&message=…`); the body wins over the query. `approve`, `continue`, `none`
-//!    or no action at all is [`Verdict::Success`]; `reject`, `abort`, `deny` is
-//!    [`Verdict::Abort`]; `block` is [`Verdict::Block`] (case does not matter). Any other
-//!    action, a repeated one or one that is no string is 400 and leaves the wait open, so the
-//!    sender can correct it. `${hook_response}` is `{"query":{…},"body":…}`: every query
-//!    parameter but the pipelines `token` (repeated ones as an array), and the body as JSON
-//!    when it parses, else as text (`null` when there is none).
+//!    `Transfer-Encoding`: 411), the head within [`HEAD_TIMEOUT`] (a connection that sent
+//!    nothing by then is closed unanswered), the whole request within [`READ_TIMEOUT`] (else
+//!    408), at most [`MAX_CONNECTIONS`] connections served at once (more: 503), and
+//!    `Connection: close` after every answer. A refused request never takes the wait.
+//! 5. **The answer**, read strictly so that nothing but a plain answer takes the wait:
+//!    `action` and `message` come from the query (`?action=approve`), from an
+//!    `application/json` body that is one object with each key once (no BOM), or from an
+//!    `application/x-www-form-urlencoded` body; the body wins over the query. A body of any
+//!    other type (text, multipart, none given) is 415; a key that differs from `action` or
+//!    `message` only in case is 400. `approve`, `continue` or `none` is [`Verdict::Success`];
+//!    `reject`, `abort`, `deny` is [`Verdict::Abort`]; `block` is [`Verdict::Block`] (the
+//!    value's case does not matter). No action at all is 400: link unfurlers, mail scanners and
+//!    prefetches fetch a bare URL by themselves, and must not answer for a person. Any other
+//!    action, a repeated one or one that is no string is 400 too. Every refusal leaves the
+//!    wait open, so the sender can correct it. `${hook_response}` is `{"query":{…},"body":…}`:
+//!    every query parameter but the pipelines `token` (repeated ones as an array), and the
+//!    body as JSON, a form body as its text (`null` when there is none).
 //! 6. **A wait ends exactly once** ([`Pending::wait`]): [`Answer::Taken`] when a request took
 //!    it (even if the deadline or a cancel came at the same moment: its sender was told 200),
 //!    else [`Answer::TimedOut`] or [`Answer::Cancelled`]. Waits live in memory: a restart ends
@@ -52,6 +57,7 @@ mod waits;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -74,6 +80,10 @@ pub const MAX_BODY: usize = 64 * 1024;
 
 /// How long one connection may take to send its whole request (rule 4).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one connection may take to send its request head (rule 4): a client sends it at
+/// once, and an idle connection gives its place back soon.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How many connections are served at once; more are answered 503 (rule 4).
 pub const MAX_CONNECTIONS: usize = 32;
@@ -125,6 +135,25 @@ pub enum CallbackError {
         /// What the system said.
         source: std::io::Error,
     },
+}
+
+/// The longest any wait of this process lasts, in seconds; 0 for no cap.
+static WAIT_CAP_SECS: AtomicU64 = AtomicU64::new(0);
+
+/// Caps every later wait of this process at `cap`, for a host that is itself killed at a
+/// deadline: an agent kills its hook at its own timeout and treats that as no decision, so the
+/// wait must end first and be judged by `on_timeout`. Default: no cap.
+pub fn cap_waits(cap: Duration) {
+    // At least a second: 0 would mean no cap.
+    WAIT_CAP_SECS.store(cap.as_secs().max(1), Ordering::Relaxed);
+}
+
+/// The cap [`cap_waits`] set, if any.
+pub(crate) fn wait_cap() -> Option<Duration> {
+    match WAIT_CAP_SECS.load(Ordering::Relaxed) {
+        0 => None,
+        secs => Some(Duration::from_secs(secs)),
+    }
 }
 
 /// The process's one callback listener, started on first use (rule 1); later calls return the
@@ -242,7 +271,15 @@ impl Listener {
     }
 
     /// A new wait with a fresh token; its [`Pending::url`] is the `${callback_url}` to send.
+    ///
+    /// First it makes the process non-dumpable (see [`crate::sys::make_undumpable`]), before
+    /// the token exists: the agent runs as the same uid, and without that (on a host without
+    /// Yama's ptrace scope) it could read the token from `/proc/PID/mem` and approve itself.
     pub fn register(&self) -> Result<Pending, CallbackError> {
+        crate::sys::make_undumpable().map_err(|source| CallbackError::Resource {
+            what: "make the process non-dumpable",
+            source,
+        })?;
         let token = Token::new().map_err(CallbackError::Random)?;
         let (wake_read, wake) =
             nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| {
@@ -318,7 +355,8 @@ impl Pending {
     /// Waits until a request takes the wait, `timeout` passes or `cancel` is cancelled, then
     /// revokes the token (rule 6). Wakes at once on each, without polling.
     pub fn wait(self, timeout: Duration, cancel: &CancelToken) -> Answer {
-        let deadline = Instant::now() + timeout;
+        // A timeout past the clock's range is no deadline (the hook parser bounds it).
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             if let Some(response) = self.waits.taken(self.hash) {
                 return Answer::Taken(response);
@@ -326,7 +364,9 @@ impl Pending {
             if cancel.is_cancelled() {
                 return self.end(Answer::Cancelled);
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.map_or(Duration::MAX, |deadline| {
+                deadline.saturating_duration_since(Instant::now())
+            });
             if left.is_zero() {
                 return self.end(Answer::TimedOut);
             }
@@ -391,7 +431,7 @@ pub struct Response {
 /// The `action` of a callback (rule 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// `approve`, `continue`, `none` or no action: the hook succeeded.
+    /// `approve`, `continue` or `none`: the hook succeeded.
     Success,
     /// `reject`, `abort` or `deny`: the event is aborted, whatever `on_failure` says.
     Abort,

@@ -36,7 +36,8 @@ pub(super) enum Refusal {
     Gone,
 }
 
-/// Reads and parses the request head, at most [`MAX_HEAD`] bytes, before `deadline`.
+/// Reads and parses the request head, at most [`MAX_HEAD`] bytes, before `deadline`; a client
+/// that sends nothing by then is [`Refusal::Gone`].
 pub(super) fn read_head(stream: &mut TcpStream, deadline: Instant) -> Result<Head, Refusal> {
     let mut buf = Vec::with_capacity(1024);
     loop {
@@ -57,6 +58,11 @@ pub(super) fn read_head(stream: &mut TcpStream, deadline: Instant) -> Result<Hea
         buf.resize(MAX_HEAD, 0);
         let read = read_some(stream, &mut buf[start..], deadline);
         buf.truncate(start + read.as_ref().copied().unwrap_or(0));
+        // A connection that said nothing in time gets no answer, so it is not kept for the
+        // answer's linger either: idle connections are a flood's cheapest way to hold places.
+        if start == 0 && read == Err(Refusal::Status(408)) {
+            return Err(Refusal::Gone);
+        }
         match read? {
             0 if start == 0 => return Err(Refusal::Gone),
             // The client stopped sending halfway through its head.
@@ -263,5 +269,17 @@ mod tests {
             Err(Refusal::Status(408))
         );
         assert!(started.elapsed() >= Duration::from_millis(200));
+    }
+
+    /// The review's F8: an idle connection was answered 408 and lingered over, holding its
+    /// place for the whole read timeout and more. It is dropped unanswered now.
+    #[test]
+    fn a_client_that_sends_nothing_is_dropped_unanswered() {
+        let (_client, mut server) = pair(b"");
+        let deadline = Instant::now() + Duration::from_millis(100);
+        assert_eq!(
+            read_head(&mut server, deadline).map(|_| ()),
+            Err(Refusal::Gone)
+        );
     }
 }

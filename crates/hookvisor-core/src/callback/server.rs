@@ -12,7 +12,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use super::request::{self, Refusal};
 use super::token::{self, TokenHash};
 use super::waits::{Offer, Waits};
-use super::{MAX_CONNECTIONS, READ_TIMEOUT, answer};
+use super::{HEAD_TIMEOUT, MAX_CONNECTIONS, READ_TIMEOUT, answer};
 
 /// How long an answer may take to write, and how long unread request bytes are drained after
 /// it (so closing does not reset the connection before the client has read the answer).
@@ -21,10 +21,15 @@ const LINGER: Duration = Duration::from_secs(2);
 /// The most unread bytes drained after an answer.
 const LINGER_BYTES: usize = 256 * 1024;
 
+/// How often the listener warns that it refused connections: a flood of them, which the agent
+/// can make, must not flood the log as well.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
 /// Accepts connections until `stop` becomes readable, each served on a thread of its own, at
 /// most [`MAX_CONNECTIONS`] at once.
 pub(super) fn accept(socket: TcpListener, waits: Arc<Waits>, stop: OwnedFd) {
     let serving = Arc::new(AtomicUsize::new(0));
+    let mut refusals = Refusals::default();
     loop {
         let mut fds = [
             PollFd::new(socket.as_fd(), PollFlags::POLLIN),
@@ -54,7 +59,12 @@ pub(super) fn accept(socket: TcpListener, waits: Arc<Waits>, stop: OwnedFd) {
         // scheduled.
         if serving.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
             serving.fetch_sub(1, Ordering::SeqCst);
-            tracing::warn!("callback listener: {MAX_CONNECTIONS} connections busy, one refused");
+            if let Some(refused) = refusals.refused(Instant::now()) {
+                tracing::warn!(
+                    "callback listener: {MAX_CONNECTIONS} connections busy, {refused} refused \
+                     (503) since the last warning"
+                );
+            }
             // Written from this thread, so without the drain: lingering here would stall
             // accepting for everyone. A fresh socket's buffer takes the few bytes at once.
             let _ = write_reply(&stream, &Reply::status(503));
@@ -71,6 +81,29 @@ pub(super) fn accept(socket: TcpListener, waits: Arc<Waits>, stop: OwnedFd) {
         if let Err(err) = started {
             // The closure, the stream and its slot are dropped with the error.
             tracing::warn!("callback listener: cannot start a thread: {err}");
+        }
+    }
+}
+
+/// The connections refused for want of a place, warned about at most every [`WARN_EVERY`].
+#[derive(Default)]
+struct Refusals {
+    /// When the last warning was given.
+    warned: Option<Instant>,
+    /// Refusals since then.
+    since: u64,
+}
+
+impl Refusals {
+    /// Counts one refusal at `now`; the number to warn about when a warning is due.
+    fn refused(&mut self, now: Instant) -> Option<u64> {
+        self.since += 1;
+        match self.warned {
+            Some(warned) if now.saturating_duration_since(warned) < WARN_EVERY => None,
+            _ => {
+                self.warned = Some(now);
+                Some(std::mem::take(&mut self.since))
+            }
         }
     }
 }
@@ -98,7 +131,7 @@ fn serve(mut stream: TcpStream, waits: &Waits) {
 /// The reply to the request on `stream`: routed first, so any other path is 404 before its
 /// body is read; then read whole; then offered to the wait.
 fn respond(stream: &mut TcpStream, waits: &Waits, deadline: Instant) -> Result<Reply, Refusal> {
-    let head = request::read_head(stream, deadline)?;
+    let head = request::read_head(stream, deadline.min(Instant::now() + HEAD_TIMEOUT))?;
     let Some((hash, query)) = route(&head.method, &head.target) else {
         return Ok(Reply::status(404));
     };
@@ -119,9 +152,9 @@ fn respond(stream: &mut TcpStream, waits: &Waits, deadline: Instant) -> Result<R
             )
         }
         Offer::Unknown => Reply::status(404),
-        Offer::Refused(reason) => {
-            tracing::info!("callback {hash:?}: refused a request: {reason}");
-            Reply::json(400, error_body(&reason))
+        Offer::Refused(refused) => {
+            tracing::info!("callback {hash:?}: refused a request: {refused}");
+            Reply::json(refused.status, error_body(&refused.reason))
         }
     })
 }
@@ -206,6 +239,7 @@ fn write_reply(mut stream: &TcpStream, reply: &Reply) -> std::io::Result<()> {
         410 => "Gone",
         411 => "Length Required",
         413 => "Content Too Large",
+        415 => "Unsupported Media Type",
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
         _ => "",
@@ -229,6 +263,19 @@ fn write_reply(mut stream: &TcpStream, reply: &Reply) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The review's F8: each refused connection of a flood wrote a warning line.
+    #[test]
+    fn refusals_are_warned_about_once_per_period_with_their_count() {
+        let start = Instant::now();
+        let mut refusals = Refusals::default();
+        assert_eq!(refusals.refused(start), Some(1));
+        for _ in 0..999 {
+            assert_eq!(refusals.refused(start + Duration::from_secs(1)), None);
+        }
+        assert_eq!(refusals.refused(start + WARN_EVERY), Some(1000));
+        assert_eq!(refusals.refused(start + WARN_EVERY), None);
+    }
 
     #[test]
     fn routes_by_table() {

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::fd::OwnedFd;
 use std::sync::{Mutex, PoisonError};
 
+use super::answer::Unreadable;
 use super::token::TokenHash;
 use super::{REVOKED_KEPT, Response};
 
@@ -38,9 +39,9 @@ pub(super) enum Offer {
     Gone,
     /// No such token (or one ended too long ago): 404.
     Unknown,
-    /// The wait is open but the request says nothing usable: 400 with this reason; the wait
-    /// stays open.
-    Refused(String),
+    /// The wait is open but the request does not plainly answer: its status and reason; the
+    /// wait stays open.
+    Refused(Unreadable),
 }
 
 impl Waits {
@@ -51,7 +52,7 @@ impl Waits {
 
     /// A request for `hash` saying `answer` (already read, outside the lock): the first
     /// acceptable one takes the wait and revokes the token at once.
-    pub(super) fn offer(&self, hash: TokenHash, answer: Result<Response, String>) -> Offer {
+    pub(super) fn offer(&self, hash: TokenHash, answer: Result<Response, Unreadable>) -> Offer {
         let mut table = self.lock();
         let Some(open) = table.open.get_mut(&hash) else {
             return if table.revoked.contains(&hash) {
@@ -140,8 +141,8 @@ mod tests {
         let (hash, wake) = opened(&waits);
         assert_eq!(waits.taken(hash), None);
         assert_eq!(
-            waits.offer(hash, Err("unknown action".into())),
-            Offer::Refused("unknown action".into())
+            waits.offer(hash, Err(Unreadable::bad("unknown action"))),
+            Offer::Refused(Unreadable::bad("unknown action"))
         );
         assert_eq!(waits.offer(hash, Ok(response("first"))), Offer::Taken);
         assert_eq!(waits.offer(hash, Ok(response("second"))), Offer::Gone);

@@ -610,7 +610,12 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, ProblemKind> {
     }
 }
 
-/// Seconds, optionally with an `s`, `m` or `h` suffix; must be positive.
+/// The longest `timeout`: 30 days. A longer one is no wait anybody means, and one past the
+/// clock's range would panic a deadline after an awaited webhook's message was already sent.
+const MAX_TIMEOUT_SECS: u64 = 30 * 24 * 3600;
+
+/// Seconds, optionally with an `s`, `m` or `h` suffix; must be positive and at most
+/// [`MAX_TIMEOUT_SECS`].
 fn parse_timeout(value: &str) -> Result<Duration, ProblemKind> {
     let (digits, unit) = match value.char_indices().last() {
         Some((i, 's')) => (&value[..i], 1),
@@ -624,7 +629,9 @@ fn parse_timeout(value: &str) -> Result<Duration, ProblemKind> {
         .all(|b| b.is_ascii_digit())
         .then(|| digits.parse::<u64>())
     {
-        Some(Ok(n)) if n > 0 => Ok(Duration::from_secs(n.saturating_mul(unit))),
+        Some(Ok(n)) if n > 0 && n.saturating_mul(unit) <= MAX_TIMEOUT_SECS => {
+            Ok(Duration::from_secs(n * unit))
+        }
         _ => Err(ProblemKind::InvalidTimeout {
             value: value.to_owned(),
         }),
@@ -920,10 +927,17 @@ mod tests {
         ] {
             assert_eq!(parse_bool("k", v), Ok(b), "{v}");
         }
-        for (v, secs) in [("30", 30), ("30s", 30), ("2m", 120), ("1h", 3600)] {
+        for (v, secs) in [
+            ("30", 30),
+            ("30s", 30),
+            ("2m", 120),
+            ("1h", 3600),
+            ("720h", 2_592_000),
+        ] {
             assert_eq!(parse_timeout(v), Ok(Duration::from_secs(secs)), "{v}");
         }
-        for bad in ["0", "-1", "m", "1.5", "ten"] {
+        // The review's F9: a huge timeout panicked an awaited webhook after it was sent.
+        for bad in ["0", "-1", "m", "1.5", "ten", "721h", "9999999999999999999"] {
             assert!(parse_timeout(bad).is_err(), "{bad}");
         }
     }

@@ -386,6 +386,15 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                 {
                     warn(ProblemKind::RootRunsBlocking);
                 }
+                if let HookAction::Webhook(action) = &hook.spec.action
+                    && hook.spec.event.is_gate()
+                    && hook.spec.phase == crate::decision::Phase::Pre
+                    && hook.spec.await_
+                    && action.awaits_callback()
+                    && action.on_timeout == crate::decision::OnTimeout::Continue
+                {
+                    warn(ProblemKind::GateContinuesWithoutAnswer);
+                }
                 let referenced: Vec<String> = match &hook.spec.action {
                     HookAction::Command(Command::Run(script)) => script.references().to_vec(),
                     HookAction::Command(Command::Argv(items)) => items
@@ -714,6 +723,39 @@ mod tests {
             .map(|w| w.path.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(warned, ["a.sh", "b.sh"]);
+    }
+
+    /// The review's F8 and F1: under `on_timeout: continue` the agent can make an approval
+    /// gate's wait fail or time out, and the event goes on.
+    #[test]
+    fn an_awaited_gate_under_on_timeout_continue_warns() {
+        let dir = Dir::new();
+        let webhook = |event: &str, extra: &str| {
+            format!(
+                "---\nevent: {event}\naction: webhook\nurl: https://h.example/x\n\
+                 body: {{cb: \"${{callback_url}}\"}}\n{extra}---\n"
+            )
+        };
+        dir.write(
+            "a.yml",
+            &webhook("tool.before", "on_timeout: continue\n"),
+            0o644,
+        );
+        dir.write("b.yml", &webhook("tool.before", ""), 0o644);
+        dir.write(
+            "c.yml",
+            &webhook("tool.failed", "on_timeout: continue\n"),
+            0o644,
+        );
+        let d = dir.discover();
+        assert!(d.problems.is_empty(), "{:?}", d.problems);
+        let warned: Vec<String> = d
+            .warnings
+            .iter()
+            .filter(|w| w.kind == ProblemKind::GateContinuesWithoutAnswer)
+            .map(|w| w.path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(warned, ["a.yml"]);
     }
 
     #[test]

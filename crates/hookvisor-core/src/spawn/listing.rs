@@ -14,7 +14,8 @@
 //!    cannot hang the reader): the status store's rule 3.
 //! 3. **Bounded.** A child's `status.json` is read up to 8 MiB (the store's limit),
 //!    `children.json` up to 16 MiB, and at most [`MAX_LISTED`] children are listed, the most
-//!    recently changed first.
+//!    recently changed first, of the first [`MAX_SCANNED`] entries of `children/` (the agent
+//!    can plant millions, and each costs an open and a stat).
 //! 4. **Whose child.** A detached child's hook is the one its record names. Another child's is
 //!    read from its name, `<event>-<iteration>-<hookId>[-N]` (module rule 2), against the
 //!    spawn hooks of the parent's status: an exact `<hookId>` wins over one followed by `-N`.
@@ -40,6 +41,9 @@ use crate::timestamp::rfc3339;
 
 /// The most children listed (rule 3).
 pub(crate) const MAX_LISTED: usize = 500;
+
+/// The most entries of `children/` read for one listing (rule 3).
+pub(crate) const MAX_SCANNED: usize = 10 * MAX_LISTED;
 
 /// Bytes of a child's `status.json` read, as the status store reads its own.
 const MAX_STATUS_BYTES: u64 = 8 << 20;
@@ -149,7 +153,7 @@ pub fn list_children(ctx: &Context, status: &Status) -> Result<Vec<ChildInfo>, C
     let listed = std::fs::read_dir(format!("/proc/self/fd/{}", children.as_raw_fd()))
         .map_err(|source| io_error(&root, source))?;
     let mut found = Vec::new();
-    for entry in listed.flatten() {
+    for entry in listed.flatten().take(MAX_SCANNED) {
         let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
             continue;
         };

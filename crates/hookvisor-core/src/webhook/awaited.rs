@@ -1,7 +1,7 @@
 //! An awaited webhook (rule 8): a callback registered, the request sent with its URL, the
 //! wait, and what the answer means for the event.
 
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::json;
 
@@ -11,7 +11,7 @@ use crate::callback::{self, Answer, Pending, Verdict as CallbackVerdict};
 use crate::config::{Callback, Config};
 use crate::context::Context;
 use crate::decision::{DEFAULT_MAX_REASON, OnTimeout, Verdict};
-use crate::exec::{CancelToken, Captured, ExecError};
+use crate::exec::{CancelToken, Captured, ExecError, RunOutcome};
 use crate::fire::ActionRun;
 use crate::hook::Hook;
 use crate::payload::Payload;
@@ -20,6 +20,13 @@ use crate::state::Durability;
 use crate::status::{CallbackState, CallbackWait, StatusStore};
 
 /// Runs an awaited webhook: registers its callback, sends it, waits the hook's `timeout`.
+///
+/// A wait that cannot start (the listener or the token cannot be made, the request cannot be
+/// expanded or is not delivered after its retries) has no answer, and is judged as a timeout
+/// by `on_timeout` (EVENTS.md §4.3): under `abort`, the default, the event is aborted whatever
+/// `on_failure` and `block_on` say, since the agent can make a request fail (a long or
+/// multi-line value, a squatted `callback_port`, a parallel call on the same port) and a gate
+/// that asks someone must not open because asking failed.
 pub(super) fn run(
     ctx: &Context,
     hook: &Hook,
@@ -29,24 +36,30 @@ pub(super) fn run(
 ) -> Result<WebhookRun, ExecError> {
     let pending = match register(ctx, action) {
         Ok(pending) => pending,
-        Err(message) => return Ok(WebhookRun::Refused(message)),
+        Err(message) => return unstarted(ctx, hook, action, None, message),
     };
     let mut sent = match send(hook, action, payload, Some(&pending), cancel) {
         Ok(sent) => sent,
-        Err(message) => return Ok(WebhookRun::Refused(message)),
+        Err(message) => return unstarted(ctx, hook, action, None, message),
     };
     if sent.outcome.cancelled {
-        return Ok(WebhookRun::Finished(sent.finish(ctx, hook)?.into()));
+        // A signal during the delivery is no answer either (see `judged`'s cancel).
+        let message = "webhook: cancelled before the callback wait began".to_owned();
+        return unstarted(ctx, hook, action, Some(sent), message);
     }
     if !sent.delivered {
         // Nobody was told where to answer, so nothing is awaited; dropping `pending` revokes
-        // the token. The failed delivery is judged like any other (`on_failure`, retries).
+        // the token.
         sent.note("callback: not awaited: the webhook was not delivered");
-        return Ok(WebhookRun::Finished(sent.finish(ctx, hook)?.into()));
+        let message = "webhook: the request with the callback URL was not delivered".to_owned();
+        return unstarted(ctx, hook, action, Some(sent), message);
     }
     let store = StatusStore::for_context(ctx).with_durability(Durability::Whole);
     let since = SystemTime::now();
-    let timeout_at = crate::rfc3339(since + hook.timeout);
+    let limit = wait_limit(hook.timeout, callback::wait_cap());
+    // A timeout too far out for the clock (the parser bounds it; this is the last guard) is
+    // shown as the furthest the clock can say rather than a panic after the message went out.
+    let timeout_at = crate::rfc3339(since.checked_add(limit).unwrap_or(since));
     mark(
         &store,
         ctx,
@@ -56,11 +69,16 @@ pub(super) fn run(
         &timeout_at,
     );
     sent.note(&format!(
-        "callback: waiting up to {}s (until {timeout_at})",
-        hook.timeout.as_secs()
+        "callback: waiting up to {}s (until {timeout_at}){}",
+        limit.as_secs(),
+        if limit < hook.timeout {
+            "; the agent's own hook timeout caps the wait"
+        } else {
+            ""
+        }
     ));
     let waiting = Instant::now();
-    let answer = pending.wait(hook.timeout, cancel);
+    let answer = pending.wait(limit, cancel);
     sent.outcome.duration += waiting.elapsed();
     let state = match &answer {
         Answer::Taken(_) => CallbackState::Answered,
@@ -68,7 +86,64 @@ pub(super) fn run(
         Answer::Cancelled => CallbackState::Revoked,
     };
     mark(&store, ctx, hook, state, SystemTime::now(), &timeout_at);
-    judged(ctx, hook, action, sent, answer).map(WebhookRun::Finished)
+    judged(ctx, hook, action, sent, answer, limit).map(WebhookRun::Finished)
+}
+
+/// How long a wait lasts: the hook's `timeout`, at most the process's `cap` (an agent that
+/// kills its hook at its own timeout would otherwise decide instead of `on_timeout`).
+fn wait_limit(timeout: Duration, cap: Option<Duration>) -> Duration {
+    cap.map_or(timeout, |cap| cap.min(timeout))
+}
+
+/// The run of a wait that never started (see [`run`]): under `on_timeout: abort` the event is
+/// aborted naming `message`; under `continue` it is a failure like any other, as a timeout is.
+fn unstarted(
+    ctx: &Context,
+    hook: &Hook,
+    action: &Webhook,
+    sent: Option<Sent>,
+    message: String,
+) -> Result<WebhookRun, ExecError> {
+    if action.on_timeout != OnTimeout::Abort {
+        return Ok(match sent {
+            Some(sent) => WebhookRun::Finished(sent.finish(ctx, hook)?.into()),
+            None => WebhookRun::Refused(message),
+        });
+    }
+    let mut sent = sent.unwrap_or_else(|| Sent {
+        outcome: RunOutcome {
+            exit_code: 1,
+            timed_out: false,
+            cancelled: false,
+            duration: Duration::ZERO,
+            tail: String::new(),
+            output_bytes: 0,
+            log_truncated: false,
+            captured: None,
+        },
+        log: Vec::new(),
+        delivered: false,
+        secrets: Vec::new(),
+    });
+    let reason = format!("{message}; so no callback can come (on_timeout: abort)");
+    sent.note(&reason);
+    if sent.outcome.exit_code == 0 {
+        sent.outcome.exit_code = 1;
+    }
+    // Judged, not a bare cancel: `fire` hands the abort on (see `judged`).
+    sent.outcome.cancelled = false;
+    sent.outcome.captured = Some(Captured {
+        stderr: format!("{reason}\n").into_bytes(),
+        ..Captured::default()
+    });
+    let verdict = Verdict::Abort {
+        reason: crate::decision::shrink(&reason, Some(&ctx.log_path(&hook.id)), DEFAULT_MAX_REASON),
+    };
+    Ok(WebhookRun::Finished(ActionRun {
+        outcome: sent.finish(ctx, hook)?,
+        produced: Vec::new(),
+        verdict: Some(verdict),
+    }))
 }
 
 /// A wait on this process's callback listener, on the hook's `callback_port`, else the
@@ -100,6 +175,7 @@ fn judged(
     action: &Webhook,
     mut sent: Sent,
     answer: Answer,
+    limit: Duration,
 ) -> Result<ActionRun, ExecError> {
     let mut verdict = None;
     let mut produced = Vec::new();
@@ -157,7 +233,7 @@ fn judged(
         Answer::TimedOut => {
             let message = format!(
                 "webhook: no callback within {}s; the callback URL no longer answers",
-                hook.timeout.as_secs()
+                limit.as_secs()
             );
             // Recorded as what happened, a timeout (exit 124, as a command's).
             sent.outcome.timed_out = true;
@@ -172,6 +248,18 @@ fn judged(
                     reason: format!("{message} (on_timeout: abort)"),
                 });
             }
+        }
+        // A signal to the waiting process (the agent's uid can send one) must not be an
+        // answer: under `on_timeout: abort` it aborts the event as a timeout would, and `fire`
+        // hands that decision on rather than a bare cancel a caller might take as "allow".
+        Answer::Cancelled if action.on_timeout == OnTimeout::Abort => {
+            let message = "webhook: the callback wait was cancelled before an answer came";
+            sent.note(&format!("{message}; on_timeout: abort"));
+            sent.outcome.exit_code = 1;
+            stderr = format!("{message}\n").into_bytes();
+            verdict = Some(Verdict::Abort {
+                reason: format!("{message} (on_timeout: abort)"),
+            });
         }
         Answer::Cancelled => {
             sent.note("callback: the wait was cancelled");

@@ -20,6 +20,7 @@ use std::env;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use hookvisor_core::context_buffer::ContextBuffer;
 use hookvisor_core::decision::{Decision, Reply};
@@ -34,6 +35,7 @@ use super::{AdapterError, MAX_INPUT, TurnEnd, Verdict, context, end_turn};
 use crate::agents::{Agent, Route};
 use crate::cli::AdapterArgs;
 use crate::commands::Globals;
+use crate::commands::install::{EVENT_TIMEOUT_SECS, route_timeout_secs};
 use crate::error::{CliResult, Exit};
 use crate::interrupt::cancel_on_signals;
 use crate::turn_client::TurnClient;
@@ -68,6 +70,9 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
         // The loop fires this event itself; the agent is told nothing.
         return Ok(Exit::Ok);
     }
+    if env::var_os(DETACHED_VAR).is_none() {
+        hookvisor_core::callback::cap_waits(callback_cap(route));
+    }
     let outcome = input.and_then(|(map, turn)| {
         let call = Call {
             globals,
@@ -81,10 +86,8 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
     });
     let said = match outcome {
         Ok(decided) => say(agent, &name, route, &decided),
-        Err(AdapterError::Eval(EvalError::Cancelled)) => {
-            eprintln!("hookvisor: {}", EvalError::Cancelled);
-            Said::default()
-        }
+        // Before the cancel's arm: a signal (which the agent's uid can send) must not turn a
+        // fail-closed gate into "allow".
         Err(err) if args.fail_closed && can_block(route) => {
             let decided = Decided {
                 decision: Decision::Block,
@@ -95,6 +98,10 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
                 context: Vec::new(),
             };
             say(agent, &name, route, &decided)
+        }
+        Err(AdapterError::Eval(EvalError::Cancelled)) => {
+            eprintln!("hookvisor: {}", EvalError::Cancelled);
+            Said::default()
         }
         Err(err) => {
             eprintln!(
@@ -116,6 +123,20 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
         0 => Exit::Ok,
         code => Exit::Status(code),
     })
+}
+
+/// How long before the agent's own hook timeout a callback wait ends (EVENTS.md §4.3).
+const CALLBACK_MARGIN: Duration = Duration::from_secs(10);
+
+/// The longest a callback wait lasts when the agent runs this hook: the timeout `install`
+/// writes for `route` less [`CALLBACK_MARGIN`]. The agent kills a hook at its timeout and then
+/// goes on (Claude: "a timed-out hook does not block"), so the wait must end first and be
+/// judged by its `on_timeout`.
+pub(super) fn callback_cap(route: Option<Route>) -> Duration {
+    let installed = route.map_or(EVENT_TIMEOUT_SECS, route_timeout_secs);
+    Duration::from_secs(installed)
+        .saturating_sub(CALLBACK_MARGIN)
+        .max(Duration::from_secs(1))
 }
 
 /// Whether this agent runs under `hookvisor loop`, which sets `HOOKVISOR_LOOP=1` in its
@@ -405,4 +426,23 @@ fn detach(bytes: &[u8]) -> Result<(), AdapterError> {
         let _ = stdin.write_all(bytes);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The review's F3: Claude's installed 600 s is shorter than the default 3600 s wait, so
+    /// an unanswered approval was decided by the agent's kill (allow), never by `on_timeout`.
+    #[test]
+    fn a_callback_wait_ends_ten_seconds_before_the_agents_timeout() {
+        let secs = |route| callback_cap(route).as_secs();
+        assert_eq!(secs(Some(Route::ToolBefore)), 590);
+        assert_eq!(secs(Some(Route::TurnEnd)), 1790);
+        assert_eq!(secs(Some(Route::SessionEnd)), 50);
+        assert_eq!(secs(None), EVENT_TIMEOUT_SECS - 10);
+        for route in [Route::ToolBefore, Route::TurnEnd, Route::SessionEnd] {
+            assert!(callback_cap(Some(route)).as_secs() < route_timeout_secs(route));
+        }
+    }
 }

@@ -35,7 +35,7 @@ use hookvisor_core::{
 };
 use serde::Deserialize;
 
-use crate::agents::{Agent, Event, Spec};
+use crate::agents::{Agent, Event, Route, Spec};
 use crate::cli::AdapterArgs;
 use crate::commands::Globals;
 use crate::error::{CliResult, Exit};
@@ -129,22 +129,24 @@ enum Verdict {
 /// since any other status is an error the agent shows, never a re-prompt.
 pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
     let spec = agent.spec();
+    hookvisor_core::callback::cap_waits(events::callback_cap(Some(Route::TurnEnd)));
     let verdict = match decide(globals, spec, args) {
         Ok(verdict) => verdict,
-        Err(AdapterError::Eval(EvalError::Cancelled)) => {
-            // The agent stopped the hook (or the user interrupted): nobody reads an answer.
-            eprintln!("hookvisor: {}", EvalError::Cancelled);
-            Verdict::Stop
-        }
         Err(err @ AdapterError::Prompt(_)) => {
             // Blocking a prompt event would throw the user's prompt away: never.
             eprintln!("hookvisor: {err} (the prompt goes on)");
             Verdict::Stop
         }
+        // Before the cancel's arm: a signal must not let a fail-closed turn end through.
         Err(err) if args.fail_closed => Verdict::Block(format!(
             "hookvisor could not check this turn's changes: {err}. (The turn is blocked \
              because the hook runs with --fail-closed.)"
         )),
+        Err(AdapterError::Eval(EvalError::Cancelled)) => {
+            // The agent stopped the hook (or the user interrupted): nobody reads an answer.
+            eprintln!("hookvisor: {}", EvalError::Cancelled);
+            Verdict::Stop
+        }
         Err(err) => {
             eprintln!(
                 "hookvisor: {err} (failing open: {} stops; --fail-closed blocks instead)",

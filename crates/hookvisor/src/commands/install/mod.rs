@@ -43,6 +43,16 @@ pub const PROMPT_TIMEOUT_SECS: u64 = 60;
 /// The other events' timeout: room for several command hooks at their 60 s default.
 pub const EVENT_TIMEOUT_SECS: u64 = 600;
 
+/// The timeout `install` writes for `route`'s entry, in seconds, for every agent: the adapter
+/// ends a callback wait before it (`adapter::events`).
+pub fn route_timeout_secs(route: Route) -> u64 {
+    match route {
+        Route::TurnEnd => TIMEOUT_SECS,
+        Route::SessionEnd => PROMPT_TIMEOUT_SECS,
+        _ => EVENT_TIMEOUT_SECS,
+    }
+}
+
 /// Where and how one agent is configured: its row of the agent table, and its settings file.
 #[derive(Debug, Clone)]
 struct Target {
@@ -76,11 +86,7 @@ impl Target {
 
     /// The timeout of `route`'s entry, in the agent's unit.
     fn timeout(&self, route: Route) -> u64 {
-        self.spec.timeout_unit.of_secs(match route {
-            Route::TurnEnd => TIMEOUT_SECS,
-            Route::SessionEnd => PROMPT_TIMEOUT_SECS,
-            _ => EVENT_TIMEOUT_SECS,
-        })
+        self.spec.timeout_unit.of_secs(route_timeout_secs(route))
     }
 
     /// Our entry for `route`, running `command`.
