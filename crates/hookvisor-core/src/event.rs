@@ -546,13 +546,38 @@ impl HookAction {
     /// The action's own fields as `list` shows them, in front matter spelling; none for a
     /// command, whose `run`/`argv` is its file.
     pub fn fields(&self) -> Vec<(&'static str, serde_json::Value)> {
-        match self {
+        let fields = match self {
             HookAction::Command(_) => Vec::new(),
             HookAction::GitCommit(action) => action.fields(),
             HookAction::GitPush(action) => action.fields(),
             HookAction::Spawn(action) => action.fields(),
             HookAction::Webhook(action) => action.fields(),
+        };
+        fields
+            .into_iter()
+            .map(|(key, value)| (key, sorted_keys(&value)))
+            .collect()
+    }
+}
+
+/// `value` with every object's keys in sorted order, whichever order serde_json keeps (its
+/// `preserve_order` feature is on in the workspace build, off for this crate alone), so `list`
+/// and `import --print` show a body the same way in every build.
+fn sorted_keys(value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            serde_json::Value::Object(
+                keys.into_iter()
+                    .map(|key| (key.clone(), sorted_keys(&map[key])))
+                    .collect(),
+            )
         }
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(sorted_keys).collect())
+        }
+        other => other.clone(),
     }
 }
 

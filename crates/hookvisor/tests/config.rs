@@ -71,7 +71,7 @@ fn sources_without_discobot_reads_no_workspace_hooks_and_check_says_what_is_used
         "source: iteratr skipped (not in sources)".to_owned(),
         "source: autoagent skipped (not in sources)".to_owned(),
         "source: nyzhi skipped (not in sources)".to_owned(),
-        "source: pipelines skipped (hookvisor has no importer for it yet)".to_owned(),
+        "source: pipelines skipped (no pipeline.yaml, loop.yaml)".to_owned(),
         // No such directory in the test's HOME: nothing is read there.
         format!("source: global skipped (no directory {})", home.display()),
     ];
