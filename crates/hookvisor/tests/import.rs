@@ -899,3 +899,30 @@ fn pipelines_human_approval_gate_waits_for_its_callback() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(reply(&out)["results"].as_array().unwrap().len(), 0);
 }
+
+/// Import review F1: a placeholder inside single quotes of a command that may run that text
+/// (`sh -c '…'`) is a problem and the hook does not run, so a hostile value never becomes
+/// code; inside `echo '…'` it stays text.
+#[test]
+fn a_single_quoted_placeholder_reaches_no_inner_shell() {
+    let ws = Workspace::new();
+    ws.write(
+        ".iteratr.hooks.yml",
+        "version: 1\nhooks:\n  on_error:\n    - command: \"sh -c 'echo got {{error}}' >> trace\"\n    - command: \"echo 'said {{error}}' >> trace\"\n",
+    );
+    let check = ws.hookvisor(&["check"]);
+    let text = String::from_utf8_lossy(&check.stderr).into_owned()
+        + &String::from_utf8_lossy(&check.stdout);
+    assert!(
+        text.contains(".iteratr.hooks.yml:4: the placeholder of 'error' is inside"),
+        "{text}"
+    );
+    let data = json!({"error": "boom; touch PWNED"}).to_string();
+    let out = ws.hookvisor(&["fire", "error", "--data", &data, "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!ws.path().join("PWNED").exists(), "the value ran as code");
+    assert_eq!(
+        fs::read_to_string(ws.path().join("trace")).unwrap(),
+        "said boom; touch PWNED\n"
+    );
+}

@@ -168,6 +168,31 @@ fn shell_brace_name(text: &str) -> Option<(&str, usize)> {
     plain.then_some((name, end + 3))
 }
 
+/// Commands whose arguments no program parses as code: a value inside their single quotes is
+/// text and stays text.
+const TEXT_COMMANDS: [&str; 4] = ["echo", "printf", "logger", "notify-send"];
+
+/// Whether `run`, a translated command, is one simple command of [`TEXT_COMMANDS`] (its output
+/// redirected at most): the only commands whose single-quoted placeholders are kept (see
+/// `refuse_single_quoted` in the module above). Anything else, a pipeline, a list, a
+/// substitution or another program, may hand the quoted text to an interpreter.
+pub(crate) fn quotes_are_text(run: &str) -> bool {
+    let first = run.split_whitespace().next().unwrap_or("");
+    if !TEXT_COMMANDS.contains(&first) || run.contains('`') || run.contains("$(") {
+        return false;
+    }
+    let mut quote = None;
+    for c in run.chars() {
+        match (quote, c) {
+            (None, '\'' | '"') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            (None, ';' | '&' | '|' | '(' | ')' | '\n' | '<') => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

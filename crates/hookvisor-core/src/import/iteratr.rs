@@ -212,7 +212,7 @@ fn entry_hook(
             ),
         ));
     }
-    super::warn_single_quoted(&translated, at("command"), warnings);
+    super::refuse_single_quoted(&translated, at("command"))?;
     let run = translated.text;
     let template =
         ShellTemplate::parse(&run).map_err(|e| note(at("command"), format!("command: {e}")))?;
@@ -381,10 +381,6 @@ hooks:
         assert_eq!(
             notes(&imported.warnings),
             [
-                "6: ${session} is inside '…' here: hookvisor passes its value as one literal \
-                 piece of that text (EVENTS.md §4.1 rule 1), but if the text is a script \
-                 another program parses (sh -c '…', awk), the value is parsed there, as it was \
-                 before: move it out of the quotes and pass it as an argument",
                 "8: {{task_id}} is not set for session_start hooks (iteratr put an empty \
                  value); hookvisor fails such a run instead: remove it or move the hook",
                 "9: unknown key 'pipe' is ignored, as iteratr ignores it; known keys: command, \

@@ -510,22 +510,24 @@ fn base_spec(event: crate::event::Event, action: HookAction) -> EventSpec {
     spec
 }
 
-/// The warning for placeholders that sat inside single quotes (see [`command`]).
-fn warn_single_quoted(
-    translated: &command::Translated,
-    line: usize,
-    warnings: &mut Vec<ImportNote>,
-) {
-    for name in &translated.single_quoted {
-        warnings.push(ImportNote {
+/// Placeholders that sat inside single quotes (see [`command`]) are refused unless the
+/// command is one whose arguments no program parses as code: a value there becomes one literal
+/// piece of the quoted text, which `sh -c '…'`, `awk '…'` or `ssh host '…'` would run, so only
+/// [`command::quotes_are_text`] commands (`echo '… {{issueTitle}}' >> log`) keep them. The
+/// others are a problem and the hook does not run: hookvisor's promise is that no value ever
+/// becomes shell text, for imported hooks as for `run:`.
+fn refuse_single_quoted(translated: &command::Translated, line: usize) -> Result<(), ImportNote> {
+    match translated.single_quoted.first() {
+        Some(name) if !command::quotes_are_text(&translated.text) => Err(ImportNote {
             line,
             message: format!(
-                "${{{name}}} is inside '…' here: hookvisor passes its value as one literal \
-                 piece of that text (EVENTS.md §4.1 rule 1), but if the text is a script \
-                 another program parses (sh -c '…', awk), the value is parsed there, as it was \
-                 before: move it out of the quotes and pass it as an argument"
+                "the placeholder of '{name}' is inside '…' of a command that may run that \
+                 text as a script (sh -c, awk, ssh…), where its value would become code: \
+                 move it out of the quotes and pass it as an argument, as in \
+                 sh -c '… \"$1\"' _ <it>"
             ),
-        });
+        }),
+        _ => Ok(()),
     }
 }
 

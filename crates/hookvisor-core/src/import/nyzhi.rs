@@ -297,7 +297,7 @@ fn entry_hook(
             ),
         ));
     }
-    super::warn_single_quoted(&translated, at("command"), warnings);
+    super::refuse_single_quoted(&translated, at("command"))?;
     let run = translated.text;
     let template =
         ShellTemplate::parse(&run).map_err(|e| note(at("command"), format!("command: {e}")))?;

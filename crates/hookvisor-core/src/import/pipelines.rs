@@ -334,7 +334,7 @@ fn entry_hook(
                 }
             };
             let translated = to_run(command, NAMES);
-            super::warn_single_quoted(&translated, at("command"), warnings);
+            super::refuse_single_quoted(&translated, at("command"))?;
             let template = ShellTemplate::parse(&translated.text)
                 .map_err(|e| note(at("command"), format!("command: {e}")))?;
             (
@@ -895,31 +895,41 @@ disable_global_hooks: "yes"
     }
 
     /// A value never becomes shell text: the names are references the `run:` parser quotes,
-    /// the shell's own `${HOME}` stays the shell's, and the parsed script reads the variables.
+    /// the shell's own `${HOME}` stays the shell's, and the parsed script reads the variables;
+    /// a name inside single quotes of a program that may run that text is refused.
     #[test]
     fn shell_names_become_quoted_references_and_others_stay_the_shells() {
         let text = "hooks:\n  on_error:\n    - type: shell\n      command: \
-                    \"notify ${ERROR} '${SESSION}' \\\"${CHANGED_FILES}\\\" ${HOME}\"\n      \
-                    colour: red\n";
+                    \"notify ${ERROR} \\\"${CHANGED_FILES}\\\" ${HOME}\"\n      \
+                    colour: red\n    - type: shell\n      command: \"sh -c 'echo ${SESSION}'\"\n\
+                    \x20   - type: shell\n      command: \"echo 'session ${SESSION}' >> log\"\n";
         let file = read_ok(text);
         let hook = &file.hooks[0];
         assert_eq!(
             hook.run.as_deref(),
-            Some("notify ${error} ''${session}'' \"${files}\" $HOME")
+            Some("notify ${error} \"${files}\" $HOME")
         );
         let HookAction::Command(Command::Run(script)) = &hook.spec.action else {
             panic!("{:?}", hook.spec.action);
         };
-        assert_eq!(script.references(), ["error", "session", "files"]);
+        assert_eq!(script.references(), ["error", "files"]);
         assert_eq!(hook.spec.env, EnvDialect::Pipelines);
-        let warnings = notes(&file.warnings);
-        assert_eq!(warnings.len(), 2, "{warnings:#?}");
-        assert!(
-            warnings[0].starts_with("4: ${session} is inside '…'"),
-            "{warnings:#?}"
+        assert_eq!(file.hooks.len(), 2, "the sh -c entry is refused");
+        assert_eq!(
+            file.hooks[1].run.as_deref(),
+            Some("echo 'session '${session}'' >> log")
         );
+        let problems = notes(&file.problems);
+        assert_eq!(problems.len(), 1, "{problems:#?}");
         assert!(
-            warnings[1].starts_with("5: unknown key 'colour'"),
+            problems[0].starts_with("7: the placeholder of 'session' is inside '…' of a command"),
+            "{problems:#?}"
+        );
+        let warnings = notes(&file.warnings);
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("5: unknown key 'colour'")),
             "{warnings:#?}"
         );
     }
