@@ -471,3 +471,47 @@ fn usage_errors_exit_2_with_one_line() {
         stderr(&out)
     );
 }
+
+/// Import review F2: a tool's file or `.discobot` that a link takes out of the workspace is
+/// refused with one line, and nothing outside is written or removed.
+#[test]
+fn links_out_of_the_workspace_are_refused_and_nothing_changes() {
+    // The tool's file is a link to a file elsewhere.
+    let ws = Workspace::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let outside = elsewhere.path().join("kept.yml");
+    fs::write(&outside, ITERATR).unwrap();
+    std::os::unix::fs::symlink(&outside, ws.path().join(".iteratr.hooks.yml")).unwrap();
+    let out = ws.hookvisor(&["import", "--write"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("a symbolic link leads out of the workspace"),
+        "{err}"
+    );
+    assert_eq!(fs::read_to_string(&outside).unwrap(), ITERATR);
+    assert!(!ws.path().join(".discobot/hooks").exists());
+
+    // `.discobot` is a link to a directory elsewhere.
+    let ws = Workspace::new();
+    ws.write(".iteratr.hooks.yml", ITERATR);
+    let target = elsewhere.path().join("discobot");
+    fs::create_dir(&target).unwrap();
+    std::os::unix::fs::symlink(&target, ws.path().join(".discobot")).unwrap();
+    let out = ws.hookvisor(&["import", "--write"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a symbolic link leads out of the workspace"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        fs::read_dir(&target).unwrap().count(),
+        0,
+        "nothing written outside"
+    );
+    assert_eq!(
+        fs::read_to_string(ws.path().join(".iteratr.hooks.yml")).unwrap(),
+        ITERATR
+    );
+}

@@ -172,31 +172,70 @@ fn shell_brace_name(text: &str) -> Option<(&str, usize)> {
 /// text and stays text.
 const TEXT_COMMANDS: [&str; 4] = ["echo", "printf", "logger", "notify-send"];
 
-/// Whether `run`, a translated command, is one simple command of [`TEXT_COMMANDS`] (its output
-/// redirected at most): the only commands whose single-quoted placeholders are kept (see
-/// `refuse_single_quoted` in the module above). Anything else, a pipeline, a list, a
-/// substitution or another program, may hand the quoted text to an interpreter.
-pub(crate) fn quotes_are_text(run: &str) -> bool {
-    let first = run.split_whitespace().next().unwrap_or("");
-    if !TEXT_COMMANDS.contains(&first) || run.contains('`') || run.contains("$(") {
+/// Whether every simple command of `run` (a translated command) that uses one of `names`
+/// (the placeholders that sat inside single quotes) is a [`TEXT_COMMANDS`] command, its
+/// output redirected at most: the only places where a single-quoted placeholder is kept (see
+/// `refuse_single_quoted` in the module above). The commands are split at `;`, `&&`, `||`
+/// and newlines outside quotes; a pipe, a group, an input redirection or any command
+/// substitution may hand the text to an interpreter (`echo '…' | sh`), so they refuse.
+pub(crate) fn quotes_are_text(run: &str, names: &[String]) -> bool {
+    if run.contains('`') || run.contains("$(") {
         return false;
     }
+    let mut commands = Vec::new();
     let mut quote = None;
-    for c in run.chars() {
+    let mut start = 0;
+    let bytes = run.as_bytes();
+    for (i, c) in run.char_indices() {
         match (quote, c) {
             (None, '\'' | '"') => quote = Some(c),
             (Some(q), c) if c == q => quote = None,
-            (None, ';' | '&' | '|' | '(' | ')' | '\n' | '<') => return false,
+            (None, ';' | '\n') => {
+                commands.push(&run[start..i]);
+                start = i + 1;
+            }
+            (None, '&' | '|') if bytes.get(i + 1) == Some(&(c as u8)) => {
+                commands.push(&run[start..i]);
+                start = i + 2;
+            }
+            (None, '|' | '&' | '(' | ')' | '<') if i >= start => return false,
             _ => {}
         }
     }
-    true
+    commands.push(&run[start.min(run.len())..]);
+    commands
+        .iter()
+        .filter(|command| {
+            names
+                .iter()
+                .any(|name| command.contains(&format!("${{{name}}}")))
+        })
+        .all(|command| {
+            let first = command.split_whitespace().next().unwrap_or("");
+            TEXT_COMMANDS.contains(&first)
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::template::ShellTemplate;
+
+    #[test]
+    fn single_quoted_placeholders_are_text_only_in_a_plain_echo_like_command() {
+        let names = ["x".to_owned()];
+        let text = |run: &str| quotes_are_text(run, &names);
+        assert!(text("echo 'a '${x}'' >> log"));
+        assert!(text("cat > in.json; echo 'Issue '${x}'' > out"));
+        assert!(text("make && printf 'done '${x}''"));
+        assert!(!text("sh -c 'echo '${x}''"));
+        assert!(!text(r#"echo '"${x}"' | sh"#));
+        assert!(!text("awk 'BEGIN{print '${x}'}'"));
+        assert!(!text(r#"echo "$(cat)" ''${x}''"#));
+        assert!(!text("(echo ''${x}'')"));
+        assert!(!text("ssh host 'ls '${x}''"));
+        assert!(!text("A=1 echo ''${x}''"));
+    }
 
     const ITERATR: Placeholders = Placeholders::Named(&["session", "task_id"]);
     const PIPELINES: Placeholders =

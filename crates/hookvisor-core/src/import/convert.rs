@@ -91,12 +91,27 @@ pub enum ImportError {
     },
     /// A named path is no file hookvisor reads here.
     #[error(
-        "{}: not a hook file hookvisor reads in this workspace; name iteratr, autoagent or \
-         nyzhi, or one of their files (.iteratr.hooks.yml, .autoagent/config.json, \
-         .nyzhi/config.toml, ~/.autoagent/config.json, ~/.config/nyzhi/config.toml)",
+        "{}: not a hook file hookvisor reads in this workspace; name iteratr, autoagent, \
+         nyzhi or pipelines, or one of their files (.iteratr.hooks.yml, \
+         .autoagent/config.json, .nyzhi/config.toml, pipeline.yaml, loop.yaml, \
+         ~/.autoagent/config.json, ~/.config/nyzhi/config.toml, \
+         ~/.config/agent-pipelines/hooks.yaml)",
         .0.display()
     )]
     UnknownFile(PathBuf),
+    /// A workspace path to be written or removed leads out of the workspace through a link
+    /// (the agent can make such links; install refuses them the same way).
+    #[error(
+        "{}: a symbolic link leads out of the workspace ({}); remove the link or import from \
+         the file itself (nothing was changed)",
+        path.display(), target.display()
+    )]
+    OutsideWorkspace {
+        /// The path in the workspace.
+        path: PathBuf,
+        /// Where it really is.
+        target: PathBuf,
+    },
     /// A tool's file cannot be read.
     #[error("{}: {message}", path.display())]
     Unreadable {
@@ -306,8 +321,18 @@ pub fn plan(
                     text,
                 };
                 let places = (workspace, user, global, &config);
-                plan.sources
-                    .push(file_plan(found, imported, &indexes, places)?);
+                let planned = file_plan(found, imported, &indexes, places)?;
+                let inside = (!is_user).then_some(&path).into_iter();
+                let new_files = planned.files.iter().map(|f| &f.path);
+                for written in inside.chain(new_files.filter(|p| p.starts_with(workspace))) {
+                    if let Some(target) = outside_workspace(workspace, written) {
+                        return Err(ImportError::OutsideWorkspace {
+                            path: written.clone(),
+                            target,
+                        });
+                    }
+                }
+                plan.sources.push(planned);
             } else if wanted.is_none() {
                 plan.skipped.push(match is_user {
                     true => format!(
@@ -572,6 +597,16 @@ fn refuse_collisions(plan: &Plan) -> Result<(), ImportError> {
         }
     }
     Ok(())
+}
+
+/// Where `path`, or its nearest existing ancestor, really is when that is outside the real
+/// workspace: `.discobot` or a tool's file linked elsewhere must not take a write or a removal
+/// of ours there.
+fn outside_workspace(workspace: &Path, path: &Path) -> Option<PathBuf> {
+    let root = fs::canonicalize(workspace).ok()?;
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let real = fs::canonicalize(existing).ok()?;
+    (!real.starts_with(&root)).then_some(real)
 }
 
 /// Does what `plan` planned (rule 5), file by file of the tools.

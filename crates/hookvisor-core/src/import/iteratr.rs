@@ -87,12 +87,13 @@ pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
     let file: File =
         serde_saphyr::from_str_with_options(text, crate::frontmatter::strict_options())
             .map_err(super::yaml_unparsable)?;
+    let lines = super::LineIndex::new(text);
     let mut types: Vec<(usize, String, Vec<Spanned<Entry>>)> = file
         .hooks
         .unwrap_or_default()
         .into_iter()
         .map(|(name, list)| {
-            let line = super::key_line(text, &name, super::saphyr_line(&list));
+            let line = lines.key_line(&name, super::saphyr_line(&list));
             (line, name, list.value.unwrap_or_default())
         })
         .collect();

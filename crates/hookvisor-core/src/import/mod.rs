@@ -517,18 +517,20 @@ fn base_spec(event: crate::event::Event, action: HookAction) -> EventSpec {
 /// others are a problem and the hook does not run: hookvisor's promise is that no value ever
 /// becomes shell text, for imported hooks as for `run:`.
 fn refuse_single_quoted(translated: &command::Translated, line: usize) -> Result<(), ImportNote> {
-    match translated.single_quoted.first() {
-        Some(name) if !command::quotes_are_text(&translated.text) => Err(ImportNote {
-            line,
-            message: format!(
-                "the placeholder of '{name}' is inside '…' of a command that may run that \
-                 text as a script (sh -c, awk, ssh…), where its value would become code: \
-                 move it out of the quotes and pass it as an argument, as in \
-                 sh -c '… \"$1\"' _ <it>"
-            ),
-        }),
-        _ => Ok(()),
+    let Some(name) = translated.single_quoted.first() else {
+        return Ok(());
+    };
+    if command::quotes_are_text(&translated.text, &translated.single_quoted) {
+        return Ok(());
     }
+    Err(ImportNote {
+        line,
+        message: format!(
+            "the placeholder of '{name}' is inside '…' of a command that may run that text as \
+             a script (sh -c, awk, ssh…), where its value would become code: move it out of \
+             the quotes and pass it as an argument, as in sh -c '… \"$1\"' _ <it>"
+        ),
+    })
 }
 
 /// The 1-based line of a value YAML read (1 when it gave none).
@@ -568,27 +570,70 @@ fn yaml_unparsable(e: serde_saphyr::Error) -> Unparsable {
     Unparsable { line, message }
 }
 
-/// The line of the key `name` whose value starts at `value_line`: that line or one above it.
-pub(super) fn key_line(text: &str, name: &str, value_line: usize) -> usize {
-    let lines: Vec<&str> = text.lines().take(value_line).collect();
-    (1..=lines.len())
-        .rev()
-        .find(|l| {
-            let line = lines[l - 1].trim_start();
-            line.strip_prefix(name)
-                .is_some_and(|rest| rest.trim_start().starts_with(':'))
-        })
-        .unwrap_or(value_line)
+/// Where each line of a file starts, found once: a reader asks for the line of every key and
+/// entry, and scanning the text from its start each time made a 1 MiB file of small entries
+/// take over a minute at every load (import review F3).
+pub(super) struct LineIndex<'a> {
+    text: &'a str,
+    /// The byte offset of each line's start; `starts[0]` is 0.
+    starts: Vec<usize>,
 }
 
-/// The 1-based line of byte `offset` in `text`.
-fn line_at(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    text.as_bytes()[..end]
-        .iter()
-        .filter(|b| **b == b'\n')
-        .count()
-        + 1
+impl<'a> LineIndex<'a> {
+    /// The index of `text`.
+    pub(super) fn new(text: &'a str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        LineIndex { text, starts }
+    }
+
+    /// The text indexed.
+    pub(super) fn text(&self) -> &'a str {
+        self.text
+    }
+
+    /// The 1-based line of byte `offset`.
+    pub(super) fn line_at(&self, offset: usize) -> usize {
+        self.starts.partition_point(|&start| start <= offset).max(1)
+    }
+
+    /// The text of 1-based line `line`, without its newline.
+    fn line(&self, line: usize) -> &'a str {
+        let start = self
+            .starts
+            .get(line - 1)
+            .copied()
+            .unwrap_or(self.text.len());
+        let end = self
+            .starts
+            .get(line)
+            .map_or(self.text.len(), |next| next - 1);
+        self.text.get(start..end.max(start)).unwrap_or("")
+    }
+
+    /// The line of the key `name` whose value starts at `value_line`: that line, or the
+    /// first line above it that is neither blank nor a comment (a block value starts below
+    /// its key), else `value_line`.
+    pub(super) fn key_line(&self, name: &str, value_line: usize) -> usize {
+        let is_key = |line: usize| {
+            self.line(line)
+                .trim_start()
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        };
+        if value_line == 0 || is_key(value_line) {
+            return value_line;
+        }
+        (1..value_line)
+            .rev()
+            .find(|&line| {
+                let text = self.line(line).trim_start();
+                !text.is_empty() && !text.starts_with('#')
+            })
+            .filter(|&line| is_key(line))
+            .unwrap_or(value_line)
+    }
 }
 
 /// The front matter of a declarative hook saying what `hook` does, every field written out:
@@ -655,6 +700,26 @@ fn quoted(text: &str) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn the_line_index_finds_lines_and_keys_without_rescanning() {
+        let text = "a: 1\nhooks:\n  # note\n\n  - x\nb:\n  - y\n";
+        let lines = LineIndex::new(text);
+        assert_eq!(lines.line_at(0), 1);
+        assert_eq!(lines.line_at(5), 2);
+        assert_eq!(lines.line_at(text.len()), 8);
+        assert_eq!(lines.key_line("hooks", 5), 2);
+        assert_eq!(lines.key_line("b", 7), 6);
+        assert_eq!(lines.key_line("a", 1), 1);
+        assert_eq!(lines.key_line("zz", 7), 7);
+        // Twenty thousand keys, each found from the index (F3: a scan from the start of the
+        // text for every key took seconds at every load).
+        let big: String = (0..20_000).map(|i| format!("k{i}:\n  - v\n")).collect();
+        let lines = LineIndex::new(&big);
+        for i in 0..20_000 {
+            assert_eq!(lines.key_line(&format!("k{i}"), 2 * i + 2), 2 * i + 1);
+        }
+    }
     use crate::config::Sources as SourceList;
     use std::fs;
 

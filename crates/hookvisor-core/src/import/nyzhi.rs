@@ -32,7 +32,7 @@ use toml::{Spanned, Value};
 
 use super::command::{Placeholders, to_run};
 use super::json_lines::Step;
-use super::{ImportNote, Imported, ImportedHook, Unparsable, base_spec, line_at};
+use super::{ImportNote, Imported, ImportedHook, LineIndex, Unparsable, base_spec};
 use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::event::{Command, Event, HookAction, PipeOutput, ToolMatcher, is_known_tool};
 use crate::pattern::Pattern;
@@ -85,7 +85,7 @@ struct Agent {
 /// Reads a nyzhi `config.toml` (the module documentation).
 pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
     let file: File = toml::from_str(text).map_err(|e| Unparsable {
-        line: e.span().map(|s| line_at(text, s.start)),
+        line: e.span().map(|s| LineIndex::new(text).line_at(s.start)),
         message: format!(
             "not TOML as nyzhi reads it: {}",
             e.message().split_whitespace().collect::<Vec<_>>().join(" ")
@@ -93,8 +93,9 @@ pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
     })?;
     let mut imported = Imported::default();
     let entries = file.agent.and_then(|a| a.hooks).unwrap_or_default();
+    let lines = LineIndex::new(text);
     for (index, entry) in entries.iter().enumerate() {
-        match entry_hook(text, entry, &mut imported.warnings) {
+        match entry_hook(&lines, entry, &mut imported.warnings) {
             Ok(hook) => imported.hooks.push(ImportedHook {
                 entry: vec![
                     Step::Key("agent".into()),
@@ -113,23 +114,23 @@ pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
 
 /// One `[[agent.hooks]]` entry, or why it does not run.
 fn entry_hook(
-    text: &str,
+    lines: &LineIndex<'_>,
     entry: &Spanned<Entry>,
     warnings: &mut Vec<ImportNote>,
 ) -> Result<ImportedHook, ImportNote> {
-    let line = line_at(text, entry.span().start);
+    let line = lines.line_at(entry.span().start);
     let fields = entry.get_ref();
     let at = |key: &str| {
         fields
             .get(key)
-            .map_or(line, |v| line_at(text, v.span().start))
+            .map_or(line, |v| lines.line_at(v.span().start))
     };
     let note = |line: usize, message: String| ImportNote { line, message };
     // A value as the file writes it, for messages.
     let written = |key: &str| {
         fields
             .get(key)
-            .and_then(|v| text.get(v.span()))
+            .and_then(|v| lines.text().get(v.span()))
             .unwrap_or_default()
             .to_owned()
     };

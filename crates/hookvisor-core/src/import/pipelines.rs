@@ -140,12 +140,13 @@ pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
         // with a broken hookvisor.yml (config rule 2).
         out.disable_global_hooks = disable.value != Json::Bool(false);
     }
+    let lines = super::LineIndex::new(text);
     let mut points: Vec<(usize, String, Entries)> = file
         .hooks
         .unwrap_or_default()
         .into_iter()
         .map(|(name, list)| {
-            let line = super::key_line(text, &name, super::saphyr_line(&list));
+            let line = lines.key_line(&name, super::saphyr_line(&list));
             (line, name, list.value.unwrap_or_default())
         })
         .collect();
