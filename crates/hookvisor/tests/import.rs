@@ -926,3 +926,31 @@ fn a_single_quoted_placeholder_reaches_no_inner_shell() {
         "said boom; touch PWNED\n"
     );
 }
+
+/// Import review F4: the owner is found through a wrapper (`env A=1 iteratr`), so iteratr's
+/// hooks do not run twice; an `--owner` no tool has is a usage error, not a silent no-op.
+#[test]
+fn the_loop_owner_is_found_through_a_wrapper_and_a_wrong_owner_is_refused() {
+    let ws = Workspace::new();
+    ws.write(
+        ".iteratr.hooks.yml",
+        "hooks:\n  session_start:\n    - command: \"echo iteratr >> trace\"\n",
+    );
+    script(&ws, "bin/iteratr", "touch \"$HOOKVISOR_DONE\"");
+    let agent = ws.path().join("bin/iteratr");
+    let agent = agent.to_str().unwrap();
+    let out = ws.hookvisor(&["loop", "--max-iterations", "1", "--", "env", "A=1", agent]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        !ws.path().join("trace").exists(),
+        "iteratr's hook ran under hookvisor too"
+    );
+
+    let out = ws.hookvisor(&["loop", "--owner", "iteratrr", "--", agent]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("'iteratrr' is no tool"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -147,19 +147,54 @@ pub struct LoopOptions {
     pub kill_strays: bool,
 }
 
+/// Programs that run the command after them (`npx iteratr`, `env A=1 nyzhi`, `timeout 1h
+/// autoagent`): the owner is the program they start, not the wrapper, or both the tool and
+/// hookvisor would run the tool's hooks.
+const WRAPPERS: [&str; 14] = [
+    "npx", "bunx", "pnpx", "uvx", "pipx", "env", "sudo", "doas", "nice", "nohup", "timeout",
+    "stdbuf", "time", "exec",
+];
+
+/// The loop owner of rule 12: the file name of the agent command's first word, looked
+/// through [`WRAPPERS`] (their options, `NAME=value` words and `timeout`'s duration skipped),
+/// an npm package's scope and version left out (`@acme/iteratr@2` → `iteratr`), and
+/// agent-pipelines' `engine.sh` read as `pipelines`.
+fn owner_of(agent: &[OsString]) -> String {
+    // Options of the wrappers that take the next word as their value (`sudo -u USER`,
+    // `env -u NAME`, `npx -p PACKAGE`, `timeout -s SIGNAL`, `nice -n 5`).
+    const VALUED: [&str; 8] = ["-u", "-g", "-C", "-S", "-n", "-s", "-k", "-p"];
+    let mut skip_next = false;
+    let mut wrapped = false;
+    for word in agent.iter().map(|word| word.to_string_lossy()) {
+        let name = Path::new(word.as_ref())
+            .file_name()
+            .map_or_else(|| word.to_string(), |n| n.to_string_lossy().into_owned());
+        if wrapped && (skip_next || word.starts_with('-') || word.contains('=')) {
+            skip_next = !skip_next && VALUED.contains(&word.as_ref());
+            continue;
+        }
+        if WRAPPERS.contains(&name.as_str()) {
+            wrapped = true;
+            // `timeout DURATION COMMAND`.
+            skip_next = name == "timeout";
+            continue;
+        }
+        let package = name
+            .strip_prefix('@')
+            .map_or(name.as_str(), |_| word.rsplit('/').next().unwrap_or(&name));
+        let bare = package.split('@').next().unwrap_or(package);
+        return match bare {
+            "engine.sh" => "pipelines".to_owned(),
+            other => other.to_owned(),
+        };
+    }
+    String::new()
+}
+
 impl LoopOptions {
     /// Options to run `agent` (`argv[0]` first) with every default.
     pub fn new(agent: Vec<OsString>) -> LoopOptions {
-        let owner = agent
-            .first()
-            .map(|program| {
-                Path::new(program)
-                    .file_name()
-                    .unwrap_or(program)
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .unwrap_or_default();
+        let owner = owner_of(&agent);
         LoopOptions {
             agent,
             prompt: String::new(),
@@ -852,5 +887,28 @@ fn remove_done(loop_dir: &LoopDir) -> Result<(), LoopError> {
             path: loop_dir.shown("done"),
             source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_owner_is_looked_for_through_wrappers() {
+        let owner =
+            |words: &[&str]| owner_of(&words.iter().map(OsString::from).collect::<Vec<_>>());
+        assert_eq!(owner(&["/usr/bin/iteratr", "build"]), "iteratr");
+        assert_eq!(owner(&["npx", "-y", "@acme/iteratr@2.1", "run"]), "iteratr");
+        assert_eq!(owner(&["npx", "-p", "@acme/tools", "nyzhi"]), "nyzhi");
+        assert_eq!(owner(&["env", "A=1", "-u", "B", "autoagent"]), "autoagent");
+        assert_eq!(owner(&["sudo", "-u", "agent", "iteratr"]), "iteratr");
+        assert_eq!(owner(&["timeout", "1h", "nyzhi", "-p", "x"]), "nyzhi");
+        assert_eq!(
+            owner(&["./scripts/engine.sh", "--pipeline", "review"]),
+            "pipelines"
+        );
+        assert_eq!(owner(&["claude", "-p"]), "claude");
+        assert_eq!(owner(&[]), "");
     }
 }

@@ -126,6 +126,23 @@ fn options(args: &LoopArgs) -> Result<LoopOptions, CliError> {
     options.turn_timeout = args.turn_timeout.map(Duration::from_secs);
     options.stage = args.stage.clone();
     if let Some(owner) = &args.owner {
+        // An owner no source has would leave every file read twice, silently (a typo).
+        let owners: Vec<&str> = hookvisor_core::Source::ALL
+            .into_iter()
+            .filter(|s| {
+                !matches!(
+                    s,
+                    hookvisor_core::Source::Discobot | hookvisor_core::Source::Global
+                )
+            })
+            .map(hookvisor_core::Source::as_str)
+            .collect();
+        if !owners.contains(&owner.as_str()) {
+            return Err(CliError::usage(format!(
+                "--owner: '{owner}' is no tool whose hook files hookvisor reads; use one of {}",
+                owners.join(", ")
+            )));
+        }
         options.owner = owner.clone();
     }
     Ok(options)
