@@ -253,15 +253,7 @@ impl Spawn {
                 names.extend(crate::template::references(item));
             }
         }
-        let mut stack: Vec<&Json> = self.inputs.values().collect();
-        while let Some(value) = stack.pop() {
-            match value {
-                Json::String(text) => names.extend(crate::template::references(text)),
-                Json::Array(items) => stack.extend(items),
-                Json::Object(map) => stack.extend(map.values()),
-                _ => {}
-            }
-        }
+        names.extend(crate::template::json_references(self.inputs.values()));
         names.sort();
         names.dedup();
         names

@@ -61,6 +61,7 @@ pub(crate) mod names;
 mod shell;
 
 pub use argv::{Value, expand_argv};
+pub(crate) use names::json_references;
 pub use names::{env_name, nul_env_name, references};
 pub use shell::ShellTemplate;
 

@@ -43,6 +43,24 @@ pub fn references(text: &str) -> Vec<String> {
     names
 }
 
+/// The names referenced in every string of a JSON value (a webhook's body, a spawn's
+/// inputs), keys left out: they are literal.
+pub(crate) fn json_references<'a>(
+    values: impl IntoIterator<Item = &'a serde_json::Value>,
+) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut stack: Vec<&serde_json::Value> = values.into_iter().collect();
+    while let Some(value) = stack.pop() {
+        match value {
+            serde_json::Value::String(text) => names.extend(references(text)),
+            serde_json::Value::Array(items) => stack.extend(items),
+            serde_json::Value::Object(map) => stack.extend(map.values()),
+            _ => {}
+        }
+    }
+    names
+}
+
 /// Adds `name` to `names` unless it is already there (order of first use is kept for
 /// `check`'s messages).
 pub(crate) fn push_unique(names: &mut Vec<String>, name: String) {

@@ -382,15 +382,7 @@ impl Webhook {
         for (_, value) in &self.headers {
             names.extend(crate::template::references(value));
         }
-        let mut stack: Vec<&Json> = self.body.iter().collect();
-        while let Some(value) = stack.pop() {
-            match value {
-                Json::String(text) => names.extend(crate::template::references(text)),
-                Json::Array(items) => stack.extend(items),
-                Json::Object(map) => stack.extend(map.values()),
-                _ => {}
-            }
-        }
+        names.extend(crate::template::json_references(&self.body));
         names.sort();
         names.dedup();
         names
