@@ -550,11 +550,14 @@ fn refusal(hook: &Hook, payload: &Payload) -> Refusal {
     }
 }
 
-/// How a run ended.
-enum Ran {
-    /// It ran (or its program could not start, which exec reports as an outcome).
+/// How one run of an action ended, as every runner hands it to [`run_judged`].
+pub(crate) enum Ran {
+    /// It ran (or its program could not start, which exec reports as an outcome); an action
+    /// may hand on values and its own verdict ([`ActionRun`]).
     Finished(ActionRun),
-    /// It was refused before starting: an unknown name or an empty argv.
+    /// It was refused before starting, by a value of the event (an unknown name, an empty
+    /// argv, a spawn's depth, a webhook's secret host): the same firing fails the same way, so
+    /// it is never re-run.
     Refused(String),
 }
 
@@ -600,17 +603,11 @@ fn run_once(
     }
     // A spawn starts its child in a state dir of its own (crate::spawn).
     if let Some(ran) = crate::spawn::run(ctx, hook, payload, cancel)? {
-        return Ok(match ran {
-            crate::spawn::SpawnRun::Finished(run) => Ran::Finished(run),
-            crate::spawn::SpawnRun::Refused(message) => Ran::Refused(message),
-        });
+        return Ok(ran);
     }
     // A webhook sends its request from here, with no process (crate::webhook).
     if let Some(ran) = crate::webhook::run(ctx, hook, payload, cancel)? {
-        return Ok(match ran {
-            crate::webhook::WebhookRun::Finished(run) => Ran::Finished(run),
-            crate::webhook::WebhookRun::Refused(message) => Ran::Refused(message),
-        });
+        return Ok(ran);
     }
     let parent = ctx.state().root().join("fire");
     fs::create_dir_all(&parent).map_err(|source| FireError::RunDir {

@@ -17,7 +17,7 @@ use crate::event::HookAction;
 use crate::exec::{
     CancelToken, Capture, Captured, ExecError, Invocation, RunOptions, RunOutcome, run_command,
 };
-use crate::fire::ActionRun;
+use crate::fire::{ActionRun, Ran};
 use crate::git::Git;
 use crate::hook::Hook;
 use crate::payload::Payload;
@@ -34,23 +34,13 @@ const MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 /// Names tried for one child dir before giving up (rule 2's `-N`).
 const MAX_DIR_TRIES: u32 = 1000;
 
-/// How a spawn run ended, as the dispatcher records it.
-pub(crate) enum SpawnRun {
-    /// The child ran, or failed to (a failed run like any other); a success hands on its
-    /// `output.json` as `${spawn_output}`, a timeout under `on_timeout: abort` its verdict.
-    Finished(ActionRun),
-    /// Refused before anything started, by the depth or a value of the event: the same firing
-    /// fails the same way, so it is never re-run.
-    Refused(String),
-}
-
 /// Runs the hook's spawn action with the event's `payload`; `None` when its action is no spawn.
 pub(crate) fn run(
     ctx: &Context,
     hook: &Hook,
     payload: &Payload,
     cancel: &CancelToken,
-) -> Result<Option<SpawnRun>, ExecError> {
+) -> Result<Option<Ran>, ExecError> {
     let HookAction::Spawn(action) = &hook.spec.action else {
         return Ok(None);
     };
@@ -64,30 +54,30 @@ fn spawn(
     action: &Spawn,
     payload: &Payload,
     cancel: &CancelToken,
-) -> Result<SpawnRun, ExecError> {
+) -> Result<Ran, ExecError> {
     // Rule 5, before anything is made.
     let depth = match parent_depth() {
         Ok(parent) if parent < MAX_SPAWN_DEPTH => parent + 1,
         Ok(parent) => {
-            return Ok(SpawnRun::Refused(format!(
+            return Ok(Ran::Refused(format!(
                 "spawn: this process is a child at depth {parent} (HOOKVISOR_SPAWN_DEPTH), and \
                  children nest at most {MAX_SPAWN_DEPTH} deep; spawn from a shallower level or \
                  use a command"
             )));
         }
         Err(value) => {
-            return Ok(SpawnRun::Refused(format!(
+            return Ok(Ran::Refused(format!(
                 "spawn: HOOKVISOR_SPAWN_DEPTH is '{value}', no depth; unset it or give a number"
             )));
         }
     };
     let inputs = match expand_inputs(&action.inputs, payload) {
         Ok(inputs) => inputs,
-        Err(message) => return Ok(SpawnRun::Refused(message)),
+        Err(message) => return Ok(Ran::Refused(message)),
     };
     let target = match Target::of(ctx, action, payload) {
         Ok(target) => target,
-        Err(message) => return Ok(SpawnRun::Refused(message)),
+        Err(message) => return Ok(Ran::Refused(message)),
     };
     let text = |name: &str| match payload.template_value(name) {
         Some(Value::Scalar(value)) => Some(value.to_string_lossy().into_owned()),
@@ -147,7 +137,7 @@ fn spawn(
         // Rule 8: the worktree stays with the child and goes at session.end.
         let kept = worktree.map(Worktree::keep);
         return match detached::start(ctx, hook, &invocation, &dir, kept) {
-            Ok(pid) => Ok(SpawnRun::Finished(
+            Ok(pid) => Ok(Ran::Finished(
                 succeeded(
                     ctx,
                     hook,
@@ -176,7 +166,7 @@ fn spawn(
         format!("hookvisor: spawn: child dir {}", dir.display()),
     );
     if outcome.cancelled {
-        return Ok(SpawnRun::Finished(outcome.into()));
+        return Ok(Ran::Finished(outcome.into()));
     }
     if outcome.timed_out {
         let message = format!(
@@ -195,7 +185,7 @@ fn spawn(
                 reason: format!("{message} (on_timeout: abort)"),
             });
         }
-        return Ok(SpawnRun::Finished(run));
+        return Ok(Ran::Finished(run));
     }
     let mut produced = Vec::new();
     if outcome.exit_code == 0 {
@@ -226,7 +216,7 @@ fn spawn(
             ),
         );
     }
-    Ok(SpawnRun::Finished(ActionRun {
+    Ok(Ran::Finished(ActionRun {
         produced,
         ..outcome.into()
     }))
@@ -569,7 +559,7 @@ fn note(ctx: &Context, hook: &Hook, outcome: &mut RunOutcome, line: &str) {
 }
 
 /// A run that failed before the child started: exit 1 with `message` on stderr and in the log.
-fn failed(ctx: &Context, hook: &Hook, message: &str) -> Result<SpawnRun, ExecError> {
+fn failed(ctx: &Context, hook: &Hook, message: &str) -> Result<Ran, ExecError> {
     let outcome = outcome(
         ctx,
         hook,
@@ -577,7 +567,7 @@ fn failed(ctx: &Context, hook: &Hook, message: &str) -> Result<SpawnRun, ExecErr
         Vec::new(),
         format!("{message}\n").into_bytes(),
     )?;
-    Ok(SpawnRun::Finished(outcome.into()))
+    Ok(Ran::Finished(outcome.into()))
 }
 
 /// A run that succeeded at once (a detached start), saying `said` on stdout.

@@ -58,7 +58,7 @@ use serde_json::{Value as Json, json};
 
 use crate::decision::OnTimeout;
 
-pub(crate) use self::child::{SpawnRun, run};
+pub(crate) use self::child::run;
 pub(crate) use self::detached::stop_detached;
 pub use self::listing::{
     ChildInfo, ChildrenError, DetachedInfo, child_status, is_child_name, list_children,

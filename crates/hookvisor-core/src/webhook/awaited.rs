@@ -6,13 +6,14 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::json;
 
 use super::Webhook;
-use super::run::{Sent, WebhookRun, send};
+use super::run::{Sent, send};
 use crate::callback::{self, Answer, Pending, Verdict as CallbackVerdict};
 use crate::config::{Callback, Config};
 use crate::context::Context;
 use crate::decision::{DEFAULT_MAX_REASON, OnTimeout, Verdict};
 use crate::exec::{CancelToken, Captured, ExecError, RunOutcome};
 use crate::fire::ActionRun;
+use crate::fire::Ran;
 use crate::hook::Hook;
 use crate::payload::Payload;
 use crate::produced::{Produced, ProducedName};
@@ -33,7 +34,7 @@ pub(super) fn run(
     action: &Webhook,
     payload: &Payload,
     cancel: &CancelToken,
-) -> Result<WebhookRun, ExecError> {
+) -> Result<Ran, ExecError> {
     let pending = match register(ctx, action) {
         Ok(pending) => pending,
         Err(message) => return unstarted(ctx, hook, action, None, message),
@@ -86,7 +87,7 @@ pub(super) fn run(
         Answer::Cancelled => CallbackState::Revoked,
     };
     mark(&store, ctx, hook, state, SystemTime::now(), &timeout_at);
-    judged(ctx, hook, action, sent, answer, limit).map(WebhookRun::Finished)
+    judged(ctx, hook, action, sent, answer, limit).map(Ran::Finished)
 }
 
 /// How long a wait lasts: the hook's `timeout`, at most the process's `cap` (an agent that
@@ -103,11 +104,11 @@ fn unstarted(
     action: &Webhook,
     sent: Option<Sent>,
     message: String,
-) -> Result<WebhookRun, ExecError> {
+) -> Result<Ran, ExecError> {
     if action.on_timeout != OnTimeout::Abort {
         return Ok(match sent {
-            Some(sent) => WebhookRun::Finished(sent.finish(ctx, hook)?.into()),
-            None => WebhookRun::Refused(message),
+            Some(sent) => Ran::Finished(sent.finish(ctx, hook)?.into()),
+            None => Ran::Refused(message),
         });
     }
     let mut sent = sent.unwrap_or_else(|| Sent {
@@ -139,7 +140,7 @@ fn unstarted(
     let verdict = Verdict::Abort {
         reason: crate::decision::shrink(&reason, Some(&ctx.log_path(&hook.id)), DEFAULT_MAX_REASON),
     };
-    Ok(WebhookRun::Finished(ActionRun {
+    Ok(Ran::Finished(ActionRun {
         outcome: sent.finish(ctx, hook)?,
         produced: Vec::new(),
         verdict: Some(verdict),

@@ -93,7 +93,7 @@ use serde_json::{Value as Json, json};
 use crate::decision::OnTimeout;
 
 pub(crate) use self::detached::deliver_detached;
-pub(crate) use self::run::{WebhookRun, run};
+pub(crate) use self::run::run;
 pub use self::url_policy::UrlPolicyError;
 
 /// The timeout of a webhook hook without `timeout:` (EVENTS.md §1.3).

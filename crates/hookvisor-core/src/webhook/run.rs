@@ -10,7 +10,7 @@ use crate::callback::Pending;
 use crate::context::Context;
 use crate::event::HookAction;
 use crate::exec::{CancelToken, Captured, ExecError, RunOutcome};
-use crate::fire::ActionRun;
+use crate::fire::Ran;
 use crate::hook::Hook;
 use crate::payload::Payload;
 
@@ -21,23 +21,13 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 /// be worse); only an empty one, which hides nothing, is not.
 const MIN_MASKED: usize = 1;
 
-/// How a webhook run ended, as the dispatcher records it.
-pub(crate) enum WebhookRun {
-    /// It was sent (or every attempt failed, or a cancel stopped it); an awaited one hands on
-    /// its callback's verdict and `${hook_response}`.
-    Finished(ActionRun),
-    /// Refused before sending, by a value of the event or the secrets: the same firing fails
-    /// the same way, so it is never re-run.
-    Refused(String),
-}
-
 /// Runs the hook's webhook action with the event's `payload`; `None` when its action is none.
 pub(crate) fn run(
     ctx: &Context,
     hook: &Hook,
     payload: &Payload,
     cancel: &CancelToken,
-) -> Result<Option<WebhookRun>, ExecError> {
+) -> Result<Option<Ran>, ExecError> {
     let HookAction::Webhook(action) = &hook.spec.action else {
         return Ok(None);
     };
@@ -46,8 +36,8 @@ pub(crate) fn run(
         return super::awaited::run(ctx, hook, action, payload, cancel).map(Some);
     }
     Ok(Some(match send(hook, action, payload, None, cancel) {
-        Ok(sent) => WebhookRun::Finished(sent.finish(ctx, hook)?.into()),
-        Err(message) => WebhookRun::Refused(message),
+        Ok(sent) => Ran::Finished(sent.finish(ctx, hook)?.into()),
+        Err(message) => Ran::Refused(message),
     }))
 }
 
