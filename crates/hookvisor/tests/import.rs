@@ -56,42 +56,7 @@ fn fixture(name: &str) -> Value {
 }
 
 /// reference/iteratr-hooks.md, "Config Format", as its document writes it.
-const ITERATR: &str = r#"version: 1
-
-hooks:
-  session_start:
-    - command: "go build ./..."
-      timeout: 60
-      pipe_output: true  # Send to agent in first iteration
-
-  pre_iteration:
-    - command: "golangci-lint run ./..."
-      timeout: 30
-      pipe_output: true  # REQUIRED for agent to see output
-    - command: "git status --short"
-      timeout: 5
-      pipe_output: true
-
-  post_iteration:
-    - command: "go test ./... -short"
-      timeout: 120
-      pipe_output: true  # Agent sees failures next iteration
-
-  session_end:
-    - command: "git push origin HEAD"
-      timeout: 30
-      # pipe_output ignored (no more iterations)
-
-  on_task_complete:
-    - command: "./scripts/validate.sh {{task_id}}"
-      timeout: 30
-      pipe_output: true
-
-  on_error:
-    - command: "git diff HEAD"
-      timeout: 10
-      pipe_output: true  # Show agent changes before error
-"#;
+const ITERATR: &str = include_str!("fixtures/reference/iteratr.hooks.yml");
 
 /// iteratr's `on_task_complete` gets `{{task_id}}` as one argument however hostile, and its
 /// piped output reaches the next turn, as iteratr's pending buffer did.
@@ -413,29 +378,7 @@ fn the_loop_owner_runs_its_own_hooks() {
 }
 
 /// reference/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`.
-const CHECK_TODOS: &str = r##"#!/bin/bash
-# Stop hook - check for incomplete todos
-
-INPUT=$(cat)
-SESSION_ID=$(echo "$INPUT" | jq -r '.sessionId')
-
-# Check if there are incomplete todos
-INCOMPLETE=$(grep -c "\[ \]" TODO.md || true)
-
-if [ "$INCOMPLETE" -gt 0 ]; then
-  # Return JSON to block stopping
-  cat <<EOF
-{
-  "decision": "block",
-  "reason": "There are $INCOMPLETE incomplete todos remaining. Please complete them or mark this as intentional."
-}
-EOF
-  exit 0
-fi
-
-echo "All todos completed, safe to stop"
-exit 0
-"##;
+const CHECK_TODOS: &str = include_str!("fixtures/reference/check-incomplete-todos.sh");
 
 /// AutoAgent's `Stop` hook (EVENTS.md §5 rule 13: `session.stop`, pre): its JSON decision
 /// keeps the session going while TODO.md has open items, and lets it stop once none is left.

@@ -11,42 +11,7 @@ use std::path::Path;
 use common::{Workspace, code, stderr, stdout};
 
 /// reference/iteratr-hooks.md, "Config Format", as its document writes it.
-const ITERATR: &str = r#"version: 1
-
-hooks:
-  session_start:
-    - command: "go build ./..."
-      timeout: 60
-      pipe_output: true  # Send to agent in first iteration
-
-  pre_iteration:
-    - command: "golangci-lint run ./..."
-      timeout: 30
-      pipe_output: true  # REQUIRED for agent to see output
-    - command: "git status --short"
-      timeout: 5
-      pipe_output: true
-
-  post_iteration:
-    - command: "go test ./... -short"
-      timeout: 120
-      pipe_output: true  # Agent sees failures next iteration
-
-  session_end:
-    - command: "git push origin HEAD"
-      timeout: 30
-      # pipe_output ignored (no more iterations)
-
-  on_task_complete:
-    - command: "./scripts/validate.sh {{task_id}}"
-      timeout: 30
-      pipe_output: true
-
-  on_error:
-    - command: "git diff HEAD"
-      timeout: 10
-      pipe_output: true  # Show agent changes before error
-"#;
+const ITERATR: &str = include_str!("fixtures/reference/iteratr.hooks.yml");
 
 /// reference/autoagent-hooks-design.md, "Configuration Structure".
 const AUTOAGENT: &str = r#"{

@@ -74,29 +74,7 @@ impl Fixture {
 
 /// reference/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`, as its
 /// document writes it.
-const CHECK_TODOS: &str = r##"#!/bin/bash
-# Stop hook - check for incomplete todos
-
-INPUT=$(cat)
-SESSION_ID=$(echo "$INPUT" | jq -r '.sessionId')
-
-# Check if there are incomplete todos
-INCOMPLETE=$(grep -c "\[ \]" TODO.md || true)
-
-if [ "$INCOMPLETE" -gt 0 ]; then
-  # Return JSON to block stopping
-  cat <<EOF
-{
-  "decision": "block",
-  "reason": "There are $INCOMPLETE incomplete todos remaining. Please complete them or mark this as intentional."
-}
-EOF
-  exit 0
-fi
-
-echo "All todos completed, safe to stop"
-exit 0
-"##;
+const CHECK_TODOS: &str = include_str!("fixtures/reference/check-incomplete-todos.sh");
 
 /// AutoAgent's Stop hook keeps `loop` going while TODO.md has open items: the agent says it is
 /// done after checking off one of two, is sent back with the hook's reason, and the loop ends
