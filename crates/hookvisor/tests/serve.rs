@@ -1374,3 +1374,73 @@ fn blocked_in_fifo_open(pid: u32) -> bool {
         std::fs::read_to_string(task.path().join("wchan")).is_ok_and(|w| w == "wait_for_partner")
     })
 }
+
+/// The children routes (new with spawn) as the attacker tries them: a DNS-rebinding page
+/// (another Host) and a page of another origin get 403 before the state dir is read, and a
+/// child dir the agent planted as a link to a directory elsewhere, a FIFO status or a name
+/// that is not UTF-8 is never read or waited on.
+#[test]
+fn children_routes_refuse_foreign_pages_and_planted_files() {
+    use std::os::unix::ffi::OsStrExt;
+    let ws = workspace();
+    let children = ws.state_dir().join("children");
+    std::fs::create_dir_all(&children).unwrap();
+    // A directory elsewhere with a status.json the agent wants served.
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("status.json"), "{\"secret\":1}").unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), children.join("task.start-0-linked")).unwrap();
+    // A child whose status.json is a FIFO: opening it would wait for a writer.
+    let fifo_child = children.join("task.start-0-fifo");
+    std::fs::create_dir(&fifo_child).unwrap();
+    nix::unistd::mkfifo(
+        &fifo_child.join("status.json"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    // A name that is not UTF-8.
+    std::fs::create_dir(children.join(std::ffi::OsStr::from_bytes(b"task.start-0-\xff"))).unwrap();
+    let server = Server::tcp(&ws);
+    let port = port(&server);
+
+    for path in ["/v1/children", "/v1/children/task.start-0-linked/status"] {
+        let host = format!("evil.example:{port}");
+        let response = request(&server.addr, "GET", path, &[("Host", &host)], "");
+        assert_eq!(response.status, 403, "Host: {path}");
+        let response = request(
+            &server.addr,
+            "GET",
+            path,
+            &[("Origin", "http://evil.example")],
+            "",
+        );
+        assert_eq!(response.status, 403, "Origin: {path}");
+    }
+
+    let list = server.get("/v1/children");
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert!(!list.body.contains("secret"), "{}", list.body);
+    for name in ["task.start-0-linked", "task.start-0-fifo"] {
+        let (tx, rx) = mpsc::channel();
+        let addr = server.addr.clone();
+        let path = format!("/v1/children/{name}/status");
+        std::thread::spawn(move || {
+            let _ = tx.send(request(&addr, "GET", &path, &[], ""));
+        });
+        let response = rx
+            .recv_timeout(DEADLINE)
+            .expect("the server waited on a planted file");
+        assert_ne!(response.status, 200, "{name}: {}", response.body);
+        assert!(!response.body.contains("secret"), "{}", response.body);
+    }
+    assert_eq!(
+        request(
+            &server.addr,
+            "GET",
+            "/v1/children/task.start-0-%FF/status",
+            &[],
+            ""
+        )
+        .status,
+        400
+    );
+}
