@@ -74,6 +74,19 @@ fn std_start_up() {
 /// Diagnostics (`tracing`) go to stderr, filtered by `HOOKVISOR_LOG` (default `warn`; e.g.
 /// `HOOKVISOR_LOG=debug`), without timestamps when a person reads them on a terminal.
 fn log_to_stderr() {
+    // With the default filter, the subscriber is made at the first warning, which a `fire` on
+    // an agent's every tool call almost never has: making it (a registry whose first shard
+    // zeroes 32 KiB, and the filter) was a seventh of such a fire's instructions.
+    let dispatch = match std::env::var_os("HOOKVISOR_LOG") {
+        Some(_) => tracing::Dispatch::new(stderr_subscriber()),
+        None => tracing::Dispatch::new(FirstWarning::default()),
+    };
+    // A second subscriber cannot be installed; there is none before this one.
+    let _ = tracing::dispatcher::set_global_default(dispatch);
+}
+
+/// The subscriber that writes diagnostics to stderr (see [`log_to_stderr`]).
+fn stderr_subscriber() -> Box<dyn tracing::Subscriber + Send + Sync> {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKVISOR_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -81,12 +94,78 @@ fn log_to_stderr() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false);
-    // A second subscriber cannot be installed; there is none before this one.
-    let _ = if std::io::stderr().is_terminal() {
-        format.without_time().try_init()
+    if std::io::stderr().is_terminal() {
+        Box::new(format.without_time().finish())
     } else {
-        format.try_init()
-    };
+        Box::new(format.finish())
+    }
+}
+
+/// The default filter (`warn`) without its cost until something is at that level: callsites
+/// below it are never enabled, and the first at it makes the real subscriber, which takes
+/// every call from then on.
+#[derive(Default)]
+struct FirstWarning(std::sync::OnceLock<Box<dyn tracing::Subscriber + Send + Sync>>);
+
+impl FirstWarning {
+    const LEVEL: tracing::level_filters::LevelFilter = tracing::level_filters::LevelFilter::WARN;
+
+    fn inner(&self) -> &(dyn tracing::Subscriber + Send + Sync) {
+        self.0.get_or_init(stderr_subscriber).as_ref()
+    }
+}
+
+impl tracing::Subscriber for FirstWarning {
+    fn register_callsite(
+        &self,
+        metadata: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        if Self::LEVEL >= *metadata.level() {
+            self.inner().register_callsite(metadata)
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(Self::LEVEL)
+    }
+
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        Self::LEVEL >= *metadata.level() && self.inner().enabled(metadata)
+    }
+
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        self.inner().new_span(span)
+    }
+
+    fn record(&self, span: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        self.inner().record(span, values);
+    }
+
+    fn record_follows_from(&self, span: &tracing::span::Id, follows: &tracing::span::Id) {
+        self.inner().record_follows_from(span, follows);
+    }
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        self.inner().event(event);
+    }
+
+    fn enter(&self, span: &tracing::span::Id) {
+        self.inner().enter(span);
+    }
+
+    fn exit(&self, span: &tracing::span::Id) {
+        self.inner().exit(span);
+    }
+
+    fn clone_span(&self, id: &tracing::span::Id) -> tracing::span::Id {
+        self.inner().clone_span(id)
+    }
+
+    fn try_close(&self, id: tracing::span::Id) -> bool {
+        self.inner().try_close(id)
+    }
 }
 
 fn run(cli: Cli) -> CliResult {
@@ -121,5 +200,30 @@ fn run(cli: Cli) -> CliResult {
         Command::Import(args) => commands::import::run(&globals, &args),
         Command::Uninstall(args) => commands::install::uninstall(&globals, &args),
         Command::Loop(args) => commands::loop_cmd::run(&globals, &args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stderr_subscriber_is_made_at_the_first_warning_only() {
+        let dispatch = tracing::Dispatch::new(FirstWarning::default());
+        let made = || {
+            dispatch
+                .downcast_ref::<FirstWarning>()
+                .unwrap()
+                .0
+                .get()
+                .is_some()
+        };
+        tracing::dispatcher::with_default(&dispatch, || {
+            tracing::debug!("below the filter");
+            tracing::info!("below the filter");
+        });
+        assert!(!made(), "a debug or info event made the subscriber");
+        tracing::dispatcher::with_default(&dispatch, || tracing::warn!("at the filter"));
+        assert!(made(), "a warning did not make the subscriber");
     }
 }

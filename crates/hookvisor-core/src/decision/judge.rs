@@ -280,6 +280,16 @@ impl Judge {
 
 /// stdout as exactly one JSON object, JSON white space around it allowed.
 fn one_object(stdout: &[u8]) -> Option<Map<String, Value>> {
+    // Most hooks print nothing or plain text: those are told apart without serde_json, whose
+    // error path (the line and column of the error) starts memchr's CPU feature detection,
+    // ten `cpuid`s that trap to the hypervisor in a VM, a twentieth of a `fire` around the hook
+    // `true` (BENCHMARKS.md, case 7).
+    let first = stdout
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    if first != Some(&b'{') {
+        return None;
+    }
     // serde_json refuses trailing text (a second object included) and bounds its own nesting
     // depth, so no output can make this recurse without limit.
     match serde_json::from_slice::<Value>(stdout) {
