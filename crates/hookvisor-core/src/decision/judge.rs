@@ -282,7 +282,7 @@ impl Judge {
 fn one_object(stdout: &[u8]) -> Option<Map<String, Value>> {
     // Most hooks print nothing or plain text: those are told apart without serde_json, whose
     // error path (the line and column of the error) starts memchr's CPU feature detection,
-    // ten `cpuid`s that trap to the hypervisor in a VM, a twentieth of a `fire` around the hook
+    // ten `cpuid`s that trap to the hypervisor in a VM, 52 µs of a `fire` around the hook
     // `true` (BENCHMARKS.md, case 7).
     let first = stdout
         .iter()

@@ -19,7 +19,7 @@ use crate::sys;
 
 /// Size of the one read buffer a run uses, whatever the hook prints. A pipe holds 64 KiB, so a
 /// full one takes a few reads; a buffer of that size cost a hook that prints nothing 16 page
-/// faults to zero it, a tenth of a `fire` around the hook `true` (BENCHMARKS.md, case 7).
+/// faults to zero it, about 70 µs of a `fire` around the hook `true` (BENCHMARKS.md, case 7).
 const READ_BUFFER: usize = 8 * 1024;
 /// How long output is still read after the child is gone and its group killed.
 const DRAIN: Duration = Duration::from_millis(200);
