@@ -77,7 +77,7 @@ mkdir -p "$scratch"/{bin,repos,runs,json}
 # The binaries are measured as installed (`install`, which writes them as a package, an image
 # layer or `cargo install` does), not where the linker left them: the page cache of a file the
 # linker has just written is in single pages, and starting it from there costs about 30 more
-# page faults, 0.2-0.4 ms on this machine (BENCHMARKS.md, "The binary's page cache").
+# page faults, 0.1-0.4 ms on this machine (BENCHMARKS.md, "The binary's page cache").
 install -m 0755 "$bin/hookvisor" "$bin/hookvisor-init" "$scratch/bin/"
 hv=$scratch/bin/hookvisor
 init=$scratch/bin/hookvisor-init
