@@ -121,6 +121,11 @@ quiet() {
 }
 
 # median NAME INDEX: median of the INDEX-th command of json/NAME.json, in ms.
+# minus A B: A - B, two decimals (milliseconds of two medians).
+minus() {
+	python3 -c 'import sys; print("%.2f" % (float(sys.argv[1]) - float(sys.argv[2])))' "$1" "$2"
+}
+
 median() {
 	python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][int(sys.argv[2])]; print("%.2f" % (r["median"]*1000))' \
 		"$scratch/json/$1.json" "$2"
@@ -420,7 +425,7 @@ if wants 7; then
 	row "7 fire tool.before, no hook binds it (vs /bin/true)" "$(median fire 0)" "$(median fire 1)" "<=1.5"
 	# Issue 16's goal: the fire with the hook takes at most 1.3 x `sh -c true` plus the no-hook
 	# fire, i.e. what the hook adds to the floor, over `sh -c true`, is at most 1.3.
-	hook_cost=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[1]) - float(sys.argv[2])))' "$(median fire 2)" "$(median fire 0)")
+	hook_cost=$(minus "$(median fire 2)" "$(median fire 0)")
 	row "7 fire task.start, one run: \"true\" hook ($(median fire 2) ms) minus the no-hook fire (vs sh -c true)" "$hook_cost" "$(median fire 3)" "<=1.3"
 	# The same with the state dir on tmpfs: what the hook costs without the disk, whose part is
 	# the write of status.json that ext4 starts at the rename (README, "Crashes and status.json").
@@ -431,7 +436,7 @@ if wants 7; then
 		scale=10
 		bench fire-tmpfs "$hv --workspace $ws fire tool.before" "$hv --workspace $ws fire task.start" "sh -c true"
 		scale=1
-		hook_cost=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[1]) - float(sys.argv[2])))' "$(median fire-tmpfs 1)" "$(median fire-tmpfs 0)")
+		hook_cost=$(minus "$(median fire-tmpfs 1)" "$(median fire-tmpfs 0)")
 		row "7 the same, state dir on tmpfs ($(median fire-tmpfs 1) ms minus $(median fire-tmpfs 0) ms, vs sh -c true)" "$hook_cost" "$(median fire-tmpfs 2)" "<=1.3"
 		rm -rf "$HOOKVISOR_STATE_DIR"
 	fi

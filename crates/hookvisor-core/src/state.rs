@@ -6,7 +6,7 @@
 //! acting as the run user (`user_fs::act_as`), so they belong to that user without a chown.
 
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io::{self, Read as _, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -117,11 +117,12 @@ pub enum Durability {
 /// symbolic link, and the rename replaces a link instead of following it. Concurrent writers of
 /// the same path must serialise themselves (the last rename wins).
 pub fn write_atomic(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
-    let mode = match fs::symlink_metadata(path) {
-        Ok(meta) if not_ours(&meta).is_none() => meta.permissions().mode() & 0o777,
+    let existing = fs::symlink_metadata(path).ok();
+    let mode = match &existing {
+        Some(meta) if not_ours(meta).is_none() => meta.permissions().mode() & 0o777,
         _ => FILE_MODE,
     };
-    write_atomic_with_mode(path, bytes, durability, mode)
+    replace_file(path, bytes, durability, mode, existing.is_some())
 }
 
 /// [`write_atomic`] giving the file exactly `mode`, whatever it replaces: for a git hook, which
@@ -131,6 +132,19 @@ pub(crate) fn write_atomic_with_mode(
     bytes: &[u8],
     durability: Durability,
     mode: u32,
+) -> io::Result<()> {
+    let replaces = durability == Durability::Whole && fs::symlink_metadata(path).is_ok();
+    replace_file(path, bytes, durability, mode, replaces)
+}
+
+/// The temp file, the sync `durability` asks for and the rename of [`write_atomic`];
+/// `replaces` says whether `path` exists (read once by the caller, which needed its mode).
+fn replace_file(
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+    mode: u32,
+    replaces: bool,
 ) -> io::Result<()> {
     let dir = parent_dir(path);
     let prefix = temp_prefix(path)
@@ -148,7 +162,6 @@ pub(crate) fn write_atomic_with_mode(
         // The data must be on disk before the rename can be: then a crash shows old or new.
         // Some file systems order that themselves when the rename replaces a file.
         Durability::Whole => {
-            let replaces = fs::symlink_metadata(path).is_ok();
             if !(replaces && crate::replace_order::orders_replace(temp.as_file())) {
                 temp.as_file().sync_data()?;
             }
@@ -160,6 +173,16 @@ pub(crate) fn write_atomic_with_mode(
         File::open(dir)?.sync_all()?;
     }
     Ok(())
+}
+
+/// All of `reader`, or `None` when it holds more than `limit` bytes: a state file anybody with
+/// the run user's uid can grow is read bounded, however large it gets.
+pub(crate) fn read_capped(reader: impl io::Read, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    reader
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
 }
 
 /// The directory `path` is in; `.` for a bare file name.

@@ -6,98 +6,17 @@ mod common;
 
 use std::fs;
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 
 use common::{Workspace, code, stderr};
 use serde_json::Value;
 
-/// A workspace with the fake agent and its control directory.
-struct Fixture {
-    ws: Workspace,
-    /// `$FAKE_DIR`: the agent's prompts and steps.
-    fake: PathBuf,
-    agent: PathBuf,
-}
-
-impl Fixture {
-    fn new() -> Fixture {
-        let ws = Workspace::new();
-        let fake = ws.base().join("fake");
-        fs::create_dir_all(&fake).unwrap();
-        let agent = ws.base().join("agent.sh");
-        fs::copy(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/loop/agent.sh"),
-            &agent,
-        )
-        .unwrap();
-        fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
-        Fixture { ws, fake, agent }
-    }
-
-    /// A declarative hook `.discobot/hooks/<name>.yml`.
-    fn hook(&self, name: &str, front: &str) {
-        self.ws.write(
-            &format!(".discobot/hooks/{name}.yml"),
-            &format!("---\n{front}\n---\n"),
-        );
-    }
-
-    /// Shell lines the agent runs in iteration `i` (`"any"`: every iteration without its own).
-    fn step(&self, i: &str, lines: &str) {
-        fs::write(self.fake.join(format!("step.{i}")), lines).unwrap();
-    }
-
-    /// `hookvisor loop OPTS -- agent.sh AGENT_ARGS`, ready to run.
-    fn command(&self, opts: &[&str], agent_args: &[&str]) -> Command {
-        let mut cmd = self.ws.hookvisor_command();
-        cmd.arg("loop").args(opts).arg("--").arg(&self.agent);
-        cmd.args(agent_args)
-            .env("FAKE_DIR", &self.fake)
-            .env("HOOKVISOR_BIN", env!("CARGO_BIN_EXE_hookvisor"));
-        cmd
-    }
-
-    fn run(&self, opts: &[&str]) -> Output {
-        common::tick();
-        self.command(opts, &[])
-            .output()
-            .expect("run hookvisor loop")
-    }
-
-    /// The prompt the agent got in iteration `i`.
-    fn prompt(&self, i: u64) -> String {
-        let path = self.fake.join(format!("prompt.{i}"));
-        fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-    }
-
-    /// How many iterations started the agent.
-    fn iterations(&self) -> usize {
-        fs::read_to_string(self.fake.join("iterations"))
-            .unwrap_or_default()
-            .lines()
-            .count()
-    }
-
-    fn session(&self) -> Value {
-        serde_json::from_slice(&fs::read(self.ws.state_dir().join("session.json")).unwrap())
-            .unwrap()
-    }
-
-    /// Lines the hooks appended to `<workspace>/trace`.
-    fn trace(&self) -> Vec<String> {
-        fs::read_to_string(self.ws.path().join("trace"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-}
+use common::fake_agent::FakeAgent as Fixture;
 
 #[test]
 fn each_prompt_is_context_then_block_reason_then_task_prompt_and_the_done_file_ends_with_0() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "context",
         "event: turn.start\npipe_output: true\nrun: echo \"context of ${iteration}\"",
@@ -130,7 +49,7 @@ fn each_prompt_is_context_then_block_reason_then_task_prompt_and_the_done_file_e
 
 #[test]
 fn the_prompt_replaces_a_literal_prompt_argument_whole() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.step(
         "any",
         "readlink /proc/$$/fd/0 > \"$FAKE_DIR/stdin\"; touch \"$HOOKVISOR_DONE\"",
@@ -153,7 +72,7 @@ fn the_prompt_replaces_a_literal_prompt_argument_whole() {
 
 #[test]
 fn until_ends_with_0_max_iterations_with_1_and_session_json_says_so() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.step("2", "echo ok > finished");
     let out = f.run(&["--until", "test -e finished", "--prompt-file", "/dev/null"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -182,7 +101,7 @@ fn until_ends_with_0_max_iterations_with_1_and_session_json_says_so() {
     let iterations = fs::read_to_string(f.fake.join("iterations")).unwrap();
     assert_eq!(iterations, format!("1 {id}\n2 {id}\n"));
 
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     let out = f.run(&["--max-iterations", "3", "--owner", "iteratr"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert_eq!(f.iterations(), 3);
@@ -193,7 +112,7 @@ fn until_ends_with_0_max_iterations_with_1_and_session_json_says_so() {
 
 #[test]
 fn a_turn_start_block_ends_the_loop_with_1_before_the_agent_runs() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "budget",
         "event: turn.start\nrun: 'echo out of budget >&2; exit 2'",
@@ -212,7 +131,7 @@ fn a_turn_start_block_ends_the_loop_with_1_before_the_agent_runs() {
 
 #[test]
 fn an_abort_exits_3() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "stop",
         "event: turn.end\non_failure: abort\nblock_on: never\nrun: 'echo tests are gone >&2; exit 1'",
@@ -225,7 +144,7 @@ fn an_abort_exits_3() {
 
 #[test]
 fn a_failed_iteration_fires_error_whose_piped_output_is_the_next_prompt() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "recover",
         "event: error\npipe_output: true\nrun: 'echo \"exit ${status}; last lines:\"; echo \"${error}\"'",
@@ -253,7 +172,7 @@ fn a_failed_iteration_fires_error_whose_piped_output_is_the_next_prompt() {
 
 #[test]
 fn three_failures_in_a_row_end_the_loop_with_1() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "errors",
         "event: error\nrun: echo \"error ${iteration} ${status}\" >> trace",
@@ -283,7 +202,7 @@ fn three_failures_in_a_row_end_the_loop_with_1() {
 
 #[test]
 fn a_turn_timeout_is_a_failure() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "errors",
         "event: error\nrun: echo \"${timedOut} ${status}\" >> trace",
@@ -301,7 +220,7 @@ fn a_turn_timeout_is_a_failure() {
 
 #[test]
 fn a_session_stop_block_buys_one_more_iteration_and_leftover_context_a_final_one() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "todos",
         "event: session.stop\nrun: 'if [ ! -e asked ]; then touch asked; echo two TODOs open >&2; exit 2; fi'",
@@ -335,7 +254,7 @@ fn a_session_stop_block_buys_one_more_iteration_and_leftover_context_a_final_one
 
 #[test]
 fn task_complete_fired_by_the_agent_runs_its_hook_in_the_loops_session() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "tasks",
         "event: task.complete\nrun: echo \"${task_id} ${session} ${trigger}\" >> trace",
@@ -452,7 +371,7 @@ fn fixture_processes(f: &Fixture) -> Vec<(i32, String)> {
 
 #[test]
 fn nothing_the_agent_or_its_hooks_started_outlives_the_loop() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     let leave = leave_processes_behind(&f);
     f.step("1", &format!("{leave}touch \"$HOOKVISOR_DONE\""));
     let out = f.run(&["--prompt", "x"]);
@@ -462,7 +381,7 @@ fn nothing_the_agent_or_its_hooks_started_outlives_the_loop() {
 
 #[test]
 fn orphans_are_reaped_after_each_iteration_not_left_as_zombies() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.step("any", "sleep 100 &");
     f.step(
         "3",
@@ -483,7 +402,7 @@ fn orphans_are_reaped_after_each_iteration_not_left_as_zombies() {
 /// ([`leave_processes_behind`]): none is left when it exits with `code`, the agent was dead
 /// before `session.end` ran, which ran with `interrupted`.
 fn interrupted_by(signal: nix::sys::signal::Signal, code: i32) {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "end",
         "event: session.end\nrun: 'if kill -0 $(cat \"$FAKE_DIR/agent\") 2>/dev/null; then echo agent alive; else echo agent dead; fi >> trace; echo \"end ${reason}\" >> trace'",
@@ -544,7 +463,7 @@ fn loop_in_session_end(f: &Fixture, agent_step: &str) -> std::process::Child {
 
 #[test]
 fn a_second_signal_stops_session_end_at_once() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     let ready = f.fake.join("ready");
     nix::unistd::mkfifo(&ready, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let end = f.fake.join("end.fifo");
@@ -580,7 +499,7 @@ fn a_second_signal_stops_session_end_at_once() {
 
 #[test]
 fn after_one_signal_session_end_gets_a_few_seconds_and_a_signal_during_it_is_the_exit_status() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     // The loop is done; a SIGTERM arrives while its session.end runs.
     let mut child = loop_in_session_end(&f, "touch \"$HOOKVISOR_DONE\"");
     let signalled = std::time::Instant::now();
@@ -602,7 +521,7 @@ fn after_one_signal_session_end_gets_a_few_seconds_and_a_signal_during_it_is_the
 
 #[test]
 fn an_abort_in_the_final_delivery_ends_the_loop_aborted_with_3() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     // session.stop leaves context, so a final delivery (iteration 2) follows the done.
     f.hook(
         "note",
@@ -622,7 +541,7 @@ fn an_abort_in_the_final_delivery_ends_the_loop_aborted_with_3() {
 
 #[test]
 fn a_session_stop_block_at_the_last_iteration_is_delivered_and_reported() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "todos",
         "event: session.stop\nrun: 'echo two TODOs open >&2; exit 2'",
@@ -638,7 +557,7 @@ fn a_session_stop_block_at_the_last_iteration_is_delivered_and_reported() {
 
 #[test]
 fn the_loop_mints_its_own_session_unless_told_and_its_state_dir_is_its_own() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.step("any", "touch \"$HOOKVISOR_DONE\"");
     common::tick();
     // The sandbox's and an enclosing hookvisor session's ids name no loop; no state dir given.
@@ -670,7 +589,7 @@ fn the_loop_mints_its_own_session_unless_told_and_its_state_dir_is_its_own() {
 
 #[test]
 fn a_loop_in_a_loops_agent_has_a_state_dir_of_its_own() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     // The inner loop's agent says it is done; the outer's never does.
     f.step(
         "1",
@@ -695,7 +614,7 @@ fn a_loop_in_a_loops_agent_has_a_state_dir_of_its_own() {
 
 #[test]
 fn a_second_loop_in_the_same_state_dir_is_refused() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     let ready = f.fake.join("ready");
     let go = f.fake.join("go");
     for fifo in [&ready, &go] {
@@ -762,7 +681,7 @@ fn gone(pid: i32) -> bool {
 
 #[test]
 fn the_prompt_file_must_be_readable() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     let out = f.run(&["--prompt-file", "/nonexistent/prompt.md"]);
     assert_eq!(code(&out), 2);
     assert!(
@@ -775,7 +694,7 @@ fn the_prompt_file_must_be_readable() {
 
 #[test]
 fn on_a_terminal_each_iteration_prints_one_progress_line() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.step("2", "exit 4");
     f.step("3", "touch \"$HOOKVISOR_DONE\"");
     let pty = nix::pty::openpty(None, None).unwrap();
@@ -815,7 +734,7 @@ fn on_a_terminal_each_iteration_prints_one_progress_line() {
 
 #[test]
 fn an_error_hook_that_aborts_ends_the_loop_with_3() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "give-up",
         "event: error\non_failure: abort\nrun: 'echo no point >&2; exit 1'",
@@ -829,7 +748,7 @@ fn an_error_hook_that_aborts_ends_the_loop_with_3() {
 
 #[test]
 fn the_phase1_loop_guard_never_stops_the_loops_re_prompts() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "never",
         "name: Never\nevent: turn.end\nrun: 'echo still failing >&2; exit 1'",
@@ -855,7 +774,7 @@ fn the_phase1_loop_guard_never_stops_the_loops_re_prompts() {
 
 #[test]
 fn an_agent_that_does_not_exist_is_a_usage_error() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     let out =
         f.ws.hookvisor(&["loop", "--", "no-such-agent-hookvisor", "{prompt}"]);
     assert_eq!(code(&out), 2);
@@ -879,7 +798,7 @@ fn an_agent_that_does_not_exist_is_a_usage_error() {
 
 #[test]
 fn a_symlink_put_in_place_of_the_loop_dir_moves_none_of_its_files() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     let other = f.ws.base().join("other");
     fs::create_dir_all(&other).unwrap();
     fs::write(other.join("done"), "").unwrap();
@@ -905,7 +824,7 @@ fn a_symlink_put_in_place_of_the_loop_dir_moves_none_of_its_files() {
 
 #[test]
 fn a_prompt_too_long_for_an_argument_is_an_error_and_session_end_says_error() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "end",
         "event: session.end\nrun: echo \"end ${reason}\" >> trace",
@@ -933,7 +852,7 @@ fn a_prompt_too_long_for_an_argument_is_an_error_and_session_end_says_error() {
 
 #[test]
 fn a_relative_agent_path_is_the_callers_not_the_workspaces() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.step("any", "touch \"$HOOKVISOR_DONE\"");
     common::tick();
     let out =
@@ -951,7 +870,7 @@ fn a_relative_agent_path_is_the_callers_not_the_workspaces() {
 
 #[test]
 fn zero_iterations_or_a_zero_timeout_is_a_usage_error() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     for opts in [["--max-iterations", "0"], ["--turn-timeout", "0"]] {
         let out = f.run(&opts);
         assert_eq!(code(&out), 2, "{opts:?}: {}", stderr(&out));
@@ -963,7 +882,7 @@ fn zero_iterations_or_a_zero_timeout_is_a_usage_error() {
 
 #[test]
 fn the_agent_gets_the_loops_variables_and_no_servers() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.step(
         "any",
         "env | grep -E '^(HOOKVISOR|DISCOBOT)_' | grep -v '^HOOKVISOR_BIN=' | cut -d= -f1 | sort \
@@ -1007,7 +926,7 @@ fn the_agent_gets_the_loops_variables_and_no_servers() {
 
 #[test]
 fn aborts_from_turn_start_and_session_stop_exit_3() {
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "no",
         "event: turn.start\non_failure: abort\nrun: 'echo not today >&2; exit 1'",
@@ -1017,7 +936,7 @@ fn aborts_from_turn_start_and_session_stop_exit_3() {
     assert_eq!(f.iterations(), 0);
     assert_eq!(f.session()["reason"], "aborted");
 
-    let f = Fixture::new();
+    let f = Fixture::new(Workspace::new());
     f.hook(
         "no",
         "event: session.stop\non_failure: abort\nrun: 'echo not done >&2; exit 1'",
@@ -1033,7 +952,7 @@ fn aborts_from_turn_start_and_session_stop_exit_3() {
 #[test]
 fn stage_complete_fires_after_done_or_the_limit_only() {
     let stage_lines = |opts: &[&str], step: Option<&str>, block: bool| {
-        let f = Fixture::new();
+        let f = Fixture::new(Workspace::new());
         f.hook(
             "stage",
             "event: stage.complete\nrun: echo \"stage ${stage} ${reason}\" >> trace",

@@ -6,71 +6,13 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Instant;
 
 use common::serve::{DEADLINE, Server};
 use common::{Workspace, code, stderr};
 use serde_json::Value;
 
-/// A workspace with the fake agent of tests/agent_loop.rs and its control directory.
-struct Fixture {
-    ws: Workspace,
-    /// `$FAKE_DIR`: the agent's prompts and steps.
-    fake: PathBuf,
-    agent: PathBuf,
-}
-
-impl Fixture {
-    fn new(ws: Workspace) -> Fixture {
-        let fake = ws.base().join("fake");
-        fs::create_dir_all(&fake).unwrap();
-        let agent = ws.base().join("agent.sh");
-        fs::copy(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/loop/agent.sh"),
-            &agent,
-        )
-        .unwrap();
-        fs::set_permissions(&agent, fs::Permissions::from_mode(0o755)).unwrap();
-        Fixture { ws, fake, agent }
-    }
-
-    /// Shell lines the agent runs in iteration `i` (`"any"`: every iteration without its own).
-    fn step(&self, i: &str, lines: &str) {
-        fs::write(self.fake.join(format!("step.{i}")), lines).unwrap();
-    }
-
-    /// `hookvisor loop OPTS -- agent.sh`.
-    fn run(&self, opts: &[&str]) -> Output {
-        let mut cmd = self.ws.hookvisor_command();
-        cmd.arg("loop").args(opts).arg("--").arg(&self.agent);
-        cmd.env("FAKE_DIR", &self.fake)
-            .env("HOOKVISOR_BIN", env!("CARGO_BIN_EXE_hookvisor"))
-            .output()
-            .expect("run hookvisor loop")
-    }
-
-    /// The prompt the agent got in iteration `i`.
-    fn prompt(&self, i: u64) -> String {
-        let path = self.fake.join(format!("prompt.{i}"));
-        fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-    }
-
-    /// How many iterations started the agent.
-    fn iterations(&self) -> usize {
-        fs::read_to_string(self.fake.join("iterations"))
-            .unwrap_or_default()
-            .lines()
-            .count()
-    }
-
-    fn session(&self) -> Value {
-        serde_json::from_slice(&fs::read(self.ws.state_dir().join("session.json")).unwrap())
-            .unwrap()
-    }
-}
+use common::fake_agent::FakeAgent as Fixture;
 
 /// reference/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`, as its
 /// document writes it.

@@ -136,9 +136,7 @@ pub(crate) fn read(text: &str) -> Result<Option<Imported>, Unparsable> {
             }
         }
     }
-    imported.problems.sort_by_key(|n| n.line);
-    imported.warnings.sort_by_key(|n| n.line);
-    Ok(Some(imported))
+    Ok(Some(imported.in_line_order()))
 }
 
 /// serde_json's message without its " at line N column M" (the line goes apart).

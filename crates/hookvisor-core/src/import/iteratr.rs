@@ -124,9 +124,7 @@ pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
             }
         }
     }
-    imported.problems.sort_by_key(|n| n.line);
-    imported.warnings.sort_by_key(|n| n.line);
-    Ok(imported)
+    Ok(imported.in_line_order())
 }
 
 /// One entry of the hook type `name`, or why it does not run.

@@ -66,7 +66,7 @@ use json_lines::Step;
 
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -130,6 +130,15 @@ pub struct Imported {
     /// The file says `disable_global_hooks: true` (agent-pipelines' `pipeline.yaml` and
     /// `loop.yaml`): both global kinds are off (rule 4).
     pub disable_global_hooks: bool,
+}
+
+impl Imported {
+    /// Problems and warnings by line, as every reader reports them.
+    fn in_line_order(mut self) -> Self {
+        self.problems.sort_by_key(|n| n.line);
+        self.warnings.sort_by_key(|n| n.line);
+        self
+    }
 }
 
 /// A file that does not parse: its source is skipped whole (rule 1).
@@ -478,16 +487,16 @@ fn read_source(path: &Path) -> Result<Option<String>, String> {
     if !meta.is_file() {
         return Err("not a regular file; make it one or remove it".to_owned());
     }
+    let too_large = |len: u64| {
+        format!("{len} bytes, over the {MAX_SOURCE_BYTES} a hook file may have; shorten it")
+    };
     if meta.len() > MAX_SOURCE_BYTES {
-        return Err(format!(
-            "{} bytes, over the {MAX_SOURCE_BYTES} a hook file may have; shorten it",
-            meta.len()
-        ));
+        return Err(too_large(meta.len()));
     }
-    let mut bytes = Vec::new();
-    file.take(MAX_SOURCE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
+    // It may have grown since the look.
+    let bytes = crate::state::read_capped(file, MAX_SOURCE_BYTES)
+        .map_err(|e| format!("cannot read: {e}"))?
+        .ok_or_else(|| too_large(MAX_SOURCE_BYTES + 1))?;
     String::from_utf8(bytes)
         .map(Some)
         .map_err(|_| "not UTF-8 text; save it as UTF-8".to_owned())

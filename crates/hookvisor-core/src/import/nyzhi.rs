@@ -107,9 +107,7 @@ pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
             Err(note) => imported.problems.push(note),
         }
     }
-    imported.problems.sort_by_key(|n| n.line);
-    imported.warnings.sort_by_key(|n| n.line);
-    Ok(imported)
+    Ok(imported.in_line_order())
 }
 
 /// One `[[agent.hooks]]` entry, or why it does not run.

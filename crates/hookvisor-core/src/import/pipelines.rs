@@ -170,9 +170,7 @@ pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
             }
         }
     }
-    out.problems.sort_by_key(|n| n.line);
-    out.warnings.sort_by_key(|n| n.line);
-    Ok(out)
+    Ok(out.in_line_order())
 }
 
 /// One action of the hook point `point`, or why it does not run.

@@ -3,7 +3,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
-use std::io::{self, Read as _, Write as _};
+use std::io::{self, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
@@ -511,16 +511,16 @@ fn check_output(path: &Path) -> Result<Option<String>, String> {
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(format!("spawn: cannot read {}: {err}", path.display())),
     };
-    let mut bytes = Vec::new();
-    if let Err(err) = file.take(MAX_OUTPUT_BYTES + 1).read_to_end(&mut bytes) {
-        return Err(format!("spawn: cannot read {}: {err}", path.display()));
-    }
-    if bytes.len() as u64 > MAX_OUTPUT_BYTES {
-        return Err(format!(
-            "spawn: {} is over 16 MiB; write a smaller object (a path to a file for bulk data)",
-            path.display()
-        ));
-    }
+    let bytes = match crate::state::read_capped(file, MAX_OUTPUT_BYTES) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
+            return Err(format!(
+                "spawn: {} is over 16 MiB; write a smaller object (a path to a file for bulk data)",
+                path.display()
+            ));
+        }
+        Err(err) => return Err(format!("spawn: cannot read {}: {err}", path.display())),
+    };
     match serde_json::from_slice::<Json>(&bytes) {
         // JSON text is UTF-8, so the bytes that parsed are a string as they are.
         Ok(Json::Object(_)) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),

@@ -24,7 +24,7 @@
 //!    (the same pid and start-time check `session.end` makes).
 
 use std::fs::File;
-use std::io::{self, Read as _};
+use std::io;
 use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -341,17 +341,12 @@ fn open_file(dir: &OwnedFd, dir_path: &Path, name: &str) -> Result<File, Childre
 
 /// All of `file`, refused over `limit` bytes (rule 3).
 fn read_bounded(file: File, path: &Path, limit: u64) -> Result<Vec<u8>, ChildrenError> {
-    let mut bytes = Vec::new();
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| io_error(path, e))?;
-    if bytes.len() as u64 > limit {
-        return Err(ChildrenError::Unusable {
+    crate::state::read_capped(file, limit)
+        .map_err(|e| io_error(path, e))?
+        .ok_or_else(|| ChildrenError::Unusable {
             path: path.to_owned(),
             why: format!("is over the limit of {} MiB", limit >> 20),
-        });
-    }
-    Ok(bytes)
+        })
 }
 
 fn io_error(path: &Path, source: io::Error) -> ChildrenError {

@@ -2,7 +2,7 @@
 //! replace (rule 2), and a file that is not a status moved aside (rule 4).
 
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -12,7 +12,7 @@ use super::{RunResult, Status};
 use crate::context::Context;
 use crate::exec::RunOutcome;
 use crate::hook::Hook;
-use crate::state::{Durability, TEMP_SUFFIX, parent_dir, temp_prefix, write_atomic};
+use crate::state::{Durability, TEMP_SUFFIX, parent_dir, read_capped, temp_prefix, write_atomic};
 
 /// The largest `status.json` read (rule 3); a bigger one is moved aside like a corrupt one.
 const MAX_STATUS_BYTES: u64 = 8 << 20;
@@ -183,16 +183,12 @@ impl StatusStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Found::Missing),
             Err(e) => return Err(read_error(e)),
         };
-        let mut bytes = Vec::new();
-        file.take(MAX_STATUS_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(read_error)?;
-        if bytes.len() as u64 > MAX_STATUS_BYTES {
+        let Some(bytes) = read_capped(file, MAX_STATUS_BYTES).map_err(read_error)? else {
             return Ok(Found::Unusable(format!(
                 "is over the limit of {} MiB",
                 MAX_STATUS_BYTES >> 20
             )));
-        }
+        };
         Ok(match Status::from_json(&bytes) {
             Ok(status) => Found::Parsed(status, bytes),
             Err(e) => Found::Unusable(format!("does not parse ({e})")),

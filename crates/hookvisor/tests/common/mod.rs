@@ -282,4 +282,5 @@ pub fn json_of(output: &Output) -> serde_json::Value {
 }
 
 /// `hookvisor serve` under test and a small HTTP client (tests/serve.rs, tests/dashboard.rs).
+pub mod fake_agent;
 pub mod serve;
