@@ -10,11 +10,13 @@
 #
 # Installs what it compares against when missing: hyperfine, tini, time, curl (apt-get, as
 # root) and lefthook (npm, into the scratch dir). Scratch dir: $HOOKVISOR_BENCH_DIR, default
-# /tmp/hookvisor-bench; generated repositories are kept under repos/ and reused.
+# /tmp/hookvisor-bench, which must be a directory of the user running the script that nobody
+# else can write (a link, or anybody else's, is refused); generated repositories are kept under
+# repos/ and reused.
 set -euo pipefail
 
 usage() {
-	sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
 	exit 2
 }
 
@@ -42,6 +44,21 @@ die() {
 	echo "bench.sh: $*" >&2
 	exit 1
 }
+
+# --- scratch dir -----------------------------------------------------------------------------
+
+# The scratch dir holds the binaries and hooks this script runs, as root when it installs tools,
+# at a path anybody can guess: it must be a directory of ours that nobody else can write, not a
+# link somebody planted (else they swap a binary between install and run).
+if [ ! -e "$scratch" ] && [ ! -L "$scratch" ]; then
+	mkdir -p -m 0700 "$scratch"
+fi
+[ ! -L "$scratch" ] || die "$scratch is a symbolic link; remove it or set HOOKVISOR_BENCH_DIR to a directory of yours"
+[ -d "$scratch" ] || die "$scratch is not a directory; remove it or set HOOKVISOR_BENCH_DIR"
+owner=$(stat -c %u "$scratch")
+[ "$owner" = "$(id -u)" ] || die "$scratch belongs to uid $owner, not to you; remove it or set HOOKVISOR_BENCH_DIR"
+mode=$(stat -c %a "$scratch")
+(((8#$mode & 8#022) == 0)) || die "$scratch can be written by others (mode $mode); run chmod go-w on it or remove it"
 
 # --- tools -----------------------------------------------------------------------------------
 
@@ -430,9 +447,9 @@ if wants 7; then
 	# The same with the state dir on tmpfs: what the hook costs without the disk, whose part is
 	# the write of status.json that ext4 starts at the rename (README, "Crashes and status.json").
 	if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
-		export HOOKVISOR_STATE_DIR=/dev/shm/hookvisor-bench-state
-		rm -rf "$HOOKVISOR_STATE_DIR"
-		mkdir -p "$HOOKVISOR_STATE_DIR"
+		# A fresh 0700 directory of a name nobody could guess or plant beforehand.
+		HOOKVISOR_STATE_DIR=$(mktemp -d /dev/shm/hookvisor-bench-state.XXXXXX)
+		export HOOKVISOR_STATE_DIR
 		scale=10
 		bench fire-tmpfs "$hv --workspace $ws fire tool.before" "$hv --workspace $ws fire task.start" "sh -c true"
 		scale=1
