@@ -220,29 +220,65 @@ fn every_process() -> Vec<i32> {
 }
 
 /// Whether `/proc/<pid>/environ` holds `marker` in a `HOOKVISOR_RUN` entry (one of its
-/// `:`-separated values, [`add_marker`]); `None` when
-/// it cannot tell because the process is in the middle of an exec: its new memory has no
-/// environment and no command line yet. (After an exec the command line is never empty, the
-/// kernel gives an empty `argv` an `""`; a process that cleared its environment still has one.
-/// Zombies and kernel threads, which have neither, are settled.)
+/// `:`-separated values, [`add_marker`]); `None` when it cannot tell because the process is in
+/// the middle of an exec.
 fn carries(pid: i32, marker: &[u8]) -> Option<bool> {
-    let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
-        return Some(false);
-    };
-    if environ.is_empty() {
-        let mid_exec = fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.is_empty())
-            && fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| {
-                    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_whitespace();
-                    let state = fields.next()?;
-                    let parent: i32 = fields.next()?.parse().ok()?;
-                    Some(!(matches!(state, "Z" | "X") || parent == 2 || pid == 2))
-                })
-                .unwrap_or(false);
-        return (!mid_exec).then_some(false);
+    match environment(pid) {
+        Environment::Read(environ) => Some(holds_marker(&environ, marker)),
+        Environment::MidExec => None,
+        Environment::Unreadable => Some(false),
     }
-    Some(holds_marker(&environ, marker))
+}
+
+/// What `/proc/<pid>/environ` says of a process.
+pub(crate) enum Environment {
+    /// The environment its current program started with (empty if it was cleared).
+    Read(Vec<u8>),
+    /// In the middle of an exec: the new program has no environment yet; ask again.
+    MidExec,
+    /// Gone, or not ours to read.
+    Unreadable,
+}
+
+/// Reads the environment of `pid`, telling an empty one from two things that read empty too:
+/// a process in the middle of an exec (its new memory has no environment and no command line
+/// yet), and a read that lost a race with an exec. The kernel ties the open file to the memory
+/// the process had at `open`; if an exec replaces it before the `read`, the read returns
+/// nothing, whatever the new environment holds. So after an empty read, once the command line
+/// shows the process is not mid-exec (after an exec it is never empty: the kernel gives an
+/// empty `argv` an `""`), the environment is read again, afresh. Zombies and kernel threads,
+/// which have neither, read as empty.
+pub(crate) fn environment(pid: i32) -> Environment {
+    settle_environment(pid, fs::read(format!("/proc/{pid}/environ")))
+}
+
+/// [`environment`] given what a first read of the file returned.
+fn settle_environment(pid: i32, first_read: io::Result<Vec<u8>>) -> Environment {
+    match first_read {
+        Ok(environ) if !environ.is_empty() => Environment::Read(environ),
+        Ok(_) => match fs::read(format!("/proc/{pid}/cmdline")) {
+            Ok(cmdline) if !cmdline.is_empty() => fs::read(format!("/proc/{pid}/environ"))
+                .map_or(Environment::Unreadable, Environment::Read),
+            Ok(_) if is_mid_exec(pid) => Environment::MidExec,
+            Ok(_) => Environment::Read(Vec::new()),
+            Err(_) => Environment::Unreadable,
+        },
+        Err(_) => Environment::Unreadable,
+    }
+}
+
+/// Whether a process whose command line reads empty is in an exec: it is neither dead nor a
+/// kernel thread (which have none either).
+fn is_mid_exec(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_whitespace();
+            let state = fields.next()?;
+            let parent: i32 = fields.next()?.parse().ok()?;
+            Some(!(matches!(state, "Z" | "X") || parent == 2 || pid == 2))
+        })
+        .unwrap_or(false)
 }
 
 /// Whether an environment block (`NAME=value\0…`) has `marker` among the `:`-separated values
@@ -316,5 +352,39 @@ mod tests {
             child.kill().unwrap();
             child.wait().unwrap();
         }
+    }
+
+    /// The race CI lost once: the environment file opened before an exec and read after it
+    /// reads empty (the kernel reads the old, gone memory). The process is still found.
+    #[test]
+    fn an_environment_read_that_lost_a_race_with_an_exec_is_read_again() {
+        use std::io::{Read, Write};
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read go; exec sleep 100"])
+            .env(RUN_MARKER_VARIABLE, "test.2")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let mut before_exec = fs::File::open(format!("/proc/{pid}/environ")).unwrap();
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        while !fs::read(format!("/proc/{pid}/cmdline"))
+            .unwrap()
+            .starts_with(b"sleep\0")
+        {
+            std::thread::yield_now();
+        }
+        let mut stale = Vec::new();
+        before_exec.read_to_end(&mut stale).unwrap();
+        assert_eq!(
+            stale, b"",
+            "the kernel no longer reads the old memory empty"
+        );
+        let Environment::Read(environ) = settle_environment(pid, Ok(stale)) else {
+            panic!("a process that finished its exec is settled");
+        };
+        assert!(holds_marker(&environ, b"test.2"));
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

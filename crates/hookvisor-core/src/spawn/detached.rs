@@ -238,7 +238,8 @@ fn is_child(entry: &Entry, children: &Path) -> bool {
     if entry.dir.parent() != Some(children) {
         return false;
     }
-    let Ok(environ) = fs::read(format!("/proc/{}/environ", entry.pid)) else {
+    let crate::leftovers::Environment::Read(environ) = crate::leftovers::environment(entry.pid)
+    else {
         return false;
     };
     let mut wanted = b"HOOKVISOR_STATE_DIR=".to_vec();
