@@ -141,10 +141,11 @@ pub struct Firing {
     /// Hook-triggered re-prompts allowed per user turn, for the loop guard of `turn.end` and
     /// `session.stop` (DESIGN.md's `max_retries`). Default: 3.
     pub max_attempts: u32,
-    /// The hookvisor binary that delivers unawaited webhooks in a detached child, for a
-    /// caller that exits with its decision (EVENTS.md §4.3, `crate::webhook`'s `detached`
-    /// module). Default `None`: they run in this process after the decision (a server, a loop).
-    pub detach_webhooks: Option<PathBuf>,
+    /// Whether unawaited webhooks are delivered by a detached child running this executable
+    /// (the hookvisor binary), for a caller that exits with its decision (EVENTS.md §4.3,
+    /// `crate::webhook`'s `detached` module). Default `false`: they run in this process after
+    /// the decision (a server, a loop).
+    pub detach_webhooks: bool,
 }
 
 impl Firing {
@@ -160,7 +161,7 @@ impl Firing {
             files: None,
             cancel: None,
             max_attempts: EvalOptions::default().max_retries,
-            detach_webhooks: None,
+            detach_webhooks: false,
         }
     }
 }
@@ -303,10 +304,14 @@ pub(crate) fn fire_hooks(
         }
         let seen = (hook.spec.phase == Phase::Post).then_some(decision);
         let payload = earlier.apply(payload(ctx, firing, seen));
-        if let (Some(exe), false, HookAction::Webhook(_)) =
-            (&firing.detach_webhooks, hook.spec.await_, &hook.spec.action)
+        if let (true, false, HookAction::Webhook(_)) =
+            (firing.detach_webhooks, hook.spec.await_, &hook.spec.action)
         {
-            if let Err(err) = crate::webhook::deliver_detached(exe, ctx, hook, firing, &payload) {
+            // Looked up only here: a `readlink` every firing would pay for nothing.
+            let delivered = std::env::current_exe().and_then(|exe| {
+                crate::webhook::deliver_detached(&exe, ctx, hook, firing, &payload)
+            });
+            if let Err(err) = delivered {
                 tracing::warn!(hook = %hook.id, "cannot start the detached delivery: {err}");
             }
             continue;
@@ -636,7 +641,7 @@ fn run_once(
             hook.spec.action.as_str()
         )));
     };
-    let (program, args): (PathBuf, Vec<OsString>) = match command {
+    let (program, found, args): (PathBuf, Option<PathBuf>, Vec<OsString>) = match command {
         Command::Script => {
             let files = firing.files.as_deref().unwrap_or_default();
             let outcome = run_hook(ctx, hook, files, &options)?;
@@ -669,7 +674,7 @@ fn run_once(
             let Some(program) = expanded.next().filter(|p| !p.is_empty()) else {
                 return Ok(Ran::Refused("argv: the program expands to nothing".into()));
             };
-            (PathBuf::from(program), expanded.collect())
+            (PathBuf::from(program), None, expanded.collect())
         }
         Command::Run(script) => {
             // Rule 20: an unknown name fails the run; the shell would read it as empty.
@@ -703,16 +708,23 @@ fn run_once(
                      on stdin"
                 )));
             }
-            match script.plain_command() {
-                // A plain command runs without the shell, as `sh -c` would run it, saving the
-                // shell's start (BENCHMARKS.md, case 7); one execve cannot run (not in PATH,
-                // not executable, a script without `#!`) goes to sh, which handles it as ever.
-                Some(words) if crate::exec::execs_directly(Path::new(words[0])) => (
+            // A plain command runs without the shell, as `sh -c` would run it, saving the
+            // shell's start (BENCHMARKS.md, case 7); one execve cannot run (not in PATH, not
+            // executable, a script without `#!`) goes to sh, which handles it as ever. The
+            // lookup is made once, here: the run's PATH is ours.
+            let direct = script.plain_command().and_then(|words| {
+                let found = crate::exec::direct_exec_path(Path::new(words[0]))?;
+                Some((words, found))
+            });
+            match direct {
+                Some((words, found)) => (
                     PathBuf::from(words[0]),
+                    Some(found),
                     words[1..].iter().map(OsString::from).collect(),
                 ),
-                _ => (
+                None => (
                     PathBuf::from("/bin/sh"),
+                    None,
                     vec!["-c".into(), script.script().into()],
                 ),
             }
@@ -727,6 +739,7 @@ fn run_once(
     vars.extend(env.iter().cloned());
     let invocation = Invocation {
         program,
+        found,
         args,
         env: vars,
         // The API token is the server's secret; a changed list belongs to another run.
@@ -948,6 +961,23 @@ mod tests {
         assert!(c.note.as_deref().unwrap_or_default().contains("missing"));
         let log = fs::read_to_string(ws.ctx.log_path("c")).unwrap();
         assert!(log.contains("missing"), "{log}");
+    }
+
+    /// A plain command is looked up in PATH once and exec'd as written: `argv[0]` is the word,
+    /// not the path it was found at; a missing program still goes to sh, which says so.
+    #[test]
+    fn a_plain_command_runs_with_its_word_as_argv0() {
+        let ws = Ws::new();
+        ws.yml("argv", "event: task.start\nrun: cat /proc/self/cmdline");
+        ws.yml("missing", "event: task.start\nrun: hv-no-such-program x");
+        let reply = ws.fire_event("task.start", json!({}));
+        assert_eq!(ids(&reply), ["argv", "missing"]);
+        let log = fs::read(ws.ctx.log_path("argv")).unwrap();
+        assert_eq!(log, b"cat\0/proc/self/cmdline\0");
+        let status = ws.status();
+        assert_eq!(status.hooks["missing"].last_exit_code, Some(127));
+        let log = fs::read_to_string(ws.ctx.log_path("missing")).unwrap();
+        assert!(log.contains("hv-no-such-program: not found"), "{log}");
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub(crate) fn launch(
 ) -> Result<RunOutcome, ExecError> {
     let invocation = Invocation {
         program: launch.program,
+        found: None,
         args: launch.args,
         env: launch.env.to_vec(),
         env_remove: NOT_INHERITED.iter().map(OsString::from).collect(),

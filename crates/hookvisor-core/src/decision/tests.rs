@@ -377,6 +377,7 @@ fn run_script(dir: &Path, name: &str, body: &str, timeout: Duration) -> Finished
     let log_path = dir.join(format!("{name}.log"));
     let invocation = Invocation {
         program: script,
+        found: None,
         args: vec![err.clone().into()],
         env: Vec::new(),
         env_remove: Vec::new(),

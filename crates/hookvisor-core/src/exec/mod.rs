@@ -234,6 +234,9 @@ pub enum ExecError {
 pub(crate) struct Invocation {
     /// The program: a path, or a bare name looked up in the child's `PATH`.
     pub(crate) program: PathBuf,
+    /// Where the caller found a bare `program` already (its lookup in the same `PATH`), so
+    /// that the run does not look again; `argv[0]` stays `program`. `None`: the run looks.
+    pub(crate) found: Option<PathBuf>,
     /// Arguments after `argv[0]` (which is the program as given).
     pub(crate) args: Vec<OsString>,
     /// Variables set over the inherited environment.
@@ -287,6 +290,7 @@ pub fn run_hook(
     }
     let invocation = Invocation {
         program: hook.path.clone(),
+        found: None,
         args: Vec::new(),
         env,
         env_remove,
@@ -297,25 +301,23 @@ pub fn run_hook(
     run_command(&invocation, options)
 }
 
-/// Whether `execve` itself would run `program`, named directly or found in our `PATH` as a
-/// run looks it up: an executable file starting with `\x7fELF` or `#!`. A file without either
-/// is run by sh, not by the kernel (`ENOEXEC`), so it needs the shell.
-pub(crate) fn execs_directly(program: &Path) -> bool {
+/// Where `execve` itself would run `program` from, named directly or found in our `PATH` as a
+/// run looks it up; `None` unless it is an executable file starting with `\x7fELF` or `#!`.
+/// A file without either is run by sh, not by the kernel (`ENOEXEC`), so it needs the shell.
+pub(crate) fn direct_exec_path(program: &Path) -> Option<PathBuf> {
     use std::io::Read;
     let env: Vec<(OsString, OsString)> = std::env::var_os("PATH")
         .map(|path| ("PATH".into(), path))
         .into_iter()
         .collect();
-    let Some(found) = resolve_program(program, &env) else {
-        return false;
-    };
-    if nix::unistd::access(found.as_path(), nix::unistd::AccessFlags::X_OK).is_err() {
-        return false;
-    }
+    let found = resolve_program(program, &env)?;
+    // A name with a `/` is taken as it is: nothing checked it.
+    nix::unistd::access(found.as_path(), nix::unistd::AccessFlags::X_OK).ok()?;
     let mut magic = [0u8; 4];
     std::fs::File::open(&found)
         .and_then(|mut file| file.read_exact(&mut magic))
         .is_ok_and(|()| magic == *b"\x7fELF" || magic.starts_with(b"#!"))
+        .then_some(found)
 }
 
 /// Runs any program with the rules of this module (see the module documentation).
@@ -348,9 +350,10 @@ pub(crate) fn run_command(
     let mut env = child_env(invocation, options);
     let marker = leftovers::new_marker();
     leftovers::add_marker(&mut env, &marker);
-    let resolved = match &options.sealed {
-        Some(sealed) => Some(sealed.path.clone()),
-        None => resolve_program(&invocation.program, &env),
+    let resolved = match (&options.sealed, &invocation.found) {
+        (Some(sealed), _) => Some(sealed.path.clone()),
+        (None, Some(found)) => Some(found.clone()),
+        (None, None) => resolve_program(&invocation.program, &env),
     };
     let program = match resolved {
         Some(program) => program,
@@ -472,7 +475,7 @@ fn seconds(d: Duration) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
 
@@ -540,7 +543,7 @@ mod tests {
 
     /// Runs one `#[ignore]`d test, named by its path in the crate, in a fresh process of the test
     /// binary, for tests that change process-wide state or measure the whole process.
-    pub(super) fn run_isolated(test: &str) {
+    pub(crate) fn run_isolated(test: &str) {
         let exe = std::env::current_exe().unwrap();
         let child = std::process::Command::new(exe)
             .args([
@@ -633,6 +636,7 @@ printf '%s' "$DISCOBOT_CHANGED_FILES" > spaced.txt"#,
         let f = fixture();
         let invocation = |program: &str| Invocation {
             program: program.into(),
+            found: None,
             args: vec![
                 "-c".into(),
                 "echo \"$0 $1\"".into(),

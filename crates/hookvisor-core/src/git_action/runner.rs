@@ -159,6 +159,7 @@ impl<'a> Runner<'a> {
         }
         let invocation = Invocation {
             program: "git".into(),
+            found: None,
             args,
             env: self.env.clone(),
             env_remove: self.env_remove.clone(),

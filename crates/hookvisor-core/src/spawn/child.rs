@@ -125,6 +125,7 @@ fn spawn(
     .collect();
     let invocation = Invocation {
         program,
+        found: None,
         args,
         env,
         env_remove: removed_variables(),

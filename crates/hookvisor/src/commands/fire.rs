@@ -66,7 +66,7 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
             Some(CancelToken::on_signals(&signals).unwrap_or_else(|_| cancel_on_signals()));
         // This process exits with its decision; an unawaited webhook goes on without it.
         if args.deliver.is_none() {
-            firing.detach_webhooks = std::env::current_exe().ok();
+            firing.detach_webhooks = true;
         }
     }
     for problem in &discovery.problems {

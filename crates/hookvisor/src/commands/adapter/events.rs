@@ -344,7 +344,7 @@ impl<'a> Fired<'a> {
         firing.trigger = trigger.to_owned();
         firing.max_attempts = discovery.config.max_retries_or(max_retries);
         // The agent waits for this process: an unawaited webhook goes on without it.
-        firing.detach_webhooks = std::env::current_exe().ok();
+        firing.detach_webhooks = true;
         if bound {
             firing.cancel = Some(cancel_on_signals());
         }
