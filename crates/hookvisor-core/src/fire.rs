@@ -615,15 +615,20 @@ fn run_once(
         return Ok(ran);
     }
     let parent = ctx.state().root().join("fire");
-    fs::create_dir_all(&parent).map_err(|source| FireError::RunDir {
-        path: parent.clone(),
-        source,
-    })?;
     // The payload's files, removed when the run is over (dropping `files`). They sit directly
     // in `fire/` under a name unique to this run, so concurrent `fire`s share the directory:
     // a directory per run cost a `mkdir` and an `rmdir`, 0.3 ms each on ext4, more than the
-    // hook `true` itself (BENCHMARKS.md, case 7).
-    let files = run_files(payload, &parent, &hook.id)?;
+    // hook `true` itself (BENCHMARKS.md, case 7). `fire/` is made the first time it is missing.
+    let files = match run_files(payload, &parent, &hook.id) {
+        Err(FireError::RunDir { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(&parent).map_err(|source| FireError::RunDir {
+                path: parent.clone(),
+                source,
+            })?;
+            run_files(payload, &parent, &hook.id)?
+        }
+        files => files?,
+    };
     let env = &files.env;
     let options = RunOptions {
         cancel: Some(cancel.clone()),

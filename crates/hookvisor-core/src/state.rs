@@ -7,7 +7,7 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read as _, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::status::{StatusStore, not_ours};
@@ -122,7 +122,82 @@ pub fn write_atomic(path: &Path, bytes: &[u8], durability: Durability) -> io::Re
         Some(meta) if not_ours(meta).is_none() => meta.permissions().mode() & 0o777,
         _ => FILE_MODE,
     };
-    replace_file(path, bytes, durability, mode, existing.is_some())
+    let temp = tempfile::Builder::new()
+        .prefix(&temp_prefix(path).ok_or_else(no_file_name)?)
+        .suffix(TEMP_SUFFIX)
+        .tempfile_in(parent_dir(path))?;
+    let (file, temp_path) = temp.into_parts();
+    replace_file(
+        path,
+        bytes,
+        durability,
+        mode,
+        existing.is_some(),
+        file,
+        temp_path,
+    )
+}
+
+/// [`write_atomic`] for a writer that holds the lock guarding `path` (the status store, the
+/// context buffer): its temp file has one name, `.<name>.tmp`, which no other writer uses
+/// while the lock is held. A writer that died mid-write leaves at most that file, which the
+/// next one replaces, so nobody lists the directory for leftovers. A name planted there (a
+/// link, another file) is unlinked, never followed or written through.
+pub(crate) fn write_atomic_locked(
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+) -> io::Result<()> {
+    let existing = fs::symlink_metadata(path).ok();
+    let mode = match &existing {
+        Some(meta) if not_ours(meta).is_none() => meta.permissions().mode() & 0o777,
+        _ => FILE_MODE,
+    };
+    let temp_path = locked_temp_path(path).ok_or_else(no_file_name)?;
+    let mut attempts = 0;
+    let file = loop {
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp_path)
+        {
+            // Left by a dead writer, or planted: unlinking removes the name only.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 3 => {
+                attempts += 1;
+                match fs::remove_file(&temp_path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+            }
+            result => break result?,
+        }
+    };
+    // From here the temp file is removed if the write fails, as tempfile's own are.
+    let temp_path = tempfile::TempPath::try_from_path(temp_path)?;
+    replace_file(
+        path,
+        bytes,
+        durability,
+        mode,
+        existing.is_some(),
+        file,
+        temp_path,
+    )
+}
+
+/// The one temp file name of [`write_atomic_locked`]: `.<name>.tmp` beside `path`.
+fn locked_temp_path(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?;
+    let mut temp = std::ffi::OsString::from(".");
+    temp.push(name);
+    temp.push(TEMP_SUFFIX);
+    Some(path.with_file_name(temp))
+}
+
+/// The error of a path that names no file.
+fn no_file_name() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, "path has no file name")
 }
 
 /// [`write_atomic`] giving the file exactly `mode`, whatever it replaces: for a git hook, which
@@ -134,43 +209,44 @@ pub(crate) fn write_atomic_with_mode(
     mode: u32,
 ) -> io::Result<()> {
     let replaces = durability == Durability::Whole && fs::symlink_metadata(path).is_ok();
-    replace_file(path, bytes, durability, mode, replaces)
+    let temp = tempfile::Builder::new()
+        .prefix(&temp_prefix(path).ok_or_else(no_file_name)?)
+        .suffix(TEMP_SUFFIX)
+        .tempfile_in(parent_dir(path))?;
+    let (file, temp_path) = temp.into_parts();
+    replace_file(path, bytes, durability, mode, replaces, file, temp_path)
 }
 
-/// The temp file, the sync `durability` asks for and the rename of [`write_atomic`];
-/// `replaces` says whether `path` exists (read once by the caller, which needed its mode).
+/// The write, the sync `durability` asks for and the rename of [`write_atomic`] and
+/// [`write_atomic_locked`], from the new temp file `file` at `temp_path` (removed if anything
+/// fails); `replaces` says whether `path` exists (read once by the caller, which needed its
+/// mode).
 fn replace_file(
     path: &Path,
     bytes: &[u8],
     durability: Durability,
     mode: u32,
     replaces: bool,
+    mut file: File,
+    temp_path: tempfile::TempPath,
 ) -> io::Result<()> {
-    let dir = parent_dir(path);
-    let prefix = temp_prefix(path)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-    let mut temp = tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(TEMP_SUFFIX)
-        .tempfile_in(dir)?;
-    temp.write_all(bytes)?;
-    // tempfile creates 0600, and fchmod is not reduced by the umask.
-    temp.as_file()
-        .set_permissions(fs::Permissions::from_mode(mode))?;
+    file.write_all(bytes)?;
+    // The temp file is created 0600, and fchmod is not reduced by the umask.
+    file.set_permissions(fs::Permissions::from_mode(mode))?;
     match durability {
-        Durability::Durable => temp.as_file().sync_all()?,
+        Durability::Durable => file.sync_all()?,
         // The data must be on disk before the rename can be: then a crash shows old or new.
         // Some file systems order that themselves when the rename replaces a file.
         Durability::Whole => {
-            if !(replaces && crate::replace_order::orders_replace(temp.as_file())) {
-                temp.as_file().sync_data()?;
+            if !(replaces && crate::replace_order::orders_replace(&file)) {
+                file.sync_data()?;
             }
         }
         Durability::Replaceable => {}
     }
-    temp.persist(path).map_err(|e| e.error)?;
+    temp_path.persist(path).map_err(|e| e.error)?;
     if durability == Durability::Durable {
-        File::open(dir)?.sync_all()?;
+        File::open(parent_dir(path))?.sync_all()?;
     }
     Ok(())
 }
@@ -178,7 +254,9 @@ fn replace_file(
 /// All of `reader`, or `None` when it holds more than `limit` bytes: a state file anybody with
 /// the run user's uid can grow is read bounded, however large it gets.
 pub(crate) fn read_capped(reader: impl io::Read, limit: u64) -> io::Result<Option<Vec<u8>>> {
-    let mut bytes = Vec::new();
+    // Room for a usual state file at once: from empty, std reads a `Take` 32 bytes first and
+    // then in doubling steps, seven reads for a 500-byte status.json.
+    let mut bytes = Vec::with_capacity(usize::try_from(limit.min(8192)).unwrap_or(8192) + 1);
     reader
         .take(limit.saturating_add(1))
         .read_to_end(&mut bytes)?;

@@ -56,16 +56,20 @@ pub(super) fn write_changed_list(
 /// truncate it. Directories created on the way are given to the run user too, so that a first
 /// run as root does not lock the user out of the state dir.
 fn fresh_file(path: &Path, credentials: Option<&Credentials>) -> io::Result<File> {
-    if let Some(dir) = path.parent() {
-        let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.exists()).collect();
-        fs::create_dir_all(dir)?;
-        for created in missing {
-            if let Ok(handle) = File::open(created) {
-                give_to(&handle, credentials);
+    // The directory is there on every run but the first: it is made only when missing.
+    let file = match (replace_with_new(path), path.parent()) {
+        (Err(e), Some(dir)) if e.kind() == io::ErrorKind::NotFound => {
+            let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.exists()).collect();
+            fs::create_dir_all(dir)?;
+            for created in missing {
+                if let Ok(handle) = File::open(created) {
+                    give_to(&handle, credentials);
+                }
             }
+            replace_with_new(path)?
         }
-    }
-    let file = replace_with_new(path)?;
+        (result, _) => result?,
+    };
     // Names of workspace files and hook output are no secret, and the hook may run as another
     // user than the one writing; the mode must not depend on the umask.
     file.set_permissions(fs::Permissions::from_mode(0o644))?;

@@ -12,7 +12,7 @@ use super::{RunResult, Status};
 use crate::context::Context;
 use crate::exec::RunOutcome;
 use crate::hook::Hook;
-use crate::state::{Durability, TEMP_SUFFIX, parent_dir, read_capped, temp_prefix, write_atomic};
+use crate::state::{Durability, parent_dir, read_capped, write_atomic_locked};
 
 /// The largest `status.json` read (rule 3); a bigger one is moved aside like a corrupt one.
 const MAX_STATUS_BYTES: u64 = 8 << 20;
@@ -114,17 +114,25 @@ impl StatusStore {
     /// atomically; the file is not rewritten when `f` changed nothing. Creates the state dir
     /// if needed. Waits while another writer holds the lock, at most the lock timeout.
     pub fn update<T>(&self, f: impl FnOnce(&mut Status) -> T) -> Result<T, StatusError> {
-        let dir = parent_dir(&self.path);
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(dir)
-            .map_err(|source| StatusError::CreateDir {
-                path: dir.to_owned(),
-                source,
-            })?;
-        let _lock = self.lock()?;
-        self.remove_dead_temp_files();
+        // The state dir is made when the lock cannot be, for want of it (the first write); a
+        // file in its way is reported as such.
+        let _lock = match self.lock() {
+            Err(StatusError::Lock { source, .. })
+                if matches!(source.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) =>
+            {
+                let dir = parent_dir(&self.path);
+                fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(dir)
+                    .map_err(|source| StatusError::CreateDir {
+                        path: dir.to_owned(),
+                        source,
+                    })?;
+                self.lock()?
+            }
+            locked => locked?,
+        };
         let (mut status, before) = match self.read()? {
             Found::Missing => (Status::default(), None),
             Found::Parsed(status, bytes) => (status, Some(bytes)),
@@ -139,7 +147,7 @@ impl StatusStore {
         let value = f(&mut status);
         let after = status.to_json();
         if before.as_deref() != Some(after.as_slice()) {
-            write_atomic(&self.path, &after, self.durability).map_err(|source| {
+            write_atomic_locked(&self.path, &after, self.durability).map_err(|source| {
                 StatusError::Write {
                     path: self.path.clone(),
                     source,
@@ -193,25 +201,6 @@ impl StatusStore {
             Ok(status) => Found::Parsed(status, bytes),
             Err(e) => Found::Unusable(format!("does not parse ({e})")),
         })
-    }
-
-    /// Under the lock, any temp file of ours belongs to a writer that died mid-write. Removing
-    /// unlinks the name itself: a symbolic link planted under such a name goes, its target
-    /// stays.
-    pub(crate) fn remove_dead_temp_files(&self) {
-        let Some(prefix) = temp_prefix(&self.path) else {
-            return;
-        };
-        let Ok(entries) = fs::read_dir(parent_dir(&self.path)) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with(&prefix) && name.ends_with(TEMP_SUFFIX) {
-                let _ = fs::remove_file(entry.path());
-            }
-        }
     }
 }
 
@@ -286,6 +275,7 @@ mod tests {
 
     use super::*;
     use crate::hook::HookKind;
+    use crate::state::write_atomic;
     use crate::status::tests::{assert_status_moved_aside, at, context, hook, outcome, set_aside};
 
     #[test]
@@ -486,19 +476,27 @@ mod tests {
         assert_eq!(fs::metadata(aside).unwrap().len(), MAX_STATUS_BYTES + 1);
     }
 
+    /// The writer's one temp name, `.status.json.tmp`: a link planted there is unlinked, never
+    /// written through; a dead writer's file there is replaced; nothing is left behind.
     #[test]
-    fn dead_temp_file_cleanup_does_not_follow_symlinks() {
+    fn the_temp_name_is_never_followed_and_never_left() {
         let dir = tempfile::tempdir().unwrap();
         let store = StatusStore::new(dir.path().join("status.json"));
         let target = dir.path().join("target");
         fs::write(&target, "kept").unwrap();
-        let planted = dir.path().join(".status.json.abcdef.tmp");
-        std::os::unix::fs::symlink(&target, &planted).unwrap();
+        let temp = dir.path().join(".status.json.tmp");
+        std::os::unix::fs::symlink(&target, &temp).unwrap();
         store.update(|s| s.set_pending("a", true)).unwrap();
-        assert!(
-            fs::symlink_metadata(&planted).is_err(),
-            "the temp name is cleaned"
-        );
         assert_eq!(fs::read_to_string(&target).unwrap(), "kept");
+        assert!(store.load().unwrap().is_pending("a"));
+        fs::write(&temp, "a dead writer's half").unwrap();
+        store.update(|s| s.set_pending("b", true)).unwrap();
+        assert!(store.load().unwrap().is_pending("b"));
+        let mut names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["status.json", "status.json.lock", "target"]);
     }
 }
