@@ -15,7 +15,8 @@ use crate::status::{StatusStore, not_ours};
 /// Mode of a new file of [`write_atomic`]: dashboards running as other users read it.
 pub(crate) const FILE_MODE: u32 = 0o644;
 
-/// Temp files of [`write_atomic`] end so, after `.<name>.XXXXXX`: hidden, and recognisable.
+/// Temp files end so, after `.<name>.XXXXXX` ([`write_atomic`]) or `.<name>`
+/// ([`write_atomic_locked`]): hidden, and recognisable.
 pub(crate) const TEMP_SUFFIX: &str = ".tmp";
 
 /// A session's state dir and the names of the files in it (DESIGN.md, "State dir").
@@ -117,25 +118,27 @@ pub enum Durability {
 /// symbolic link, and the rename replaces a link instead of following it. Concurrent writers of
 /// the same path must serialise themselves (the last rename wins).
 pub fn write_atomic(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
-    let existing = fs::symlink_metadata(path).ok();
-    let mode = match &existing {
-        Some(meta) if not_ours(meta).is_none() => meta.permissions().mode() & 0o777,
-        _ => FILE_MODE,
-    };
+    let (mode, replaces) = kept_mode(path);
+    let (file, temp_path) = random_temp(path)?;
+    replace_file(path, bytes, durability, mode, replaces, file, temp_path)
+}
+
+/// The mode [`write_atomic`] gives `path`, and whether something is there to replace.
+fn kept_mode(path: &Path) -> (u32, bool) {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if not_ours(&meta).is_none() => (meta.permissions().mode() & 0o777, true),
+        Ok(_) => (FILE_MODE, true),
+        Err(_) => (FILE_MODE, false),
+    }
+}
+
+/// A new temp file `.<name>.XXXXXX.tmp` beside `path`, created with `O_EXCL`.
+fn random_temp(path: &Path) -> io::Result<(File, tempfile::TempPath)> {
     let temp = tempfile::Builder::new()
         .prefix(&temp_prefix(path).ok_or_else(no_file_name)?)
         .suffix(TEMP_SUFFIX)
         .tempfile_in(parent_dir(path))?;
-    let (file, temp_path) = temp.into_parts();
-    replace_file(
-        path,
-        bytes,
-        durability,
-        mode,
-        existing.is_some(),
-        file,
-        temp_path,
-    )
+    Ok(temp.into_parts())
 }
 
 /// [`write_atomic`] for a writer that holds the lock guarding `path` (the status store, the
@@ -148,11 +151,7 @@ pub(crate) fn write_atomic_locked(
     bytes: &[u8],
     durability: Durability,
 ) -> io::Result<()> {
-    let existing = fs::symlink_metadata(path).ok();
-    let mode = match &existing {
-        Some(meta) if not_ours(meta).is_none() => meta.permissions().mode() & 0o777,
-        _ => FILE_MODE,
-    };
+    let (mode, replaces) = kept_mode(path);
     let temp_path = locked_temp_path(path).ok_or_else(no_file_name)?;
     let mut attempts = 0;
     let file = loop {
@@ -175,15 +174,7 @@ pub(crate) fn write_atomic_locked(
     };
     // From here the temp file is removed if the write fails, as tempfile's own are.
     let temp_path = tempfile::TempPath::try_from_path(temp_path)?;
-    replace_file(
-        path,
-        bytes,
-        durability,
-        mode,
-        existing.is_some(),
-        file,
-        temp_path,
-    )
+    replace_file(path, bytes, durability, mode, replaces, file, temp_path)
 }
 
 /// The one temp file name of [`write_atomic_locked`]: `.<name>.tmp` beside `path`.
@@ -209,11 +200,7 @@ pub(crate) fn write_atomic_with_mode(
     mode: u32,
 ) -> io::Result<()> {
     let replaces = durability == Durability::Whole && fs::symlink_metadata(path).is_ok();
-    let temp = tempfile::Builder::new()
-        .prefix(&temp_prefix(path).ok_or_else(no_file_name)?)
-        .suffix(TEMP_SUFFIX)
-        .tempfile_in(parent_dir(path))?;
-    let (file, temp_path) = temp.into_parts();
+    let (file, temp_path) = random_temp(path)?;
     replace_file(path, bytes, durability, mode, replaces, file, temp_path)
 }
 
