@@ -145,7 +145,9 @@ fn random_temp(path: &Path) -> io::Result<(File, tempfile::TempPath)> {
 /// context buffer): its temp file has one name, `.<name>.tmp`, which no other writer uses
 /// while the lock is held. A writer that died mid-write leaves at most that file, which the
 /// next one replaces, so nobody lists the directory for leftovers. A name planted there (a
-/// link, another file) is unlinked, never followed or written through.
+/// link, another file) is unlinked, never followed or written through; one that cannot be
+/// unlinked (a directory) makes the write use a random name as [`write_atomic`] does, so a
+/// planted name never stops a record.
 pub(crate) fn write_atomic_locked(
     path: &Path,
     bytes: &[u8],
@@ -153,28 +155,35 @@ pub(crate) fn write_atomic_locked(
 ) -> io::Result<()> {
     let (mode, replaces) = kept_mode(path);
     let temp_path = locked_temp_path(path).ok_or_else(no_file_name)?;
+    let (file, temp_path) = match create_fixed_temp(&temp_path) {
+        // From here the temp file is removed if the write fails, as tempfile's own are.
+        Ok(file) => (file, tempfile::TempPath::try_from_path(temp_path)?),
+        Err(_) => random_temp(path)?,
+    };
+    replace_file(path, bytes, durability, mode, replaces, file, temp_path)
+}
+
+/// Creates `temp_path` with `O_EXCL`, unlinking what is there first (a dead writer's file, or
+/// a planted name: unlinking removes the name only).
+fn create_fixed_temp(temp_path: &Path) -> io::Result<File> {
     let mut attempts = 0;
-    let file = loop {
+    loop {
         match fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(&temp_path)
+            .open(temp_path)
         {
-            // Left by a dead writer, or planted: unlinking removes the name only.
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 3 => {
                 attempts += 1;
-                match fs::remove_file(&temp_path) {
+                match fs::remove_file(temp_path) {
                     Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
                     _ => {}
                 }
             }
-            result => break result?,
+            result => return result,
         }
-    };
-    // From here the temp file is removed if the write fails, as tempfile's own are.
-    let temp_path = tempfile::TempPath::try_from_path(temp_path)?;
-    replace_file(path, bytes, durability, mode, replaces, file, temp_path)
+    }
 }
 
 /// The one temp file name of [`write_atomic_locked`]: `.<name>.tmp` beside `path`.

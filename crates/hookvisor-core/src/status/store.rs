@@ -498,5 +498,10 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, ["status.json", "status.json.lock", "target"]);
+        // A directory there cannot be unlinked: the record is written all the same.
+        fs::create_dir(&temp).unwrap();
+        store.update(|s| s.set_pending("c", true)).unwrap();
+        assert!(store.load().unwrap().is_pending("c"));
+        assert!(temp.is_dir());
     }
 }
