@@ -65,7 +65,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::state::{Durability, FILE_MODE, StateDir, write_atomic_locked};
+use crate::state::{Durability, FILE_MODE, StateDir, write_atomic};
 use crate::status::{OPEN_FLAGS, StatusError, StatusStore, move_aside, open_regular};
 use crate::timestamp::rfc3339_millis;
 
@@ -85,8 +85,8 @@ pub struct ContextBuffer {
     path: PathBuf,
     /// `<state>/output`, where an overflowing drain saves the full text.
     output_dir: PathBuf,
-    /// Borrowed for its lock (rule 1): the same code as `status.json`, pointed at
-    /// `context.json`, whose lock is then `context.json.lock`.
+    /// Borrowed for its lock (rule 1) and its dead-temp-file sweep: the same code as
+    /// `status.json`, pointed at `context.json`, whose lock is then `context.json.lock`.
     store: StatusStore,
 }
 
@@ -269,6 +269,7 @@ impl ContextBuffer {
             .create(dir)
             .map_err(|source| self.io_error(dir, source))?;
         let _lock = self.store.lock()?;
+        self.store.remove_dead_temp_files();
         let mut file = match self.read()? {
             Ok(file) => file,
             Err(why) => {
@@ -290,7 +291,7 @@ impl ContextBuffer {
                     limit: MAX_BUFFER_BYTES,
                 });
             }
-            write_atomic_locked(&self.path, &bytes, Durability::Durable)
+            write_atomic(&self.path, &bytes, Durability::Durable)
                 .map_err(|e| self.io_error(&self.path, e))?;
         }
         Ok(())

@@ -304,14 +304,13 @@ pub(crate) fn fire_hooks(
         }
         let seen = (hook.spec.phase == Phase::Post).then_some(decision);
         let payload = earlier.apply(payload(ctx, firing, seen));
-        if let (true, false, HookAction::Webhook(_)) =
-            (firing.detach_webhooks, hook.spec.await_, &hook.spec.action)
-        {
-            // Looked up only here: a `readlink` every firing would pay for nothing.
-            let delivered = std::env::current_exe().and_then(|exe| {
-                crate::webhook::deliver_detached(&exe, ctx, hook, firing, &payload)
-            });
-            if let Err(err) = delivered {
+        // The executable is looked up only here: a `readlink` every firing would pay for
+        // nothing. Without it the webhook is delivered in this process, as when not detached.
+        let detached = firing.detach_webhooks
+            && !hook.spec.await_
+            && matches!(hook.spec.action, HookAction::Webhook(_));
+        if let Some(exe) = detached.then(std::env::current_exe).and_then(Result::ok) {
+            if let Err(err) = crate::webhook::deliver_detached(&exe, ctx, hook, firing, &payload) {
                 tracing::warn!(hook = %hook.id, "cannot start the detached delivery: {err}");
             }
             continue;

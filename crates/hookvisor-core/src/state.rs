@@ -7,7 +7,7 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read as _, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::status::{StatusStore, not_ours};
@@ -15,8 +15,7 @@ use crate::status::{StatusStore, not_ours};
 /// Mode of a new file of [`write_atomic`]: dashboards running as other users read it.
 pub(crate) const FILE_MODE: u32 = 0o644;
 
-/// Temp files end so, after `.<name>.XXXXXX` ([`write_atomic`]) or `.<name>`
-/// ([`write_atomic_locked`]): hidden, and recognisable.
+/// Temp files of [`write_atomic`] end so, after `.<name>.XXXXXX`: hidden, and recognisable.
 pub(crate) const TEMP_SUFFIX: &str = ".tmp";
 
 /// A session's state dir and the names of the files in it (DESIGN.md, "State dir").
@@ -118,86 +117,12 @@ pub enum Durability {
 /// symbolic link, and the rename replaces a link instead of following it. Concurrent writers of
 /// the same path must serialise themselves (the last rename wins).
 pub fn write_atomic(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
-    let (mode, replaces) = kept_mode(path);
-    let (file, temp_path) = random_temp(path)?;
-    replace_file(path, bytes, durability, mode, replaces, file, temp_path)
-}
-
-/// The mode [`write_atomic`] gives `path`, and whether something is there to replace.
-fn kept_mode(path: &Path) -> (u32, bool) {
-    match fs::symlink_metadata(path) {
-        Ok(meta) if not_ours(&meta).is_none() => (meta.permissions().mode() & 0o777, true),
-        Ok(_) => (FILE_MODE, true),
-        Err(_) => (FILE_MODE, false),
-    }
-}
-
-/// A new temp file `.<name>.XXXXXX.tmp` beside `path`, created with `O_EXCL`.
-fn random_temp(path: &Path) -> io::Result<(File, tempfile::TempPath)> {
-    let temp = tempfile::Builder::new()
-        .prefix(&temp_prefix(path).ok_or_else(no_file_name)?)
-        .suffix(TEMP_SUFFIX)
-        .tempfile_in(parent_dir(path))?;
-    Ok(temp.into_parts())
-}
-
-/// [`write_atomic`] for a writer that holds the lock guarding `path` (the status store, the
-/// context buffer): its temp file has one name, `.<name>.tmp`, which no other writer uses
-/// while the lock is held. A writer that died mid-write leaves at most that file, which the
-/// next one replaces, so nobody lists the directory for leftovers. A name planted there (a
-/// link, another file) is unlinked, never followed or written through; one that cannot be
-/// unlinked (a directory) makes the write use a random name as [`write_atomic`] does, so a
-/// planted name never stops a record.
-pub(crate) fn write_atomic_locked(
-    path: &Path,
-    bytes: &[u8],
-    durability: Durability,
-) -> io::Result<()> {
-    let (mode, replaces) = kept_mode(path);
-    let temp_path = locked_temp_path(path).ok_or_else(no_file_name)?;
-    let (file, temp_path) = match create_fixed_temp(&temp_path) {
-        // From here the temp file is removed if the write fails, as tempfile's own are.
-        Ok(file) => (file, tempfile::TempPath::try_from_path(temp_path)?),
-        Err(_) => random_temp(path)?,
+    let existing = fs::symlink_metadata(path).ok();
+    let mode = match &existing {
+        Some(meta) if not_ours(meta).is_none() => meta.permissions().mode() & 0o777,
+        _ => FILE_MODE,
     };
-    replace_file(path, bytes, durability, mode, replaces, file, temp_path)
-}
-
-/// Creates `temp_path` with `O_EXCL`, unlinking what is there first (a dead writer's file, or
-/// a planted name: unlinking removes the name only).
-fn create_fixed_temp(temp_path: &Path) -> io::Result<File> {
-    let mut attempts = 0;
-    loop {
-        match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(temp_path)
-        {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 3 => {
-                attempts += 1;
-                match fs::remove_file(temp_path) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                    _ => {}
-                }
-            }
-            result => return result,
-        }
-    }
-}
-
-/// The one temp file name of [`write_atomic_locked`]: `.<name>.tmp` beside `path`.
-fn locked_temp_path(path: &Path) -> Option<PathBuf> {
-    let name = path.file_name()?;
-    let mut temp = std::ffi::OsString::from(".");
-    temp.push(name);
-    temp.push(TEMP_SUFFIX);
-    Some(path.with_file_name(temp))
-}
-
-/// The error of a path that names no file.
-fn no_file_name() -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, "path has no file name")
+    replace_file(path, bytes, durability, mode, existing.is_some())
 }
 
 /// [`write_atomic`] giving the file exactly `mode`, whatever it replaces: for a git hook, which
@@ -209,40 +134,43 @@ pub(crate) fn write_atomic_with_mode(
     mode: u32,
 ) -> io::Result<()> {
     let replaces = durability == Durability::Whole && fs::symlink_metadata(path).is_ok();
-    let (file, temp_path) = random_temp(path)?;
-    replace_file(path, bytes, durability, mode, replaces, file, temp_path)
+    replace_file(path, bytes, durability, mode, replaces)
 }
 
-/// The write, the sync `durability` asks for and the rename of [`write_atomic`] and
-/// [`write_atomic_locked`], from the new temp file `file` at `temp_path` (removed if anything
-/// fails); `replaces` says whether `path` exists (read once by the caller, which needed its
-/// mode).
+/// The temp file, the sync `durability` asks for and the rename of [`write_atomic`];
+/// `replaces` says whether `path` exists (read once by the caller, which needed its mode).
 fn replace_file(
     path: &Path,
     bytes: &[u8],
     durability: Durability,
     mode: u32,
     replaces: bool,
-    mut file: File,
-    temp_path: tempfile::TempPath,
 ) -> io::Result<()> {
-    file.write_all(bytes)?;
-    // The temp file is created 0600, and fchmod is not reduced by the umask.
-    file.set_permissions(fs::Permissions::from_mode(mode))?;
+    let dir = parent_dir(path);
+    let prefix = temp_prefix(path)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    let mut temp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(TEMP_SUFFIX)
+        .tempfile_in(dir)?;
+    temp.write_all(bytes)?;
+    // tempfile creates 0600, and fchmod is not reduced by the umask.
+    temp.as_file()
+        .set_permissions(fs::Permissions::from_mode(mode))?;
     match durability {
-        Durability::Durable => file.sync_all()?,
+        Durability::Durable => temp.as_file().sync_all()?,
         // The data must be on disk before the rename can be: then a crash shows old or new.
         // Some file systems order that themselves when the rename replaces a file.
         Durability::Whole => {
-            if !(replaces && crate::replace_order::orders_replace(&file)) {
-                file.sync_data()?;
+            if !(replaces && crate::replace_order::orders_replace(temp.as_file())) {
+                temp.as_file().sync_data()?;
             }
         }
         Durability::Replaceable => {}
     }
-    temp_path.persist(path).map_err(|e| e.error)?;
+    temp.persist(path).map_err(|e| e.error)?;
     if durability == Durability::Durable {
-        File::open(parent_dir(path))?.sync_all()?;
+        File::open(dir)?.sync_all()?;
     }
     Ok(())
 }

@@ -12,10 +12,7 @@
 //!    otherwise, and then fails with [`StatusError::LockTimeout`].
 //! 2. Under the lock a writer reads, modifies and writes a temp file in the same directory,
 //!    fsyncs it, renames it over `status.json` and fsyncs the directory. Readers take no lock:
-//!    the rename means they see the old file or the new one, never a torn one. The temp file
-//!    has one name, `.status.json.tmp`, free while the lock is held: what a writer killed
-//!    mid-write leaves there, the next one replaces (`O_EXCL` after an unlink, never through a
-//!    link), so no writer lists the directory for leftovers.
+//!    the rename means they see the old file or the new one, never a torn one.
 //! 3. The state dir belongs to the run user, so whatever code the agent ran may have left
 //!    anything there, and the init (root, PID 1) reads it before CMD starts. `status.json` and
 //!    its lock are opened without following a symbolic link and without blocking

@@ -12,7 +12,7 @@ use super::{RunResult, Status};
 use crate::context::Context;
 use crate::exec::RunOutcome;
 use crate::hook::Hook;
-use crate::state::{Durability, parent_dir, read_capped, write_atomic_locked};
+use crate::state::{Durability, TEMP_SUFFIX, parent_dir, read_capped, temp_prefix, write_atomic};
 
 /// The largest `status.json` read (rule 3); a bigger one is moved aside like a corrupt one.
 const MAX_STATUS_BYTES: u64 = 8 << 20;
@@ -133,6 +133,7 @@ impl StatusStore {
             }
             locked => locked?,
         };
+        self.remove_dead_temp_files();
         let (mut status, before) = match self.read()? {
             Found::Missing => (Status::default(), None),
             Found::Parsed(status, bytes) => (status, Some(bytes)),
@@ -147,7 +148,7 @@ impl StatusStore {
         let value = f(&mut status);
         let after = status.to_json();
         if before.as_deref() != Some(after.as_slice()) {
-            write_atomic_locked(&self.path, &after, self.durability).map_err(|source| {
+            write_atomic(&self.path, &after, self.durability).map_err(|source| {
                 StatusError::Write {
                     path: self.path.clone(),
                     source,
@@ -201,6 +202,27 @@ impl StatusStore {
             Ok(status) => Found::Parsed(status, bytes),
             Err(e) => Found::Unusable(format!("does not parse ({e})")),
         })
+    }
+
+    /// Under the lock, any temp file of ours belongs to a writer that died mid-write. Removing
+    /// unlinks the name itself: a symbolic link planted under such a name goes, its target
+    /// stays. Each writer's temp file has a random name of its own, so even writers that an
+    /// agent got both "under the lock" (by replacing the lock file while it was held) never
+    /// rename each other's half-written file.
+    pub(crate) fn remove_dead_temp_files(&self) {
+        let Some(prefix) = temp_prefix(&self.path) else {
+            return;
+        };
+        let Ok(entries) = fs::read_dir(parent_dir(&self.path)) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(&prefix) && name.ends_with(TEMP_SUFFIX) {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
     }
 }
 
@@ -275,7 +297,6 @@ mod tests {
 
     use super::*;
     use crate::hook::HookKind;
-    use crate::state::write_atomic;
     use crate::status::tests::{assert_status_moved_aside, at, context, hook, outcome, set_aside};
 
     #[test]
@@ -476,32 +497,19 @@ mod tests {
         assert_eq!(fs::metadata(aside).unwrap().len(), MAX_STATUS_BYTES + 1);
     }
 
-    /// The writer's one temp name, `.status.json.tmp`: a link planted there is unlinked, never
-    /// written through; a dead writer's file there is replaced; nothing is left behind.
     #[test]
-    fn the_temp_name_is_never_followed_and_never_left() {
+    fn dead_temp_file_cleanup_does_not_follow_symlinks() {
         let dir = tempfile::tempdir().unwrap();
         let store = StatusStore::new(dir.path().join("status.json"));
         let target = dir.path().join("target");
         fs::write(&target, "kept").unwrap();
-        let temp = dir.path().join(".status.json.tmp");
-        std::os::unix::fs::symlink(&target, &temp).unwrap();
+        let planted = dir.path().join(".status.json.abcdef.tmp");
+        std::os::unix::fs::symlink(&target, &planted).unwrap();
         store.update(|s| s.set_pending("a", true)).unwrap();
+        assert!(
+            fs::symlink_metadata(&planted).is_err(),
+            "the temp name is cleaned"
+        );
         assert_eq!(fs::read_to_string(&target).unwrap(), "kept");
-        assert!(store.load().unwrap().is_pending("a"));
-        fs::write(&temp, "a dead writer's half").unwrap();
-        store.update(|s| s.set_pending("b", true)).unwrap();
-        assert!(store.load().unwrap().is_pending("b"));
-        let mut names: Vec<String> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        assert_eq!(names, ["status.json", "status.json.lock", "target"]);
-        // A directory there cannot be unlinked: the record is written all the same.
-        fs::create_dir(&temp).unwrap();
-        store.update(|s| s.set_pending("c", true)).unwrap();
-        assert!(store.load().unwrap().is_pending("c"));
-        assert!(temp.is_dir());
     }
 }
