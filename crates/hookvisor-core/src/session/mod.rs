@@ -255,17 +255,22 @@ pub fn run_session(
     options: &SessionOptions,
     mut on_finish: impl FnMut(&SessionRun),
 ) -> Vec<SessionRun> {
-    let store = StatusStore::for_context(ctx);
     let acting = act_as(options.user.as_ref());
+    // Without the run user's credentials nothing is written to the state dir, which the agent
+    // can change: a root process never acts there as root (rule 5). The runs are reported,
+    // refused, and not recorded.
+    let store = acting.is_ok().then(|| StatusStore::for_context(ctx));
     let mut runs = Vec::with_capacity(hooks.len());
     for session_hook in hooks {
         let hook = &session_hook.hook;
         if cancelled(options) {
             break;
         }
-        let mut status_error = store
-            .update(|s| s.entry(hook, ctx).begin(SystemTime::now()))
-            .err();
+        let mut status_error = store.as_ref().and_then(|store| {
+            store
+                .update(|s| s.entry(hook, ctx).begin(SystemTime::now()))
+                .err()
+        });
         let mut run_options = RunOptions {
             credentials: credentials_for(hook.run_as, options.user.as_ref()),
             cancel: options.cancel.clone(),
@@ -277,7 +282,7 @@ pub fn run_session(
         }
         let refused = match &acting {
             Err(e) => Some(format!(
-                "not run: cannot act as the run user on the state dir: {e}"
+                "not run and not recorded: cannot act as the run user on the state dir: {e}"
             )),
             Ok(_) if hook.run_as == RunAs::Root && Uid::effective().is_root() => {
                 match options.root_images.get(&hook.id) {
@@ -329,9 +334,10 @@ pub fn run_session(
         };
         let duration = started.elapsed().unwrap_or_default();
         let now = SystemTime::now();
-        let recorded = match result {
+        let recorded = match (&store, result) {
+            (None, _) => Ok(()),
             // The status shows the whole span, every attempt and the waits between them.
-            Ok(outcome) => store.record(
+            (Some(store), Ok(outcome)) => store.record(
                 ctx,
                 hook,
                 &RunOutcome {
@@ -341,7 +347,7 @@ pub fn run_session(
                 run.note.as_deref(),
                 now,
             ),
-            Err(reason) => {
+            (Some(store), Err(reason)) => {
                 store.update(|s| s.entry(hook, ctx).record_unfinished(&reason, duration, now))
             }
         };
@@ -611,6 +617,47 @@ mod tests {
             fs::read_to_string(f.ctx.log_path("10-a")).unwrap(),
             "partial output\n[killed after the grace period]\n"
         );
+    }
+
+    /// Root that cannot take the run user's file-system credentials (here: more supplementary
+    /// groups than the kernel takes) writes nothing in the state dir: the hook is refused and
+    /// the run reported, not recorded as root.
+    #[test]
+    fn nothing_is_written_as_root_when_the_run_user_cannot_be_acted_as() {
+        if !Uid::effective().is_root() {
+            assert!(
+                std::env::var_os("CI").is_none_or(|v| v != "true"),
+                "CI=true but not root: cannot test acting as another user"
+            );
+            return;
+        }
+        let f = Fixture::new();
+        f.hook("10-user.sh", "", "echo ran");
+        let unusable = Credentials {
+            user: "many-groups".into(),
+            uid: 4242,
+            gid: 4242,
+            groups: (0..70_000).collect(),
+            home: "/nonexistent".into(),
+            shell: "/bin/sh".into(),
+        };
+        let options = SessionOptions {
+            user: Some(unusable),
+            ..SessionOptions::default()
+        };
+        let runs = run_session(&f.ctx, &f.plan().background, &options, |_| {});
+        assert_eq!(runs.len(), 1);
+        let note = runs[0].note.as_deref().unwrap_or_default();
+        assert!(
+            note.starts_with("not run and not recorded: cannot act as the run user"),
+            "{note}"
+        );
+        assert!(!runs[0].success);
+        assert!(
+            !f.ctx.status_path().exists(),
+            "status.json was written as root"
+        );
+        assert!(!f.ctx.log_path("10-user").exists(), "the hook ran");
     }
 
     #[test]
