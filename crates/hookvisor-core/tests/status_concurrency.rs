@@ -50,13 +50,8 @@ fn hook(id: &str) -> Hook {
 fn outcome(exit_code: i32, duration: Duration) -> RunOutcome {
     RunOutcome {
         exit_code,
-        timed_out: false,
-        cancelled: false,
         duration,
-        tail: String::new(),
-        output_bytes: 0,
-        log_truncated: false,
-        captured: None,
+        ..RunOutcome::default()
     }
 }
 

@@ -56,7 +56,7 @@ fn fixture(name: &str) -> Value {
 }
 
 /// reference/iteratr-hooks.md, "Config Format", as its document writes it.
-const ITERATR: &str = include_str!("fixtures/reference/iteratr.hooks.yml");
+const ITERATR: &str = include_str!("../../hookvisor-core/src/import/reference/iteratr.hooks.yml");
 
 /// iteratr's `on_task_complete` gets `{{task_id}}` as one argument however hostile, and its
 /// piped output reaches the next turn, as iteratr's pending buffer did.
@@ -378,7 +378,8 @@ fn the_loop_owner_runs_its_own_hooks() {
 }
 
 /// reference/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`.
-const CHECK_TODOS: &str = include_str!("fixtures/reference/check-incomplete-todos.sh");
+const CHECK_TODOS: &str =
+    include_str!("../../hookvisor-core/src/import/reference/check-incomplete-todos.sh");
 
 /// AutoAgent's `Stop` hook (EVENTS.md §5 rule 13: `session.stop`, pre): its JSON decision
 /// keeps the session going while TODO.md has open items, and lets it stop once none is left.
@@ -787,26 +788,7 @@ fn pipelines_human_approval_gate_waits_for_its_callback() {
     let ws = Workspace::new();
     ws.write(
         "pipeline.yaml",
-        r#"hooks:
-  on_stage_complete:
-    - type: webhook
-      url: "${SLACK_WEBHOOK}"
-      body:
-        text: "Plan ready for ${SESSION}"
-        blocks:
-          - type: actions
-            elements:
-              - type: button
-                text: "Approve"
-                url: "${CALLBACK_URL}?action=approve"
-              - type: button
-                text: "Reject"
-                url: "${CALLBACK_URL}?action=reject"
-      await: true
-      timeout: 86400
-      on_timeout: abort
-      when: "${STAGE} == 'plan'"
-"#,
+        include_str!("../../hookvisor-core/src/import/reference/pipelines.approval-gate.yaml"),
     );
     let fire = |button: usize, stage: &str| {
         let (port, received) = pipelines_receiver(move |body| {

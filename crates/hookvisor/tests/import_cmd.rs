@@ -11,51 +11,11 @@ use std::path::Path;
 use common::{Workspace, code, stderr, stdout};
 
 /// reference/iteratr-hooks.md, "Config Format", as its document writes it.
-const ITERATR: &str = include_str!("fixtures/reference/iteratr.hooks.yml");
+const ITERATR: &str = include_str!("../../hookvisor-core/src/import/reference/iteratr.hooks.yml");
 
 /// reference/autoagent-hooks-design.md, "Configuration Structure".
-const AUTOAGENT: &str = r#"{
-  "providers": ["claude", "gemini"],
-  "failoverDelay": 5000,
-  "retryAttempts": 3,
-  "maxTokens": 100000,
-  "rateLimitCooldown": 3600000,
-  "gitAutoCommit": false,
-  "logLevel": "info",
-  "hooks": {
-    "PreExecutionStart": [
-      {
-        "type": "command",
-        "command": "echo 'About to start issue {{issueNumber}}: {{issueTitle}}' >> ~/.autoagent/execution.log"
-      }
-    ],
-    "PostExecutionStart": [
-      {
-        "type": "command",
-        "command": "bash .autoagent/hooks/track-execution-start.sh"
-      }
-    ],
-    "PreExecutionEnd": [
-      {
-        "type": "command",
-        "command": "bash .autoagent/hooks/validate-execution.sh",
-        "blocking": true,
-        "timeout": 60000
-      }
-    ],
-    "PostExecutionEnd": [
-      {
-        "type": "command",
-        "command": "bash .autoagent/hooks/notify-completion.sh"
-      },
-      {
-        "type": "git-commit",
-        "message": "Complete issue #{{issueNumber}}: {{issueTitle}}"
-      }
-    ]
-  }
-}
-"#;
+const AUTOAGENT: &str =
+    include_str!("../../hookvisor-core/src/import/reference/autoagent.config.json");
 
 /// reference/nyzhi-hooks.md, "Configuration", between the settings of a real config.
 const NYZHI: &str = r#"# nyzhi, project settings

@@ -16,7 +16,8 @@ use common::fake_agent::FakeAgent as Fixture;
 
 /// reference/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`, as its
 /// document writes it.
-const CHECK_TODOS: &str = include_str!("fixtures/reference/check-incomplete-todos.sh");
+const CHECK_TODOS: &str =
+    include_str!("../../hookvisor-core/src/import/reference/check-incomplete-todos.sh");
 
 /// AutoAgent's Stop hook keeps `loop` going while TODO.md has open items: the agent says it is
 /// done after checking off one of two, is sent back with the hook's reason, and the loop ends

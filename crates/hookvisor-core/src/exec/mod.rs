@@ -152,8 +152,8 @@ impl Default for RunOptions {
     }
 }
 
-/// What one run did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What one run did. The default is a run that exited 0 at once, printing nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunOutcome {
     /// The exit status as a shell reports it: 124 on timeout, 128+n for signal n, 127 not found,
     /// 126 could not start.

@@ -350,48 +350,7 @@ mod tests {
     use crate::import::tests::{golden, notes};
 
     /// reference/autoagent-hooks-design.md, "Configuration Structure".
-    const CONFIGURATION: &str = r#"{
-  "providers": ["claude", "gemini"],
-  "failoverDelay": 5000,
-  "retryAttempts": 3,
-  "maxTokens": 100000,
-  "rateLimitCooldown": 3600000,
-  "gitAutoCommit": false,
-  "logLevel": "info",
-  "hooks": {
-    "PreExecutionStart": [
-      {
-        "type": "command",
-        "command": "echo 'About to start issue {{issueNumber}}: {{issueTitle}}' >> ~/.autoagent/execution.log"
-      }
-    ],
-    "PostExecutionStart": [
-      {
-        "type": "command",
-        "command": "bash .autoagent/hooks/track-execution-start.sh"
-      }
-    ],
-    "PreExecutionEnd": [
-      {
-        "type": "command",
-        "command": "bash .autoagent/hooks/validate-execution.sh",
-        "blocking": true,
-        "timeout": 60000
-      }
-    ],
-    "PostExecutionEnd": [
-      {
-        "type": "command",
-        "command": "bash .autoagent/hooks/notify-completion.sh"
-      },
-      {
-        "type": "git-commit",
-        "message": "Complete issue #{{issueNumber}}: {{issueTitle}}"
-      }
-    ]
-  }
-}
-"#;
+    const CONFIGURATION: &str = include_str!("reference/autoagent.config.json");
 
     /// The fields every AutoAgent hook shares, as the golden files write them.
     fn fields(event: &str, point: &str, when: bool, block_on: &str, action: &str) -> String {

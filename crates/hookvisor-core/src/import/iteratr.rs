@@ -27,7 +27,6 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -36,7 +35,9 @@ use serde_saphyr::Spanned;
 
 use super::command::{Placeholders, to_run};
 use super::json_lines::Step;
-use super::{ImportNote, Imported, ImportedHook, Unparsable, base_spec};
+use super::{
+    ImportNote, Imported, ImportedHook, Unparsable, YamlEntry as Entry, YamlHooks, base_spec,
+};
 use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::event::{Command, Event, HookAction, PipeOutput};
 use crate::template::ShellTemplate;
@@ -64,18 +65,12 @@ const TYPES: [(&str, Event, &[&str]); 6] = [
 /// The keys of an entry (iteratr's `HookConfig`).
 const KEYS: [&str; 3] = ["command", "timeout", "pipe_output"];
 
-/// One entry: its fields by key, each with its line.
-type Entry = BTreeMap<String, Spanned<Json>>;
-
-/// The entries of one hook type, each with its line.
-type Entries = Vec<Spanned<Entry>>;
-
 /// The file as YAML reads it. iteratr's Go loader ignores unknown top-level keys, and so does
 /// this one; `version` is read by nobody.
 #[derive(Deserialize)]
 struct File {
     #[serde(default)]
-    hooks: Option<BTreeMap<String, Spanned<Option<Entries>>>>,
+    hooks: Option<YamlHooks>,
 }
 
 /// Reads `.iteratr.hooks.yml` (the module documentation).
@@ -87,19 +82,7 @@ pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
     let file: File =
         serde_saphyr::from_str_with_options(text, crate::frontmatter::strict_options())
             .map_err(super::yaml_unparsable)?;
-    let lines = super::LineIndex::new(text);
-    let mut types: Vec<(usize, String, Vec<Spanned<Entry>>)> = file
-        .hooks
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(name, list)| {
-            let line = lines.key_line(&name, super::saphyr_line(&list));
-            (line, name, list.value.unwrap_or_default())
-        })
-        .collect();
-    // In the file's order, which is the order `list` and the ids follow.
-    types.sort_by_key(|(line, _, _)| *line);
-    for (line, name, entries) in types {
+    for (line, name, entries) in super::yaml_hook_lists(text, file.hooks) {
         let Some((_, event, names)) = TYPES.iter().find(|(n, _, _)| *n == name) else {
             imported.problems.push(ImportNote {
                 line,
@@ -240,42 +223,7 @@ mod tests {
     use crate::import::tests::{golden, notes};
 
     /// reference/iteratr-hooks.md, "Config Format".
-    const CONFIG_FORMAT: &str = r#"version: 1
-
-hooks:
-  session_start:
-    - command: "go build ./..."
-      timeout: 60
-      pipe_output: true  # Send to agent in first iteration
-
-  pre_iteration:
-    - command: "golangci-lint run ./..."
-      timeout: 30
-      pipe_output: true  # REQUIRED for agent to see output
-    - command: "git status --short"
-      timeout: 5
-      pipe_output: true
-
-  post_iteration:
-    - command: "go test ./... -short"
-      timeout: 120
-      pipe_output: true  # Agent sees failures next iteration
-
-  session_end:
-    - command: "git push origin HEAD"
-      timeout: 30
-      # pipe_output ignored (no more iterations)
-
-  on_task_complete:
-    - command: "./scripts/validate.sh {{task_id}}"
-      timeout: 30
-      pipe_output: true
-
-  on_error:
-    - command: "git diff HEAD"
-      timeout: 10
-      pipe_output: true  # Show agent changes before error
-"#;
+    const CONFIG_FORMAT: &str = include_str!("reference/iteratr.hooks.yml");
 
     /// Every field of one iteratr entry, as the golden files write them.
     fn entry(event: &str, timeout: u64, pipe: &str, run: &str) -> String {

@@ -64,6 +64,32 @@ mod pipelines;
 pub use convert::{ImportError, NewFile, Plan, Selection, SourcePlan, Written, plan, write};
 use json_lines::Step;
 
+/// One entry of a YAML hook list (iteratr's, agent-pipelines'): its fields by key, each with
+/// its line.
+type YamlEntry = std::collections::BTreeMap<String, serde_saphyr::Spanned<serde_json::Value>>;
+
+/// The entries of one hook point of a YAML file, each with its line.
+type YamlEntries = Vec<serde_saphyr::Spanned<YamlEntry>>;
+
+/// A YAML file's `hooks:` map: each list by its key, with the key's line.
+type YamlHooks = std::collections::BTreeMap<String, serde_saphyr::Spanned<Option<YamlEntries>>>;
+
+/// The lists of a YAML file's `hooks:` map (iteratr's hook types, agent-pipelines' hook
+/// points) with the line of each key, in the file's order: the order of the runs and the ids.
+fn yaml_hook_lists(text: &str, hooks: Option<YamlHooks>) -> Vec<(usize, String, YamlEntries)> {
+    let lines = LineIndex::new(text);
+    let mut lists: Vec<(usize, String, YamlEntries)> = hooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, list)| {
+            let line = lines.key_line(&name, saphyr_line(&list));
+            (line, name, list.value.unwrap_or_default())
+        })
+        .collect();
+    lists.sort_by_key(|(line, _, _)| *line);
+    lists
+}
+
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io;

@@ -39,7 +39,6 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -47,7 +46,9 @@ use serde_json::{Map, Value as Json};
 use serde_saphyr::Spanned;
 
 use super::command::{Placeholders, to_run, to_template};
-use super::{ImportNote, Imported, ImportedHook, Unparsable, base_spec};
+use super::{
+    ImportNote, Imported, ImportedHook, Unparsable, YamlEntry as Entry, YamlHooks, base_spec,
+};
 use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::event::{Command, Event, HookAction, PipeOutput};
 use crate::payload::{EnvDialect, PIPELINES_NAMES};
@@ -92,18 +93,12 @@ const COMMON_KEYS: [&str; 7] = [
     "retry_delay",
 ];
 
-/// One entry: its fields by key, each with its line.
-type Entry = BTreeMap<String, Spanned<Json>>;
-
-/// The entries of one hook point, each with its line.
-type Entries = Vec<Spanned<Entry>>;
-
 /// The file as YAML reads it: a pipeline's or stage's other keys (`name`, `stages`,
 /// `termination`) are agent-pipelines' and ignored here.
 #[derive(Deserialize)]
 struct File {
     #[serde(default)]
-    hooks: Option<BTreeMap<String, Spanned<Option<Entries>>>>,
+    hooks: Option<YamlHooks>,
     #[serde(default)]
     disable_global_hooks: Option<Spanned<Json>>,
 }
@@ -140,19 +135,7 @@ pub(crate) fn read(text: &str) -> Result<Imported, Unparsable> {
         // with a broken hookvisor.yml (config rule 2).
         out.disable_global_hooks = disable.value != Json::Bool(false);
     }
-    let lines = super::LineIndex::new(text);
-    let mut points: Vec<(usize, String, Entries)> = file
-        .hooks
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(name, list)| {
-            let line = lines.key_line(&name, super::saphyr_line(&list));
-            (line, name, list.value.unwrap_or_default())
-        })
-        .collect();
-    // In the file's order, which is the order of the runs and of the ids.
-    points.sort_by_key(|(line, _, _)| *line);
-    for (line, name, entries) in points {
+    for (line, name, entries) in super::yaml_hook_lists(text, file.hooks) {
         let Some((_, event)) = POINTS.iter().find(|(n, _)| *n == name) else {
             out.problems.push(ImportNote {
                 line,
@@ -700,26 +683,7 @@ disable_global_hooks: true
 "#;
 
     /// "Common Patterns", 2. Human Approval Gate.
-    const PATTERN_2: &str = r#"hooks:
-  on_stage_complete:
-    - type: webhook
-      url: "${SLACK_WEBHOOK}"
-      body:
-        text: "Plan ready for ${SESSION}"
-        blocks:
-          - type: actions
-            elements:
-              - type: button
-                text: "Approve"
-                url: "${CALLBACK_URL}?action=approve"
-              - type: button
-                text: "Reject"
-                url: "${CALLBACK_URL}?action=reject"
-      await: true
-      timeout: 86400
-      on_timeout: abort
-      when: "${STAGE} == 'plan'"
-"#;
+    const PATTERN_2: &str = include_str!("reference/pipelines.approval-gate.yaml");
 
     /// "Common Patterns", 3. Periodic Code Review.
     const PATTERN_3: &str = r#"hooks:

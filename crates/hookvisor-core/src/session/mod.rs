@@ -578,19 +578,7 @@ mod tests {
                 s.entry(&hooks[0], &f.ctx).begin(SystemTime::now());
                 let done = s.entry(&hooks[1], &f.ctx);
                 done.begin(SystemTime::now());
-                done.record(
-                    &RunOutcome {
-                        exit_code: 0,
-                        timed_out: false,
-                        cancelled: false,
-                        duration: Duration::ZERO,
-                        tail: String::new(),
-                        output_bytes: 0,
-                        log_truncated: false,
-                        captured: None,
-                    },
-                    SystemTime::now(),
-                );
+                done.record(&RunOutcome::default(), SystemTime::now());
             })
             .unwrap();
         fs::create_dir_all(f.ctx.log_path("x").parent().unwrap()).unwrap();

@@ -590,18 +590,14 @@ fn outcome(
     crate::exec::write_whole_log(&path, &text).map_err(|source| ExecError::Log { path, source })?;
     Ok(RunOutcome {
         exit_code,
-        timed_out: false,
-        cancelled: false,
-        duration: std::time::Duration::ZERO,
         tail: String::from_utf8_lossy(&text).into_owned(),
-        output_bytes: 0,
-        log_truncated: false,
         captured: Some(Captured {
             stdout,
             stderr,
             stdout_truncated: false,
             stderr_truncated: false,
         }),
+        ..RunOutcome::default()
     })
 }
 

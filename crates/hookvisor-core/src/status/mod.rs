@@ -468,12 +468,8 @@ mod tests {
         RunOutcome {
             exit_code,
             timed_out,
-            cancelled: false,
             duration,
-            tail: String::new(),
-            output_bytes: 0,
-            log_truncated: false,
-            captured: None,
+            ..RunOutcome::default()
         }
     }
 

@@ -114,13 +114,7 @@ fn unstarted(
     let mut sent = sent.unwrap_or_else(|| Sent {
         outcome: RunOutcome {
             exit_code: 1,
-            timed_out: false,
-            cancelled: false,
-            duration: Duration::ZERO,
-            tail: String::new(),
-            output_bytes: 0,
-            log_truncated: false,
-            captured: None,
+            ..RunOutcome::default()
         },
         log: Vec::new(),
         delivered: false,

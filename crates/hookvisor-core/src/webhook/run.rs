@@ -150,18 +150,15 @@ pub(super) fn send(
     Ok(Sent {
         outcome: RunOutcome {
             exit_code,
-            timed_out: false,
             cancelled,
             duration: started.elapsed(),
-            tail: String::new(),
-            output_bytes: 0,
-            log_truncated: false,
             captured: Some(Captured {
                 stdout,
                 stderr,
                 stdout_truncated: answer.as_ref().is_some_and(|a| a.truncated),
                 stderr_truncated: false,
             }),
+            ..RunOutcome::default()
         },
         log: text,
         delivered: exit_code == 0,
