@@ -148,6 +148,28 @@ pub fn add_seals(fd: BorrowedFd<'_>, seals: c_int) -> io::Result<()> {
     check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) })
 }
 
+/// Maps a page of `fd` shared and writable, and unmaps it at once: whether a seal lets one be
+/// made.
+#[cfg(test)]
+pub fn map_shared_writable(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: a new mapping nothing refers to, of one page, unmapped before returning.
+    unsafe {
+        let map = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        );
+        if map == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        libc::munmap(map, 4096);
+    }
+    Ok(())
+}
+
 /// Sets `sig` back to its default action with the raw system call, because glibc's
 /// `sigaction` refuses its reserved signals 32 and 33. SIGKILL and SIGSTOP refuse with EINVAL;
 /// they cannot be ignored anyway. Async-signal-safe.
@@ -303,8 +325,9 @@ pub fn setfsgid(gid: gid_t) -> gid_t {
 /// because nothing may be allocated after it.
 pub struct ExecArgs {
     program: CString,
-    /// Owns the strings `argv` and `envp` point into.
-    _strings: Vec<CString>,
+    /// The argument and environment strings back to back, each ending in a NUL: one allocation
+    /// where a `CString` each made four per variable, a tenth of a hook's bookkeeping.
+    _strings: Vec<u8>,
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
     /// `Some` when the credentials must be switched: groups, gid, uid.
@@ -321,24 +344,65 @@ unsafe impl Send for ExecArgs {}
 unsafe impl Sync for ExecArgs {}
 
 impl ExecArgs {
-    /// `program` to execute with `args` (`$0` first) and the environment `env` (`NAME=value`
-    /// strings); `switch`: the groups, gid and uid to take first.
-    pub fn new(
+    /// `program` to execute with `args` (`$0` first) and the environment `env` (name and value
+    /// of each variable); `switch`: the groups, gid and uid to take first. A string is cut at
+    /// an interior NUL, which cannot come from the OS (paths, environment), rather than failing
+    /// the run.
+    pub fn new<'a, A, E>(
         program: CString,
-        args: Vec<CString>,
-        env: Vec<CString>,
+        args: A,
+        env: E,
         switch: Option<(Vec<gid_t>, gid_t, uid_t)>,
-    ) -> ExecArgs {
-        let argc = args.len();
-        let mut strings = args;
-        strings.extend(env);
-        let pointers = |range: &[CString]| {
-            let mut v: Vec<*const libc::c_char> = range.iter().map(|s| s.as_ptr()).collect();
+    ) -> ExecArgs
+    where
+        A: Iterator<Item = &'a [u8]> + Clone,
+        E: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    {
+        let size = args.clone().map(|a| a.len() + 1).sum::<usize>()
+            + env
+                .clone()
+                .map(|(n, v)| n.len() + v.len() + 2)
+                .sum::<usize>();
+        let mut strings = Vec::with_capacity(size);
+        let ends = |parts: &[&[u8]], strings: &mut Vec<u8>| {
+            for part in parts {
+                match part.iter().position(|&b| b == 0) {
+                    Some(nul) => {
+                        strings.extend_from_slice(&part[..nul]);
+                        break;
+                    }
+                    None => strings.extend_from_slice(part),
+                }
+            }
+            strings.push(0);
+            strings.len()
+        };
+        let mut starts = Vec::new();
+        let mut start = 0;
+        for arg in args {
+            starts.push(start);
+            start = ends(&[arg], &mut strings);
+        }
+        let argc = starts.len();
+        for (name, value) in env {
+            starts.push(start);
+            // A name with a NUL in it loses its `=` and value with the rest of the string.
+            start = if name.contains(&0) {
+                ends(&[name], &mut strings)
+            } else {
+                ends(&[name, b"=".as_slice(), value], &mut strings)
+            };
+        }
+        let base = strings.as_ptr().cast::<libc::c_char>();
+        let pointers = |range: &[usize]| {
+            let mut v: Vec<*const libc::c_char> = Vec::with_capacity(range.len() + 1);
+            // SAFETY: every start is an offset inside `strings`, which is not resized again.
+            v.extend(range.iter().map(|&at| unsafe { base.add(at) }));
             v.push(std::ptr::null());
             v
         };
-        let argv = pointers(&strings[..argc]);
-        let envp = pointers(&strings[argc..]);
+        let argv = pointers(&starts[..argc]);
+        let envp = pointers(&starts[argc..]);
         ExecArgs {
             program,
             _strings: strings,
@@ -550,6 +614,44 @@ pub fn take_terminal_on_exec(command: &mut Command) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The strings `argv` (or `envp`) points to, up to its null.
+    fn strings(pointers: &[*const libc::c_char]) -> Vec<&[u8]> {
+        let (last, strings) = pointers.split_last().expect("a null at the end");
+        assert!(last.is_null());
+        // SAFETY: every pointer before the null points at a NUL-terminated string in `_strings`.
+        strings
+            .iter()
+            .map(|&p| unsafe { CStr::from_ptr(p) }.to_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn exec_args_pack_argv_and_envp_each_ending_in_a_null() {
+        let args: [&[u8]; 3] = [b"prog", b"", b"cut\0here"];
+        let env: [(&[u8], &[u8]); 4] = [
+            (b"A", b"1"),
+            (b"EMPTY", b""),
+            (b"V", b"x\0y"),
+            (b"N\0AME", b"gone"),
+        ];
+        let exec = ExecArgs::new(
+            c"/bin/prog".to_owned(),
+            args.iter().copied(),
+            env.iter().copied(),
+            None,
+        );
+        assert_eq!(strings(&exec.argv), [&b"prog"[..], b"", b"cut"]);
+        assert_eq!(strings(&exec.envp), [&b"A=1"[..], b"EMPTY=", b"V=x", b"N"]);
+        let none = ExecArgs::new(
+            c"p".to_owned(),
+            [&b"p"[..]].into_iter(),
+            [].into_iter(),
+            None,
+        );
+        assert_eq!(strings(&none.argv), [&b"p"[..]]);
+        assert_eq!(strings(&none.envp), Vec::<&[u8]>::new());
+    }
 
     #[test]
     fn exit_codes_follow_the_shell() {

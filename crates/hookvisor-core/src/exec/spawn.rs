@@ -93,30 +93,19 @@ pub(super) fn exec_args(
     env: &[(OsString, OsString)],
     credentials: Option<&Credentials>,
 ) -> sys::ExecArgs {
-    // Interior NUL bytes cannot come from the OS (paths, environment); a caller-made one is
-    // dropped at the NUL rather than failing the run.
-    let c = |bytes: &[u8]| {
-        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-        CString::new(&bytes[..end]).unwrap_or_default()
-    };
-    let mut args = Vec::with_capacity(1 + invocation.args.len());
-    args.push(c(invocation.program.as_os_str().as_bytes()));
-    args.extend(invocation.args.iter().map(|a| c(a.as_bytes())));
+    let args = std::iter::once(invocation.program.as_os_str().as_bytes())
+        .chain(invocation.args.iter().map(|a| a.as_bytes()));
     let env = env
         .iter()
-        .map(|(name, value)| {
-            let mut pair = name.as_bytes().to_vec();
-            pair.push(b'=');
-            pair.extend_from_slice(value.as_bytes());
-            c(&pair)
-        })
-        .collect();
+        .map(|(name, value)| (name.as_bytes(), value.as_bytes()));
     let euid = Uid::effective();
     // Switching needs root; a non-root caller naming its own identity keeps it as is.
     let switch = credentials
         .filter(|c| euid.is_root() || c.uid != euid.as_raw() || c.gid != Gid::effective().as_raw())
         .map(|c| (c.groups.clone(), c.gid, c.uid));
-    sys::ExecArgs::new(c(program.as_os_str().as_bytes()), args, env, switch)
+    // A path with a NUL cannot name a file; the empty program fails the spawn with ENOENT.
+    let program = CString::new(program.as_os_str().as_bytes()).unwrap_or_default();
+    sys::ExecArgs::new(program, args, env, switch)
 }
 
 /// The write ends of the output pipes the child gets as stdout and stderr.
