@@ -107,6 +107,27 @@ pub struct RunOptions {
     /// Whether stdout and stderr share one pipe or are captured apart (rule 6). Default
     /// [`Capture::Merged`].
     pub capture: Capture,
+    /// Done once the child has started, while the parent would only wait for it (the status
+    /// update's read, [`StatusStore::prefetch`](crate::status::StatusStore)). Default `None`.
+    pub while_running: Option<WhileRunning>,
+}
+
+/// Work for the parent while its child runs ([`RunOptions::while_running`]); it must not
+/// block, since the child's output and timeout wait for it.
+#[derive(Clone)]
+pub struct WhileRunning(Arc<dyn Fn() + Send + Sync>);
+
+impl WhileRunning {
+    /// `task`, to be done once per run.
+    pub fn new(task: impl Fn() + Send + Sync + 'static) -> WhileRunning {
+        WhileRunning(Arc::new(task))
+    }
+}
+
+impl std::fmt::Debug for WhileRunning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WhileRunning")
+    }
 }
 
 /// How the child's stdout and stderr are taken (rule 6 of the module documentation).
@@ -148,6 +169,7 @@ impl Default for RunOptions {
             sealed: None,
             stdin: None,
             capture: Capture::Merged,
+            while_running: None,
         }
     }
 }
@@ -405,6 +427,9 @@ pub(crate) fn run_command(
         }
     };
 
+    if let Some(task) = &options.while_running {
+        (task.0)();
+    }
     let supervised = supervise(child, readers, &mut sink, invocation.timeout, options);
     let left = leftovers::kill(&marker);
     if left > 0 {
@@ -561,6 +586,25 @@ pub(crate) mod tests {
             "{test} failed: {stdout}\n{}",
             String::from_utf8_lossy(&child.stderr)
         );
+    }
+
+    /// `while_running` is done while the child runs: the hook waits for the file the task
+    /// makes, and fails if it never comes.
+    #[test]
+    fn while_running_is_done_while_the_child_runs() {
+        let f = fixture();
+        let go = f.ctx.workspace.join("go");
+        let hook = f.hook(
+            "waits",
+            HookKind::Session,
+            "i=0\nwhile [ ! -e go ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done\n[ -e go ]",
+        );
+        let options = RunOptions {
+            while_running: Some(WhileRunning::new(move || fs::write(&go, "").unwrap())),
+            ..RunOptions::default()
+        };
+        let out = run_hook(&f.ctx, &hook, &[], &options).unwrap();
+        assert!(out.success(), "{out:?}");
     }
 
     #[test]

@@ -30,6 +30,16 @@ pub struct StatusStore {
     durability: Durability,
 }
 
+/// A read of `status.json` made while a hook runs ([`StatusStore::prefetch`]), for the
+/// update that records the run to start from.
+#[derive(Debug)]
+pub(crate) struct Prefetched {
+    /// The status and the bytes it was parsed from, if the file was there and parsed.
+    parsed: Option<(Status, Vec<u8>)>,
+    /// Whether dead writers' temp files were swept under the lock.
+    swept: bool,
+}
+
 /// What [`StatusStore::read`] found at `status.json`.
 enum Found {
     Missing,
@@ -114,6 +124,37 @@ impl StatusStore {
     /// atomically; the file is not rewritten when `f` changed nothing. Creates the state dir
     /// if needed. Waits while another writer holds the lock, at most the lock timeout.
     pub fn update<T>(&self, f: impl FnOnce(&mut Status) -> T) -> Result<T, StatusError> {
+        self.update_from(None, f)
+    }
+
+    /// The part of an update that does not depend on its outcome, done while a hook runs and
+    /// its parent would only wait (on another CPU, most of the time): sweeps dead writers'
+    /// temp files if the lock is free at once, and reads and parses `status.json` without the
+    /// lock, as any reader does. It never waits for the lock, since the hook's supervision
+    /// waits for it.
+    pub(crate) fn prefetch(&self) -> Prefetched {
+        let swept = match self.clone().with_lock_timeout(Duration::ZERO).lock() {
+            Ok(_locked) => {
+                self.remove_dead_temp_files();
+                true
+            }
+            Err(_) => false,
+        };
+        let parsed = match self.read() {
+            Ok(Found::Parsed(status, bytes)) => Some((status, bytes)),
+            _ => None,
+        };
+        Prefetched { parsed, swept }
+    }
+
+    /// [`StatusStore::update`] after a [`StatusStore::prefetch`]: its parse is used when
+    /// `status.json` still holds, under the lock, exactly the bytes it was parsed from, and its
+    /// sweep stands for this one. Anything else is read and parsed again.
+    pub(crate) fn update_from<T>(
+        &self,
+        prefetched: Option<Prefetched>,
+        f: impl FnOnce(&mut Status) -> T,
+    ) -> Result<T, StatusError> {
         // The state dir is made when the lock cannot be, for want of it (the first write); a
         // file in its way is reported as such.
         let _lock = match self.lock() {
@@ -133,8 +174,11 @@ impl StatusStore {
             }
             locked => locked?,
         };
-        self.remove_dead_temp_files();
-        let (mut status, before) = match self.read()? {
+        let (swept, parsed) = prefetched.map_or((false, None), |p| (p.swept, p.parsed));
+        if !swept {
+            self.remove_dead_temp_files();
+        }
+        let (mut status, before) = match self.read_knowing(parsed)? {
             Found::Missing => (Status::default(), None),
             Found::Parsed(status, bytes) => (status, Some(bytes)),
             Found::Unusable(why) => {
@@ -182,6 +226,11 @@ impl StatusStore {
     /// Reads `status.json` following rule 3: a regular file, opened without following or
     /// blocking, read up to [`MAX_STATUS_BYTES`].
     fn read(&self) -> Result<Found, StatusError> {
+        self.read_knowing(None)
+    }
+
+    /// [`StatusStore::read`], taking `known`'s status instead of parsing bytes equal to its own.
+    fn read_knowing(&self, known: Option<(Status, Vec<u8>)>) -> Result<Found, StatusError> {
         let read_error = |source| StatusError::Read {
             path: self.path.clone(),
             source,
@@ -198,6 +247,11 @@ impl StatusStore {
                 MAX_STATUS_BYTES >> 20
             )));
         };
+        if let Some((status, known)) = known
+            && known == bytes
+        {
+            return Ok(Found::Parsed(status, bytes));
+        }
         Ok(match Status::from_json(&bytes) {
             Ok(status) => Found::Parsed(status, bytes),
             Err(e) => Found::Unusable(format!("does not parse ({e})")),
@@ -495,6 +549,76 @@ mod tests {
         fs::write(dir.path().join("status.json"), json(MAX_STATUS_BYTES + 1)).unwrap();
         let aside = assert_status_moved_aside(dir.path());
         assert_eq!(fs::metadata(aside).unwrap().len(), MAX_STATUS_BYTES + 1);
+    }
+
+    /// A prefetch made while a hook ran is only a head start: whatever another writer did in
+    /// the meantime is read again under the lock, and nothing is lost.
+    #[test]
+    fn a_prefetch_that_went_stale_is_read_again_under_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StatusStore::new(dir.path().join("status.json"));
+        let first = store.prefetch();
+        assert!(first.parsed.is_none() && first.swept, "{first:?}");
+        store
+            .update_from(Some(first), |s| s.set_pending("a", true))
+            .unwrap();
+
+        let stale = store.prefetch();
+        assert!(stale.parsed.is_some(), "{stale:?}");
+        store.update(|s| s.set_pending("b", true)).unwrap();
+        store
+            .update_from(Some(stale), |s| s.set_pending("c", true))
+            .unwrap();
+        assert_eq!(store.load().unwrap().pending_hooks, ["a", "b", "c"]);
+
+        // The same bytes again are the same status.
+        let same = store.prefetch();
+        store
+            .update_from(Some(same), |s| s.set_pending("d", true))
+            .unwrap();
+        assert_eq!(store.load().unwrap().pending_hooks, ["a", "b", "c", "d"]);
+
+        // Corrupted after the prefetch: moved aside as by any writer, not overwritten unread.
+        let before_corruption = store.prefetch();
+        fs::write(store.path(), b"{not json").unwrap();
+        store
+            .update_from(Some(before_corruption), |s| s.set_pending("e", true))
+            .unwrap();
+        assert_eq!(store.load().unwrap().pending_hooks, ["e"]);
+        assert_eq!(set_aside(dir.path(), "status.json").len(), 1);
+    }
+
+    /// The prefetch runs while a hook's output and timeout wait for it: a held lock does not
+    /// hold it up, and the sweep it could not make is left to the update.
+    #[test]
+    fn a_prefetch_never_waits_for_the_lock_and_leaves_the_sweep_to_the_update() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StatusStore::new(dir.path().join("status.json"));
+        store.update(|s| s.set_pending("a", true)).unwrap();
+        let dead = dir.path().join(".status.json.dead01.tmp");
+
+        fs::write(&dead, "half").unwrap();
+        let held = store.lock().unwrap();
+        let started = std::time::Instant::now();
+        let prefetched = store.prefetch();
+        assert!(
+            started.elapsed() < store.lock_timeout / 2,
+            "the prefetch waited for the lock"
+        );
+        assert!(!prefetched.swept && prefetched.parsed.is_some());
+        assert!(dead.exists(), "swept without the lock");
+        drop(held);
+        store
+            .update_from(Some(prefetched), |s| s.set_pending("b", true))
+            .unwrap();
+        assert!(
+            !dead.exists(),
+            "the update sweeps what the prefetch could not"
+        );
+
+        fs::write(&dead, "half").unwrap();
+        let prefetched = store.prefetch();
+        assert!(prefetched.swept && !dead.exists(), "{prefetched:?}");
     }
 
     #[test]
