@@ -128,6 +128,19 @@ impl Drop for Driver {
     }
 }
 
+/// The `data-hook` of every row of the hooks table, read in one script: the table is redrawn
+/// on every event, and rows found one call before reading them may be stale by then.
+async fn row_ids(client: &Client) -> Vec<String> {
+    let ids = client
+        .execute(
+            "return Array.from(document.querySelectorAll('#hooks tbody tr'), r => r.dataset.hook);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    serde_json::from_value(ids).unwrap()
+}
+
 /// Polls the page until `css` matches an element whose text contains `needle`, returning that
 /// text; the page changes on its own (events), so there is nothing to await but the condition.
 async fn wait_for_text(client: &Client, css: &str, needle: &str) -> String {
@@ -194,14 +207,7 @@ async fn the_dashboard_lists_hooks_reruns_and_updates_live() {
 
     // The page lists the hooks and the file that will not run.
     wait_for(&client, "tr[data-hook='types']").await;
-    let mut ids = Vec::new();
-    for row in client
-        .find_all(Locator::Css("#hooks tbody tr"))
-        .await
-        .unwrap()
-    {
-        ids.push(row.attr("data-hook").await.unwrap().unwrap());
-    }
+    let ids = row_ids(&client).await;
     assert_eq!(ids, ["fails", "lint", "types"]);
     // Read through wait_for_text: the table may be redrawn between finding the row and reading
     // it, and a redrawn row is a stale element, not a failure.
@@ -306,14 +312,7 @@ async fn the_dashboard_shows_event_hooks_and_their_decisions_live() {
     client.goto(&format!("http://{addr}/")).await.unwrap();
 
     wait_for(&client, "tr[data-hook='later']").await;
-    let mut ids = Vec::new();
-    for row in client
-        .find_all(Locator::Css("#hooks tbody tr"))
-        .await
-        .unwrap()
-    {
-        ids.push(row.attr("data-hook").await.unwrap().unwrap());
-    }
+    let ids = row_ids(&client).await;
     assert_eq!(ids, ["allow", "guard", "later", "setup"]);
     let guard = wait_for_text(&client, "tr[data-hook='guard']", "guard.yml").await;
     for shown in [
