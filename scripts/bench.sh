@@ -139,39 +139,55 @@ quiet() {
 }
 
 # rounds NAME N ARGS...: N hyperfine runs of the same commands (json/NAME-1.json ...), each of
-# `runs` runs per command. A ratio of two commands is taken in each run, then the median over
+# `runs` runs per command, every other one in the reverse order (the commands must differ). A ratio of two commands is taken in each run, then the median over
 # the N: on this shared machine the load drifts between hyperfine's blocks of runs (it runs
 # every run of one command, then of the next), and one run's ratio moved from 1.4 to 2.4 for
 # the same binaries (BENCHMARKS.md, 2026-11-27).
 rounds() {
-	local name=$1 n=$2 i
+	local name=$1 n=$2 i j
 	shift 2
+	local reversed=()
+	for ((j = $#; j >= 1; j--)); do
+		reversed+=("${!j}")
+	done
+	# Every other round in the reverse order: where a command sits in hyperfine's run (right
+	# after `quiet`, or last) must not bias every round the same way.
 	for i in $(seq "$n"); do
-		bench "$name-$i" "$@"
+		if ((i % 2)); then
+			bench "$name-$i" "$@"
+		else
+			bench "$name-$i" "${reversed[@]}"
+		fi
 	done
 }
 
-# round_ratio NAME N EXPR: EXPR over m (the medians in ms of the commands of one round), for
-# each of the N rounds; prints the median over the rounds, then the minimum and the maximum.
+# round_ratio NAME N EXPR: EXPR over m (the medians in ms of one round's commands, in the order
+# given to `rounds`), for each of the N rounds; prints the median over the rounds, then the
+# minimum and the maximum.
 round_ratio() {
 	python3 - "$scratch/json/$1" "$2" "$3" <<'PY'
 import json, statistics, sys
 base, n, expr = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+order = [r["command"] for r in json.load(open("%s-1.json" % base))["results"]]
 values = []
 for i in range(1, n + 1):
-    m = [r["median"] * 1000 for r in json.load(open("%s-%d.json" % (base, i)))["results"]]
+    by = {r["command"]: r["median"] * 1000 for r in json.load(open("%s-%d.json" % (base, i)))["results"]}
+    m = [by[c] for c in order]
     values.append(eval(expr, {"m": m}))
 print("%.2f %.2f %.2f" % (statistics.median(values), min(values), max(values)))
 PY
 }
 
-# round_median NAME N INDEX: the median over the N rounds of the INDEX-th command's median, ms.
+# round_median NAME N INDEX: the median over the N rounds of the median of the INDEX-th command
+# given to `rounds`, in ms.
 round_median() {
 	python3 - "$scratch/json/$1" "$2" "$3" <<'PY'
 import json, statistics, sys
 base, n, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+command = json.load(open("%s-1.json" % base))["results"][k]["command"]
 print("%.2f" % statistics.median(
-    json.load(open("%s-%d.json" % (base, i)))["results"][k]["median"] * 1000 for i in range(1, n + 1)))
+    next(r["median"] for r in json.load(open("%s-%d.json" % (base, i)))["results"] if r["command"] == command) * 1000
+    for i in range(1, n + 1)))
 PY
 }
 

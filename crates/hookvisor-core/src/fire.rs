@@ -472,9 +472,7 @@ pub(crate) fn run_judged(
         let prefetched: Arc<Mutex<Option<Prefetched>>> = Arc::default();
         let while_running = WhileRunning::new({
             let (store, prefetched) = (store.clone(), Arc::clone(&prefetched));
-            move || {
-                *prefetched.lock().unwrap_or_else(PoisonError::into_inner) = Some(store.prefetch())
-            }
+            move || *prefetched.lock().unwrap_or_else(PoisonError::into_inner) = store.prefetch()
         });
         let (run, deterministic, verdict, produced) =
             match run_once(ctx, hook, firing, payload, cancel, while_running)? {

@@ -36,9 +36,12 @@ impl<'de> Deserialize<'de> for Status {
             extra: file.extra,
             unparsed_hooks: BTreeMap::new(),
         };
-        for id in file.pending_hooks {
-            status.set_pending(&id, true);
-        }
+        // Sorted and once each, as `set_pending` keeps it; in one sort, since the agent can
+        // write a list of any length and inserting each in its place is quadratic.
+        let mut pending = file.pending_hooks;
+        pending.sort_unstable();
+        pending.dedup();
+        status.pending_hooks = pending;
         for (id, raw) in file.hooks {
             match HookStatus::deserialize(&raw) {
                 Ok(mut entry) => {

@@ -31,14 +31,17 @@ pub struct StatusStore {
 }
 
 /// A read of `status.json` made while a hook runs ([`StatusStore::prefetch`]), for the
-/// update that records the run to start from.
+/// update that records the run to start from: the status and the bytes it was parsed from.
 #[derive(Debug)]
 pub(crate) struct Prefetched {
-    /// The status and the bytes it was parsed from, if the file was there and parsed.
-    parsed: Option<(Status, Vec<u8>)>,
-    /// Whether dead writers' temp files were swept under the lock.
-    swept: bool,
+    status: Status,
+    bytes: Vec<u8>,
 }
+
+/// The largest `status.json` read ahead ([`StatusStore::prefetch`]). The hook's supervision
+/// waits for the read, and the agent can grow the file: this bounds that wait to a parse of
+/// 64 KiB, where a status of a few hundred hooks fits.
+const PREFETCH_BYTES: u64 = 64 << 10;
 
 /// What [`StatusStore::read`] found at `status.json`.
 enum Found {
@@ -128,28 +131,20 @@ impl StatusStore {
     }
 
     /// The part of an update that does not depend on its outcome, done while a hook runs and
-    /// its parent would only wait (on another CPU, most of the time): sweeps dead writers'
-    /// temp files if the lock is free at once, and reads and parses `status.json` without the
-    /// lock, as any reader does. It never waits for the lock, since the hook's supervision
-    /// waits for it.
-    pub(crate) fn prefetch(&self) -> Prefetched {
-        let swept = match self.clone().with_lock_timeout(Duration::ZERO).lock() {
-            Ok(_locked) => {
-                self.remove_dead_temp_files();
-                true
-            }
-            Err(_) => false,
-        };
-        let parsed = match self.read() {
-            Ok(Found::Parsed(status, bytes)) => Some((status, bytes)),
-            _ => None,
-        };
-        Prefetched { parsed, swept }
+    /// its parent would only wait (on another CPU, most of the time): reads and parses
+    /// `status.json` without the lock, as any reader does. It takes no lock and sweeps
+    /// nothing, and reads at most [`PREFETCH_BYTES`]: the hook's supervision waits for it.
+    /// `None` when there is nothing of that size to parse.
+    pub(crate) fn prefetch(&self) -> Option<Prefetched> {
+        let file = open_regular(&self.path).ok()?.ok()?;
+        let bytes = read_capped(file, PREFETCH_BYTES).ok()??;
+        let status = Status::from_json(&bytes).ok()?;
+        Some(Prefetched { status, bytes })
     }
 
     /// [`StatusStore::update`] after a [`StatusStore::prefetch`]: its parse is used when
-    /// `status.json` still holds, under the lock, exactly the bytes it was parsed from, and its
-    /// sweep stands for this one. Anything else is read and parsed again.
+    /// `status.json` still holds, under the lock, exactly the bytes it was parsed from;
+    /// anything else is read and parsed again.
     pub(crate) fn update_from<T>(
         &self,
         prefetched: Option<Prefetched>,
@@ -174,11 +169,8 @@ impl StatusStore {
             }
             locked => locked?,
         };
-        let (swept, parsed) = prefetched.map_or((false, None), |p| (p.swept, p.parsed));
-        if !swept {
-            self.remove_dead_temp_files();
-        }
-        let (mut status, before) = match self.read_knowing(parsed)? {
+        self.remove_dead_temp_files();
+        let (mut status, before) = match self.read_knowing(prefetched)? {
             Found::Missing => (Status::default(), None),
             Found::Parsed(status, bytes) => (status, Some(bytes)),
             Found::Unusable(why) => {
@@ -230,7 +222,7 @@ impl StatusStore {
     }
 
     /// [`StatusStore::read`], taking `known`'s status instead of parsing bytes equal to its own.
-    fn read_knowing(&self, known: Option<(Status, Vec<u8>)>) -> Result<Found, StatusError> {
+    fn read_knowing(&self, known: Option<Prefetched>) -> Result<Found, StatusError> {
         let read_error = |source| StatusError::Read {
             path: self.path.clone(),
             source,
@@ -247,10 +239,10 @@ impl StatusStore {
                 MAX_STATUS_BYTES >> 20
             )));
         };
-        if let Some((status, known)) = known
-            && known == bytes
+        if let Some(known) = known
+            && known.bytes == bytes
         {
-            return Ok(Found::Parsed(status, bytes));
+            return Ok(Found::Parsed(known.status, bytes));
         }
         Ok(match Status::from_json(&bytes) {
             Ok(status) => Found::Parsed(status, bytes),
@@ -557,24 +549,21 @@ mod tests {
     fn a_prefetch_that_went_stale_is_read_again_under_the_lock() {
         let dir = tempfile::tempdir().unwrap();
         let store = StatusStore::new(dir.path().join("status.json"));
-        let first = store.prefetch();
-        assert!(first.parsed.is_none() && first.swept, "{first:?}");
-        store
-            .update_from(Some(first), |s| s.set_pending("a", true))
-            .unwrap();
+        assert!(store.prefetch().is_none(), "nothing to read yet");
+        store.update(|s| s.set_pending("a", true)).unwrap();
 
         let stale = store.prefetch();
-        assert!(stale.parsed.is_some(), "{stale:?}");
+        assert!(stale.is_some());
         store.update(|s| s.set_pending("b", true)).unwrap();
         store
-            .update_from(Some(stale), |s| s.set_pending("c", true))
+            .update_from(stale, |s| s.set_pending("c", true))
             .unwrap();
         assert_eq!(store.load().unwrap().pending_hooks, ["a", "b", "c"]);
 
         // The same bytes again are the same status.
         let same = store.prefetch();
         store
-            .update_from(Some(same), |s| s.set_pending("d", true))
+            .update_from(same, |s| s.set_pending("d", true))
             .unwrap();
         assert_eq!(store.load().unwrap().pending_hooks, ["a", "b", "c", "d"]);
 
@@ -582,43 +571,53 @@ mod tests {
         let before_corruption = store.prefetch();
         fs::write(store.path(), b"{not json").unwrap();
         store
-            .update_from(Some(before_corruption), |s| s.set_pending("e", true))
+            .update_from(before_corruption, |s| s.set_pending("e", true))
             .unwrap();
         assert_eq!(store.load().unwrap().pending_hooks, ["e"]);
         assert_eq!(set_aside(dir.path(), "status.json").len(), 1);
     }
 
-    /// The prefetch runs while a hook's output and timeout wait for it: a held lock does not
-    /// hold it up, and the sweep it could not make is left to the update.
+    /// The hook's supervision waits for the prefetch, so it reads a bounded file without the
+    /// lock and leaves the sweep to the update: a held lock, a planted FIFO or a large file
+    /// cost it nothing, and the update still does all of its work.
     #[test]
-    fn a_prefetch_never_waits_for_the_lock_and_leaves_the_sweep_to_the_update() {
+    fn a_prefetch_takes_no_lock_sweeps_nothing_and_reads_little() {
         let dir = tempfile::tempdir().unwrap();
         let store = StatusStore::new(dir.path().join("status.json"));
         store.update(|s| s.set_pending("a", true)).unwrap();
         let dead = dir.path().join(".status.json.dead01.tmp");
-
         fs::write(&dead, "half").unwrap();
+
         let held = store.lock().unwrap();
-        let started = std::time::Instant::now();
         let prefetched = store.prefetch();
         assert!(
-            started.elapsed() < store.lock_timeout / 2,
-            "the prefetch waited for the lock"
+            prefetched.is_some(),
+            "read while another writer holds the lock"
         );
-        assert!(!prefetched.swept && prefetched.parsed.is_some());
-        assert!(dead.exists(), "swept without the lock");
+        assert!(dead.exists(), "the prefetch swept");
         drop(held);
         store
-            .update_from(Some(prefetched), |s| s.set_pending("b", true))
+            .update_from(prefetched, |s| s.set_pending("b", true))
             .unwrap();
-        assert!(
-            !dead.exists(),
-            "the update sweeps what the prefetch could not"
-        );
+        assert!(!dead.exists(), "the update sweeps");
 
-        fs::write(&dead, "half").unwrap();
-        let prefetched = store.prefetch();
-        assert!(prefetched.swept && !dead.exists(), "{prefetched:?}");
+        // Over the prefetch's limit: not read ahead, and the update reads it whole.
+        let many: Vec<String> = (0..8000).map(|i| format!("hook-{i:05}")).collect();
+        store
+            .update(|s| many.iter().for_each(|id| _ = s.set_pending(id, true)))
+            .unwrap();
+        assert!(fs::metadata(store.path()).unwrap().len() > PREFETCH_BYTES);
+        let big = store.prefetch();
+        assert!(big.is_none(), "a file over the limit was read ahead");
+        store
+            .update_from(big, |s| s.set_pending("z", true))
+            .unwrap();
+        assert_eq!(store.load().unwrap().pending_hooks.len(), 8000 + 3);
+
+        // Not a regular file: nothing read ahead, and the open does not block.
+        fs::remove_file(store.path()).unwrap();
+        nix::unistd::mkfifo(store.path(), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(store.prefetch().is_none());
     }
 
     #[test]
