@@ -93,7 +93,6 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value as Json, json};
@@ -105,13 +104,12 @@ use crate::discover::Discovery;
 use crate::evaluate::{EvalError, EvalOptions, Trigger};
 use crate::event::{Command, Event, HookAction, PipeOutput};
 use crate::exec::{
-    CancelToken, Capture, ExecError, Invocation, RunOptions, RunOutcome, WhileRunning, run_command,
-    run_hook,
+    CancelToken, Capture, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,
 };
 use crate::hook::Hook;
 use crate::payload::{Payload, RunFiles};
 use crate::produced::{Earlier, Produced};
-use crate::status::{Prefetched, StatusError, StatusStore};
+use crate::status::{StatusError, StatusStore};
 use crate::template;
 
 /// Bytes of each stream kept for the judge: a decision or reason longer than this is no use to
@@ -468,24 +466,14 @@ pub(crate) fn run_judged(
     }
     let mut retries_left = hook.spec.retries;
     loop {
-        // The record's read of status.json is done while the hook runs.
-        let prefetched: Arc<Mutex<Option<Prefetched>>> = Arc::default();
-        let while_running = WhileRunning::new({
-            let (store, prefetched) = (store.clone(), Arc::clone(&prefetched));
-            move || *prefetched.lock().unwrap_or_else(PoisonError::into_inner) = store.prefetch()
-        });
         let (run, deterministic, verdict, produced) =
-            match run_once(ctx, hook, firing, payload, cancel, while_running)? {
+            match run_once(ctx, hook, firing, payload, cancel)? {
                 Ran::Finished(action) if action.outcome.cancelled => {
                     return Err(FireError::Cancelled);
                 }
                 Ran::Finished(action) => {
                     let outcome = &action.outcome;
-                    let prefetched = prefetched
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .take();
-                    store.update_from(prefetched, |status| {
+                    store.update(|status| {
                         let entry = status.entry(hook, ctx);
                         entry.record(outcome, SystemTime::now());
                         label(entry, hook);
@@ -609,7 +597,6 @@ fn run_once(
     firing: &Firing,
     payload: &Payload,
     cancel: &CancelToken,
-    while_running: WhileRunning,
 ) -> Result<Ran, FireError> {
     // The git actions run git themselves (crate::git_action), with no payload files.
     if let Some(ran) = crate::git_action::run(ctx, hook, payload, cancel)? {
@@ -650,7 +637,6 @@ fn run_once(
         capture: Capture::Separate {
             limit: CAPTURE_LIMIT,
         },
-        while_running: Some(while_running),
         ..RunOptions::default()
     };
     let HookAction::Command(command) = &hook.spec.action else {

@@ -107,28 +107,6 @@ pub struct RunOptions {
     /// Whether stdout and stderr share one pipe or are captured apart (rule 6). Default
     /// [`Capture::Merged`].
     pub capture: Capture,
-    /// Done once the child has started, while the parent would only wait for it (the status
-    /// update's read, [`StatusStore::prefetch`](crate::status::StatusStore)); the child's
-    /// timeout counts from before it. Default `None`.
-    pub while_running: Option<WhileRunning>,
-}
-
-/// Work for the parent while its child runs ([`RunOptions::while_running`]). It must be short
-/// and never block: the child's output, cancel and timeout are not watched until it returns.
-#[derive(Clone)]
-pub struct WhileRunning(Arc<dyn Fn() + Send + Sync>);
-
-impl WhileRunning {
-    /// `task`, to be done once per run.
-    pub fn new(task: impl Fn() + Send + Sync + 'static) -> WhileRunning {
-        WhileRunning(Arc::new(task))
-    }
-}
-
-impl std::fmt::Debug for WhileRunning {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WhileRunning")
-    }
 }
 
 /// How the child's stdout and stderr are taken (rule 6 of the module documentation).
@@ -170,7 +148,6 @@ impl Default for RunOptions {
             sealed: None,
             stdin: None,
             capture: Capture::Merged,
-            while_running: None,
         }
     }
 }
@@ -428,12 +405,7 @@ pub(crate) fn run_command(
         }
     };
 
-    // The timeout counts from here, whatever the task before the supervision takes.
-    let deadline = Instant::now().checked_add(invocation.timeout);
-    if let Some(task) = &options.while_running {
-        (task.0)();
-    }
-    let supervised = supervise(child, readers, &mut sink, deadline, options);
+    let supervised = supervise(child, readers, &mut sink, invocation.timeout, options);
     let left = leftovers::kill(&marker);
     if left > 0 {
         sink.note(&format!(
@@ -589,47 +561,6 @@ pub(crate) mod tests {
             "{test} failed: {stdout}\n{}",
             String::from_utf8_lossy(&child.stderr)
         );
-    }
-
-    /// `while_running` is done while the child runs: the hook waits for the file the task
-    /// makes, and fails if it never comes.
-    #[test]
-    fn while_running_is_done_while_the_child_runs() {
-        let f = fixture();
-        let go = f.ctx.workspace.join("go");
-        let hook = f.hook(
-            "waits",
-            HookKind::Session,
-            "i=0\nwhile [ ! -e go ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done\n[ -e go ]",
-        );
-        let options = RunOptions {
-            while_running: Some(WhileRunning::new(move || fs::write(&go, "").unwrap())),
-            ..RunOptions::default()
-        };
-        let out = run_hook(&f.ctx, &hook, &[], &options).unwrap();
-        assert!(out.success(), "{out:?}");
-    }
-
-    /// The child's timeout counts from its start, not from the end of `while_running`: a slow
-    /// task (the agent can make status.json slow to parse) must not lengthen it.
-    #[test]
-    fn while_running_does_not_push_the_timeout_back() {
-        let f = fixture();
-        let mut hook = f.hook("sleeps", HookKind::Session, "exec sleep 30");
-        hook.timeout = Duration::from_secs(1);
-        let options = RunOptions {
-            while_running: Some(WhileRunning::new(|| {
-                std::thread::sleep(Duration::from_millis(1500))
-            })),
-            kill_grace: Duration::from_millis(100),
-            ..RunOptions::default()
-        };
-        let started = Instant::now();
-        let out = run_hook(&f.ctx, &hook, &[], &options).unwrap();
-        let took = started.elapsed();
-        assert!(out.timed_out && out.exit_code == 124, "{out:?}");
-        // 1.5 s of task, then the timeout already due: killed at once, well before 1.5 + 1 s.
-        assert!(took < Duration::from_millis(2300), "took {took:?}");
     }
 
     #[test]

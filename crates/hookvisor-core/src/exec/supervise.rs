@@ -59,13 +59,14 @@ pub(super) fn supervise(
     pid: Pid,
     mut readers: Readers,
     sink: &mut Sink,
-    deadline: Option<Instant>,
+    timeout: Duration,
     options: &RunOptions,
 ) -> io::Result<(ExitStatus, Ending)> {
     // `None` on kernels without pidfd (< 5.3); the loop then checks every [`TICK`].
     let pidfd = sys::pidfd_open(pid.as_raw());
     let cancel = options.cancel.as_ref();
     let cancel_fd = cancel.and_then(CancelToken::wake_fd);
+    let deadline = Instant::now().checked_add(timeout);
 
     let mut buffer = [0u8; READ_BUFFER];
     let mut ending = Ending::Exited;

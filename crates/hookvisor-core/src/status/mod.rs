@@ -49,7 +49,6 @@ use serde_json::{Map, Value};
 
 pub use self::callback::{CallbackState, CallbackWait};
 use self::file::{empty_as_none, is_false};
-pub(crate) use self::store::Prefetched;
 pub use self::store::{StatusError, StatusStore};
 pub(crate) use self::untrusted::{OPEN_FLAGS, move_aside, not_ours, open_regular};
 

@@ -30,19 +30,6 @@ pub struct StatusStore {
     durability: Durability,
 }
 
-/// A read of `status.json` made while a hook runs ([`StatusStore::prefetch`]), for the
-/// update that records the run to start from: the status and the bytes it was parsed from.
-#[derive(Debug)]
-pub(crate) struct Prefetched {
-    status: Status,
-    bytes: Vec<u8>,
-}
-
-/// The largest `status.json` read ahead ([`StatusStore::prefetch`]). The hook's supervision
-/// waits for the read, and the agent can grow the file: this bounds that wait to a parse of
-/// 64 KiB, where a status of a few hundred hooks fits.
-const PREFETCH_BYTES: u64 = 64 << 10;
-
 /// What [`StatusStore::read`] found at `status.json`.
 enum Found {
     Missing,
@@ -127,29 +114,6 @@ impl StatusStore {
     /// atomically; the file is not rewritten when `f` changed nothing. Creates the state dir
     /// if needed. Waits while another writer holds the lock, at most the lock timeout.
     pub fn update<T>(&self, f: impl FnOnce(&mut Status) -> T) -> Result<T, StatusError> {
-        self.update_from(None, f)
-    }
-
-    /// The part of an update that does not depend on its outcome, done while a hook runs and
-    /// its parent would only wait (on another CPU, most of the time): reads and parses
-    /// `status.json` without the lock, as any reader does. It takes no lock and sweeps
-    /// nothing, and reads at most [`PREFETCH_BYTES`]: the hook's supervision waits for it.
-    /// `None` when there is nothing of that size to parse.
-    pub(crate) fn prefetch(&self) -> Option<Prefetched> {
-        let file = open_regular(&self.path).ok()?.ok()?;
-        let bytes = read_capped(file, PREFETCH_BYTES).ok()??;
-        let status = Status::from_json(&bytes).ok()?;
-        Some(Prefetched { status, bytes })
-    }
-
-    /// [`StatusStore::update`] after a [`StatusStore::prefetch`]: its parse is used when
-    /// `status.json` still holds, under the lock, exactly the bytes it was parsed from;
-    /// anything else is read and parsed again.
-    pub(crate) fn update_from<T>(
-        &self,
-        prefetched: Option<Prefetched>,
-        f: impl FnOnce(&mut Status) -> T,
-    ) -> Result<T, StatusError> {
         // The state dir is made when the lock cannot be, for want of it (the first write); a
         // file in its way is reported as such.
         let _lock = match self.lock() {
@@ -170,7 +134,7 @@ impl StatusStore {
             locked => locked?,
         };
         self.remove_dead_temp_files();
-        let (mut status, before) = match self.read_knowing(prefetched)? {
+        let (mut status, before) = match self.read()? {
             Found::Missing => (Status::default(), None),
             Found::Parsed(status, bytes) => (status, Some(bytes)),
             Found::Unusable(why) => {
@@ -218,11 +182,6 @@ impl StatusStore {
     /// Reads `status.json` following rule 3: a regular file, opened without following or
     /// blocking, read up to [`MAX_STATUS_BYTES`].
     fn read(&self) -> Result<Found, StatusError> {
-        self.read_knowing(None)
-    }
-
-    /// [`StatusStore::read`], taking `known`'s status instead of parsing bytes equal to its own.
-    fn read_knowing(&self, known: Option<Prefetched>) -> Result<Found, StatusError> {
         let read_error = |source| StatusError::Read {
             path: self.path.clone(),
             source,
@@ -239,11 +198,6 @@ impl StatusStore {
                 MAX_STATUS_BYTES >> 20
             )));
         };
-        if let Some(known) = known
-            && known.bytes == bytes
-        {
-            return Ok(Found::Parsed(known.status, bytes));
-        }
         Ok(match Status::from_json(&bytes) {
             Ok(status) => Found::Parsed(status, bytes),
             Err(e) => Found::Unusable(format!("does not parse ({e})")),
@@ -541,83 +495,6 @@ mod tests {
         fs::write(dir.path().join("status.json"), json(MAX_STATUS_BYTES + 1)).unwrap();
         let aside = assert_status_moved_aside(dir.path());
         assert_eq!(fs::metadata(aside).unwrap().len(), MAX_STATUS_BYTES + 1);
-    }
-
-    /// A prefetch made while a hook ran is only a head start: whatever another writer did in
-    /// the meantime is read again under the lock, and nothing is lost.
-    #[test]
-    fn a_prefetch_that_went_stale_is_read_again_under_the_lock() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = StatusStore::new(dir.path().join("status.json"));
-        assert!(store.prefetch().is_none(), "nothing to read yet");
-        store.update(|s| s.set_pending("a", true)).unwrap();
-
-        let stale = store.prefetch();
-        assert!(stale.is_some());
-        store.update(|s| s.set_pending("b", true)).unwrap();
-        store
-            .update_from(stale, |s| s.set_pending("c", true))
-            .unwrap();
-        assert_eq!(store.load().unwrap().pending_hooks, ["a", "b", "c"]);
-
-        // The same bytes again are the same status.
-        let same = store.prefetch();
-        store
-            .update_from(same, |s| s.set_pending("d", true))
-            .unwrap();
-        assert_eq!(store.load().unwrap().pending_hooks, ["a", "b", "c", "d"]);
-
-        // Corrupted after the prefetch: moved aside as by any writer, not overwritten unread.
-        let before_corruption = store.prefetch();
-        fs::write(store.path(), b"{not json").unwrap();
-        store
-            .update_from(before_corruption, |s| s.set_pending("e", true))
-            .unwrap();
-        assert_eq!(store.load().unwrap().pending_hooks, ["e"]);
-        assert_eq!(set_aside(dir.path(), "status.json").len(), 1);
-    }
-
-    /// The hook's supervision waits for the prefetch, so it reads a bounded file without the
-    /// lock and leaves the sweep to the update: a held lock, a planted FIFO or a large file
-    /// cost it nothing, and the update still does all of its work.
-    #[test]
-    fn a_prefetch_takes_no_lock_sweeps_nothing_and_reads_little() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = StatusStore::new(dir.path().join("status.json"));
-        store.update(|s| s.set_pending("a", true)).unwrap();
-        let dead = dir.path().join(".status.json.dead01.tmp");
-        fs::write(&dead, "half").unwrap();
-
-        let held = store.lock().unwrap();
-        let prefetched = store.prefetch();
-        assert!(
-            prefetched.is_some(),
-            "read while another writer holds the lock"
-        );
-        assert!(dead.exists(), "the prefetch swept");
-        drop(held);
-        store
-            .update_from(prefetched, |s| s.set_pending("b", true))
-            .unwrap();
-        assert!(!dead.exists(), "the update sweeps");
-
-        // Over the prefetch's limit: not read ahead, and the update reads it whole.
-        let many: Vec<String> = (0..8000).map(|i| format!("hook-{i:05}")).collect();
-        store
-            .update(|s| many.iter().for_each(|id| _ = s.set_pending(id, true)))
-            .unwrap();
-        assert!(fs::metadata(store.path()).unwrap().len() > PREFETCH_BYTES);
-        let big = store.prefetch();
-        assert!(big.is_none(), "a file over the limit was read ahead");
-        store
-            .update_from(big, |s| s.set_pending("z", true))
-            .unwrap();
-        assert_eq!(store.load().unwrap().pending_hooks.len(), 8000 + 3);
-
-        // Not a regular file: nothing read ahead, and the open does not block.
-        fs::remove_file(store.path()).unwrap();
-        nix::unistd::mkfifo(store.path(), nix::sys::stat::Mode::S_IRWXU).unwrap();
-        assert!(store.prefetch().is_none());
     }
 
     #[test]
