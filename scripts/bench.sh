@@ -139,10 +139,11 @@ quiet() {
 }
 
 # rounds NAME N ARGS...: N hyperfine runs of the same commands (json/NAME-1.json ...), each of
-# `runs` runs per command, every other one in the reverse order (the commands must differ). A ratio of two commands is taken in each run, then the median over
-# the N: on this shared machine the load drifts between hyperfine's blocks of runs (it runs
-# every run of one command, then of the next), and one run's ratio moved from 1.4 to 2.4 for
-# the same binaries (BENCHMARKS.md, 2026-11-27).
+# `runs` runs per command, every other one in the reverse order (the commands must differ). A
+# ratio of two commands is taken in each run, then the median over the N: on this shared
+# machine the load drifts between hyperfine's blocks of runs (it runs every run of one command,
+# then of the next), and one run's ratio moved from 1.4 to 2.4 for the same binaries
+# (BENCHMARKS.md, 2026-11-27).
 rounds() {
 	local name=$1 n=$2 i j
 	shift 2
