@@ -292,13 +292,20 @@ fn settle_environment(pid: i32, first_read: io::Result<Vec<u8>>) -> Environment 
 fn is_mid_exec(pid: i32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|stat| {
-            let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_whitespace();
-            let state = fields.next()?;
-            let parent: i32 = fields.next()?.parse().ok()?;
-            Some(!(matches!(state, "Z" | "X") || parent == 2 || pid == 2))
-        })
+        .and_then(|stat| mid_exec_by_stat(&stat))
         .unwrap_or(false)
+}
+
+/// [`is_mid_exec`] from the text of `/proc/<pid>/stat`: alive, and without `PF_KTHREAD` in its
+/// flags. Not "its parent is pid 2": in a PID namespace pid 2 is an ordinary process (the
+/// init's session runner, the parent of every leftover it adopts), and kthreadd is not there.
+fn mid_exec_by_stat(stat: &str) -> Option<bool> {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    // After the command's `)`: state, ppid, pgrp, session, tty_nr, tpgid, flags, ...
+    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_whitespace();
+    let state = fields.next()?;
+    let flags: u64 = fields.nth(5)?.parse().ok()?;
+    Some(!matches!(state, "Z" | "X") && flags & PF_KTHREAD == 0)
 }
 
 /// Whether an environment block (`NAME=value\0…`) has `marker` among the `:`-separated values
@@ -314,6 +321,34 @@ fn holds_marker(environ: &[u8], marker: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the sandbox test under load: a leftover caught in an exec (no environment, no
+    /// command line) whose parent is pid 2, the init's session runner in its PID namespace,
+    /// was taken for a kernel thread, read as having an empty environment, and let go.
+    #[test]
+    fn mid_exec_is_told_from_kernel_threads_and_the_dead_by_flags_not_by_parent() {
+        let stat = |state: &str, ppid: i32, flags: u64| {
+            format!("7 (sh) {state} {ppid} 7 7 0 -1 {flags} 120 0 0 0 0 0 0 0 20 0 1 0")
+        };
+        assert_eq!(mid_exec_by_stat(&stat("R", 2, 0x0040_0000)), Some(true));
+        assert_eq!(mid_exec_by_stat(&stat("D", 1, 0x0040_0100)), Some(true));
+        assert_eq!(mid_exec_by_stat(&stat("S", 2, 0x0020_8040)), Some(false));
+        assert_eq!(mid_exec_by_stat(&stat("I", 0, 0x0420_8060)), Some(false));
+        assert_eq!(mid_exec_by_stat(&stat("Z", 2, 0x0040_0104)), Some(false));
+        assert_eq!(mid_exec_by_stat(&stat("X", 2, 0)), Some(false));
+        // A command with spaces and parentheses of its own.
+        let odd = "9 (a) b (c)) R 2 9 9 0 -1 4194304 0 0";
+        assert_eq!(mid_exec_by_stat(odd), Some(true));
+        assert_eq!(mid_exec_by_stat("garbage"), None);
+        // kthreadd and this process, as /proc shows them.
+        if let Ok(kthreadd) = fs::read_to_string("/proc/2/stat")
+            && kthreadd.contains("(kthreadd)")
+        {
+            assert_eq!(mid_exec_by_stat(&kthreadd), Some(false));
+        }
+        let me = fs::read_to_string("/proc/self/stat").unwrap();
+        assert_eq!(mid_exec_by_stat(&me), Some(true));
+    }
 
     #[test]
     fn markers_are_unique() {
