@@ -290,7 +290,9 @@ fn settle_environment(pid: i32, first_read: io::Result<Vec<u8>>) -> Environment 
 /// Whether a process whose command line reads empty is in an exec: it is neither dead nor a
 /// kernel thread (which have none either).
 fn is_mid_exec(pid: i32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
+    // As bytes: the command's name may be any bytes (the kernel cuts it at 15, perhaps in the
+    // middle of a character), and a name that is not UTF-8 must not make it read as dead.
+    fs::read(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|stat| mid_exec_by_stat(&stat))
         .unwrap_or(false)
@@ -299,10 +301,14 @@ fn is_mid_exec(pid: i32) -> bool {
 /// [`is_mid_exec`] from the text of `/proc/<pid>/stat`: alive, and without `PF_KTHREAD` in its
 /// flags. Not "its parent is pid 2": in a PID namespace pid 2 is an ordinary process (the
 /// init's session runner, the parent of every leftover it adopts), and kthreadd is not there.
-fn mid_exec_by_stat(stat: &str) -> Option<bool> {
+fn mid_exec_by_stat(stat: &[u8]) -> Option<bool> {
     const PF_KTHREAD: u64 = 0x0020_0000;
-    // After the command's `)`: state, ppid, pgrp, session, tty_nr, tpgid, flags, ...
-    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_whitespace();
+    // After the command's `)`, the last in the line: state, ppid, pgrp, session, tty_nr,
+    // tpgid, flags, ... (all ASCII).
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let mut fields = std::str::from_utf8(stat.get(close + 2..)?)
+        .ok()?
+        .split_whitespace();
     let state = fields.next()?;
     let flags: u64 = fields.nth(5)?.parse().ok()?;
     Some(!matches!(state, "Z" | "X") && flags & PF_KTHREAD == 0)
@@ -329,6 +335,7 @@ mod tests {
     fn mid_exec_is_told_from_kernel_threads_and_the_dead_by_flags_not_by_parent() {
         let stat = |state: &str, ppid: i32, flags: u64| {
             format!("7 (sh) {state} {ppid} 7 7 0 -1 {flags} 120 0 0 0 0 0 0 0 20 0 1 0")
+                .into_bytes()
         };
         assert_eq!(mid_exec_by_stat(&stat("R", 2, 0x0040_0000)), Some(true));
         assert_eq!(mid_exec_by_stat(&stat("D", 1, 0x0040_0100)), Some(true));
@@ -337,16 +344,19 @@ mod tests {
         assert_eq!(mid_exec_by_stat(&stat("Z", 2, 0x0040_0104)), Some(false));
         assert_eq!(mid_exec_by_stat(&stat("X", 2, 0)), Some(false));
         // A command with spaces and parentheses of its own.
-        let odd = "9 (a) b (c)) R 2 9 9 0 -1 4194304 0 0";
+        let odd = b"9 (a) b (c)) R 2 9 9 0 -1 4194304 0 0";
         assert_eq!(mid_exec_by_stat(odd), Some(true));
-        assert_eq!(mid_exec_by_stat("garbage"), None);
+        // A name cut in the middle of a character (found by review): not UTF-8, still alive.
+        let cut = b"9 (\xe6\x97\xa5\xe6) R 2 9 9 0 -1 4194304 0 0";
+        assert_eq!(mid_exec_by_stat(cut), Some(true));
+        assert_eq!(mid_exec_by_stat(b"garbage"), None);
         // kthreadd and this process, as /proc shows them.
-        if let Ok(kthreadd) = fs::read_to_string("/proc/2/stat")
-            && kthreadd.contains("(kthreadd)")
+        if let Ok(kthreadd) = fs::read("/proc/2/stat")
+            && kthreadd.windows(10).any(|w| w == b"(kthreadd)")
         {
             assert_eq!(mid_exec_by_stat(&kthreadd), Some(false));
         }
-        let me = fs::read_to_string("/proc/self/stat").unwrap();
+        let me = fs::read("/proc/self/stat").unwrap();
         assert_eq!(mid_exec_by_stat(&me), Some(true));
     }
 
