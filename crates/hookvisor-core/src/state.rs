@@ -180,7 +180,7 @@ fn replace_file(
 pub(crate) fn read_capped(reader: impl io::Read, limit: u64) -> io::Result<Option<Vec<u8>>> {
     // Room for a usual state file at once: from empty, std reads a `Take` 32 bytes first and
     // then in doubling steps, seven reads for a 500-byte status.json.
-    let mut bytes = Vec::with_capacity(usize::try_from(limit.min(8192)).unwrap_or(8192) + 1);
+    let mut bytes = Vec::with_capacity(limit.min(8192) as usize + 1);
     reader
         .take(limit.saturating_add(1))
         .read_to_end(&mut bytes)?;

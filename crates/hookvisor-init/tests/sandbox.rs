@@ -265,6 +265,46 @@ fn root_writes_nothing_through_links_planted_in_the_state_dir() {
     assert!(!created_by_root.exists(), "root created the lock's target");
 }
 
+/// The state dir and `output/` are made only when a first open finds them missing (case 7's
+/// bookkeeping). A dangling link the agent plants in their place, pointing into a directory
+/// only root can write, must not become a directory there: neither for the log (`output/`)
+/// nor for status.json (the whole state dir).
+#[test]
+fn root_makes_no_directory_through_a_dangling_link_planted_for_a_missing_one() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let (uid, gid) = test_user();
+    for planted in ["output", "state"] {
+        let w = Workspace::new();
+        let root_only = root_only_dir(&w, "root-only");
+        let target = root_only.join("made");
+        if planted == "output" {
+            fs::create_dir(&w.state).unwrap();
+            std::os::unix::fs::symlink(&target, w.state.join("output")).unwrap();
+            nix::unistd::chown(&w.state, Some(uid.into()), Some(gid.into())).unwrap();
+        } else {
+            std::os::unix::fs::symlink(&target, &w.state).unwrap();
+        }
+        w.hook("10-user.sh", "# blocking: true\n", "echo hello");
+        w.hook(
+            "20-root.sh",
+            "# blocking: true\n# run_as: root\n",
+            "echo hello",
+        );
+        let (_, _, err) = run(&w.args(&["--user", "hv-test", "--", "true"]));
+        let made: Vec<_> = fs::read_dir(&root_only)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            made,
+            ["secret"],
+            "{planted}: root made a directory where the agent's link pointed; stderr {err}"
+        );
+    }
+}
+
 /// Item 4: `status.json` linked to a root-only JSON file holding a secret: root used to read
 /// it, keep its unknown fields and write them into a status.json the agent can read.
 #[test]
