@@ -43,6 +43,26 @@ fn root_only_dir(w: &Workspace, name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// Runs one user hook and one root hook (`echo hello`, blocking) under the init with
+/// `--user hv-test`; returns the exit code, what `root_only` holds afterwards, and stderr.
+fn run_user_and_root_hook(
+    w: &Workspace,
+    root_only: &Path,
+) -> (i32, Vec<std::ffi::OsString>, String) {
+    w.hook("10-user.sh", "# blocking: true\n", "echo hello");
+    w.hook(
+        "20-root.sh",
+        "# blocking: true\n# run_as: root\n",
+        "echo hello",
+    );
+    let (code, _, err) = run(&w.args(&["--user", "hv-test", "--", "true"]));
+    let made = fs::read_dir(root_only)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    (code, made, err)
+}
+
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = pid1(args).output().unwrap();
     (
@@ -245,18 +265,8 @@ fn root_writes_nothing_through_links_planted_in_the_state_dir() {
     let created_by_root = w.path("lock-target");
     std::os::unix::fs::symlink(&created_by_root, w.state.join("status.json.lock")).unwrap();
     nix::unistd::chown(&w.state, Some(uid.into()), Some(gid.into())).unwrap();
-    w.hook("10-user.sh", "# blocking: true\n", "echo hello");
-    w.hook(
-        "20-root.sh",
-        "# blocking: true\n# run_as: root\n",
-        "echo hello",
-    );
-    let (code, _, err) = run(&w.args(&["--user", "hv-test", "--", "true"]));
+    let (code, made, err) = run_user_and_root_hook(&w, &root_only);
     assert_eq!(code, 0, "{err}");
-    let made: Vec<_> = fs::read_dir(&root_only)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
     assert_eq!(
         made,
         ["secret"],
@@ -286,17 +296,7 @@ fn root_makes_no_directory_through_a_dangling_link_planted_for_a_missing_one() {
         } else {
             std::os::unix::fs::symlink(&target, &w.state).unwrap();
         }
-        w.hook("10-user.sh", "# blocking: true\n", "echo hello");
-        w.hook(
-            "20-root.sh",
-            "# blocking: true\n# run_as: root\n",
-            "echo hello",
-        );
-        let (_, _, err) = run(&w.args(&["--user", "hv-test", "--", "true"]));
-        let made: Vec<_> = fs::read_dir(&root_only)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
+        let (_, made, err) = run_user_and_root_hook(&w, &root_only);
         assert_eq!(
             made,
             ["secret"],
