@@ -40,6 +40,18 @@ const ROUNDS: usize = 64;
 /// a process really in an exec makes the caller wait, so the bound costs nothing otherwise.
 const EXEC_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The first pause before looking again at a process caught mid-exec, and the longest: each
+/// pause doubles. A real exec is over within the first few, while a process that only looks
+/// mid-exec for the whole [`EXEC_PATIENCE`] (an unprivileged process can empty its command line
+/// and environment with `prctl(PR_SET_MM)`) costs a few dozen scans of `/proc`, not thousands.
+const EXEC_PAUSE_FIRST: std::time::Duration = std::time::Duration::from_micros(200);
+const EXEC_PAUSE_MAX: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The pause after `previous` (none yet: the first) while a process looks mid-exec.
+fn next_exec_pause(previous: Option<std::time::Duration>) -> std::time::Duration {
+    previous.map_or(EXEC_PAUSE_FIRST, |p| (p * 2).min(EXEC_PAUSE_MAX))
+}
+
 /// Makes this process a child subreaper, so that what its hooks leave behind comes back to it.
 /// Every binary that runs hooks calls it at start.
 pub fn become_subreaper() -> io::Result<()> {
@@ -88,6 +100,7 @@ pub(crate) fn kill(marker: &str) -> usize {
     let mut killed = std::collections::BTreeSet::new();
     let mut rounds = 0;
     let mut unsure_since = None;
+    let mut pause = None;
     while rounds < ROUNDS {
         // A subreaper looks through its whole tree, not only its children: a killed hook's
         // descendants come back to it only once their parent has finished dying, which the
@@ -115,7 +128,9 @@ pub(crate) fn kill(marker: &str) -> usize {
                     .elapsed()
                     < EXEC_PATIENCE
             {
-                std::thread::sleep(std::time::Duration::from_micros(200));
+                let next = next_exec_pause(pause);
+                pause = Some(next);
+                std::thread::sleep(next);
                 continue;
             }
             break;
@@ -327,6 +342,31 @@ fn holds_marker(environ: &[u8], marker: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process that keeps looking mid-exec for the whole patience (review of d9e6cf1: an
+    /// unprivileged one can, with `prctl(PR_SET_MM_MAP)`) is looked at a few dozen times, where a
+    /// fixed 200 µs pause looked 5,000 times; the first looks still come within a millisecond.
+    #[test]
+    fn pauses_for_a_process_mid_exec_double_up_to_a_bound() {
+        let mut pause = None;
+        let mut waited = std::time::Duration::ZERO;
+        let mut looks = 0;
+        let mut pauses = Vec::new();
+        while waited < EXEC_PATIENCE {
+            let next = next_exec_pause(pause);
+            pause = Some(next);
+            pauses.push(next);
+            waited += next;
+            looks += 1;
+        }
+        assert_eq!(pauses[0], std::time::Duration::from_micros(200));
+        assert_eq!(pauses[1], std::time::Duration::from_micros(400));
+        assert!(
+            pauses[..3].iter().sum::<std::time::Duration>() < std::time::Duration::from_millis(2)
+        );
+        assert!(pauses.iter().all(|&p| p <= EXEC_PAUSE_MAX), "{pauses:?}");
+        assert!((20..40).contains(&looks), "{looks} looks in {waited:?}");
+    }
 
     /// Found by the sandbox test under load: a leftover caught in an exec (no environment, no
     /// command line) whose parent is pid 2, the init's session runner in its PID namespace,
