@@ -40,11 +40,12 @@ const ROUNDS: usize = 64;
 /// a process really in an exec makes the caller wait, so the bound costs nothing otherwise.
 const EXEC_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The first pause before looking again at a process caught mid-exec, and the longest: each
-/// pause doubles. A real exec is over within the first few, while a process that only looks
-/// mid-exec for the whole [`EXEC_PATIENCE`] (an unprivileged process can empty its command line
-/// and environment with `prctl(PR_SET_MM)`) costs a few dozen scans of `/proc`, not thousands.
+/// The first pause before looking again at a process caught mid-exec; each pause doubles. A
+/// real exec is over within the first few, while a process that only looks mid-exec for the
+/// whole [`EXEC_PATIENCE`] (an unprivileged process can empty its command line and environment
+/// with `prctl(PR_SET_MM_MAP)`) costs a few dozen scans of `/proc`, not thousands.
 const EXEC_PAUSE_FIRST: std::time::Duration = std::time::Duration::from_micros(200);
+/// The longest pause: a process that finishes its exec late is still seen within this.
 const EXEC_PAUSE_MAX: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The pause after `previous` (none yet: the first) while a process looks mid-exec.
