@@ -102,6 +102,7 @@ pub(crate) fn kill(marker: &str) -> usize {
     let mut rounds = 0;
     let mut unsure_since = None;
     let mut pause = None;
+    let mut looked_again = false;
     while rounds < ROUNDS {
         // A subreaper looks through its whole tree, not only its children: a killed hook's
         // descendants come back to it only once their parent has finished dying, which the
@@ -134,8 +135,20 @@ pub(crate) fn kill(marker: &str) -> usize {
                 std::thread::sleep(next);
                 continue;
             }
+            // An orphan re-parented to us while this round read its dying parent's list of
+            // children was in neither list (the kernel calls those lists unreliable unless the
+            // tasks are frozen); it is our own child by the time the round ends, so an empty
+            // round is looked at once more before it is believed.
+            if subreaper && !looked_again {
+                looked_again = true;
+                continue;
+            }
             break;
         }
+        // A process found mid-exec before has nothing to do with the next: it gets a quick
+        // second look again.
+        pause = None;
+        looked_again = false;
         for &pid in &marked {
             // A child of ours cannot be reused before we reap it; another process could only
             // between the read of its environment and this call, a window no pid wraps around in.
