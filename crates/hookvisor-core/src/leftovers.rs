@@ -378,7 +378,18 @@ mod tests {
         assert!(
             pauses[..3].iter().sum::<std::time::Duration>() < std::time::Duration::from_millis(2)
         );
-        assert!(pauses.iter().all(|&p| p <= EXEC_PAUSE_MAX), "{pauses:?}");
+        // Doubling up to the cap, then the cap: 200 µs × 2⁸ = 51.2 ms is the first cut to 50.
+        assert_eq!(
+            pauses[7],
+            std::time::Duration::from_micros(25_600),
+            "{pauses:?}"
+        );
+        assert!(
+            pauses[8..]
+                .iter()
+                .all(|&p| p == std::time::Duration::from_millis(50)),
+            "{pauses:?}"
+        );
         assert!((20..40).contains(&looks), "{looks} looks in {waited:?}");
     }
 
