@@ -179,16 +179,16 @@ print("%.2f %.2f %.2f" % (statistics.median(values), min(values), max(values)))
 PY
 }
 
-# round_median NAME N INDEX: the median over the N rounds of the median of the INDEX-th command
-# given to `rounds`, in ms.
-round_median() {
-	python3 - "$scratch/json/$1" "$2" "$3" <<'PY'
+# round_medians NAME N: for each command given to `rounds`, in that order, the median over the N
+# rounds of its median, in ms, on one line.
+round_medians() {
+	python3 - "$scratch/json/$1" "$2" <<'PY'
 import json, statistics, sys
-base, n, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-command = json.load(open("%s-1.json" % base))["results"][k]["command"]
-print("%.2f" % statistics.median(
-    next(r["median"] for r in json.load(open("%s-%d.json" % (base, i)))["results"] if r["command"] == command) * 1000
-    for i in range(1, n + 1)))
+base, n = sys.argv[1], int(sys.argv[2])
+rounds = [{r["command"]: r["median"] * 1000 for r in json.load(open("%s-%d.json" % (base, i)))["results"]}
+          for i in range(1, n + 1)]
+order = [r["command"] for r in json.load(open("%s-1.json" % base))["results"]]
+print(" ".join("%.2f" % statistics.median(by[c] for by in rounds) for c in order))
 PY
 }
 
@@ -492,14 +492,14 @@ if wants 7; then
 		die "fire task.start did not run the one run: hook"
 	say "case 7: fire tool.before with no hook, fire task.start with one run: \"true\" hook (10 rounds)"
 	rounds fire 10 "$hv --workspace $ws fire tool.before" "/bin/true" "$hv --workspace $ws fire task.start" "sh -c true"
+	read -r none bin_true hook sh < <(round_medians fire 10)
 	read -r r lo hi < <(round_ratio fire 10 'm[0] / m[1]')
-	row "7 fire tool.before, no hook binds it (vs /bin/true; rounds $lo-$hi)" \
-		"$(round_median fire 10 0)" "$(round_median fire 10 1)" "<=1.5" "$r"
+	row "7 fire tool.before, no hook binds it (vs /bin/true; rounds $lo-$hi)" "$none" "$bin_true" "<=1.5" "$r"
 	# Issue 16's goal: the fire with the hook takes at most 1.3 x `sh -c true` plus the no-hook
 	# fire, i.e. what the hook adds to the floor, over `sh -c true`, is at most 1.3.
 	read -r r lo hi < <(round_ratio fire 10 '(m[2] - m[0]) / m[3]')
-	row "7 fire task.start, one run: \"true\" hook ($(round_median fire 10 2) ms) minus the no-hook fire (vs sh -c true; rounds $lo-$hi)" \
-		"$(minus "$(round_median fire 10 2)" "$(round_median fire 10 0)")" "$(round_median fire 10 3)" "<=1.3" "$r"
+	row "7 fire task.start, one run: \"true\" hook ($hook ms) minus the no-hook fire (vs sh -c true; rounds $lo-$hi)" \
+		"$(minus "$hook" "$none")" "$sh" "<=1.3" "$r"
 	# The same with the state dir on tmpfs: what the hook costs without the disk, whose part is
 	# the write of status.json that ext4 starts at the rename (README, "Crashes and status.json").
 	if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
@@ -507,9 +507,10 @@ if wants 7; then
 		HOOKVISOR_STATE_DIR=$(mktemp -d /dev/shm/hookvisor-bench-state.XXXXXX)
 		export HOOKVISOR_STATE_DIR
 		rounds fire-tmpfs 10 "$hv --workspace $ws fire tool.before" "$hv --workspace $ws fire task.start" "sh -c true"
+		read -r none hook sh < <(round_medians fire-tmpfs 10)
 		read -r r lo hi < <(round_ratio fire-tmpfs 10 '(m[1] - m[0]) / m[2]')
-		row "7 the same, state dir on tmpfs ($(round_median fire-tmpfs 10 1) ms minus $(round_median fire-tmpfs 10 0) ms, vs sh -c true; rounds $lo-$hi)" \
-			"$(minus "$(round_median fire-tmpfs 10 1)" "$(round_median fire-tmpfs 10 0)")" "$(round_median fire-tmpfs 10 2)" "<=1.3" "$r"
+		row "7 the same, state dir on tmpfs ($hook ms minus $none ms, vs sh -c true; rounds $lo-$hi)" \
+			"$(minus "$hook" "$none")" "$sh" "<=1.3" "$r"
 		rm -rf "$HOOKVISOR_STATE_DIR"
 	fi
 	unset HOOKVISOR_WORKSPACE HOOKVISOR_STATE_DIR

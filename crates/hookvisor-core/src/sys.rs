@@ -388,11 +388,7 @@ impl ExecArgs {
         for (name, value) in env {
             starts.push(start);
             // A name with a NUL in it loses its `=` and value with the rest of the string.
-            start = if name.contains(&0) {
-                ends(&[name], &mut strings)
-            } else {
-                ends(&[name, b"=".as_slice(), value], &mut strings)
-            };
+            start = ends(&[name, b"=".as_slice(), value], &mut strings);
         }
         let base = strings.as_ptr().cast::<libc::c_char>();
         let pointers = |range: &[usize]| {
