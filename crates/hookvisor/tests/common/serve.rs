@@ -205,7 +205,7 @@ pub fn send(
     body: &str,
 ) -> BufReader<Box<dyn Stream>> {
     let mut stream = addr.connect();
-    let mut head = format!(
+    let mut message = format!(
         "{method} {path} HTTP/1.0\r\nContent-Length: {}\r\n",
         body.len()
     );
@@ -217,12 +217,14 @@ pub fn send(
     let defaults = defaults.into_iter().filter(|(k, _)| !given(k));
     for (k, v) in defaults.chain(headers.iter().copied()) {
         if !v.is_empty() {
-            head.push_str(&format!("{k}: {v}\r\n"));
+            message.push_str(&format!("{k}: {v}\r\n"));
         }
     }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(body.as_bytes()).unwrap();
+    message.push_str("\r\n");
+    // One write: a server that refuses on the head alone (415, 403) answers and closes without
+    // reading the body, and a second write could then meet the closed socket (EPIPE).
+    message.push_str(body);
+    stream.write_all(message.as_bytes()).unwrap();
     stream.flush().unwrap();
     BufReader::new(stream)
 }
