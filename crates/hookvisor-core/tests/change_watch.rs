@@ -51,6 +51,10 @@ fn summary(scan: &ChangeScan) -> Vec<(PathBuf, Option<i64>)> {
         .collect()
 }
 
+/// Held shared by every [`Pair`], whole by the test that counts this process's reader threads
+/// (it must not count other tests' watchers).
+static WATCHERS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 /// A watcher on `ws` and, beside it, full scans with a journal of their own.
 struct Pair {
     ws: PathBuf,
@@ -58,10 +62,21 @@ struct Pair {
     full_journal: PathBuf,
     options: ScanOptions,
     kinds: Vec<ScanKind>,
+    // Declared last, so dropped after the watcher.
+    _shared: Option<std::sync::RwLockReadGuard<'static, ()>>,
 }
 
 impl Pair {
     fn new(ws: &Path, state: &Path) -> Pair {
+        let shared = WATCHERS.read().unwrap_or_else(|e| e.into_inner());
+        Pair {
+            _shared: Some(shared),
+            ..Pair::unshared(ws, state)
+        }
+    }
+
+    /// A pair for a test that holds [`WATCHERS`] whole.
+    fn unshared(ws: &Path, state: &Path) -> Pair {
         let options = ScanOptions::new().exclude(state);
         let watcher = ChangeWatcher::start(
             ws,
@@ -80,6 +95,7 @@ impl Pair {
             full_journal: state.join("full.journal"),
             options,
             kinds: Vec::new(),
+            _shared: None,
         }
     }
 
@@ -249,7 +265,8 @@ fn reader_threads() -> usize {
 fn restarts_and_drops_leave_no_reader_thread_behind() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = repo(tmp.path());
-    let mut pair = Pair::new(&ws, &tmp.path().join("state"));
+    let _alone = WATCHERS.write().unwrap_or_else(|e| e.into_inner());
+    let mut pair = Pair::unshared(&ws, &tmp.path().join("state"));
     pair.check("start");
     // Each .gitignore edit makes the watcher start over with a new instance and thread.
     for i in 0..5 {
@@ -257,7 +274,8 @@ fn restarts_and_drops_leave_no_reader_thread_behind() {
         assert_eq!(pair.check(&format!(".gitignore edit {i}")), ScanKind::Full);
     }
     drop(pair);
-    // Other tests of this binary run watchers at the same time; theirs end too. Wait for ours.
+    // No other test runs a watcher meanwhile. A thread's end cannot be awaited from outside
+    // it: look every millisecond.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while reader_threads() > 0 {
         assert!(
@@ -265,7 +283,7 @@ fn restarts_and_drops_leave_no_reader_thread_behind() {
             "{} inotify reader threads still running",
             reader_threads()
         );
-        std::thread::yield_now();
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 

@@ -216,7 +216,8 @@ fn a_child_ignoring_term_is_killed_after_the_grace() {
     let took = sent.elapsed();
     assert_eq!(code(status), 137, "{err}");
     assert!(
-        took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+        // Not killed, it would sleep its 1000 s; the upper bound leaves a loaded machine room.
+        took >= Duration::from_secs(1) && took < Duration::from_secs(20),
         "killed after {took:?}"
     );
     assert!(err.contains("grace period"), "{err}");
@@ -552,14 +553,15 @@ fn a_background_hook_still_running_when_cmd_exits_is_stopped_and_recorded() {
         started.display()
     );
     let begun = Instant::now();
-    let out = pid1(&w.args(&["--grace", "5", "--", "sh", "-c", &script]))
+    let out = pid1(&w.args(&["--grace", "30", "--", "sh", "-c", &script]))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(5), "{stderr}");
-    // TERM stops the hook at once: no need to wait for the grace.
+    // TERM stops the hook at once: no need to wait for the grace (the bound, well under it,
+    // also covers the whole container's start).
     assert!(
-        begun.elapsed() < Duration::from_secs(5),
+        begun.elapsed() < Duration::from_secs(20),
         "{:?}",
         begun.elapsed()
     );

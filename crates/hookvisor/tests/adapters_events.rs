@@ -478,7 +478,8 @@ fn session_end_is_detached_from_the_agent() {
         );
         let started = Instant::now();
         let out = adapter(&ws, agent, fixture, &[]);
-        assert!(started.elapsed() < Duration::from_millis(1500), "{agent}");
+        // The hook waits on the gate until after this; a generous bound for a loaded machine.
+        assert!(started.elapsed() < Duration::from_secs(30), "{agent}");
         assert_eq!(stdout(&out), "", "{agent}: {}", stderr(&out));
         assert!(out.status.success());
         // Open the gate (the hook is reading), then read what the hook writes.

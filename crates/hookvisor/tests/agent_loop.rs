@@ -490,7 +490,7 @@ fn a_second_signal_stops_session_end_at_once() {
     // The first signal names the exit status; the hook's `sleep 20` did not run out.
     assert_eq!(status.code(), Some(130));
     assert!(
-        second.elapsed() < std::time::Duration::from_secs(4),
+        second.elapsed() < std::time::Duration::from_secs(15),
         "{:?}",
         second.elapsed()
     );

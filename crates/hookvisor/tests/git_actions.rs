@@ -385,7 +385,8 @@ fn a_dash_leading_ref_is_refused_at_load_and_when_templated_at_run_time() {
 
 #[test]
 fn a_git_step_past_the_hooks_timeout_is_stopped_with_its_group() {
-    let ws = repo("commit", "action: git-commit\nmessage: m\ntimeout: 1\n");
+    // Three seconds: `git commit` must reach its hook before the clock runs out.
+    let ws = repo("commit", "action: git-commit\nmessage: m\ntimeout: 3\n");
     // A git hook that hangs: it says who it is, then waits for ever.
     let hook = ws.path().join(".git/hooks/pre-commit");
     let pid_file = ws.base().join("hung.pid");
@@ -416,7 +417,7 @@ fn a_git_step_past_the_hooks_timeout_is_stopped_with_its_group() {
         "the hung hook still runs: {stat}"
     );
     assert!(
-        log(&ws, "commit").contains("timed out after 1s"),
+        log(&ws, "commit").contains("timed out after 3s"),
         "{}",
         log(&ws, "commit")
     );

@@ -547,13 +547,14 @@ fn an_idle_server_uses_no_cpu() {
     assert_eq!(server.get("/hooks/status").status, 200);
     assert_eq!(server.get("/hooks/noisy/output").status, 200);
     // Not a synchronisation: the window over which an idle server's CPU time is observed.
-    // A loop uses a whole core (100 ticks a second); an idle server, none.
+    // A loop uses a whole core (100 ticks a second); an idle server, none. The bound leaves
+    // room for the end of the rerun the post started.
     let pid = server.child.id();
     let before = cpu_ticks(pid);
     std::thread::sleep(std::time::Duration::from_secs(1));
     let used = cpu_ticks(pid) - before;
     assert!(
-        used <= 10,
+        used <= 30,
         "an idle server used {used} ticks of CPU in one second"
     );
 }

@@ -136,9 +136,13 @@ fn session_as_root_runs_no_root_hook_while_the_agent_runs() {
         &format!("id -u > {}", pwned.display()),
     );
     ws.hook("10-user.sh", "session", "", "true");
-    let mut agent = Command::new("setpriv")
-        .args(["--reuid", "hv-test", "--regid", "hv-test", "--init-groups"])
-        .args(["sleep", "60"])
+    // The ids are changed before `spawn` returns (setpriv would change them only after its
+    // exec, perhaps after `session` had looked for the agent's processes).
+    let user = nix::unistd::User::from_name("hv-test").unwrap().unwrap();
+    let mut agent = Command::new("sleep")
+        .arg("60")
+        .uid(user.uid.as_raw())
+        .gid(user.gid.as_raw())
         .spawn()
         .unwrap();
     let out = ws.hookvisor(&["session", "--user", "hv-test"]);
