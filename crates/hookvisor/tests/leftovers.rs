@@ -133,3 +133,57 @@ fn a_nested_runs_daemon_carries_the_outer_runs_marker_too() {
     check(out, "hookvisor run outer");
     assert_killed(&pid_file);
 }
+
+/// A hook body whose daemon buries its marker behind about 1.8 MB of environment, near the most
+/// an exec takes with the usual 8 MB stack (a string is at most 128 KiB, so in 18 variables),
+/// and writes its environment's size to `size_file`.
+fn buried_marker_body(pid_file: &Path, size_file: &Path) -> String {
+    let variables: String = (1..=18).map(|i| format!("B{i}=\"$big\" ")).collect();
+    format!(
+        "big=$(head -c 100000 /dev/zero | tr '\\0' x)\n\
+         setsid env -i {variables}HOOKVISOR_RUN=\"$HOOKVISOR_RUN\" \
+         /bin/sh -c 'echo $$ > {pid}; exec sleep 1000' </dev/null >/dev/null 2>&1 &\n\
+         i=0\n\
+         while [ ! -s {pid} ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done\n\
+         wc -c < /proc/$(cat {pid})/environ > {size}",
+        pid = pid_file.display(),
+        size = size_file.display(),
+    )
+}
+
+/// Attack: a leftover puts its marker last, after megabytes of environment, so that a scan that
+/// read only the start of `/proc/<pid>/environ` would let it go. Through `run` (a subreaper,
+/// which reads its own descendants) and `serve` (which reads every process in `/proc`).
+#[test]
+fn a_marker_buried_behind_megabytes_of_environment_is_still_found() {
+    for through in ["run", "serve"] {
+        let ws = Workspace::new();
+        let pid_file = ws.base().join("daemon.pid");
+        let size_file = ws.base().join("environ.size");
+        ws.hook(
+            "buried.sh",
+            "file",
+            "pattern: '*'",
+            &buried_marker_body(&pid_file, &size_file),
+        );
+        if through == "run" {
+            check(ws.hookvisor(&["run", "buried"]), "hookvisor run buried");
+            assert_killed(&pid_file);
+        } else {
+            let server = Server::tcp(&ws);
+            let rerun = server.post("/hooks/buried/rerun", "{}");
+            assert_eq!(rerun.status, 200, "{}", rerun.body);
+            assert_killed(&pid_file);
+            server.stop();
+        }
+        let size: usize = fs::read_to_string(&size_file)
+            .unwrap_or_default()
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        assert!(
+            size > 1_500_000,
+            "{through}: the daemon's environment is {size} bytes, not the megabytes of the attack"
+        );
+    }
+}
