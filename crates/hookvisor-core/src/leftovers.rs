@@ -26,6 +26,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// The variable that marks a run's processes.
 pub(crate) const RUN_MARKER_VARIABLE: &str = "HOOKVISOR_RUN";
@@ -38,18 +39,18 @@ const ROUNDS: usize = 64;
 /// environment until the kernel has built the new one). An exec lasts microseconds, but on a
 /// loaded machine one that waits for the disk lasts longer than a few rounds of yielding; only
 /// a process really in an exec makes the caller wait, so the bound costs nothing otherwise.
-const EXEC_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+const EXEC_PATIENCE: Duration = Duration::from_secs(1);
 
 /// The first pause before looking again at a process caught mid-exec; each pause doubles. A
 /// real exec is over within the first few, while a process that only looks mid-exec for the
 /// whole [`EXEC_PATIENCE`] (an unprivileged process can empty its command line and environment
 /// with `prctl(PR_SET_MM_MAP)`) costs a few dozen scans of `/proc`, not thousands.
-const EXEC_PAUSE_FIRST: std::time::Duration = std::time::Duration::from_micros(200);
+const EXEC_PAUSE_FIRST: Duration = Duration::from_micros(200);
 /// The longest pause: a process that finishes its exec late is still seen within this.
-const EXEC_PAUSE_MAX: std::time::Duration = std::time::Duration::from_millis(50);
+const EXEC_PAUSE_MAX: Duration = Duration::from_millis(50);
 
 /// The pause after `previous` (none yet: the first) while a process looks mid-exec.
-fn next_exec_pause(previous: Option<std::time::Duration>) -> std::time::Duration {
+fn next_exec_pause(previous: Option<Duration>) -> Duration {
     previous.map_or(EXEC_PAUSE_FIRST, |p| (p * 2).min(EXEC_PAUSE_MAX))
 }
 
@@ -124,12 +125,7 @@ pub(crate) fn kill(marker: &str) -> usize {
             }
         }
         if marked.is_empty() {
-            if unsure
-                && unsure_since
-                    .get_or_insert_with(std::time::Instant::now)
-                    .elapsed()
-                    < EXEC_PATIENCE
-            {
+            if unsure && unsure_since.get_or_insert_with(Instant::now).elapsed() < EXEC_PATIENCE {
                 let next = next_exec_pause(pause);
                 pause = Some(next);
                 std::thread::sleep(next);
@@ -363,7 +359,7 @@ mod tests {
     #[test]
     fn pauses_for_a_process_mid_exec_double_up_to_a_bound() {
         let mut pause = None;
-        let mut waited = std::time::Duration::ZERO;
+        let mut waited = Duration::ZERO;
         let mut looks = 0;
         let mut pauses = Vec::new();
         while waited < EXEC_PATIENCE {
@@ -373,21 +369,13 @@ mod tests {
             waited += next;
             looks += 1;
         }
-        assert_eq!(pauses[0], std::time::Duration::from_micros(200));
-        assert_eq!(pauses[1], std::time::Duration::from_micros(400));
-        assert!(
-            pauses[..3].iter().sum::<std::time::Duration>() < std::time::Duration::from_millis(2)
-        );
+        assert_eq!(pauses[0], Duration::from_micros(200));
+        assert_eq!(pauses[1], Duration::from_micros(400));
+        assert!(pauses[..3].iter().sum::<Duration>() < Duration::from_millis(2));
         // Doubling up to the cap, then the cap: 200 µs × 2⁸ = 51.2 ms is the first cut to 50.
-        assert_eq!(
-            pauses[7],
-            std::time::Duration::from_micros(25_600),
-            "{pauses:?}"
-        );
+        assert_eq!(pauses[7], Duration::from_micros(25_600), "{pauses:?}");
         assert!(
-            pauses[8..]
-                .iter()
-                .all(|&p| p == std::time::Duration::from_millis(50)),
+            pauses[8..].iter().all(|&p| p == Duration::from_millis(50)),
             "{pauses:?}"
         );
         assert!((20..40).contains(&looks), "{looks} looks in {waited:?}");

@@ -91,12 +91,19 @@ fn ensure_test_user() -> Option<std::sync::MutexGuard<'static, ()>> {
     Some(guard)
 }
 
+/// The test user's passwd entry ([`ensure_test_user`] made it).
+fn test_user() -> nix::unistd::User {
+    nix::unistd::User::from_name("hv-test")
+        .unwrap()
+        .expect("hv-test exists")
+}
+
 #[test]
 fn session_as_root_runs_user_hooks_as_the_user() {
     let Some(_one_at_a_time) = ensure_test_user() else {
         return;
     };
-    let user = nix::unistd::User::from_name("hv-test").unwrap().unwrap();
+    let user = test_user();
 
     let ws = Workspace::new();
     // The temp dir is private to root; the user must be able to reach the workspace.
@@ -138,7 +145,7 @@ fn session_as_root_runs_no_root_hook_while_the_agent_runs() {
     ws.hook("10-user.sh", "session", "", "true");
     // The ids are changed before `spawn` returns (setpriv would change them only after its
     // exec, perhaps after `session` had looked for the agent's processes).
-    let user = nix::unistd::User::from_name("hv-test").unwrap().unwrap();
+    let user = test_user();
     let mut agent = Command::new("sleep")
         .arg("60")
         .uid(user.uid.as_raw())
@@ -217,7 +224,7 @@ fn session_start_event_hooks_run_as_the_user_and_never_as_root() {
     let Some(_one_at_a_time) = ensure_test_user() else {
         return;
     };
-    let user = nix::unistd::User::from_name("hv-test").unwrap().unwrap();
+    let user = test_user();
     let ws = Workspace::new();
     fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
     ws.hook("10-user.sh", "session", "run_as: user", "id -u");
