@@ -24,8 +24,10 @@
 //!    and a `post` hook's failure is recorded, never an abort of a decision already sent.
 //! 5. **When** (§4.2). A hook's `when:` is evaluated just before its run, over the payload
 //!    ([`Payload::lookup`]). False skips the hook (nothing is recorded). An evaluation error
-//!    *fails* the hook: its message is the run's output (stderr, exit 1) and is judged as a
-//!    failure, never read as true or false.
+//!    *fails* the hook, never read as true or false: its message, prefixed by the hook's
+//!    source and condition, is the run's output (stderr, exit 1), and [`Judge::judge_when_error`]
+//!    judges it: a hook that can block blocks, whatever its `block_on`, since the values are
+//!    often the model's (a gate fails closed); any other hook records the failure.
 //! 6. **Run** (§4.1, rule 19). Each run writes the payload's files directly into
 //!    `<state>/fire/`, their names prefixed by one unique to the run, and removes them when it
 //!    ends ([`Payload::environment_prefixed`]); the event JSON is the child's stdin, from
@@ -78,6 +80,7 @@
 //! [`template::expand_argv`]: crate::template::expand_argv
 //! [`CancelToken`]: crate::CancelToken
 //! [`Judge`]: crate::decision::Judge
+//! [`Judge::judge_when_error`]: crate::decision::Judge::judge_when_error
 //! [`ContextBuffer`]: crate::context_buffer::ContextBuffer
 //! [`ToolMatcher::matches_call`]: crate::event::ToolMatcher::matches_call
 //! [`Firing::cancel`]: crate::fire::Firing::cancel
@@ -457,7 +460,7 @@ pub(crate) fn run_judged(
         Refusal::Fail(message) => {
             let run = record_refused(ctx, hook, store, &message)?;
             return Ok(Some(Done {
-                judgment: judge.judge(&run),
+                judgment: judge.judge_when_error(&run),
                 run,
                 produced: Vec::new(),
             }));
@@ -541,7 +544,8 @@ enum Refusal {
     Run,
 }
 
-/// Step 5: the hook's `when`, evaluated now.
+/// Step 5: the hook's `when`, evaluated now. An error names where the hook is declared and
+/// its condition, since the error's column counts within the condition.
 fn refusal(hook: &Hook, payload: &Payload) -> Refusal {
     let Some(condition) = &hook.spec.when else {
         return Refusal::Run;
@@ -550,7 +554,13 @@ fn refusal(hook: &Hook, payload: &Payload) -> Refusal {
     match condition.eval(&lookup) {
         Ok(true) => Refusal::Run,
         Ok(false) => Refusal::Skip,
-        Err(err) => Refusal::Fail(err.to_string()),
+        Err(err) => {
+            // Every `WhenError` reads `when: …`, for a caller to prefix; the condition goes
+            // between the two.
+            let err = err.to_string();
+            let detail = err.strip_prefix("when: ").unwrap_or(&err);
+            Refusal::Fail(format!("{}: when: {condition}: {detail}", hook.source()))
+        }
     }
 }
 

@@ -694,3 +694,56 @@ fn a_refused_adapter_line_fails_open_with_exit_1_never_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// Issue 28: a gate whose `when:` reads a value the model chose, sent through Claude's own
+/// PreToolUse; whatever the model makes of `limit`, the guard is no way through.
+#[test]
+fn a_when_the_model_cannot_let_be_evaluated_denies_claudes_tool_call() {
+    let ws = Workspace::git();
+    hook(
+        &ws,
+        "tool.before",
+        "when: ${tool_input.limit} > 1000\nrun: 'echo too many >&2; exit 2'\n",
+    );
+    for limit in [
+        r#","limit":"5000""#,
+        r#","limit":5000.0"#,
+        r#","limit":[5000]"#,
+        "",
+    ] {
+        let input = serde_json::json!({
+            "session_id": "8f3a2c1e-1b2c-4d5e-9f00-123456789abc",
+            "cwd": ws.path(),
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Read",
+            "tool_input": serde_json::from_str::<serde_json::Value>(
+                &format!(r#"{{"file_path":"big.log"{limit}}}"#)
+            ).unwrap(),
+        });
+        let mut child = ws
+            .hookvisor_command()
+            .args(["adapter", "claude"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{limit}: {}", stderr(&out));
+        let said: serde_json::Value = serde_json::from_str(&stdout(&out))
+            .unwrap_or_else(|e| panic!("{limit}: {e}: {:?} {}", stdout(&out), stderr(&out)));
+        let decision = &said["hookSpecificOutput"];
+        assert_eq!(decision["permissionDecision"], "deny", "{limit}: {said}");
+        let reason = decision["permissionDecisionReason"].as_str().unwrap();
+        assert!(
+            reason.contains("h.yml") && reason.contains("${tool_input.limit} > 1000"),
+            "{limit}: {reason}"
+        );
+    }
+}

@@ -225,22 +225,131 @@ fn when_true_runs_false_skips_and_an_error_fails() {
     assert_eq!(results.len(), 2);
     assert_eq!(results[1]["hookId"], "c");
     assert_eq!(results[1]["success"], false);
-    let message = "when: '%' at column 6 divides by zero";
+    let message = ".discobot/hooks/c.yml:1: when: ${n} % 0 == 1: '%' at column 6 divides by zero";
     let log = fs::read_to_string(ws.state_dir().join("output/c.log")).unwrap();
     assert_eq!(log, format!("{message}\n"));
     let hooks = &status(&ws)["hooks"];
     assert!(hooks.get("b").is_none());
     assert_eq!(hooks["c"]["lastResult"], "failure");
     assert_eq!(hooks["c"]["note"], message);
-    // On a gate with block_on: failure the same error blocks, its message the reason.
+    // On a gate the same error blocks, whatever `block_on`, its message the reason.
     yml(
         &ws,
         "d",
-        "event: task.start\nblock_on: failure\nwhen: ${n} % 0 == 1\nrun: exit 0",
+        "event: task.start\nblock_on: never\nwhen: ${n} % 0 == 1\nrun: exit 0",
     );
     let out = ws.hookvisor(&["fire", "task.start", "--data", r#"{"n":1}"#]);
     assert_eq!(code(&out), 1);
-    assert_eq!(stderr(&out), format!("{message}\n"));
+    assert_eq!(
+        stderr(&out),
+        format!("{}\n", message.replace("c.yml", "d.yml"))
+    );
+}
+
+/// A guard on a value the model sends (issue 28): `limit` is the model's to choose.
+const LIMIT_GUARD: &str = "when: ${tool_input.limit} > 1000\nrun: 'echo too many >&2; exit 2'";
+
+/// What the model can send for `limit` that the condition cannot evaluate, and what the
+/// evaluation then says.
+const UNEVALUABLE_LIMITS: [(&str, &str); 4] = [
+    (
+        r#"{"limit":"5000"}"#,
+        "'>' at column 21 needs integers, got a string",
+    ),
+    (
+        r#"{"limit":5000.0}"#,
+        "${tool_input.limit} at column 1 is a JSON float",
+    ),
+    (
+        r#"{"limit":[5000]}"#,
+        "${tool_input.limit} at column 1 is a JSON array",
+    ),
+    (r#"{}"#, "unknown variable ${tool_input.limit} at column 1"),
+];
+
+#[test]
+fn a_when_the_model_cannot_let_be_evaluated_blocks_a_gate() {
+    let ws = Workspace::new();
+    yml(&ws, "limit", &format!("event: tool.before\n{LIMIT_GUARD}"));
+    for (input, error) in UNEVALUABLE_LIMITS {
+        let data = format!(r#"{{"tool_name":"Read","tool_input":{input}}}"#);
+        let out = ws.hookvisor(&["fire", "tool.before", "--data", &data, "--json"]);
+        assert_eq!(code(&out), 1, "{input} denies the call: {}", stderr(&out));
+        let r = reply(&out);
+        assert_eq!(r["decision"], "block", "{input}");
+        let reason = r["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("limit.yml") && reason.contains("${tool_input.limit} > 1000"),
+            "{input}: the reason names the hook and its condition: {reason}"
+        );
+        assert!(reason.contains(error), "{input}: {reason}");
+        assert_eq!(ws.status()["hooks"]["limit"]["lastResult"], "failure");
+    }
+    // tool.after is a gate too (EVENTS.md §1.1): its block is feedback to the model, the
+    // call having run, and the error reaches the model that way.
+    yml(&ws, "limit", &format!("event: tool.after\n{LIMIT_GUARD}"));
+    let data = r#"{"tool_name":"Read","tool_input":{"limit":"5000"}}"#;
+    let out = ws.hookvisor(&["fire", "tool.after", "--data", data, "--json"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        reply(&out)["reason"]
+            .as_str()
+            .unwrap()
+            .contains("needs integers")
+    );
+    yml(&ws, "limit", &format!("event: tool.before\n{LIMIT_GUARD}"));
+    // The guard itself still judges what it can evaluate.
+    let data = r#"{"tool_name":"Read","tool_input":{"limit":5000}}"#;
+    let out = ws.hookvisor(&["fire", "tool.before", "--data", data]);
+    assert_eq!((code(&out), stderr(&out)), (1, "too many\n".to_owned()));
+    let data = r#"{"tool_name":"Read","tool_input":{"limit":10}}"#;
+    assert_eq!(
+        code(&ws.hookvisor(&["fire", "tool.before", "--data", data])),
+        0
+    );
+}
+
+#[test]
+fn a_when_that_cannot_be_evaluated_where_nothing_can_block_is_a_recorded_failure() {
+    // A notice (tool.failed), a `post` hook and an unawaited one cannot block: the error is
+    // the run's failure and the event goes on.
+    for (name, front) in [
+        ("notice", format!("event: tool.failed\n{LIMIT_GUARD}")),
+        (
+            "post",
+            format!("event: tool.before\nphase: post\n{LIMIT_GUARD}"),
+        ),
+        (
+            "unawaited",
+            format!("event: tool.before\nawait: false\n{LIMIT_GUARD}"),
+        ),
+    ] {
+        let ws = Workspace::new();
+        yml(&ws, name, &front);
+        let event = if name == "notice" {
+            "tool.failed"
+        } else {
+            "tool.before"
+        };
+        for (input, error) in UNEVALUABLE_LIMITS {
+            let data = format!(r#"{{"tool_name":"Read","tool_input":{input}}}"#);
+            let out = ws.hookvisor(&["fire", event, "--data", &data, "--json"]);
+            assert_eq!(code(&out), 0, "{name} {input}: {}", stderr(&out));
+            let r = reply(&out);
+            assert_eq!(r["decision"], "allow", "{name} {input}");
+            assert_eq!(r["results"][0]["success"], false, "{name} {input}");
+            let hook = &ws.status()["hooks"][name];
+            assert_eq!(hook["lastResult"], "failure", "{name} {input}");
+            let note = hook["note"].as_str().unwrap();
+            assert!(note.contains(error), "{name} {input}: {note}");
+            assert!(
+                note.starts_with(&format!(
+                    ".discobot/hooks/{name}.yml:1: when: ${{tool_input.limit}} > 1000: "
+                )),
+                "{name} {input}: the note names the hook and its condition: {note}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -124,7 +124,7 @@ impl Judge {
 
     /// Judges one finished run; pure, and total over every input.
     pub fn judge(&self, run: &FinishedRun) -> Judgment {
-        let can_block = self.gate && self.phase == Phase::Pre;
+        let can_block = self.can_block();
         let object = one_object(&run.stdout);
         let mut judgment = Judgment::from(Verdict::Success);
         if run.failed() {
@@ -134,7 +134,7 @@ impl Judge {
                         .to_owned(),
                 );
             }
-            self.judge_failure(run, can_block, &mut judgment);
+            self.judge_failure(run, false, &mut judgment);
         } else if !can_block {
             if object.is_some() {
                 let why = if self.phase == Phase::Post {
@@ -164,20 +164,39 @@ impl Judge {
         judgment
     }
 
-    /// A non-zero exit or a timeout: block if `block_on` covers it, else `on_failure` (rule 1).
-    fn judge_failure(&self, run: &FinishedRun, can_block: bool, judgment: &mut Judgment) {
+    /// Judges a hook that did not run because its `when` could not be evaluated, `run` holding
+    /// the error as its output: a hook that can block blocks, whatever its `block_on` (which
+    /// judges the hook's own exit), since the values a condition reads are often the model's,
+    /// and one of another type, or none, must not skip the gate; any other hook fails and
+    /// `on_failure` goes on from there. Never re-run: the same values fail the same way.
+    pub fn judge_when_error(&self, run: &FinishedRun) -> Judgment {
+        let mut judgment = Judgment::from(Verdict::Success);
+        self.judge_failure(run, true, &mut judgment);
+        judgment
+    }
+
+    /// Whether this hook's verdict can block its event: a `pre` hook of a gate.
+    fn can_block(&self) -> bool {
+        self.gate && self.phase == Phase::Pre
+    }
+
+    /// A non-zero exit or a timeout: block if `block_on` covers it (a `when` error: always),
+    /// else `on_failure` (rule 1).
+    fn judge_failure(&self, run: &FinishedRun, when_error: bool, judgment: &mut Judgment) {
         let exit2 = run.timed_out.is_none() && run.exit_code == 2;
-        let covered = can_block
-            && match self.block_on {
-                BlockOn::Failure => true,
-                BlockOn::Exit2 => exit2,
-                BlockOn::Never => false,
-            };
+        let covered = self.can_block()
+            && (when_error
+                || match self.block_on {
+                    BlockOn::Failure => true,
+                    BlockOn::Exit2 => exit2,
+                    BlockOn::Never => false,
+                });
         let reason = self.failure_reason(run);
-        judgment.retry = matches!(
-            self.on_failure,
-            OnFailure::Retry | OnFailure::RetryThenAbort
-        );
+        judgment.retry = !when_error
+            && matches!(
+                self.on_failure,
+                OnFailure::Retry | OnFailure::RetryThenAbort
+            );
         judgment.verdict = if covered {
             Verdict::Block { reason }
         } else if matches!(

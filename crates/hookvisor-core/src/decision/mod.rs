@@ -21,6 +21,11 @@
 //! | exit 2 | block unless `block_on: never`; else `on_failure` | `on_failure` |
 //! | other non-zero, timeout | block if `block_on: failure`; else `on_failure` | `on_failure` |
 //!
+//! A `when` that cannot be evaluated is a run that failed before it started
+//! ([`Judge::judge_when_error`]): a hook that can block blocks on it whatever its `block_on`,
+//! which judges only the hook's own exit (EVENTS.md: on a gate, what hookvisor cannot do
+//! blocks); elsewhere it is a failure like any other.
+//!
 //! `on_failure` gives [`Verdict::Abort`] for `abort` and `[retry, abort]`, and
 //! [`Verdict::Failure`] (recorded; the event goes on) for `continue` and `retry`. The table's
 //! "failure" for exit 2 on a notice is read with rule 1: a failure, then `on_failure`.
@@ -76,6 +81,7 @@
 //! [`BlockOn`]: crate::decision::BlockOn
 //! [`FinishedRun`]: crate::decision::FinishedRun
 //! [`Judge::judge`]: crate::decision::Judge::judge
+//! [`Judge::judge_when_error`]: crate::decision::Judge::judge_when_error
 //! [`Judge::max_reason`]: crate::decision::Judge::max_reason
 //! [`Judgment::wants_retry`]: crate::decision::Judgment::wants_retry
 //! [`Judgment`]: crate::decision::Judgment

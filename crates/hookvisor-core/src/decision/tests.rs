@@ -501,6 +501,33 @@ fn retries_rerun_a_failing_hook_then_judge_the_last_run() {
     );
 }
 
+/// A `when` that cannot be evaluated blocks wherever the hook can block, whatever `block_on`
+/// and `on_failure`; elsewhere it is judged by `on_failure` and never re-run.
+#[test]
+fn a_when_error_blocks_where_the_hook_can_block() {
+    let run = FinishedRun {
+        exit_code: 1,
+        stderr: b"h.yml:1: when: ${n} > 1: ...".to_vec(),
+        ..FinishedRun::default()
+    };
+    let reason = "h.yml:1: when: ${n} > 1: ...".to_owned();
+    for place in [Place::GatePre, Place::Notice, Place::Post] {
+        for block_on in BLOCK_ON {
+            for on_failure in ON_FAILURE {
+                let judgment = place.judge(block_on, on_failure).judge_when_error(&run);
+                let reason = reason.clone();
+                let want = match (place, on_failure) {
+                    (Place::GatePre, _) => Verdict::Block { reason },
+                    (_, OnFailure::Abort | OnFailure::RetryThenAbort) => Verdict::Abort { reason },
+                    _ => Verdict::Failure { reason },
+                };
+                assert_eq!(judgment.verdict, want, "{place:?} {block_on} {on_failure}");
+                assert!(!judgment.wants_retry(), "{place:?} {block_on} {on_failure}");
+            }
+        }
+    }
+}
+
 #[test]
 fn reason_from_stdout_reads_stdout_first() {
     let mut judge = Place::GatePre.judge(BlockOn::Exit2, OnFailure::Continue);

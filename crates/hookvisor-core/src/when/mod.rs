@@ -55,7 +55,7 @@
 //! prefixes `file:line: `. [`Condition::eval`] fails on an unknown variable, a type mismatch,
 //! `%` by zero, an overflow or a non-boolean result: the caller fails the hook with that message,
 //! never treating the condition as silently true or false (§4.2: a skipped gate lets bad work
-//! through and a webhook cannot be unsent).
+//! through and a webhook cannot be unsent); on a gate that failure blocks (`fire`, step 5).
 //!
 //! # Limits (§4.2)
 //!
