@@ -427,6 +427,10 @@ const KNOWN_AGENT_TOOLS: [&str; 30] = [
 
 /// Whether a shell `command` runs `git commit` (as a whole command of a `;`, `&&`, `||` or `|`
 /// list, after `VAR=value` assignments and git's global options).
+///
+/// A hint, not a parser: `command git commit`, `(git commit)`, `env … git commit`, `\git
+/// commit`, `sh -c 'git commit'` or an alias are not seen, so `tool: git_commit` is no gate;
+/// `commit.before` is (it runs inside git's own pre-commit hook).
 pub fn is_git_commit(command: &str) -> bool {
     command.split(['\n', ';', '&', '|']).any(|part| {
         let mut words = part
@@ -620,6 +624,20 @@ pub struct EventSpec {
     /// §1.3), or the hook is a declarative file: `list` shows the event fields of such hooks
     /// and keeps phase-1 hooks' JSON as it was.
     pub declared: bool,
+}
+
+impl EventSpec {
+    /// Whether this hook would block a tool call named `git_commit` (`tool.before`, `pre`,
+    /// awaited, blocking on its exit): a gate that the name cannot hold, since
+    /// [`is_git_commit`] reads only the common spelling of a shell `git commit`; `check` warns
+    /// and points to `commit.before`, which runs inside git's own hook.
+    pub fn gates_commits_by_tool(&self) -> bool {
+        self.event == Event::ToolBefore
+            && self.phase == Phase::Pre
+            && self.await_
+            && self.block_on != BlockOn::Never
+            && matches!(&self.tool, Some(ToolMatcher::Names(names)) if names.iter().any(|n| n == "git_commit"))
+    }
 }
 
 /// The default `retries` of a hook that is not a session hook (EVENTS.md §1.3).

@@ -14,7 +14,8 @@
 //!    matches: `*` matches every call (also one without a tool name), a `|`-list matches its
 //!    exact names (a name with `*` as a glob); anything else is a regex over the whole name.
 //!    The agent's name also matches by its canonical one (`Bash` by `bash`), and a shell call
-//!    whose `tool_input.command` is a `git commit` by `git_commit` ([`ToolMatcher::matches_call`]).
+//!    whose `tool_input.command` is a `git commit` by `git_commit` ([`ToolMatcher::matches_call`];
+//!    a hint read from the common spelling only: `commit.before` is the gate that holds).
 //! 3. **Pattern**. A hook with `pattern:` runs only when one of the firing's `files` matches it;
 //!    an event without files runs no hook that has a pattern.
 //! 4. **Passes** (§1.4). Every `pre` hook runs, then every `post` hook. The first block or abort

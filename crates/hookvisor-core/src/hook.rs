@@ -471,6 +471,15 @@ pub enum ProblemKind {
         /// The name as written.
         name: String,
     },
+    /// A warning: a hook that would block tool calls named `git_commit`, which the name
+    /// cannot hold (EVENTS.md §5 rule 6 reads the common spelling only).
+    #[error(
+        "tool: git_commit matches only the common spelling of a shell 'git commit'; \
+         'command git commit', 'sh -c \"git commit\"', 'env X=1 git commit' or an alias pass \
+         it, so this gate is a hint the model can walk around: gate commits with \
+         'event: commit.before', which runs inside git's own pre-commit hook"
+    )]
+    GitCommitToolIsAHint,
     /// A warning: `retries` is given to a hook that is not a session hook.
     #[error("retries applies to session hooks only; it is ignored for a {kind} hook")]
     RetriesIgnored {

@@ -577,6 +577,63 @@ fn check_warns_on_a_tool_name_no_agent_has() {
     }
 }
 
+/// Issue 28: `tool: git_commit` reads only the common spelling of a shell `git commit`, so a
+/// gate on it is walked around by `command git commit`, `sh -c 'git commit'` or an alias:
+/// `check` says so of every hook that could block on it, and names `commit.before`.
+#[test]
+fn check_warns_that_a_git_commit_gate_is_a_hint() {
+    let ws = Workspace::new();
+    let yml = |name: &str, front: &str| {
+        ws.write(
+            &format!(".discobot/hooks/{name}.yml"),
+            &format!("---\n{front}\nrun: 'true'\n---\n"),
+        );
+    };
+    yml("gate", "event: tool.before\ntool: git_commit");
+    yml(
+        "listed",
+        "event: tool.before\ntool: Write|git_commit\nblock_on: failure",
+    );
+    // `block_on: never` and nyzhi's `block = false`: a hook that reports, not a gate.
+    yml(
+        "never",
+        "event: tool.before\ntool: git_commit\nblock_on: never",
+    );
+    yml("after", "event: tool.after\ntool: git_commit");
+    yml("post", "event: tool.before\nphase: post\ntool: git_commit");
+    yml(
+        "unawaited",
+        "event: tool.before\nawait: false\ntool: git_commit",
+    );
+    yml("bash", "event: tool.before\ntool: bash");
+    ws.write(
+        ".nyzhi/config.toml",
+        "[[agent.hooks]]\nevent = \"pre_tool\"\ntool_name = \"git_commit\"\ncommand = \"./test.sh\"\nblock = true\n\n\
+         [[agent.hooks]]\nevent = \"pre_tool\"\ntool_name = \"git_commit\"\ncommand = \"./log.sh\"\n",
+    );
+    let out = ws.hookvisor(&["check"]);
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    let warned: Vec<&str> = said
+        .lines()
+        .filter(|l| l.contains("commit.before"))
+        .collect();
+    assert_eq!(warned.len(), 3, "{said}");
+    assert!(
+        warned[0].contains("gate.yml") || warned.iter().any(|l| l.contains("gate.yml")),
+        "{said}"
+    );
+    for name in ["gate.yml", "listed.yml", ".nyzhi/config.toml:3"] {
+        let line = warned
+            .iter()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("{name}: {said}"));
+        assert!(
+            line.contains("git_commit") && line.contains("command git commit"),
+            "{line}"
+        );
+    }
+}
+
 #[test]
 fn under_hookvisor_loop_the_session_and_turn_events_are_left_to_the_loop() {
     let ws = Workspace::new();

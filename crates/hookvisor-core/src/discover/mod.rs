@@ -423,6 +423,9 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                         _ => warn(ProblemKind::UnknownVariable { name }),
                     }
                 }
+                if hook.spec.gates_commits_by_tool() {
+                    warn(ProblemKind::GitCommitToolIsAHint);
+                }
                 if let Some(crate::event::ToolMatcher::Names(names)) = &hook.spec.tool {
                     let unknown = names
                         .iter()

@@ -738,12 +738,14 @@ mod tests {
         );
         let found = crate::discover::discover(&ws.join(".discobot/hooks"));
         assert!(found.problems.is_empty(), "{:?}", found.problems);
-        // AutoAgent's event data, which the reader warned about too.
+        // AutoAgent's event data, and nyzhi's `git_commit` gate, which the reader warned
+        // about too.
         assert!(
             (found.warnings.iter()).all(|w| matches!(
                 &w.kind,
                 crate::hook::ProblemKind::UnknownVariable { name } if name == "issuenumber"
-            )),
+            ) || w.kind
+                == crate::hook::ProblemKind::GitCommitToolIsAHint),
             "{:?}",
             found.warnings
         );

@@ -313,6 +313,10 @@ fn entry_hook(
         (false, true) => (BlockOn::Exit2, PipeOutput::Never),
         (false, false) => (BlockOn::Never, PipeOutput::Failure),
     };
+    if spec.gates_commits_by_tool() {
+        let hint = crate::hook::ProblemKind::GitCommitToolIsAHint;
+        warnings.push(note(at("tool_name"), hint.to_string()));
+    }
     Ok(ImportedHook {
         source_event: name.to_owned(),
         line,
@@ -367,7 +371,13 @@ mod tests {
     fn one(text: &str) -> String {
         let imported = read(text).unwrap();
         assert!(imported.problems.is_empty(), "{:?}", imported.problems);
-        assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
+        // A blocking `git_commit` gate is imported, with the warning that it is a hint.
+        let hint = crate::hook::ProblemKind::GitCommitToolIsAHint.to_string();
+        assert!(
+            imported.warnings.iter().all(|w| w.message == hint),
+            "{:?}",
+            imported.warnings
+        );
         golden(&imported)
     }
 
