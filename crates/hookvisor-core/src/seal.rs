@@ -16,8 +16,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::exec::Credentials;
-use crate::frontmatter;
-use crate::hook::{Hook, HookKind};
+use crate::hook::Hook;
 use crate::sys;
 use crate::user_fs::first_reachable;
 
@@ -170,7 +169,7 @@ impl SealedScript {
             .take(64 * 1024)
             .read_to_end(&mut head)
             .map_err(io_error)?;
-        if !declares_root_session(&head) || hook.kind != HookKind::Session {
+        if !crate::discover::declares_root_session(hook, &head) {
             return Err(SealError::Changed { path });
         }
         Ok(SealedScript {
@@ -183,14 +182,6 @@ impl SealedScript {
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
-}
-
-fn declares_root_session(head: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(head);
-    frontmatter::parse(&text).is_ok_and(|fields| {
-        let field = |key: &str| fields.get(key).map(|v| v.trim().to_owned());
-        field("type").as_deref() == Some("session") && field("run_as").as_deref() == Some("root")
-    })
 }
 
 /// `--root-hooks owned`: the file and every directory from `/` down to it, through the hook's

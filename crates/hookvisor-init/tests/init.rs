@@ -8,7 +8,7 @@
 #![allow(unsafe_code)]
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -515,6 +515,35 @@ fn hooks_and_cmd_run_as_root_or_as_the_user() {
     for id in ["10-root", "20-user", "30-default"] {
         assert_eq!(status["hooks"][id]["lastResult"], "success", "{id}");
     }
+}
+
+/// Issue 28: `event: session.start` is `type: session`, root included: the init plans such a
+/// hook as a root session hook and must run it, not refuse it as changed after it was read.
+#[test]
+fn an_event_session_start_root_hook_without_type_runs_as_root() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    let path = w.ws.join(".discobot/hooks/10-root.sh");
+    fs::write(
+        &path,
+        "#!/bin/sh\n#---\n# event: session.start\n# run_as: root\n#---\nid -u\n",
+    )
+    .unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    let out = pid1(&w.args(&["--user", "hv-test", "--", "true"]))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("changed after it was read"), "{stderr}");
+    assert_eq!(
+        w.status()["hooks"]["10-root"]["lastResult"],
+        "success",
+        "{stderr}"
+    );
+    assert_eq!(w.log("10-root"), "0\n");
 }
 
 fn sort_groups(line: &str) -> String {

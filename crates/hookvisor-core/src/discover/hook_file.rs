@@ -10,7 +10,7 @@ use super::fields::{Loaded, hook_from_fields};
 use super::{GLOBAL_ID_PREFIX, KNOWN_FIELDS, hook_id};
 use crate::event::Event;
 use crate::frontmatter::{self, FrontMatterError, Note};
-use crate::hook::{Hook, HookKind, Origin, Problem, ProblemKind};
+use crate::hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
 
 /// How much of a script is read to find its front matter.
 const HEAD_LIMIT: u64 = 64 * 1024;
@@ -135,6 +135,25 @@ fn hook_file(
         retries,
         phase1,
     })
+}
+
+/// Whether `head`, the first bytes of the file `hook` was read from, declares what planned it
+/// as a root hook: a script the phase-1 runner runs as a session hook, `run_as: root` (by
+/// `type: session` or its `event: session.start`). The seal re-reads the bytes it will run
+/// with this, discovery's own reading, so that plan and check cannot disagree.
+pub(crate) fn declares_root_session(hook: &Hook, head: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(head);
+    if !text.starts_with("#!") {
+        return false;
+    }
+    let Ok(front) = frontmatter::read(&text) else {
+        return false;
+    };
+    hook_from_fields(hook.id.clone(), &hook.path, &front, false, hook.origin).is_ok_and(
+        |Loaded { hook, phase1, .. }| {
+            phase1 && hook.kind == HookKind::Session && hook.run_as == RunAs::Root
+        },
+    )
 }
 
 /// Whether a file name ends in `.yml` or `.yaml`, in any case.

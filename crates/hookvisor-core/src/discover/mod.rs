@@ -46,6 +46,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use self::fields::{EVENT_FIELDS, disagreement};
+pub(crate) use self::hook_file::declares_root_session;
 use self::hook_file::{HookFile, read_hook};
 use crate::config::{Config, Source, SourceUse};
 use crate::context::Context;
