@@ -145,6 +145,9 @@ pub struct Firing {
     /// Hook-triggered re-prompts allowed per user turn, for the loop guard of `turn.end` and
     /// `session.stop` (DESIGN.md's `max_retries`). Default: 3.
     pub max_attempts: u32,
+    /// The caller's own count of hook-triggered turns in a row, bounding `status.json`'s for
+    /// the loop guard ([`EvalOptions::hook_turns`]). Default: none.
+    pub hook_turns: Option<u32>,
     /// Whether unawaited webhooks are delivered by a detached child running this executable
     /// (the hookvisor binary), for a caller that exits with its decision (EVENTS.md §4.3,
     /// `crate::webhook`'s `detached` module). Default `false`: they run in this process after
@@ -165,6 +168,7 @@ impl Firing {
             files: None,
             cancel: None,
             max_attempts: EvalOptions::default().max_retries,
+            hook_turns: None,
             detach_webhooks: false,
         }
     }
@@ -341,7 +345,11 @@ fn session_stop_guard(
     firing: &Firing,
     outcome: &mut Outcome,
 ) -> Result<(u32, u32), FireError> {
-    let attempt = store.load()?.consecutive_hook_turns.saturating_add(1);
+    let stored = store.load()?.consecutive_hook_turns;
+    let counted = firing
+        .hook_turns
+        .map_or(stored, |recorded| stored.min(recorded));
+    let attempt = counted.saturating_add(1);
     let guarded = Trigger::from_word(&firing.trigger) != Trigger::Loop;
     if guarded && attempt > firing.max_attempts && outcome.decision() == Decision::Block {
         tracing::warn!(

@@ -21,6 +21,14 @@
 //!    re-prompt) clears it; giving up leaves it, so further stops without a user prompt stay
 //!    hook-triggered. A user prompt that arrived during the evaluation wins: the answer to a
 //!    stop taken before it changes nothing.
+//! 5. The outstanding block counts the blocks in a row since the user's turn; a hook-triggered
+//!    stop reports that count as [`Stop::hook_turns`], a user one 0. The loop guard takes the
+//!    lower of it and `status.json`'s count ([`EvalOptions::hook_turns`]): both files are in
+//!    the state dir, which the agent can write, and a count raised in one of them alone does
+//!    not end the guard early (an agent that rewrites both, or runs the adapter itself, can;
+//!    no file of the agent's user holds against that agent).
+//!
+//! [`EvalOptions::hook_turns`]: crate::EvalOptions::hook_turns
 //!
 //! The file keeps the latest [`MAX_SESSIONS`] sessions. It is read only if it is a regular file
 //! of at most [`MAX_TURN_LOG_BYTES`]; anything else is replaced, as if empty.
@@ -70,6 +78,8 @@ pub struct Stop {
     prompts: u64,
     /// The stop's `prompt` field, hashed.
     prompt: Option<u64>,
+    /// Hook-triggered turns in a row that this stop ends, by the turn log's count (rule 5).
+    pub hook_turns: u32,
 }
 
 /// What hookvisor told the agent at a stop.
@@ -121,6 +131,9 @@ struct Block {
     reason: String,
     /// The blocked stop's `prompt` field, hashed (rule 3).
     prompt: Option<u64>,
+    /// Blocks in a row since the user's turn, this one included (rule 5).
+    #[serde(default)]
+    reprompts: u32,
 }
 
 /// The file's contents.
@@ -209,6 +222,7 @@ impl TurnLog {
                 trigger: if hook { Trigger::Hook } else { Trigger::User },
                 prompts: s.prompts,
                 prompt,
+                hook_turns: s.block.as_ref().map_or(0, |b| b.reprompts),
             }
         })
     }
@@ -230,6 +244,7 @@ impl TurnLog {
                     s.block = Some(Block {
                         reason: reason.trim().to_owned(),
                         prompt: stop.prompt,
+                        reprompts: stop.hook_turns.saturating_add(1),
                     });
                 }
                 Answer::Stop => s.block = None,

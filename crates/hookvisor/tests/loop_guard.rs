@@ -265,3 +265,36 @@ fn two_agent_sessions_sharing_a_state_dir_keep_their_own_turns() {
         "1/3"
     );
 }
+
+/// Issue 28: the agent can write the state dir, and a count of re-prompted turns raised there
+/// would end the guard early: the failing hook let through at the next stop. Raised in
+/// `status.json` or in the turn log alone, it is bounded by the other record.
+#[test]
+fn a_count_forged_in_one_record_does_not_end_the_guard_early() {
+    let agent = &AGENTS[0];
+    for forge in ["status.json", "agent-turns.json"] {
+        let ws = workspace();
+        let prompt = fixture(agent, agent.prompt_event, &ws);
+        let stop = fixture(agent, agent.user_stop, &ws);
+        feed(&ws, agent, &prompt);
+        ws.write("notes.txt", "edit 1 \n");
+        let first = reprompt(agent, &feed(&ws, agent, &stop)).expect("a re-prompt");
+        assert_eq!(attempt(&first), "1/3");
+        // What the agent writes: the count at the limit and far past it.
+        let path = ws.state_dir().join(forge);
+        let mut json: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        if forge == "status.json" {
+            json["consecutiveHookTurns"] = Value::from(99);
+        } else {
+            for session in json["sessions"].as_object_mut().unwrap().values_mut() {
+                session["block"]["reprompts"] = Value::from(99);
+            }
+        }
+        fs::write(&path, json.to_string()).unwrap();
+        ws.write("notes.txt", "edit 2 \n");
+        let output = feed(&ws, agent, &stop);
+        let second = reprompt(agent, &output)
+            .unwrap_or_else(|| panic!("{forge}: the guard gave up: {}", stderr(&output)));
+        assert_eq!(attempt(&second), "2/3", "{forge}");
+    }
+}

@@ -109,6 +109,11 @@ pub struct EvalOptions {
     pub max_retries: u32,
     /// Cancels the evaluation, killing the running hook. Default: none.
     pub cancel: Option<CancelToken>,
+    /// The caller's own count of hook-triggered turns in a row that this turn end ends (an
+    /// adapter's turn log, `crate::turns` rule 5). The guard counts the lower of it and
+    /// `status.json`'s, which the agent can also write: a count raised in one alone does not
+    /// end the guard early. Default: none, `status.json`'s alone.
+    pub hook_turns: Option<u32>,
 }
 
 impl Default for EvalOptions {
@@ -117,6 +122,7 @@ impl Default for EvalOptions {
             trigger: Trigger::User,
             max_retries: 3,
             cancel: None,
+            hook_turns: None,
         }
     }
 }
@@ -284,6 +290,7 @@ pub(crate) fn end_turn_once(
         trigger: Trigger::from_word(&firing.trigger),
         max_retries: firing.max_attempts,
         cancel: firing.cancel.clone(),
+        hook_turns: firing.hook_turns,
     };
     let _lock = EvalLock::acquire(ctx)?;
     let scan = scan_workspace(ctx)?;
@@ -376,6 +383,7 @@ mod tests {
                 trigger,
                 max_retries,
                 cancel: None,
+                hook_turns: None,
             };
             Evaluator::new(self.ctx.clone()).end_turn(&options).unwrap()
         }

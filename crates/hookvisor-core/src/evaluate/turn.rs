@@ -37,10 +37,15 @@ pub(super) fn evaluate_scan(
     let changed: Vec<&DirtyFile> = scan.changed_since(marker.cutoff).collect();
     let broken = broken_this_turn(ctx, discovery, &changed, marker.problems.as_ref());
     let (hook_turns, nothing_pending, status) = store.update(|status| {
-        status.consecutive_hook_turns = match options.trigger {
+        let counted = match options.trigger {
             Trigger::User => 0,
             Trigger::Hook => status.consecutive_hook_turns.saturating_add(1),
             Trigger::Loop => status.consecutive_hook_turns,
+        };
+        // Bounded by the caller's own record, when it keeps one (`EvalOptions::hook_turns`).
+        status.consecutive_hook_turns = match options.hook_turns {
+            Some(recorded) if options.trigger != Trigger::Loop => counted.min(recorded),
+            _ => counted,
         };
         for &TurnHook { hook, event } in &file_hooks {
             let entry = status.entry(hook, ctx);

@@ -35,6 +35,7 @@ pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
                 trigger,
                 max_retries: discovery.config.max_retries_or(args.max_retries),
                 cancel: Some(cancel_on_signals()),
+                hook_turns: None,
             };
             super::precommit::ensure_installed(&ctx, &discovery);
             Evaluator::new(ctx)

@@ -264,6 +264,7 @@ async fn end_turn(state: &Arc<AppState>, turn: Firing) -> Result<EvalReport> {
         trigger: Trigger::from_word(&turn.trigger),
         max_retries: state.max_retries,
         cancel: Some(cancel),
+        hook_turns: None,
     };
     let evaluator = state.clone();
     let outcome = run_blocking(move || {

@@ -271,6 +271,7 @@ impl Call<'_> {
         }
         let mut fired = Fired::new(self, &ctx);
         fired.trigger = ended.stop.trigger.as_str();
+        fired.hook_turns = Some(ended.stop.hook_turns);
         let reply = fired.fire(&CoreEvent::SessionStop, data, None)?;
         let decided = decided(&reply);
         match (&decided.decision, &decided.reason) {
@@ -291,6 +292,8 @@ struct Fired<'a> {
     ctx: &'a Context,
     discovery: Option<Discovery>,
     trigger: &'static str,
+    /// The turn log's count for the loop guard (`hookvisor_core::turns` rule 5).
+    hook_turns: Option<u32>,
 }
 
 impl<'a> Fired<'a> {
@@ -300,6 +303,7 @@ impl<'a> Fired<'a> {
             ctx,
             discovery: None,
             trigger: "user",
+            hook_turns: None,
         }
     }
 
@@ -343,6 +347,7 @@ impl<'a> Fired<'a> {
         firing.files = files;
         firing.trigger = trigger.to_owned();
         firing.max_attempts = discovery.config.max_retries_or(max_retries);
+        firing.hook_turns = self.hook_turns;
         // The agent waits for this process: an unawaited webhook goes on without it.
         firing.detach_webhooks = true;
         if bound {

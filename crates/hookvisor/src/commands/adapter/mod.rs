@@ -244,6 +244,7 @@ fn end_turn(ctx: Context, args: &AdapterArgs, input: &TurnEnd) -> Result<TurnEnd
                 trigger,
                 max_retries: discovery.config.max_retries_or(args.max_retries),
                 cancel: Some(cancel_on_signals()),
+                hook_turns: Some(stop.hook_turns),
             };
             Evaluator::new(ctx.clone())
                 .with_discovery(discovery)
