@@ -26,9 +26,10 @@
 //! 5. **When** (§4.2). A hook's `when:` is evaluated just before its run, over the payload
 //!    ([`Payload::lookup`]). False skips the hook (nothing is recorded). An evaluation error
 //!    *fails* the hook, never read as true or false: its message, prefixed by the hook's
-//!    source and condition, is the run's output (stderr, exit 1), and [`Judge::judge_when_error`]
+//!    source and condition, is the run's output (stderr, exit 1), and [`Judge::judge_refused`]
 //!    judges it: a hook that can block blocks, whatever its `block_on`, since the values are
-//!    often the model's (a gate fails closed); any other hook records the failure.
+//!    often the model's (a gate fails closed); any other hook records the failure. The same
+//!    holds for a command refused in step 6 for the event's values.
 //! 6. **Run** (§4.1, rule 19). Each run writes the payload's files directly into
 //!    `<state>/fire/`, their names prefixed by one unique to the run, and removes them when it
 //!    ends ([`Payload::environment_prefixed`]); the event JSON is the child's stdin, from
@@ -81,7 +82,7 @@
 //! [`template::expand_argv`]: crate::template::expand_argv
 //! [`CancelToken`]: crate::CancelToken
 //! [`Judge`]: crate::decision::Judge
-//! [`Judge::judge_when_error`]: crate::decision::Judge::judge_when_error
+//! [`Judge::judge_refused`]: crate::decision::Judge::judge_refused
 //! [`ContextBuffer`]: crate::context_buffer::ContextBuffer
 //! [`ToolMatcher::matches_call`]: crate::event::ToolMatcher::matches_call
 //! [`Firing::cancel`]: crate::fire::Firing::cancel
@@ -469,7 +470,7 @@ pub(crate) fn run_judged(
         Refusal::Fail(message) => {
             let run = record_refused(ctx, hook, store, &message)?;
             return Ok(Some(Done {
-                judgment: judge.judge_when_error(&run),
+                judgment: judge.judge_refused(&run),
                 run,
                 produced: Vec::new(),
             }));
@@ -478,7 +479,7 @@ pub(crate) fn run_judged(
     }
     let mut retries_left = hook.spec.retries;
     loop {
-        let (run, deterministic, verdict, produced) =
+        let (run, deterministic, judged, produced) =
             match run_once(ctx, hook, firing, payload, cancel)? {
                 Ran::Finished(action) if action.outcome.cancelled => {
                     return Err(FireError::Cancelled);
@@ -493,7 +494,8 @@ pub(crate) fn run_judged(
                     let run = finished(ctx, hook, outcome);
                     // An action's own verdict is final: the same cause would decide again.
                     let deterministic = action.verdict.is_some();
-                    (run, deterministic, action.verdict, action.produced)
+                    let judged = action.verdict.map(Judgment::from);
+                    (run, deterministic, judged, action.produced)
                 }
                 Ran::Refused(message) => (
                     record_refused(ctx, hook, store, &message)?,
@@ -501,8 +503,13 @@ pub(crate) fn run_judged(
                     None,
                     Vec::new(),
                 ),
+                Ran::Unrunnable(message) => {
+                    let run = record_refused(ctx, hook, store, &message)?;
+                    let judged = Some(judge.judge_refused(&run));
+                    (run, true, judged, Vec::new())
+                }
             };
-        let judgment = verdict.map_or_else(|| judge.judge(&run), Judgment::from);
+        let judgment = judged.unwrap_or_else(|| judge.judge(&run));
         for warning in &judgment.warnings {
             tracing::warn!("{}: {warning}", hook.file_name());
         }
@@ -582,6 +589,11 @@ pub(crate) enum Ran {
     /// argv, a spawn's depth, a webhook's secret host): the same firing fails the same way, so
     /// it is never re-run.
     Refused(String),
+    /// A command that cannot take the event's values (a name the event lacks, a NUL byte, an
+    /// argument or variable too large): the model chooses those values, so it is judged like a
+    /// `when` that cannot be evaluated ([`Judge::judge_refused`]: blocks where the hook can
+    /// block); never re-run.
+    Unrunnable(String),
 }
 
 /// The payload's files for one run of `hook_id` in `dir` (see [`run_once`]). The prefix is
@@ -673,20 +685,20 @@ fn run_once(
         Command::Argv(argv) => {
             let expanded = match template::expand_argv(argv, |n| payload.template_value(n)) {
                 Ok(expanded) => expanded,
-                Err(err) => return Ok(Ran::Refused(format!("argv: {err}"))),
+                Err(err) => return Ok(Ran::Unrunnable(format!("argv: {err}"))),
             };
             // What `execve` cannot pass is refused here, where the run can say why: a NUL
             // would end the argument early, an over-long one fail the exec.
             for (i, arg) in expanded.iter().enumerate() {
                 let bytes = arg.as_encoded_bytes();
                 if bytes.contains(&0) {
-                    return Ok(Ran::Refused(format!(
+                    return Ok(Ran::Unrunnable(format!(
                         "argv: item {i} has a NUL byte, which no argument can hold; read the \
                          value from the event JSON on stdin"
                     )));
                 }
                 if bytes.len() >= MAX_ARG_BYTES {
-                    return Ok(Ran::Refused(format!(
+                    return Ok(Ran::Unrunnable(format!(
                         "argv: item {i} is {} bytes, over the 128 KiB one argument can hold; \
                          read the value from the event JSON on stdin",
                         bytes.len()
@@ -695,7 +707,9 @@ fn run_once(
             }
             let mut expanded = expanded.into_iter();
             let Some(program) = expanded.next().filter(|p| !p.is_empty()) else {
-                return Ok(Ran::Refused("argv: the program expands to nothing".into()));
+                return Ok(Ran::Unrunnable(
+                    "argv: the program expands to nothing".into(),
+                ));
             };
             (PathBuf::from(program), None, expanded.collect())
         }
@@ -706,7 +720,7 @@ fn run_once(
                 .iter()
                 .find(|n| payload.template_value(n).is_none())
             {
-                return Ok(Ran::Refused(format!(
+                return Ok(Ran::Unrunnable(format!(
                     "run: unknown template variable ${{{name}}}; set it in --data or fix the name"
                 )));
             }
@@ -719,14 +733,14 @@ fn run_once(
                 let var = template::env_name(name);
                 let file = format!("{var}_FILE");
                 if env.iter().any(|(k, _)| k.as_os_str() == file.as_str()) {
-                    return Ok(Ran::Refused(format!(
+                    return Ok(Ran::Unrunnable(format!(
                         "run: ${{{name}}} is too large for the environment; read the file \
                          ${file} instead"
                     )));
                 }
                 // Payload rules 6-9: a name ending in _FILE or _NUL, a too long one, one
                 // another value took, or one past the budget.
-                return Ok(Ran::Refused(format!(
+                return Ok(Ran::Unrunnable(format!(
                     "run: ${{{name}}} is not in the environment; read it from the event JSON \
                      on stdin"
                 )));

@@ -353,6 +353,48 @@ fn a_when_that_cannot_be_evaluated_where_nothing_can_block_is_a_recorded_failure
 }
 
 #[test]
+fn a_value_the_model_sends_that_a_command_cannot_take_blocks_a_gate() {
+    // A `run:` naming a field the model left out, and an `argv:` item holding a NUL byte,
+    // cannot run: on a gate that blocks, whatever `block_on` says of the hook's own exit.
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "path",
+        "event: tool.before\nrun: 'case ${tool_input.path} in secret*) exit 2;; esac'",
+    );
+    yml(
+        &ws,
+        "grep",
+        "event: tool.before\nargv: [sh, -c, 'case \"$1\" in *rm*) exit 2;; esac', sh, '${tool_input.command}']",
+    );
+    for (data, names) in [
+        (
+            r#"{"tool_name":"Read","tool_input":{"name":"secret.txt","command":"cat"}}"#,
+            "tool_input.path",
+        ),
+        (
+            r#"{"tool_name":"Bash","tool_input":{"path":"a","command":"rm -rf /\u0000"}}"#,
+            "NUL",
+        ),
+    ] {
+        let out = ws.hookvisor(&["fire", "tool.before", "--data", data, "--json"]);
+        assert_eq!(code(&out), 1, "{data}: {}", stderr(&out));
+        let reason = reply(&out)["reason"].as_str().unwrap().to_owned();
+        assert!(reason.contains(names), "{data}: {reason}");
+    }
+    // On a notice the same refusals are recorded failures, and the event goes on.
+    yml(
+        &ws,
+        "path",
+        "event: tool.failed\nrun: 'case ${tool_input.path} in secret*) exit 2;; esac'",
+    );
+    let data = r#"{"tool_name":"Read","tool_input":{"name":"secret.txt"}}"#;
+    let out = ws.hookvisor(&["fire", "tool.failed", "--data", data, "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(ws.status()["hooks"]["path"]["lastResult"], "failure");
+}
+
+#[test]
 fn tool_lists_match_exact_names() {
     let ws = Workspace::new();
     yml(

@@ -610,11 +610,6 @@ fn a_later_hook_reads_the_spawn_output() {
     let output = "{\"verdict\":\"ok\",\"n\":3}";
     hook(
         &ws,
-        "0-before",
-        "when: ${trigger} == 'user'\nrun: 'echo ${spawn_output} > before.out'\n",
-    );
-    hook(
-        &ws,
         "1-review",
         &format!(
             "action: spawn\nargv: [sh, -c, {}]\n",
@@ -640,16 +635,32 @@ fn a_later_hook_reads_the_spawn_output() {
     assert_eq!(read("whole.out"), format!("{output}\n"));
     assert_eq!(read("verdict.out"), "ok 3\n");
     assert_eq!(read("argv.out"), output);
-    assert!(
-        !ws.path().join("before.out").exists(),
-        "a hook before the spawn has no ${{spawn_output}}: {reply}"
-    );
     let results = reply["results"].as_array().unwrap();
-    assert_eq!(results[0]["success"], false, "unknown name before: {reply}");
-    assert!(results[1..].iter().all(|r| r["success"] == true), "{reply}");
+    assert!(results.iter().all(|r| r["success"] == true), "{reply}");
+
+    // A hook before the spawn has no such variable: it cannot run, and on this gate that
+    // blocks, so the spawn does not start either.
+    fs::remove_file(ws.path().join("whole.out")).unwrap();
+    hook(
+        &ws,
+        "0-before",
+        "when: ${trigger} == 'user'\nrun: 'echo ${spawn_output} > before.out'\n",
+    );
+    let (exit, reply) = fire(&ws, "{}");
+    assert_eq!(exit, 1, "{reply}");
+    assert_eq!(reply["decision"], "block", "{reply}");
+    assert!(
+        reply["reason"]
+            .as_str()
+            .unwrap()
+            .contains("${spawn_output}"),
+        "{reply}"
+    );
+    assert!(!ws.path().join("before.out").exists(), "{reply}");
+    assert!(!ws.path().join("whole.out").exists(), "{reply}");
+    fs::remove_file(ws.path().join(".discobot/hooks/0-before.yml")).unwrap();
 
     // The next firing starts without it: a value is its firing's.
-    fs::remove_file(ws.path().join("whole.out")).unwrap();
     hook(&ws, "1-review", "run: 'true'\n");
     let (_, reply) = fire(&ws, "{}");
     assert!(!ws.path().join("whole.out").exists(), "{reply}");

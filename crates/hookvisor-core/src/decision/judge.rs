@@ -164,12 +164,13 @@ impl Judge {
         judgment
     }
 
-    /// Judges a hook that did not run because its `when` could not be evaluated, `run` holding
-    /// the error as its output: a hook that can block blocks, whatever its `block_on` (which
-    /// judges the hook's own exit), since the values a condition reads are often the model's,
-    /// and one of another type, or none, must not skip the gate; any other hook fails and
+    /// Judges a hook that did not run because of the event's values: its `when` could not be
+    /// evaluated, or its command cannot take them (a name the event lacks, a NUL byte), `run`
+    /// holding the error as its output. A hook that can block blocks, whatever its `block_on`
+    /// (which judges the hook's own exit), since those values are often the model's, and one
+    /// of another type, or none, must not skip the gate; any other hook fails and
     /// `on_failure` goes on from there. Never re-run: the same values fail the same way.
-    pub fn judge_when_error(&self, run: &FinishedRun) -> Judgment {
+    pub fn judge_refused(&self, run: &FinishedRun) -> Judgment {
         let mut judgment = Judgment::from(Verdict::Success);
         self.judge_failure(run, true, &mut judgment);
         judgment
@@ -180,19 +181,19 @@ impl Judge {
         self.gate && self.phase == Phase::Pre
     }
 
-    /// A non-zero exit or a timeout: block if `block_on` covers it (a `when` error: always),
+    /// A non-zero exit or a timeout: block if `block_on` covers it (a refused run: always),
     /// else `on_failure` (rule 1).
-    fn judge_failure(&self, run: &FinishedRun, when_error: bool, judgment: &mut Judgment) {
+    fn judge_failure(&self, run: &FinishedRun, refused: bool, judgment: &mut Judgment) {
         let exit2 = run.timed_out.is_none() && run.exit_code == 2;
         let covered = self.can_block()
-            && (when_error
+            && (refused
                 || match self.block_on {
                     BlockOn::Failure => true,
                     BlockOn::Exit2 => exit2,
                     BlockOn::Never => false,
                 });
         let reason = self.failure_reason(run);
-        judgment.retry = !when_error
+        judgment.retry = !refused
             && matches!(
                 self.on_failure,
                 OnFailure::Retry | OnFailure::RetryThenAbort

@@ -21,8 +21,9 @@
 //! | exit 2 | block unless `block_on: never`; else `on_failure` | `on_failure` |
 //! | other non-zero, timeout | block if `block_on: failure`; else `on_failure` | `on_failure` |
 //!
-//! A `when` that cannot be evaluated is a run that failed before it started
-//! ([`Judge::judge_when_error`]): a hook that can block blocks on it whatever its `block_on`,
+//! A `when` that cannot be evaluated, or a command that cannot take the event's values, is a
+//! run that failed before it started ([`Judge::judge_refused`]): a hook that can block blocks
+//! on it whatever its `block_on`,
 //! which judges only the hook's own exit (EVENTS.md: on a gate, what hookvisor cannot do
 //! blocks); elsewhere it is a failure like any other.
 //!
@@ -81,7 +82,7 @@
 //! [`BlockOn`]: crate::decision::BlockOn
 //! [`FinishedRun`]: crate::decision::FinishedRun
 //! [`Judge::judge`]: crate::decision::Judge::judge
-//! [`Judge::judge_when_error`]: crate::decision::Judge::judge_when_error
+//! [`Judge::judge_refused`]: crate::decision::Judge::judge_refused
 //! [`Judge::max_reason`]: crate::decision::Judge::max_reason
 //! [`Judgment::wants_retry`]: crate::decision::Judgment::wants_retry
 //! [`Judgment`]: crate::decision::Judgment

@@ -514,7 +514,7 @@ fn a_when_error_blocks_where_the_hook_can_block() {
     for place in [Place::GatePre, Place::Notice, Place::Post] {
         for block_on in BLOCK_ON {
             for on_failure in ON_FAILURE {
-                let judgment = place.judge(block_on, on_failure).judge_when_error(&run);
+                let judgment = place.judge(block_on, on_failure).judge_refused(&run);
                 let reason = reason.clone();
                 let want = match (place, on_failure) {
                     (Place::GatePre, _) => Verdict::Block { reason },
