@@ -585,9 +585,9 @@ pub(crate) enum Ran {
     /// It ran (or its program could not start, which exec reports as an outcome); an action
     /// may hand on values and its own verdict ([`ActionRun`]).
     Finished(ActionRun),
-    /// It was refused before starting, by a value of the event (an unknown name, an empty
-    /// argv, a spawn's depth, a webhook's secret host): the same firing fails the same way, so
-    /// it is never re-run.
+    /// An action other than a command was refused before starting (a spawn's depth or
+    /// inputs, a webhook's secret host, a git ref): the same firing fails the same way, so it
+    /// is never re-run; judged by `block_on` like any failure.
     Refused(String),
     /// A command that cannot take the event's values (a name the event lacks, a NUL byte, an
     /// argument or variable too large): the model chooses those values, so it is judged like a
