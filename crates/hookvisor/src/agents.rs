@@ -8,6 +8,12 @@
 //! | Codex | `codex-stop` | `.codex/hooks.json` (`$CODEX_HOME/hooks.json` at user level) | `Stop`, `SubagentStop` | `UserPromptSubmit` | `block` | seconds |
 //! | Gemini CLI | `gemini-after-agent` | `.gemini/settings.json` | `AfterAgent` | `BeforeAgent` | `deny` | milliseconds |
 //!
+//! Each row also names the variable holding the agent's start directory (`CLAUDE_PROJECT_DIR`,
+//! `GEMINI_PROJECT_DIR`; none for Codex), where the adapter looks for the workspace after
+//! `--workspace`, and the agent's file tools with where their `tool_input` names the paths
+//! (Claude Code `Write`/`Edit`/`MultiEdit` `file_path`, `NotebookEdit` `notebook_path`; Gemini
+//! CLI `write_file`/`replace` `file_path`; Codex `apply_patch`, a patch in `command`).
+//!
 //! The turn-end events run the file hooks; the prompt event only records the user's prompt for
 //! the loop guard (see the adapter). All three agents read hooks in the same shape, `{"hooks":
 //! {"<Event>": [{"hooks": [{"type": "command", "command": ..., "timeout": ...}]}]}}`; Gemini

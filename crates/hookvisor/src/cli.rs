@@ -1,7 +1,7 @@
 //! The command line of `hookvisor`, as DESIGN.md states it.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hookvisor_core::{Context, ContextError, ContextOverrides, Credentials, repository_top};
@@ -336,13 +336,14 @@ impl Globals {
     /// the agent's model cannot change first:
     ///
     /// 1. `--workspace` (which `install` writes into the agent's settings);
-    /// 2. the agent's project variable `project_var` (`CLAUDE_PROJECT_DIR`,
-    ///    `GEMINI_PROJECT_DIR`: the directory the agent was started in);
+    /// 2. upward from the agent's project variable `project_var` (`CLAUDE_PROJECT_DIR`,
+    ///    `GEMINI_PROJECT_DIR`: the directory the agent was started in, perhaps below the
+    ///    workspace) to the nearest directory with hooks, else the repository's top
+    ///    ([`hookvisor_core::enclosing_workspace`]);
     /// 3. `$DISCOBOT_WORKSPACE`;
-    /// 4. upward from the event's `cwd` ([`hookvisor_core::enclosing_workspace`]): the nearest
-    ///    directory with hooks, else the repository's top, else `cwd`. The model moves `cwd`
-    ///    at will (one `cd` in a shell call), and could leave an empty `.discobot/hooks` there,
-    ///    which is why this comes last;
+    /// 4. upward from the event's `cwd` in the same way. The model moves `cwd` at will (one
+    ///    `cd` in a shell call), and could leave an empty `.discobot/hooks` there, which is
+    ///    why this comes last;
     /// 5. the current directory.
     ///
     /// The session is from the options or the environment, else the agent's own
@@ -364,7 +365,10 @@ impl Globals {
                 .args
                 .workspace
                 .clone()
-                .or_else(|| project_var.and_then(|v| self.var(v)).map(PathBuf::from))
+                .or_else(|| {
+                    let started = project_var.and_then(|v| self.var(v))?;
+                    Some(hookvisor_core::enclosing_workspace(Path::new(&started)))
+                })
                 .or_else(|| self.var("DISCOBOT_WORKSPACE").map(PathBuf::from))
                 .or_else(|| cwd.map(|dir| hookvisor_core::enclosing_workspace(&dir))),
             session_id,

@@ -765,6 +765,25 @@ fn a_cwd_below_the_workspace_still_finds_the_hooks() {
             stderr(&out)
         );
     }
+    // Started below the workspace, the agent's project variable names the start directory:
+    // the workspace is found above it.
+    let started = ws.path().join("src");
+    for (agent, fixture, var) in [
+        ("claude", "pre-tool-use.json", "CLAUDE_PROJECT_DIR"),
+        ("gemini", "before-tool.json", "GEMINI_PROJECT_DIR"),
+    ] {
+        let out = on_input(
+            &ws,
+            &["adapter", agent],
+            &moved(agent, fixture, "src/deep"),
+            &[(var, started.to_str().unwrap())],
+        );
+        assert!(
+            stdout(&out).contains("deny"),
+            "{agent} {var}: {}",
+            stderr(&out)
+        );
+    }
     // The old turn-end aliases find it the same way (their turn.end hook fails).
     for (alias, agent, fixture) in [
         ("claude-stop", "claude", "stop.json"),
@@ -898,4 +917,45 @@ fn a_pattern_gate_sees_the_file_the_tool_writes() {
     ));
     assert!(!codex(json!({"command": patch("src/main.rs")})));
     assert!(codex(json!({"command": "not a patch"})));
+}
+
+/// Through `hookvisor serve` (`HOOKVISOR_URL`), the server matches the gate's pattern against
+/// the files the adapter sends in the event's data.
+#[test]
+fn a_pattern_gate_under_serve_sees_the_file_too() {
+    let ws = Workspace::git();
+    hook(
+        &ws,
+        "tool.before",
+        &format!("tool: write\npattern: '*.lock'\n{BLOCK}"),
+    );
+    let server = common::serve::Server::tcp(&ws);
+    let common::serve::Addr::Tcp(addr) = &server.addr else {
+        unreachable!("a TCP server")
+    };
+    let url = format!("http://{addr}");
+    let write = |file: &str| {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude/pre-tool-use.json");
+        let mut event: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+        event["tool_name"] = "Write".into();
+        event["tool_input"] = json!({"file_path": format!("@WORKSPACE@/{file}"), "content": "x"});
+        on_input(
+            &ws,
+            &["adapter", "claude"],
+            &event.to_string(),
+            &[("HOOKVISOR_URL", url.as_str())],
+        )
+    };
+    let out = write("Cargo.lock");
+    assert!(
+        stdout(&out).contains(r#""permissionDecision":"deny""#),
+        "{} / {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let out = write("src/main.rs");
+    assert_eq!(stdout(&out), "", "{}", stderr(&out));
+    server.stop();
 }
