@@ -891,6 +891,13 @@ fn a_pattern_gate_sees_the_file_the_tool_writes() {
         "Write",
         json!({"file_path": at("src/main.rs"), "content": "x"})
     ));
+    // A link the agent planted does not hide the directory it leads to.
+    fs::create_dir_all(ws.path().join("migrations")).unwrap();
+    std::os::unix::fs::symlink("migrations", ws.path().join("m")).unwrap();
+    assert!(claude(
+        "Write",
+        json!({"file_path": at("m/001.sql"), "content": "x"})
+    ));
     // Unknown or outside: the gate runs.
     assert!(claude("Write", json!({"content": "x"})));
     assert!(claude(

@@ -9,7 +9,9 @@
 //! the agent applies it: Codex's patch paths are relative to the call's working directory),
 //! and `.` and `..` are applied lexically: a path inside the workspace becomes relative to it,
 //! one outside stays absolute (`../../etc/passwd` is `/etc/passwd`, never the workspace's
-//! `etc/passwd`). A file tool whose paths cannot be read (a field missing, a patch naming no
+//! `etc/passwd`). The `files` also hold the other names the same write may reach: a relative
+//! path taken from the workspace, and the path through the links of its existing directories
+//! (the agent can plant `m -> migrations`). A file tool whose paths cannot be read (a field missing, a patch naming no
 //! file) touches *unknown* files: no `files` is sent, and a `tool.before` gate with a pattern
 //! then runs rather than being skipped (hookvisor-core's `fire`, step 3).
 
@@ -32,7 +34,14 @@ pub(super) enum Touched {
     Other(Option<PathBuf>),
     /// A file tool's paths, each once, in order: relative to the workspace when inside it,
     /// else absolute.
-    Paths(Vec<PathBuf>),
+    Paths {
+        /// The paths as the agent named them, from its `cwd`.
+        named: Vec<PathBuf>,
+        /// Other names the same writes may reach, which a gate sees too: a relative path taken
+        /// from the workspace instead, and each path through the links of its existing
+        /// directories (`ln -s migrations m`, then a Write of `m/001.sql`).
+        also: Vec<PathBuf>,
+    },
     /// A file tool whose paths could not be read.
     Unknown,
 }
@@ -57,7 +66,7 @@ impl Touched {
             .map(Path::new)
             .filter(|c| c.is_absolute())
             .unwrap_or(workspace);
-        let place = |path: &str| locate(workspace, &base.join(path));
+        let place = |path: &str| locate(workspace, &normal(&base.join(path)));
         // Another tool's path (a read, a tool of `file_tools`): here, when it names one.
         const ANY_PATH: &[&str] = &["file_path", "path"];
         let kind = spec.file_tool(tool).or_else(|| {
@@ -84,24 +93,36 @@ impl Touched {
                 patch_paths(text).filter(|p| !p.is_empty()).collect()
             }),
         };
-        let mut paths: Vec<PathBuf> = Vec::new();
-        for path in named {
-            let path = place(&path);
-            if !paths.contains(&path) {
-                paths.push(path);
-            }
-        }
-        if paths.is_empty() || paths.len() > MAX_PATHS {
+        if named.is_empty() || named.len() > MAX_PATHS {
             return Touched::Unknown;
         }
-        Touched::Paths(paths)
+        let (mut paths, mut also) = (Vec::new(), Vec::new());
+        for path in &named {
+            push_new(&mut paths, place(path));
+        }
+        for path in &named {
+            let raw = base.join(path);
+            let aliases = [
+                Path::new(path)
+                    .is_relative()
+                    .then(|| normal(&workspace.join(path))),
+                through_links(&raw).map(|real| normal(&real)),
+            ];
+            for alias in aliases.into_iter().flatten() {
+                let alias = locate(workspace, &alias);
+                if !paths.contains(&alias) {
+                    push_new(&mut also, alias);
+                }
+            }
+        }
+        Touched::Paths { named: paths, also }
     }
 
     /// The paths a file tool wrote inside the workspace, for `file.edited`: nothing fires for
     /// a file outside, since a hook's `pattern` and its work are the workspace's.
     pub(super) fn written(&self) -> Vec<PathBuf> {
         match self {
-            Touched::Paths(paths) => paths
+            Touched::Paths { named, .. } => named
                 .iter()
                 .filter(|p| p.is_relative() && !p.as_os_str().is_empty())
                 .cloned()
@@ -133,7 +154,7 @@ pub(super) fn event_data(input: &Map<String, Value>, touched: &Touched) -> Map<S
         let text = |p: &PathBuf| Value::from(p.to_string_lossy().into_owned());
         let files: Option<Vec<&PathBuf>> = match touched {
             Touched::Other(file) => Some(file.iter().collect()),
-            Touched::Paths(paths) => Some(paths.iter().collect()),
+            Touched::Paths { named, also } => Some(named.iter().chain(also).collect()),
             // No `files`: unknown, which a gate with a pattern does not skip.
             Touched::Unknown => None,
         };
@@ -168,8 +189,9 @@ fn patch_paths(text: &str) -> impl Iterator<Item = String> + '_ {
         "*** Delete File:",
         "*** Move to:",
     ];
+    // Indented markers count too: more paths only make a gate run, never skip.
     text.lines().filter_map(|line| {
-        let line = line.trim_end();
+        let line = line.trim();
         MARKERS
             .iter()
             .find_map(|m| line.strip_prefix(m))
@@ -177,10 +199,31 @@ fn patch_paths(text: &str) -> impl Iterator<Item = String> + '_ {
     })
 }
 
-/// `path` (absolute) relative to `workspace` when it lies inside it, else absolute; `.` and
-/// `..` applied lexically.
+/// Adds `path` to `paths` unless it is there.
+fn push_new(paths: &mut Vec<PathBuf>, path: PathBuf) {
+    if !paths.contains(&path) {
+        paths.push(path);
+    }
+}
+
+/// `path` (absolute) with its longest existing ancestor made canonical (its links and `..`
+/// resolved by the file system), the rest appended; `None` when nothing of it exists.
+fn through_links(path: &Path) -> Option<PathBuf> {
+    let mut rest = Vec::new();
+    let mut existing = path;
+    loop {
+        if let Ok(mut real) = existing.canonicalize() {
+            real.extend(rest.iter().rev());
+            return Some(real);
+        }
+        rest.push(existing.file_name()?);
+        existing = existing.parent()?;
+    }
+}
+
+/// `path` (absolute, normal) relative to `workspace` when it lies inside it, else itself.
 fn locate(workspace: &Path, path: &Path) -> PathBuf {
-    let path = normal(path);
+    let path = path.to_owned();
     let roots = [
         Some(normal(workspace)),
         workspace.canonicalize().ok().map(|w| normal(&w)),
@@ -225,7 +268,7 @@ mod tests {
         );
         let show = |p: &PathBuf| p.to_string_lossy().into_owned();
         match got {
-            Touched::Paths(paths) => Some(paths.iter().map(show).collect()),
+            Touched::Paths { named, .. } => Some(named.iter().map(show).collect()),
             Touched::Other(file) => Some(file.iter().map(show).collect()),
             Touched::Unknown => None,
         }
@@ -382,10 +425,49 @@ mod tests {
 
     #[test]
     fn file_edited_fires_only_inside_the_workspace() {
-        let touched = Touched::Paths(vec!["a".into(), "/etc/x".into(), "".into()]);
+        let touched = Touched::Paths {
+            named: vec!["a".into(), "/etc/x".into(), "".into()],
+            also: vec!["b".into()],
+        };
         assert_eq!(touched.written(), [PathBuf::from("a")]);
         assert!(Touched::Unknown.written().is_empty());
         assert!(Touched::Other(Some("r".into())).written().is_empty());
+    }
+
+    /// A gate sees every name a write may reach: a relative path from the workspace as well
+    /// as from `cwd`, and through a link the agent planted.
+    #[test]
+    fn a_gate_sees_the_other_names_of_a_path() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path().canonicalize().unwrap();
+        std::fs::create_dir_all(ws.join("migrations")).unwrap();
+        std::os::unix::fs::symlink(ws.join("migrations"), ws.join("m")).unwrap();
+        let files = |tool: &str, input: Value, cwd: &Path| {
+            let event = json!({"tool_name": tool, "tool_input": input, "cwd": cwd});
+            let touched = Touched::of(Agent::Claude.spec(), event.as_object().unwrap(), &ws, &[]);
+            event_data(event.as_object().unwrap(), &touched)["files"].clone()
+        };
+        let at = |rel: &str| ws.join(rel).to_string_lossy().into_owned();
+        assert_eq!(
+            files("Write", json!({"file_path": at("m/001.sql")}), &ws),
+            json!(["m/001.sql", "migrations/001.sql"])
+        );
+        assert_eq!(
+            files("Write", json!({"file_path": at("m/../m/002.sql")}), &ws),
+            json!(["m/002.sql", "migrations/002.sql"])
+        );
+        assert_eq!(
+            files(
+                "Write",
+                json!({"file_path": "x.lock"}),
+                &ws.join("migrations")
+            ),
+            json!(["migrations/x.lock", "x.lock"])
+        );
+        assert_eq!(
+            files("Write", json!({"file_path": at("src/a.rs")}), &ws),
+            json!(["src/a.rs"])
+        );
     }
 
     #[test]
