@@ -16,12 +16,11 @@
 //!    The agent's name also matches by its canonical one (`Bash` by `bash`), and a shell call
 //!    whose `tool_input.command` is a `git commit` by `git_commit` ([`ToolMatcher::matches_call`]).
 //! 3. **Pattern**. A hook with `pattern:` runs only when one of the firing's `files` matches it
-//!    (workspace-relative paths; [`Firing::files`], else the strings of `data.files`, which is
-//!    how `serve` and the adapters pass them); an event without files runs no hook that has a
-//!    pattern. `tool.before` is a gate and fails closed instead ([`pattern_selects`]): its
-//!    pattern hooks also run when the files are unknown (neither given), and for a file
-//!    outside the workspace (absolute, or leading out with `..`), which no workspace pattern
-//!    can judge.
+//!    (workspace-relative paths; when none are given, the strings of `data.files`, which is how
+//!    `serve` and the adapters pass them); an event without files runs no hook that has a
+//!    pattern. `tool.before` is a gate and fails closed instead: its pattern hooks also run
+//!    when the files are unknown (neither given), and for a file outside the workspace
+//!    (absolute, or leading out with `..`), which no workspace pattern can judge.
 //! 4. **Passes** (§1.4). Every `pre` hook runs, then every `post` hook. The first block or abort
 //!    ends the `pre` pass ([`Outcome::ends_pre_pass`]). The decision is made when the `pre`
 //!    pass ends (§3: `serve` answers then, through [`fire_deciding`]); `post` hooks still run,
