@@ -153,6 +153,26 @@ impl Context {
     }
 }
 
+/// The workspace that holds `dir`, found as git finds a repository: `dir` and then each parent
+/// in turn, the first that holds `.discobot/hooks/` or `.discobot/hookvisor.yml` (a workspace
+/// of hooks), or else `.git` (the repository's top, where the search stops); `dir` itself when
+/// none does. `dir` is made absolute and canonical first, so `..` and links are the file
+/// system's. An agent's `cwd` is the agent's to choose, so the adapters ask this only after
+/// what the agent cannot change (`--workspace`, the agent's project variable).
+pub fn enclosing_workspace(dir: &Path) -> PathBuf {
+    let start = absolute(dir);
+    let start = start.canonicalize().unwrap_or(start);
+    let holds_hooks = |d: &Path| {
+        let discobot = d.join(".discobot");
+        discobot.join("hooks").is_dir() || discobot.join("hookvisor.yml").is_file()
+    };
+    start
+        .ancestors()
+        .find(|d| holds_hooks(d) || d.join(".git").exists())
+        .unwrap_or(&start)
+        .to_owned()
+}
+
 fn is_plain_name(id: &str) -> bool {
     !id.is_empty()
         && id != "."
@@ -278,5 +298,30 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("/definitely/not/here"));
+    }
+
+    #[test]
+    fn the_enclosing_workspace_is_the_nearest_with_hooks_else_the_repository_top() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        let deep = root.join("repo/src/deep");
+        std::fs::create_dir_all(&deep).unwrap();
+        // Nothing above: the directory itself.
+        assert_eq!(enclosing_workspace(&deep), deep);
+        std::fs::create_dir_all(root.join("repo/.git")).unwrap();
+        assert_eq!(enclosing_workspace(&deep), root.join("repo"));
+        // `..` is the file system's, and a relative start is from the current directory.
+        assert_eq!(
+            enclosing_workspace(&deep.join("../deep/./")),
+            root.join("repo")
+        );
+        // A state dir's `.discobot/<session>` is no workspace; `.discobot/hooks` is.
+        std::fs::create_dir_all(root.join("repo/src/.discobot/s1/hooks")).unwrap();
+        assert_eq!(enclosing_workspace(&deep), root.join("repo"));
+        std::fs::create_dir_all(root.join("repo/src/.discobot/hooks")).unwrap();
+        assert_eq!(enclosing_workspace(&deep), root.join("repo/src"));
+        // A submodule or linked worktree (`.git` a file) is a repository top too.
+        std::fs::write(deep.join(".git"), "gitdir: x\n").unwrap();
+        assert_eq!(enclosing_workspace(&deep), deep);
     }
 }

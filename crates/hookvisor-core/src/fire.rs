@@ -16,8 +16,12 @@
 //!    The agent's name also matches by its canonical one (`Bash` by `bash`), and a shell call
 //!    whose `tool_input.command` is a `git commit` by `git_commit` ([`ToolMatcher::matches_call`];
 //!    a hint read from the common spelling only: `commit.before` is the gate that holds).
-//! 3. **Pattern**. A hook with `pattern:` runs only when one of the firing's `files` matches it;
-//!    an event without files runs no hook that has a pattern.
+//! 3. **Pattern**. A hook with `pattern:` runs only when one of the firing's `files` matches it
+//!    (workspace-relative paths; when none are given, the strings of `data.files`, which is how
+//!    `serve` and the adapters pass them); an event without files runs no hook that has a
+//!    pattern. `tool.before` is a gate and fails closed instead: its pattern hooks also run
+//!    when the files are unknown (neither given), and for a file outside the workspace
+//!    (absolute, or leading out with `..`), which no workspace pattern can judge.
 //! 4. **Passes** (§1.4). Every `pre` hook runs, then every `post` hook. The first block or abort
 //!    ends the `pre` pass ([`Outcome::ends_pre_pass`]). The decision is made when the `pre`
 //!    pass ends (§3: `serve` answers then, through [`fire_deciding`]); `post` hooks still run,
@@ -96,7 +100,7 @@
 use std::ffi::OsString;
 use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
@@ -251,6 +255,17 @@ pub(crate) fn fire_hooks(
     firing: &Firing,
     decided: impl FnOnce(&Reply),
 ) -> Result<Reply, FireError> {
+    let given;
+    let firing = match (&firing.files, files_of_data(&firing.data)) {
+        (None, Some(files)) => {
+            given = Firing {
+                files: Some(files),
+                ..firing.clone()
+            };
+            &given
+        }
+        _ => firing,
+    };
     // EVENTS.md §4.4: detached children of this state dir end with its session, first.
     if firing.event == Event::SessionEnd {
         crate::spawn::stop_detached(ctx);
@@ -378,14 +393,34 @@ fn selected(hook: &Hook, firing: &Firing) -> bool {
         .tool
         .as_ref()
         .is_none_or(|matcher| matcher.matches_call(tool_name, command));
-    let pattern_ok = hook.pattern.is_none()
-        || firing
-            .files
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .any(|f| hook.matches(f));
-    tool_ok && pattern_ok
+    tool_ok && pattern_selects(hook, firing)
+}
+
+/// Step 3: whether the hook's `pattern` (if any) selects the firing's files. A `tool.before`
+/// gate fails closed: unknown files, or a file outside the workspace, select it.
+fn pattern_selects(hook: &Hook, firing: &Firing) -> bool {
+    if hook.pattern.is_none() {
+        return true;
+    }
+    let gate = firing.event == Event::ToolBefore;
+    match &firing.files {
+        None => gate,
+        Some(files) => files.iter().any(|f| {
+            hook.matches(f)
+                || (gate
+                    && (f.is_absolute() || f.components().next() == Some(Component::ParentDir)))
+        }),
+    }
+}
+
+/// `data.files` as the firing's files, when the firing was given none: `serve` and the
+/// adapters pass them in the event's data. `None` when absent or not a list of strings.
+fn files_of_data(data: &Map<String, Json>) -> Option<Vec<PathBuf>> {
+    data.get("files")?
+        .as_array()?
+        .iter()
+        .map(|f| f.as_str().map(PathBuf::from))
+        .collect()
 }
 
 /// The payload of one run; `decision` is `${decision}` for the `post` pass.
@@ -1087,6 +1122,45 @@ mod tests {
         firing.files = Some(vec!["README.md".into(), "src/main.rs".into()]);
         assert_eq!(ids(&ws.fire(&firing)), ["p"]);
         assert_eq!(ws.trace(), ["p"]);
+    }
+
+    /// Issue 28: a `tool.before` gate with a pattern fails closed: it runs for a matching
+    /// file given in `data.files` (as serve and the adapters pass them), for unknown files and
+    /// for a file outside the workspace, and only a known file inside that does not match
+    /// skips it. Other events keep "no files, no pattern hook".
+    #[test]
+    fn a_tool_gate_with_a_pattern_fails_closed() {
+        let ws = Ws::new();
+        ws.yml(
+            "g",
+            "event: tool.before\npattern: '*.lock, migrations/**'\nrun: echo g >> trace",
+        );
+        ws.yml(
+            "a",
+            "event: tool.after\npattern: '*.lock'\nrun: echo a >> trace",
+        );
+        let gate = |data: Json| ids(&ws.fire_event("tool.before", data));
+        let none: [&str; 0] = [];
+        assert_eq!(gate(json!({"files": ["Cargo.lock"]})), ["g"]);
+        assert_eq!(
+            gate(json!({"files": ["src/main.rs", "migrations/001.sql"]})),
+            ["g"]
+        );
+        assert_eq!(gate(json!({"files": ["src/main.rs"]})), none);
+        assert_eq!(
+            gate(json!({"files": []})),
+            none,
+            "a tool that writes no file"
+        );
+        assert_eq!(gate(json!({})), ["g"], "unknown files");
+        assert_eq!(gate(json!({"files": [1]})), ["g"], "unreadable files");
+        assert_eq!(gate(json!({"files": ["/etc/x.txt"]})), ["g"], "outside");
+        assert_eq!(gate(json!({"files": ["../w2/x.txt"]})), ["g"], "outside");
+        // tool.after is no gate: a pattern needs a match.
+        let after = |data: Json| ids(&ws.fire_event("tool.after", data));
+        assert_eq!(after(json!({})), none);
+        assert_eq!(after(json!({"files": ["/etc/x.txt"]})), none);
+        assert_eq!(after(json!({"files": ["a/Cargo.lock"]})), ["a"]);
     }
 
     #[test]

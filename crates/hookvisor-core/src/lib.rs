@@ -157,7 +157,7 @@ pub use changes::{
 pub use config::{
     CONFIG_FILE, Callback, Config, ConfigError, DEFAULT_MAX_RETRIES, Source, SourceUse, Sources,
 };
-pub use context::{Context, ContextError, ContextOverrides};
+pub use context::{Context, ContextError, ContextOverrides, enclosing_workspace};
 pub use discover::{
     Discovery, GLOBAL_ID_PREFIX, Places, discover, discover_workspace, discover_workspace_in,
     discover_workspace_owned, discover_workspace_with, global_hooks_dir, hook_id,

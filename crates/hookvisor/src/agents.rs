@@ -8,6 +8,12 @@
 //! | Codex | `codex-stop` | `.codex/hooks.json` (`$CODEX_HOME/hooks.json` at user level) | `Stop`, `SubagentStop` | `UserPromptSubmit` | `block` | seconds |
 //! | Gemini CLI | `gemini-after-agent` | `.gemini/settings.json` | `AfterAgent` | `BeforeAgent` | `deny` | milliseconds |
 //!
+//! Each row also names the variable holding the agent's start directory (`CLAUDE_PROJECT_DIR`,
+//! `GEMINI_PROJECT_DIR`; none for Codex), where the adapter looks for the workspace after
+//! `--workspace`, and the agent's file tools with where their `tool_input` names the paths
+//! (Claude Code `Write`/`Edit`/`MultiEdit` `file_path`, `NotebookEdit` `notebook_path`; Gemini
+//! CLI `write_file`/`replace` `file_path`; Codex `apply_patch`, a patch in `command`).
+//!
 //! The turn-end events run the file hooks; the prompt event only records the user's prompt for
 //! the loop guard (see the adapter). All three agents read hooks in the same shape, `{"hooks":
 //! {"<Event>": [{"hooks": [{"type": "command", "command": ..., "timeout": ...}]}]}}`; Gemini
@@ -65,6 +71,23 @@ pub struct Spec {
     /// Every event `hookvisor adapter` answers for the agent and what it fires (EVENTS.md
     /// §3.1); `install` registers all of them (§5 rule 17).
     pub routes: &'static [(&'static str, Route)],
+    /// The variable in which the agent tells its hooks the directory it was started in (the
+    /// project); the adapter's workspace after `--workspace`.
+    pub project_dir_var: Option<&'static str>,
+    /// The agent's tools that write files, and where in `tool_input` each names them:
+    /// `tool.before`/`tool.after` carry them as `files` (so `pattern:` selects), and
+    /// `tool.after` fires `file.edited` for each.
+    pub file_tools: &'static [(&'static str, ToolPaths)],
+}
+
+/// Where a file tool's `tool_input` names the paths it writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolPaths {
+    /// The first of these string fields that is present: one path.
+    Field(&'static [&'static str]),
+    /// This string field holds an `apply_patch` text, whose `*** Add File:`, `*** Update
+    /// File:`, `*** Delete File:` and `*** Move to:` lines name the paths.
+    Patch(&'static str),
 }
 
 /// Where an agent's hooks live: `<dir>/<file>` in the workspace, or in the home directory at
@@ -171,6 +194,30 @@ static GEMINI_ROUTES: [(&str, Route); 6] = [
     ("SessionEnd", Route::SessionEnd),
 ];
 
+/// Claude Code's file tools, per its tools reference (<https://code.claude.com/docs/en/hooks>,
+/// "PreToolUse input"): absolute paths.
+static CLAUDE_FILE_TOOLS: [(&str, ToolPaths); 4] = [
+    ("Write", ToolPaths::Field(&["file_path"])),
+    ("Edit", ToolPaths::Field(&["file_path"])),
+    ("MultiEdit", ToolPaths::Field(&["file_path"])),
+    ("NotebookEdit", ToolPaths::Field(&["notebook_path"])),
+];
+
+/// Codex's one file tool: PreToolUse and PostToolUse send the patch as `tool_input.command`
+/// (openai/codex `core/src/tools/handlers/apply_patch.rs`, `pre_tool_use_payload`), its paths
+/// relative to the call's `cwd`.
+static CODEX_FILE_TOOLS: [(&str, ToolPaths); 1] = [("apply_patch", ToolPaths::Patch("command"))];
+
+/// Gemini CLI's file tools (`write_file`, `replace`: `file_path`; `absolute_path` in older
+/// releases).
+static GEMINI_FILE_TOOLS: [(&str, ToolPaths); 2] = [
+    (
+        "write_file",
+        ToolPaths::Field(&["file_path", "absolute_path"]),
+    ),
+    ("replace", ToolPaths::Field(&["file_path", "absolute_path"])),
+];
+
 /// The unit of an agent's hook timeouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeoutUnit {
@@ -195,6 +242,8 @@ static CLAUDE: Spec = Spec {
     timeout_unit: TimeoutUnit::Seconds,
     named_hooks: false,
     routes: &CLAUDE_ROUTES,
+    project_dir_var: Some("CLAUDE_PROJECT_DIR"),
+    file_tools: &CLAUDE_FILE_TOOLS,
 };
 
 static CODEX: Spec = Spec {
@@ -212,6 +261,8 @@ static CODEX: Spec = Spec {
     timeout_unit: TimeoutUnit::Seconds,
     named_hooks: false,
     routes: &CODEX_ROUTES,
+    project_dir_var: None,
+    file_tools: &CODEX_FILE_TOOLS,
 };
 
 static GEMINI: Spec = Spec {
@@ -229,6 +280,8 @@ static GEMINI: Spec = Spec {
     timeout_unit: TimeoutUnit::Milliseconds,
     named_hooks: true,
     routes: &GEMINI_ROUTES,
+    project_dir_var: Some("GEMINI_PROJECT_DIR"),
+    file_tools: &GEMINI_FILE_TOOLS,
 };
 
 impl Spec {
@@ -250,6 +303,15 @@ impl Spec {
         self.events()
             .find(|(event, _)| *event == name)
             .map(|(_, what)| what)
+    }
+
+    /// Where the agent's tool `name` names the files it writes; `None` for a tool that
+    /// writes none the adapter knows of.
+    pub fn file_tool(&self, name: &str) -> Option<ToolPaths> {
+        self.file_tools
+            .iter()
+            .find(|(tool, _)| *tool == name)
+            .map(|(_, paths)| *paths)
     }
 
     /// What `hookvisor adapter` fires for the agent's event `name`; `None` for an event it

@@ -1,7 +1,7 @@
 //! The command line of `hookvisor`, as DESIGN.md states it.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hookvisor_core::{Context, ContextError, ContextOverrides, Credentials, repository_top};
@@ -209,7 +209,7 @@ fn parse_adapter(args: &[OsString]) -> Option<Cli> {
 #[derive(Debug, Clone, Default, Args)]
 pub struct GlobalArgs {
     /// Workspace root [default: $DISCOBOT_WORKSPACE, else the current directory; the adapters
-    /// take the agent's cwd first].
+    /// look up from the agent's cwd, after the agent's project variable].
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// State directory [default: $HOOKVISOR_STATE_DIR, else ~/.discobot/SESSION/hooks].
@@ -224,13 +224,17 @@ pub struct GlobalArgs {
 
 /// The variables a context falls back to (DESIGN.md "Files and names"), read once.
 /// `HOOKVISOR_SESSION` is the session id `loop` gives its agent (EVENTS.md §5 rule 18).
-const CONTEXT_VARIABLES: [&str; 6] = [
+/// `CLAUDE_PROJECT_DIR` and `GEMINI_PROJECT_DIR` are the agents' start directories, which
+/// their hooks inherit (the adapters' workspace, [`Globals::agent_context`]).
+const CONTEXT_VARIABLES: [&str; 8] = [
     "HOOKVISOR_SESSION",
     "DISCOBOT_WORKSPACE",
     "DISCOBOT_SESSION_ID",
     "SESSION_ID",
     "HOOKVISOR_STATE_DIR",
     "HOME",
+    "CLAUDE_PROJECT_DIR",
+    "GEMINI_PROJECT_DIR",
 ];
 
 impl GlobalArgs {
@@ -328,11 +332,26 @@ impl Globals {
         })?)
     }
 
-    /// The context of an agent's turn: `--workspace`, else the agent's `cwd`; the session from
-    /// the options or the environment, else the agent's own (`agent_session`, already a plain
-    /// name), so that each agent session keeps its own loop guard.
+    /// The context of an agent's event. The workspace is found as git finds a repository, what
+    /// the agent's model cannot change first:
+    ///
+    /// 1. `--workspace` (which `install` writes into the agent's settings);
+    /// 2. upward from the agent's project variable `project_var` (`CLAUDE_PROJECT_DIR`,
+    ///    `GEMINI_PROJECT_DIR`: the directory the agent was started in, perhaps below the
+    ///    workspace) to the nearest directory with hooks, else the repository's top
+    ///    ([`hookvisor_core::enclosing_workspace`]);
+    /// 3. `$DISCOBOT_WORKSPACE`;
+    /// 4. upward from the event's `cwd` in the same way. The model moves `cwd` at will (one
+    ///    `cd` in a shell call), and could leave an empty `.discobot/hooks` there, which is
+    ///    why this comes last;
+    /// 5. the current directory.
+    ///
+    /// The session is from the options or the environment, else the agent's own
+    /// (`agent_session`, already a plain name), so that each agent session keeps its own
+    /// loop guard.
     pub fn agent_context(
         &self,
+        project_var: Option<&str>,
         cwd: Option<PathBuf>,
         agent_session: Option<String>,
     ) -> Result<Context, ContextError> {
@@ -342,7 +361,16 @@ impl Globals {
             .named_session()
             .or(if env_session { None } else { agent_session });
         self.resolve(ContextOverrides {
-            workspace: self.args.workspace.clone().or(cwd),
+            workspace: self
+                .args
+                .workspace
+                .clone()
+                .or_else(|| {
+                    let started = project_var.and_then(|v| self.var(v))?;
+                    Some(hookvisor_core::enclosing_workspace(Path::new(&started)))
+                })
+                .or_else(|| self.var("DISCOBOT_WORKSPACE").map(PathBuf::from))
+                .or_else(|| cwd.map(|dir| hookvisor_core::enclosing_workspace(&dir))),
             session_id,
             ..self.overrides()
         })
@@ -794,7 +822,7 @@ mod tests {
         let g = globals(args.clone(), env);
         assert_eq!(g.context().unwrap().session_id, "session-1-abcdef");
         assert!(g.names_a_session());
-        let agent = g.agent_context(None, Some("agent".into())).unwrap();
+        let agent = g.agent_context(None, None, Some("agent".into())).unwrap();
         assert_eq!(agent.session_id, "session-1-abcdef");
         // --session still wins; without either, the sandbox's names the session.
         let cli = GlobalArgs {
@@ -823,13 +851,15 @@ mod tests {
         let ctx = plain.context_of_session("agent").unwrap();
         assert_eq!(ctx.state_dir, PathBuf::from("/h/.discobot/agent/hooks"));
         // An agent's session counts only when nothing else names one.
-        let ctx = plain.agent_context(None, Some("agent".into())).unwrap();
+        let ctx = plain
+            .agent_context(None, None, Some("agent".into()))
+            .unwrap();
         assert_eq!(ctx.session_id, "agent");
         let ctx = globals(
             GlobalArgs::default(),
             &[("HOME", "/h"), ("SESSION_ID", "pod")],
         )
-        .agent_context(Some(ws.path().into()), Some("agent".into()))
+        .agent_context(None, Some(ws.path().into()), Some("agent".into()))
         .unwrap();
         assert_eq!(ctx.session_id, "pod");
         assert_eq!(ctx.workspace, ws.path().canonicalize().unwrap());

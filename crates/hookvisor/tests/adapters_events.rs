@@ -14,6 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Workspace, stderr, stdout};
+use serde_json::json;
 
 /// Runs `hookvisor adapter AGENT` on a fixture, its `@WORKSPACE@` made the workspace.
 fn adapter(ws: &Workspace, agent: &str, fixture: &str, extra: &[&str]) -> Output {
@@ -35,6 +36,12 @@ fn on_fixture(
         .join(agent)
         .join(fixture);
     let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    on_input(ws, args, &text, env)
+}
+
+/// Runs `hookvisor ARGS` with the variables `env` on the agent's JSON `text`, its
+/// `@WORKSPACE@` made the workspace.
+fn on_input(ws: &Workspace, args: &[&str], text: &str, env: &[(&str, &str)]) -> Output {
     let input = text.replace("@WORKSPACE@", ws.path().to_str().unwrap());
     let mut child = ws
         .hookvisor_command()
@@ -803,4 +810,267 @@ fn a_when_the_model_cannot_let_be_evaluated_denies_claudes_tool_call() {
             "{limit}: {reason}"
         );
     }
+/// A fixture of `agent` with its `cwd` moved to `dir` (relative to the workspace), as the
+/// clients send it after the model ran `cd dir` (Claude Code, on every later event) or a call
+/// with that working directory (Codex).
+fn moved(agent: &str, fixture: &str, dir: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(agent)
+        .join(fixture);
+    let mut input: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(path).unwrap()).expect("a JSON fixture");
+    input["cwd"] = format!("@WORKSPACE@/{dir}").into();
+    input.to_string()
+}
+
+/// Issue 28: after one `cd src/deep`, Claude Code sends that directory as `cwd` on every later
+/// event (Codex sends a call's `workdir`): the adapters still find the workspace's hooks,
+/// through every adapter command, for the gate and for the turn end.
+#[test]
+fn a_cwd_below_the_workspace_still_finds_the_hooks() {
+    let ws = Workspace::git();
+    fs::create_dir_all(ws.path().join("src/deep")).unwrap();
+    ws.write(
+        ".discobot/hooks/gate.yml",
+        &format!("---\nevent: tool.before\n{BLOCK}---\n"),
+    );
+    ws.write(
+        ".discobot/hooks/stop.yml",
+        &format!("---\nevent: session.stop\n{BLOCK}---\n"),
+    );
+    ws.write(
+        ".discobot/hooks/end.yml",
+        "---\nevent: turn.end\nrun: 'echo lint failed; exit 1'\n---\n",
+    );
+    common::tick();
+    for (agent, fixture, want) in [
+        (
+            "claude",
+            "pre-tool-use.json",
+            r#""permissionDecision":"deny""#,
+        ),
+        (
+            "codex",
+            "pre-tool-use.json",
+            r#""permissionDecision":"deny""#,
+        ),
+        ("gemini", "before-tool.json", r#""decision":"deny""#),
+        ("claude", "stop.json", r#""decision":"block""#),
+        ("codex", "stop.json", r#""decision":"block""#),
+        ("gemini", "after-agent.json", r#""decision":"deny""#),
+    ] {
+        let out = on_input(
+            &ws,
+            &["adapter", agent],
+            &moved(agent, fixture, "src/deep"),
+            &[],
+        );
+        assert!(
+            stdout(&out).contains(want),
+            "{agent} {fixture}: {} / {}",
+            stdout(&out),
+            stderr(&out)
+        );
+    }
+    // Started below the workspace, the agent's project variable names the start directory:
+    // the workspace is found above it.
+    let started = ws.path().join("src");
+    for (agent, fixture, var) in [
+        ("claude", "pre-tool-use.json", "CLAUDE_PROJECT_DIR"),
+        ("gemini", "before-tool.json", "GEMINI_PROJECT_DIR"),
+    ] {
+        let out = on_input(
+            &ws,
+            &["adapter", agent],
+            &moved(agent, fixture, "src/deep"),
+            &[(var, started.to_str().unwrap())],
+        );
+        assert!(
+            stdout(&out).contains("deny"),
+            "{agent} {var}: {}",
+            stderr(&out)
+        );
+    }
+    // The old turn-end aliases find it the same way (their turn.end hook fails).
+    for (alias, agent, fixture) in [
+        ("claude-stop", "claude", "stop.json"),
+        ("codex-stop", "codex", "stop.json"),
+        ("gemini-after-agent", "gemini", "after-agent.json"),
+    ] {
+        let out = on_input(&ws, &[alias], &moved(agent, fixture, "src/deep"), &[]);
+        assert!(
+            stdout(&out).contains("lint failed"),
+            "{alias}: {} / {}",
+            stdout(&out),
+            stderr(&out)
+        );
+    }
+}
+
+/// The model picks `cwd`, and can leave an empty `.discobot/hooks` there: what the model
+/// cannot change wins over the walk up from it, `--workspace` (which `install` writes) first,
+/// then the agent's project variable.
+#[test]
+fn the_recorded_workspace_and_the_project_variable_win_over_cwd() {
+    let ws = Workspace::git();
+    ws.write(
+        ".discobot/hooks/gate.yml",
+        &format!("---\nevent: tool.before\n{BLOCK}---\n"),
+    );
+    fs::create_dir_all(ws.path().join("src/deep/.discobot/hooks")).unwrap();
+    common::tick();
+    let root = ws.path().to_str().unwrap();
+    let denied = |out: &Output| {
+        let said = stdout(out);
+        said.contains(r#""permissionDecision":"deny""#) || said.contains(r#""decision":"deny""#)
+    };
+    for (agent, fixture, var) in [
+        ("claude", "pre-tool-use.json", Some("CLAUDE_PROJECT_DIR")),
+        ("codex", "pre-tool-use.json", None),
+        ("gemini", "before-tool.json", Some("GEMINI_PROJECT_DIR")),
+    ] {
+        let input = moved(agent, fixture, "src/deep");
+        // The walk alone stops at the planted directory: this is what the others prevent.
+        let out = on_input(&ws, &["adapter", agent], &input, &[]);
+        assert!(!denied(&out), "{agent}: {}", stdout(&out));
+        let out = on_input(&ws, &["adapter", agent, "--workspace", root], &input, &[]);
+        assert!(denied(&out), "{agent} --workspace: {}", stderr(&out));
+        if let Some(var) = var {
+            let out = on_input(&ws, &["adapter", agent], &input, &[(var, root)]);
+            assert!(denied(&out), "{agent} {var}: {}", stderr(&out));
+            // --workspace wins over the variable.
+            let elsewhere = ws.path().join("src/deep");
+            let out = on_input(
+                &ws,
+                &["adapter", agent, "--workspace", root],
+                &input,
+                &[(var, elsewhere.to_str().unwrap())],
+            );
+            assert!(denied(&out), "{agent} --workspace over {var}");
+        }
+    }
+}
+
+/// Issue 28: `tool: write|edit` with `pattern:` sees the file the tool will write: a Write to
+/// Cargo.lock, an Edit of migrations/001.sql, Gemini's write_file and Codex's apply_patch are
+/// denied, a Write to src/main.rs is allowed, and a file tool whose path cannot be read, or a
+/// path out of the workspace, is denied rather than let through.
+#[test]
+fn a_pattern_gate_sees_the_file_the_tool_writes() {
+    let ws = Workspace::git();
+    hook(
+        &ws,
+        "tool.before",
+        &format!("tool: write|edit|apply_patch\npattern: '*.lock, migrations/**'\n{BLOCK}"),
+    );
+    let call = |agent: &str, fixture: &str, tool: &str, input: serde_json::Value| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(agent)
+            .join(fixture);
+        let mut event: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+        event["tool_name"] = tool.into();
+        event["tool_input"] = input;
+        let out = on_input(&ws, &["adapter", agent], &event.to_string(), &[]);
+        let said = stdout(&out);
+        assert!(out.status.success(), "{}", stderr(&out));
+        said.contains(r#""permissionDecision":"deny""#) || said.contains(r#""decision":"deny""#)
+    };
+    let at = |rel: &str| ws.path().join(rel).to_str().unwrap().to_owned();
+    let patch = |path: &str| {
+        format!("*** Begin Patch\n*** Update File: {path}\n@@\n-a\n+b\n*** End Patch\n")
+    };
+    let claude = |tool, input| call("claude", "pre-tool-use.json", tool, input);
+    assert!(claude(
+        "Write",
+        json!({"file_path": at("Cargo.lock"), "content": "x"})
+    ));
+    assert!(claude(
+        "Edit",
+        json!({"file_path": at("migrations/001.sql"), "old_string": "a", "new_string": "b"})
+    ));
+    assert!(claude(
+        "MultiEdit",
+        json!({"file_path": at("sub/Cargo.lock"), "edits": []})
+    ));
+    assert!(!claude(
+        "Write",
+        json!({"file_path": at("src/main.rs"), "content": "x"})
+    ));
+    // A link the agent planted does not hide the directory it leads to.
+    fs::create_dir_all(ws.path().join("migrations")).unwrap();
+    std::os::unix::fs::symlink("migrations", ws.path().join("m")).unwrap();
+    assert!(claude(
+        "Write",
+        json!({"file_path": at("m/001.sql"), "content": "x"})
+    ));
+    // Unknown or outside: the gate runs.
+    assert!(claude("Write", json!({"content": "x"})));
+    assert!(claude(
+        "Write",
+        json!({"file_path": at("../elsewhere/notes.txt")})
+    ));
+    let gemini = |tool, input| call("gemini", "before-tool.json", tool, input);
+    assert!(gemini(
+        "write_file",
+        json!({"file_path": at("Cargo.lock"), "content": "x"})
+    ));
+    assert!(gemini(
+        "replace",
+        json!({"file_path": "migrations/001.sql"})
+    ));
+    assert!(!gemini(
+        "write_file",
+        json!({"file_path": at("src/main.rs"), "content": "x"})
+    ));
+    let codex = |input| call("codex", "pre-tool-use.json", "apply_patch", input);
+    assert!(codex(json!({"command": patch("migrations/001.sql")})));
+    assert!(codex(
+        json!({"command": format!("{}{}", patch("src/main.rs"), patch("Cargo.lock"))})
+    ));
+    assert!(!codex(json!({"command": patch("src/main.rs")})));
+    assert!(codex(json!({"command": "not a patch"})));
+}
+
+/// Through `hookvisor serve` (`HOOKVISOR_URL`), the server matches the gate's pattern against
+/// the files the adapter sends in the event's data.
+#[test]
+fn a_pattern_gate_under_serve_sees_the_file_too() {
+    let ws = Workspace::git();
+    hook(
+        &ws,
+        "tool.before",
+        &format!("tool: write\npattern: '*.lock'\n{BLOCK}"),
+    );
+    let server = common::serve::Server::tcp(&ws);
+    let common::serve::Addr::Tcp(addr) = &server.addr else {
+        unreachable!("a TCP server")
+    };
+    let url = format!("http://{addr}");
+    let write = |file: &str| {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude/pre-tool-use.json");
+        let mut event: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+        event["tool_name"] = "Write".into();
+        event["tool_input"] = json!({"file_path": format!("@WORKSPACE@/{file}"), "content": "x"});
+        on_input(
+            &ws,
+            &["adapter", "claude"],
+            &event.to_string(),
+            &[("HOOKVISOR_URL", url.as_str())],
+        )
+    };
+    let out = write("Cargo.lock");
+    assert!(
+        stdout(&out).contains(r#""permissionDecision":"deny""#),
+        "{} / {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let out = write("src/main.rs");
+    assert_eq!(stdout(&out), "", "{}", stderr(&out));
+    server.stop();
 }

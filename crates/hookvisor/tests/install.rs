@@ -106,6 +106,12 @@ fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_hookvisor")
 }
 
+/// The `--workspace` `install` writes after the subcommand (a test workspace's path needs no
+/// quotes).
+fn pinned(ws: &Workspace) -> String {
+    format!(" --workspace {}", ws.path().display())
+}
+
 fn read_json(path: &Path) -> Value {
     let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", path.display()))
@@ -195,7 +201,7 @@ fn install_keeps_every_other_setting_and_hook_and_is_idempotent() {
             assert_eq!(entries.len(), 1, "{}: {event}: {after:#}", agent.name);
             assert_eq!(
                 entries[0]["command"],
-                format!("{} {}", exe(), agent.subcommand)
+                format!("{} {}{}", exe(), agent.subcommand, pinned(&ws))
             );
             assert_eq!(entries[0]["type"], "command");
             assert_eq!(entries[0]["timeout"], agent.timeout);
@@ -204,7 +210,7 @@ fn install_keeps_every_other_setting_and_hook_and_is_idempotent() {
         assert_eq!(prompt.len(), 1, "{}: {after:#}", agent.name);
         assert_eq!(
             prompt[0]["command"],
-            format!("{} {}", exe(), agent.subcommand)
+            format!("{} {}{}", exe(), agent.subcommand, pinned(&ws))
         );
         assert_eq!(prompt[0]["timeout"], agent.prompt_timeout);
         assert!(
@@ -367,7 +373,13 @@ fn user_level_writes_the_home_settings() {
             "install --user-level",
         );
         let settings = read_json(&home.join(agent.file));
-        assert_eq!(ours(&settings, agent.events[0], agent.subcommand).len(), 1);
+        let entries = ours(&settings, agent.events[0], agent.subcommand);
+        assert_eq!(entries.len(), 1);
+        // Every project's: no workspace pinned, the adapter finds each one.
+        assert_eq!(
+            entries[0]["command"],
+            format!("{} {}", exe(), agent.subcommand)
+        );
         assert!(!ws.path().join(agent.file).exists());
     }
     let output = ws
@@ -650,7 +662,10 @@ fn install_upgrades_an_old_turn_end_registration() {
     let settings = read_json(&path);
     let stop = settings["hooks"]["Stop"][0]["hooks"].as_array().unwrap();
     assert_eq!(stop[0]["command"], "npx tsc --noEmit");
-    assert_eq!(stop[1]["command"], format!("{} adapter claude", exe()));
+    assert_eq!(
+        stop[1]["command"],
+        format!("{} adapter claude{}", exe(), pinned(&ws))
+    );
     for (event, _) in [
         ("PreToolUse", 0),
         ("SessionEnd", 0),

@@ -224,3 +224,51 @@ fn claude_user_prompt_submit_context_reaches_the_model() {
         .unwrap_or_else(|| panic!("no task request\n{log}"));
     assert!(first.body.to_string().contains(CONTEXT), "{}", first.body);
 }
+
+/// Issue 28: after `cd src` in a Bash call, Claude Code sends `src` as the `cwd` of every later
+/// event. A gate on Writes of `*.lock` still denies the Write of `src/Cargo.lock` (the file
+/// is not written), and the turn end still finds the workspace's hooks.
+#[test]
+fn claude_after_cd_src_a_pattern_gate_still_denies_the_write() {
+    const DENIED: &str = "HOOKVISOR-DENIED: no lock files";
+    let Some((ws, server, output)) = run_with(Script::CdThenWrite, false, |ws| {
+        std::fs::create_dir_all(ws.path().join("src")).unwrap();
+        ws.write(
+            ".discobot/hooks/no-locks.yml",
+            &format!(
+                "---\nevent: tool.before\ntool: write|edit\npattern: '*.lock, migrations/**'\n\
+                 run: echo '{DENIED}' >&2; exit 2\n---\n"
+            ),
+        );
+        let stopped = ws.base().join("stopped");
+        ws.write(
+            ".discobot/hooks/stopped.yml",
+            &format!(
+                "---\nevent: session.stop\nrun: touch '{}'\n---\n",
+                stopped.display()
+            ),
+        );
+    }) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    let task = server.task();
+    assert!(
+        task.iter()
+            .any(|r| matches!(&r.reply, Some(Reply::Write(p)) if p.ends_with("/src/Cargo.lock"))),
+        "the model wrote after the cd\n{log}"
+    );
+    assert!(
+        !ws.path().join("src/Cargo.lock").exists(),
+        "the denied Write wrote the file\n{log}"
+    );
+    let after = task
+        .last()
+        .unwrap_or_else(|| panic!("no task request\n{log}"));
+    assert!(after.body.to_string().contains(DENIED), "{}", after.body);
+    assert!(
+        ws.base().join("stopped").exists(),
+        "the Stop after the cd found no hooks\n{log}"
+    );
+}

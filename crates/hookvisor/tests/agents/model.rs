@@ -34,6 +34,9 @@ pub enum Script {
     /// Hand the task to a subagent (Claude Code's Agent tool), which writes a bad
     /// `notes.txt` and fixes it when re-prompted.
     Subagent,
+    /// Run `cd src && pwd`, then Write `Cargo.lock` in the directory that printed (Anthropic's
+    /// Write tool only): the client then sends `src` as every later event's `cwd`.
+    CdThenWrite,
 }
 
 /// What the script decided for one request.
@@ -45,6 +48,8 @@ pub enum Reply {
     Say(&'static str),
     /// Start a subagent with this prompt (Anthropic's Agent tool only).
     Subagent(String),
+    /// Write this absolute path (Anthropic's Write tool only).
+    Write(String),
 }
 
 /// One logged request.
@@ -93,7 +98,7 @@ impl Logged {
         self.body.to_string().contains(marker)
             && matches!(
                 self.reply,
-                Some(Reply::Shell(_) | Reply::Subagent(_) | Reply::Say("done"))
+                Some(Reply::Shell(_) | Reply::Subagent(_) | Reply::Write(_) | Reply::Say("done"))
             )
     }
 }
@@ -173,13 +178,18 @@ fn decide(script: Script, last: &Last, has_tools: bool) -> Reply {
                 })
                 .unwrap_or_else(|| "?".to_owned());
             Reply::Shell(write_notes(&match script {
-                Script::FixesAtOnce | Script::Subagent => "good notes".to_owned(),
+                Script::FixesAtOnce | Script::Subagent | Script::CdThenWrite => {
+                    "good notes".to_owned()
+                }
                 Script::NeverFixes => format!("bad notes {attempt}"),
             }))
         }
         Last::Text(text) if text.contains(SUBTASK) => Reply::Shell(write_notes("bad notes 0")),
         Last::Text(text) if text.contains(TASK) && script == Script::Subagent => {
             Reply::Subagent(format!("{SUBTASK}: write notes.txt"))
+        }
+        Last::Text(text) if text.contains(TASK) && script == Script::CdThenWrite => {
+            Reply::Shell("cd src && pwd".to_owned())
         }
         Last::Text(text) if text.contains(TASK) => Reply::Shell(write_notes("bad notes 0")),
         _ => Reply::Say("ok"),
@@ -279,7 +289,13 @@ fn respond(script: Script, request: &Request, body: &Value) -> Response {
     let path = request.path.split('?').next().unwrap_or("");
     if request.method == "POST" && path.ends_with("/v1/messages") {
         let (last, tools) = anthropic::last(body);
-        let reply = decide(script, &last, tools);
+        let reply = match anthropic::printed_src(body) {
+            // `cd src && pwd` printed where the shell now is: write there.
+            Some(dir) if script == Script::CdThenWrite && last == Last::ToolResult => {
+                Reply::Write(format!("{dir}/Cargo.lock"))
+            }
+            _ => decide(script, &last, tools),
+        };
         let payload = if body["stream"] == true {
             anthropic::stream(&reply)
         } else {
@@ -365,16 +381,45 @@ mod anthropic {
         (last, tools)
     }
 
-    fn content(reply: &Reply) -> Value {
+    /// The absolute `…/src` directory a `pwd` printed in the last tool result, if it did.
+    pub fn printed_src(body: &Value) -> Option<String> {
+        let blocks = body["messages"].as_array()?.last()?["content"].as_array()?;
+        let result = blocks.iter().find(|b| b["type"] == "tool_result")?;
+        let text = match &result["content"] {
+            Value::String(text) => text.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => return None,
+        };
+        text.lines()
+            .map(str::trim)
+            .find(|l| l.starts_with('/') && l.ends_with("/src"))
+            .map(str::to_owned)
+    }
+
+    /// The tool a reply calls and its input, if it calls one.
+    fn tool(reply: &Reply) -> Option<(&'static str, Value)> {
         match reply {
-            Reply::Shell(command) => json!({
-                "type": "tool_use", "id": unique("toolu"), "name": "Bash",
-                "input": {"command": command, "description": "Write notes.txt"},
-            }),
-            Reply::Subagent(prompt) => json!({
-                "type": "tool_use", "id": unique("toolu"), "name": "Agent", "input": agent(prompt),
-            }),
+            Reply::Shell(command) => Some((
+                "Bash",
+                json!({"command": command, "description": "Write notes.txt"}),
+            )),
+            Reply::Subagent(prompt) => Some(("Agent", agent(prompt))),
+            Reply::Write(path) => Some(("Write", json!({"file_path": path, "content": "x\n"}))),
+            Reply::Say(_) => None,
+        }
+    }
+
+    fn content(reply: &Reply) -> Value {
+        if let Some((name, input)) = tool(reply) {
+            return json!({"type": "tool_use", "id": unique("toolu"), "name": name, "input": input});
+        }
+        match reply {
             Reply::Say(text) => json!({"type": "text", "text": text}),
+            _ => unreachable!("a tool reply has a tool"),
         }
     }
 
@@ -386,8 +431,8 @@ mod anthropic {
 
     fn stop_reason(reply: &Reply) -> &'static str {
         match reply {
-            Reply::Shell(_) | Reply::Subagent(_) => "tool_use",
             Reply::Say(_) => "end_turn",
+            _ => "tool_use",
         }
     }
 
@@ -408,15 +453,7 @@ mod anthropic {
                 "usage": {"input_tokens": 10, "output_tokens": 1},
             }}),
         )];
-        let tool = match reply {
-            Reply::Shell(command) => Some((
-                "Bash",
-                json!({"command": command, "description": "Write notes.txt"}),
-            )),
-            Reply::Subagent(prompt) => Some(("Agent", agent(prompt))),
-            Reply::Say(_) => None,
-        };
-        match (reply, tool) {
+        match (reply, tool(reply)) {
             (_, Some((name, input))) => {
                 events.push((
                     "content_block_start",
@@ -498,7 +535,7 @@ mod gemini {
                 "args": {"command": command, "description": "Write notes.txt"},
             }}),
             Reply::Say(text) => json!({"text": text}),
-            Reply::Subagent(_) => unreachable!("Script::Subagent is for Claude Code"),
+            Reply::Subagent(_) | Reply::Write(_) => unreachable!("scripts for Claude Code"),
         };
         json!({
             "candidates": [{
@@ -564,7 +601,7 @@ mod openai {
         let id = unique("resp");
         let item = match reply {
             Reply::Shell(command) => shell_call(command, tools),
-            Reply::Subagent(_) => unreachable!("Script::Subagent is for Claude Code"),
+            Reply::Subagent(_) | Reply::Write(_) => unreachable!("scripts for Claude Code"),
             Reply::Say(text) => json!({
                 "type": "message", "id": unique("msg"), "role": "assistant", "status": "completed",
                 "content": [{"type": "output_text", "text": text, "annotations": []}],

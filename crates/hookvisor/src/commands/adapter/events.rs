@@ -30,7 +30,7 @@ use hookvisor_core::{Context, Discovery, EvalError, TurnLog, discover_workspace}
 use serde_json::{Map, Value};
 
 use super::protocol::{Decided, Said, answers_context, say};
-use super::tools::{event_data, written_paths};
+use super::tools::{Touched, event_data};
 use super::{AdapterError, MAX_INPUT, TurnEnd, Verdict, context, end_turn};
 use crate::agents::{Agent, Route};
 use crate::cli::AdapterArgs;
@@ -178,8 +178,16 @@ struct Call<'a> {
 impl Call<'_> {
     /// Fires what `route` asks and returns the decision.
     fn answer(&self, route: Option<Route>, bytes: &[u8]) -> Result<Decided, AdapterError> {
-        let ctx = context(self.globals, self.turn).map_err(AdapterError::Context)?;
-        let data = event_data(self.input, &ctx.workspace);
+        let ctx =
+            context(self.globals, self.agent.spec(), self.turn).map_err(AdapterError::Context)?;
+        let mut fired = Fired::new(self, &ctx);
+        let touched = if self.input.contains_key("tool_name") {
+            let file_tools = fired.discovery().config.file_tools.clone();
+            Touched::of(self.agent.spec(), self.input, &ctx.workspace, &file_tools)
+        } else {
+            Touched::Other(None)
+        };
+        let data = event_data(self.input, &touched);
         let event = match route {
             None => {
                 let raw = format!("{}.{}", raw_agent(self.agent).as_str(), self.name);
@@ -201,7 +209,6 @@ impl Call<'_> {
                 eprintln!("hookvisor: cannot record the prompt: {e} (the prompt goes on)");
             }
         }
-        let mut fired = Fired::new(self, &ctx);
         let reply = fired.fire(&event, data.clone(), None)?;
         let mut decided = decided(&reply);
         if route == Some(Route::SessionEnd) {
@@ -225,18 +232,11 @@ impl Call<'_> {
             }
         }
         if route == Some(Route::ToolAfter) {
-            let tool = self.input.get("tool_name").and_then(Value::as_str);
-            let paths = tool.map_or_else(Vec::new, |tool| {
-                written_paths(
-                    tool,
-                    self.input.get("tool_input"),
-                    &ctx.workspace,
-                    &fired.discovery().config.file_tools,
-                )
-            });
-            for path in paths {
+            for path in touched.written() {
                 let mut data = data.clone();
-                data.insert("file".into(), path.to_string_lossy().into_owned().into());
+                let file = Value::from(path.to_string_lossy().into_owned());
+                data.insert("files".into(), Value::Array(vec![file.clone()]));
+                data.insert("file".into(), file);
                 let reply = fired.fire(&CoreEvent::FileEdited, data, Some(vec![path]))?;
                 decided.context.extend(reply.context);
             }

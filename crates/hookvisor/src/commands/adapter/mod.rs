@@ -15,7 +15,10 @@
 //!   by Gemini CLI's `prompt` field (hookvisor-core's `turns` module has the rules). The loop
 //!   guard is hookvisor's own, counted in the state dir, so it holds whatever the agent's own
 //!   limits are. A failure to record a prompt never blocks the prompt.
-//! - The workspace is `--workspace`, else the agent's `cwd`. The session is `--session`, else
+//! - The workspace is found as git finds a repository ([`Globals::agent_context`] has the
+//!   order): `--workspace` (which `install` writes), the agent's project variable
+//!   (`CLAUDE_PROJECT_DIR`), `$DISCOBOT_WORKSPACE`, then upward from the agent's `cwd`, which
+//!   the model moves with one `cd`. The session is `--session`, else
 //!   `$DISCOBOT_SESSION_ID`/`$SESSION_ID`, else the agent's `session_id`.
 //! - When hookvisor itself fails (unreadable input, unwritable state dir, server unreachable) it
 //!   fails open by default: the error goes to stderr and the agent stops. `--fail-closed` blocks
@@ -180,7 +183,7 @@ fn decide(
             event: input.hook_event_name.clone().unwrap_or_default(),
         }
     })?;
-    let ctx = context(globals, &input).map_err(AdapterError::Context);
+    let ctx = context(globals, spec, &input).map_err(AdapterError::Context);
     if event == Event::Prompt {
         prompt_event(&ctx?, &input).map_err(|e| AdapterError::Prompt(Box::new(e)))?;
         return Ok(Verdict::Stop);
@@ -294,10 +297,12 @@ fn read_input(input: impl Read) -> Result<TurnEnd, AdapterError> {
     serde_json::from_slice(&bytes).map_err(AdapterError::Json)
 }
 
-/// The context of the turn ([`Globals::agent_context`]), from the agent's `cwd` and its
-/// session id made a plain name.
-fn context(globals: &Globals, input: &TurnEnd) -> Result<Context, ContextError> {
+/// The context of an event of the agent `spec` ([`Globals::agent_context`]), from the
+/// agent's project variable, its `cwd` and its session id made a plain name: the one way
+/// every adapter (`adapter AGENT` and the old turn-end aliases) finds the workspace.
+fn context(globals: &Globals, spec: &Spec, input: &TurnEnd) -> Result<Context, ContextError> {
     globals.agent_context(
+        spec.project_dir_var,
         input.cwd.clone(),
         input.session_id.as_deref().and_then(plain_session),
     )
@@ -466,7 +471,13 @@ mod tests {
             }
         };
         let globals = |args: GlobalArgs, env| args.resolve_with(env_with(env));
-        let ctx = context(&globals(GlobalArgs::default(), &[("HOME", "/h")]), &input).unwrap();
+        let claude = Agent::Claude.spec();
+        let ctx = context(
+            &globals(GlobalArgs::default(), &[("HOME", "/h")]),
+            claude,
+            &input,
+        )
+        .unwrap();
         assert_eq!(ctx.workspace, ws.path().canonicalize().unwrap());
         assert_eq!(ctx.session_id, "agent-session");
         assert_eq!(
@@ -479,6 +490,7 @@ mod tests {
                 GlobalArgs::default(),
                 &[("HOME", "/h"), ("DISCOBOT_SESSION_ID", "pod")],
             ),
+            claude,
             &input,
         )
         .unwrap();
@@ -489,7 +501,7 @@ mod tests {
             session: Some("cli".into()),
             ..Default::default()
         };
-        let ctx = context(&globals(args, &[("HOME", "/h")]), &input).unwrap();
+        let ctx = context(&globals(args, &[("HOME", "/h")]), claude, &input).unwrap();
         assert_eq!(ctx.workspace, other.path().canonicalize().unwrap());
         assert_eq!(ctx.session_id, "cli");
     }

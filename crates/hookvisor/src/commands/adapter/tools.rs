@@ -1,28 +1,141 @@
 //! The agent fields of a tool event as the hooks see them (EVENTS.md §5 rules 6 and 16), and
-//! the paths a file tool wrote (§1.1 footnote ¹: one `file.edited` per path).
+//! the files a tool call touches: `tool.before` and `tool.after` carry them as `files` (so a
+//! hook's `pattern:` selects by them) and `file`, and `tool.after` fires one `file.edited` per
+//! path inside the workspace (§1.1 footnote ¹).
 //!
-//! Where each agent puts a written path, per its documents:
-//! - Claude Code `Write`, `Edit`, `MultiEdit`: `tool_input.file_path`, absolute
-//!   (<https://code.claude.com/docs/en/hooks>, "PreToolUse input").
-//! - Gemini CLI `write_file`, `replace`: `tool_input.file_path`
-//!   (<https://geminicli.com/docs/hooks/reference>, "BeforeTool"/"AfterTool" input).
-//! - Codex `apply_patch`: the patch text in `tool_input.command` (openai/codex
-//!   `codex-rs/hooks/src/events/post_tool_use.rs`), whose `*** Add File:`, `*** Update File:`,
-//!   `*** Delete File:` and `*** Move to:` lines name the paths.
-//! - A tool named in `file_tools` of hookvisor.yml: `tool_input.file_path`, else `path`.
+//! Where each agent names the paths is its row of the agent table ([`crate::agents`],
+//! `file_tools`); a tool named in `file_tools` of hookvisor.yml names its path in
+//! `tool_input.file_path`, else `path`. A relative path is taken from the event's `cwd` (where
+//! the agent applies it: Codex's patch paths are relative to the call's working directory),
+//! and `.` and `..` are applied lexically: a path inside the workspace becomes relative to it,
+//! one outside stays absolute (`../../etc/passwd` is `/etc/passwd`, never the workspace's
+//! `etc/passwd`). The `files` also hold the other names the same write may reach: a relative
+//! path taken from the workspace, and the path through the links of its existing directories
+//! (the agent can plant `m -> migrations`). A file tool whose paths cannot be read (a field missing, a patch naming no
+//! file) touches *unknown* files: no `files` is sent, and a `tool.before` gate with a pattern
+//! then runs rather than being skipped (hookvisor-core's `fire`, step 3).
 
 use std::path::{Component, Path, PathBuf};
 
 use hookvisor_core::event::canonical_tool;
 use serde_json::{Map, Value};
 
-/// The most paths one patch may name: a pathological patch must not fire unbounded events.
+use crate::agents::{Spec, ToolPaths};
+
+/// The most paths one call may name: past it the files are unknown (a gate runs), and no
+/// `file.edited` fires, rather than an unbounded number of events.
 const MAX_PATHS: usize = 1000;
 
+/// The files a tool call touches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Touched {
+    /// No tool, or a tool that writes no file we know of; `file` is its `tool_input.file_path`
+    /// or `path`, when it names one (a read).
+    Other(Option<PathBuf>),
+    /// A file tool's paths, each once, in order: relative to the workspace when inside it,
+    /// else absolute.
+    Paths {
+        /// The paths as the agent named them, from its `cwd`.
+        named: Vec<PathBuf>,
+        /// Other names the same writes may reach, which a gate sees too: a relative path taken
+        /// from the workspace instead, and each path through the links of its existing
+        /// directories (`ln -s migrations m`, then a Write of `m/001.sql`).
+        also: Vec<PathBuf>,
+    },
+    /// A file tool whose paths could not be read.
+    Unknown,
+}
+
+impl Touched {
+    /// The files of a call of the agent `spec`'s tool (`input` is the agent's JSON), with
+    /// `file_tools` from hookvisor.yml.
+    pub(super) fn of(
+        spec: &Spec,
+        input: &Map<String, Value>,
+        workspace: &Path,
+        file_tools: &[String],
+    ) -> Touched {
+        let Some(tool) = input.get("tool_name").and_then(Value::as_str) else {
+            return Touched::Other(None);
+        };
+        let tool_input = input.get("tool_input").unwrap_or(&Value::Null);
+        // Relative paths are the agent's, from its `cwd`; an odd `cwd` is the workspace.
+        let base = input
+            .get("cwd")
+            .and_then(Value::as_str)
+            .map(Path::new)
+            .filter(|c| c.is_absolute())
+            .unwrap_or(workspace);
+        let place = |path: &str| locate(workspace, &normal(&base.join(path)));
+        // Another tool's path (a read, a tool of `file_tools`): here, when it names one.
+        const ANY_PATH: &[&str] = &["file_path", "path"];
+        let kind = spec.file_tool(tool).or_else(|| {
+            file_tools
+                .iter()
+                .any(|t| t == tool)
+                .then_some(ToolPaths::Field(ANY_PATH))
+        });
+        let string = |field: &str| {
+            tool_input
+                .get(field)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        };
+        let named: Vec<String> = match kind {
+            None => return Touched::Other(ANY_PATH.iter().find_map(|f| string(f)).map(place)),
+            Some(ToolPaths::Field(fields)) => fields
+                .iter()
+                .find_map(|f| string(f))
+                .map(str::to_owned)
+                .into_iter()
+                .collect(),
+            Some(ToolPaths::Patch(field)) => string(field).map_or_else(Vec::new, |text| {
+                patch_paths(text).filter(|p| !p.is_empty()).collect()
+            }),
+        };
+        if named.is_empty() || named.len() > MAX_PATHS {
+            return Touched::Unknown;
+        }
+        let (mut paths, mut also) = (Vec::new(), Vec::new());
+        for path in &named {
+            push_new(&mut paths, place(path));
+        }
+        for path in &named {
+            let raw = base.join(path);
+            let aliases = [
+                Path::new(path)
+                    .is_relative()
+                    .then(|| normal(&workspace.join(path))),
+                through_links(&raw).map(|real| normal(&real)),
+            ];
+            for alias in aliases.into_iter().flatten() {
+                let alias = locate(workspace, &alias);
+                if !paths.contains(&alias) {
+                    push_new(&mut also, alias);
+                }
+            }
+        }
+        Touched::Paths { named: paths, also }
+    }
+
+    /// The paths a file tool wrote inside the workspace, for `file.edited`: nothing fires for
+    /// a file outside, since a hook's `pattern` and its work are the workspace's.
+    pub(super) fn written(&self) -> Vec<PathBuf> {
+        match self {
+            Touched::Paths { named, .. } => named
+                .iter()
+                .filter(|p| p.is_relative() && !p.as_os_str().is_empty())
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// The canonical `data` of an agent's event (rule 16): `tool_name`, `tool` (rule 6: the
-/// canonical name, else the agent's), `tool_input`, `file` (relative to `workspace`),
-/// `task_id`, `task_content`, `error`, `prompt`; every other field under `agent`.
-pub(super) fn event_data(input: &Map<String, Value>, workspace: &Path) -> Map<String, Value> {
+/// canonical name, else the agent's), `tool_input`, `files` and `file` (what the call
+/// touches), `task_id`, `task_content`, `error`, `prompt`; every other field under `agent`.
+pub(super) fn event_data(input: &Map<String, Value>, touched: &Touched) -> Map<String, Value> {
     let mut data = Map::new();
     let mut rest = Map::new();
     for (key, value) in input {
@@ -38,6 +151,22 @@ pub(super) fn event_data(input: &Map<String, Value>, workspace: &Path) -> Map<St
     if let Some(name) = input.get("tool_name").and_then(Value::as_str) {
         let canonical = canonical_tool(name).unwrap_or(name);
         data.insert("tool".into(), canonical.into());
+        let text = |p: &PathBuf| Value::from(p.to_string_lossy().into_owned());
+        let files: Option<Vec<&PathBuf>> = match touched {
+            Touched::Other(file) => Some(file.iter().collect()),
+            Touched::Paths { named, also } => Some(named.iter().chain(also).collect()),
+            // No `files`: unknown, which a gate with a pattern does not skip.
+            Touched::Unknown => None,
+        };
+        if let Some(files) = files {
+            if let Some(first) = files.first() {
+                data.insert("file".into(), text(first));
+            }
+            data.insert(
+                "files".into(),
+                Value::Array(files.into_iter().map(text).collect()),
+            );
+        }
     }
     // Claude Code's TaskCreated/TaskCompleted name the task by subject and description.
     if !data.contains_key("task_content") {
@@ -48,73 +177,8 @@ pub(super) fn event_data(input: &Map<String, Value>, workspace: &Path) -> Map<St
             data.insert("task_content".into(), content.into());
         }
     }
-    let file = input
-        .get("tool_input")
-        .and_then(|i| i.get("file_path").or_else(|| i.get("path")))
-        .and_then(Value::as_str);
-    if let Some(file) = file {
-        let relative = relative_to(workspace, Path::new(file));
-        data.insert(
-            "file".into(),
-            relative.to_string_lossy().into_owned().into(),
-        );
-    }
     data.insert("agent".into(), Value::Object(rest));
     data
-}
-
-/// The paths the tool call `tool_name` wrote, relative to `workspace`, each once, in order;
-/// empty for a tool that writes no file.
-pub(super) fn written_paths(
-    tool_name: &str,
-    tool_input: Option<&Value>,
-    workspace: &Path,
-    file_tools: &[String],
-) -> Vec<PathBuf> {
-    let Some(input) = tool_input else {
-        return Vec::new();
-    };
-    let mut paths: Vec<String> = Vec::new();
-    let single = matches!(canonical_tool(tool_name), Some("write" | "edit"))
-        || file_tools.iter().any(|t| t == tool_name);
-    if canonical_tool(tool_name) == Some("apply_patch") {
-        let mut texts = Vec::new();
-        strings(input, &mut texts);
-        for text in texts {
-            paths.extend(patch_paths(text));
-        }
-    } else if single {
-        let file = input
-            .get("file_path")
-            .or_else(|| input.get("path"))
-            .and_then(Value::as_str);
-        paths.extend(file.map(str::to_owned));
-    }
-    let mut out: Vec<PathBuf> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for path in paths.into_iter().filter(|p| !p.is_empty()) {
-        let Some(relative) = written_inside(workspace, Path::new(&path)) else {
-            tracing::debug!("file.edited: {path} is outside the workspace; skipped");
-            continue;
-        };
-        if seen.insert(relative.clone()) {
-            out.push(relative);
-        }
-        if out.len() >= MAX_PATHS {
-            break;
-        }
-    }
-    out
-}
-
-/// Every string inside `value` (a patch may be `command`, `input` or `patch`).
-fn strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
-    match value {
-        Value::String(s) => out.push(s),
-        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
-        Value::Object(map) => map.values().for_each(|v| strings(v, out)),
-        _ => {}
-    }
 }
 
 /// The paths an `apply_patch` text names.
@@ -125,8 +189,9 @@ fn patch_paths(text: &str) -> impl Iterator<Item = String> + '_ {
         "*** Delete File:",
         "*** Move to:",
     ];
+    // Indented markers count too: more paths only make a gate run, never skip.
     text.lines().filter_map(|line| {
-        let line = line.trim_end();
+        let line = line.trim();
         MARKERS
             .iter()
             .find_map(|m| line.strip_prefix(m))
@@ -134,16 +199,31 @@ fn patch_paths(text: &str) -> impl Iterator<Item = String> + '_ {
     })
 }
 
-/// `path` relative to `workspace` when it lies inside it, else absolute; a relative `path`
-/// is taken from the workspace (the agents' `cwd`), and `..` is applied lexically, so
-/// `../../etc/passwd` is `/etc/passwd`, never a workspace file `etc/passwd`.
-pub(super) fn relative_to(workspace: &Path, path: &Path) -> PathBuf {
-    let path = normal(&workspace.join(path));
-    inside(workspace, &path).unwrap_or(path)
+/// Adds `path` to `paths` unless it is there.
+fn push_new(paths: &mut Vec<PathBuf>, path: PathBuf) {
+    if !paths.contains(&path) {
+        paths.push(path);
+    }
 }
 
-/// `path` (absolute, normal) relative to `workspace`, or `None` when it lies outside.
-fn inside(workspace: &Path, path: &Path) -> Option<PathBuf> {
+/// `path` (absolute) with its longest existing ancestor made canonical (its links and `..`
+/// resolved by the file system), the rest appended; `None` when nothing of it exists.
+fn through_links(path: &Path) -> Option<PathBuf> {
+    let mut rest = Vec::new();
+    let mut existing = path;
+    loop {
+        if let Ok(mut real) = existing.canonicalize() {
+            real.extend(rest.iter().rev());
+            return Some(real);
+        }
+        rest.push(existing.file_name()?);
+        existing = existing.parent()?;
+    }
+}
+
+/// `path` (absolute, normal) relative to `workspace` when it lies inside it, else itself.
+fn locate(workspace: &Path, path: &Path) -> PathBuf {
+    let path = path.to_owned();
     let roots = [
         Some(normal(workspace)),
         workspace.canonicalize().ok().map(|w| normal(&w)),
@@ -152,13 +232,7 @@ fn inside(workspace: &Path, path: &Path) -> Option<PathBuf> {
         .iter()
         .flatten()
         .find_map(|root| path.strip_prefix(root).ok())
-        .map(Path::to_owned)
-}
-
-/// The workspace-relative path of a file a tool wrote, or `None` outside the workspace: no
-/// `file.edited` fires there, since a hook's `pattern` and its work are the workspace's.
-fn written_inside(workspace: &Path, path: &Path) -> Option<PathBuf> {
-    inside(workspace, &normal(&workspace.join(path))).filter(|p| !p.as_os_str().is_empty())
+        .map_or(path.clone(), Path::to_owned)
 }
 
 /// `path` with `.` dropped and `..` applied, without touching the file system.
@@ -179,46 +253,220 @@ fn normal(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agents::Agent;
     use serde_json::json;
+
+    /// What a call touches, as (the files, or None for unknown).
+    fn touched(agent: Agent, tool: &str, input: Value, cwd: &str) -> Option<Vec<String>> {
+        let event = json!({"tool_name": tool, "tool_input": input, "cwd": cwd});
+        let mine = ["mcp__fs__write".to_owned()];
+        let got = Touched::of(
+            agent.spec(),
+            event.as_object().unwrap(),
+            Path::new("/w"),
+            &mine,
+        );
+        let show = |p: &PathBuf| p.to_string_lossy().into_owned();
+        match got {
+            Touched::Paths { named, .. } => Some(named.iter().map(show).collect()),
+            Touched::Other(file) => Some(file.iter().map(show).collect()),
+            Touched::Unknown => None,
+        }
+    }
 
     #[test]
     fn file_tools_name_their_paths() {
-        let ws = Path::new("/w");
-        let none: &[String] = &[];
-        let cases: &[(&str, Value, &[&str])] = &[
-            ("Write", json!({"file_path": "/w/src/a.rs"}), &["src/a.rs"]),
-            ("Edit", json!({"file_path": "/w/./b/../c.rs"}), &["c.rs"]),
-            ("MultiEdit", json!({"file_path": "/elsewhere/x"}), &[]),
+        use Agent::{Claude, Codex, Gemini};
+        let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-x\n+y\n\
+                     *** Add File: /w/n/b.txt\n+new\n*** Delete File: c.txt\n\
+                     *** Update File: a.txt\n*** Move to: d.txt\n*** End Patch\n";
+        // The agent, its tool, the tool's input, the event's cwd, the files (None: unknown).
+        type Case<'a> = (Agent, &'a str, Value, &'a str, Option<&'a [&'a str]>);
+        let cases: &[Case] = &[
             (
+                Claude,
+                "Write",
+                json!({"file_path": "/w/src/a.rs"}),
+                "/w",
+                Some(&["src/a.rs"]),
+            ),
+            (
+                Claude,
+                "Edit",
+                json!({"file_path": "/w/./b/../c.rs"}),
+                "/w",
+                Some(&["c.rs"]),
+            ),
+            (
+                Claude,
+                "MultiEdit",
+                json!({"file_path": "/elsewhere/x"}),
+                "/w",
+                Some(&["/elsewhere/x"]),
+            ),
+            (
+                Claude,
+                "NotebookEdit",
+                json!({"notebook_path": "/w/n.ipynb"}),
+                "/w",
+                Some(&["n.ipynb"]),
+            ),
+            // Relative paths are from the event's cwd, `..` applied.
+            (
+                Claude,
+                "Write",
+                json!({"file_path": "Cargo.lock"}),
+                "/w/src",
+                Some(&["src/Cargo.lock"]),
+            ),
+            (
+                Claude,
+                "Write",
+                json!({"file_path": "../../etc/passwd"}),
+                "/w",
+                Some(&["/etc/passwd"]),
+            ),
+            (
+                Claude,
+                "Write",
+                json!({"file_path": "/w/../w2/x"}),
+                "/w",
+                Some(&["/w2/x"]),
+            ),
+            (
+                Claude,
+                "Write",
+                json!({"file_path": "d/../e.rs"}),
+                "/w",
+                Some(&["e.rs"]),
+            ),
+            // A file tool whose path cannot be read: unknown.
+            (Claude, "Write", json!({"content": "x"}), "/w", None),
+            (Claude, "Write", json!({"file_path": 7}), "/w", None),
+            (Claude, "Write", json!({"file_path": ""}), "/w", None),
+            // Not a file tool: its path when it names one (a read), else none.
+            (
+                Claude,
+                "Read",
+                json!({"file_path": "/w/secrets/k"}),
+                "/w",
+                Some(&["secrets/k"]),
+            ),
+            (
+                Claude,
+                "Bash",
+                json!({"command": "echo > /w/q"}),
+                "/w",
+                Some(&[]),
+            ),
+            // Another agent's tool name is no file tool of this one.
+            (
+                Claude,
+                "write_file",
+                json!({"content": "x"}),
+                "/w",
+                Some(&[]),
+            ),
+            (
+                Gemini,
                 "write_file",
                 json!({"file_path": "rel/y.md"}),
-                &["rel/y.md"],
+                "/w",
+                Some(&["rel/y.md"]),
             ),
-            ("replace", json!({"file_path": "/w/z"}), &["z"]),
-            // Outside the workspace: no file.edited, however the path is spelled.
-            ("Write", json!({"file_path": "../../etc/passwd"}), &[]),
-            ("Write", json!({"file_path": "/etc/shadow"}), &[]),
-            ("Write", json!({"file_path": "/w/../w2/x"}), &[]),
-            ("Write", json!({"file_path": "/w"}), &[]),
-            ("Write", json!({"file_path": "d/../e.rs"}), &["e.rs"]),
-            ("Bash", json!({"command": "echo > /w/q"}), &[]),
             (
+                Gemini,
+                "replace",
+                json!({"absolute_path": "/w/z"}),
+                "/w",
+                Some(&["z"]),
+            ),
+            (Gemini, "replace", json!({}), "/w", None),
+            (
+                Codex,
                 "apply_patch",
-                json!({"command": "*** Begin Patch\n*** Update File: a.txt\n@@\n-x\n+y\n\
-                       *** Add File: /w/n/b.txt\n+new\n*** Delete File: c.txt\n\
-                       *** Update File: a.txt\n*** Move to: d.txt\n*** End Patch\n"}),
-                &["a.txt", "n/b.txt", "c.txt", "d.txt"],
+                json!({"command": patch}),
+                "/w",
+                Some(&["a.txt", "n/b.txt", "c.txt", "d.txt"]),
+            ),
+            (
+                Codex,
+                "apply_patch",
+                json!({"command": "*** Add File: x.sql\n"}),
+                "/w/migrations",
+                Some(&["migrations/x.sql"]),
+            ),
+            (
+                Codex,
+                "apply_patch",
+                json!({"command": "no patch here"}),
+                "/w",
+                None,
+            ),
+            (Codex, "apply_patch", json!({"input": patch}), "/w", None),
+            // hookvisor.yml's file_tools.
+            (
+                Codex,
+                "mcp__fs__write",
+                json!({"path": "/w/m"}),
+                "/w",
+                Some(&["m"]),
             ),
         ];
-        for (tool, input, want) in cases {
-            let got = written_paths(tool, Some(input), ws, none);
-            let want: Vec<PathBuf> = want.iter().map(PathBuf::from).collect();
-            assert_eq!(got, want, "{tool}");
+        for (agent, tool, input, cwd, want) in cases {
+            let want = want.map(|w| w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+            assert_eq!(
+                touched(*agent, tool, input.clone(), cwd),
+                want,
+                "{agent:?} {tool} {input}"
+            );
         }
-        let mine = ["mcp__fs__write".to_owned()];
+    }
+
+    #[test]
+    fn file_edited_fires_only_inside_the_workspace() {
+        let touched = Touched::Paths {
+            named: vec!["a".into(), "/etc/x".into(), "".into()],
+            also: vec!["b".into()],
+        };
+        assert_eq!(touched.written(), [PathBuf::from("a")]);
+        assert!(Touched::Unknown.written().is_empty());
+        assert!(Touched::Other(Some("r".into())).written().is_empty());
+    }
+
+    /// A gate sees every name a write may reach: a relative path from the workspace as well
+    /// as from `cwd`, and through a link the agent planted.
+    #[test]
+    fn a_gate_sees_the_other_names_of_a_path() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path().canonicalize().unwrap();
+        std::fs::create_dir_all(ws.join("migrations")).unwrap();
+        std::os::unix::fs::symlink(ws.join("migrations"), ws.join("m")).unwrap();
+        let files = |tool: &str, input: Value, cwd: &Path| {
+            let event = json!({"tool_name": tool, "tool_input": input, "cwd": cwd});
+            let touched = Touched::of(Agent::Claude.spec(), event.as_object().unwrap(), &ws, &[]);
+            event_data(event.as_object().unwrap(), &touched)["files"].clone()
+        };
+        let at = |rel: &str| ws.join(rel).to_string_lossy().into_owned();
         assert_eq!(
-            written_paths("mcp__fs__write", Some(&json!({"path": "/w/m"})), ws, &mine),
-            [PathBuf::from("m")]
+            files("Write", json!({"file_path": at("m/001.sql")}), &ws),
+            json!(["m/001.sql", "migrations/001.sql"])
+        );
+        assert_eq!(
+            files("Write", json!({"file_path": at("m/../m/002.sql")}), &ws),
+            json!(["m/002.sql", "migrations/002.sql"])
+        );
+        assert_eq!(
+            files(
+                "Write",
+                json!({"file_path": "x.lock"}),
+                &ws.join("migrations")
+            ),
+            json!(["migrations/x.lock", "x.lock"])
+        );
+        assert_eq!(
+            files("Write", json!({"file_path": at("src/a.rs")}), &ws),
+            json!(["src/a.rs"])
         );
     }
 
@@ -228,34 +476,23 @@ mod tests {
             "session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "run_shell_command",
             "tool_input": {"command": "ls", "file_path": "/w/a"}, "cwd": "/w",
         });
-        let data = event_data(input.as_object().unwrap(), Path::new("/w"));
+        let input = input.as_object().unwrap();
+        let touched = Touched::of(Agent::Gemini.spec(), input, Path::new("/w"), &[]);
+        let data = event_data(input, &touched);
         assert_eq!(data["tool"], "bash");
         assert_eq!(data["tool_name"], "run_shell_command");
         assert_eq!(data["file"], "a");
+        assert_eq!(data["files"], json!(["a"]));
         assert_eq!(data["agent"]["session_id"], "s");
         assert_eq!(data["agent"]["cwd"], "/w");
         assert!(data["agent"].get("tool_name").is_none());
+        // Unknown files: no `files`, which a gate with a pattern does not skip.
+        let data = event_data(input, &Touched::Unknown);
+        assert!(data.get("files").is_none());
         let task = json!({"task_id": "7", "task_subject": "Ship it"});
-        let data = event_data(task.as_object().unwrap(), Path::new("/w"));
+        let data = event_data(task.as_object().unwrap(), &Touched::Other(None));
         assert_eq!(data["task_content"], "Ship it");
         assert_eq!(data["task_id"], "7");
-    }
-
-    #[test]
-    fn a_file_field_outside_the_workspace_stays_absolute() {
-        let ws = Path::new("/w");
-        for (given, want) in [
-            ("../../etc/passwd", "/etc/passwd"),
-            ("/etc/shadow", "/etc/shadow"),
-            ("/w/../w2/x", "/w2/x"),
-            ("src/a.rs", "src/a.rs"),
-            ("/w/src/../b.rs", "b.rs"),
-        ] {
-            assert_eq!(
-                relative_to(ws, Path::new(given)),
-                Path::new(want),
-                "{given}"
-            );
-        }
+        assert!(data.get("files").is_none(), "no tool, no files");
     }
 }

@@ -145,7 +145,7 @@ fn agent_word(agent: Agent) -> &'static str {
 pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
     let workspace = workspace(globals, args)?;
     let target = Target::new(args.agent, args.user_level, &workspace)?;
-    let command = adapter_command(globals, args, &target.subcommand())?;
+    let command = adapter_command(globals, args, &workspace, &target.subcommand())?;
     let path = settings_path(&target.path, args.user_level, &workspace)?;
     let mut settings = match load(&path)? {
         Loaded::Missing => Value::Object(Map::new()),
@@ -350,11 +350,15 @@ fn workspace(globals: &Globals, args: &InstallArgs) -> Result<PathBuf, CliError>
     globals.workspace()
 }
 
-/// The command the agent runs: this binary's absolute path, shell-quoted, the subcommand, and
-/// the options given to `install` that the adapter must repeat.
+/// The command the agent runs: this binary's absolute path, shell-quoted, the subcommand, the
+/// workspace, and the options given to `install` that the adapter must repeat. The workspace
+/// (`workspace`, canonical; at user level only a `--workspace` given) comes first in the
+/// adapter's search (`Globals::agent_context`): the agent's `cwd`, which the model moves at
+/// will, then never picks another.
 fn adapter_command(
     globals: &Globals,
     args: &InstallArgs,
+    workspace: &Path,
     subcommand: &str,
 ) -> Result<String, CliError> {
     let exe = env::current_exe()
@@ -362,6 +366,19 @@ fn adapter_command(
     let mut words = vec![shell_quote(&exe.to_string_lossy()), subcommand.to_owned()];
     if args.fail_closed {
         words.push("--fail-closed".into());
+    }
+    let pinned = if args.user_level {
+        globals
+            .args
+            .workspace
+            .as_ref()
+            .map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.clone()))
+    } else {
+        Some(workspace.to_owned())
+    };
+    if let Some(dir) = pinned {
+        words.push("--workspace".into());
+        words.push(shell_quote(&dir.to_string_lossy()));
     }
     if let Some(dir) = &globals.args.state_dir {
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());

@@ -103,7 +103,7 @@ fn only_our_options(words: &[String]) -> bool {
     while let Some(word) = words.next() {
         match word.as_str() {
             "--fail-closed" => {}
-            "--state-dir" | "--session" if words.next().is_some() => {}
+            "--state-dir" | "--session" | "--workspace" if words.next().is_some() => {}
             _ => return false,
         }
     }
@@ -523,7 +523,7 @@ mod tests {
             ("/usr/bin/hookvisor adapter claude", true),
             ("/usr/bin/hookvisor adapter codex", false),
             (
-                "'/a b/hookvisor' adapter claude --state-dir '/s/it'\\''s' --session x",
+                "'/a b/hookvisor' adapter claude --state-dir '/s/it'\\''s' --session x --workspace /w",
                 true,
             ),
             // Users' own commands that merely call us are theirs.
