@@ -67,6 +67,39 @@ where
     Ok(out)
 }
 
+/// Refuses an `argv:` list with a placeholder in an argument its program parses again as
+/// code (`[sh, -c, "echo ${x}"]`): the table of [`ShellTemplate`](super::ShellTemplate)'s
+/// rule 7, the same as for `run:`. Checked at load.
+pub fn check_argv(argv: &[String]) -> Result<(), TemplateError> {
+    let mut before: Vec<Option<&str>> = Vec::with_capacity(argv.len());
+    for (index, element) in argv.iter().enumerate() {
+        let mut literal = String::new();
+        let mut column = 1;
+        for piece in Pieces::new(element) {
+            match piece {
+                Piece::Literal(text) => {
+                    literal.push_str(text);
+                    column += text.chars().count();
+                }
+                Piece::Reference(name) => {
+                    if let Some(program) = super::interpreter::reparsed(&before, &literal) {
+                        return Err(TemplateError::ArgvInterpreter {
+                            index,
+                            column,
+                            name,
+                            program,
+                        });
+                    }
+                    break;
+                }
+            }
+        }
+        let plain = super::references(element).is_empty();
+        before.push(plain.then_some(element.as_str()));
+    }
+    Ok(())
+}
+
 /// The run-time error for a name the lookup does not know.
 fn unknown(name: &str, index: usize) -> TemplateError {
     TemplateError::Unknown {

@@ -1,7 +1,8 @@
 //! The `run:` lexer: rewrites each `${name}` of a `sh -c` script by its quoting context, or
-//! refuses the script (EVENTS.md §4.1 rule 1, §5 rule 20). The rules are in the doc of
-//! [`ShellTemplate`].
+//! refuses the script (EVENTS.md §4.1 rule 1, §5 rule 20), also where a program the script
+//! runs would parse the value again as code. The rules are in the doc of [`ShellTemplate`].
 
+use super::interpreter::{self, Interpreter};
 use super::names::{is_valid_name, push_unique};
 use super::{RefusedContext, TemplateError};
 
@@ -59,6 +60,44 @@ use super::{RefusedContext, TemplateError};
 /// 6. Scripts the lexer finds unterminated (a quote, `$(`, backticks, `$((`) are refused
 ///    only when they have a placeholder; without one the text is passed on unchanged and sh
 ///    reports its own syntax errors.
+/// 7. A placeholder in an argument that the program a command runs parses again as code is
+///    a load error, in any quoting (`sh -c "echo ${x}"` would have the inner shell parse
+///    `$(…)` in the value), and also inside a `$(…)` within such an argument. The same table
+///    judges `argv:` ([`check_argv`](super::check_argv)); it lives in `interpreter.rs`. The
+///    command's words are judged as sh splits them; a word with an expansion is unknown,
+///    and where the table cannot tell, it refuses:
+///    - shells (`sh`, `bash`, `zsh`, `dash`, `ksh`, `mksh`, `ash`, `yash`, `fish`, `csh`,
+///      `tcsh`, `.`, `source`; by base name, so `/bin/sh` too; a command name with an
+///      expansion given a `-c`, as `$SHELL -c`): the options (`-c`, `-ec`, `-lc`; `-o NAME`,
+///      `--rcfile FILE` take one word) and the script (with `-c`) or script file, the first
+///      other word. The words after it are positional parameters and safe: `sh -c '…
+///      "$1"' _ ${x}` is the fix the message gives.
+///    - prefixes, whose own options, operands (`timeout DURATION`, `chroot DIR`) and
+///      `NAME=VALUE` words (`env`, `sudo`) are skipped to judge the command after them:
+///      `env`, `sudo`, `doas`, `timeout`, `nice`, `ionice`, `stdbuf`, `time`, `exec`,
+///      `chroot`, `command`, `builtin`, `nohup`, `setsid`, `busybox`, `unbuffer`. A value in
+///      the options of `env`, `sudo` or `doas` is refused (`env -S…`, `sudo -s` run a
+///      command line), and so is every argument after `env -S`, `sudo -s`/`-i`, `doas -s`.
+///    - programs that run their arguments as a command line: every argument of `ssh`, `scp`,
+///      `rsync`, `xargs`, `watch`, `su`, `runuser`, `sg`, `flock`, `script`, `parallel`,
+///      `make`, `tmux`, `screen`.
+///    - `find`: the words of `-exec`/`-execdir`/`-ok`/`-okdir` up to `;` or `+` are a command
+///      judged by this table; a value as its program is refused.
+///    - languages (`python*`, `pypy`, `perl`, `ruby`, `node`, `bun`, `deno`, `php`, `lua*`,
+///      `Rscript`, `osascript`, `expect`, `tclsh`): the options, the code of `-c`/`-e`/`-E`/
+///      `-p`/`-r`/`--eval` and the script file; after the code, an argument a value starts is
+///      refused before `--` (perl and node read it as an option; python's `-c` and `-m` end the
+///      options). With perl's `-n`/`-p`/`-i` every argument is refused: its `<>` opens a file
+///      named `|cmd` by running cmd.
+///    - awk (`awk`, `gawk`, `mawk`, `nawk`): the options (`-v var=…`, whose escapes awk
+///      processes; `-f`/`-E` name the program) and the program; operands after it are safe.
+///    - `sed` (its `e` command runs shell commands) and `jq`: the script or filter (the first
+///      operand unless `-e`/`-f` give it), option arguments (but `jq --arg NAME VALUE`), and,
+///      since both read options anywhere, any word that a value starts before `--`.
+///
+///    Beyond the table it stays the script's choice, as `sh -c "$v"` is: a program that
+///    evaluates an argument it does not know, a value piped into an interpreter, and a value
+///    starting with `-` that a program reads as one of its options.
 ///
 /// The lexer follows POSIX sh: quotes, backslash escapes and line continuations, `$(…)`
 /// nesting with `case` patterns, comments, here-documents (several per line, `<<-`), `$$`
@@ -249,6 +288,9 @@ struct Command {
     operand_v: bool,
     /// Whether the previous word was `for`: the word being read is the loop variable.
     for_name: bool,
+    /// Its words from the command name on (keywords and leading assignments left out), each
+    /// `None` when it has an expansion: what [`interpreter::reparsed`] judges.
+    args: Vec<Option<String>>,
 }
 
 /// An unquoted context: the script itself or a `$(…)`.
@@ -521,6 +563,9 @@ impl Lexer {
         if self.in_code_variable() {
             return Err(self.unclassifiable(at, &name, RefusedContext::CodeVariable));
         }
+        if let Some(program) = self.reparsed() {
+            return Err(self.unclassifiable(at, &name, RefusedContext::Interpreter(program)));
+        }
         if self.in_subst() {
             if self.subst_quoted {
                 return Err(self.unclassifiable(at, &name, RefusedContext::QuotedSubstitution));
@@ -567,6 +612,15 @@ impl Lexer {
         if command.redirect {
             command.redirect = false;
             return;
+        }
+        let keyword = command.words == 0
+            && word.special_at.is_none()
+            && word.text != "time"
+            && KEYWORDS.contains(&word.text.as_str());
+        let assignment = command.args.is_empty() && word.is_assignment();
+        if !keyword && !assignment {
+            let text = (!word.expansion).then(|| word.text.clone());
+            command.args.push(text);
         }
         // Only the one word right after `-v` is its operand.
         command.operand_v = false;
@@ -674,6 +728,19 @@ impl Lexer {
                         && self.is_arithmetic_word(&frame.word))
             }
             Frame::Double(_) => false,
+        })
+    }
+
+    /// The program that would parse the word being read, in this frame or one around it
+    /// (`sh -c "$(echo ${x})"`), again as code (rule 7).
+    fn reparsed(&self) -> Option<Interpreter> {
+        self.stack.iter().find_map(|f| match f {
+            Frame::Unquoted(frame) => {
+                let before: Vec<Option<&str>> =
+                    frame.command.args.iter().map(Option::as_deref).collect();
+                interpreter::reparsed(&before, &frame.word.text)
+            }
+            Frame::Double(_) => None,
         })
     }
 
@@ -1775,6 +1842,135 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Rule 7: a placeholder where a program parses it again as code is refused with its
+    /// column (the first table); the safe forms, values after the script or code, as data of
+    /// an option, or in a prefix's assignment, are accepted (the second).
+    #[test]
+    fn interpreters_refuse_values_in_their_code() {
+        // Each has one placeholder, the one refused.
+        let refused = [
+            "sh -c \"echo checking ${tool_input.command}\"",
+            "bash -lc \"wc -l ${file}\"",
+            "bash -ec \"$(echo ${x})\"",
+            "/bin/sh -c \"echo ${x}\"",
+            "env FOO=1 sh -c \"echo ${x}\"",
+            "env -u HOME -- /usr/bin/bash -c \"echo ${x}\"",
+            "command sudo -u bob nice -n 5 timeout -s KILL 10 zsh -c \"${x}\"",
+            "nohup setsid stdbuf -oL dash -c \"${x}\" &",
+            "busybox sh -c \"${x}\"",
+            "bash -o pipefail -c \"${x}\"",
+            "sh ${x}",
+            "sh -c ${x}",
+            "sh -- ${x} a",
+            "$SHELL -c \"echo ${x}\"",
+            "ssh host \"ls ${dir}\"",
+            "ssh host ls -- ${dir}",
+            "xargs sh -c \"echo ${x}\"",
+            "echo a | xargs -0 echo ${x}",
+            "find . -name '*.rs' -exec sh -c \"rustfmt ${x}\" \\;",
+            "find . -exec ${x} {} +",
+            "watch \"ls ${x}\"",
+            "su bob -c \"id ${x}\"",
+            "runuser -u bob -- sh -c \"${x}\"",
+            "sudo -s echo ${x}",
+            "env -S\"sh -c\" ${x}",
+            "env ${x} sh -c 'echo hi'",
+            "make test FILE=${x}",
+            "python3 -c \"print('${x}')\"",
+            "python3 ${x}",
+            "python3 -W ignore -c \"${x}\"",
+            "perl -e \"print ${x}\"",
+            "perl -e 'print @ARGV' ${x}",
+            "perl -ne 'print' -- ${x}",
+            "ruby -e \"${x}\"",
+            "node -e \"${x}\"",
+            "node --eval=\"${x}\"",
+            "php -r \"${x}\"",
+            "lua -e 'print(1)' -- ${x}",
+            "awk \"BEGIN { print \\\"${x}\\\" }\"",
+            "awk -v v=${x} '{ print v }'",
+            "gawk -F: -f prog.awk ${x}",
+            "sed \"s/a/${x}/\"",
+            "sed -e 's/a/b/' ${x}",
+            "jq \".${x}\"",
+            "jq -L ${x} .",
+            "timeout 5 sh -c \"${x}\"",
+            "exec bash -c \"${x}\"",
+            "time sh -c \"${x}\"",
+            "if sh -c \"${x}\"; then :; fi",
+            "echo \"$(sh -c \"${x}\")\"",
+        ];
+        for text in refused {
+            let column = text[..text.find("${").unwrap()].chars().count() + 1;
+            match ShellTemplate::parse(text) {
+                Err(TemplateError::Unclassifiable {
+                    line: 1,
+                    column: got,
+                    context: RefusedContext::Interpreter(_),
+                    ..
+                }) => assert_eq!(got, column, "{text}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        let accepted = [
+            "sh -c 'echo \"$1\"' _ ${x}",
+            "bash -lc 'wc -l \"$1\"' bash ${file}",
+            "/bin/sh -c 'printf %s \"$1\"' sh ${x} ${y}",
+            "env FOO=${x} sh -c 'echo \"$FOO\"'",
+            "sudo -u ${x} id",
+            "nice ${x}",
+            "sh script.sh ${x}",
+            ". ./lib.sh ${x}",
+            "python3 -c 'import sys; print(sys.argv[1])' ${x}",
+            "python3 -m json.tool ${file}",
+            "python3 check.py ${file}",
+            "perl -e 'print @ARGV' -- ${x}",
+            "node -e 'console.log(process.argv[1])' -- ${x}",
+            "awk '{ print ENVIRON[\"HOOKVISOR_X\"] }' ${file}",
+            "awk -f prog.awk -- ${file}",
+            "sed -e 's/a/b/' -- ${file}",
+            "sed -n 's/a/b/p' ./${file}",
+            "jq -n --arg v ${x} '$v'",
+            "jq . -- ${file}",
+            "find . -name ${x} -exec rm {} \\;",
+            "find . -exec grep -l pattern {} + -name ${x}",
+            "echo ${x} | grep sh",
+            "printf '%s' ${x} sh -c",
+            "git commit -m \"checking ${x}\"",
+            "grep -e ${x} -- file",
+        ];
+        for text in accepted {
+            assert!(ShellTemplate::parse(text).is_ok(), "{text}");
+        }
+    }
+
+    /// The safe positional form passes the value verbatim through the inner shell, and the
+    /// refusal names it.
+    #[test]
+    fn the_interpreter_fix_passes_values_as_arguments() {
+        let err = ShellTemplate::parse("sh -c \"echo ${x}\"").unwrap_err();
+        assert!(
+            err.to_string().contains("sh -c '… \"$1\"' _ ${x}")
+                && err.to_string().contains("\"$HOOKVISOR_X\""),
+            "{err}"
+        );
+        let t = ShellTemplate::parse("bash -lc 'printf %s \"$1\" > out' bash ${x}").unwrap();
+        let value = "$(touch PWN)`touch PWN`\";touch PWN;#";
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(t.script())
+            .env("HOOKVISOR_X", value)
+            .current_dir(dir.path())
+            .status();
+        // bash may be missing on some systems.
+        if status.is_ok_and(|s| s.success()) {
+            let out = std::fs::read_to_string(dir.path().join("out")).unwrap();
+            assert_eq!(out, value);
+        }
+        assert!(!dir.path().join("PWN").exists());
     }
 
     /// Review finding 3's fix, as its message gives it, with real shells: the value reaches
