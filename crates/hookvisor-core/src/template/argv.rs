@@ -153,6 +153,45 @@ mod tests {
         }
     }
 
+    /// `argv:` is judged by the table of `run:` (rule 7 of `ShellTemplate`): the element and
+    /// column of the refused placeholder; values after the script are safe.
+    #[test]
+    fn interpreters_refuse_values_in_their_code() {
+        let refused: &[(&[&str], usize, usize)] = &[
+            (&["sh", "-c", "echo ${x}"], 2, 6),
+            (&["/bin/bash", "-lc", "${x}"], 2, 1),
+            (&["env", "A=1", "sh", "-c", "x${x}"], 4, 2),
+            (&["ssh", "host", "ls", "${x}"], 3, 1),
+            (&["xargs", "-0", "echo", "${x}"], 3, 1),
+            (&["python3", "-c", "print('${x}')"], 2, 8),
+            (&["awk", "BEGIN { print \"${x}\" }"], 1, 16),
+            (&["find", ".", "-exec", "sh", "-c", "${x}", ";"], 5, 1),
+            (&["env", "EDITOR=${x}", "git", "commit"], 1, 8),
+        ];
+        for (argv, index, column) in refused {
+            let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
+            match check_argv(&argv) {
+                Err(TemplateError::ArgvInterpreter {
+                    index: i,
+                    column: c,
+                    ..
+                }) => assert_eq!((i, c), (*index, *column), "{argv:?}"),
+                other => panic!("{argv:?}: {other:?}"),
+            }
+        }
+        let accepted: &[&[&str]] = &[
+            &["sh", "-c", "printf %s \"$1\"", "sh", "${x}"],
+            &["python3", "-c", "import sys", "${x}"],
+            &["prettier", "--write", "${file}"],
+            &["env", "A=${x}", "sh", "-c", "echo \"$A\""],
+            &["find", ".", "-name", "${x}", "-exec", "rm", "{}", ";"],
+        ];
+        for argv in accepted {
+            let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
+            assert_eq!(check_argv(&argv), Ok(()), "{argv:?}");
+        }
+    }
+
     #[test]
     fn unknown_name_is_an_error_never_empty() {
         assert_eq!(

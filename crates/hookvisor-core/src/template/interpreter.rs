@@ -26,6 +26,8 @@ pub enum Interpreter {
     /// A program that joins or reads its arguments as a command line (`ssh`, `xargs`,
     /// `watch`, `su`, `make`, …): no argument of it is safe.
     CommandLine(&'static str),
+    /// An assignment to a variable whose value a shell or program runs (`env EDITOR=…`).
+    Variable(&'static str),
     /// A prefix's options or command name (`env`, `sudo`, `timeout`, `find -exec`, …): a value
     /// there can be an option that changes what runs (`env -S`).
     Prefix(&'static str),
@@ -58,6 +60,10 @@ impl fmt::Display for Interpreter {
             Interpreter::CommandLine(name) => write!(
                 f,
                 "in an argument of `{name}`, which runs its arguments as a command line"
+            ),
+            Interpreter::Variable(name) => write!(
+                f,
+                "assigned to {name}, whose value a shell or a program runs as code"
             ),
             Interpreter::Prefix(name) => write!(
                 f,
@@ -96,6 +102,7 @@ impl Interpreter {
                 "give `{program}` a fixed command and pass the value on its standard input or \
                  in the environment (\"${var}\" in a script it runs)"
             ),
+            Interpreter::Variable(_) => format!("do not put ${{{name}}} into that variable"),
             Interpreter::Prefix(program) => format!(
                 "keep the value out of the options of `{program}`: put it after the command it \
                  runs, as an argument, or in a NAME=${{{name}}} assignment"
@@ -103,6 +110,40 @@ impl Interpreter {
         }
     }
 }
+
+/// Variables whose value sh or bash expands and runs (prompts under `set -x` or
+/// interactively, startup files named after expansion), or a program the script starts does.
+pub(super) const CODE_VARIABLES: &[&str] = &[
+    "PS1",
+    "PS2",
+    "PS3",
+    "PS4",
+    "PROMPT_COMMAND",
+    "ENV",
+    "BASH_ENV",
+    // Run by the programs a script starts: git's commands, pagers and editors as shell
+    // text, options that load code, and the paths programs and libraries are found in.
+    "GIT_SSH_COMMAND",
+    "GIT_SSH",
+    "GIT_PAGER",
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "PAGER",
+    "MANPAGER",
+    "EDITOR",
+    "VISUAL",
+    "PERL5OPT",
+    "RUBYOPT",
+    "NODE_OPTIONS",
+    "PYTHONSTARTUP",
+    "PYTHONPATH",
+    "PATH",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+];
 
 /// How deep prefixes may nest (`env nice timeout 5 …`) before the command is refused anyway.
 const MAX_PREFIXES: usize = 16;
@@ -112,7 +153,28 @@ const MAX_PREFIXES: usize = 16;
 /// command name first, each `None` when it has an expansion (its value unknown at load);
 /// `current` is the literal text of the placeholder's word before it.
 pub(crate) fn reparsed(before: &[Option<&str>], current: &str) -> Option<Interpreter> {
-    command(before, current, 0)
+    command(before, current, 0).or_else(|| wrapped(before, current))
+}
+
+/// A shell or language given an option further on in the command, behind a wrapper the
+/// prefix table does not know (`docker exec c sh -c …`, `kubectl exec p -- python3 -c …`,
+/// `unshare -r bash -c …`): judged from there too. It may refuse text that only looks like
+/// such a call (`echo sh -c ${x}`), never accept more.
+fn wrapped(before: &[Option<&str>], current: &str) -> Option<Interpreter> {
+    (1..before.len()).find_map(|at| {
+        let name = before.get(at).copied().flatten()?;
+        let base = name.rsplit('/').next().unwrap_or(name);
+        let known = (SHELLS.contains(&base) && !matches!(base, "." | "source"))
+            || LANGUAGES.iter().any(|l| l.names.contains(&base));
+        let option = before
+            .get(at + 1)
+            .copied()
+            .flatten()
+            .is_some_and(|w| w.starts_with('-'));
+        (known && option)
+            .then(|| command(before.get(at..).unwrap_or_default(), current, 1))
+            .flatten()
+    })
 }
 
 /// [`reparsed`] for the command starting at `words[0]`, `depth` prefixes deep.
@@ -153,6 +215,7 @@ fn command(words: &[Option<&str>], current: &str, depth: usize) -> Option<Interp
         "sed" | "gsed" => sed(rest, current),
         "jq" | "gojq" | "jaq" => jq(rest, current),
         "find" | "gfind" => find(rest, current, depth),
+        "git" => git(rest, current),
         // `python3.12`, `python2.7`.
         _ if base
             .strip_prefix("python")
@@ -350,6 +413,12 @@ fn prefix(p: &Prefix, rest: &[Option<&str>], current: &str, depth: usize) -> Opt
     // The placeholder is among the prefix's own words: data (an option's argument, a `NAME=`
     // value, the command name, as `${x}` alone is), unless a value read as an option there
     // can make the prefix run a command line (`env -S…`, `sudo -s`).
+    if p.assignments && is_assignment(current) {
+        let name = current.split('=').next().unwrap_or_default();
+        if let Some(var) = CODE_VARIABLES.iter().find(|v| **v == name) {
+            return Some(Interpreter::Variable(var));
+        }
+    }
     let data = argument || (p.assignments && is_assignment(current));
     (!data && !p.line.is_empty()).then_some(()).and(refuse)
 }
@@ -713,4 +782,50 @@ fn find(rest: &[Option<&str>], current: &str, depth: usize) -> Option<Interprete
         return Some(Interpreter::Prefix("find -exec"));
     }
     command(inner, current, depth + 1)
+}
+
+/// git: a value in `-c NAME=VALUE` before the subcommand (`core.sshCommand`, `alias.*` run
+/// shell text), as the argument of an option that runs a command (`--exec`, `rebase -x`,
+/// `--upload-pack`, `--receive-pack`, `--extcmd`), or anywhere after `submodule foreach`,
+/// `bisect run` or in `filter-branch`, which run their arguments as shell text.
+fn git(rest: &[Option<&str>], current: &str) -> Option<Interpreter> {
+    const RUNS: &[&str] = &["--exec", "--upload-pack", "--receive-pack", "--extcmd"];
+    let refuse = Some(Interpreter::Prefix("git"));
+    let mut subcommand: Option<&str> = None;
+    // Whether the next word is a global option's argument (`-c NAME=VALUE`, `-C DIR`).
+    let mut argument = false;
+    let mut previous = None;
+    for word in rest {
+        previous = *word;
+        let Some(word) = *word else { continue };
+        if subcommand.is_none() {
+            if std::mem::take(&mut argument) {
+                continue;
+            }
+            argument = matches!(
+                word,
+                "-c" | "--config-env" | "-C" | "--git-dir" | "--work-tree"
+            );
+            if !word.starts_with('-') {
+                subcommand = Some(word);
+            }
+            continue;
+        }
+        if matches!(
+            (subcommand, word),
+            (Some("submodule"), "foreach") | (Some("bisect"), "run")
+        ) {
+            return refuse;
+        }
+    }
+    let Some(subcommand) = subcommand else {
+        // Among the global options: `-c`'s word, or a value that can be `-c…` itself.
+        return (argument || option_like(current)).then_some(()).and(refuse);
+    };
+    let runs = |w: &str| RUNS.contains(&w) || (subcommand == "rebase" && w == "-x");
+    let attached = RUNS.iter().any(|r| current.starts_with(&format!("{r}=")));
+    let after_option = previous.is_some_and(runs);
+    (subcommand == "filter-branch" || attached || after_option)
+        .then_some(())
+        .and(refuse)
 }

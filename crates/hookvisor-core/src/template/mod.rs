@@ -211,7 +211,7 @@ impl fmt::Display for RefusedContext {
                  text"
             }
             RefusedContext::CodeVariable => {
-                "assigned to a variable whose value the shell runs as code"
+                "assigned to a variable whose value a shell or a program runs as code"
             }
             RefusedContext::AnsiC => "inside a $'…' string",
             RefusedContext::SingleQuoted => {

@@ -2,7 +2,7 @@
 //! refuses the script (EVENTS.md §4.1 rule 1, §5 rule 20), also where a program the script
 //! runs would parse the value again as code. The rules are in the doc of [`ShellTemplate`].
 
-use super::interpreter::{self, Interpreter};
+use super::interpreter::{self, CODE_VARIABLES, Interpreter};
 use super::names::{is_valid_name, push_unique};
 use super::{RefusedContext, TemplateError};
 
@@ -35,7 +35,9 @@ use super::{RefusedContext, TemplateError};
 ///    `$'`), inside arithmetic `$((…))`, inside `$'…'`, or anywhere in a command whose first
 ///    word is `eval`, `trap` or `alias` (after prefix assignments, `command`/`builtin`/`exec`/
 ///    `time` and their options such as `-p` and `--`), or in an assignment to a variable whose
-///    value a shell runs (`PS1`–`PS4`, `PROMPT_COMMAND`, `ENV`, `BASH_ENV`, also after
+///    value a shell or a program runs (`PS1`–`PS4`, `PROMPT_COMMAND`, `ENV`, `BASH_ENV`,
+///    `GIT_SSH_COMMAND`, `EDITOR`, `PAGER`, `NODE_OPTIONS`, `LD_PRELOAD`, `PATH`, …; the list
+///    is `CODE_VARIABLES` of `interpreter.rs`, also for `argv:` after `env`), also after
 ///    `export` or `env`). Two refusals are judged on the whole script, since the lexer cannot
 ///    follow them: any placeholder in a script with an unquoted `$'` (bash reads `$'…'` as
 ///    one string, dash — `/bin/sh` on Debian — as `$` and a single-quoted string, so the
@@ -75,7 +77,7 @@ use super::{RefusedContext, TemplateError};
 ///    - prefixes, whose own options, operands (`timeout DURATION`, `chroot DIR`) and
 ///      `NAME=VALUE` words (`env`, `sudo`) are skipped to judge the command after them:
 ///      `env`, `sudo`, `doas`, `timeout`, `nice`, `ionice`, `stdbuf`, `time`, `exec`,
-///      `chroot`, `command`, `builtin`, `nohup`, `setsid`, `busybox`, `unbuffer`. A value in
+///      `chroot`, `command`, `builtin`, `nohup`, `setsid`, `busybox`, `unbuffer`, `coproc`. A value in
 ///      the options of `env`, `sudo` or `doas` is refused (`env -S…`, `sudo -s` run a
 ///      command line), and so is every argument after `env -S`, `sudo -s`/`-i`, `doas -s`.
 ///    - programs that run their arguments as a command line: every argument of `ssh`, `scp`,
@@ -83,6 +85,12 @@ use super::{RefusedContext, TemplateError};
 ///      `make`, `tmux`, `screen`.
 ///    - `find`: the words of `-exec`/`-execdir`/`-ok`/`-okdir` up to `;` or `+` are a command
 ///      judged by this table; a value as its program is refused.
+///    - `git`: its global options (`-c core.sshCommand=…`, a value that can be `-c…`), the
+///      argument of `--exec`, `rebase -x`, `--upload-pack`, `--receive-pack`, `--extcmd`, and
+///      every word after `submodule foreach`, `bisect run` and of `filter-branch`.
+///    - a shell or language name followed by an option anywhere in the command is judged
+///      from there too, for wrappers the prefixes do not list (`docker exec c sh -c …`,
+///      `kubectl exec p -- python3 -c …`).
 ///    - languages (`python*`, `pypy`, `perl`, `ruby`, `node`, `bun`, `deno`, `php`, `lua*`,
 ///      `Rscript`, `osascript`, `expect`, `tclsh`): the options, the code of `-c`/`-e`/`-E`/
 ///      `-p`/`-r`/`--eval` and the script file; after the code, an argument a value starts is
@@ -183,18 +191,6 @@ enum Quoting {
 
 /// How many `"…"` and `$(…)` may be open at once.
 const MAX_NESTING: usize = 64;
-
-/// Variables whose value sh or bash expands and runs (prompts under `set -x` or
-/// interactively, startup files named after expansion).
-const CODE_VARIABLES: &[&str] = &[
-    "PS1",
-    "PS2",
-    "PS3",
-    "PS4",
-    "PROMPT_COMMAND",
-    "ENV",
-    "BASH_ENV",
-];
 
 /// Reserved words that keep the lexer in command position (the next word is a command name).
 const KEYWORDS: &[&str] = &[
@@ -1680,6 +1676,8 @@ mod tests {
             ("trap \"echo ${x}\" EXIT", Eval, 1, 12),
             ("alias a='echo '${x}", Eval, 1, 16),
             ("BASH_ENV=${x} bash -c :", CodeVariable, 1, 10),
+            ("GIT_SSH_COMMAND=\"${x}\" git fetch", CodeVariable, 1, 18),
+            ("env EDITOR=${x} git commit", CodeVariable, 1, 12),
             ("export PS4=\"+ ${x}\"", CodeVariable, 1, 15),
             ("env ENV=$(echo ${x}) sh", CodeVariable, 1, 16),
             // bash's arithmetic contexts, where `a[$(cmd)]` in a value would run cmd.
@@ -1901,6 +1899,14 @@ mod tests {
             "time sh -c \"${x}\"",
             "if sh -c \"${x}\"; then :; fi",
             "echo \"$(sh -c \"${x}\")\"",
+            "bash <<< \"echo ${x}\"",
+            "coproc sh -c \"${x}\"",
+            "docker exec box sh -c \"ls ${x}\"",
+            "kubectl exec pod -- python3 -c \"${x}\"",
+            "git -c core.sshCommand=${x} fetch",
+            "git rebase -x \"make ${x}\" main",
+            "git fetch --upload-pack=${x}",
+            "git submodule foreach \"echo ${x}\"",
         ];
         for text in refused {
             let column = text[..text.find("${").unwrap()].chars().count() + 1;
@@ -1940,6 +1946,10 @@ mod tests {
             "printf '%s' ${x} sh -c",
             "git commit -m \"checking ${x}\"",
             "grep -e ${x} -- file",
+            "echo lint with bash ${file}",
+            "git commit -q -m ${x}",
+            "git log --format=%H -- ${file}",
+            "git cherry-pick -x ${x}",
         ];
         for text in accepted {
             assert!(ShellTemplate::parse(text).is_ok(), "{text}");
