@@ -231,6 +231,8 @@ fn a_value_never_becomes_code_through_a_nested_interpreter() {
             "ENVIRON[\"HOOKVISOR_V\"]",
             "\"; system(\"touch pwned\"); print \"",
         ),
+        // A value that names the program runs what it names.
+        ("run: ${v} pwned", "case ${v} in", "touch"),
     ];
     for (field, fix, value) in cases {
         let ws = Workspace::new();

@@ -28,6 +28,9 @@ pub enum Interpreter {
     CommandLine(&'static str),
     /// An assignment to a variable whose value a shell or program runs (`env EDITOR=…`).
     Variable(&'static str),
+    /// The program a command runs (`${x} …`, `nice ${x}`, `find -exec ${x} ;`): the value
+    /// would choose what runs.
+    Program,
     /// A prefix's options or command name (`env`, `sudo`, `timeout`, `find -exec`, …): a value
     /// there can be an option that changes what runs (`env -S`).
     Prefix(&'static str),
@@ -61,13 +64,16 @@ impl fmt::Display for Interpreter {
                 f,
                 "in an argument of `{name}`, which runs its arguments as a command line"
             ),
+            Interpreter::Program => f.write_str(
+                "in the name of the program a command runs, which a value must not choose",
+            ),
             Interpreter::Variable(name) => write!(
                 f,
                 "assigned to {name}, whose value a shell or a program runs as code"
             ),
             Interpreter::Prefix(name) => write!(
                 f,
-                "in the options or command name of `{name}`, where a value can change what runs"
+                "in the options of `{name}`, where a value can change what runs"
             ),
         }
     }
@@ -101,6 +107,10 @@ impl Interpreter {
             Interpreter::CommandLine(program) => format!(
                 "give `{program}` a fixed command and pass the value on its standard input or \
                  in the environment (\"${var}\" in a script it runs)"
+            ),
+            Interpreter::Program => format!(
+                "run a fixed program and pass the value as an argument; to pick a program by \
+                 the value, match it (case ${{{name}}} in lint) ./lint.sh;; esac)"
             ),
             Interpreter::Variable(_) => format!("do not put ${{{name}}} into that variable"),
             Interpreter::Prefix(program) => format!(
@@ -179,8 +189,11 @@ fn wrapped(before: &[Option<&str>], current: &str) -> Option<Interpreter> {
 
 /// [`reparsed`] for the command starting at `words[0]`, `depth` prefixes deep.
 fn command(words: &[Option<&str>], current: &str, depth: usize) -> Option<Interpreter> {
-    // The placeholder is the command name: a value run as a program is the script's choice.
-    let (first, rest) = words.split_first()?;
+    let Some((first, rest)) = words.split_first() else {
+        // The placeholder is in the command name: the value would choose the program. A
+        // `NAME=` before it makes the word an assignment (`FOO=${x} cmd`), which is data.
+        return (!is_assignment(current)).then_some(Interpreter::Program);
+    };
     let Some(name) = first else {
         // `$SHELL -c "…"`: an unknown program given a `-c` is judged as a shell.
         let c_option = rest
@@ -250,6 +263,8 @@ struct Prefix {
     line: &'static str,
     /// Operands before the command (`timeout DURATION`, `chroot DIR`).
     operands: usize,
+    /// Short options with which it runs nothing (`command -v NAME` prints a path).
+    query: &'static str,
     /// Whether `NAME=VALUE` words before the command are assignments (`env`, `sudo`).
     assignments: bool,
 }
@@ -261,6 +276,7 @@ const PREFIXES: &[Prefix] = &[
         long: &["--unset", "--chdir", "--split-string"],
         line: "S",
         operands: 0,
+        query: "",
         assignments: true,
     },
     Prefix {
@@ -281,6 +297,7 @@ const PREFIXES: &[Prefix] = &[
         ],
         line: "si",
         operands: 0,
+        query: "",
         assignments: true,
     },
     Prefix {
@@ -289,6 +306,7 @@ const PREFIXES: &[Prefix] = &[
         long: &[],
         line: "s",
         operands: 0,
+        query: "",
         assignments: false,
     },
     Prefix {
@@ -297,6 +315,7 @@ const PREFIXES: &[Prefix] = &[
         long: &["--signal", "--kill-after"],
         line: "",
         operands: 1,
+        query: "",
         assignments: false,
     },
     Prefix {
@@ -305,6 +324,7 @@ const PREFIXES: &[Prefix] = &[
         long: &["--adjustment"],
         line: "",
         operands: 0,
+        query: "",
         assignments: false,
     },
     Prefix {
@@ -313,6 +333,7 @@ const PREFIXES: &[Prefix] = &[
         long: &["--class", "--classdata", "--pid"],
         line: "",
         operands: 0,
+        query: "",
         assignments: false,
     },
     Prefix {
@@ -321,6 +342,7 @@ const PREFIXES: &[Prefix] = &[
         long: &["--input", "--output", "--error"],
         line: "",
         operands: 0,
+        query: "",
         assignments: false,
     },
     Prefix {
@@ -329,6 +351,7 @@ const PREFIXES: &[Prefix] = &[
         long: &["--format", "--output"],
         line: "",
         operands: 0,
+        query: "",
         assignments: false,
     },
     Prefix {
@@ -337,6 +360,7 @@ const PREFIXES: &[Prefix] = &[
         long: &[],
         line: "",
         operands: 0,
+        query: "",
         assignments: false,
     },
     Prefix {
@@ -345,22 +369,33 @@ const PREFIXES: &[Prefix] = &[
         long: &["--userspec", "--groups"],
         line: "",
         operands: 1,
+        query: "",
         assignments: false,
     },
     Prefix {
         names: &[
-            "command",
             "builtin",
             "nohup",
             "setsid",
             "busybox",
             "unbuffer",
             "catchsegv",
+            "coproc",
         ],
         argument: "",
         long: &[],
         line: "",
         operands: 0,
+        query: "",
+        assignments: false,
+    },
+    Prefix {
+        names: &["command"],
+        argument: "",
+        long: &[],
+        line: "",
+        operands: 0,
+        query: "vV",
         assignments: false,
     },
 ];
@@ -390,6 +425,9 @@ fn prefix(p: &Prefix, rest: &[Option<&str>], current: &str, depth: usize) -> Opt
                 continue;
             }
             for (at, letter) in word.char_indices().skip(1) {
+                if p.query.contains(letter) {
+                    return None;
+                }
                 if p.line.contains(letter) {
                     return Some(Interpreter::CommandLine(p.names[0]));
                 }
@@ -410,17 +448,22 @@ fn prefix(p: &Prefix, rest: &[Option<&str>], current: &str, depth: usize) -> Opt
         let inner = rest.get(i..).unwrap_or_default();
         return command(inner, current, depth + 1);
     }
-    // The placeholder is among the prefix's own words: data (an option's argument, a `NAME=`
-    // value, the command name, as `${x}` alone is), unless a value read as an option there
-    // can make the prefix run a command line (`env -S…`, `sudo -s`).
+    // The placeholder is among the prefix's own words: data (an option's argument, an
+    // operand, a `NAME=` value), or an option or the command name.
     if p.assignments && is_assignment(current) {
         let name = current.split('=').next().unwrap_or_default();
         if let Some(var) = CODE_VARIABLES.iter().find(|v| **v == name) {
             return Some(Interpreter::Variable(var));
         }
     }
-    let data = argument || (p.assignments && is_assignment(current));
-    (!data && !p.line.is_empty()).then_some(()).and(refuse)
+    let data = argument || operands > 0 || (p.assignments && is_assignment(current));
+    match (data, p.line.is_empty()) {
+        (true, _) => None,
+        // A value read as an option there can make the prefix run a command line.
+        (false, false) => refuse,
+        // The command name.
+        (false, true) => Some(Interpreter::Program),
+    }
 }
 
 /// `NAME=…` with a shell variable name.
@@ -777,11 +820,10 @@ fn find(rest: &[Option<&str>], current: &str, depth: usize) -> Option<Interprete
         }
     }
     let start = exec?;
-    let inner = rest.get(start..).unwrap_or_default();
-    if inner.is_empty() || depth >= MAX_PREFIXES {
+    if depth >= MAX_PREFIXES {
         return Some(Interpreter::Prefix("find -exec"));
     }
-    command(inner, current, depth + 1)
+    command(rest.get(start..).unwrap_or_default(), current, depth + 1)
 }
 
 /// git: a value in `-c NAME=VALUE` before the subcommand (`core.sshCommand`, `alias.*` run

@@ -88,6 +88,9 @@ use super::{RefusedContext, TemplateError};
 ///    - `git`: its global options (`-c core.sshCommand=…`, a value that can be `-c…`), the
 ///      argument of `--exec`, `rebase -x`, `--upload-pack`, `--receive-pack`, `--extcmd`, and
 ///      every word after `submodule foreach`, `bisect run` and of `filter-branch`.
+///    - the command name itself (`${x} --version`, `nice ./bin/${x}`, `$(${x})`, after any
+///      prefix, `find -exec ${x} ;`): a value must not choose the program (`command -v ${x}`
+///      runs nothing and is accepted). The fix: `case ${x} in lint) ./lint.sh;; esac`.
 ///    - a shell or language name followed by an option anywhere in the command is judged
 ///      from there too, for wrappers the prefixes do not list (`docker exec c sh -c …`,
 ///      `kubectl exec p -- python3 -c …`).
@@ -102,6 +105,9 @@ use super::{RefusedContext, TemplateError};
 ///    - `sed` (its `e` command runs shell commands) and `jq`: the script or filter (the first
 ///      operand unless `-e`/`-f` give it), option arguments (but `jq --arg NAME VALUE`), and,
 ///      since both read options anywhere, any word that a value starts before `--`.
+///
+///    A here-string (`bash <<< "…"`) is judged as the command's next word; other
+///    redirection targets are file names.
 ///
 ///    Beyond the table it stays the script's choice, as `sh -c "$v"` is: a program that
 ///    evaluates an argument it does not know, a value piped into an interpreter, and a value
@@ -262,6 +268,9 @@ struct Command {
     refuse: Option<RefusedContext>,
     /// Whether the next word is the target of a redirection.
     redirect: bool,
+    /// Whether that redirection is bash's here-string `<<<`, whose word is the command's
+    /// standard input: judged as the command's next word (`bash <<< "…"` runs it).
+    here_string: bool,
     /// Whether it is bash's `declare`, `typeset` or `local`, whose `-i` makes variables
     /// integers: assignments to them are evaluated as arithmetic.
     declares: bool,
@@ -607,11 +616,13 @@ impl Lexer {
         let command = &mut frame.command;
         if command.redirect {
             command.redirect = false;
+            command.here_string = false;
             return;
         }
+        // `time` is judged as a prefix, and the word after `case` or `for` is no command.
         let keyword = command.words == 0
             && word.special_at.is_none()
-            && word.text != "time"
+            && !matches!(word.text.as_str(), "time" | "case" | "for")
             && KEYWORDS.contains(&word.text.as_str());
         let assignment = command.args.is_empty() && word.is_assignment();
         if !keyword && !assignment {
@@ -731,6 +742,8 @@ impl Lexer {
     /// (`sh -c "$(echo ${x})"`), again as code (rule 7).
     fn reparsed(&self) -> Option<Interpreter> {
         self.stack.iter().find_map(|f| match f {
+            // A redirection's target is a file name, not a word of the command.
+            Frame::Unquoted(frame) if frame.command.redirect && !frame.command.here_string => None,
             Frame::Unquoted(frame) => {
                 let before: Vec<Option<&str>> =
                     frame.command.args.iter().map(Option::as_deref).collect();
@@ -1290,6 +1303,9 @@ impl Lexer {
                     // bash's here-string: the next word is an ordinary word.
                     self.copy(i, k + 1);
                     self.i = k + 1;
+                    if let Some(frame) = self.frame() {
+                        frame.command.here_string = true;
+                    }
                 }
                 Some('-') => {
                     self.copy(i, k + 1);
@@ -1798,8 +1814,8 @@ mod tests {
     #[test]
     fn nesting_is_limited() {
         let ok = format!(
-            "{}${{x}}{}",
-            "$(".repeat(MAX_NESTING),
+            "{}echo ${{x}}{}",
+            "echo $(".repeat(MAX_NESTING),
             ")".repeat(MAX_NESTING)
         );
         assert!(ShellTemplate::parse(&ok).is_ok());
@@ -1903,6 +1919,10 @@ mod tests {
             "coproc sh -c \"${x}\"",
             "docker exec box sh -c \"ls ${x}\"",
             "kubectl exec pod -- python3 -c \"${x}\"",
+            "${x} --version",
+            "nice ./bin/${x}",
+            "FOO=1 \"${x}\"",
+            "echo $(${x})",
             "git -c core.sshCommand=${x} fetch",
             "git rebase -x \"make ${x}\" main",
             "git fetch --upload-pack=${x}",
@@ -1926,7 +1946,6 @@ mod tests {
             "/bin/sh -c 'printf %s \"$1\"' sh ${x} ${y}",
             "env FOO=${x} sh -c 'echo \"$FOO\"'",
             "sudo -u ${x} id",
-            "nice ${x}",
             "sh script.sh ${x}",
             ". ./lib.sh ${x}",
             "python3 -c 'import sys; print(sys.argv[1])' ${x}",
@@ -1947,6 +1966,13 @@ mod tests {
             "git commit -m \"checking ${x}\"",
             "grep -e ${x} -- file",
             "echo lint with bash ${file}",
+            "case ${x} in lint) ./lint.sh;; esac",
+            "for f in ${files}; do echo \"$f\"; done",
+            "> ${file} echo hi",
+            "FOO=${x} ./run.sh",
+            "command -v ${x}",
+            "cat <<< ${x}",
+            "timeout ${x} ./slow.sh",
             "git commit -q -m ${x}",
             "git log --format=%H -- ${file}",
             "git cherry-pick -x ${x}",
