@@ -191,7 +191,8 @@ fn hostile_data_reaches_run_and_argv_hooks_byte_exact() {
 /// Issue 28: a placeholder in an argument that a nested shell or interpreter parses again as
 /// code (`run: sh -c "echo checking ${tool_input.command}"`, fired with `$(touch pwned)`) is
 /// refused by `check` with the file, its line and the column in the text, and firing the
-/// event runs nothing of the value; the safe positional form passes the value verbatim.
+/// event runs nothing of the value (nor a value that names the program); the safe positional
+/// form passes the value verbatim.
 #[test]
 fn a_value_never_becomes_code_through_a_nested_interpreter() {
     let shell = "$(touch pwned)";
