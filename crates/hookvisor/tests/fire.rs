@@ -188,6 +188,109 @@ fn hostile_data_reaches_run_and_argv_hooks_byte_exact() {
     assert!(!ws.base().join("SENTINEL").exists());
 }
 
+/// Issue 28: a placeholder in an argument that a nested shell or interpreter parses again as
+/// code (`run: sh -c "echo checking ${tool_input.command}"`, fired with `$(touch pwned)`) is
+/// refused by `check` with the file, its line and the column in the text, and firing the
+/// event runs nothing of the value (nor a value that names the program); the safe positional
+/// form passes the value verbatim.
+#[test]
+fn a_value_never_becomes_code_through_a_nested_interpreter() {
+    let shell = "$(touch pwned)";
+    // (field and text, a fragment of the fix, the value)
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "run: sh -c \"echo checking ${v}\"",
+            "sh -c '… \"$1\"' _ ${v}",
+            shell,
+        ),
+        (
+            "run: bash -lc \"echo ${v}\"",
+            "bash -c '… \"$1\"' _ ${v}",
+            shell,
+        ),
+        ("run: /bin/sh -c \"echo ${v}\"", "\"$HOOKVISOR_V\"", shell),
+        ("run: env FOO=1 sh -c \"echo ${v}\"", "_ ${v}", shell),
+        ("argv: [sh, -c, \"echo ${v}\"]", "_ ${v}", shell),
+        (
+            "run: ssh -o BatchMode=yes localhost \"echo ${v}\"",
+            "standard input",
+            shell,
+        ),
+        ("run: echo a | xargs sh -c \"echo ${v}\"", "xargs", shell),
+        (
+            "run: find . -maxdepth 0 -exec sh -c \"echo ${v}\" \\;",
+            "_ ${v}",
+            shell,
+        ),
+        (
+            "run: python3 -c \"print('${v}')\"",
+            "HOOKVISOR_V",
+            "'); import os; os.system('touch pwned'); print('",
+        ),
+        (
+            "run: awk \"BEGIN { print \\\"${v}\\\" }\"",
+            "ENVIRON[\"HOOKVISOR_V\"]",
+            "\"; system(\"touch pwned\"); print \"",
+        ),
+        // A value that names the program runs what it names.
+        ("run: ${v} pwned", "case ${v} in", "touch"),
+    ];
+    for (field, fix, value) in cases {
+        let ws = Workspace::new();
+        yml(&ws, "gate", &format!("event: task.start\n{field}"));
+        let check = ws.hookvisor(&["check"]);
+        let out = String::from_utf8_lossy(&check.stdout).into_owned();
+        let path = ws.path().join(".discobot/hooks/gate.yml");
+        // The column of the `$` in the run text, or in the argv element `echo ${v}`.
+        let column = match field.strip_prefix("run: ") {
+            Some(run) => run[..run.find("${").unwrap()].chars().count() + 1,
+            None => 6,
+        };
+        let at = match field.starts_with("argv") {
+            true => format!("{}:3: argv: element 2, column {column}: ", path.display()),
+            false => format!("{}:3: run: line 1, column {column}: ", path.display()),
+        };
+        assert_eq!(code(&check), 1, "{field}: {out}");
+        let first = out.lines().next().unwrap_or_default();
+        assert!(first.starts_with(&at), "{field}: {first:?} lacks {at:?}");
+        assert!(first.contains("${v} is in "), "{field}: {first}");
+        assert!(first.contains(fix), "{field}: {first:?} lacks {fix:?}");
+        let data = serde_json::json!({ "v": value }).to_string();
+        let fired = ws.hookvisor(&["fire", "task.start", "--data", &data, "--json"]);
+        assert_eq!(code(&fired), 0, "{field}: {}", stderr(&fired));
+        assert!(!ws.path().join("pwned").exists(), "{field}: the value ran");
+        assert!(!ws.base().join("pwned").exists(), "{field}: the value ran");
+    }
+
+    // The safe forms the messages give pass the value verbatim and run none of it.
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "a-sh",
+        "event: task.start\nrun: bash -lc 'printf %s \"$1\" > sh.out' bash ${v}",
+    );
+    yml(
+        &ws,
+        "b-env",
+        "event: task.start\nrun: sh -c 'printf %s \"$HOOKVISOR_V\" > env.out'",
+    );
+    let check = ws.hookvisor(&["check"]);
+    assert_eq!(
+        code(&check),
+        0,
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let value = "$(touch pwned)`touch pwned`\"; touch pwned; #'";
+    let data = serde_json::json!({ "v": value }).to_string();
+    let fired = ws.hookvisor(&["fire", "task.start", "--data", &data, "--json"]);
+    assert_eq!(code(&fired), 0, "{}", stderr(&fired));
+    for file in ["sh.out", "env.out"] {
+        assert_eq!(fs::read_to_string(ws.path().join(file)).unwrap(), value);
+    }
+    assert!(!ws.path().join("pwned").exists());
+}
+
 #[test]
 fn when_true_runs_false_skips_and_an_error_fails() {
     let ws = Workspace::new();

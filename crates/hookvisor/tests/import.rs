@@ -852,6 +852,73 @@ fn a_single_quoted_placeholder_reaches_no_inner_shell() {
     );
 }
 
+/// Issue 28: a placeholder inside the double quotes of a `sh -c`/`bash -c` script, which the
+/// inner shell parses again, is refused at load with the source file's line and the safe
+/// form: iteratr's `sh -c "echo failed {{error}}"` fired with `$(touch PWNED)`, and nyzhi's
+/// `bash -c "wc -l {file}"` after Claude writes a file named `a.rs;touch X;#`, run nothing of
+/// the value; `hookvisor import` leaves both entries in place with the same reason.
+#[test]
+fn a_placeholder_in_a_nested_shell_script_is_refused_and_runs_nothing() {
+    let ws = Workspace::new();
+    ws.write(
+        ".iteratr.hooks.yml",
+        "version: 1\nhooks:\n  on_error:\n    - command: \"sh -c \\\"echo failed {{error}}\\\" >> trace\"\n    - command: \"sh -c 'echo said \\\"$1\\\" >> trace' _ {{error}}\"\n",
+    );
+    ws.write(
+        ".nyzhi/config.toml",
+        "[[agent.hooks]]\nevent = \"after_edit\"\ncommand = \"bash -c \\\"wc -l {file}\\\" > wc.out\"\npattern = \"*.rs\"\n",
+    );
+    let check = ws.hookvisor(&["check"]);
+    assert_eq!(code(&check), 1, "{}", stdout(&check));
+    let text = stdout(&check);
+    let iteratr = ws.path().join(".iteratr.hooks.yml");
+    let nyzhi = ws.path().join(".nyzhi/config.toml");
+    for (path, line, shell, name) in [(&iteratr, 4, "sh", "error"), (&nyzhi, 3, "bash", "file")] {
+        let want = format!("{}:{line}: command: line 1, column ", path.display());
+        let fix = format!("`{shell} -c '… \"$1\"' _ ${{{name}}}`");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&want) && l.contains(&fix)),
+            "{want} … {fix}: {text}"
+        );
+    }
+
+    let data = json!({"error": "$(touch PWNED)"}).to_string();
+    let out = ws.hookvisor(&["fire", "error", "--data", &data, "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!ws.path().join("PWNED").exists(), "the value ran as code");
+    // The safe positional form, accepted, passes it verbatim.
+    assert_eq!(
+        fs::read_to_string(ws.path().join("trace")).unwrap(),
+        "said $(touch PWNED)\n"
+    );
+
+    let name = "a.rs;touch X;#";
+    ws.write(name, "fn main() {}\n");
+    let mut input = fixture("post-tool-use.json");
+    input["tool_input"]["file_path"] = json!(format!("@WORKSPACE@/{name}"));
+    input["tool_response"]["filePath"] = json!(format!("@WORKSPACE@/{name}"));
+    let out = claude(&ws, &input);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!ws.path().join("X").exists(), "the file name ran as code");
+
+    let import = ws.hookvisor(&["import", "--print"]);
+    assert_eq!(code(&import), 1, "{}", stderr(&import));
+    for (file, line) in [(".iteratr.hooks.yml", 4), (".nyzhi/config.toml", 3)] {
+        let want = format!("{file}:{line}: left in place, not converted: command: line 1");
+        assert!(
+            stderr(&import).contains(&want),
+            "{want}: {}",
+            stderr(&import)
+        );
+    }
+    assert!(
+        !stdout(&import).contains("failed ${error}"),
+        "{}",
+        stdout(&import)
+    );
+}
+
 /// Import review F4: the owner is found through a wrapper (`env A=1 iteratr`), so iteratr's
 /// hooks do not run twice; an `--owner` no tool has is a usage error, not a silent no-op.
 #[test]

@@ -511,6 +511,7 @@ fn argv(items: Option<&Vec<String>>, line: usize) -> Result<Vec<String>, Problem
             )));
         }
     }
+    crate::template::check_argv(items).map_err(|error| refuse(error.to_string()))?;
     Ok(items.clone())
 }
 

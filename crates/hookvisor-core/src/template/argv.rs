@@ -67,6 +67,39 @@ where
     Ok(out)
 }
 
+/// Refuses an `argv:` list with a placeholder in an argument its program parses again as
+/// code (`[sh, -c, "echo ${x}"]`): the table of [`ShellTemplate`](super::ShellTemplate)'s
+/// rule 7, the same as for `run:`. Checked at load.
+pub fn check_argv(argv: &[String]) -> Result<(), TemplateError> {
+    let mut before: Vec<Option<&str>> = Vec::with_capacity(argv.len());
+    for (index, element) in argv.iter().enumerate() {
+        let mut literal = String::new();
+        let mut column = 1;
+        for piece in Pieces::new(element) {
+            match piece {
+                Piece::Literal(text) => {
+                    literal.push_str(text);
+                    column += text.chars().count();
+                }
+                Piece::Reference(name) => {
+                    if let Some(program) = super::interpreter::reparsed(&before, &literal) {
+                        return Err(TemplateError::ArgvInterpreter {
+                            index,
+                            column,
+                            name,
+                            program,
+                        });
+                    }
+                    break;
+                }
+            }
+        }
+        let plain = super::references(element).is_empty();
+        before.push(plain.then_some(element.as_str()));
+    }
+    Ok(())
+}
+
 /// The run-time error for a name the lookup does not know.
 fn unknown(name: &str, index: usize) -> TemplateError {
     TemplateError::Unknown {
@@ -117,6 +150,45 @@ mod tests {
         for (argv, want) in table {
             let want: Vec<OsString> = want.iter().map(|b| os(b)).collect();
             assert_eq!(expand(argv).unwrap(), want, "{argv:?}");
+        }
+    }
+
+    /// `argv:` is judged by the table of `run:` (rule 7 of `ShellTemplate`): the element and
+    /// column of the refused placeholder; values after the script are safe.
+    #[test]
+    fn interpreters_refuse_values_in_their_code() {
+        let refused: &[(&[&str], usize, usize)] = &[
+            (&["sh", "-c", "echo ${x}"], 2, 6),
+            (&["/bin/bash", "-lc", "${x}"], 2, 1),
+            (&["env", "A=1", "sh", "-c", "x${x}"], 4, 2),
+            (&["ssh", "host", "ls", "${x}"], 3, 1),
+            (&["xargs", "-0", "echo", "${x}"], 3, 1),
+            (&["python3", "-c", "print('${x}')"], 2, 8),
+            (&["awk", "BEGIN { print \"${x}\" }"], 1, 16),
+            (&["find", ".", "-exec", "sh", "-c", "${x}", ";"], 5, 1),
+            (&["env", "EDITOR=${x}", "git", "commit"], 1, 8),
+        ];
+        for (argv, index, column) in refused {
+            let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
+            match check_argv(&argv) {
+                Err(TemplateError::ArgvInterpreter {
+                    index: i,
+                    column: c,
+                    ..
+                }) => assert_eq!((i, c), (*index, *column), "{argv:?}"),
+                other => panic!("{argv:?}: {other:?}"),
+            }
+        }
+        let accepted: &[&[&str]] = &[
+            &["sh", "-c", "printf %s \"$1\"", "sh", "${x}"],
+            &["python3", "-c", "import sys", "${x}"],
+            &["prettier", "--write", "${file}"],
+            &["env", "A=${x}", "sh", "-c", "echo \"$A\""],
+            &["find", ".", "-name", "${x}", "-exec", "rm", "{}", ";"],
+        ];
+        for argv in accepted {
+            let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
+            assert_eq!(check_argv(&argv), Ok(()), "{argv:?}");
         }
     }
 

@@ -20,10 +20,13 @@
 //!    the lexer cannot classify are load errors with line and column; the full list is in
 //!    [`ShellTemplate`]'s doc. Unlike §4.1 rule 1, a placeholder inside `'…'` is refused,
 //!    not rewritten: that text is usually another program's (`sh -c '…'`, awk), which would
-//!    parse the value again.
+//!    parse the value again. So is a placeholder in any argument a known program parses again
+//!    as code (`sh -c "echo ${x}"`, `python3 -c`, awk's program, `ssh`, `xargs`; the table is
+//!    [`ShellTemplate`]'s rule 7).
 //! 4. **`argv:`** ([`expand_argv`], §4.1 rule 2): a placeholder expands within its element,
 //!    never splitting it; an element that is exactly one list placeholder becomes one element
-//!    per item.
+//!    per item. [`check_argv`] refuses a placeholder by the same table as `run:` (`[sh, -c,
+//!    "echo ${x}"]`), at load.
 //! 5. **Unknown names** (§4.1 rule 5, §5 rule 20): the names a template uses are listed
 //!    ([`ShellTemplate::references`], [`references`]) so `check` can warn at load; at run time
 //!    an unknown name is an error ([`TemplateError::Unknown`]), never an empty value. For
@@ -49,6 +52,7 @@
 //! [`ShellTemplate`]: crate::template::ShellTemplate
 //! [`ShellTemplate::references`]: crate::template::ShellTemplate::references
 //! [`expand_argv`]: crate::template::expand_argv
+//! [`check_argv`]: crate::template::check_argv
 //! [`references`]: crate::template::references
 //! [`TemplateError::Unknown`]: crate::template::TemplateError::Unknown
 
@@ -57,10 +61,12 @@
 use std::fmt;
 
 mod argv;
+mod interpreter;
 pub(crate) mod names;
 mod shell;
 
-pub use argv::{Value, expand_argv};
+pub use argv::{Value, check_argv, expand_argv};
+pub use interpreter::Interpreter;
 pub(crate) use names::json_references;
 pub use names::{env_name, nul_env_name, references};
 pub use shell::ShellTemplate;
@@ -121,6 +127,22 @@ pub enum TemplateError {
         /// The limit.
         limit: usize,
     },
+    /// An `argv:` placeholder in an argument the program parses again as code (the table of
+    /// [`ShellTemplate`]'s rule 7).
+    #[error(
+        "element {index}, column {column}: ${{{name}}} is {program}; {fix}",
+        fix = program.fix(.name, &env_name(.name))
+    )]
+    ArgvInterpreter {
+        /// 0-based index of the `argv:` element.
+        index: usize,
+        /// 1-based column (in characters) of the placeholder's `$` in the element.
+        column: usize,
+        /// The lower-cased name.
+        name: String,
+        /// The program that would parse it.
+        program: Interpreter,
+    },
     /// An `argv:` name the lookup does not know, at run time (§5 rule 20).
     #[error(
         "argv element {index}: ${{{name}}} is no template variable of this event; fix the \
@@ -167,6 +189,9 @@ pub enum RefusedContext {
     /// A variable name: the operand of `-v` (`[ -v …]`, `test`, `printf`), `unset`, `read`,
     /// `declare -n`, whose subscript bash evaluates as arithmetic.
     VariableName,
+    /// An argument a program parses again as code (`sh -c`, `python3 -c`, awk's program,
+    /// `ssh`, `xargs`, …; the table is in [`ShellTemplate`]'s rule 7).
+    Interpreter(Interpreter),
 }
 
 impl fmt::Display for RefusedContext {
@@ -186,7 +211,7 @@ impl fmt::Display for RefusedContext {
                  text"
             }
             RefusedContext::CodeVariable => {
-                "assigned to a variable whose value the shell runs as code"
+                "assigned to a variable whose value a shell or a program runs as code"
             }
             RefusedContext::AnsiC => "inside a $'…' string",
             RefusedContext::SingleQuoted => {
@@ -201,6 +226,7 @@ impl fmt::Display for RefusedContext {
             RefusedContext::VariableName => {
                 "used as a variable name, whose subscript bash evaluates as arithmetic"
             }
+            RefusedContext::Interpreter(program) => return program.fmt(f),
         })
     }
 }
@@ -245,6 +271,7 @@ fn fix_for(context: &RefusedContext, name: &str) -> String {
             "set v=${{{name}}} first and check it is a plain name (case $v in ''|*[!A-Za-z0-9_]*) \
              exit 1;; esac) before using \"$v\" as one"
         ),
+        RefusedContext::Interpreter(program) => program.fix(name, &env_name(name)),
     }
 }
 
@@ -486,7 +513,7 @@ mod tests {
                     let width = lines.get(line - 1).map_or(0, |l| l.chars().count());
                     proptest::prop_assert!(column >= 1 && column <= width + 1);
                 }
-                Err(e @ TemplateError::Unknown { .. }) => {
+                Err(e @ (TemplateError::Unknown { .. } | TemplateError::ArgvInterpreter { .. })) => {
                     proptest::prop_assert!(false, "{e}");
                 }
             }

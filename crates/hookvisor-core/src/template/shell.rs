@@ -1,7 +1,8 @@
 //! The `run:` lexer: rewrites each `${name}` of a `sh -c` script by its quoting context, or
-//! refuses the script (EVENTS.md §4.1 rule 1, §5 rule 20). The rules are in the doc of
-//! [`ShellTemplate`].
+//! refuses the script (EVENTS.md §4.1 rule 1, §5 rule 20), also where a program the script
+//! runs would parse the value again as code. The rules are in the doc of [`ShellTemplate`].
 
+use super::interpreter::{self, CODE_VARIABLES, Interpreter};
 use super::names::{is_valid_name, push_unique};
 use super::{RefusedContext, TemplateError};
 
@@ -34,7 +35,9 @@ use super::{RefusedContext, TemplateError};
 ///    `$'`), inside arithmetic `$((…))`, inside `$'…'`, or anywhere in a command whose first
 ///    word is `eval`, `trap` or `alias` (after prefix assignments, `command`/`builtin`/`exec`/
 ///    `time` and their options such as `-p` and `--`), or in an assignment to a variable whose
-///    value a shell runs (`PS1`–`PS4`, `PROMPT_COMMAND`, `ENV`, `BASH_ENV`, also after
+///    value a shell or a program runs (`PS1`–`PS4`, `PROMPT_COMMAND`, `ENV`, `BASH_ENV`,
+///    `GIT_SSH_COMMAND`, `EDITOR`, `PAGER`, `NODE_OPTIONS`, `LD_PRELOAD`, `PATH`, …; the list
+///    is `CODE_VARIABLES` of `interpreter.rs`, also for `argv:` after `env`), also after
 ///    `export` or `env`). Two refusals are judged on the whole script, since the lexer cannot
 ///    follow them: any placeholder in a script with an unquoted `$'` (bash reads `$'…'` as
 ///    one string, dash — `/bin/sh` on Debian — as `$` and a single-quoted string, so the
@@ -59,6 +62,56 @@ use super::{RefusedContext, TemplateError};
 /// 6. Scripts the lexer finds unterminated (a quote, `$(`, backticks, `$((`) are refused
 ///    only when they have a placeholder; without one the text is passed on unchanged and sh
 ///    reports its own syntax errors.
+/// 7. A placeholder in an argument that the program a command runs parses again as code is
+///    a load error, in any quoting (`sh -c "echo ${x}"` would have the inner shell parse
+///    `$(…)` in the value), and also inside a `$(…)` within such an argument. The same table
+///    judges `argv:` ([`check_argv`](super::check_argv)); it lives in `interpreter.rs`. The
+///    command's words are judged as sh splits them; a word with an expansion is unknown,
+///    and where the table cannot tell, it refuses:
+///    - shells (`sh`, `bash`, `zsh`, `dash`, `ksh`, `mksh`, `ash`, `yash`, `fish`, `csh`,
+///      `tcsh`, `.`, `source`; by base name, so `/bin/sh` too; a command name with an
+///      expansion given a `-c`, as `$SHELL -c`): the options (`-c`, `-ec`, `-lc`; `-o NAME`,
+///      `--rcfile FILE` take one word) and the script (with `-c`) or script file, the first
+///      other word. The words after it are positional parameters and safe: `sh -c '…
+///      "$1"' _ ${x}` is the fix the message gives.
+///    - prefixes, whose own options, operands (`timeout DURATION`, `chroot DIR`) and
+///      `NAME=VALUE` words (`env`, `sudo`) are skipped to judge the command after them:
+///      `env`, `sudo`, `doas`, `timeout`, `nice`, `ionice`, `stdbuf`, `time`, `exec`,
+///      `chroot`, `command`, `builtin`, `nohup`, `setsid`, `busybox`, `unbuffer`, `coproc`. A value in
+///      the options of `env`, `sudo` or `doas` is refused (`env -S…`, `sudo -s` run a
+///      command line), and so is every argument after `env -S`, `sudo -s`/`-i`, `doas -s`.
+///    - programs that run their arguments as a command line: every argument of `ssh`, `scp`,
+///      `rsync`, `xargs`, `watch`, `su`, `runuser`, `sg`, `flock`, `script`, `parallel`,
+///      `make`, `tmux`, `screen`.
+///    - `find`: the words of `-exec`/`-execdir`/`-ok`/`-okdir` up to `;` or `+` are a command
+///      judged by this table; a value as its program is refused.
+///    - `git`: its global options (`-c core.sshCommand=…`, a value that can be `-c…`), the
+///      argument of `--exec`, `rebase -x`, `--upload-pack`, `--receive-pack`, `--extcmd`, and
+///      every word after `submodule foreach`, `bisect run` and of `filter-branch`.
+///    - the command name itself (`${x} --version`, `nice ./bin/${x}`, `$(${x})`, after any
+///      prefix, `find -exec ${x} ;`): a value must not choose the program (`command -v ${x}`
+///      runs nothing and is accepted). The fix: `case ${x} in lint) ./lint.sh;; esac`.
+///    - a shell or language name followed by an option anywhere in the command is judged
+///      from there too, for wrappers the prefixes do not list (`docker exec c sh -c …`,
+///      `kubectl exec p -- python3 -c …`).
+///    - languages (`python*`, `pypy`, `perl`, `ruby`, `node`, `bun`, `deno`, `php`, `lua*`,
+///      `Rscript`, `osascript`, `expect`, `tclsh`): the options, the code of `-c`/`-e`/`-E`/
+///      `-p`/`-r`/`--eval` and the script file; after the code, an argument a value starts is
+///      refused before `--` (perl and node read it as an option; python's `-c` and `-m` end the
+///      options). With perl's `-n`/`-p`/`-i` every argument is refused: its `<>` opens a file
+///      named `|cmd` by running cmd.
+///    - awk (`awk`, `gawk`, `mawk`, `nawk`): the options (`-v var=…`, whose escapes awk
+///      processes; `-f`/`-E` name the program) and the program; operands after it are safe.
+///    - `sed` (its `e` command runs shell commands) and `jq`: the script or filter (the first
+///      operand unless `-e`/`-f` give it), option arguments (but `jq --arg NAME VALUE`), and,
+///      since both read options anywhere, any word that a value starts before `--`.
+///
+///    A here-string (`bash <<< "…"`) is judged as the command's next word; other
+///    redirection targets are file names.
+///
+///    Beyond the table it stays the script's choice, as `sh -c "$v"` is: a program that
+///    evaluates an argument it does not know, a value piped into an interpreter, and a value
+///    starting with `-` that a program reads as one of its options.
 ///
 /// The lexer follows POSIX sh: quotes, backslash escapes and line continuations, `$(…)`
 /// nesting with `case` patterns, comments, here-documents (several per line, `<<-`), `$$`
@@ -145,18 +198,6 @@ enum Quoting {
 /// How many `"…"` and `$(…)` may be open at once.
 const MAX_NESTING: usize = 64;
 
-/// Variables whose value sh or bash expands and runs (prompts under `set -x` or
-/// interactively, startup files named after expansion).
-const CODE_VARIABLES: &[&str] = &[
-    "PS1",
-    "PS2",
-    "PS3",
-    "PS4",
-    "PROMPT_COMMAND",
-    "ENV",
-    "BASH_ENV",
-];
-
 /// Reserved words that keep the lexer in command position (the next word is a command name).
 const KEYWORDS: &[&str] = &[
     "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "in", "case",
@@ -227,6 +268,9 @@ struct Command {
     refuse: Option<RefusedContext>,
     /// Whether the next word is the target of a redirection.
     redirect: bool,
+    /// Whether that redirection is bash's here-string `<<<`, whose word is the command's
+    /// standard input: judged as the command's next word (`bash <<< "…"` runs it).
+    here_string: bool,
     /// Whether it is bash's `declare`, `typeset` or `local`, whose `-i` makes variables
     /// integers: assignments to them are evaluated as arithmetic.
     declares: bool,
@@ -249,6 +293,9 @@ struct Command {
     operand_v: bool,
     /// Whether the previous word was `for`: the word being read is the loop variable.
     for_name: bool,
+    /// Its words from the command name on (keywords and leading assignments left out), each
+    /// `None` when it has an expansion: what [`interpreter::reparsed`] judges.
+    args: Vec<Option<String>>,
 }
 
 /// An unquoted context: the script itself or a `$(…)`.
@@ -521,6 +568,9 @@ impl Lexer {
         if self.in_code_variable() {
             return Err(self.unclassifiable(at, &name, RefusedContext::CodeVariable));
         }
+        if let Some(program) = self.reparsed() {
+            return Err(self.unclassifiable(at, &name, RefusedContext::Interpreter(program)));
+        }
         if self.in_subst() {
             if self.subst_quoted {
                 return Err(self.unclassifiable(at, &name, RefusedContext::QuotedSubstitution));
@@ -566,7 +616,18 @@ impl Lexer {
         let command = &mut frame.command;
         if command.redirect {
             command.redirect = false;
+            command.here_string = false;
             return;
+        }
+        // `time` is judged as a prefix, and the word after `case` or `for` is no command.
+        let keyword = command.words == 0
+            && word.special_at.is_none()
+            && !matches!(word.text.as_str(), "time" | "case" | "for")
+            && KEYWORDS.contains(&word.text.as_str());
+        let assignment = command.args.is_empty() && word.is_assignment();
+        if !keyword && !assignment {
+            let text = (!word.expansion).then(|| word.text.clone());
+            command.args.push(text);
         }
         // Only the one word right after `-v` is its operand.
         command.operand_v = false;
@@ -674,6 +735,21 @@ impl Lexer {
                         && self.is_arithmetic_word(&frame.word))
             }
             Frame::Double(_) => false,
+        })
+    }
+
+    /// The program that would parse the word being read, in this frame or one around it
+    /// (`sh -c "$(echo ${x})"`), again as code (rule 7).
+    fn reparsed(&self) -> Option<Interpreter> {
+        self.stack.iter().find_map(|f| match f {
+            // A redirection's target is a file name, not a word of the command.
+            Frame::Unquoted(frame) if frame.command.redirect && !frame.command.here_string => None,
+            Frame::Unquoted(frame) => {
+                let before: Vec<Option<&str>> =
+                    frame.command.args.iter().map(Option::as_deref).collect();
+                interpreter::reparsed(&before, &frame.word.text)
+            }
+            Frame::Double(_) => None,
         })
     }
 
@@ -1227,6 +1303,9 @@ impl Lexer {
                     // bash's here-string: the next word is an ordinary word.
                     self.copy(i, k + 1);
                     self.i = k + 1;
+                    if let Some(frame) = self.frame() {
+                        frame.command.here_string = true;
+                    }
                 }
                 Some('-') => {
                     self.copy(i, k + 1);
@@ -1613,6 +1692,8 @@ mod tests {
             ("trap \"echo ${x}\" EXIT", Eval, 1, 12),
             ("alias a='echo '${x}", Eval, 1, 16),
             ("BASH_ENV=${x} bash -c :", CodeVariable, 1, 10),
+            ("GIT_SSH_COMMAND=\"${x}\" git fetch", CodeVariable, 1, 18),
+            ("env EDITOR=${x} git commit", CodeVariable, 1, 12),
             ("export PS4=\"+ ${x}\"", CodeVariable, 1, 15),
             ("env ENV=$(echo ${x}) sh", CodeVariable, 1, 16),
             // bash's arithmetic contexts, where `a[$(cmd)]` in a value would run cmd.
@@ -1733,8 +1814,8 @@ mod tests {
     #[test]
     fn nesting_is_limited() {
         let ok = format!(
-            "{}${{x}}{}",
-            "$(".repeat(MAX_NESTING),
+            "{}echo ${{x}}{}",
+            "echo $(".repeat(MAX_NESTING),
             ")".repeat(MAX_NESTING)
         );
         assert!(ShellTemplate::parse(&ok).is_ok());
@@ -1775,6 +1856,157 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Rule 7: a placeholder where a program parses it again as code is refused with its
+    /// column (the first table); the safe forms, values after the script or code, as data of
+    /// an option, or in a prefix's assignment, are accepted (the second).
+    #[test]
+    fn interpreters_refuse_values_in_their_code() {
+        // Each has one placeholder, the one refused.
+        let refused = [
+            "sh -c \"echo checking ${tool_input.command}\"",
+            "bash -lc \"wc -l ${file}\"",
+            "bash -ec \"$(echo ${x})\"",
+            "/bin/sh -c \"echo ${x}\"",
+            "env FOO=1 sh -c \"echo ${x}\"",
+            "env -u HOME -- /usr/bin/bash -c \"echo ${x}\"",
+            "command sudo -u bob nice -n 5 timeout -s KILL 10 zsh -c \"${x}\"",
+            "nohup setsid stdbuf -oL dash -c \"${x}\" &",
+            "busybox sh -c \"${x}\"",
+            "bash -o pipefail -c \"${x}\"",
+            "sh ${x}",
+            "sh -c ${x}",
+            "sh -- ${x} a",
+            "$SHELL -c \"echo ${x}\"",
+            "ssh host \"ls ${dir}\"",
+            "ssh host ls -- ${dir}",
+            "xargs sh -c \"echo ${x}\"",
+            "echo a | xargs -0 echo ${x}",
+            "find . -name '*.rs' -exec sh -c \"rustfmt ${x}\" \\;",
+            "find . -exec ${x} {} +",
+            "watch \"ls ${x}\"",
+            "su bob -c \"id ${x}\"",
+            "runuser -u bob -- sh -c \"${x}\"",
+            "sudo -s echo ${x}",
+            "env -S\"sh -c\" ${x}",
+            "env ${x} sh -c 'echo hi'",
+            "make test FILE=${x}",
+            "python3 -c \"print('${x}')\"",
+            "python3 ${x}",
+            "python3 -W ignore -c \"${x}\"",
+            "perl -e \"print ${x}\"",
+            "perl -e 'print @ARGV' ${x}",
+            "perl -ne 'print' -- ${x}",
+            "ruby -e \"${x}\"",
+            "node -e \"${x}\"",
+            "node --eval=\"${x}\"",
+            "php -r \"${x}\"",
+            "lua -e 'print(1)' -- ${x}",
+            "awk \"BEGIN { print \\\"${x}\\\" }\"",
+            "awk -v v=${x} '{ print v }'",
+            "gawk -F: -f prog.awk ${x}",
+            "sed \"s/a/${x}/\"",
+            "sed -e 's/a/b/' ${x}",
+            "jq \".${x}\"",
+            "jq -L ${x} .",
+            "timeout 5 sh -c \"${x}\"",
+            "exec bash -c \"${x}\"",
+            "time sh -c \"${x}\"",
+            "if sh -c \"${x}\"; then :; fi",
+            "echo \"$(sh -c \"${x}\")\"",
+            "bash <<< \"echo ${x}\"",
+            "coproc sh -c \"${x}\"",
+            "docker exec box sh -c \"ls ${x}\"",
+            "kubectl exec pod -- python3 -c \"${x}\"",
+            "${x} --version",
+            "nice ./bin/${x}",
+            "FOO=1 \"${x}\"",
+            "echo $(${x})",
+            "git -c core.sshCommand=${x} fetch",
+            "git rebase -x \"make ${x}\" main",
+            "git fetch --upload-pack=${x}",
+            "git submodule foreach \"echo ${x}\"",
+        ];
+        for text in refused {
+            let column = text[..text.find("${").unwrap()].chars().count() + 1;
+            match ShellTemplate::parse(text) {
+                Err(TemplateError::Unclassifiable {
+                    line: 1,
+                    column: got,
+                    context: RefusedContext::Interpreter(_),
+                    ..
+                }) => assert_eq!(got, column, "{text}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        let accepted = [
+            "sh -c 'echo \"$1\"' _ ${x}",
+            "bash -lc 'wc -l \"$1\"' bash ${file}",
+            "/bin/sh -c 'printf %s \"$1\"' sh ${x} ${y}",
+            "env FOO=${x} sh -c 'echo \"$FOO\"'",
+            "sudo -u ${x} id",
+            "sh script.sh ${x}",
+            ". ./lib.sh ${x}",
+            "python3 -c 'import sys; print(sys.argv[1])' ${x}",
+            "python3 -m json.tool ${file}",
+            "python3 check.py ${file}",
+            "perl -e 'print @ARGV' -- ${x}",
+            "node -e 'console.log(process.argv[1])' -- ${x}",
+            "awk '{ print ENVIRON[\"HOOKVISOR_X\"] }' ${file}",
+            "awk -f prog.awk -- ${file}",
+            "sed -e 's/a/b/' -- ${file}",
+            "sed -n 's/a/b/p' ./${file}",
+            "jq -n --arg v ${x} '$v'",
+            "jq . -- ${file}",
+            "find . -name ${x} -exec rm {} \\;",
+            "find . -exec grep -l pattern {} + -name ${x}",
+            "echo ${x} | grep sh",
+            "printf '%s' ${x} sh -c",
+            "git commit -m \"checking ${x}\"",
+            "grep -e ${x} -- file",
+            "echo lint with bash ${file}",
+            "case ${x} in lint) ./lint.sh;; esac",
+            "for f in ${files}; do echo \"$f\"; done",
+            "> ${file} echo hi",
+            "FOO=${x} ./run.sh",
+            "command -v ${x}",
+            "cat <<< ${x}",
+            "timeout ${x} ./slow.sh",
+            "git commit -q -m ${x}",
+            "git log --format=%H -- ${file}",
+            "git cherry-pick -x ${x}",
+        ];
+        for text in accepted {
+            assert!(ShellTemplate::parse(text).is_ok(), "{text}");
+        }
+    }
+
+    /// The safe positional form passes the value verbatim through the inner shell, and the
+    /// refusal names it.
+    #[test]
+    fn the_interpreter_fix_passes_values_as_arguments() {
+        let err = ShellTemplate::parse("sh -c \"echo ${x}\"").unwrap_err();
+        assert!(
+            err.to_string().contains("sh -c '… \"$1\"' _ ${x}")
+                && err.to_string().contains("\"$HOOKVISOR_X\""),
+            "{err}"
+        );
+        let t = ShellTemplate::parse("bash -lc 'printf %s \"$1\" > out' bash ${x}").unwrap();
+        let value = "$(touch PWN)`touch PWN`\";touch PWN;#";
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(t.script())
+            .env("HOOKVISOR_X", value)
+            .current_dir(dir.path())
+            .status();
+        // bash may be missing on some systems.
+        if status.is_ok_and(|s| s.success()) {
+            let out = std::fs::read_to_string(dir.path().join("out")).unwrap();
+            assert_eq!(out, value);
+        }
+        assert!(!dir.path().join("PWN").exists());
     }
 
     /// Review finding 3's fix, as its message gives it, with real shells: the value reaches
