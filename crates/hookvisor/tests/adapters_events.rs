@@ -810,6 +810,8 @@ fn a_when_the_model_cannot_let_be_evaluated_denies_claudes_tool_call() {
             "{limit}: {reason}"
         );
     }
+}
+
 /// A fixture of `agent` with its `cwd` moved to `dir` (relative to the workspace), as the
 /// clients send it after the model ran `cd dir` (Claude Code, on every later event) or a call
 /// with that working directory (Codex).
