@@ -9,7 +9,14 @@
 //!    runs the phase-1 file hooks with the `event: turn.end` hooks, through this module's runner
 //!    for the latter (steps 5–8), and whose report gives the reply. Other phase-1 hooks
 //!    ([`Discovery::hooks`]) are not run here: `session.start` and `commit.before` keep their
-//!    phase-1 runners, and firing one of those events runs only its event hooks.
+//!    phase-1 runners, and firing one of those events runs only its event hooks. A **gate
+//!    fails closed on a hook file that does not load** ([`Discovery::unloaded_gate`]): when a
+//!    file of the hooks directories may be a hook of this gate ([`Binds`]: its front matter
+//!    names the event, or does not parse, or the file cannot be read), the event blocks before
+//!    any hook runs, the reason naming the file, its line and error, and the fix. Whatever its
+//!    `tool:` or `pattern:` would have said. A notice runs without it (the commands warn), and
+//!    so does `turn.end`, whose evaluation re-prompts for the files the model broke (its
+//!    step 7). A file that can be no hook (neither `#!` nor `.yml`/`.yaml`) binds nothing.
 //! 2. **Tool** (§5 rule 6). A hook with `tool:` runs only when `data.tool_name` is a string it
 //!    matches: `*` matches every call (also one without a tool name), a `|`-list matches its
 //!    exact names (a name with `*` as a glob); anything else is a regex over the whole name.
@@ -78,6 +85,8 @@
 //! [`EvalReport::reply`]: crate::EvalReport::reply
 //! [`Firing::max_attempts`]: crate::fire::Firing::max_attempts
 //! [`Discovery::hooks`]: crate::Discovery::hooks
+//! [`Discovery::unloaded_gate`]: crate::Discovery::unloaded_gate
+//! [`Binds`]: crate::Binds
 //! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
 //! [`Outcome`]: crate::decision::Outcome
 //! [`Payload::lookup`]: crate::payload::Payload::lookup
@@ -282,6 +291,17 @@ pub(crate) fn fire_hooks(
             .filter(move |h| h.spec.phase == phase && selected(h, firing))
     };
     let mut outcome = Outcome::new();
+    // Step 1: a gate whose hook file does not load fails closed, before any hook runs.
+    if let Some(problem) = discovery.unloaded_gate(&firing.event) {
+        let reason = format!(
+            "{}: {}; this hook file does not load, so {} is blocked: fix the hook file or \
+             remove it (`hookvisor check` shows the error)",
+            problem.source(&ctx.workspace),
+            problem.kind,
+            firing.event
+        );
+        outcome.push(Judgment::from(Verdict::Block { reason }));
+    }
     let mut results = Vec::new();
     // Values of earlier actions, for every later hook of this firing (crate::produced).
     let mut earlier = Earlier::default();

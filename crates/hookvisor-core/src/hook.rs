@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::decision::UnknownWord;
-use crate::event::{EventSpec, UnknownEvent};
+use crate::event::{Event, EventSpec, UnknownEvent};
 use crate::frontmatter::FrontMatterError;
 use crate::pattern::{Pattern, PatternError};
 use crate::template::TemplateError;
@@ -237,6 +237,52 @@ pub struct Problem {
     /// hooks: the front matter's `type` when the front matter can be read, else `pre-commit`
     /// when the file mentions it (a commit must hear of a pre-commit hook it will not run).
     pub declared: Option<HookKind>,
+    /// The event the file meant to bind, for the gates that fail closed on it
+    /// ([`crate::fire`]'s step 1).
+    pub binds: Binds,
+}
+
+/// Which event a file that does not load meant to bind, read as far as its head allows: a
+/// gate of that event blocks rather than run without it ([`crate::fire`]'s step 1).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Binds {
+    /// Nothing says it is a hook: a file that is neither a script (`#!`) nor a `.yml`/`.yaml`
+    /// (a README, an editor's backup), one without front matter or naming neither `event`
+    /// nor `type`, or a problem that is no hook file's (the config, an imported source).
+    #[default]
+    Nothing,
+    /// The event its front matter names (by `event`, else by its phase-1 `type`).
+    Event(Event),
+    /// Any event: a hook whose front matter does not parse, whose `event` or `type` is none
+    /// hookvisor knows, or a file (or the directory) that cannot be read.
+    Any,
+}
+
+impl Binds {
+    /// What a hook file's head `text` says it binds; `hook_like` when the file is a script or a
+    /// `.yml`/`.yaml` (only those can be hooks).
+    pub(crate) fn of_head(text: &str, hook_like: bool) -> Binds {
+        if !hook_like {
+            return Binds::Nothing;
+        }
+        // CRs dropped, as `declared` reads them: a CRLF file still says its event.
+        match crate::frontmatter::parse(&text.replace('\r', "")) {
+            Ok(fields) => {
+                let event = fields.get("event").map(|e| e.trim().parse::<Event>().ok());
+                let kind = || {
+                    let kind = fields.get("type")?.trim().parse::<HookKind>().ok();
+                    Some(kind.map(Event::of_kind))
+                };
+                match event.or_else(kind) {
+                    Some(Some(event)) => Binds::Event(event),
+                    Some(None) => Binds::Any,
+                    None => Binds::Nothing,
+                }
+            }
+            Err(FrontMatterError::Missing) => Binds::Nothing,
+            Err(_) => Binds::Any,
+        }
+    }
 }
 
 impl Problem {
@@ -244,6 +290,15 @@ impl Problem {
     /// not be read at all, so nothing says it is not.
     pub fn may_be(&self, kind: HookKind) -> bool {
         self.declared == Some(kind) || self.kind.hides_the_file()
+    }
+
+    /// Whether the file may be a hook of `event`, whose gate then blocks ([`Binds`]).
+    pub fn may_bind(&self, event: &Event) -> bool {
+        match &self.binds {
+            Binds::Nothing => false,
+            Binds::Event(bound) => bound == event,
+            Binds::Any => true,
+        }
     }
 
     /// Where the problem is as `relative/path[:line]` from `workspace`, as a hook's
@@ -763,6 +818,7 @@ mod tests {
             path: PathBuf::from("/hooks/a.yml"),
             kind,
             declared: None,
+            binds: Binds::Nothing,
         };
         let with_line = problem(ProblemKind::RunAndArgv { line: 4 });
         assert_eq!(
@@ -785,6 +841,7 @@ mod tests {
             path: PathBuf::from(std::ffi::OsStr::from_bytes(b"/hooks/bad\xff.sh")),
             kind: ProblemKind::NameNotUtf8,
             declared: None,
+            binds: Binds::Nothing,
         };
         assert_eq!(
             serde_json::to_value(&problem).unwrap(),

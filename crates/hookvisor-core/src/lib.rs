@@ -168,7 +168,7 @@ pub use file_watch::{FileWatch, FileWatchError, WatchedFile};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
 pub use git_action::{AddMode, GitCommit, GitFieldError, GitPush, KEPT_VARIABLES, RefError};
-pub use hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
+pub use hook::{Binds, Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
 pub use leftovers::{become_subreaper, kill_children};
 pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};

@@ -342,6 +342,7 @@ mod tests {
             path: path.into(),
             kind: crate::hook::ProblemKind::Reported(reason.into()),
             declared: None,
+            binds: Default::default(),
         };
         let one = [problem(
             ".discobot/hooks/x.sh",

@@ -812,6 +812,36 @@ fn a_when_the_model_cannot_let_be_evaluated_denies_claudes_tool_call() {
     }
 }
 
+/// A gate's hook file that does not load denies Claude's tool call (issue 28), where it used
+/// to be skipped with a warning: the reason names the file and the error.
+#[test]
+fn a_gate_hook_that_cannot_be_loaded_denies_claudes_tool_call() {
+    let ws = Workspace::git();
+    hook(
+        &ws,
+        "tool.before",
+        "run: sh -c \"echo checking ${tool_input.command}\"\n",
+    );
+    let input = json!({
+        "session_id": "8f3a2c1e-1b2c-4d5e-9f00-123456789abc",
+        "cwd": ws.path(),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "ls"},
+    });
+    let out = on_input(&ws, &["adapter", "claude"], &input.to_string(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let said: serde_json::Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("{e}: {:?} {}", stdout(&out), stderr(&out)));
+    let decision = &said["hookSpecificOutput"];
+    assert_eq!(decision["permissionDecision"], "deny", "{said}");
+    let reason = decision["permissionDecisionReason"].as_str().unwrap();
+    assert!(
+        reason.contains("h.yml") && reason.contains("sh -c") && reason.contains("hookvisor check"),
+        "{reason}"
+    );
+}
+
 /// A fixture of `agent` with its `cwd` moved to `dir` (relative to the workspace), as the
 /// clients send it after the model ran `cd dir` (Claude Code, on every later event) or a call
 /// with that working directory (Codex).

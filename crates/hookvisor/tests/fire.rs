@@ -256,8 +256,17 @@ fn a_value_never_becomes_code_through_a_nested_interpreter() {
         assert!(first.contains("${v} is in "), "{field}: {first}");
         assert!(first.contains(fix), "{field}: {first:?} lacks {fix:?}");
         let data = serde_json::json!({ "v": value }).to_string();
+        // The refused hook does not load; task.start is a gate, so it fails closed.
         let fired = ws.hookvisor(&["fire", "task.start", "--data", &data, "--json"]);
-        assert_eq!(code(&fired), 0, "{field}: {}", stderr(&fired));
+        assert_eq!(code(&fired), 1, "{field}: {}", stderr(&fired));
+        let reason = reply(&fired)["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            reason.starts_with(".discobot/hooks/gate.yml:3: "),
+            "{field}: {reason}"
+        );
         assert!(!ws.path().join("pwned").exists(), "{field}: the value ran");
         assert!(!ws.base().join("pwned").exists(), "{field}: the value ran");
     }
@@ -1035,6 +1044,100 @@ fn set_flag(path: &std::path::Path, on: bool) {
 
 /// A hook that fails without blocking (a notice, or `block_on` not covering it) decides
 /// nothing, but `fire` says so on stderr; and `run ID` names the event of an event hook.
+/// A gate hook whose `run:` the injection lexer refuses (issue 28).
+const REFUSED_GATE: &str = "event: tool.before\nrun: sh -c \"echo checking ${tool_input.command}\"";
+
+/// A gate's hook file that does not load fails closed (issue 28): its event blocks, the
+/// reason naming the file, the error and the fix; a notice's broken hook is a warning, and
+/// front matter that does not parse (its event unknown) blocks every gate.
+#[test]
+fn a_gate_hook_that_cannot_be_loaded_blocks_its_event() {
+    let ws = Workspace::new();
+    yml(&ws, "guard", REFUSED_GATE);
+    let data = r#"{"tool_name":"Bash","tool_input":{"command":"$(touch pwned)"}}"#;
+    let out = ws.hookvisor(&["fire", "tool.before", "--data", data, "--json"]);
+    assert_eq!(
+        code(&out),
+        1,
+        "a broken gate denies the call: {}",
+        stderr(&out)
+    );
+    let reason = reply(&out)["reason"].as_str().unwrap().to_owned();
+    for part in [
+        "guard.yml:3",
+        "sh -c",
+        "fix the hook file or remove it",
+        "hookvisor check",
+    ] {
+        assert!(reason.contains(part), "{part}: {reason}");
+    }
+    assert!(!ws.path().join("pwned").exists());
+    // Another gate is not this file's: it goes on.
+    let out = ws.hookvisor(&["fire", "turn.start", "--data", "{}"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let check = ws.hookvisor(&["check"]);
+    assert_ne!(code(&check), 0);
+    assert!(
+        common::stdout(&check).contains("guard.yml") || stderr(&check).contains("guard.yml"),
+        "{}",
+        stderr(&check)
+    );
+
+    // On a notice, a broken hook is a warning, as before.
+    yml(
+        &ws,
+        "guard",
+        &REFUSED_GATE.replace("tool.before", "tool.failed"),
+    );
+    let out = ws.hookvisor(&["fire", "tool.failed", "--data", data]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warning") && stderr(&out).contains("guard.yml"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Front matter that does not parse says no event: every gate blocks, no notice.
+    fs::remove_file(ws.path().join(".discobot/hooks/guard.yml")).unwrap();
+    ws.write(
+        ".discobot/hooks/broken.yml",
+        "---\nevent: tool.after\nrun: 'true'\n",
+    );
+    for gate in ["tool.before", "turn.start", "session.stop"] {
+        let out = ws.hookvisor(&["fire", gate, "--data", "{}", "--json"]);
+        assert_eq!(code(&out), 1, "{gate}: {}", stderr(&out));
+        let reason = reply(&out)["reason"].as_str().unwrap().to_owned();
+        assert!(
+            reason.contains("broken.yml") && reason.contains("never closed"),
+            "{gate}: {reason}"
+        );
+    }
+    let out = ws.hookvisor(&["fire", "tool.failed", "--data", "{}"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+/// Files in the hooks directory that are no hooks (a README, notes with front matter, an
+/// editor's backup of a broken gate, a helper script) block no gate.
+#[test]
+fn a_file_that_is_no_hook_blocks_nothing() {
+    let ws = Workspace::new();
+    ws.write(
+        ".discobot/hooks/README.md",
+        "# Our hooks\n\nguard.yml checks commands.\n",
+    );
+    ws.write(".discobot/hooks/notes.md", "---\ntitle: notes\n---\ntext\n");
+    ws.write(
+        ".discobot/hooks/guard.yml~",
+        &format!("---\n{REFUSED_GATE}\n---\n"),
+    );
+    ws.write(".discobot/hooks/old.yml.bak", "---\nevent: tool.before\n");
+    let data = r#"{"tool_name":"Bash","tool_input":{"command":"ls"}}"#;
+    for gate in ["tool.before", "turn.start", "session.stop"] {
+        let out = ws.hookvisor(&["fire", gate, "--data", data]);
+        assert_eq!(code(&out), 0, "{gate}: {}", stderr(&out));
+    }
+}
+
 #[test]
 fn a_failure_that_does_not_block_is_said_and_run_points_to_fire() {
     let ws = Workspace::new();

@@ -10,7 +10,7 @@ use super::fields::{Loaded, hook_from_fields};
 use super::{GLOBAL_ID_PREFIX, KNOWN_FIELDS, hook_id};
 use crate::event::Event;
 use crate::frontmatter::{self, FrontMatterError, Note};
-use crate::hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
+use crate::hook::{Binds, Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
 
 /// How much of a script is read to find its front matter.
 const HEAD_LIMIT: u64 = 64 * 1024;
@@ -29,20 +29,32 @@ pub(super) struct HookFile {
 }
 
 /// Reads one entry: `Ok(None)` for a directory, `Err` for a file that will not run.
-pub(super) fn read_hook(path: &Path, origin: Origin) -> Result<Option<HookFile>, Problem> {
-    let refuse = |kind: ProblemKind, declared: Option<HookKind>| Problem {
-        path: path.to_owned(),
-        kind,
-        declared,
+pub(super) fn read_hook(path: &Path, origin: Origin) -> Result<Option<HookFile>, Box<Problem>> {
+    // Only a script or a `.yml`/`.yaml` can be a hook: another file binds no event (Binds).
+    let yaml = path
+        .file_name()
+        .is_some_and(|n| is_yaml(&n.to_string_lossy()));
+    // What the file's head says it meant to be; a file whose head is unread may be anything.
+    let refuse = |kind: ProblemKind, head: Option<&str>| {
+        let binds = match head {
+            Some(text) => Binds::of_head(text, yaml || text.starts_with("#!")),
+            None if kind.hides_the_file() => Binds::Any,
+            None => Binds::Nothing,
+        };
+        Box::new(Problem {
+            path: path.to_owned(),
+            declared: head.and_then(declared_kind),
+            binds,
+            kind,
+        })
     };
     // A file refused before its head is read still says which kind of hook it meant to be.
-    let declared_by_file = || {
-        read_head(path)
-            .ok()
-            .and_then(|head| declared_kind(&String::from_utf8_lossy(&head)))
+    let refuse_by_file = |kind: ProblemKind| match read_head(path) {
+        Ok(head) => refuse(kind, Some(&String::from_utf8_lossy(&head))),
+        Err(_) => refuse(kind, None),
     };
     let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-        return Err(refuse(ProblemKind::NameNotUtf8, declared_by_file()));
+        return Err(refuse_by_file(ProblemKind::NameNotUtf8));
     };
     let meta = match fs::metadata(path) {
         Ok(meta) => meta,
@@ -65,7 +77,7 @@ pub(super) fn read_hook(path: &Path, origin: Origin) -> Result<Option<HookFile>,
     }
     let id = hook_id(name);
     if id.is_empty() {
-        return Err(refuse(ProblemKind::EmptyId, declared_by_file()));
+        return Err(refuse_by_file(ProblemKind::EmptyId));
     }
     // A prefix no workspace id can have: the two directories never share an id in status.json.
     let id = match origin {
@@ -78,7 +90,7 @@ pub(super) fn read_hook(path: &Path, origin: Origin) -> Result<Option<HookFile>,
         refuse(ProblemKind::Unreadable { error }, None)
     })?;
     let text = String::from_utf8_lossy(&head);
-    let refuse = |kind: ProblemKind| refuse(kind, declared_kind(&text));
+    let refuse = |kind: ProblemKind| refuse(kind, Some(&text));
     let executable = meta.permissions().mode() & 0o111 != 0;
     if !executable && is_yaml(name) {
         return read_declarative(id, path, &text, origin)
@@ -311,6 +323,57 @@ mod tests {
             .into_iter()
             .map(|(name, kind, may)| (name.to_owned(), kind, may))
             .collect();
+        assert_eq!(got, want);
+    }
+
+    /// A gate fails closed on the files that may be its hooks (crate::fire step 1): what each
+    /// broken file binds, and that files which cannot be hooks bind nothing.
+    #[test]
+    fn problems_say_which_event_the_file_meant_to_bind() {
+        let dir = Dir::new();
+        dir.hook("gate.sh", "# event: tool.before\n# when: (");
+        dir.hook("typed.sh", "# type: file\n# run_as: admin");
+        dir.hook("typo.sh", "# event: tool.befor");
+        dir.write("unclosed.yml", "---\nevent: tool.after\n", 0o644);
+        dir.write(
+            "crlf.sh",
+            "#!/bin/sh\r\n#---\r\n# event: turn.start\r\n#---\r\n",
+            0o755,
+        );
+        dir.write("helper.sh", "#!/bin/sh\necho hi\n", 0o755);
+        dir.write("README.md", "---\nevent: tool.before\n", 0o644);
+        dir.write("gate.yml~", "---\nevent: tool.before\nrun: x\n---\n", 0o644);
+        dir.write("notes.md", "---\ntitle: notes\n---\n", 0o644);
+        dir.hook("one.sh", "# event: task.start");
+        dir.hook("ONE.py", "# event: task.start");
+        symlink(dir.0.path().join("gone"), dir.0.path().join("broken.sh")).unwrap();
+
+        let got: Vec<(String, Binds)> = dir
+            .discover()
+            .problems
+            .into_iter()
+            .map(|p| {
+                (
+                    p.path.file_name().unwrap().to_string_lossy().into(),
+                    p.binds,
+                )
+            })
+            .collect();
+        let want = [
+            ("ONE.py", Binds::Event(Event::TaskStart)),
+            ("README.md", Binds::Nothing),
+            ("broken.sh", Binds::Any),
+            ("crlf.sh", Binds::Event(Event::TurnStart)),
+            ("gate.sh", Binds::Event(Event::ToolBefore)),
+            ("gate.yml~", Binds::Nothing),
+            ("helper.sh", Binds::Nothing),
+            ("notes.md", Binds::Nothing),
+            ("one.sh", Binds::Event(Event::TaskStart)),
+            ("typed.sh", Binds::Event(Event::TurnEnd)),
+            ("typo.sh", Binds::Any),
+            ("unclosed.yml", Binds::Any),
+        ];
+        let want: Vec<(String, Binds)> = want.into_iter().map(|(n, b)| (n.into(), b)).collect();
         assert_eq!(got, want);
     }
 }

@@ -52,7 +52,7 @@ use crate::config::{Config, Source, SourceUse};
 use crate::context::Context;
 use crate::event::{Command, Event, HookAction};
 use crate::git_action::GIT_FIELDS;
-use crate::hook::{Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
+use crate::hook::{Binds, Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
 use crate::import::{IMPORTED, LOOP_OWNER_VARIABLE, UserDirs, read_sources};
 use crate::spawn::SPAWN_FIELDS;
 use crate::webhook::WEBHOOK_FIELDS;
@@ -147,6 +147,22 @@ impl Discovery {
     pub fn of_kind(&self, kind: HookKind) -> impl Iterator<Item = &Hook> {
         self.hooks.iter().filter(move |h| h.kind == kind)
     }
+
+    /// The first file that does not load and may be a hook of `event`, when `event` is a gate:
+    /// the gate blocks on it ([`crate::fire`]'s step 1). A notice runs without it.
+    pub fn unloaded_gate(&self, event: &Event) -> Option<&Problem> {
+        if !event.is_gate() {
+            return None;
+        }
+        self.problems.iter().find(|p| p.may_bind(event))
+    }
+
+    /// Whether firing `event` has anything to do: an event hook of it, or a file that blocks
+    /// its gate ([`Discovery::unloaded_gate`]). Callers skip the firing of an event that has not.
+    pub fn fires(&self, event: &Event) -> bool {
+        self.event_hooks.iter().any(|h| h.spec.event == *event)
+            || self.unloaded_gate(event).is_some()
+    }
 }
 
 /// The hooks of a workspace: its configuration, `.discobot/hooks`, the other tools' files
@@ -205,6 +221,7 @@ pub fn discover_workspace_in(ctx: &Context, places: &Places<'_>) -> Discovery {
                 path: config_path.clone(),
                 kind: ProblemKind::Config(error),
                 declared: None,
+                binds: Binds::Nothing,
             }),
         ),
     };
@@ -331,6 +348,8 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                     error: e.to_string(),
                 },
                 declared: None,
+                // Its hooks are unknown: any gate may be one of theirs.
+                binds: Binds::Any,
             });
             return discovery;
         }
@@ -360,6 +379,7 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                         path: path.clone(),
                         kind,
                         declared: Some(hook.kind),
+                        binds: Binds::Nothing,
                     });
                 };
                 for key in unknown {
@@ -438,7 +458,7 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                 candidates.push((hook, phase1));
             }
             Ok(None) => {}
-            Err(problem) => discovery.problems.push(problem),
+            Err(problem) => discovery.problems.push(*problem),
         }
     }
 
@@ -446,38 +466,32 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
     for (hook, _) in &candidates {
         by_id.entry(&hook.id).or_default().push(hook);
     }
-    let duplicated: Vec<(String, Vec<(PathBuf, HookKind)>)> = by_id
-        .into_iter()
-        .filter(|(_, hooks)| hooks.len() > 1)
-        .map(|(id, hooks)| {
-            (
-                id.to_owned(),
-                hooks.iter().map(|h| (h.path.clone(), h.kind)).collect(),
-            )
-        })
-        .collect();
-    for (id, hooks) in &duplicated {
-        for (path, kind) in hooks {
+    by_id.retain(|_, hooks| hooks.len() > 1);
+    for (id, hooks) in &by_id {
+        for hook in hooks {
             let others: Vec<String> = hooks
                 .iter()
-                .filter(|(p, _)| p != path)
-                .map(|(p, _)| file_name(p))
+                .filter(|other| other.path != hook.path)
+                .map(|other| file_name(&other.path))
                 .collect();
             discovery.problems.push(Problem {
-                path: path.clone(),
+                path: hook.path.clone(),
                 kind: ProblemKind::DuplicateId {
-                    id: id.clone(),
+                    id: (*id).to_owned(),
                     others,
                 },
-                declared: Some(*kind),
+                declared: Some(hook.kind),
+                // Neither runs: a gate of either fails closed.
+                binds: Binds::Event(hook.spec.event.clone()),
             });
         }
     }
-    for (id, _) in &duplicated {
+    let duplicated: Vec<String> = by_id.into_keys().map(str::to_owned).collect();
+    for id in &duplicated {
         discovery.retries.remove(id);
     }
     for (hook, phase1) in candidates {
-        if duplicated.iter().any(|(id, _)| *id == hook.id) {
+        if duplicated.contains(&hook.id) {
             continue;
         }
         if phase1 {

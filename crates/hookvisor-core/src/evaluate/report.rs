@@ -176,6 +176,7 @@ fn read_problems<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Problem>, D::Err
             path: p.path.into(),
             kind: ProblemKind::Reported(p.reason),
             declared: None,
+            binds: Default::default(),
         })
         .collect())
 }
@@ -189,6 +190,7 @@ mod tests {
             path: path.into(),
             kind: ProblemKind::Reported(reason.into()),
             declared: None,
+            binds: Default::default(),
         }
     }
 

@@ -453,6 +453,7 @@ fn problem(path: &Path, line: Option<usize>, message: String) -> Problem {
         path: path.to_owned(),
         kind: ProblemKind::Import { line, message },
         declared: None,
+        binds: Default::default(),
     }
 }
 

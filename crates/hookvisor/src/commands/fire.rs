@@ -55,12 +55,7 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     // agent) returns at once. They are read from a signalfd, not by a thread of their own,
     // which cost as much as the rest of a `fire` around the hook (BENCHMARKS.md, case 7); the
     // thread stays the fallback. `turn.end` also runs the phase-1 file hooks.
-    if firing.event == Event::TurnEnd
-        || discovery
-            .event_hooks
-            .iter()
-            .any(|h| h.spec.event == firing.event)
-    {
+    if firing.event == Event::TurnEnd || discovery.fires(&firing.event) {
         let signals = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
         firing.cancel =
             Some(CancelToken::on_signals(&signals).unwrap_or_else(|_| cancel_on_signals()));

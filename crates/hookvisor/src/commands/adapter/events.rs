@@ -337,7 +337,7 @@ impl<'a> Fired<'a> {
         let max_retries = self.call.args.max_retries;
         let trigger = self.trigger;
         let discovery = self.discovery();
-        let bound = discovery.event_hooks.iter().any(|h| h.spec.event == *event);
+        let bound = discovery.fires(event);
         // Unbound events evaluate nothing (rule 17's ≤ 1.5× `true`); turn.start still drains.
         if !bound && *event != CoreEvent::TurnStart {
             return Ok(allow(event));
