@@ -37,6 +37,31 @@ fn guard(ws: &Workspace) {
     );
 }
 
+/// A gate's hook file that does not load blocks the gate under `serve` too (issue 28); a
+/// notice goes on.
+#[test]
+fn a_gate_hook_that_cannot_be_loaded_blocks_under_serve() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "guard",
+        "event: tool.before\nrun: sh -c \"echo checking ${tool_input.command}\"",
+    );
+    let server = Server::tcp(&ws);
+    let data = r#"{"data":{"tool_name":"Bash","tool_input":{"command":"ls"}}}"#;
+    let block = server.post("/v1/events/tool.before", data);
+    assert_eq!(block.status, 200, "{}", block.body);
+    let r = block.json();
+    assert_eq!(r["decision"], "block", "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("guard.yml:3") && reason.contains("hookvisor check"),
+        "{reason}"
+    );
+    let notice = server.post("/v1/events/tool.failed", data);
+    assert_eq!(notice.json()["decision"], "allow", "{}", notice.body);
+}
+
 #[test]
 fn allow_and_block_are_200_with_the_reply_and_an_sse_event() {
     let ws = Workspace::new();
