@@ -73,6 +73,7 @@ fn uninstall(globals: &Globals) -> CliResult {
 /// What the git hook calls, in the context of the commit ([`Globals::commit_context`]).
 fn run_hooks(globals: &Globals) -> CliResult {
     let ctx = globals.commit_context()?;
+    super::refuse_others_state_dir(&ctx)?;
     // Buffered, and flushed once per event: one write per line, not one per piece of it.
     let mut err = io::BufWriter::new(io::stderr().lock());
     let report = run_pre_commit(&ctx, &PreCommitSkip::from_env(), |event| {
