@@ -31,6 +31,11 @@ pub fn ensure_installed(ctx: &Context, discovery: &Discovery) {
     if !has_commit_hooks(discovery) {
         return;
     }
+    // Root never writes a workspace another account can change (a link in `.git`, or its
+    // `core.hooksPath`, points anywhere): the user's own `serve` or `fire` installs the hook.
+    if !matches!(hookvisor_core::writable_by_others(&ctx.workspace), Ok(None)) {
+        return;
+    }
     if let Err(e) = ensure_pre_commit(ctx, discovery) {
         eprintln!("hookvisor: warning: cannot install the git pre-commit hook: {e}");
     }
