@@ -105,9 +105,16 @@ fn replace_with_new(path: &Path) -> io::Result<File> {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
+    // `/proc/self/fd/N` is a directory we hold open (see `agent_loop::loop_dir`), named by a
+    // link only the kernel makes.
+    let nofollow = if dir.starts_with("/proc/self/fd") {
+        OFlag::empty()
+    } else {
+        OFlag::O_NOFOLLOW
+    };
     let dir = open(
         dir,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | nofollow | OFlag::O_CLOEXEC,
         Mode::empty(),
     )?;
     let mut attempts = 1;
