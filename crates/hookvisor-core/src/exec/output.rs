@@ -112,11 +112,20 @@ fn replace_with_new(path: &Path) -> io::Result<File> {
     } else {
         OFlag::O_NOFOLLOW
     };
-    let dir = open(
+    let dir = match open(
         dir,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | nofollow | OFlag::O_CLOEXEC,
         Mode::empty(),
-    )?;
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::ENOTDIR | Errno::ELOOP) if dir.is_symlink() => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is a symbolic link, never followed", dir.display()),
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let mut attempts = 1;
     loop {
         match unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir) {
