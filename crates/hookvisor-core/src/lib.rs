@@ -196,7 +196,7 @@ pub use status::{
 };
 pub use timestamp::{parse_rfc3339, rfc3339};
 pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
-pub use user_fs::{ActingAs, act_as, agent_running};
+pub use user_fs::{ActingAs, act_as, agent_running, writable_by_others};
 pub use webhook::{
     DEFAULT_CALLBACK_TIMEOUT, DEFAULT_WEBHOOK_TIMEOUT, Method, UrlPolicyError, UrlTemplate,
     Webhook, WebhookFieldError,

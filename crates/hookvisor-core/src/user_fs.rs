@@ -153,6 +153,57 @@ pub(crate) fn first_reachable(path: &Path, user: &Credentials) -> io::Result<Opt
     Ok(None)
 }
 
+/// Whether an account other than root could write what `meta` describes: another owner, or
+/// group or world write permission for a group other than root's or for everyone.
+fn open_to_others(meta: &Metadata) -> bool {
+    let mode = meta.mode();
+    meta.uid() != 0 || mode & 0o002 != 0 || (mode & 0o020 != 0 && meta.gid() != 0)
+}
+
+/// For a root process: the first name on the way from `/` to the directory `dir` (itself
+/// included) that an account other than root could change, and that account's uid (the
+/// owner's, or `None` for "a group or everyone"). `Ok(None)` when only root can, or when this
+/// process is not root (it then has nothing another account could borrow). The part of `dir`
+/// that does not exist yet is root's to make, under a parent checked like the rest; links on
+/// the way are followed, the target walked too.
+///
+/// The general rule of a root run (README "Running as root"): a state dir the agent can write
+/// is acted on with the user's credentials ([`act_as`]), or not at all.
+pub fn writable_by_others(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
+    if !Uid::effective().is_root() {
+        return Ok(None);
+    }
+    let mut existing = dir.to_owned();
+    while let Err(err) = std::fs::symlink_metadata(&existing) {
+        if err.kind() != io::ErrorKind::NotFound || !existing.pop() {
+            return Err(err);
+        }
+    }
+    let resolved = existing.canonicalize()?;
+    for candidate in [existing.as_path(), resolved.as_path()] {
+        let mut parent: Option<Metadata> = None;
+        let mut at = PathBuf::new();
+        for component in candidate.components() {
+            at.push(component);
+            let meta = std::fs::symlink_metadata(&at)?;
+            if let Some(parent) = &parent
+                && open_to_others(parent)
+                && !(parent.mode() & 0o1000 != 0 && parent.uid() == 0 && meta.uid() == 0)
+            {
+                return Ok(Some((at, (parent.uid() != 0).then_some(parent.uid()))));
+            }
+            parent = Some(std::fs::metadata(&at)?);
+        }
+        if let Some(meta) = parent.filter(open_to_others) {
+            return Ok(Some((
+                candidate.to_owned(),
+                (meta.uid() != 0).then_some(meta.uid()),
+            )));
+        }
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

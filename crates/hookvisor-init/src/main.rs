@@ -35,6 +35,12 @@ use supervise::Supervisor;
 #[allow(unsafe_code)]
 #[cfg_attr(not(test), unsafe(no_mangle))]
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    // Before any secret exists: the agent runs as the user, and a descriptor on
+    // /proc/PID/mem opened while we were dumpable stays valid.
+    if let Err(err) = hookvisor_core::sys::make_undumpable() {
+        eprintln!("hookvisor-init: cannot make this process non-dumpable: {err}");
+        return 2;
+    }
     let config = Config::from_args();
     let code = match run(config) {
         Ok(code) => code,

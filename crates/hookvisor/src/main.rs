@@ -37,6 +37,12 @@ use error::CliResult;
 #[allow(unsafe_code)]
 #[cfg_attr(not(test), unsafe(no_mangle))]
 extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
+    // Before any secret exists (a callback token, secrets.env, a server's key): the agent runs
+    // as our uid, and a descriptor on /proc/PID/mem opened while we were dumpable stays valid.
+    if let Err(err) = hookvisor_core::sys::make_undumpable() {
+        eprintln!("hookvisor: cannot make this process non-dumpable: {err}");
+        return 1;
+    }
     std_start_up();
     let cli = Cli::parse_args();
     log_to_stderr();

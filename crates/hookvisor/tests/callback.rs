@@ -562,3 +562,78 @@ fn a_signal_during_an_adapters_wait_never_lets_the_tool_through() {
         "{reply}"
     );
 }
+
+/// Whether a process of `user` can open `/proc/<pid>/mem`: `Err` with the shell's complaint
+/// when it cannot.
+fn mem_opens_as(user: &nix::unistd::User, pid: u32) -> Result<(), String> {
+    use std::os::unix::process::CommandExt as _;
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", &format!("exec 3</proc/{pid}/mem")])
+        .uid(user.uid.as_raw())
+        .gid(user.gid.as_raw())
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(common::stderr(&out))
+    }
+}
+
+/// The state letter of `/proc/<pid>/stat` once its command is `hookvisor` (after the exec):
+/// waits for `S`, a sleep the program chose (a read of its stdin), which the loader before
+/// `main` never makes.
+fn wait_until_hookvisor_sleeps(pid: u32) {
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.contains("(hookvisor) S") {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{pid}: {stat}");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Attack: the agent (serve's uid) opens `/proc/<serve>/mem` before the first callback is
+/// registered; the descriptor would stay valid after the server turns non-dumpable, and read
+/// the token of every later wait. Both `serve` and the per-event adapter refuse it from the
+/// start of `main`.
+#[test]
+fn serve_and_the_adapter_are_not_dumpable_from_their_first_instruction() {
+    let Some(_one_at_a_time) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    let ws = Workspace::new();
+    let chown = std::process::Command::new("chown")
+        .args(["-R", &format!("{}:{}", user.uid, user.gid)])
+        .arg(ws.base())
+        .status()
+        .unwrap();
+    assert!(chown.success());
+
+    let mut cmd = ws.hookvisor_command();
+    cmd.args(["serve", "--listen", "127.0.0.1:0"]);
+    std::os::unix::process::CommandExt::uid(&mut cmd, user.uid.as_raw());
+    std::os::unix::process::CommandExt::gid(&mut cmd, user.gid.as_raw());
+    let server = Server::spawn(cmd);
+    let opened = mem_opens_as(&user, server.child.id());
+    server.stop();
+    assert!(opened.is_err(), "serve's memory opened by its uid");
+
+    let mut cmd = ws.hookvisor_command();
+    cmd.arg("claude-stop")
+        .env_remove("HOOKVISOR_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    std::os::unix::process::CommandExt::uid(&mut cmd, user.uid.as_raw());
+    std::os::unix::process::CommandExt::gid(&mut cmd, user.gid.as_raw());
+    let mut adapter = cmd.spawn().unwrap();
+    wait_until_hookvisor_sleeps(adapter.id());
+    let opened = mem_opens_as(&user, adapter.id());
+    drop(adapter.stdin.take());
+    let _ = adapter.wait();
+    assert!(opened.is_err(), "the adapter's memory opened by its uid");
+}

@@ -1223,3 +1223,50 @@ fn a_terminated_fire_kills_the_hook_group_and_removes_its_files() {
         .collect();
     assert!(left.is_empty(), "files left: {left:?}");
 }
+
+/// Attack: the agent owns the state dir (the sandbox's `HOOKVISOR_STATE_DIR`) and plants
+/// `output -> /a/root-only/dir`; then root runs `fire`. Root creates and removes nothing there
+/// (it refuses, in one line, a state dir another account can change), and nothing of the
+/// state dir is followed.
+#[test]
+fn root_fires_nothing_through_a_link_the_agent_planted_in_its_state_dir() {
+    use std::os::unix::fs::{PermissionsExt as _, chown, symlink};
+    let Some(_one_at_a_time) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    let ws = Workspace::new();
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    yml(&ws, "note", "event: task.complete\nrun: echo noted");
+    let root_only = ws.base().join("root-only");
+    fs::create_dir(&root_only).unwrap();
+    fs::set_permissions(&root_only, fs::Permissions::from_mode(0o700)).unwrap();
+    // A file root keeps there under the name fire would unlink.
+    fs::write(root_only.join("note.log"), "root's\n").unwrap();
+    fs::create_dir(ws.state_dir()).unwrap();
+    chown(
+        ws.state_dir(),
+        Some(user.uid.as_raw()),
+        Some(user.gid.as_raw()),
+    )
+    .unwrap();
+    symlink(&root_only, ws.state_dir().join("output")).unwrap();
+
+    let out = ws.hookvisor(&["fire", "task.complete"]);
+    let mut names: Vec<_> = fs::read_dir(&root_only)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["note.log"], "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(root_only.join("note.log")).unwrap(),
+        "root's\n"
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("refusing to run as root"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -700,3 +700,45 @@ fn a_staged_name_that_is_not_utf8_reaches_the_hook_byte_for_byte() {
     check(ws.commit("odd name"), "commit");
     assert_eq!(fs::read(&copy).unwrap(), b"plain.txt\0\xff.txt\0");
 }
+
+/// Attack: the agent owns the workspace and makes `.git/hooks` a link to a directory only root
+/// can write; root then runs `fire turn.end` (which installs the git hook when commit hooks
+/// exist). Root writes nothing there: it never installs the hook in a workspace another account
+/// can change (the user's own `serve` or `fire` does).
+#[test]
+fn root_installs_no_git_hook_through_a_link_the_agent_planted() {
+    let Some(_one_at_a_time) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    let ws = repo_with_commit();
+    ws.hook("lint.sh", "pre-commit", "", "exit 0");
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let root_only = ws.base().join("root-only");
+    fs::create_dir(&root_only).unwrap();
+    fs::set_permissions(&root_only, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::remove_dir_all(ws.path().join(".git/hooks")).unwrap();
+    std::os::unix::fs::symlink(&root_only, ws.path().join(".git/hooks")).unwrap();
+    let chown = std::process::Command::new("chown")
+        .args(["-hR", &format!("{}:{}", user.uid, user.gid)])
+        .arg(ws.path())
+        .status()
+        .unwrap();
+    assert!(chown.success());
+
+    let out = ws
+        .hookvisor_command()
+        // As a root shell in the sandbox may: git trusts the agent's repository.
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "safe.directory")
+        .env("GIT_CONFIG_VALUE_0", "*")
+        .args(["fire", "turn.end"])
+        .output()
+        .unwrap();
+    let names: Vec<_> = fs::read_dir(&root_only)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(names.is_empty(), "{names:?}; {}", stderr(&out));
+}

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use common::{Workspace, stderr};
+use common::{Workspace, ensure_test_user, stderr, test_user};
 
 #[test]
 fn session_runs_blocking_hooks_first_records_them_and_fails_when_one_fails() {
@@ -62,40 +62,6 @@ fn session_runs_blocking_hooks_first_records_them_and_fails_when_one_fails() {
     }
     assert!(status["hooks"].get("40-file").is_none());
     assert!(status["hooks"].get("50-bad").is_none());
-}
-
-/// Creates the test user `hv-test` once (safely when tests race) and returns a guard that keeps
-/// the other tests of this file from running processes as hv-test meanwhile (a root hook is
-/// refused while any exists). Needs root: `None` outside CI, a failure with CI=true.
-fn ensure_test_user() -> Option<std::sync::MutexGuard<'static, ()>> {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    if !nix::unistd::Uid::effective().is_root() {
-        assert!(
-            std::env::var_os("CI").is_none_or(|v| v != "true"),
-            "CI=true but not root: cannot run hooks as hv-test"
-        );
-        eprintln!("note: not root; test skipped");
-        return None;
-    }
-    let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let lock = fs::File::create("/tmp/hookvisor-test-user.lock").unwrap();
-    lock.lock().unwrap();
-    for cmd in [
-        "getent group hv-test-extra >/dev/null || groupadd hv-test-extra",
-        "id hv-test >/dev/null 2>&1 || useradd --create-home --groups hv-test-extra hv-test",
-        "id -nG hv-test | grep -qw hv-test-extra || usermod -aG hv-test-extra hv-test",
-    ] {
-        let status = Command::new("/bin/sh").args(["-c", cmd]).status().unwrap();
-        assert!(status.success(), "{cmd}: {status}");
-    }
-    Some(guard)
-}
-
-/// The test user's passwd entry ([`ensure_test_user`] made it).
-fn test_user() -> nix::unistd::User {
-    nix::unistd::User::from_name("hv-test")
-        .unwrap()
-        .expect("hv-test exists")
 }
 
 #[test]

@@ -451,11 +451,11 @@ fn a_pipeline_child_drives_its_agent_to_done() {
 
 #[test]
 fn a_detached_child_is_stopped_at_session_end() {
-    let ws = Workspace::new();
+    let ws = repo();
     hook(
         &ws,
         "bg",
-        "action: spawn\nawait: false\nargv: [sh, -c, 'exec sleep 600']\n",
+        "action: spawn\nawait: false\nworkspace: worktree\nargv: [sh, -c, 'exec sleep 600']\n",
     );
     let (exit, reply) = fire(&ws, "{}");
     assert_eq!(exit, 0, "{reply}");
@@ -470,6 +470,54 @@ fn a_detached_child_is_stopped_at_session_end() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(gone(pid), "{pid} still runs after session.end");
     assert_eq!(read_json(&record)[0]["state"], "stopped");
+    // The worktree of a live child of ours goes with it.
+    let dir = PathBuf::from(entries[0]["dir"].as_str().unwrap());
+    assert!(!dir.join("worktree").exists(), "the worktree is gone");
+    let list = ws.git_ok(&["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+}
+
+/// Attack: a `children.json` rewritten by hand (the agent's own, were the state dir its)
+/// names a running child whose "worktree" is any directory, outside the workspace or in it.
+/// Neither `fire session.end` nor the `session.end` of a `loop` removes a directory a record
+/// names, unless it is the worktree of a live child of ours.
+#[test]
+fn a_forged_record_makes_session_end_remove_no_directory() {
+    let ws = repo();
+    let outside = ws.base().join("precious");
+    let inside = ws.path().join("src");
+    let children = ws.state_dir().join("children");
+    fs::create_dir_all(&children).unwrap();
+    fs::set_permissions(&children, fs::Permissions::from_mode(0o700)).unwrap();
+    for ending in [
+        &["fire", "session.end"][..],
+        &["loop", "--max-iterations", "1", "--", "true"],
+    ] {
+        for dir in [&outside, &inside] {
+            fs::create_dir_all(dir).unwrap();
+            fs::write(dir.join("keep"), "keep\n").unwrap();
+        }
+        let entry = |n: usize, worktree: &Path| {
+            serde_json::json!({
+                "pid": 1, "startTicks": 0, "dir": children.join(format!("task.complete-0-x-{n}")),
+                "hookId": "x", "startedAt": 0, "worktree": [ws.path(), worktree],
+                "state": "running",
+            })
+        };
+        let record = serde_json::json!([entry(1, &outside), entry(2, &inside)]);
+        fs::write(children.join("children.json"), record.to_string()).unwrap();
+        let mut cmd = ws.hookvisor_command();
+        cmd.arg("--state-dir").arg(ws.state_dir()).args(ending);
+        let out = cmd.output().unwrap();
+        for dir in [&outside, &inside] {
+            assert!(
+                dir.join("keep").exists(),
+                "{ending:?} removed {}: {}",
+                dir.display(),
+                stderr(&out)
+            );
+        }
+    }
 }
 
 /// Whether `pid` is gone from `/proc`, or a zombie: dead, and reaped only by its new parent,

@@ -275,6 +275,8 @@ impl Listener {
     /// First it makes the process non-dumpable (see [`crate::sys::make_undumpable`]), before
     /// the token exists: the agent runs as the same uid, and without that (on a host without
     /// Yama's ptrace scope) it could read the token from `/proc/PID/mem` and approve itself.
+    /// The binaries do so as the first thing of `main` (a descriptor opened earlier would stay
+    /// valid); this call is for other users of the library, and repeats harmlessly.
     pub fn register(&self) -> Result<Pending, CallbackError> {
         crate::sys::make_undumpable().map_err(|source| CallbackError::Resource {
             what: "make the process non-dumpable",

@@ -4,7 +4,7 @@
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -89,24 +89,54 @@ const REPLACE_ATTEMPTS: u32 = 20;
 /// Unlinks `path` and creates it anew with `O_EXCL`, so never through a symbolic link. Two runs
 /// of the same hook at once (two `fire` processes, a rerun beside an evaluation) can both unlink
 /// and then race to create: the loser unlinks the winner's file and tries again, which leaves
-/// each run writing its own inode, as a plain replace would.
+/// each run writing its own inode, as a plain replace would. The directory is opened first
+/// without following a link (one planted at `output/` would lead anywhere) and both calls name
+/// the file relative to it.
 fn replace_with_new(path: &Path) -> io::Result<File> {
+    use nix::errno::Errno;
+    use nix::fcntl::{OFlag, open, openat};
+    use nix::sys::stat::Mode;
+    use nix::unistd::{UnlinkatFlags, unlinkat};
+
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    // `/proc/self/fd/N` is a directory we hold open (see `agent_loop::loop_dir`), named by a
+    // link only the kernel makes.
+    let nofollow = if dir.starts_with("/proc/self/fd") {
+        OFlag::empty()
+    } else {
+        OFlag::O_NOFOLLOW
+    };
+    let dir = match open(
+        dir,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | nofollow | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::ENOTDIR | Errno::ELOOP) if dir.is_symlink() => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is a symbolic link, never followed", dir.display()),
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let mut attempts = 1;
     loop {
-        match fs::remove_file(path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
+        match unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => {}
+            Err(e) => return Err(e.into()),
         }
-        match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(path)
-        {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < REPLACE_ATTEMPTS => {
-                attempts += 1;
-            }
-            result => return result,
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        match openat(&dir, name, flags, Mode::from_bits_truncate(0o644)) {
+            Err(Errno::EEXIST) if attempts < REPLACE_ATTEMPTS => attempts += 1,
+            result => return result.map(File::from).map_err(io::Error::from),
         }
     }
 }
@@ -438,6 +468,24 @@ pub(super) mod tests {
         assert_eq!(fs::read_to_string(&precious).unwrap(), "keep me");
         assert!(fs::symlink_metadata(&log).unwrap().is_file());
         assert_eq!(f.log("sneaky"), "overwritten\n");
+    }
+
+    #[test]
+    fn a_symlink_planted_at_the_output_dir_is_not_followed() {
+        let f = fixture();
+        let elsewhere = f.ctx.workspace.join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        fs::write(elsewhere.join("sneaky.log"), "keep me").unwrap();
+        let log = f.ctx.log_path("sneaky");
+        fs::create_dir_all(log.parent().unwrap().parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, log.parent().unwrap()).unwrap();
+        let err = create_log(&log, None).unwrap_err();
+        assert!(err.to_string().contains(&*log.to_string_lossy()), "{err}");
+        assert_eq!(
+            fs::read_to_string(elsewhere.join("sneaky.log")).unwrap(),
+            "keep me"
+        );
+        assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 1);
     }
 
     /// The real measurement runs in a child process of its own (see `huge_output_child`), so

@@ -648,22 +648,23 @@ impl Drop for Worktree {
     }
 }
 
-/// Removes a worktree the child may have left dirty, and git's record of it.
+/// Removes a worktree the child may have left dirty, and git's record of it. Only git removes
+/// it: git deletes only a directory it records as a worktree of `workspace`, where a recursive
+/// delete of the path would follow whatever the path names. A failure leaves it, said in a line.
 pub(super) fn remove_worktree(workspace: &Path, path: &Path) {
-    let args: [&OsStr; 4] = [
+    let args: [&OsStr; 5] = [
         OsStr::new("worktree"),
         OsStr::new("remove"),
+        OsStr::new("--force"),
         OsStr::new("--force"),
         path.as_os_str(),
     ];
     if let Err(err) = Git::default().output(workspace, &args) {
-        tracing::warn!("{err}; removing {} by hand", path.display());
-        if let Err(err) = fs::remove_dir_all(path)
-            && err.kind() != io::ErrorKind::NotFound
-        {
-            tracing::warn!("cannot remove {}: {err}", path.display());
-        }
-        let _ = Git::default().output(workspace, &["worktree", "prune"]);
+        tracing::warn!(
+            "cannot remove the worktree {} ({err}); remove it with `git worktree remove --force {}`",
+            path.display(),
+            path.display()
+        );
     }
 }
 

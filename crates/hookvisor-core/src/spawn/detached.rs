@@ -9,8 +9,11 @@
 //!    agent names nothing else. Writers serialise on `children.lock`; the file
 //!    is replaced atomically.
 //! 2. **Stop.** At `session.end` every running entry gets [`GRACE`] to end on its own, then its
-//!    group gets SIGTERM, then after [`KILL_GRACE`] SIGKILL. Its worktree, if any, is removed and
-//!    the entry marked `stopped` (or `exited` when it had ended by itself).
+//!    group gets SIGTERM, then after [`KILL_GRACE`] SIGKILL. Its worktree, if any, is removed
+//!    (`git worktree remove`, never a recursive delete of a recorded path) only when the entry
+//!    was a live child of ours as `session.end` began and the worktree is `<its dir>/worktree`
+//!    of this workspace; else a line says what was left. The entry is marked `stopped` (or
+//!    `exited` when it had ended by itself). The process must also run as our uid.
 //! 3. The firing process may exit before its children: a child is not waited for by the CLI,
 //!    only reaped by a thread while the process lives (a server), else by its new parent.
 
@@ -143,6 +146,9 @@ pub(crate) fn stop_detached(ctx: &Context) {
         // Only a process started as one of these children is signalled: a record the agent
         // rewrote cannot name another process (rule 2).
         let alive = |e: &Entry| is_alive(e.pid, e.start_ticks) && is_child(e, &children);
+        // Only the worktree of a child seen live and ours now is removed: a recorded path is
+        // never trusted alone (rule 2).
+        let ours: Vec<bool> = entries.iter().map(alive).collect();
         let mut stopped = vec![false; entries.len()];
         let deadline = Instant::now() + GRACE;
         while running.iter().any(|&i| entries.get(i).is_some_and(alive))
@@ -173,9 +179,20 @@ pub(crate) fn stop_detached(ctx: &Context) {
         }
         for &i in &running {
             let was_stopped = stopped.get(i).copied().unwrap_or(false);
+            let was_ours = ours.get(i).copied().unwrap_or(false);
             if let Some(entry) = entries.get_mut(i) {
                 if let Some((workspace, path)) = entry.worktree.take() {
-                    remove_worktree(&workspace, &path);
+                    if was_ours && workspace == ctx.workspace && path == entry.dir.join("worktree")
+                    {
+                        remove_worktree(&workspace, &path);
+                    } else {
+                        tracing::warn!(
+                            "session.end: not removing {}: recorded for pid {}, which is no \
+                             running child of this state dir",
+                            path.display(),
+                            entry.pid
+                        );
+                    }
                 }
                 entry.state = if was_stopped { "stopped" } else { "exited" }.to_owned();
             }
@@ -233,20 +250,41 @@ fn update(ctx: &Context, change: impl FnOnce(&mut Vec<Entry>)) -> io::Result<()>
 }
 
 /// Whether the process of `entry` was started as a child of `children`: its dir is one of
-/// them and its environment, as it was exec'd, names that dir as its state dir.
+/// them, it runs as our uid (a process of the agent's cannot pass for a child of root), and
+/// its environment, as it was exec'd, names that dir as its state dir. A `hookvisor loop`
+/// child is non-dumpable, its environment unreadable to a parent that is not root: its
+/// command line, which names the dir as `--state-dir`, stands in.
 fn is_child(entry: &Entry, children: &Path) -> bool {
-    if entry.dir.parent() != Some(children) {
+    if entry.dir.parent() != Some(children)
+        || real_uid(entry.pid) != Some(nix::unistd::geteuid().as_raw())
+    {
         return false;
     }
-    let crate::leftovers::Environment::Read(environ) = crate::leftovers::environment(entry.pid)
-    else {
-        return false;
-    };
-    let mut wanted = b"HOOKVISOR_STATE_DIR=".to_vec();
-    wanted.extend_from_slice(entry.dir.as_os_str().as_encoded_bytes());
-    environ
-        .split(|b| *b == 0)
-        .any(|var| var == wanted.as_slice())
+    let dir = entry.dir.as_os_str().as_encoded_bytes();
+    match crate::leftovers::environment(entry.pid) {
+        crate::leftovers::Environment::Read(environ) => {
+            let mut wanted = b"HOOKVISOR_STATE_DIR=".to_vec();
+            wanted.extend_from_slice(dir);
+            environ
+                .split(|b| *b == 0)
+                .any(|var| var == wanted.as_slice())
+        }
+        crate::leftovers::Environment::Unreadable => {
+            fs::read(format!("/proc/{}/cmdline", entry.pid)).is_ok_and(|cmdline| {
+                let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+                args.windows(2)
+                    .any(|w| w[0] == b"--state-dir" && w[1] == dir)
+            })
+        }
+        crate::leftovers::Environment::MidExec => false,
+    }
+}
+
+/// The real uid of `pid` (`/proc/<pid>/status`, readable whatever its dumpable flag).
+fn real_uid(pid: i32) -> Option<u32> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let ids = status.lines().find_map(|line| line.strip_prefix("Uid:"))?;
+    ids.split_whitespace().next()?.parse().ok()
 }
 
 /// `/proc/<pid>/stat`: the state letter and field 22, the start time.

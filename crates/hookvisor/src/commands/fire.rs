@@ -38,6 +38,7 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
         return forward(&client?, globals, args, &event, data);
     }
     let ctx = globals.context()?;
+    super::refuse_others_state_dir(&ctx)?;
     let mut firing = Firing::new(event);
     firing.data = data;
     firing.trigger = args.trigger.as_str().to_owned();

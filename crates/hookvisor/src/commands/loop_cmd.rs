@@ -38,6 +38,7 @@ pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
             .join("children")
             .join(format!("loop-{iteration}-{session}"));
     }
+    super::refuse_others_state_dir(&ctx)?;
     let discovery = discover_workspace(&ctx);
     for problem in &discovery.problems {
         eprintln!("hookvisor: warning: {problem}");

@@ -31,6 +31,11 @@ pub fn ensure_installed(ctx: &Context, discovery: &Discovery) {
     if !has_commit_hooks(discovery) {
         return;
     }
+    // Root never writes a workspace another account can change (a link in `.git`, or its
+    // `core.hooksPath`, points anywhere): the user's own `serve` or `fire` installs the hook.
+    if !matches!(hookvisor_core::writable_by_others(&ctx.workspace), Ok(None)) {
+        return;
+    }
     if let Err(e) = ensure_pre_commit(ctx, discovery) {
         eprintln!("hookvisor: warning: cannot install the git pre-commit hook: {e}");
     }
@@ -73,6 +78,7 @@ fn uninstall(globals: &Globals) -> CliResult {
 /// What the git hook calls, in the context of the commit ([`Globals::commit_context`]).
 fn run_hooks(globals: &Globals) -> CliResult {
     let ctx = globals.commit_context()?;
+    super::refuse_others_state_dir(&ctx)?;
     // Buffered, and flushed once per event: one write per line, not one per piece of it.
     let mut err = io::BufWriter::new(io::stderr().lock());
     let report = run_pre_commit(&ctx, &PreCommitSkip::from_env(), |event| {

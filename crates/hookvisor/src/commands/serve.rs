@@ -17,6 +17,7 @@ pub fn run(globals: &Globals, args: ServeArgs) -> CliResult {
         token.is_some(),
     )?;
     let ctx = globals.context()?;
+    super::refuse_others_state_dir(&ctx)?;
     // Read once: the server's loop guard keeps the limit it started with.
     let max_retries = hookvisor_core::Config::load(&ctx.workspace)
         .ok()

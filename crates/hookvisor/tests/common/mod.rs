@@ -284,3 +284,40 @@ pub fn json_of(output: &Output) -> serde_json::Value {
 /// `hookvisor serve` under test and a small HTTP client (tests/serve.rs, tests/dashboard.rs).
 pub mod fake_agent;
 pub mod serve;
+
+/// Creates the test user `hv-test` once (safely when tests race) and returns a guard that keeps
+/// the other tests of this file from running processes as hv-test meanwhile (a root hook is
+/// refused while any exists). Needs root: `None` outside CI, a failure with CI=true.
+pub fn ensure_test_user() -> Option<std::sync::MutexGuard<'static, ()>> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    if !nix::unistd::Uid::effective().is_root() {
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v != "true"),
+            "CI=true but not root: cannot run hooks as hv-test"
+        );
+        eprintln!("note: not root; test skipped");
+        return None;
+    }
+    let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lock = fs::File::create("/tmp/hookvisor-test-user.lock").unwrap();
+    lock.lock().unwrap();
+    for cmd in [
+        "getent group hv-test-extra >/dev/null || groupadd hv-test-extra",
+        "id hv-test >/dev/null 2>&1 || useradd --create-home --groups hv-test-extra hv-test",
+        "id -nG hv-test | grep -qw hv-test-extra || usermod -aG hv-test-extra hv-test",
+    ] {
+        let status = std::process::Command::new("/bin/sh")
+            .args(["-c", cmd])
+            .status()
+            .unwrap();
+        assert!(status.success(), "{cmd}: {status}");
+    }
+    Some(guard)
+}
+
+/// The test user's passwd entry ([`ensure_test_user`] made it).
+pub fn test_user() -> nix::unistd::User {
+    nix::unistd::User::from_name("hv-test")
+        .unwrap()
+        .expect("hv-test exists")
+}
