@@ -663,7 +663,8 @@ pub struct ServeArgs {
 /// Options of the agent adapters.
 #[derive(Debug, Args)]
 pub struct AdapterArgs {
-    /// Block the agent with the error as the reason when hookvisor itself fails.
+    /// Block the agent with the error as the reason when hookvisor itself fails (tool gates
+    /// are denied on a failure without it).
     #[arg(long)]
     pub fail_closed: bool,
     /// Hook-triggered re-prompts allowed per user turn [default: `max_retries` of

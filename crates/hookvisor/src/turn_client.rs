@@ -83,13 +83,6 @@ pub enum TurnClientError {
         /// The server's `{"error"}` text, or the start of its body.
         message: String,
     },
-    /// The server is deciding another gate of the same session (`POST /v1/events`, 409).
-    GateBusy {
-        /// The value of `HOOKVISOR_URL`.
-        url: String,
-        /// The server's `{"error"}` text.
-        message: String,
-    },
     /// The server answered 200 with a body that is not the JSON this client asked for.
     Body {
         /// The value of `HOOKVISOR_URL`.
@@ -132,13 +125,7 @@ impl fmt::Display for TurnClientError {
                 message,
             } => write!(
                 f,
-                "the hookvisor server at {url} is already evaluating a turn (409: {message}); \
-                 wait for it to finish"
-            ),
-            TurnClientError::GateBusy { url, message } => write!(
-                f,
-                "the hookvisor server at {url} is deciding another gate of this session (409: \
-                 {message}); wait for it, or pass another --session"
+                "the hookvisor server at {url} refused the request (409: {message})"
             ),
             TurnClientError::Status { url, code, message } => write!(
                 f,
@@ -209,6 +196,8 @@ pub struct TurnClient {
     url: String,
     addr: ServerAddr,
     token: Option<String>,
+    /// How long the answer may take; `None` waits as long as the server takes.
+    deadline: Option<Duration>,
 }
 
 impl TurnClient {
@@ -226,6 +215,7 @@ impl TurnClient {
                     path: socket.into(),
                 },
                 token: token.filter(|t| !t.is_empty()),
+                deadline: None,
             }),
             Some(socket) => Err(TurnClientError::BadUrl {
                 url: socket,
@@ -241,7 +231,15 @@ impl TurnClient {
             url: url.to_owned(),
             addr: ServerAddr::parse(url)?,
             token: token.filter(|t| !t.is_empty()),
+            deadline: None,
         })
+    }
+
+    /// Gives up on an answer that has not come within `deadline` (an [`TurnClientError::Io`]
+    /// that says it timed out): an adapter must answer before the agent kills it.
+    pub fn with_deadline(mut self, deadline: Duration) -> TurnClient {
+        self.deadline = Some(deadline);
+        self
     }
 
     /// `POST /v1/turns/end {"trigger": ...}`: the server evaluates and answers the eval JSON.
@@ -258,14 +256,7 @@ impl TurnClient {
         event: &str,
         body: &serde_json::Value,
     ) -> Result<serde_json::Value, TurnClientError> {
-        match self.post_json(&format!("/v1/events/{event}"), &body.to_string()) {
-            Err(TurnClientError::Status {
-                url,
-                code: 409,
-                message,
-            }) => Err(TurnClientError::GateBusy { url, message }),
-            other => other,
-        }
+        self.post_json(&format!("/v1/events/{event}"), &body.to_string())
     }
 
     /// Sends one request and reads a 200 answer's JSON body; any other status is an error
@@ -317,6 +308,7 @@ impl TurnClient {
         match &self.addr {
             ServerAddr::Tcp { authority, .. } => {
                 let mut stream = self.connect_tcp(authority)?;
+                stream.set_read_timeout(self.deadline).map_err(io_err)?;
                 stream.write_all(request.as_bytes()).map_err(io_err)?;
                 read_response(&mut BufReader::new(stream), &self.url)
             }
@@ -326,6 +318,7 @@ impl TurnClient {
                         url: self.url.clone(),
                         source,
                     })?;
+                stream.set_read_timeout(self.deadline).map_err(io_err)?;
                 stream.write_all(request.as_bytes()).map_err(io_err)?;
                 read_response(&mut BufReader::new(stream), &self.url)
             }
@@ -583,7 +576,11 @@ mod tests {
             message: "m".into(),
         };
         assert!(err(401).to_string().contains("HOOKVISOR_TOKEN"));
-        assert!(err(409).to_string().contains("already evaluating"));
+        assert!(
+            err(409)
+                .to_string()
+                .contains("refused the request (409: m)")
+        );
         assert!(err(500).to_string().contains("answered 500: m"));
     }
 }

@@ -583,7 +583,7 @@ fn server_errors_follow_the_failure_policy() {
     let open = feed_server(&ws, &CLAUDE, "stop.json", &url, &[]);
     silent(&CLAUDE, &open);
     assert!(
-        stderr(&open).contains("already evaluating"),
+        stderr(&open).contains("refused the request (409"),
         "{}",
         stderr(&open)
     );

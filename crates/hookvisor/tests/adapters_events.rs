@@ -562,8 +562,76 @@ fn internal_errors_fail_open_unless_fail_closed() {
         reply["hookSpecificOutput"]["permissionDecisionReason"]
             .as_str()
             .unwrap()
-            .contains("--fail-closed")
+            .contains("a tool gate fails closed")
     );
+}
+
+/// Issue 28: a tool gate never lets a call through because hookvisor failed. A server that is
+/// gone (nothing listening) or lost (it takes the request and closes without an answer) denies
+/// the call in each agent's words, with the error as the reason, and without `--fail-closed`;
+/// a notice or `tool.after` of the same failure still fails open.
+#[test]
+fn a_tool_gate_denies_when_the_server_is_gone_or_lost() {
+    let ws = Workspace::git();
+    hook(&ws, "tool.before", ALLOW);
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let lost = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let lost_url = format!("http://{}", lost.local_addr().unwrap());
+    let hang_up = thread::spawn(move || {
+        for _ in 0..3 {
+            let (mut conn, _) = lost.accept().unwrap();
+            // Read the request's head, then go away without a word.
+            let _ = conn.read(&mut [0; 4096]);
+        }
+    });
+    let cases = [
+        ("claude", "pre-tool-use.json", &dead_url, "cannot reach"),
+        ("codex", "pre-tool-use.json", &dead_url, "cannot reach"),
+        ("gemini", "before-tool.json", &dead_url, "cannot reach"),
+        ("claude", "pre-tool-use.json", &lost_url, "did not answer"),
+        ("codex", "pre-tool-use.json", &lost_url, "did not answer"),
+        ("gemini", "before-tool.json", &lost_url, "did not answer"),
+    ];
+    for (agent, fixture, url, why) in cases {
+        let out = on_fixture(
+            &ws,
+            &["adapter", agent],
+            agent,
+            fixture,
+            &[("HOOKVISOR_URL", url.as_str())],
+        );
+        assert!(out.status.success(), "{agent}: {}", stderr(&out));
+        let reply: serde_json::Value = serde_json::from_str(&stdout(&out))
+            .unwrap_or_else(|e| panic!("{agent} {url}: {e}: {} / {}", stdout(&out), stderr(&out)));
+        let (decision, reason) = match agent {
+            "gemini" => (&reply["decision"], &reply["reason"]),
+            _ => (
+                &reply["hookSpecificOutput"]["permissionDecision"],
+                &reply["hookSpecificOutput"]["permissionDecisionReason"],
+            ),
+        };
+        assert_eq!(decision, "deny", "{agent} {url}: {reply}");
+        let reason = reason.as_str().unwrap();
+        assert!(
+            reason.contains(why) && reason.contains("a tool gate fails closed"),
+            "{agent} {url}: {reason}"
+        );
+    }
+    hang_up.join().unwrap();
+    // The same failure on a notice and on tool.after: fail open, as documented.
+    for fixture in ["post-tool-use.json", "session-start.json"] {
+        let out = on_fixture(
+            &ws,
+            &["adapter", "claude"],
+            "claude",
+            fixture,
+            &[("HOOKVISOR_URL", dead_url.as_str())],
+        );
+        assert_eq!(stdout(&out), "", "{fixture}");
+        assert!(stderr(&out).contains("failing open"), "{}", stderr(&out));
+    }
 }
 
 /// `check` warns on a `tool:` name no supported agent has (rule 6), not on canonical names,

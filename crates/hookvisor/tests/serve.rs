@@ -763,8 +763,49 @@ fn events_arrive_during_a_rerun() {
     assert!(finished["durationMs"].is_u64());
 }
 
+/// A turn end that arrives while an evaluation runs: once it was refused with 409, and the
+/// adapter let the agent stop while the evaluation said re-prompt (issue 28). Now it answers
+/// with that evaluation's report: the workspace judged once, the loop guard counting once.
 #[test]
-fn a_second_evaluation_gets_409_and_a_new_turn_cancels_the_first() {
+fn a_turn_end_during_an_evaluation_shares_its_report_and_counts_once() {
+    let ws = Workspace::git();
+    let slow = BlockingHook::install(&ws);
+    ws.write("seed", "");
+    ws.git_ok(&["add", "."]);
+    ws.git_ok(&["commit", "-qm", "seed", "--no-verify"]);
+    let server = Server::tcp(&ws);
+    let mut events = server.events();
+    ws.write("notes.txt", "changed");
+
+    let turn_end = |trigger: &'static str| {
+        let addr = server.addr.clone();
+        let body = format!(r#"{{"trigger":"{trigger}"}}"#);
+        std::thread::spawn(move || request(&addr, "POST", "/v1/turns/end", &[], &body))
+    };
+    let first = turn_end("user");
+    events.until(|name, data| name == "hookStarted" && data["hookId"] == "slow");
+    let pid = slow.pid();
+    let second = turn_end("hook");
+    events.until(|name, data| name == "turnWaiting" && data["behind"] == "an evaluation");
+    // The hook fails (killed from outside, as a crash would be): a re-prompt, for both.
+    kill(pid, Signal::SIGKILL).unwrap();
+    let (first, second) = (first.join().unwrap(), second.join().unwrap());
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_eq!(first.json()["action"], "reprompt", "{}", first.body);
+    assert_eq!(first.json(), second.json());
+    // A second evaluation, hook-triggered, would have counted one hook turn.
+    let status = ws.status();
+    let hook_turns = status["consecutiveHookTurns"].as_u64().unwrap_or(0);
+    assert_eq!(hook_turns, 0, "one user turn end: {status}");
+    assert_eq!(
+        status["hooks"]["slow"]["runCount"], 1,
+        "one run for both: {status}"
+    );
+}
+
+#[test]
+fn a_rerun_during_an_evaluation_is_409_and_a_new_turn_cancels_it() {
     let ws = Workspace::git();
     let slow = BlockingHook::install(&ws);
     ws.write("seed", "");
@@ -785,14 +826,11 @@ fn a_second_evaluation_gets_409_and_a_new_turn_cancels_the_first() {
         "running"
     );
 
-    let second = server.post("/v1/turns/end", r#"{"trigger":"hook"}"#);
-    assert_eq!(second.status, 409, "{}", second.body);
-    assert!(
-        second.json()["error"]
-            .as_str()
-            .unwrap()
-            .contains("evaluation")
-    );
+    let addr = server.addr.clone();
+    let second = std::thread::spawn(move || {
+        request(&addr, "POST", "/v1/turns/end", &[], r#"{"trigger":"hook"}"#)
+    });
+    events.until(|name, data| name == "turnWaiting" && data["behind"] == "an evaluation");
     let rerun = server.post("/hooks/slow/rerun", "");
     assert_eq!(
         rerun.status, 409,
@@ -816,9 +854,12 @@ fn a_second_evaluation_gets_409_and_a_new_turn_cancels_the_first() {
         "a cancelled run is not a run"
     );
 
-    let first = first.join().unwrap();
-    assert_eq!(first.status, 409);
-    assert_eq!(first.json()["cancelled"], true);
+    // Both turn ends, the one that waited for it too, learn that it was cancelled.
+    for turn_end in [first, second] {
+        let answer = turn_end.join().unwrap();
+        assert_eq!(answer.status, 409, "{}", answer.body);
+        assert_eq!(answer.json()["cancelled"], true);
+    }
     events.until(|name, _| name == "evaluationCancelled");
 
     // The slot is free again: the next turn runs the still-pending hook.

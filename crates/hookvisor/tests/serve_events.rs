@@ -194,59 +194,96 @@ fn fifo(path: &Path) {
     mkfifo(path, Mode::from_bits_truncate(0o600)).unwrap();
 }
 
+/// A `tool.before` hook that announces each run on `started`, holds its gate until the test
+/// writes a line to `go`, then denies with "no shell" when the tool is `Bash`; other tools get
+/// through at once. The FIFOs order the test and the hook without sleeping.
+struct HeldGate {
+    started: std::path::PathBuf,
+    go: std::path::PathBuf,
+}
+
+impl HeldGate {
+    fn install(ws: &Workspace) -> HeldGate {
+        let (started, go) = (ws.base().join("started"), ws.base().join("go"));
+        fifo(&started);
+        fifo(&go);
+        yml(
+            ws,
+            "hold",
+            &format!(
+                "event: tool.before\nrun: 'test \"${{tool_name}}\" = Bash || exit 0; echo up > {}; \
+                 read line < {}; echo no shell >&2; exit 2'",
+                started.display(),
+                go.display()
+            ),
+        );
+        HeldGate { started, go }
+    }
+
+    /// Waits until a run of the hook has started (in a thread, so that a hook that never
+    /// starts fails the test instead of hanging it).
+    fn started(&self) {
+        let (tx, rx) = mpsc::channel();
+        let started = self.started.clone();
+        std::thread::spawn(move || {
+            let mut up = String::new();
+            let read = fs::File::open(&started).and_then(|mut f| f.read_to_string(&mut up));
+            let _ = tx.send(read.map(|_| up));
+        });
+        let up = rx.recv_timeout(DEADLINE).expect("the hook starts").unwrap();
+        assert_eq!(up, "up\n");
+    }
+
+    /// Lets the running hook go on.
+    fn release(&self) {
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&self.go)
+            .unwrap()
+            .write_all(b"go\n")
+            .unwrap();
+    }
+}
+
+/// `POST /v1/events/tool.before` for `tool` in a thread; its response arrives on `tx`.
+fn gate_in_thread(
+    server: &Server,
+    tool: &str,
+    tx: &mpsc::Sender<(String, common::serve::Response)>,
+) -> std::thread::JoinHandle<()> {
+    let (addr, tx, tool) = (server.addr.clone(), tx.clone(), tool.to_owned());
+    let body = format!(r#"{{"data":{{"tool_name":"{tool}"}}}}"#);
+    std::thread::spawn(move || {
+        let response = request(&addr, "POST", "/v1/events/tool.before", &[], &body);
+        let _ = tx.send((tool, response));
+    })
+}
+
+/// Waits for the `gateQueue` event saying that `waiting` gates of `session` wait.
+fn queue_reaches(events: &mut common::serve::Events, session: &str, waiting: usize) {
+    events.until(|name, data| {
+        name == "gateQueue" && data["session"] == session && data["waiting"] == waiting
+    });
+}
+
+/// Issue 28: the agents run the tool calls of one reply at once. A second gate of the session
+/// was refused with 409, which the adapter took for "allow": the call ran unchecked. Now it
+/// waits its turn and gets its own hook's decision.
 #[test]
-fn a_second_gate_of_one_session_is_409_notices_and_other_sessions_go_on() {
+fn parallel_gates_of_one_session_wait_their_turn_and_both_are_decided() {
     let ws = Workspace::new();
-    let (started, go) = (ws.base().join("started"), ws.base().join("go"));
-    fifo(&started);
-    fifo(&go);
-    // The `Wait` call announces itself on `started`, then holds its gate until the test writes
-    // to `go`; other calls pass at once.
-    yml(
-        &ws,
-        "hold",
-        &format!(
-            "event: tool.before\nrun: 'test \"${{tool_name}}\" = Wait || exit 0; echo up > {}; \
-             read line < {}'",
-            started.display(),
-            go.display()
-        ),
-    );
+    let held = HeldGate::install(&ws);
     yml(&ws, "note", "event: session.start\nrun: exit 0");
-    let server = Server::tcp(&ws);
+    let server = Server::start(&ws, &["--listen", "127.0.0.1:0", "--session", "s0"], &[]);
+    let mut events = server.events();
 
     let (tx, rx) = mpsc::channel();
-    let addr = server.addr.clone();
-    let first = std::thread::spawn(move || {
-        let response = request(
-            &addr,
-            "POST",
-            "/v1/events/tool.before",
-            &[],
-            r#"{"data":{"tool_name":"Wait"}}"#,
-        );
-        let _ = tx.send(());
-        response
-    });
-    // Read once the hook has written and closed its end: the first gate is running. In a
-    // thread, so that a hook that never starts fails the test instead of hanging it.
-    let (up_tx, up_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut up = String::new();
-        let read = fs::File::open(&started).and_then(|mut f| f.read_to_string(&mut up));
-        let _ = up_tx.send(read.map(|_| up));
-    });
-    let up = up_rx
-        .recv_timeout(DEADLINE)
-        .expect("the hook starts")
-        .unwrap();
-    assert_eq!(up, "up\n");
-
-    // The same session (the server's, as none is named) is refused, naming the session.
-    let second = server.post("/v1/events/tool.before", r#"{"data":{"tool_name":"Read"}}"#);
-    assert_eq!(second.status, 409, "{}", second.body);
-    assert!(error(&second.json()).contains("session"), "{}", second.body);
-    // Another session's gate and a notice of this one go on.
+    let first = gate_in_thread(&server, "Bash", &tx);
+    held.started();
+    // The same session (the server's, as none is named): it waits behind the first.
+    let second = gate_in_thread(&server, "Bash", &tx);
+    queue_reaches(&mut events, "s0", 1);
+    // Another session's gate and a notice of this one go on meanwhile.
     let other = server.post(
         "/v1/events/tool.before",
         r#"{"session_id":"other","data":{"tool_name":"Read"}}"#,
@@ -254,19 +291,91 @@ fn a_second_gate_of_one_session_is_409_notices_and_other_sessions_go_on() {
     assert_eq!(other.status, 200, "{}", other.body);
     let notice = server.post("/v1/events/session.start", "{}");
     assert_eq!(notice.status, 200, "{}", notice.body);
-    assert!(rx.try_recv().is_err(), "the first gate answered early");
+    assert!(
+        rx.try_recv().is_err(),
+        "a gate answered before its hook ended"
+    );
 
-    // Let the first gate end; its session is free again.
-    fs::OpenOptions::new()
-        .write(true)
-        .open(&go)
-        .unwrap()
-        .write_all(b"go\n")
-        .unwrap();
-    rx.recv_timeout(DEADLINE).expect("the first gate answers");
-    let first = first.join().unwrap();
-    assert_eq!(first.status, 200, "{}", first.body);
-    assert_eq!(first.json()["decision"], "allow");
+    // The first decides; only then does the second's hook run, and it decides too.
+    held.release();
+    let (_, answer) = rx.recv_timeout(DEADLINE).expect("the first gate answers");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.json()["decision"], "block", "{}", answer.body);
+    held.started();
+    held.release();
+    let (_, answer) = rx.recv_timeout(DEADLINE).expect("the second gate answers");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(
+        (&answer.json()["decision"], &answer.json()["reason"]),
+        (&Value::from("block"), &Value::from("no shell")),
+        "{}",
+        answer.body
+    );
+    first.join().unwrap();
+    second.join().unwrap();
+    queue_reaches(&mut events, "s0", 0);
+    server.stop();
+}
+
+/// The queue of one session is bounded: past [`MAX_QUEUED`] waiting gates the next is refused
+/// with 503 and a reason (which an adapter turns into a deny); a client that goes away while it
+/// waits gives its place up at once.
+#[test]
+fn a_session_queue_is_bounded_and_a_client_that_leaves_frees_its_place() {
+    const MAX_QUEUED: usize = 32;
+    let ws = Workspace::new();
+    let held = HeldGate::install(&ws);
+    let server = Server::start(&ws, &["--listen", "127.0.0.1:0", "--session", "s0"], &[]);
+    let mut events = server.events();
+    let (tx, rx) = mpsc::channel();
+    let mut threads = vec![gate_in_thread(&server, "Bash", &tx)];
+    held.started();
+
+    // The first in the queue is a client that will leave.
+    let leaving = common::serve::send(
+        &server.addr,
+        "POST",
+        "/v1/events/tool.before",
+        &[],
+        r#"{"data":{"tool_name":"Read"}}"#,
+    );
+    queue_reaches(&mut events, "s0", 1);
+    for _ in 1..MAX_QUEUED {
+        threads.push(gate_in_thread(&server, "Read", &tx));
+    }
+    queue_reaches(&mut events, "s0", MAX_QUEUED);
+
+    let refused = server.post("/v1/events/tool.before", r#"{"data":{"tool_name":"Read"}}"#);
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    let why = error(&refused.json());
+    assert!(
+        why.contains(&format!("{MAX_QUEUED} gates of session 's0' already wait")),
+        "{why}"
+    );
+
+    drop(leaving);
+    queue_reaches(&mut events, "s0", MAX_QUEUED - 1);
+    // Its place is free: one more may wait.
+    threads.push(gate_in_thread(&server, "Read", &tx));
+    queue_reaches(&mut events, "s0", MAX_QUEUED);
+    assert!(
+        rx.try_recv().is_err(),
+        "a gate answered before its hook ended"
+    );
+
+    held.release();
+    for _ in 0..=MAX_QUEUED {
+        let (tool, answer) = rx
+            .recv_timeout(DEADLINE)
+            .expect("every waiting gate answers");
+        assert_eq!(answer.status, 200, "{tool}: {}", answer.body);
+        let want = if tool == "Bash" { "block" } else { "allow" };
+        assert_eq!(answer.json()["decision"], want, "{tool}: {}", answer.body);
+    }
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    // Nothing of the queue is left: a gate runs at once.
     let again = server.post("/v1/events/tool.before", r#"{"data":{"tool_name":"Read"}}"#);
     assert_eq!(again.status, 200, "{}", again.body);
     server.stop();

@@ -2,7 +2,7 @@
 //!
 //! The hooks run in this process, on this context; or, when `HOOKVISOR_URL` is set and neither
 //! `--workspace` nor `--state-dir` is given, in the running `serve` (§3), which then sees the
-//! event on its dashboard and event stream, and keeps one gate per session.
+//! event on its dashboard and event stream, and runs the gates of a session one at a time.
 
 use std::fs;
 use std::io::{self, Read, Write};

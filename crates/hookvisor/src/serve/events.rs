@@ -75,6 +75,20 @@ pub enum Event {
         /// How many files will not run.
         problems: usize,
     },
+    /// A gate of a session started waiting, or one of the session's gates left (decided, or
+    /// its client went away).
+    GateQueue {
+        /// The session (its `session_id`, else the server's).
+        session: String,
+        /// How many of its gates wait behind the running one.
+        waiting: usize,
+    },
+    /// A turn end waits for the running job: it will answer with the evaluation's outcome, or
+    /// evaluate once the explicit run is over.
+    TurnWaiting {
+        /// What it waits for: "an evaluation" or "a run of 'ID'".
+        behind: String,
+    },
     /// An event fired through `POST /v1/events/{event}` was decided (EVENTS.md §3).
     #[serde(rename = "event.decided")]
     Decided {
@@ -101,6 +115,8 @@ impl Event {
             Event::EvaluationDone { .. } => "evaluationDone",
             Event::EvaluationCancelled => "evaluationCancelled",
             Event::HooksChanged { .. } => "hooksChanged",
+            Event::GateQueue { .. } => "gateQueue",
+            Event::TurnWaiting { .. } => "turnWaiting",
             Event::Decided { .. } => "event.decided",
         }
     }

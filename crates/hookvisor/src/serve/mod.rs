@@ -9,6 +9,20 @@
 //!
 //! What keeps the server to its own clients: the token when one is set, [`guard`] against web
 //! pages, [`conn`]'s limits against clients that never finish a request.
+//!
+//! Concurrent requests that judge the same state wait for each other instead of being refused,
+//! since a refusal reaches an agent as "no hook answered", which lets the call through:
+//!
+//! - The gates of one session (EVENTS.md §5 rule 4) run one at a time, the others waiting in
+//!   arrival order: the agents run the tool calls of one reply at once, and a second gate
+//!   must judge the state the first one leaves. At most [`MAX_QUEUED_GATES`] wait per session
+//!   and none longer than [`GATE_WAIT`]; beyond either the answer is 503 naming the limit. A
+//!   client that disconnects while waiting leaves the queue at once.
+//! - A turn end (`/v1/turns/end`, `turn.end`) that arrives while an evaluation runs answers
+//!   with that evaluation's report: the turn ends arrived together, the workspace is judged
+//!   once and the loop guard counts one turn end, not two. One that arrives during an explicit
+//!   run waits for it, then evaluates. An explicit run (`/hooks/{id}/rerun`, a person's click)
+//!   during any job is still refused with 409.
 
 mod agent;
 mod children;
@@ -20,7 +34,7 @@ mod metrics;
 mod routes;
 mod watch;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fmt;
 use std::io::{self, Write};
@@ -37,7 +51,7 @@ use axum::routing::{get, post};
 use hookvisor_core::{
     CancelToken, Context, Discovery, Evaluator, Hook, Status, StatusStore, discover_workspace,
 };
-use tokio::sync::watch as channel;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch as channel};
 
 pub use events::Event;
 pub use guard::Guard;
@@ -46,6 +60,14 @@ use routes::ServerError;
 
 /// How long a graceful shutdown waits for open connections before it exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The most gates of one session that wait behind the running one; the agents run about ten
+/// tool calls at once.
+pub const MAX_QUEUED_GATES: usize = 32;
+
+/// The longest a gate waits for its turn: the agents' own timeout for a gate hook
+/// (`hookvisor install` writes 600 s), after which nobody reads the answer.
+pub const GATE_WAIT: Duration = Duration::from_secs(600);
 
 /// Everything `serve` needs, resolved from the command line and the environment.
 #[derive(Debug, Clone)]
@@ -116,19 +138,47 @@ impl fmt::Display for JobKind {
     }
 }
 
+/// What an evaluation answered, for the turn ends that arrived while it ran.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The report.
+    Report(Arc<hookvisor_core::EvalReport>),
+    /// A new turn cancelled it.
+    Cancelled,
+    /// It failed; the server's message.
+    Failed(String),
+}
+
 #[derive(Debug)]
 struct Job {
     kind: JobKind,
     cancel: CancelToken,
-    /// Closes when the job ends, for whoever waits on a cancel.
-    done: channel::Receiver<()>,
+    /// Holds an evaluation's outcome once it is known, and closes when the job ends, for
+    /// whoever waits on a cancel or shares the evaluation.
+    done: channel::Receiver<Option<Outcome>>,
 }
 
 /// Holds the job slot until dropped; dropping it frees the slot and wakes the waiters.
 #[derive(Debug)]
 pub struct JobGuard {
     state: Arc<AppState>,
-    _done: channel::Sender<()>,
+    done: channel::Sender<Option<Outcome>>,
+}
+
+impl JobGuard {
+    /// Hands an evaluation's outcome to the turn ends waiting on it.
+    fn finish(&self, outcome: Outcome) {
+        self.done.send_replace(Some(outcome));
+    }
+}
+
+/// What a turn end does: run the evaluation, or answer with the one that ran meanwhile.
+#[derive(Debug)]
+enum TurnSlot {
+    /// The slot is ours: evaluate.
+    Run(JobGuard, CancelToken),
+    /// An evaluation that was running when the request came answered it.
+    Shared(Outcome),
 }
 
 impl Drop for JobGuard {
@@ -139,21 +189,77 @@ impl Drop for JobGuard {
     }
 }
 
-/// Holds a session's gate mark until dropped.
+/// One session's gates: the running one and those waiting for it.
 #[derive(Debug)]
-pub struct GateGuard {
+struct SessionGates {
+    /// One permit: the running gate holds it; tokio hands it on in arrival order.
+    turn: Arc<Semaphore>,
+    /// The gates of the session in the server, running or waiting.
+    present: usize,
+}
+
+/// A gate's place in its session's queue, running or waiting; dropping it (the gate ended, or
+/// its client went away while it waited) gives the place up.
+#[derive(Debug)]
+struct GateTicket {
     state: Arc<AppState>,
     session: String,
 }
 
-impl Drop for GateGuard {
-    fn drop(&mut self) {
-        self.state
-            .gates
-            .lock()
-            .expect("gates lock")
-            .remove(&self.session);
+impl GateTicket {
+    /// Counts a gate in, or refuses it when [`MAX_QUEUED_GATES`] already wait.
+    fn take(
+        state: &Arc<AppState>,
+        session: String,
+    ) -> Result<(GateTicket, Arc<Semaphore>), ServerError> {
+        let mut gates = state.gates.lock().expect("gates lock");
+        let entry = gates
+            .entry(session.clone())
+            .or_insert_with(|| SessionGates {
+                turn: Arc::new(Semaphore::new(1)),
+                present: 0,
+            });
+        if entry.present > MAX_QUEUED_GATES {
+            return Err(ServerError::GateQueueFull {
+                session,
+                limit: MAX_QUEUED_GATES,
+            });
+        }
+        entry.present += 1;
+        let turn = entry.turn.clone();
+        state.publish_queue(&session, entry.present);
+        Ok((
+            GateTicket {
+                state: state.clone(),
+                session,
+            },
+            turn,
+        ))
     }
+}
+
+impl Drop for GateTicket {
+    fn drop(&mut self) {
+        let mut gates = self.state.gates.lock().expect("gates lock");
+        let Some(entry) = gates.get_mut(&self.session) else {
+            return;
+        };
+        entry.present -= 1;
+        let present = entry.present;
+        if present == 0 {
+            gates.remove(&self.session);
+        }
+        self.state.publish_queue(&self.session, present);
+    }
+}
+
+/// Holds a session's gate until dropped; the next waiting gate of the session then runs.
+#[derive(Debug)]
+pub struct GateGuard {
+    // The permit drops first: were the ticket first, the session's entry could go while the
+    // permit is still held, and a new gate would get a fresh semaphore and run beside this one.
+    _permit: OwnedSemaphorePermit,
+    _ticket: GateTicket,
 }
 
 /// The state every handler shares.
@@ -166,9 +272,9 @@ pub struct AppState {
     hub: events::Hub,
     metrics: metrics::Metrics,
     job: Mutex<Option<Job>>,
-    /// The sessions with a gate firing now: a second gate of one session is refused (EVENTS.md
-    /// §5 rule 4), since its hooks would judge a state the first one is still changing.
-    gates: Mutex<HashSet<String>>,
+    /// The sessions with a gate firing now, and their gates waiting for it (module docs):
+    /// a second gate of one session would judge a state the first one is still changing.
+    gates: Mutex<HashMap<String, SessionGates>>,
     /// Ends the turns, with the dirty set kept warm by inotify once its watcher has started
     /// (until then turns scan in full).
     evaluator: Mutex<Evaluator>,
@@ -192,7 +298,7 @@ impl AppState {
             hub: events::Hub::default(),
             metrics: metrics::Metrics::default(),
             job: Mutex::new(None),
-            gates: Mutex::new(HashSet::new()),
+            gates: Mutex::new(HashMap::new()),
             evaluator: Mutex::new(Evaluator::new(ctx.clone())),
             seen: Mutex::new(seen),
             refreshing: Mutex::new(()),
@@ -361,8 +467,12 @@ impl AppState {
         if let Some(job) = slot.as_ref() {
             return Err(ServerError::Busy(job.kind.to_string()));
         }
+        Ok(self.occupy(&mut slot, kind))
+    }
+
+    fn occupy(self: &Arc<Self>, slot: &mut Option<Job>, kind: JobKind) -> (JobGuard, CancelToken) {
         let cancel = CancelToken::new();
-        let (done_tx, done_rx) = channel::channel(());
+        let (done_tx, done_rx) = channel::channel(None);
         *slot = Some(Job {
             kind,
             cancel: cancel.clone(),
@@ -370,22 +480,64 @@ impl AppState {
         });
         let guard = JobGuard {
             state: self.clone(),
-            _done: done_tx,
+            done: done_tx,
         };
-        Ok((guard, cancel))
+        (guard, cancel)
     }
 
-    /// Marks a gate of `session` as running, or refuses with 409 while one is (EVENTS.md §5
-    /// rule 4); the mark goes when the guard drops, however the firing ends.
-    fn begin_gate(self: &Arc<Self>, session: String) -> Result<GateGuard, ServerError> {
-        let mut gates = self.gates.lock().expect("gates lock");
-        if !gates.insert(session.clone()) {
-            return Err(ServerError::GateBusy(session));
+    /// Takes the job slot for an evaluation; while one runs, waits for it and shares its
+    /// outcome; while an explicit run holds the slot, waits for it (module docs). Nothing is
+    /// held while waiting, so a client that goes away leaves nothing behind.
+    async fn begin_turn(self: &Arc<Self>) -> TurnSlot {
+        loop {
+            let (mut done, shared) = {
+                let mut slot = self.job.lock().expect("job lock");
+                match slot.as_ref() {
+                    None => {
+                        let (guard, cancel) = self.occupy(&mut slot, JobKind::Evaluation);
+                        return TurnSlot::Run(guard, cancel);
+                    }
+                    Some(job) => {
+                        self.hub.publish(Event::TurnWaiting {
+                            behind: job.kind.to_string(),
+                        });
+                        (job.done.clone(), job.kind == JobKind::Evaluation)
+                    }
+                }
+            };
+            // The sender never sends but the outcome: `changed` fails once the job's guard
+            // drops, after the outcome if there is one.
+            let _ = done.wait_for(Option::is_some).await;
+            let outcome = done.borrow().clone();
+            if let (true, Some(outcome)) = (shared, outcome) {
+                return TurnSlot::Shared(outcome);
+            }
         }
-        Ok(GateGuard {
-            state: self.clone(),
-            session,
-        })
+    }
+
+    /// Takes the gate of `session` (EVENTS.md §5 rule 4), waiting in arrival order while
+    /// another gate of the session runs; refused when too many wait or the wait is too long
+    /// (module docs). The gate is released when the guard drops, however the firing ends.
+    async fn begin_gate(self: &Arc<Self>, session: String) -> Result<GateGuard, ServerError> {
+        let (ticket, turn) = GateTicket::take(self, session)?;
+        match tokio::time::timeout(GATE_WAIT, turn.acquire_owned()).await {
+            Ok(permit) => Ok(GateGuard {
+                _permit: permit.expect("the gate semaphore is never closed"),
+                _ticket: ticket,
+            }),
+            Err(_) => Err(ServerError::GateWaitedTooLong {
+                session: ticket.session.clone(),
+                waited: GATE_WAIT,
+            }),
+        }
+    }
+
+    /// Tells the event streams how many gates of `session` are in the server.
+    fn publish_queue(&self, session: &str, present: usize) {
+        self.hub.publish(Event::GateQueue {
+            session: session.to_owned(),
+            waiting: present.saturating_sub(1),
+        });
     }
 
     /// Cancels the running job if `which` selects it, and waits until it has ended (its hook
@@ -403,7 +555,7 @@ impl AppState {
         };
         match done {
             Some(mut done) => {
-                // The sender never sends: `changed` fails exactly when the job's guard drops.
+                // `changed` fails exactly when the job's guard drops.
                 while done.changed().await.is_ok() {}
                 true
             }

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::events::Event;
-use super::{AppState, GateGuard, JobKind, metrics};
+use super::{AppState, GateGuard, JobKind, Outcome, TurnSlot, metrics};
 
 /// How much of a log `/hooks/{id}/output` returns: the end, where failures are reported; 200 KiB
 /// as in discobot.
@@ -57,8 +57,20 @@ pub enum ServerError {
     SlowRequest,
     /// The request body is not what the route takes.
     BadRequest(String),
-    /// A gate of this session is firing already (EVENTS.md §5 rule 4).
-    GateBusy(String),
+    /// Too many gates of this session wait already (see [`super::MAX_QUEUED_GATES`]).
+    GateQueueFull {
+        /// The session.
+        session: String,
+        /// How many may wait.
+        limit: usize,
+    },
+    /// A gate waited [`super::GATE_WAIT`] for the session's running gate.
+    GateWaitedTooLong {
+        /// The session.
+        session: String,
+        /// How long it waited.
+        waited: std::time::Duration,
+    },
     /// No event by this name; the message names the known ones.
     UnknownEvent(String),
     /// A child of the state dir cannot be read: a bad name 400, none 404, a file hookvisor
@@ -118,11 +130,19 @@ impl IntoResponse for ServerError {
                     .to_owned(),
             ),
             ServerError::BadRequest(why) => (StatusCode::BAD_REQUEST, why.clone()),
-            ServerError::GateBusy(session) => (
-                StatusCode::CONFLICT,
+            ServerError::GateQueueFull { session, limit } => (
+                StatusCode::SERVICE_UNAVAILABLE,
                 format!(
-                    "a gate of session '{session}' is running; one gate per session at a time, \
-                     retry when it is decided"
+                    "{limit} gates of session '{session}' already wait for the running one; \
+                     this one is refused (an adapter denies the call)"
+                ),
+            ),
+            ServerError::GateWaitedTooLong { session, waited } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "a gate of session '{session}' waited {}s for the session's running gate; \
+                     this one is refused (an adapter denies the call)",
+                    waited.as_secs()
                 ),
             ),
             ServerError::UnknownEvent(why) => (StatusCode::NOT_FOUND, why.clone()),
@@ -256,10 +276,16 @@ pub async fn turn_end(State(state): State<Arc<AppState>>, body: Bytes) -> Result
     ))
 }
 
-/// One end-of-turn evaluation on the server's evaluator (one at a time: a second is 409, a
-/// `/v1/turns/start` cancels it), with its metrics and SSE events.
+/// One end-of-turn evaluation on the server's evaluator, with its metrics and SSE events; or,
+/// when one is running, its outcome (a `/v1/turns/start` cancels it): see the module docs of
+/// [`super`].
 async fn end_turn(state: &Arc<AppState>, turn: Firing) -> Result<EvalReport> {
-    let (job, cancel) = state.begin(JobKind::Evaluation)?;
+    let (job, cancel) = match state.begin_turn().await {
+        TurnSlot::Run(job, cancel) => (job, cancel),
+        TurnSlot::Shared(Outcome::Report(report)) => return Ok(EvalReport::clone(&report)),
+        TurnSlot::Shared(Outcome::Cancelled) => return Err(ServerError::Cancelled),
+        TurnSlot::Shared(Outcome::Failed(why)) => return Err(ServerError::Internal(why)),
+    };
     let options = EvalOptions {
         trigger: Trigger::from_word(&turn.trigger),
         max_retries: state.max_retries,
@@ -269,6 +295,11 @@ async fn end_turn(state: &Arc<AppState>, turn: Firing) -> Result<EvalReport> {
     let evaluator = state.clone();
     let outcome = run_blocking(move || {
         let report = evaluator.evaluate(&options, &turn);
+        job.finish(match &report {
+            Ok(report) => Outcome::Report(Arc::new(report.clone())),
+            Err(EvalError::Cancelled) => Outcome::Cancelled,
+            Err(e) => Outcome::Failed(e.to_string()),
+        });
         drop(job);
         report
     })
@@ -369,7 +400,7 @@ pub async fn fire_event(
             .session_id
             .clone()
             .unwrap_or_else(|| state.ctx.session_id.clone());
-        Some(state.begin_gate(session)?)
+        Some(state.begin_gate(session).await?)
     } else {
         None
     };

@@ -192,26 +192,37 @@ async fn the_token_guards_every_route_but_healthz() {
 }
 
 #[tokio::test]
-async fn a_second_job_is_refused_with_409() {
+async fn a_rerun_during_a_job_is_409_and_a_turn_end_waits_for_it() {
     let f = fixture(None);
     let (job, _cancel) = f.state.begin(JobKind::Rerun("fails".into())).unwrap();
-    for (method, path) in [
-        (Method::POST, "/v1/turns/end"),
-        (Method::POST, "/hooks/lint/rerun"),
-    ] {
-        let (code, body) = call(&f.state, method, path, None).await;
-        assert_eq!(code, StatusCode::CONFLICT, "{path}");
-        assert!(
-            body["error"].as_str().unwrap().contains("a run of 'fails'"),
-            "{body}"
-        );
+    let (code, body) = call(&f.state, Method::POST, "/hooks/lint/rerun", None).await;
+    assert_eq!(code, StatusCode::CONFLICT);
+    assert!(
+        body["error"].as_str().unwrap().contains("a run of 'fails'"),
+        "{body}"
+    );
+    // A turn end is no person's click: it waits for the run, then evaluates.
+    let mut events = f.state.hub.subscribe();
+    let state = f.state.clone();
+    let turn_end =
+        tokio::spawn(async move { call(&state, Method::POST, "/v1/turns/end", None).await });
+    loop {
+        if let events::Event::TurnWaiting { behind } = events.recv().await.unwrap() {
+            assert_eq!(behind, "a run of 'fails'");
+            break;
+        }
     }
+    assert!(!turn_end.is_finished());
     // turns/start cancels evaluations only, not an explicit run.
     let (code, body) = call(&f.state, Method::POST, "/v1/turns/start", None).await;
     assert_eq!((code, &body["cancelled"]), (StatusCode::OK, &false.into()));
     drop(job);
-    let (code, _) = call(&f.state, Method::POST, "/v1/turns/end", None).await;
-    assert_eq!(code, StatusCode::OK);
+    let (code, body) = turn_end.await.unwrap();
+    assert_eq!(
+        (code, &body["attempt"]),
+        (StatusCode::OK, &1.into()),
+        "{body}"
+    );
 }
 
 #[tokio::test]

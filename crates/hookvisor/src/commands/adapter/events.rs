@@ -13,8 +13,12 @@
 //! - Any other event is fired raw (`claude.PreCompact`).
 //!
 //! An event no hook binds evaluates nothing: after discovery it answers allow at once (only
-//! `turn.start` still drains the buffer). Internal errors fail open (stderr, exit 0) unless
-//! `--fail-closed`, which blocks with the error as the reason where the event can be blocked.
+//! `turn.start` still drains the buffer). When hookvisor itself fails (a server that is gone,
+//! refuses or does not answer in time, an unreadable input or state dir), a tool gate
+//! (`tool.before`: PreToolUse, BeforeTool) is denied with the error as the reason: a gate
+//! that lets a call through unchecked breaks its promise. Other events fail open (stderr,
+//! exit 0) unless `--fail-closed`, which blocks with the error as the reason where the event
+//! can be blocked.
 
 use std::env;
 use std::io::{self, Read, Write};
@@ -81,6 +85,7 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
             name: &name,
             input: &map,
             turn: &turn,
+            deadline: callback_cap(route),
         };
         call.answer(route, &bytes)
     });
@@ -88,12 +93,16 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
         Ok(decided) => say(agent, &name, route, &decided),
         // Before the cancel's arm: a signal (which the agent's uid can send) must not turn a
         // fail-closed gate into "allow".
-        Err(err) if args.fail_closed && can_block(route) => {
+        Err(err) if fails_closed(route, args) => {
+            let why = if route == Some(Route::ToolBefore) {
+                "a tool gate fails closed"
+            } else {
+                "the hook runs with --fail-closed"
+            };
             let decided = Decided {
                 decision: Decision::Block,
                 reason: Some(format!(
-                    "hookvisor could not check this event: {err}. (It is blocked because the \
-                     hook runs with --fail-closed.)"
+                    "hookvisor could not check this event: {err}. (It is blocked because {why}.)"
                 )),
                 context: Vec::new(),
             };
@@ -145,6 +154,13 @@ pub(crate) fn under_loop() -> bool {
     env::var_os("HOOKVISOR_LOOP").is_some_and(|v| v == "1")
 }
 
+/// Whether a hookvisor failure on `route` blocks: always for a tool gate, whose promise is that
+/// no call it did not allow runs; for the other events that can be blocked, with
+/// `--fail-closed`.
+fn fails_closed(route: Option<Route>, args: &AdapterArgs) -> bool {
+    route == Some(Route::ToolBefore) || (args.fail_closed && can_block(route))
+}
+
 /// Whether a block of `route` means anything (notices cannot be blocked).
 fn can_block(route: Option<Route>) -> bool {
     !matches!(
@@ -173,6 +189,9 @@ struct Call<'a> {
     name: &'a str,
     input: &'a Map<String, Value>,
     turn: &'a TurnEnd,
+    /// How long the server may take to answer: the agent kills this process at its hook
+    /// timeout and then goes on as if allowed, so a gate must be denied before that.
+    deadline: Duration,
 }
 
 impl Call<'_> {
@@ -325,7 +344,10 @@ impl<'a> Fired<'a> {
             body.insert("trigger".into(), self.trigger.into());
             body.insert("data".into(), Value::Object(data));
             let answer = client
-                .and_then(|c| c.fire_event(&event.to_string(), &Value::Object(body)))
+                .and_then(|c| {
+                    c.with_deadline(self.call.deadline)
+                        .fire_event(&event.to_string(), &Value::Object(body))
+                })
                 .map_err(AdapterError::Server)?;
             return serde_json::from_value(answer).map_err(|e| {
                 AdapterError::Event(format!(

@@ -20,9 +20,10 @@
 //!   (`CLAUDE_PROJECT_DIR`), `$DISCOBOT_WORKSPACE`, then upward from the agent's `cwd`, which
 //!   the model moves with one `cd`. The session is `--session`, else
 //!   `$DISCOBOT_SESSION_ID`/`$SESSION_ID`, else the agent's `session_id`.
-//! - When hookvisor itself fails (unreadable input, unwritable state dir, server unreachable) it
-//!   fails open by default: the error goes to stderr and the agent stops. `--fail-closed` blocks
-//!   with the error as the reason instead.
+//! - When hookvisor itself fails (unreadable input, unwritable state dir, server unreachable) a
+//!   turn end fails open by default: the error goes to stderr and the agent stops.
+//!   `--fail-closed` blocks with the error as the reason instead. (The `adapter` command's
+//!   tool gates always fail closed: see [`events`].)
 //!
 //! The `adapter` command ([`events`]) answers every event of the agents, and uses this
 //! module's turn end for `Stop`/`AfterAgent`.
