@@ -272,3 +272,112 @@ fn claude_after_cd_src_a_pattern_gate_still_denies_the_write() {
         "the Stop after the cd found no hooks\n{log}"
     );
 }
+
+/// Issue 28: Claude Code runs the two `Read` calls of one reply at once, so under serve their
+/// two PreToolUse gates reach the server together. Both are judged: a `tool.before` hook on
+/// `Read` denies each, the model gets both denials as the calls' results, and neither file's
+/// secret reaches it. (Serve used to refuse the second gate of a session with 409, which the
+/// adapter took for allow: one file went to the model.)
+#[test]
+fn claude_under_serve_gates_both_parallel_reads() {
+    const DENIED: &str = "HOOKVISOR-DENIED: no reads";
+    const SECRETS: [&str; 2] = ["HOOKVISOR-SECRET-A", "HOOKVISOR-SECRET-B"];
+    let Some((ws, server, output)) = run_with(Script::TwoReads, true, |ws| {
+        ws.write("secret-a.txt", &format!("{}\n", SECRETS[0]));
+        ws.write("secret-b.txt", &format!("{}\n", SECRETS[1]));
+        // The gate holds until it has seen the other Read's adapter running too, so the two
+        // gates are in flight together whatever the timing.
+        let gate = ws.base().join("gate.sh");
+        let script = format!(
+            "SEEN='{}'\nROOT='{}'\nDENIED='{DENIED}'\n{WAIT_FOR_BOTH}",
+            ws.base().join("seen").display(),
+            ws.path().canonicalize().unwrap().display(),
+        );
+        std::fs::write(&gate, script).unwrap();
+        ws.write(
+            ".discobot/hooks/no-reads.yml",
+            &format!(
+                "---\nevent: tool.before\ntool: Read\nrun: sh '{}'\n---\n",
+                gate.display()
+            ),
+        );
+    }) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    let task = server.task();
+    assert!(
+        task.iter()
+            .any(|r| matches!(&r.reply, Some(Reply::Reads(paths)) if paths.len() == 2)),
+        "the model asked for both files in one reply\n{log}"
+    );
+    // The request after the reads: the client's one assistant message holds both calls, and
+    // its answer both results, each the gate's denial.
+    let after = task
+        .iter()
+        .find(|r| r.last == Last::ToolResult)
+        .unwrap_or_else(|| panic!("no request after the reads\n{log}"));
+    let messages = after.body["messages"].as_array().unwrap();
+    let [.., asked, answered] = messages.as_slice() else {
+        panic!("{}", after.body)
+    };
+    let uses: Vec<&str> = asked["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "tool_use")
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        uses.len(),
+        2,
+        "both calls in one assistant message: {asked}"
+    );
+    let results: Vec<&serde_json::Value> = answered["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .collect();
+    let mut answered_ids: Vec<&str> = results
+        .iter()
+        .map(|b| b["tool_use_id"].as_str().unwrap())
+        .collect();
+    answered_ids.sort_unstable();
+    let mut asked_ids = uses.clone();
+    asked_ids.sort_unstable();
+    assert_eq!(answered_ids, asked_ids, "{answered}");
+    for result in &results {
+        assert_eq!(result["is_error"], true, "{result}");
+        assert!(result.to_string().contains(DENIED), "{result}");
+    }
+    // No request the model got, this conversation or any side one, holds either secret.
+    for request in server.log() {
+        let body = request.body.to_string();
+        for secret in SECRETS {
+            assert!(!body.contains(secret), "{secret} reached the model: {body}");
+        }
+    }
+    assert!(
+        ws.base().join("seen").exists(),
+        "the gate saw both Reads' adapters running at once\n{log}"
+    );
+}
+
+/// A gate hook's script (after `SEEN`, `ROOT` and `DENIED` are set): waits, at most 10 s,
+/// until two of Claude Code's PreToolUse adapters run in the workspace `ROOT` at once, or an
+/// earlier run saw them (`SEEN`), then denies with `DENIED`.
+const WAIT_FOR_BOTH: &str = r#"i=0
+while [ ! -e "$SEEN" ] && [ $i -lt 100 ]; do
+  n=0
+  for p in $(pgrep -f '^[^ ]*/hookvisor adapter claude( |$)'); do
+    [ "$(readlink /proc/$p/cwd)" = "$ROOT" ] && n=$((n+1))
+  done
+  [ $n -ge 2 ] && touch "$SEEN"
+  sleep 0.1
+  i=$((i+1))
+done
+echo "$DENIED" >&2
+exit 2
+"#;

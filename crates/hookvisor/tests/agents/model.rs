@@ -37,6 +37,9 @@ pub enum Script {
     /// Run `cd src && pwd`, then Write `Cargo.lock` in the directory that printed (Anthropic's
     /// Write tool only): the client then sends `src` as every later event's `cwd`.
     CdThenWrite,
+    /// Read `secret-a.txt` and `secret-b.txt` of the working directory in one reply: two
+    /// `Read` calls, which Claude Code runs at once (Anthropic only).
+    TwoReads,
 }
 
 /// What the script decided for one request.
@@ -50,6 +53,8 @@ pub enum Reply {
     Subagent(String),
     /// Write this absolute path (Anthropic's Write tool only).
     Write(String),
+    /// Read these absolute paths, all in one reply (Anthropic's Read tool only).
+    Reads(Vec<String>),
 }
 
 /// One logged request.
@@ -98,7 +103,13 @@ impl Logged {
         self.body.to_string().contains(marker)
             && matches!(
                 self.reply,
-                Some(Reply::Shell(_) | Reply::Subagent(_) | Reply::Write(_) | Reply::Say("done"))
+                Some(
+                    Reply::Shell(_)
+                        | Reply::Subagent(_)
+                        | Reply::Write(_)
+                        | Reply::Reads(_)
+                        | Reply::Say("done")
+                )
             )
     }
 }
@@ -178,7 +189,7 @@ fn decide(script: Script, last: &Last, has_tools: bool) -> Reply {
                 })
                 .unwrap_or_else(|| "?".to_owned());
             Reply::Shell(write_notes(&match script {
-                Script::FixesAtOnce | Script::Subagent | Script::CdThenWrite => {
+                Script::FixesAtOnce | Script::Subagent | Script::CdThenWrite | Script::TwoReads => {
                     "good notes".to_owned()
                 }
                 Script::NeverFixes => format!("bad notes {attempt}"),
@@ -294,6 +305,20 @@ fn respond(script: Script, request: &Request, body: &Value) -> Response {
             Some(dir) if script == Script::CdThenWrite && last == Last::ToolResult => {
                 Reply::Write(format!("{dir}/Cargo.lock"))
             }
+            _ if script == Script::TwoReads
+                && tools
+                && matches!(&last, Last::Text(t) if t.contains(TASK)) =>
+            {
+                match anthropic::working_dir(body) {
+                    Some(dir) => Reply::Reads(
+                        ["secret-a.txt", "secret-b.txt"]
+                            .iter()
+                            .map(|f| format!("{dir}/{f}"))
+                            .collect(),
+                    ),
+                    None => Reply::Say("no working directory in the prompt"),
+                }
+            }
             _ => decide(script, &last, tools),
         };
         let payload = if body["stream"] == true {
@@ -400,26 +425,48 @@ mod anthropic {
             .map(str::to_owned)
     }
 
-    /// The tool a reply calls and its input, if it calls one.
-    fn tool(reply: &Reply) -> Option<(&'static str, Value)> {
-        match reply {
-            Reply::Shell(command) => Some((
-                "Bash",
-                json!({"command": command, "description": "Write notes.txt"}),
-            )),
-            Reply::Subagent(prompt) => Some(("Agent", agent(prompt))),
-            Reply::Write(path) => Some(("Write", json!({"file_path": path, "content": "x\n"}))),
-            Reply::Say(_) => None,
+    /// The working directory Claude Code names in its prompt ("Primary working directory:",
+    /// in the system prompt or a reminder beside the user's message).
+    pub fn working_dir(body: &Value) -> Option<String> {
+        const MARKER: &str = "Primary working directory: ";
+        match body {
+            Value::String(text) => {
+                let at = text.find(MARKER)? + MARKER.len();
+                let dir = text[at..].lines().next()?.trim();
+                dir.starts_with('/').then(|| dir.to_owned())
+            }
+            Value::Array(items) => items.iter().find_map(working_dir),
+            Value::Object(map) => map.values().find_map(working_dir),
+            _ => None,
         }
     }
 
-    fn content(reply: &Reply) -> Value {
-        if let Some((name, input)) = tool(reply) {
-            return json!({"type": "tool_use", "id": unique("toolu"), "name": name, "input": input});
-        }
+    /// The tools a reply calls, with their inputs, in order (none when it only says something).
+    fn tools(reply: &Reply) -> Vec<(&'static str, Value)> {
         match reply {
-            Reply::Say(text) => json!({"type": "text", "text": text}),
-            _ => unreachable!("a tool reply has a tool"),
+            Reply::Shell(command) => vec![(
+                "Bash",
+                json!({"command": command, "description": "Write notes.txt"}),
+            )],
+            Reply::Subagent(prompt) => vec![("Agent", agent(prompt))],
+            Reply::Write(path) => vec![("Write", json!({"file_path": path, "content": "x\n"}))],
+            Reply::Reads(paths) => paths
+                .iter()
+                .map(|p| ("Read", json!({"file_path": p})))
+                .collect(),
+            Reply::Say(_) => Vec::new(),
+        }
+    }
+
+    fn content(reply: &Reply) -> Vec<Value> {
+        match reply {
+            Reply::Say(text) => vec![json!({"type": "text", "text": text})],
+            _ => tools(reply)
+                .into_iter()
+                .map(|(name, input)| {
+                    json!({"type": "tool_use", "id": unique("toolu"), "name": name, "input": input})
+                })
+                .collect(),
         }
     }
 
@@ -439,7 +486,7 @@ mod anthropic {
     pub fn message(reply: &Reply) -> Value {
         json!({
             "id": unique("msg"), "type": "message", "role": "assistant", "model": "claude-scripted",
-            "content": [content(reply)], "stop_reason": stop_reason(reply), "stop_sequence": null,
+            "content": content(reply), "stop_reason": stop_reason(reply), "stop_sequence": null,
             "usage": {"input_tokens": 10, "output_tokens": 5},
         })
     }
@@ -453,38 +500,35 @@ mod anthropic {
                 "usage": {"input_tokens": 10, "output_tokens": 1},
             }}),
         )];
-        match (reply, tool(reply)) {
-            (_, Some((name, input))) => {
-                events.push((
-                    "content_block_start",
-                    json!({"type": "content_block_start", "index": 0, "content_block": {
-                        "type": "tool_use", "id": unique("toolu"), "name": name, "input": {}}}),
-                ));
-                let input = input.to_string();
-                events.push((
-                    "content_block_delta",
-                    json!({"type": "content_block_delta", "index": 0, "delta": {
-                        "type": "input_json_delta", "partial_json": input}}),
-                ));
-            }
-            (Reply::Say(text), None) => {
-                events.push((
-                    "content_block_start",
-                    json!({"type": "content_block_start", "index": 0, "content_block": {
-                        "type": "text", "text": ""}}),
-                ));
-                events.push((
-                    "content_block_delta",
-                    json!({"type": "content_block_delta", "index": 0, "delta": {
-                        "type": "text_delta", "text": text}}),
-                ));
-            }
-            _ => unreachable!("a tool reply has a tool"),
+        let blocks: Vec<(Value, Value)> = match reply {
+            Reply::Say(text) => vec![(
+                json!({"type": "text", "text": ""}),
+                json!({"type": "text_delta", "text": text}),
+            )],
+            _ => tools(reply)
+                .into_iter()
+                .map(|(name, input)| {
+                    (
+                        json!({"type": "tool_use", "id": unique("toolu"), "name": name, "input": {}}),
+                        json!({"type": "input_json_delta", "partial_json": input.to_string()}),
+                    )
+                })
+                .collect(),
+        };
+        for (index, (block, delta)) in blocks.into_iter().enumerate() {
+            events.push((
+                "content_block_start",
+                json!({"type": "content_block_start", "index": index, "content_block": block}),
+            ));
+            events.push((
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index, "delta": delta}),
+            ));
+            events.push((
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
         }
-        events.push((
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": 0}),
-        ));
         events.push((
             "message_delta",
             json!({"type": "message_delta", "delta": {
@@ -535,7 +579,9 @@ mod gemini {
                 "args": {"command": command, "description": "Write notes.txt"},
             }}),
             Reply::Say(text) => json!({"text": text}),
-            Reply::Subagent(_) | Reply::Write(_) => unreachable!("scripts for Claude Code"),
+            Reply::Subagent(_) | Reply::Write(_) | Reply::Reads(_) => {
+                unreachable!("scripts for Claude Code")
+            }
         };
         json!({
             "candidates": [{
@@ -601,7 +647,9 @@ mod openai {
         let id = unique("resp");
         let item = match reply {
             Reply::Shell(command) => shell_call(command, tools),
-            Reply::Subagent(_) | Reply::Write(_) => unreachable!("scripts for Claude Code"),
+            Reply::Subagent(_) | Reply::Write(_) | Reply::Reads(_) => {
+                unreachable!("scripts for Claude Code")
+            }
             Reply::Say(text) => json!({
                 "type": "message", "id": unique("msg"), "role": "assistant", "status": "completed",
                 "content": [{"type": "output_text", "text": text, "annotations": []}],
