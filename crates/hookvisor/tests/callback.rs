@@ -532,7 +532,7 @@ fn said_to_claude(out: &Output) -> Json {
 
 /// The review's F4: a SIGTERM during the wait (the agent's uid can send one) answered nothing,
 /// which Claude takes as "go on", even with `--fail-closed`. A cancelled wait is judged by
-/// `on_timeout` now: aborted by default.
+/// `on_timeout` now: aborted by default; any other cancel of a tool gate denies.
 #[test]
 fn a_signal_during_an_adapters_wait_never_lets_the_tool_through() {
     let ws = Workspace::new();
@@ -549,18 +549,21 @@ fn a_signal_during_an_adapters_wait_never_lets_the_tool_through() {
         "revoked"
     );
 
-    // `--fail-closed` comes before the cancel: a bare cancel (`on_timeout: continue`) denies.
-    let out = adapter_terminated_while_waiting(&ws, "on_timeout: continue\n", &["--fail-closed"]);
-    let reply = said_to_claude(&out);
-    let said = &reply["hookSpecificOutput"];
-    assert_eq!(said["permissionDecision"], "deny", "{reply}");
-    assert!(
-        said["permissionDecisionReason"]
-            .as_str()
-            .unwrap()
-            .contains("--fail-closed"),
-        "{reply}"
-    );
+    // A tool gate fails closed before the cancel's arm: a bare cancel (`on_timeout: continue`)
+    // denies, with or without `--fail-closed` (issue 28).
+    for args in [&[][..], &["--fail-closed"][..]] {
+        let out = adapter_terminated_while_waiting(&ws, "on_timeout: continue\n", args);
+        let reply = said_to_claude(&out);
+        let said = &reply["hookSpecificOutput"];
+        assert_eq!(said["permissionDecision"], "deny", "{args:?}: {reply}");
+        assert!(
+            said["permissionDecisionReason"]
+                .as_str()
+                .unwrap()
+                .contains("a tool gate fails closed"),
+            "{args:?}: {reply}"
+        );
+    }
 }
 
 /// Whether a process of `user` can open `/proc/<pid>/mem`: `Err` with the shell's complaint
