@@ -232,6 +232,18 @@ fn a_value_never_becomes_code_through_a_nested_interpreter() {
             "ENVIRON[\"HOOKVISOR_V\"]",
             "\"; system(\"touch pwned\"); print \"",
         ),
+        // Behind a wrapper the prefixes do not list: awk and a command-line program read
+        // an operand as code without an option.
+        (
+            "run: taskset 1 awk \"BEGIN { print \\\"${v}\\\" }\"",
+            "ENVIRON[\"HOOKVISOR_V\"]",
+            "\"; system(\"touch pwned\"); print \"",
+        ),
+        (
+            "run: unshare -r flock lock -c \"echo ${v}\"",
+            "standard input",
+            shell,
+        ),
         // A value that names the program runs what it names.
         ("run: ${v} pwned", "case ${v} in", "touch"),
     ];
