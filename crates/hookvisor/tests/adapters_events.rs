@@ -1038,6 +1038,12 @@ fn a_pattern_gate_sees_the_file_the_tool_writes() {
         "Write",
         json!({"file_path": at("m/001.sql"), "content": "x"})
     ));
+    // Nor does a link to a file not made yet, which the write creates.
+    std::os::unix::fs::symlink("migrations/002.sql", ws.path().join("notes.txt")).unwrap();
+    assert!(claude(
+        "Write",
+        json!({"file_path": at("notes.txt"), "content": "x"})
+    ));
     // Unknown or outside: the gate runs.
     assert!(claude("Write", json!({"content": "x"})));
     assert!(claude(

@@ -11,7 +11,7 @@
 //! one outside stays absolute (`../../etc/passwd` is `/etc/passwd`, never the workspace's
 //! `etc/passwd`). The `files` also hold the other names the same write may reach: a relative
 //! path taken from the workspace, and the path through the links of its existing directories
-//! (the agent can plant `m -> migrations`). A file tool whose paths cannot be read (a field missing, a patch naming no
+//! (the agent can plant `m -> migrations`) and of a link to a file not made yet. A file tool whose paths cannot be read (a field missing, a patch naming no
 //! file) touches *unknown* files: no `files` is sent, and a `tool.before` gate with a pattern
 //! then runs rather than being skipped (hookvisor-core's `fire`, step 3).
 
@@ -207,18 +207,28 @@ fn push_new(paths: &mut Vec<PathBuf>, path: PathBuf) {
 }
 
 /// `path` (absolute) with its longest existing ancestor made canonical (its links and `..`
-/// resolved by the file system), the rest appended; `None` when nothing of it exists.
+/// resolved by the file system), the rest appended; `None` when nothing of it exists. A link
+/// whose target does not exist yet is followed too (a write creates the target), as many times
+/// as the kernel would (40).
 fn through_links(path: &Path) -> Option<PathBuf> {
-    let mut rest = Vec::new();
-    let mut existing = path;
-    loop {
-        if let Ok(mut real) = existing.canonicalize() {
-            real.extend(rest.iter().rev());
-            return Some(real);
-        }
-        rest.push(existing.file_name()?);
-        existing = existing.parent()?;
+    let mut path = path.to_owned();
+    for _ in 0..40 {
+        let mut rest = Vec::new();
+        let mut existing = path.as_path();
+        let target = loop {
+            if let Ok(mut real) = existing.canonicalize() {
+                real.extend(rest.iter().rev());
+                return Some(real);
+            }
+            if let Ok(target) = std::fs::read_link(existing) {
+                break existing.parent()?.join(target);
+            }
+            rest.push(existing.file_name()?);
+            existing = existing.parent()?;
+        };
+        path = rest.iter().rev().fold(target, |p, part| p.join(part));
     }
+    None
 }
 
 /// `path` (absolute, normal) relative to `workspace` when it lies inside it, else itself.
