@@ -29,9 +29,10 @@ const MAX_PATHS: usize = 1000;
 /// The files a tool call touches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Touched {
-    /// No tool, or a tool that writes no file we know of; `file` is its `tool_input.file_path`
-    /// or `path`, when it names one (a read).
-    Other(Option<PathBuf>),
+    /// No tool, or a tool that writes no file we know of: its `tool_input.file_path` or
+    /// `path`, when it names one (a read), then that path through its links, which a gate
+    /// sees too.
+    Other(Vec<PathBuf>),
     /// A file tool's paths, each once, in order: relative to the workspace when inside it,
     /// else absolute.
     Paths {
@@ -56,7 +57,7 @@ impl Touched {
         file_tools: &[String],
     ) -> Touched {
         let Some(tool) = input.get("tool_name").and_then(Value::as_str) else {
-            return Touched::Other(None);
+            return Touched::Other(Vec::new());
         };
         let tool_input = input.get("tool_input").unwrap_or(&Value::Null);
         // Relative paths are the agent's, from its `cwd`; an odd `cwd` is the workspace.
@@ -82,7 +83,16 @@ impl Touched {
                 .filter(|s| !s.is_empty())
         };
         let named: Vec<String> = match kind {
-            None => return Touched::Other(ANY_PATH.iter().find_map(|f| string(f)).map(place)),
+            None => {
+                let Some(path) = ANY_PATH.iter().find_map(|f| string(f)) else {
+                    return Touched::Other(Vec::new());
+                };
+                let mut files = vec![place(path)];
+                if let Some(real) = through_links(&base.join(path)) {
+                    push_new(&mut files, locate(workspace, &normal(&real)));
+                }
+                return Touched::Other(files);
+            }
             Some(ToolPaths::Field(fields)) => fields
                 .iter()
                 .find_map(|f| string(f))
@@ -441,7 +451,7 @@ mod tests {
         };
         assert_eq!(touched.written(), [PathBuf::from("a")]);
         assert!(Touched::Unknown.written().is_empty());
-        assert!(Touched::Other(Some("r".into())).written().is_empty());
+        assert!(Touched::Other(vec!["r".into()]).written().is_empty());
     }
 
     /// A gate sees every name a write may reach: a relative path from the workspace as well
@@ -500,7 +510,7 @@ mod tests {
         let data = event_data(input, &Touched::Unknown);
         assert!(data.get("files").is_none());
         let task = json!({"task_id": "7", "task_subject": "Ship it"});
-        let data = event_data(task.as_object().unwrap(), &Touched::Other(None));
+        let data = event_data(task.as_object().unwrap(), &Touched::Other(Vec::new()));
         assert_eq!(data["task_content"], "Ship it");
         assert_eq!(data["task_id"], "7");
         assert!(data.get("files").is_none(), "no tool, no files");
