@@ -6,6 +6,7 @@
 //! [`check_argv`]: super::check_argv
 
 use std::fmt;
+use std::path::Path;
 
 /// A program that would parse a placeholder's value as code, and how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,10 +183,16 @@ fn wrapped(before: &[Option<&str>], current: &str) -> Option<Interpreter> {
             .copied()
             .flatten()
             .is_some_and(|w| w.starts_with('-'));
-        // `eval` is a builtin: no program runs it.
-        let operand_is_code = AWKS.contains(&base)
-            || (COMMAND_LINES.contains(&base) && base != "eval")
-            || matches!(base, "sed" | "gsed" | "jq" | "gojq" | "jaq");
+        // `eval` is a builtin: no program runs it. A name in a path is judged only in a `bin`
+        // directory, so that `node tools/script ${x}` still passes.
+        let program = name == base
+            || Path::new(name)
+                .parent()
+                .is_some_and(|dir| dir.ends_with("bin"));
+        let operand_is_code = program
+            && (AWKS.contains(&base)
+                || (COMMAND_LINES.contains(&base) && base != "eval")
+                || matches!(base, "sed" | "gsed" | "jq" | "gojq" | "jaq"));
         ((known && option) || operand_is_code)
             .then(|| command(before.get(at..).unwrap_or_default(), current, 1))
             .flatten()
