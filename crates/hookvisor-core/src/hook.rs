@@ -265,8 +265,11 @@ impl Binds {
         if !hook_like {
             return Binds::Nothing;
         }
-        // CRs dropped, as `declared` reads them: a CRLF file still says its event.
-        match crate::frontmatter::parse(&text.replace('\r', "")) {
+        // CRs and a byte-order mark dropped, as `declared` reads them: a CRLF file still says
+        // its event.
+        let text = text.replace('\r', "");
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        match crate::frontmatter::parse(text) {
             Ok(fields) => {
                 let event = fields.get("event").map(|e| e.trim().parse::<Event>().ok());
                 let kind = || {
@@ -279,10 +282,30 @@ impl Binds {
                     None => Binds::Nothing,
                 }
             }
+            // Front matter where discovery does not look (a `.yml` without `---`, a comment
+            // before it, `# event:` lines without `#---`) may still be a gate's.
+            Err(FrontMatterError::Missing) if names_a_hook_field(text) => Binds::Any,
             Err(FrontMatterError::Missing) => Binds::Nothing,
             Err(_) => Binds::Any,
         }
     }
+}
+
+/// Whether a line of `text`, comment prefix (`#`, `//`) and blanks aside, starts with
+/// `event:` or `type:`, the fields that make a file a hook.
+fn names_a_hook_field(text: &str) -> bool {
+    text.lines().any(|line| {
+        let line = line.trim_start();
+        let line = line
+            .strip_prefix("//")
+            .or_else(|| line.strip_prefix('#'))
+            .unwrap_or(line)
+            .trim_start();
+        ["event", "type"].iter().any(|key| {
+            line.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start_matches([' ', '\t']).starts_with(':'))
+        })
+    })
 }
 
 impl Problem {

@@ -1106,6 +1106,12 @@ fn a_pattern_gate_sees_the_file_the_tool_writes() {
         "Write",
         json!({"file_path": at("m/001.sql"), "content": "x"})
     ));
+    // Nor does a link to a file not made yet, which the write creates.
+    std::os::unix::fs::symlink("migrations/002.sql", ws.path().join("notes.txt")).unwrap();
+    assert!(claude(
+        "Write",
+        json!({"file_path": at("notes.txt"), "content": "x"})
+    ));
     // Unknown or outside: the gate runs.
     assert!(claude("Write", json!({"content": "x"})));
     assert!(claude(
@@ -1132,6 +1138,34 @@ fn a_pattern_gate_sees_the_file_the_tool_writes() {
     ));
     assert!(!codex(json!({"command": patch("src/main.rs")})));
     assert!(codex(json!({"command": "not a patch"})));
+}
+
+/// A read gate with a pattern sees the file a read reaches through a link the agent planted.
+#[test]
+fn a_pattern_gate_on_reads_sees_through_links() {
+    let ws = Workspace::git();
+    hook(
+        &ws,
+        "tool.before",
+        &format!("tool: Read\npattern: 'secrets/**'\n{BLOCK}"),
+    );
+    fs::create_dir_all(ws.path().join("secrets")).unwrap();
+    fs::write(ws.path().join("secrets/key"), "k").unwrap();
+    std::os::unix::fs::symlink("secrets", ws.path().join("s")).unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude/pre-tool-use.json");
+    let denied = |file: &str| {
+        let mut event: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&fixture).unwrap()).unwrap();
+        event["tool_name"] = "Read".into();
+        event["tool_input"] = json!({"file_path": ws.path().join(file)});
+        let out = on_input(&ws, &["adapter", "claude"], &event.to_string(), &[]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out).contains(r#""permissionDecision":"deny""#)
+    };
+    assert!(denied("secrets/key"));
+    assert!(denied("s/key"));
+    assert!(!denied("README.md"));
 }
 
 /// Through `hookvisor serve` (`HOOKVISOR_URL`), the server matches the gate's pattern against

@@ -232,6 +232,18 @@ fn a_value_never_becomes_code_through_a_nested_interpreter() {
             "ENVIRON[\"HOOKVISOR_V\"]",
             "\"; system(\"touch pwned\"); print \"",
         ),
+        // Behind a wrapper the prefixes do not list: awk and a command-line program read
+        // an operand as code without an option.
+        (
+            "run: taskset 1 awk \"BEGIN { print \\\"${v}\\\" }\"",
+            "ENVIRON[\"HOOKVISOR_V\"]",
+            "\"; system(\"touch pwned\"); print \"",
+        ),
+        (
+            "run: unshare -r flock lock -c \"echo ${v}\"",
+            "standard input",
+            shell,
+        ),
         // A value that names the program runs what it names.
         ("run: ${v} pwned", "case ${v} in", "touch"),
     ];
@@ -1135,6 +1147,49 @@ fn a_file_that_is_no_hook_blocks_nothing() {
     for gate in ["tool.before", "turn.start", "session.stop"] {
         let out = ws.hookvisor(&["fire", gate, "--data", data]);
         assert_eq!(code(&out), 0, "{gate}: {}", stderr(&out));
+    }
+}
+
+/// A gate file whose front matter is not where discovery reads it (a `.yml` without `---`,
+/// a comment or a byte-order mark before it, a script without `#!` or without `#---`) does
+/// not load either, and still names its event: the gate blocks rather than run without it.
+#[test]
+fn a_gate_file_whose_front_matter_is_misplaced_blocks() {
+    use std::os::unix::fs::PermissionsExt;
+    let cases = [
+        ("guard.yml", "event: tool.before\nrun: exit 2\n", false),
+        (
+            "guard.yml",
+            "# Block shells\n---\nevent: tool.before\nrun: exit 2\n---\n",
+            false,
+        ),
+        (
+            "guard.yml",
+            "\u{feff}---\nevent: tool.before\nrun: exit 2\n---\n",
+            false,
+        ),
+        (
+            "guard.sh",
+            "#!/bin/sh\n# event: tool.before\nexit 2\n",
+            true,
+        ),
+        (
+            "guard.sh",
+            "#---\n# event: tool.before\n#---\nexit 2\n",
+            true,
+        ),
+    ];
+    let data = r#"{"tool_name":"Bash","tool_input":{"command":"ls"}}"#;
+    for (name, text, executable) in cases {
+        let ws = Workspace::new();
+        let path = ws.write(&format!(".discobot/hooks/{name}"), text);
+        if executable {
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let out = ws.hookvisor(&["fire", "tool.before", "--data", data, "--json"]);
+        assert_eq!(code(&out), 1, "{text:?}: {}", stderr(&out));
+        let reason = reply(&out)["reason"].as_str().unwrap().to_owned();
+        assert!(reason.contains(name), "{text:?}: {reason}");
     }
 }
 

@@ -35,9 +35,16 @@ pub(super) fn read_hook(path: &Path, origin: Origin) -> Result<Option<HookFile>,
         .file_name()
         .is_some_and(|n| is_yaml(&n.to_string_lossy()));
     // What the file's head says it meant to be; a file whose head is unread may be anything.
+    // An executable is run as a hook whatever its first bytes (a mark or no `#!` only makes
+    // it fail), so its head may name a gate too.
+    let executable =
+        || fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     let refuse = |kind: ProblemKind, head: Option<&str>| {
         let binds = match head {
-            Some(text) => Binds::of_head(text, yaml || text.starts_with("#!")),
+            Some(text) => Binds::of_head(
+                text,
+                yaml || text.trim_start_matches('\u{feff}').starts_with("#!") || executable(),
+            ),
             None if kind.hides_the_file() => Binds::Any,
             None => Binds::Nothing,
         };

@@ -106,8 +106,8 @@ fn replace_with_new(path: &Path) -> io::Result<File> {
         _ => Path::new("."),
     };
     // `/proc/self/fd/N` is a directory we hold open (see `agent_loop::loop_dir`), named by a
-    // link only the kernel makes.
-    let nofollow = if dir.starts_with("/proc/self/fd") {
+    // link only the kernel makes; a name below it is an ordinary one.
+    let nofollow = if dir.parent() == Some(Path::new("/proc/self/fd")) {
         OFlag::empty()
     } else {
         OFlag::O_NOFOLLOW
@@ -486,6 +486,23 @@ pub(super) mod tests {
             "keep me"
         );
         assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn only_the_held_directory_itself_is_followed_under_proc_self_fd() {
+        use std::os::fd::AsRawFd;
+        let f = fixture();
+        let held = f.ctx.workspace.join("held");
+        let elsewhere = f.ctx.workspace.join("elsewhere");
+        fs::create_dir(&held).unwrap();
+        fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, held.join("output")).unwrap();
+        let dir = File::open(&held).unwrap();
+        let pinned = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+        create_log(&pinned.join("direct.log"), None).unwrap();
+        assert!(held.join("direct.log").is_file());
+        assert!(create_log(&pinned.join("output/sneaky.log"), None).is_err());
+        assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
     }
 
     /// The real measurement runs in a child process of its own (see `huge_output_child`), so

@@ -6,6 +6,7 @@
 //! [`check_argv`]: super::check_argv
 
 use std::fmt;
+use std::path::Path;
 
 /// A program that would parse a placeholder's value as code, and how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,10 +167,11 @@ pub(crate) fn reparsed(before: &[Option<&str>], current: &str) -> Option<Interpr
     command(before, current, 0).or_else(|| wrapped(before, current))
 }
 
-/// A shell or language given an option further on in the command, behind a wrapper the
-/// prefix table does not know (`docker exec c sh -c …`, `kubectl exec p -- python3 -c …`,
-/// `unshare -r bash -c …`): judged from there too. It may refuse text that only looks like
-/// such a call (`echo sh -c ${x}`), never accept more.
+/// A shell or language given an option further on in the command, or awk, sed, jq or a
+/// program that runs a command line (which need no option to read an operand as code), behind
+/// a wrapper the prefix table does not know (`docker exec c sh -c …`, `kubectl exec p --
+/// python3 -c …`, `unshare -r flock L -c …`, `taskset 1 awk "…"`): judged from there too. It
+/// may refuse text that only looks like such a call (`echo sh -c ${x}`), never accept more.
 fn wrapped(before: &[Option<&str>], current: &str) -> Option<Interpreter> {
     (1..before.len()).find_map(|at| {
         let name = before.get(at).copied().flatten()?;
@@ -181,7 +183,17 @@ fn wrapped(before: &[Option<&str>], current: &str) -> Option<Interpreter> {
             .copied()
             .flatten()
             .is_some_and(|w| w.starts_with('-'));
-        (known && option)
+        // `eval` is a builtin: no program runs it. A name in a path is judged only in a `bin`
+        // directory, so that `node tools/script ${x}` still passes.
+        let program = name == base
+            || Path::new(name)
+                .parent()
+                .is_some_and(|dir| dir.ends_with("bin"));
+        let operand_is_code = program
+            && (AWKS.contains(&base)
+                || (COMMAND_LINES.contains(&base) && base != "eval")
+                || matches!(base, "sed" | "gsed" | "jq" | "gojq" | "jaq"));
+        ((known && option) || operand_is_code)
             .then(|| command(before.get(at..).unwrap_or_default(), current, 1))
             .flatten()
     })
@@ -218,10 +230,7 @@ fn command(words: &[Option<&str>], current: &str, depth: usize) -> Option<Interp
     if let Some(lang) = LANGUAGES.iter().find(|l| l.names.contains(&base)) {
         return language(lang, rest, current);
     }
-    if let Some(awk) = ["awk", "gawk", "mawk", "nawk", "busybox-awk"]
-        .into_iter()
-        .find(|a| *a == base)
-    {
+    if let Some(awk) = AWKS.iter().copied().find(|a| *a == base) {
         return self::awk(awk, rest, current);
     }
     match base {
@@ -239,6 +248,9 @@ fn command(words: &[Option<&str>], current: &str, depth: usize) -> Option<Interp
         _ => None,
     }
 }
+
+/// awk's names.
+const AWKS: &[&str] = &["awk", "gawk", "mawk", "nawk", "busybox-awk"];
 
 /// Shells that run `-c SCRIPT`, a script file or standard input.
 const SHELLS: &[&str] = &[

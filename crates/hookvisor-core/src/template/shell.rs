@@ -91,9 +91,10 @@ use super::{RefusedContext, TemplateError};
 ///    - the command name itself (`${x} --version`, `nice ./bin/${x}`, `$(${x})`, after any
 ///      prefix, `find -exec ${x} ;`): a value must not choose the program (`command -v ${x}`
 ///      runs nothing and is accepted). The fix: `case ${x} in lint) ./lint.sh;; esac`.
-///    - a shell or language name followed by an option anywhere in the command is judged
+///    - a shell or language name followed by an option anywhere in the command, and the name
+///      of awk, sed, jq or a program below that runs a command line anywhere in it, is judged
 ///      from there too, for wrappers the prefixes do not list (`docker exec c sh -c …`,
-///      `kubectl exec p -- python3 -c …`).
+///      `kubectl exec p -- python3 -c …`, `taskset 1 awk "…"`, `unshare -r flock L -c …`).
 ///    - languages (`python*`, `pypy`, `perl`, `ruby`, `node`, `bun`, `deno`, `php`, `lua*`,
 ///      `Rscript`, `osascript`, `expect`, `tclsh`): the options, the code of `-c`/`-e`/`-E`/
 ///      `-p`/`-r`/`--eval` and the script file; after the code, an argument a value starts is
@@ -1919,6 +1920,11 @@ mod tests {
             "coproc sh -c \"${x}\"",
             "docker exec box sh -c \"ls ${x}\"",
             "kubectl exec pod -- python3 -c \"${x}\"",
+            "taskset 1 awk \"BEGIN { print \\\"${x}\\\" }\"",
+            "unshare -r flock /tmp/l -c \"echo ${x}\"",
+            "docker exec box ssh host \"ls ${x}\"",
+            "taskset 1 sed \"s/a/${x}/e\"",
+            "unshare -r /usr/bin/flock /tmp/l -c \"echo ${x}\"",
             "${x} --version",
             "nice ./bin/${x}",
             "FOO=1 \"${x}\"",
@@ -1951,6 +1957,7 @@ mod tests {
             "python3 -c 'import sys; print(sys.argv[1])' ${x}",
             "python3 -m json.tool ${file}",
             "python3 check.py ${file}",
+            "node tools/script ${file}",
             "perl -e 'print @ARGV' -- ${x}",
             "node -e 'console.log(process.argv[1])' -- ${x}",
             "awk '{ print ENVIRON[\"HOOKVISOR_X\"] }' ${file}",

@@ -204,7 +204,7 @@ impl Call<'_> {
             let file_tools = fired.discovery().config.file_tools.clone();
             Touched::of(self.agent.spec(), self.input, &ctx.workspace, &file_tools)
         } else {
-            Touched::Other(None)
+            Touched::Other(Vec::new())
         };
         let data = event_data(self.input, &touched);
         let event = match route {

@@ -11,7 +11,7 @@
 //! one outside stays absolute (`../../etc/passwd` is `/etc/passwd`, never the workspace's
 //! `etc/passwd`). The `files` also hold the other names the same write may reach: a relative
 //! path taken from the workspace, and the path through the links of its existing directories
-//! (the agent can plant `m -> migrations`). A file tool whose paths cannot be read (a field missing, a patch naming no
+//! (the agent can plant `m -> migrations`) and of a link to a file not made yet. A file tool whose paths cannot be read (a field missing, a patch naming no
 //! file) touches *unknown* files: no `files` is sent, and a `tool.before` gate with a pattern
 //! then runs rather than being skipped (hookvisor-core's `fire`, step 3).
 
@@ -29,9 +29,10 @@ const MAX_PATHS: usize = 1000;
 /// The files a tool call touches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Touched {
-    /// No tool, or a tool that writes no file we know of; `file` is its `tool_input.file_path`
-    /// or `path`, when it names one (a read).
-    Other(Option<PathBuf>),
+    /// No tool, or a tool that writes no file we know of: its `tool_input.file_path` or
+    /// `path`, when it names one (a read), then that path through its links, which a gate
+    /// sees too.
+    Other(Vec<PathBuf>),
     /// A file tool's paths, each once, in order: relative to the workspace when inside it,
     /// else absolute.
     Paths {
@@ -56,7 +57,7 @@ impl Touched {
         file_tools: &[String],
     ) -> Touched {
         let Some(tool) = input.get("tool_name").and_then(Value::as_str) else {
-            return Touched::Other(None);
+            return Touched::Other(Vec::new());
         };
         let tool_input = input.get("tool_input").unwrap_or(&Value::Null);
         // Relative paths are the agent's, from its `cwd`; an odd `cwd` is the workspace.
@@ -82,7 +83,16 @@ impl Touched {
                 .filter(|s| !s.is_empty())
         };
         let named: Vec<String> = match kind {
-            None => return Touched::Other(ANY_PATH.iter().find_map(|f| string(f)).map(place)),
+            None => {
+                let Some(path) = ANY_PATH.iter().find_map(|f| string(f)) else {
+                    return Touched::Other(Vec::new());
+                };
+                let mut files = vec![place(path)];
+                if let Some(real) = through_links(&base.join(path)) {
+                    push_new(&mut files, locate(workspace, &normal(&real)));
+                }
+                return Touched::Other(files);
+            }
             Some(ToolPaths::Field(fields)) => fields
                 .iter()
                 .find_map(|f| string(f))
@@ -207,18 +217,28 @@ fn push_new(paths: &mut Vec<PathBuf>, path: PathBuf) {
 }
 
 /// `path` (absolute) with its longest existing ancestor made canonical (its links and `..`
-/// resolved by the file system), the rest appended; `None` when nothing of it exists.
+/// resolved by the file system), the rest appended; `None` when nothing of it exists. A link
+/// whose target does not exist yet is followed too (a write creates the target), as many times
+/// as the kernel would (40).
 fn through_links(path: &Path) -> Option<PathBuf> {
-    let mut rest = Vec::new();
-    let mut existing = path;
-    loop {
-        if let Ok(mut real) = existing.canonicalize() {
-            real.extend(rest.iter().rev());
-            return Some(real);
-        }
-        rest.push(existing.file_name()?);
-        existing = existing.parent()?;
+    let mut path = path.to_owned();
+    for _ in 0..40 {
+        let mut rest = Vec::new();
+        let mut existing = path.as_path();
+        let target = loop {
+            if let Ok(mut real) = existing.canonicalize() {
+                real.extend(rest.iter().rev());
+                return Some(real);
+            }
+            if let Ok(target) = std::fs::read_link(existing) {
+                break existing.parent()?.join(target);
+            }
+            rest.push(existing.file_name()?);
+            existing = existing.parent()?;
+        };
+        path = rest.iter().rev().fold(target, |p, part| p.join(part));
     }
+    None
 }
 
 /// `path` (absolute, normal) relative to `workspace` when it lies inside it, else itself.
@@ -431,7 +451,7 @@ mod tests {
         };
         assert_eq!(touched.written(), [PathBuf::from("a")]);
         assert!(Touched::Unknown.written().is_empty());
-        assert!(Touched::Other(Some("r".into())).written().is_empty());
+        assert!(Touched::Other(vec!["r".into()]).written().is_empty());
     }
 
     /// A gate sees every name a write may reach: a relative path from the workspace as well
@@ -490,7 +510,7 @@ mod tests {
         let data = event_data(input, &Touched::Unknown);
         assert!(data.get("files").is_none());
         let task = json!({"task_id": "7", "task_subject": "Ship it"});
-        let data = event_data(task.as_object().unwrap(), &Touched::Other(None));
+        let data = event_data(task.as_object().unwrap(), &Touched::Other(Vec::new()));
         assert_eq!(data["task_content"], "Ship it");
         assert_eq!(data["task_id"], "7");
         assert!(data.get("files").is_none(), "no tool, no files");
