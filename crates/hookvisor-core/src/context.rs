@@ -51,6 +51,13 @@ pub enum ContextError {
     NoHome,
     /// The session id would escape the state dir.
     BadSession(String),
+    /// Two workspaces of hooks enclose the agent's directory ([`enclosing_workspace`]).
+    NestedWorkspaces {
+        /// The nearer one.
+        inner: PathBuf,
+        /// The next one up.
+        outer: PathBuf,
+    },
 }
 
 impl fmt::Display for ContextError {
@@ -60,6 +67,14 @@ impl fmt::Display for ContextError {
                 f,
                 "workspace {}: {source}; pass an existing directory with --workspace",
                 path.display()
+            ),
+            ContextError::NestedWorkspaces { inner, outer } => write!(
+                f,
+                "two workspaces of hooks enclose the agent's directory, {} and {}; the \
+                 nearer may have been made by the agent to hide the other's gates: give the \
+                 adapter --workspace (`hookvisor install --workspace DIR`)",
+                inner.display(),
+                outer.display()
             ),
             ContextError::NoHome => f.write_str(
                 "no home directory for the default state dir; set HOME or pass --state-dir",
@@ -153,24 +168,39 @@ impl Context {
     }
 }
 
-/// The workspace that holds `dir`, found as git finds a repository: `dir` and then each parent
-/// in turn, the first that holds `.discobot/hooks/` or `.discobot/hookvisor.yml` (a workspace
-/// of hooks), or else `.git` (the repository's top, where the search stops); `dir` itself when
-/// none does. `dir` is made absolute and canonical first, so `..` and links are the file
-/// system's. An agent's `cwd` is the agent's to choose, so the adapters ask this only after
+/// The workspace that holds `dir`: the one directory among `dir` and its parents that holds
+/// `.discobot/hooks/` or `.discobot/hookvisor.yml` (a workspace of hooks), or else the nearest
+/// that holds `.git` (the repository's top); `dir` itself when none does. `dir` is made
+/// absolute and canonical first, so `..` and links are the file system's.
+///
+/// Two enclosing workspaces of hooks are an error, not a choice of the nearer: the agent
+/// moves its `cwd` at will and can make an empty `.discobot/hooks` (or a `.git`) below the
+/// real workspace, which would hide every gate. So a planted marker either changes nothing
+/// (`.git` below a workspace of hooks) or makes the adapters fail, and a tool gate fails
+/// closed. Nested workspaces of hooks need `--workspace`. The adapters ask this only after
 /// what the agent cannot change (`--workspace`, the agent's project variable).
-pub fn enclosing_workspace(dir: &Path) -> PathBuf {
+pub fn enclosing_workspace(dir: &Path) -> Result<PathBuf, ContextError> {
     let start = absolute(dir);
     let start = start.canonicalize().unwrap_or(start);
     let holds_hooks = |d: &Path| {
         let discobot = d.join(".discobot");
         discobot.join("hooks").is_dir() || discobot.join("hookvisor.yml").is_file()
     };
-    start
+    let mut with_hooks = start.ancestors().filter(|d| holds_hooks(d));
+    if let Some(inner) = with_hooks.next() {
+        return match with_hooks.next() {
+            Some(outer) => Err(ContextError::NestedWorkspaces {
+                inner: inner.to_owned(),
+                outer: outer.to_owned(),
+            }),
+            None => Ok(inner.to_owned()),
+        };
+    }
+    Ok(start
         .ancestors()
-        .find(|d| holds_hooks(d) || d.join(".git").exists())
+        .find(|d| d.join(".git").exists())
         .unwrap_or(&start)
-        .to_owned()
+        .to_owned())
 }
 
 fn is_plain_name(id: &str) -> bool {
@@ -301,27 +331,34 @@ mod tests {
     }
 
     #[test]
-    fn the_enclosing_workspace_is_the_nearest_with_hooks_else_the_repository_top() {
+    fn the_enclosing_workspace_is_the_one_with_hooks_else_the_repository_top() {
         let root = tempfile::tempdir().unwrap();
         let root = root.path().canonicalize().unwrap();
         let deep = root.join("repo/src/deep");
         std::fs::create_dir_all(&deep).unwrap();
+        let found = |dir: &Path| enclosing_workspace(dir).unwrap();
         // Nothing above: the directory itself.
-        assert_eq!(enclosing_workspace(&deep), deep);
+        assert_eq!(found(&deep), deep);
         std::fs::create_dir_all(root.join("repo/.git")).unwrap();
-        assert_eq!(enclosing_workspace(&deep), root.join("repo"));
+        assert_eq!(found(&deep), root.join("repo"));
         // `..` is the file system's, and a relative start is from the current directory.
-        assert_eq!(
-            enclosing_workspace(&deep.join("../deep/./")),
-            root.join("repo")
-        );
+        assert_eq!(found(&deep.join("../deep/./")), root.join("repo"));
         // A state dir's `.discobot/<session>` is no workspace; `.discobot/hooks` is.
         std::fs::create_dir_all(root.join("repo/src/.discobot/s1/hooks")).unwrap();
-        assert_eq!(enclosing_workspace(&deep), root.join("repo"));
+        assert_eq!(found(&deep), root.join("repo"));
         std::fs::create_dir_all(root.join("repo/src/.discobot/hooks")).unwrap();
-        assert_eq!(enclosing_workspace(&deep), root.join("repo/src"));
-        // A submodule or linked worktree (`.git` a file) is a repository top too.
+        assert_eq!(found(&deep), root.join("repo/src"));
+        // A `.git` below a workspace of hooks (a submodule, or one the agent made) hides
+        // nothing.
         std::fs::write(deep.join(".git"), "gitdir: x\n").unwrap();
-        assert_eq!(enclosing_workspace(&deep), deep);
+        assert_eq!(found(&deep), root.join("repo/src"));
+        // A second workspace of hooks below the first (the agent's empty one) is an error.
+        std::fs::create_dir_all(deep.join(".discobot/hooks")).unwrap();
+        let err = enclosing_workspace(&deep).unwrap_err().to_string();
+        assert!(err.contains("--workspace"), "{err}");
+        assert!(
+            err.contains(&*root.join("repo/src").to_string_lossy()),
+            "{err}"
+        );
     }
 }

@@ -338,12 +338,13 @@ impl Globals {
     /// 1. `--workspace` (which `install` writes into the agent's settings);
     /// 2. upward from the agent's project variable `project_var` (`CLAUDE_PROJECT_DIR`,
     ///    `GEMINI_PROJECT_DIR`: the directory the agent was started in, perhaps below the
-    ///    workspace) to the nearest directory with hooks, else the repository's top
-    ///    ([`hookvisor_core::enclosing_workspace`]);
+    ///    workspace) to the one directory with hooks, else the repository's top
+    ///    ([`hookvisor_core::enclosing_workspace`]: two nested directories with hooks are an
+    ///    error, since the agent can make the nearer one);
     /// 3. `$DISCOBOT_WORKSPACE`;
     /// 4. upward from the event's `cwd` in the same way. The model moves `cwd` at will (one
-    ///    `cd` in a shell call), and could leave an empty `.discobot/hooks` there, which is
-    ///    why this comes last;
+    ///    `cd` in a shell call), and could leave an empty `.discobot/hooks` there (an error
+    ///    then, as in 2), which is why this comes last;
     /// 5. the current directory.
     ///
     /// The session is from the options or the environment, else the agent's own
@@ -360,17 +361,21 @@ impl Globals {
         let session_id = self
             .named_session()
             .or(if env_session { None } else { agent_session });
+        let started = project_var.and_then(|v| self.var(v));
+        let workspace = match (&self.args.workspace, started) {
+            (Some(given), _) => Some(given.clone()),
+            (None, Some(started)) => {
+                Some(hookvisor_core::enclosing_workspace(Path::new(&started))?)
+            }
+            (None, None) => match self.var("DISCOBOT_WORKSPACE") {
+                Some(dir) => Some(PathBuf::from(dir)),
+                None => cwd
+                    .map(|dir| hookvisor_core::enclosing_workspace(&dir))
+                    .transpose()?,
+            },
+        };
         self.resolve(ContextOverrides {
-            workspace: self
-                .args
-                .workspace
-                .clone()
-                .or_else(|| {
-                    let started = project_var.and_then(|v| self.var(v))?;
-                    Some(hookvisor_core::enclosing_workspace(Path::new(&started)))
-                })
-                .or_else(|| self.var("DISCOBOT_WORKSPACE").map(PathBuf::from))
-                .or_else(|| cwd.map(|dir| hookvisor_core::enclosing_workspace(&dir))),
+            workspace,
             session_id,
             ..self.overrides()
         })

@@ -1031,9 +1031,16 @@ fn the_recorded_workspace_and_the_project_variable_win_over_cwd() {
         ("gemini", "before-tool.json", Some("GEMINI_PROJECT_DIR")),
     ] {
         let input = moved(agent, fixture, "src/deep");
-        // The walk alone stops at the planted directory: this is what the others prevent.
+        // The walk alone meets the planted directory below the real one: two workspaces of
+        // hooks enclose the call, which no walk can choose between, so the gate fails closed
+        // and says to pass --workspace (the attacker's review of issue 28).
         let out = on_input(&ws, &["adapter", agent], &input, &[]);
-        assert!(!denied(&out), "{agent}: {}", stdout(&out));
+        assert!(denied(&out), "{agent}: {}", stdout(&out));
+        assert!(
+            stdout(&out).contains("--workspace"),
+            "{agent}: {}",
+            stdout(&out)
+        );
         let out = on_input(&ws, &["adapter", agent, "--workspace", root], &input, &[]);
         assert!(denied(&out), "{agent} --workspace: {}", stderr(&out));
         if let Some(var) = var {
@@ -1048,6 +1055,22 @@ fn the_recorded_workspace_and_the_project_variable_win_over_cwd() {
                 &[(var, elsewhere.to_str().unwrap())],
             );
             assert!(denied(&out), "{agent} --workspace over {var}");
+            // Started in `src`, where the agent made a `.git`: the walk goes on to the
+            // workspace of hooks above, which a repository top below it cannot hide.
+            fs::create_dir_all(ws.path().join("src/.git")).unwrap();
+            let started = ws.path().join("src");
+            let out = on_input(
+                &ws,
+                &["adapter", agent],
+                &moved(agent, fixture, "src"),
+                &[(var, started.to_str().unwrap())],
+            );
+            assert!(
+                denied(&out),
+                "{agent} {var}=src with src/.git: {}",
+                stderr(&out)
+            );
+            fs::remove_dir(ws.path().join("src/.git")).unwrap();
         }
     }
 }
