@@ -40,7 +40,7 @@
 //!    source and condition, is the run's output (stderr, exit 1), and [`Judge::judge_refused`]
 //!    judges it: a hook that can block blocks, whatever its `block_on`, since the values are
 //!    often the model's (a gate fails closed); any other hook records the failure. The same
-//!    holds for a command refused in step 6 for the event's values.
+//!    holds for an action refused in step 6 (most often for the event's values).
 //! 6. **Run** (§4.1, rule 19). Each run writes the payload's files directly into
 //!    `<state>/fire/`, their names prefixed by one unique to the run, and removes them when it
 //!    ends ([`Payload::environment_prefixed`]); the event JSON is the child's stdin, from
@@ -552,13 +552,7 @@ pub(crate) fn run_judged(
                     let judged = action.verdict.map(Judgment::from);
                     (run, deterministic, judged, action.produced)
                 }
-                Ran::Refused(message) => (
-                    record_refused(ctx, hook, store, &message)?,
-                    true,
-                    None,
-                    Vec::new(),
-                ),
-                Ran::Unrunnable(message) => {
+                Ran::Refused(message) => {
                     let run = record_refused(ctx, hook, store, &message)?;
                     let judged = Some(judge.judge_refused(&run));
                     (run, true, judged, Vec::new())
@@ -640,15 +634,12 @@ pub(crate) enum Ran {
     /// It ran (or its program could not start, which exec reports as an outcome); an action
     /// may hand on values and its own verdict ([`ActionRun`]).
     Finished(ActionRun),
-    /// An action other than a command was refused before starting (a spawn's depth or
-    /// inputs, a webhook's secret host, a git ref): the same firing fails the same way, so it
-    /// is never re-run; judged by `block_on` like any failure.
+    /// It was refused before starting, most often for the event's values (a name the event
+    /// lacks, a NUL byte, an argument too large, a spawn's inputs, a webhook's url, a git
+    /// ref), which the model chooses: judged like a `when` that cannot be evaluated
+    /// ([`Judge::judge_refused`]: blocks where the hook can block), and never re-run, since
+    /// the same firing fails the same way.
     Refused(String),
-    /// A command that cannot take the event's values (a name the event lacks, a NUL byte, an
-    /// argument or variable too large): the model chooses those values, so it is judged like a
-    /// `when` that cannot be evaluated ([`Judge::judge_refused`]: blocks where the hook can
-    /// block); never re-run.
-    Unrunnable(String),
 }
 
 /// The payload's files for one run of `hook_id` in `dir` (see [`run_once`]). The prefix is
@@ -740,20 +731,20 @@ fn run_once(
         Command::Argv(argv) => {
             let expanded = match template::expand_argv(argv, |n| payload.template_value(n)) {
                 Ok(expanded) => expanded,
-                Err(err) => return Ok(Ran::Unrunnable(format!("argv: {err}"))),
+                Err(err) => return Ok(Ran::Refused(format!("argv: {err}"))),
             };
             // What `execve` cannot pass is refused here, where the run can say why: a NUL
             // would end the argument early, an over-long one fail the exec.
             for (i, arg) in expanded.iter().enumerate() {
                 let bytes = arg.as_encoded_bytes();
                 if bytes.contains(&0) {
-                    return Ok(Ran::Unrunnable(format!(
+                    return Ok(Ran::Refused(format!(
                         "argv: item {i} has a NUL byte, which no argument can hold; read the \
                          value from the event JSON on stdin"
                     )));
                 }
                 if bytes.len() >= MAX_ARG_BYTES {
-                    return Ok(Ran::Unrunnable(format!(
+                    return Ok(Ran::Refused(format!(
                         "argv: item {i} is {} bytes, over the 128 KiB one argument can hold; \
                          read the value from the event JSON on stdin",
                         bytes.len()
@@ -762,9 +753,7 @@ fn run_once(
             }
             let mut expanded = expanded.into_iter();
             let Some(program) = expanded.next().filter(|p| !p.is_empty()) else {
-                return Ok(Ran::Unrunnable(
-                    "argv: the program expands to nothing".into(),
-                ));
+                return Ok(Ran::Refused("argv: the program expands to nothing".into()));
             };
             (PathBuf::from(program), None, expanded.collect())
         }
@@ -775,7 +764,7 @@ fn run_once(
                 .iter()
                 .find(|n| payload.template_value(n).is_none())
             {
-                return Ok(Ran::Unrunnable(format!(
+                return Ok(Ran::Refused(format!(
                     "run: unknown template variable ${{{name}}}; set it in --data or fix the name"
                 )));
             }
@@ -788,14 +777,14 @@ fn run_once(
                 let var = template::env_name(name);
                 let file = format!("{var}_FILE");
                 if env.iter().any(|(k, _)| k.as_os_str() == file.as_str()) {
-                    return Ok(Ran::Unrunnable(format!(
+                    return Ok(Ran::Refused(format!(
                         "run: ${{{name}}} is too large for the environment; read the file \
                          ${file} instead"
                     )));
                 }
                 // Payload rules 6-9: a name ending in _FILE or _NUL, a too long one, one
                 // another value took, or one past the budget.
-                return Ok(Ran::Unrunnable(format!(
+                return Ok(Ran::Refused(format!(
                     "run: ${{{name}}} is not in the environment; read it from the event JSON \
                      on stdin"
                 )));

@@ -519,6 +519,27 @@ fn a_value_the_model_sends_that_a_command_cannot_take_blocks_a_gate() {
 }
 
 #[test]
+fn an_action_refused_for_the_models_values_blocks_a_gate_too() {
+    // The attacker's review of issue 28: a spawn whose inputs name a field the model left out
+    // was judged by `block_on`, and so let the call through; now it blocks like a command.
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "review",
+        "event: tool.before\naction: spawn\nargv: ['true']\ninputs: {path: \"${tool_input.path}\"}",
+    );
+    let data = r#"{"tool_name":"Write","tool_input":{"file_path":"a.rs"}}"#;
+    let out = ws.hookvisor(&["fire", "tool.before", "--data", data, "--json"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let said = reply(&out);
+    assert_eq!(said["decision"], "block", "{said}");
+    assert!(
+        said["reason"].as_str().unwrap().contains("tool_input.path"),
+        "{said}"
+    );
+}
+
+#[test]
 fn tool_lists_match_exact_names() {
     let ws = Workspace::new();
     yml(

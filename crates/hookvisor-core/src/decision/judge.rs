@@ -164,12 +164,13 @@ impl Judge {
         judgment
     }
 
-    /// Judges a hook that did not run because of the event's values: its `when` could not be
-    /// evaluated, or its command cannot take them (a name the event lacks, a NUL byte), `run`
-    /// holding the error as its output. A hook that can block blocks, whatever its `block_on`
-    /// (which judges the hook's own exit), since those values are often the model's, and one
-    /// of another type, or none, must not skip the gate; any other hook fails and
-    /// `on_failure` goes on from there. Never re-run: the same values fail the same way.
+    /// Judges a hook that did not run, most often because of the event's values: its `when`
+    /// could not be evaluated, or its action cannot take them (a name the event lacks, a NUL
+    /// byte, a spawn's inputs, a git ref), `run` holding the error as its output. A hook that
+    /// can block blocks, whatever its `block_on` (which judges the hook's own exit), since
+    /// those values are often the model's, and one of another type, or none, must not skip
+    /// the gate; `on_failure: abort` aborts instead, which stops more. Any other hook fails
+    /// and `on_failure` goes on from there. Never re-run: the same values fail the same way.
     pub fn judge_refused(&self, run: &FinishedRun) -> Judgment {
         let mut judgment = Judgment::from(Verdict::Success);
         self.judge_failure(run, true, &mut judgment);
@@ -185,8 +186,13 @@ impl Judge {
     /// else `on_failure` (rule 1).
     fn judge_failure(&self, run: &FinishedRun, refused: bool, judgment: &mut Judgment) {
         let exit2 = run.timed_out.is_none() && run.exit_code == 2;
+        let aborts = matches!(
+            self.on_failure,
+            OnFailure::Abort | OnFailure::RetryThenAbort
+        );
+        // A refused run blocks unless `on_failure` asks for an abort, which stops even more.
         let covered = self.can_block()
-            && (refused
+            && ((refused && !aborts)
                 || match self.block_on {
                     BlockOn::Failure => true,
                     BlockOn::Exit2 => exit2,
@@ -200,10 +206,7 @@ impl Judge {
             );
         judgment.verdict = if covered {
             Verdict::Block { reason }
-        } else if matches!(
-            self.on_failure,
-            OnFailure::Abort | OnFailure::RetryThenAbort
-        ) {
+        } else if aborts {
             Verdict::Abort { reason }
         } else {
             Verdict::Failure { reason }

@@ -501,8 +501,9 @@ fn retries_rerun_a_failing_hook_then_judge_the_last_run() {
     );
 }
 
-/// A `when` that cannot be evaluated blocks wherever the hook can block, whatever `block_on`
-/// and `on_failure`; elsewhere it is judged by `on_failure` and never re-run.
+/// A `when` that cannot be evaluated blocks wherever the hook can block, whatever `block_on`,
+/// or aborts there when `on_failure` says so (unless `block_on: failure` blocks first, as for
+/// any failure); elsewhere it is judged by `on_failure`; never re-run.
 #[test]
 fn a_when_error_blocks_where_the_hook_can_block() {
     let run = FinishedRun {
@@ -516,7 +517,11 @@ fn a_when_error_blocks_where_the_hook_can_block() {
             for on_failure in ON_FAILURE {
                 let judgment = place.judge(block_on, on_failure).judge_refused(&run);
                 let reason = reason.clone();
+                let aborts = matches!(on_failure, OnFailure::Abort | OnFailure::RetryThenAbort);
                 let want = match (place, on_failure) {
+                    (Place::GatePre, _) if aborts && block_on != BlockOn::Failure => {
+                        Verdict::Abort { reason }
+                    }
                     (Place::GatePre, _) => Verdict::Block { reason },
                     (_, OnFailure::Abort | OnFailure::RetryThenAbort) => Verdict::Abort { reason },
                     _ => Verdict::Failure { reason },
