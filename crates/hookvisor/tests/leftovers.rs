@@ -145,6 +145,9 @@ fn buried_marker_body(pid_file: &Path, size_file: &Path) -> String {
          /bin/sh -c 'echo $$ > {pid}; exec sleep 1000' </dev/null >/dev/null 2>&1 &\n\
          i=0\n\
          while [ ! -s {pid} ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done\n\
+         i=0\n\
+         while [ \"$(wc -c < /proc/$(cat {pid})/environ)\" -lt 1500000 ] && [ $i -lt 3000 ]; do \
+         sleep 0.01; i=$((i+1)); done\n\
          wc -c < /proc/$(cat {pid})/environ > {size}",
         pid = pid_file.display(),
         size = size_file.display(),
