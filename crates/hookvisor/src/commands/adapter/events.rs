@@ -358,9 +358,18 @@ impl<'a> Fired<'a> {
             let (sent, reply) = mpsc::channel();
             let path = event.to_string();
             thread::spawn(move || sent.send(client.fire_event(&path, &Value::Object(body))));
+            // The client's deadline is per read (a slow connect or a trickle adds up): this
+            // one is the whole wait's, so the agent's own timeout never comes first.
+            let until = std::time::Instant::now() + self.call.deadline;
             let answer = loop {
                 match reply.recv_timeout(Duration::from_millis(50)) {
                     Ok(answer) => break answer.map_err(AdapterError::Server)?,
+                    Err(mpsc::RecvTimeoutError::Timeout) if std::time::Instant::now() >= until => {
+                        return Err(AdapterError::Event(format!(
+                            "the hookvisor server did not answer within {} s",
+                            self.call.deadline.as_secs()
+                        )));
+                    }
                     Err(mpsc::RecvTimeoutError::Timeout) if !self.call.cancel.is_cancelled() => {}
                     // A signal, or a request thread that died: no answer, judged as a failure.
                     _ => return Err(AdapterError::Eval(EvalError::Cancelled)),
