@@ -137,6 +137,11 @@ impl Context {
                     .home
                     .or_else(|| non_empty("HOME").map(PathBuf::from))
                     .ok_or(ContextError::NoHome)?;
+                // Session `hooks` would make `~/.discobot/hooks/hooks`, and so `~` a workspace
+                // of hooks around every workspace below it ([`enclosing_workspace`]).
+                if session_id == "hooks" {
+                    return Err(ContextError::BadSession(session_id));
+                }
                 home.join(".discobot").join(&session_id).join("hooks")
             }
         };
@@ -319,6 +324,13 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("../escape"));
+        // Attack review 2: its default state dir would make `~/.discobot/hooks`.
+        let hooks = ContextOverrides {
+            workspace: Some(ws.path().into()),
+            session_id: Some("hooks".into()),
+            ..Default::default()
+        };
+        assert!(Context::resolve_with(hooks, env_of(&[("HOME", "/h")])).is_err());
         let err = Context::resolve_with(
             ContextOverrides {
                 workspace: Some("/definitely/not/here".into()),

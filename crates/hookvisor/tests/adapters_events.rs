@@ -1231,3 +1231,50 @@ fn a_pattern_gate_under_serve_sees_the_file_too() {
     assert_eq!(stdout(&out), "", "{}", stderr(&out));
     server.stop();
 }
+
+/// Attack review 2: under `serve` the adapter waits on the server with the default signal
+/// actions, so a SIGTERM, SIGINT or SIGHUP from the agent's uid killed it mid-wait, printing
+/// nothing: Claude takes a killed hook as "go on", the gate became an allow.
+#[test]
+fn a_signal_while_a_gate_waits_on_the_server_denies() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let ws = Workspace::git();
+    hook(&ws, "tool.before", ALLOW);
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude/pre-tool-use.json");
+    let input = fs::read_to_string(fixture)
+        .unwrap()
+        .replace("@WORKSPACE@", ws.path().to_str().unwrap());
+    for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        let mut child = ws
+            .hookvisor_command()
+            .args(["adapter", "claude"])
+            .env("HOOKVISOR_URL", &url)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        // The server holds the request unanswered: the adapter is in its wait.
+        let (mut conn, _) = silent.accept().unwrap();
+        let _ = conn.read(&mut [0; 4096]);
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+        kill(pid, signal).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let reply: serde_json::Value = serde_json::from_str(&stdout(&out))
+            .unwrap_or_else(|e| panic!("{signal}: {e}: {:?} / {}", out.status, stderr(&out)));
+        let said = &reply["hookSpecificOutput"];
+        assert_eq!(said["permissionDecision"], "deny", "{signal}: {reply}");
+        drop(conn);
+    }
+}

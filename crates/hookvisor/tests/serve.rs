@@ -804,6 +804,45 @@ fn a_turn_end_during_an_evaluation_shares_its_report_and_counts_once() {
     );
 }
 
+/// Attack review 2: a shared pass was judged on the workspace as the running evaluation found
+/// it, so the agent could start a turn end (it can reach the server), edit, and end its turn
+/// behind it: its Stop passed on the state before the edit. A pass is not shared: the turn
+/// end waiting behind it evaluates the workspace as it is now.
+#[test]
+fn a_turn_end_behind_a_passing_evaluation_judges_the_workspace_again() {
+    let ws = Workspace::git();
+    let slow = BlockingHook::install(&ws);
+    let release = || std::fs::write(ws.base().join("never-written"), "go\n").unwrap();
+    ws.write("seed", "");
+    ws.git_ok(&["add", "."]);
+    ws.git_ok(&["commit", "-qm", "seed", "--no-verify"]);
+    let server = Server::tcp(&ws);
+    let mut events = server.events();
+    ws.write("notes.txt", "clean");
+
+    let turn_end = |trigger: &'static str| {
+        let addr = server.addr.clone();
+        let body = format!(r#"{{"trigger":"{trigger}"}}"#);
+        std::thread::spawn(move || request(&addr, "POST", "/v1/turns/end", &[], &body))
+    };
+    let first = turn_end("user");
+    events.until(|name, data| name == "hookStarted" && data["hookId"] == "slow");
+    slow.pid();
+    let second = turn_end("user");
+    events.until(|name, data| name == "turnWaiting" && data["behind"] == "an evaluation");
+    // The edit the first evaluation never saw.
+    ws.write("notes.txt", "edited after the evaluation began");
+    release();
+    assert_eq!(first.join().unwrap().json()["action"], "pass");
+    // The second turn end runs the hook again, on the edited file.
+    slow.pid();
+    release();
+    let second = second.join().unwrap();
+    assert_eq!(second.status, 200, "{}", second.body);
+    let status = ws.status();
+    assert_eq!(status["hooks"]["slow"]["runCount"], 2, "{status}");
+}
+
 #[test]
 fn a_rerun_during_an_evaluation_is_409_and_a_new_turn_cancels_it() {
     let ws = Workspace::git();

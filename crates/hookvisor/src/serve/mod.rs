@@ -19,9 +19,10 @@
 //!   and none longer than [`GATE_WAIT`]; beyond either the answer is 503 naming the limit. A
 //!   client that disconnects while waiting leaves the queue at once.
 //! - A turn end (`/v1/turns/end`, `turn.end`) that arrives while an evaluation runs answers
-//!   with that evaluation's report: the turn ends arrived together, the workspace is judged
-//!   once and the loop guard counts one turn end, not two. One that arrives during an explicit
-//!   run waits for it, then evaluates. An explicit run (`/hooks/{id}/rerun`, a person's click)
+//!   with that evaluation's report when it blocks or re-prompts: the turn ends arrived
+//!   together, the workspace is judged once and the loop guard counts one turn end, not two.
+//!   A pass is not shared (it may predate the latest edits): the waiting turn end evaluates.
+//!   One that arrives during an explicit run waits for it, then evaluates. An explicit run (`/hooks/{id}/rerun`, a person's click)
 //!   during any job is still refused with 409.
 
 mod agent;
@@ -49,7 +50,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hookvisor_core::{
-    CancelToken, Context, Discovery, Evaluator, Hook, Status, StatusStore, discover_workspace,
+    Action, CancelToken, Context, Discovery, Evaluator, Hook, Status, StatusStore,
+    discover_workspace,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch as channel};
 
@@ -509,8 +511,12 @@ impl AppState {
             // drops, after the outcome if there is one.
             let _ = done.wait_for(Option::is_some).await;
             let outcome = done.borrow().clone();
-            if let (true, Some(outcome)) = (shared, outcome) {
-                return TurnSlot::Shared(outcome);
+            // A pass judged the workspace as that evaluation found it, maybe before the
+            // latest edits (the agent can start a turn end itself): this turn end judges again.
+            match outcome {
+                Some(Outcome::Report(report)) if report.action == Action::Pass => {}
+                Some(outcome) if shared => return TurnSlot::Shared(outcome),
+                _ => {}
             }
         }
     }

@@ -24,13 +24,15 @@ use std::env;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
 use std::time::Duration;
 
 use hookvisor_core::context_buffer::ContextBuffer;
 use hookvisor_core::decision::{Decision, Reply};
 use hookvisor_core::event::{Agent as RawAgent, Event as CoreEvent};
 use hookvisor_core::fire::{Firing, fire};
-use hookvisor_core::{Context, Discovery, EvalError, TurnLog, discover_workspace};
+use hookvisor_core::{CancelToken, Context, Discovery, EvalError, TurnLog, discover_workspace};
 use serde_json::{Map, Value};
 
 use super::protocol::{Decided, Said, answers_context, say};
@@ -50,6 +52,10 @@ const DETACHED_VAR: &str = "HOOKVISOR_ADAPTER_DETACHED";
 /// `hookvisor adapter AGENT`: answers one hook event of the agent, then exits with the
 /// status its protocol expects.
 pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
+    // First, before any thread: a SIGTERM, SIGINT or SIGHUP (the agent's uid can send them)
+    // at any stage cancels and is answered, never kills this process with nothing said, which
+    // the agent takes as "go on".
+    let cancel = cancel_on_signals();
     let mut bytes = Vec::new();
     let read = io::stdin()
         .lock()
@@ -86,6 +92,7 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
             input: &map,
             turn: &turn,
             deadline: callback_cap(route),
+            cancel: &cancel,
         };
         call.answer(route, &bytes)
     });
@@ -192,6 +199,8 @@ struct Call<'a> {
     /// How long the server may take to answer: the agent kills this process at its hook
     /// timeout and then goes on as if allowed, so a gate must be denied before that.
     deadline: Duration,
+    /// Cancelled by a signal: ends a wait on the server too.
+    cancel: &'a CancelToken,
 }
 
 impl Call<'_> {
@@ -343,12 +352,29 @@ impl<'a> Fired<'a> {
             body.insert("session_id".into(), self.ctx.session_id.clone().into());
             body.insert("trigger".into(), self.trigger.into());
             body.insert("data".into(), Value::Object(data));
-            let answer = client
-                .and_then(|c| {
-                    c.with_deadline(self.call.deadline)
-                        .fire_event(&event.to_string(), &Value::Object(body))
-                })
-                .map_err(AdapterError::Server)?;
+            let client = client
+                .map_err(AdapterError::Server)?
+                .with_deadline(self.call.deadline);
+            let (sent, reply) = mpsc::channel();
+            let path = event.to_string();
+            thread::spawn(move || sent.send(client.fire_event(&path, &Value::Object(body))));
+            // The client's deadline is per read (a slow connect or a trickle adds up): this
+            // one is the whole wait's, so the agent's own timeout never comes first.
+            let until = std::time::Instant::now() + self.call.deadline;
+            let answer = loop {
+                match reply.recv_timeout(Duration::from_millis(50)) {
+                    Ok(answer) => break answer.map_err(AdapterError::Server)?,
+                    Err(mpsc::RecvTimeoutError::Timeout) if std::time::Instant::now() >= until => {
+                        return Err(AdapterError::Event(format!(
+                            "the hookvisor server did not answer within {} s",
+                            self.call.deadline.as_secs()
+                        )));
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) if !self.call.cancel.is_cancelled() => {}
+                    // A signal, or a request thread that died: no answer, judged as a failure.
+                    _ => return Err(AdapterError::Eval(EvalError::Cancelled)),
+                }
+            };
             return serde_json::from_value(answer).map_err(|e| {
                 AdapterError::Event(format!(
                     "the hookvisor server sent a reply this adapter cannot read ({e}); use the \
@@ -373,7 +399,7 @@ impl<'a> Fired<'a> {
         // The agent waits for this process: an unawaited webhook goes on without it.
         firing.detach_webhooks = true;
         if bound {
-            firing.cancel = Some(cancel_on_signals());
+            firing.cancel = Some(self.call.cancel.clone());
         }
         let discovery = self.discovery.as_ref().expect("read above");
         fire(self.ctx, discovery, &firing).map_err(|e| match e {
