@@ -1041,6 +1041,22 @@ fn the_recorded_workspace_and_the_project_variable_win_over_cwd() {
             "{agent}: {}",
             stdout(&out)
         );
+        // So does the turn end, without --fail-closed: the agent could make the second
+        // workspace to let its turn end unchecked (the second attacker review).
+        let stop = if agent == "gemini" {
+            "after-agent.json"
+        } else {
+            "stop.json"
+        };
+        for command in [&["adapter", agent][..], &[agent_alias(agent)][..]] {
+            let out = on_input(&ws, command, &moved(agent, stop, "src/deep"), &[]);
+            assert!(
+                stdout(&out).contains(r#""decision":"#) && stdout(&out).contains("--workspace"),
+                "{command:?} stop: {} / {}",
+                stdout(&out),
+                stderr(&out)
+            );
+        }
         let out = on_input(&ws, &["adapter", agent, "--workspace", root], &input, &[]);
         assert!(denied(&out), "{agent} --workspace: {}", stderr(&out));
         if let Some(var) = var {
@@ -1072,6 +1088,15 @@ fn the_recorded_workspace_and_the_project_variable_win_over_cwd() {
             );
             fs::remove_dir(ws.path().join("src/.git")).unwrap();
         }
+    }
+}
+
+/// The old turn-end command of `agent`.
+fn agent_alias(agent: &str) -> &'static str {
+    match agent {
+        "claude" => "claude-stop",
+        "codex" => "codex-stop",
+        _ => "gemini-after-agent",
     }
 }
 

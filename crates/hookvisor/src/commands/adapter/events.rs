@@ -100,11 +100,13 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
         Ok(decided) => say(agent, &name, route, &decided),
         // Before the cancel's arm: a signal (which the agent's uid can send) must not turn a
         // fail-closed gate into "allow".
-        Err(err) if fails_closed(route, args) => {
+        Err(err) if fails_closed(route, args) || (err.hides_checks() && can_block(route)) => {
             let why = if route == Some(Route::ToolBefore) {
                 "a tool gate fails closed"
-            } else {
+            } else if args.fail_closed {
                 "the hook runs with --fail-closed"
+            } else {
+                "the agent could have made the second workspace"
             };
             let decided = Decided {
                 decision: Decision::Block,

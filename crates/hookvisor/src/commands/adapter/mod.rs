@@ -120,6 +120,18 @@ impl fmt::Display for AdapterError {
     }
 }
 
+impl AdapterError {
+    /// Whether the agent itself may have caused this error to switch the checks off: a second
+    /// workspace of hooks made around its directory ([`ContextError::NestedWorkspaces`]). Such
+    /// an error blocks wherever a block means something, whatever `--fail-closed` says.
+    fn hides_checks(&self) -> bool {
+        matches!(
+            self,
+            AdapterError::Context(ContextError::NestedWorkspaces { .. })
+        )
+    }
+}
+
 /// What the agent is told.
 #[derive(Debug, PartialEq, Eq)]
 enum Verdict {
@@ -142,9 +154,14 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
             Verdict::Stop
         }
         // Before the cancel's arm: a signal must not let a fail-closed turn end through.
-        Err(err) if args.fail_closed => Verdict::Block(format!(
+        Err(err) if args.fail_closed || err.hides_checks() => Verdict::Block(format!(
             "hookvisor could not check this turn's changes: {err}. (The turn is blocked \
-             because the hook runs with --fail-closed.)"
+             because {}.)",
+            if args.fail_closed {
+                "the hook runs with --fail-closed"
+            } else {
+                "the agent could have made the second workspace"
+            }
         )),
         Err(AdapterError::Eval(EvalError::Cancelled)) => {
             // The agent stopped the hook (or the user interrupted): nobody reads an answer.
@@ -238,7 +255,12 @@ fn end_turn(ctx: Context, args: &AdapterArgs, input: &TurnEnd) -> Result<TurnEnd
     let trigger = stop.trigger;
     let report = match TurnClient::from_env(|name| env::var(name).ok()) {
         Some(client) => client
-            .and_then(|client| client.end_turn(trigger))
+            // Answered before the agent's own hook timeout, which would let the stop through.
+            .and_then(|client| {
+                client
+                    .with_deadline(events::callback_cap(Some(Route::TurnEnd)))
+                    .end_turn(trigger)
+            })
             .map_err(AdapterError::Server)?,
         None => {
             // One reading of the hooks and hookvisor.yml for the turn (a broken file leaves
