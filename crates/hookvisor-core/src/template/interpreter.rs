@@ -679,103 +679,113 @@ fn language(lang: &Language, rest: &[Option<&str>], current: &str) -> Option<Int
 /// awk: options (`-f`/`-E` name a program file, gawk's `-e` is program text), then the
 /// program unless one was named; the operands after it are files or `var=value` assignments.
 fn awk(name: &'static str, rest: &[Option<&str>], current: &str) -> Option<Interpreter> {
-    let refuse = Some(Interpreter::Awk(name));
-    let mut argument = false;
-    let mut program = false;
-    let mut options = true;
-    for word in rest {
-        let Some(word) = *word else {
-            return refuse;
-        };
-        if std::mem::take(&mut argument) {
-            continue;
-        }
-        if options && word == "--" {
-            options = false;
-            continue;
-        }
-        if options && word.len() > 1 && word.starts_with('-') {
-            if word.starts_with("--") {
-                let key = word.split('=').next().unwrap_or(word);
-                program |= matches!(key, "--file" | "--exec" | "--source");
-                argument = !word.contains('=')
-                    && matches!(
-                        key,
-                        "--file"
-                            | "--exec"
-                            | "--source"
-                            | "--assign"
-                            | "--field-separator"
-                            | "--include"
-                            | "--load"
-                    );
-                continue;
-            }
-            for (at, letter) in word.char_indices().skip(1) {
-                if "FvfeEilW".contains(letter) {
-                    program |= "feE".contains(letter);
-                    argument = word.len() == at + letter.len_utf8();
-                    options &= letter != 'E';
-                    break;
-                }
-            }
-            continue;
-        }
-        // The program text, or with a program named the first file: options end here.
-        return None;
-    }
-    if argument || !program || (options && option_like(current)) {
-        return refuse;
-    }
-    None
-}
-
-/// Whether the word a value starts (or that starts with `-`) can be read as an option.
-fn option_like(current: &str) -> bool {
-    current.is_empty() || current.starts_with('-')
+    const AWK: ProgramOptions = ProgramOptions {
+        long_program: &["--file", "--exec", "--source"],
+        long_with_value: &[
+            "--file",
+            "--exec",
+            "--source",
+            "--assign",
+            "--field-separator",
+            "--include",
+            "--load",
+        ],
+        short_with_value: "FvfeEilW",
+        short_program: "feE",
+        short_ending_options: Some('E'),
+        first_operand_ends: true,
+    };
+    AWK.judge(Interpreter::Awk(name), rest, current)
 }
 
 /// sed: `-e SCRIPT`, `-f FILE` or the first operand is the script; GNU sed reads an option
 /// anywhere, so a word a value starts can be `-e…` unless `--` came before.
 fn sed(rest: &[Option<&str>], current: &str) -> Option<Interpreter> {
-    let refuse = Some(Interpreter::Sed);
-    let mut argument = false;
-    let mut script = false;
-    let mut options = true;
-    for word in rest {
-        let Some(word) = *word else {
-            return refuse;
-        };
-        if std::mem::take(&mut argument) {
-            continue;
-        }
-        if options && word == "--" {
-            options = false;
-            continue;
-        }
-        if options && word.len() > 1 && word.starts_with('-') {
-            if word.starts_with("--") {
-                let key = word.split('=').next().unwrap_or(word);
-                script |= matches!(key, "--expression" | "--file");
-                argument = !word.contains('=')
-                    && matches!(key, "--expression" | "--file" | "--line-length");
+    const SED: ProgramOptions = ProgramOptions {
+        long_program: &["--expression", "--file"],
+        long_with_value: &["--expression", "--file", "--line-length"],
+        short_with_value: "efl",
+        short_program: "ef",
+        short_ending_options: None,
+        first_operand_ends: false,
+    };
+    SED.judge(Interpreter::Sed, rest, current)
+}
+
+/// How a program whose code comes in its arguments (awk, sed) reads its options: one scanner
+/// for both, which differ only in this table.
+struct ProgramOptions {
+    /// Long options whose value is (or names) the program.
+    long_program: &'static [&'static str],
+    /// Long options that take a value (`--file F` or `--file=F`).
+    long_with_value: &'static [&'static str],
+    /// Short option letters that take a value (attached or the next word).
+    short_with_value: &'static str,
+    /// Those of them whose value is (or names) the program.
+    short_program: &'static str,
+    /// A short letter after which no option is read (awk's `-E`).
+    short_ending_options: Option<char>,
+    /// Whether the first operand ends the options (awk: the program, or with one named the
+    /// first file); else each operand is a script and options go on (sed).
+    first_operand_ends: bool,
+}
+
+impl ProgramOptions {
+    /// `refuse` when the word `current` (after the words `rest`) can be the program or an
+    /// option, or when a word before it is unknown; `None` when it is an operand after the
+    /// program.
+    fn judge(
+        &self,
+        refuse: Interpreter,
+        rest: &[Option<&str>],
+        current: &str,
+    ) -> Option<Interpreter> {
+        let mut argument = false;
+        let mut program = false;
+        let mut options = true;
+        for word in rest {
+            let Some(word) = *word else {
+                return Some(refuse);
+            };
+            if std::mem::take(&mut argument) {
                 continue;
             }
-            for (at, letter) in word.char_indices().skip(1) {
-                if "efl".contains(letter) {
-                    script |= letter != 'l';
-                    argument = word.len() == at + letter.len_utf8();
-                    break;
-                }
+            if options && word == "--" {
+                options = false;
+                continue;
             }
-            continue;
+            if options && word.len() > 1 && word.starts_with('-') {
+                if word.starts_with("--") {
+                    let key = word.split('=').next().unwrap_or(word);
+                    program |= self.long_program.contains(&key);
+                    argument = !word.contains('=') && self.long_with_value.contains(&key);
+                    continue;
+                }
+                for (at, letter) in word.char_indices().skip(1) {
+                    if self.short_with_value.contains(letter) {
+                        program |= self.short_program.contains(letter);
+                        argument = word.len() == at + letter.len_utf8();
+                        options &= self.short_ending_options != Some(letter);
+                        break;
+                    }
+                }
+                continue;
+            }
+            if self.first_operand_ends {
+                return None;
+            }
+            program = true;
         }
-        script = true;
+        if argument || !program || (options && option_like(current)) {
+            return Some(refuse);
+        }
+        None
     }
-    if argument || (options && option_like(current)) || !script {
-        return refuse;
-    }
-    None
+}
+
+/// Whether the word a value starts (or that starts with `-`) can be read as an option.
+fn option_like(current: &str) -> bool {
+    current.is_empty() || current.starts_with('-')
 }
 
 /// jq: the first operand is the filter (or, with `-f`, its file); options are read anywhere,
