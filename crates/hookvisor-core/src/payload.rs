@@ -821,10 +821,17 @@ impl Env<'_> {
         // `nul` is no file's name: that would need an empty key, which is never set.
         let key = var_name.get("HOOKVISOR_".len()..).unwrap_or_default();
         if FILE_SUFFIXES.iter().any(|s| key.ends_with(s)) {
-            self.skip(
-                var_name,
-                "names ending in _FILE or _NUL are kept for the paths of files",
-            );
+            // `data.file` (every file tool's call) is also `file`, set or warned about under
+            // that name: no value is lost, so no warning.
+            let also_top_level = name
+                .split_once('.')
+                .is_some_and(|(first, rest)| first == "data" && !rest.contains('.'));
+            if !also_top_level {
+                self.skip(
+                    var_name,
+                    "names ending in _FILE or _NUL are kept for the paths of files",
+                );
+            }
         } else {
             self.value(name, var_name, var)?;
         }
