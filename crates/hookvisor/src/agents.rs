@@ -2,11 +2,14 @@
 //! and what the agent's adapter then expects to read come from the same row, so the two cannot
 //! disagree.
 //!
-//! | agent | adapter | settings (workspace, or home with `--user-level`) | turn end | prompt | re-prompt | timeout |
-//! |---|---|---|---|---|---|---|
-//! | Claude Code | `claude-stop` | `.claude/settings.json` | `Stop`, `SubagentStop` | `UserPromptSubmit` | `block` | seconds |
-//! | Codex | `codex-stop` | `.codex/hooks.json` (`$CODEX_HOME/hooks.json` at user level) | `Stop`, `SubagentStop` | `UserPromptSubmit` | `block` | seconds |
-//! | Gemini CLI | `gemini-after-agent` | `.gemini/settings.json` | `AfterAgent` | `BeforeAgent` | `deny` | milliseconds |
+//! | agent | adapter (old alias) | settings (workspace, or home with `--user-level`) | turn end | timeout |
+//! |---|---|---|---|---|
+//! | Claude Code | `adapter claude` (`claude-stop`) | `.claude/settings.json` | `Stop`, `SubagentStop` | seconds |
+//! | Codex | `adapter codex` (`codex-stop`) | `.codex/hooks.json` (`$CODEX_HOME/hooks.json` at user level) | `Stop`, `SubagentStop` | seconds |
+//! | Gemini CLI | `adapter gemini` (`gemini-after-agent`) | `.gemini/settings.json` | `AfterAgent` | milliseconds |
+//!
+//! The old turn-end command of each row is an alias of `adapter AGENT` (EVENTS.md §3.1): the
+//! same code answers every event through either name.
 //!
 //! Each row also names the variable holding the agent's start directory (`CLAUDE_PROJECT_DIR`,
 //! `GEMINI_PROJECT_DIR`; none for Codex), where the adapter looks for the workspace after
@@ -14,8 +17,7 @@
 //! (Claude Code `Write`/`Edit`/`MultiEdit` `file_path`, `NotebookEdit` `notebook_path`; Gemini
 //! CLI `write_file`/`replace` `file_path`; Codex `apply_patch`, a patch in `command`).
 //!
-//! The turn-end events run the file hooks; the prompt event only records the user's prompt for
-//! the loop guard (see the adapter). All three agents read hooks in the same shape, `{"hooks":
+//! All three agents read hooks in the same shape, `{"hooks":
 //! {"<Event>": [{"hooks": [{"type": "command", "command": ..., "timeout": ...}]}]}}`; Gemini
 //! CLI's entries also carry a `name` and a `description`.
 
@@ -51,16 +53,13 @@ impl Agent {
 pub struct Spec {
     /// The agent's name, for messages.
     pub name: &'static str,
-    /// The adapter subcommand the agent's settings run: `hookvisor <command>`.
+    /// The old turn-end subcommand, an alias of `hookvisor adapter AGENT` that `install`
+    /// upgrades in place.
     pub command: &'static str,
     /// The event that ends the agent's turn.
     pub stop: &'static str,
     /// The event that ends a subagent's turn, for agents that have subagents.
     pub subagent_stop: Option<&'static str>,
-    /// The event that announces a user's prompt.
-    pub prompt: &'static str,
-    /// The `decision` of an answer that keeps the agent working, the reason its next prompt.
-    pub decision: &'static str,
     /// Where the agent reads its hooks.
     pub settings: Settings,
     /// The unit of a hook's `timeout`.
@@ -100,15 +99,6 @@ pub struct Settings {
     pub file: &'static str,
     /// A variable that, when set, names the user-level directory instead of `~/<dir>`.
     pub user_dir_var: Option<&'static str>,
-}
-
-/// What an event asks of the adapter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
-    /// A turn (the agent's or a subagent's) ended: run the file hooks, maybe re-prompt.
-    TurnEnd,
-    /// A user's prompt: record it, answer nothing.
-    Prompt,
 }
 
 /// What `hookvisor adapter` fires for one of an agent's events (EVENTS.md §1.1, §3.1).
@@ -232,8 +222,6 @@ static CLAUDE: Spec = Spec {
     command: "claude-stop",
     stop: "Stop",
     subagent_stop: Some("SubagentStop"),
-    prompt: "UserPromptSubmit",
-    decision: "block",
     settings: Settings {
         dir: ".claude",
         file: "settings.json",
@@ -251,8 +239,6 @@ static CODEX: Spec = Spec {
     command: "codex-stop",
     stop: "Stop",
     subagent_stop: Some("SubagentStop"),
-    prompt: "UserPromptSubmit",
-    decision: "block",
     settings: Settings {
         dir: ".codex",
         file: "hooks.json",
@@ -270,8 +256,6 @@ static GEMINI: Spec = Spec {
     command: "gemini-after-agent",
     stop: "AfterAgent",
     subagent_stop: None,
-    prompt: "BeforeAgent",
-    decision: "deny",
     settings: Settings {
         dir: ".gemini",
         file: "settings.json",
@@ -288,21 +272,6 @@ impl Spec {
     /// The turn-end events: the agent's, then a subagent's.
     pub fn stop_events(&self) -> impl Iterator<Item = &'static str> + use<> {
         [Some(self.stop), self.subagent_stop].into_iter().flatten()
-    }
-
-    /// Every event the adapter is registered for, with what it asks: the turn ends, then the
-    /// prompt.
-    pub fn events(&self) -> impl Iterator<Item = (&'static str, Event)> + use<> {
-        self.stop_events()
-            .map(|name| (name, Event::TurnEnd))
-            .chain([(self.prompt, Event::Prompt)])
-    }
-
-    /// What the `hook_event_name` `name` asks, or `None` for an event not ours.
-    pub fn event(&self, name: &str) -> Option<Event> {
-        self.events()
-            .find(|(event, _)| *event == name)
-            .map(|(_, what)| what)
     }
 
     /// Where the agent's tool `name` names the files it writes; `None` for a tool that
@@ -384,24 +353,6 @@ mod tests {
                 cli.find_subcommand(command).is_some(),
                 "{agent:?}: no `hookvisor {command}`"
             );
-        }
-    }
-
-    #[test]
-    fn each_event_asks_one_thing() {
-        for agent in Agent::value_variants() {
-            let spec = agent.spec();
-            let names: Vec<&str> = spec.events().map(|(name, _)| name).collect();
-            let mut unique = names.clone();
-            unique.sort_unstable();
-            unique.dedup();
-            assert_eq!(unique.len(), names.len(), "{agent:?}: {names:?}");
-            for (name, what) in spec.events() {
-                assert_eq!(spec.event(name), Some(what), "{agent:?} {name}");
-            }
-            assert_eq!(spec.event(spec.prompt), Some(Event::Prompt));
-            assert_eq!(spec.event("PreToolUse"), None);
-            assert!(["block", "deny"].contains(&spec.decision), "{agent:?}");
         }
     }
 
@@ -495,7 +446,6 @@ mod tests {
             for stop in spec.stop_events() {
                 assert_eq!(spec.route(stop), Some(Route::TurnEnd), "{agent:?} {stop}");
             }
-            assert_eq!(spec.route(spec.prompt), Some(Route::TurnStart), "{agent:?}");
             assert_eq!(spec.route("PreCompact"), None, "{agent:?}");
         }
     }

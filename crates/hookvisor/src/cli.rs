@@ -484,17 +484,17 @@ pub enum Command {
     /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
     /// $SESSION_ID or --state-dir say otherwise.
     Adapter(AgentAdapterArgs),
-    /// Claude Code adapter: Stop, SubagentStop and UserPromptSubmit hook (JSON on stdin).
+    /// The old name of `adapter claude`, which it is an alias of: every event (JSON on stdin).
     ///
     /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
     /// $SESSION_ID or --state-dir say otherwise.
     ClaudeStop(AdapterArgs),
-    /// Codex adapter: Stop, SubagentStop and UserPromptSubmit hook (JSON on stdin).
+    /// The old name of `adapter codex`, which it is an alias of: every event (JSON on stdin).
     ///
     /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
     /// $SESSION_ID or --state-dir say otherwise.
     CodexStop(AdapterArgs),
-    /// Gemini CLI adapter: AfterAgent and BeforeAgent hook (JSON on stdin).
+    /// The old name of `adapter gemini`, which it is an alias of: every event (JSON on stdin).
     ///
     /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
     /// $SESSION_ID or --state-dir say otherwise.

@@ -457,6 +457,52 @@ fn a_file_tool_call_prints_no_warning() {
     }
 }
 
+/// The old turn-end commands are aliases of `adapter AGENT` (EVENTS.md §3.1): through each,
+/// the stop fires `session.stop` and the prompt `turn.start`, as through the new name.
+#[test]
+fn the_old_adapter_names_fire_every_event() {
+    for (command, agent, stop, prompt) in [
+        (
+            "claude-stop",
+            "claude",
+            "stop.json",
+            "user-prompt-submit.json",
+        ),
+        (
+            "codex-stop",
+            "codex",
+            "stop.json",
+            "user-prompt-submit.json",
+        ),
+        (
+            "gemini-after-agent",
+            "gemini",
+            "after-agent.json",
+            "before-agent.json",
+        ),
+    ] {
+        let ws = Workspace::git();
+        let log = ws.base().join("fired.log");
+        let log = log.to_str().unwrap();
+        for event in ["session.stop", "turn.start"] {
+            ws.write(
+                &format!(".discobot/hooks/{event}.yml"),
+                &format!("---\nevent: {event}\nrun: echo {event} >> '{log}'\n---\n"),
+            );
+        }
+        let out = on_fixture(&ws, &[command], agent, prompt, &[]);
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+        let out = on_fixture(&ws, &[command], agent, stop, &[]);
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+        assert_eq!(
+            fs::read_to_string(log).unwrap_or_default(),
+            "turn.start\nsession.stop\n",
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
+}
+
 /// UserPromptSubmit drains what a hook piped earlier (rule 5), after `turn.start`'s own hooks.
 #[test]
 fn the_prompt_event_drains_piped_output_into_additional_context() {
