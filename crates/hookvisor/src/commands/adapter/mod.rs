@@ -342,7 +342,7 @@ mod tests {
             }
         };
         let globals = |args: GlobalArgs, env| args.resolve_with(env_with(env));
-        let claude = Agent::Claude.spec();
+        let claude = crate::agents::Agent::Claude.spec();
         let ctx = context(
             &globals(GlobalArgs::default(), &[("HOME", "/h")]),
             claude,
