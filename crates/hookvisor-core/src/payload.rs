@@ -160,7 +160,7 @@ const RESERVED: [&str; 9] = [
 /// Every variable name hookvisor itself sets for some event (EVENTS.md §4.1 and §5 rules 14,
 /// 16); any other name must come in the event's `data`. `check` warns on a `${name}` whose
 /// first segment is none of these (§4.1 rule 5).
-const KNOWN_NAMES: [&str; 30] = [
+const KNOWN_NAMES: [&str; 31] = [
     "session",
     "event",
     "workspace",
@@ -191,6 +191,7 @@ const KNOWN_NAMES: [&str; 30] = [
     "context_file",
     "stage_outputs",
     "reason",
+    "commit",
 ];
 
 /// Whether hookvisor sets `name` (its first segment, case-insensitively) for some event: the

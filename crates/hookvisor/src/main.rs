@@ -194,7 +194,12 @@ fn run(cli: Cli) -> CliResult {
         Command::Session { user, root_hooks } => {
             commands::session::run(&globals, user.as_deref(), root_hooks.as_deref())
         }
-        Command::PreCommit(sub) => commands::precommit::run(&globals, &sub),
+        Command::PreCommit(sub) => {
+            commands::precommit::run(&globals, hookvisor_core::GitHookKind::PreCommit, &sub)
+        }
+        Command::PostCommit(sub) => {
+            commands::precommit::run(&globals, hookvisor_core::GitHookKind::PostCommit, &sub)
+        }
         Command::Serve(args) => commands::serve::run(&globals, args),
         Command::Adapter(args) => {
             commands::adapter::events::run(&globals, args.agent, &args.adapter)
