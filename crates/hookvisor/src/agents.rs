@@ -164,14 +164,16 @@ static CLAUDE_ROUTES: [(&str, Route); 12] = [
 
 /// Codex's subset (EVENTS.md §5 rule 17), per openai/codex `codex-rs/hooks/src/events/`
 /// (`session_start.rs`, `user_prompt_submit.rs`, `pre_tool_use.rs`, `post_tool_use.rs`,
-/// `stop.rs`, `subagent_stop.rs`).
-static CODEX_ROUTES: [(&str, Route); 6] = [
+/// `stop.rs`, `subagent_stop.rs`; Codex 0.169 also sends `SessionEnd`, after flushing the
+/// transcript). Its other events (`PreCompact`, `PermissionRequest`, …) bind raw.
+static CODEX_ROUTES: [(&str, Route); 7] = [
     ("SessionStart", Route::SessionStart),
     ("UserPromptSubmit", Route::TurnStart),
     ("PreToolUse", Route::ToolBefore),
     ("PostToolUse", Route::ToolAfter),
     ("Stop", Route::TurnEnd),
     ("SubagentStop", Route::TurnEnd),
+    ("SessionEnd", Route::SessionEnd),
 ];
 
 /// Gemini CLI's events, per its hooks reference (<https://geminicli.com/docs/hooks/reference>).

@@ -1,6 +1,8 @@
 //! `install` and `uninstall`: put `hookvisor adapter AGENT` into an agent's settings for every
-//! event the adapter answers (EVENTS.md §5 rule 17), or take it out, leaving every other
-//! setting and hook as it was.
+//! event the adapter answers (EVENTS.md §5 rule 17) and every raw event of the agent a hook of
+//! the workspace binds (`event: claude.PreCompact` → `PreCompact`), or take it out, leaving
+//! every other setting and hook as it was. In a workspace, `install` also puts the generated
+//! git hooks in place when its hooks need them (`commit.before`, `commit.after`).
 //!
 //! The file, the events, the adapter and the timeout unit are the agent's row of the agent
 //! table ([`crate::agents`]), which the adapter reads too. The turn-end events get a
@@ -20,6 +22,8 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use hookvisor_core::Discovery;
+use hookvisor_core::event::Event as CoreEvent;
 use serde_json::{Map, Value};
 
 mod codex_trust;
@@ -62,6 +66,8 @@ struct Target {
     spec: &'static Spec,
     /// The settings file.
     path: PathBuf,
+    /// The agent's own events that hooks bind raw and no route names, sorted.
+    raw: Vec<String>,
 }
 
 impl Target {
@@ -70,7 +76,36 @@ impl Target {
         let path = spec
             .settings_path(user_level, workspace, |name| env::var_os(name))
             .ok_or_else(|| CliError::usage("HOME is not set; set it to use --user-level"))?;
-        Ok(Target { agent, spec, path })
+        Ok(Target {
+            agent,
+            spec,
+            path,
+            raw: Vec::new(),
+        })
+    }
+
+    /// Also binds the agent's raw events that hooks of `discovery` name (`claude.PreCompact`).
+    fn with_raw_events(mut self, discovery: &Discovery) -> Target {
+        for hook in &discovery.event_hooks {
+            if let CoreEvent::Raw { agent, name } = &hook.spec.event
+                && agent.as_str() == agent_word(self.agent)
+                && self.spec.route(name).is_none()
+                && !self.raw.contains(name)
+            {
+                self.raw.push(name.clone());
+            }
+        }
+        self.raw.sort();
+        self
+    }
+
+    /// Every event name our entries go under: the routes', then the raw ones.
+    fn event_names(&self) -> impl Iterator<Item = &str> {
+        self.spec
+            .routes
+            .iter()
+            .map(|(name, _)| *name)
+            .chain(self.raw.iter().map(String::as_str))
     }
 
     /// The adapter's subcommand words: `adapter claude`.
@@ -89,14 +124,22 @@ impl Target {
         self.spec.timeout_unit.of_secs(route_timeout_secs(route))
     }
 
-    /// Our entry for `route`, running `command`.
-    fn entry(&self, command: &str, route: Route) -> Value {
+    /// Our entry for `route` (`None`: a raw event, fired as it is), running `command`.
+    fn entry(&self, command: &str, route: Option<Route>) -> Value {
         let description = match route {
-            Route::TurnEnd => "hookvisor: run the workspace's file hooks; re-prompt on a failure",
-            Route::TurnStart => "hookvisor: fire turn.start and hand the model hookvisor's context",
+            Some(Route::TurnEnd) => {
+                "hookvisor: run the workspace's file hooks; re-prompt on a failure"
+            }
+            Some(Route::TurnStart) => {
+                "hookvisor: fire turn.start and hand the model hookvisor's context"
+            }
             _ => "hookvisor: fire this event's hookvisor hooks",
         };
-        self.entry_with(command, self.timeout(route), description)
+        let timeout = route.map_or(
+            self.spec.timeout_unit.of_secs(EVENT_TIMEOUT_SECS),
+            |route| self.timeout(route),
+        );
+        self.entry_with(command, timeout, description)
     }
 
     /// A hook entry, its keys in the order the agents' documents use.
@@ -115,8 +158,8 @@ impl Target {
     }
 
     /// Puts our entries, running `command`, under each event the adapter answers (rule 17:
-    /// all of them, bound today or not). Returns whether anything changed, or the key with a
-    /// wrong shape.
+    /// all of them, bound today or not) and each raw event hooks bind. Returns whether
+    /// anything changed, or the key with a wrong shape.
     fn add_entries(
         &self,
         settings: &mut Value,
@@ -125,8 +168,9 @@ impl Target {
         let ours = self.ours();
         let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
         let mut changed = false;
-        for (name, route) in self.spec.routes {
-            changed |= add_entry(settings, name, &ours, &self.entry(command, *route))?;
+        for name in self.event_names() {
+            let entry = self.entry(command, self.spec.route(name));
+            changed |= add_entry(settings, name, &ours, &entry)?;
         }
         Ok(changed)
     }
@@ -144,7 +188,16 @@ fn agent_word(agent: Agent) -> &'static str {
 /// `hookvisor install AGENT`: adds (or refreshes) our entry; prints what it did.
 pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
     let workspace = workspace(globals, args)?;
-    let target = Target::new(args.agent, args.user_level, &workspace)?;
+    let mut target = Target::new(args.agent, args.user_level, &workspace)?;
+    // The hooks of the workspace `install` runs in (at user level, where it is run, if that
+    // is one): their raw events are bound, and in a workspace their git hooks installed.
+    if let Ok(ctx) = globals.context() {
+        let discovery = hookvisor_core::discover_workspace(&ctx);
+        target = target.with_raw_events(&discovery);
+        if !args.user_level {
+            crate::commands::precommit::ensure_installed(&ctx, &discovery);
+        }
+    }
     let command = adapter_command(globals, args, &workspace, &target.subcommand())?;
     let path = settings_path(&target.path, args.user_level, &workspace)?;
     let mut settings = match load(&path)? {
@@ -184,13 +237,7 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
             out,
             "installed `{command}` in {} for {} (timeout {} for {})",
             path.display(),
-            target
-                .spec
-                .routes
-                .iter()
-                .map(|(name, _)| *name)
-                .collect::<Vec<_>>()
-                .join(", "),
+            target.event_names().collect::<Vec<_>>().join(", "),
             target
                 .spec
                 .timeout_unit
