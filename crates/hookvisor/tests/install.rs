@@ -759,3 +759,89 @@ fn install_binds_the_raw_events_the_hooks_name() {
     );
     assert!(ours(&settings, "PreCompact", "adapter codex").is_empty());
 }
+
+/// `check` warns, one line per hook naming its file and the fix, about a hook that no
+/// installed agent can fire: a raw event of an agent that is not installed, or not bound
+/// since the hook was added; an agent's event no installed agent's row maps.
+#[test]
+fn check_warns_about_hooks_no_installed_agent_fires() {
+    let ws = Workspace::git();
+    for (file, event) in [
+        ("a", "claude.PreCompact"),
+        ("b", "gemini.BeforeModel"),
+        ("c", "team.idle"),
+        ("d", "tool.after"),
+    ] {
+        ws.write(
+            &format!(".discobot/hooks/{file}.yml"),
+            &format!("---\nevent: {event}\nrun: 'true'\n---\n"),
+        );
+    }
+    let warnings = |ws: &Workspace| -> Vec<String> {
+        let out = ws
+            .hookvisor_command()
+            .arg("check")
+            .env("CODEX_HOME", ws.base().join("codex-home"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", common::stdout(&out));
+        common::stdout(&out)
+            .lines()
+            .filter(|l| l.contains("warning:"))
+            .map(str::to_owned)
+            .collect()
+    };
+    check(install(&ws, &["codex"]), "install codex");
+    let said = warnings(&ws);
+    assert_eq!(said.len(), 3, "{said:#?}");
+    assert!(
+        said[0].starts_with(".discobot/hooks/a.yml:1: warning: "),
+        "{}",
+        said[0]
+    );
+    assert!(
+        said[0].contains("`hookvisor install claude`"),
+        "{}",
+        said[0]
+    );
+    assert!(
+        said[1].starts_with(".discobot/hooks/b.yml:1: warning: "),
+        "{}",
+        said[1]
+    );
+    assert!(
+        said[1].contains("`hookvisor install gemini`"),
+        "{}",
+        said[1]
+    );
+    assert!(
+        said[2].starts_with(".discobot/hooks/c.yml:1: warning: "),
+        "{}",
+        said[2]
+    );
+    assert!(said[2].contains("team.idle"), "{}", said[2]);
+
+    check(install(&ws, &["claude"]), "install claude");
+    ws.write(
+        ".discobot/hooks/e.yml",
+        "---\nevent: claude.Notification\nrun: 'true'\n---\n",
+    );
+    let said = warnings(&ws);
+    assert_eq!(said.len(), 2, "{said:#?}");
+    assert!(
+        said[0].starts_with(".discobot/hooks/b.yml:1: warning: "),
+        "{}",
+        said[0]
+    );
+    assert!(
+        said[1].starts_with(".discobot/hooks/e.yml:1: warning: "),
+        "{}",
+        said[1]
+    );
+    assert!(said[1].contains("Notification"), "{}", said[1]);
+    assert!(
+        said[1].contains("`hookvisor install claude`"),
+        "{}",
+        said[1]
+    );
+}

@@ -22,15 +22,16 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use hookvisor_core::Discovery;
 use hookvisor_core::event::Event as CoreEvent;
+use hookvisor_core::{Discovery, Hook};
 use serde_json::{Map, Value};
 
 mod codex_trust;
 mod settings;
 
 use self::settings::{
-    Loaded, SettingsError, add_entry, back_up, load, remove_entries, resolve_symlink, write_atomic,
+    Loaded, SettingsError, add_entry, back_up, is_ours, load, remove_entries, resolve_symlink,
+    write_atomic,
 };
 use crate::agents::{Agent, Route, Spec};
 use crate::cli::InstallArgs;
@@ -364,6 +365,123 @@ pub fn uninstall(globals: &Globals, args: &InstallArgs) -> CliResult {
     Ok(Exit::Ok)
 }
 
+/// Canonical events only an agent's adapter fires: `loop`, `eval`, `session` and git fire the
+/// others.
+const AGENT_ONLY: [CoreEvent; 7] = [
+    CoreEvent::ToolBefore,
+    CoreEvent::ToolAfter,
+    CoreEvent::ToolFailed,
+    CoreEvent::FileEdited,
+    CoreEvent::TaskStart,
+    CoreEvent::TaskComplete,
+    CoreEvent::TeamIdle,
+];
+
+/// The events whose settings hold our entry for `agent`, in the workspace's settings file or
+/// the user's; `None` when neither has one (the agent is not installed).
+fn bound_events(agent: Agent, workspace: &Path) -> Option<Vec<String>> {
+    let target = Target::new(agent, false, workspace).ok()?;
+    let ours = target.ours();
+    let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
+    let user = agent
+        .spec()
+        .settings_path(true, workspace, |name| env::var_os(name));
+    let mut bound: Option<Vec<String>> = None;
+    for path in [Some(target.path.clone()), user].into_iter().flatten() {
+        let Ok(Loaded::Json(settings)) = load(&path) else {
+            continue;
+        };
+        let Some(hooks) = settings.get("hooks").and_then(Value::as_object) else {
+            continue;
+        };
+        for (event, groups) in hooks {
+            let entries = groups.as_array().into_iter().flatten();
+            let mut entries = entries.flat_map(|g| g["hooks"].as_array().into_iter().flatten());
+            if entries.any(|entry| is_ours(entry, &ours)) {
+                bound.get_or_insert_with(Vec::new).push(event.clone());
+            }
+        }
+    }
+    bound
+}
+
+/// `check`'s warnings about hooks no installed agent can fire, each `(hook, what and the fix)`:
+/// an agent's raw event when that agent is not installed or the event not bound (installed
+/// before the hook was added), and, once some agent is installed, an event only agents fire
+/// that no installed agent's row maps.
+pub fn unfired_hooks<'a>(workspace: &Path, discovery: &'a Discovery) -> Vec<(&'a Hook, String)> {
+    use clap::ValueEnum;
+    let installed: Vec<(Agent, Vec<String>)> = Agent::value_variants()
+        .iter()
+        .filter_map(|agent| Some((*agent, bound_events(*agent, workspace)?)))
+        .collect();
+    let mut warnings = Vec::new();
+    for hook in &discovery.event_hooks {
+        let event = &hook.spec.event;
+        if let CoreEvent::Raw { agent, name } = event {
+            let Some(agent) = Agent::value_variants()
+                .iter()
+                .find(|a| agent_word(**a) == agent.as_str())
+            else {
+                continue;
+            };
+            let word = agent_word(*agent);
+            let agent_name = agent.spec().name;
+            match installed.iter().find(|(a, _)| a == agent) {
+                None => warnings.push((
+                    hook,
+                    format!(
+                        "{event} is {agent_name}'s, which is not installed here, so it never \
+                         fires; run `hookvisor install {word}`"
+                    ),
+                )),
+                Some((_, bound)) if !bound.contains(name) => warnings.push((
+                    hook,
+                    format!(
+                        "{agent_name}'s settings do not bind {name}, so {event} never fires; \
+                         run `hookvisor install {word}` again"
+                    ),
+                )),
+                Some(_) => {}
+            }
+            continue;
+        }
+        if installed.is_empty() || !AGENT_ONLY.contains(event) {
+            continue;
+        }
+        let fired = installed.iter().any(|(agent, _)| {
+            agent
+                .spec()
+                .routes
+                .iter()
+                .any(|(_, route)| route.fires().contains(event))
+        });
+        if !fired {
+            let names: Vec<&str> = installed.iter().map(|(a, _)| a.spec().name).collect();
+            let can: Vec<&str> = Agent::value_variants()
+                .iter()
+                .filter(|a| {
+                    a.spec()
+                        .routes
+                        .iter()
+                        .any(|(_, r)| r.fires().contains(event))
+                })
+                .map(|a| agent_word(*a))
+                .collect();
+            warnings.push((
+                hook,
+                format!(
+                    "no installed agent ({}) fires {event}, so this hook never runs; install one \
+                     that does (`hookvisor install {}`) or bind another event",
+                    names.join(", "),
+                    can.join("|")
+                ),
+            ));
+        }
+    }
+    warnings
+}
+
 /// The file to rewrite for `path`: a link is followed, since dotfile managers link the
 /// user's settings; but a workspace's settings file, or its directory (`.claude`), that leads
 /// out of the workspace is refused. The agent can write the workspace, and such a link would
@@ -452,7 +570,6 @@ fn shell_quote(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::install::settings::is_ours;
 
     /// The regression the agent table exists for: `install` registered Codex for fewer events
     /// than its adapter answered. For every agent, each event `install` writes is one the
