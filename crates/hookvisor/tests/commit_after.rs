@@ -135,3 +135,37 @@ fn an_own_git_commit_fires_commit_after_through_the_chained_git_hook() {
     );
     assert_eq!(fs::read_to_string(&git_hook).unwrap(), foreign);
 }
+
+/// An agent's turn end installs the git hooks as `eval` does, so a `commit.after` hook added
+/// while the agent works fires for its next commit.
+#[test]
+fn an_agents_turn_end_installs_the_post_commit_hook() {
+    let ws = repo();
+    ws.write(
+        ".discobot/hooks/notify.yml",
+        "---\nevent: commit.after\nrun: 'true'\n---\n",
+    );
+    let stop = format!(
+        r#"{{"session_id":"s1","cwd":"{}","hook_event_name":"Stop","stop_hook_active":false}}"#,
+        ws.path().display()
+    );
+    let mut child = ws
+        .hookvisor_command()
+        .args(["adapter", "claude"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stop.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let git_hook = fs::read_to_string(ws.path().join(".git/hooks/post-commit")).unwrap_or_default();
+    assert!(git_hook.contains("# discobot:managed"), "{git_hook}");
+}

@@ -180,6 +180,8 @@ fn end_turn(ctx: Context, args: &AdapterArgs, input: &TurnEnd) -> Result<TurnEnd
             // One reading of the hooks and hookvisor.yml for the turn (a broken file leaves
             // the defaults; `check` reports it).
             let discovery = hookvisor_core::discover_workspace(&ctx);
+            // As `eval` does: adding the first commit hook is enough (serve does its own).
+            crate::commands::precommit::ensure_installed(&ctx, &discovery);
             let options = EvalOptions {
                 trigger,
                 max_retries: discovery.config.max_retries_or(args.max_retries),
