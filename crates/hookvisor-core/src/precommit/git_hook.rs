@@ -492,6 +492,32 @@ mod tests {
         );
     }
 
+    /// The post-commit hook is a notice: a failing original does not keep ours from running,
+    /// and a binary that is gone is said and exits 0 (git ignores it anyway).
+    #[test]
+    fn the_post_commit_script_never_fails_the_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let hook = dir.path().join("post-commit");
+        let script = GitHook::new(dir.path().join("gone"))
+            .kind(GitHookKind::PostCommit)
+            .script();
+        fs::write(&hook, &script).unwrap();
+        let original = dir.path().join("post-commit.original");
+        fs::write(&original, "#!/bin/sh\necho original ran\nexit 3\n").unwrap();
+        for path in [&hook, &original] {
+            fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        }
+        let out = Command::new(&hook).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, b"original ran\n");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("hookvisor post-commit install"), "{said}");
+        assert!(is_ours(&script));
+        assert!(
+            String::from_utf8_lossy(&script).ends_with("exec \"$hookvisor\" post-commit run\n")
+        );
+    }
+
     #[test]
     fn shell_quote_round_trips_through_sh() {
         for value in [
