@@ -173,9 +173,10 @@ pub use leftovers::{become_subreaper, kill_children};
 pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};
 pub use precommit::{
-    Ensured, GitHook, Installed, MANAGED_MARKER, PreCommitError, PreCommitEvent, PreCommitReport,
-    PreCommitSkip, SKIP_VARIABLE, Uninstalled, ensure_pre_commit, git_hooks_dir, has_commit_hooks,
-    repository_top, run_pre_commit, staged_files, uninstall_pre_commit,
+    Ensured, GitHook, GitHookKind, Installed, MANAGED_MARKER, PreCommitError, PreCommitEvent,
+    PreCommitReport, PreCommitSkip, SKIP_VARIABLE, Uninstalled, ensure_git_hooks, git_hooks_dir,
+    has_commit_hooks, repository_top, run_post_commit, run_pre_commit, staged_files,
+    uninstall_git_hook,
 };
 pub use seal::{RootHooks, SealError, SealedScript};
 pub use secrets::SecretsError;

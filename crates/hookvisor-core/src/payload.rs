@@ -160,7 +160,7 @@ const RESERVED: [&str; 9] = [
 /// Every variable name hookvisor itself sets for some event (EVENTS.md §4.1 and §5 rules 14,
 /// 16); any other name must come in the event's `data`. `check` warns on a `${name}` whose
 /// first segment is none of these (§4.1 rule 5).
-const KNOWN_NAMES: [&str; 30] = [
+const KNOWN_NAMES: [&str; 31] = [
     "session",
     "event",
     "workspace",
@@ -191,6 +191,7 @@ const KNOWN_NAMES: [&str; 30] = [
     "context_file",
     "stage_outputs",
     "reason",
+    "commit",
 ];
 
 /// Whether hookvisor sets `name` (its first segment, case-insensitively) for some event: the
@@ -821,10 +822,17 @@ impl Env<'_> {
         // `nul` is no file's name: that would need an empty key, which is never set.
         let key = var_name.get("HOOKVISOR_".len()..).unwrap_or_default();
         if FILE_SUFFIXES.iter().any(|s| key.ends_with(s)) {
-            self.skip(
-                var_name,
-                "names ending in _FILE or _NUL are kept for the paths of files",
-            );
+            // `data.file` (every file tool's call) is also `file`, set or warned about under
+            // that name: no value is lost, so no warning.
+            let also_top_level = name
+                .split_once('.')
+                .is_some_and(|(first, rest)| first == "data" && !rest.contains('.'));
+            if !also_top_level {
+                self.skip(
+                    var_name,
+                    "names ending in _FILE or _NUL are kept for the paths of files",
+                );
+            }
         } else {
             self.value(name, var_name, var)?;
         }

@@ -2,11 +2,14 @@
 //! and what the agent's adapter then expects to read come from the same row, so the two cannot
 //! disagree.
 //!
-//! | agent | adapter | settings (workspace, or home with `--user-level`) | turn end | prompt | re-prompt | timeout |
-//! |---|---|---|---|---|---|---|
-//! | Claude Code | `claude-stop` | `.claude/settings.json` | `Stop`, `SubagentStop` | `UserPromptSubmit` | `block` | seconds |
-//! | Codex | `codex-stop` | `.codex/hooks.json` (`$CODEX_HOME/hooks.json` at user level) | `Stop`, `SubagentStop` | `UserPromptSubmit` | `block` | seconds |
-//! | Gemini CLI | `gemini-after-agent` | `.gemini/settings.json` | `AfterAgent` | `BeforeAgent` | `deny` | milliseconds |
+//! | agent | adapter (old alias) | settings (workspace, or home with `--user-level`) | turn end | timeout |
+//! |---|---|---|---|---|
+//! | Claude Code | `adapter claude` (`claude-stop`) | `.claude/settings.json` | `Stop`, `SubagentStop` | seconds |
+//! | Codex | `adapter codex` (`codex-stop`) | `.codex/hooks.json` (`$CODEX_HOME/hooks.json` at user level) | `Stop`, `SubagentStop` | seconds |
+//! | Gemini CLI | `adapter gemini` (`gemini-after-agent`) | `.gemini/settings.json` | `AfterAgent` | milliseconds |
+//!
+//! The old turn-end command of each row is an alias of `adapter AGENT` (EVENTS.md §3.1): the
+//! same code answers every event through either name.
 //!
 //! Each row also names the variable holding the agent's start directory (`CLAUDE_PROJECT_DIR`,
 //! `GEMINI_PROJECT_DIR`; none for Codex), where the adapter looks for the workspace after
@@ -14,8 +17,7 @@
 //! (Claude Code `Write`/`Edit`/`MultiEdit` `file_path`, `NotebookEdit` `notebook_path`; Gemini
 //! CLI `write_file`/`replace` `file_path`; Codex `apply_patch`, a patch in `command`).
 //!
-//! The turn-end events run the file hooks; the prompt event only records the user's prompt for
-//! the loop guard (see the adapter). All three agents read hooks in the same shape, `{"hooks":
+//! All three agents read hooks in the same shape, `{"hooks":
 //! {"<Event>": [{"hooks": [{"type": "command", "command": ..., "timeout": ...}]}]}}`; Gemini
 //! CLI's entries also carry a `name` and a `description`.
 
@@ -23,6 +25,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
+use hookvisor_core::event::Event as CoreEvent;
 
 /// Agents with a turn-end hook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -51,16 +54,13 @@ impl Agent {
 pub struct Spec {
     /// The agent's name, for messages.
     pub name: &'static str,
-    /// The adapter subcommand the agent's settings run: `hookvisor <command>`.
+    /// The old turn-end subcommand, an alias of `hookvisor adapter AGENT` that `install`
+    /// upgrades in place.
     pub command: &'static str,
     /// The event that ends the agent's turn.
     pub stop: &'static str,
     /// The event that ends a subagent's turn, for agents that have subagents.
     pub subagent_stop: Option<&'static str>,
-    /// The event that announces a user's prompt.
-    pub prompt: &'static str,
-    /// The `decision` of an answer that keeps the agent working, the reason its next prompt.
-    pub decision: &'static str,
     /// Where the agent reads its hooks.
     pub settings: Settings,
     /// The unit of a hook's `timeout`.
@@ -102,15 +102,6 @@ pub struct Settings {
     pub user_dir_var: Option<&'static str>,
 }
 
-/// What an event asks of the adapter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
-    /// A turn (the agent's or a subagent's) ended: run the file hooks, maybe re-prompt.
-    TurnEnd,
-    /// A user's prompt: record it, answer nothing.
-    Prompt,
-}
-
 /// What `hookvisor adapter` fires for one of an agent's events (EVENTS.md §1.1, §3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
@@ -139,6 +130,23 @@ pub enum Route {
 }
 
 impl Route {
+    /// The canonical events the adapter fires for this route (EVENTS.md §3.1).
+    pub fn fires(self) -> &'static [CoreEvent] {
+        match self {
+            Route::SessionStart => &[CoreEvent::SessionStart],
+            Route::TurnStart => &[CoreEvent::TurnStart],
+            Route::ToolBefore => &[CoreEvent::ToolBefore],
+            Route::ToolAfter => &[CoreEvent::ToolAfter, CoreEvent::FileEdited],
+            Route::ToolFailed => &[CoreEvent::ToolFailed],
+            Route::Error => &[CoreEvent::Error],
+            Route::TurnEnd => &[CoreEvent::TurnEnd, CoreEvent::SessionStop],
+            Route::TaskStart => &[CoreEvent::TaskStart],
+            Route::TaskComplete => &[CoreEvent::TaskComplete],
+            Route::TeamIdle => &[CoreEvent::TeamIdle],
+            Route::SessionEnd => &[CoreEvent::SessionEnd],
+        }
+    }
+
     /// Whether `hookvisor loop` fires this event itself around each agent run (EVENTS.md
     /// §3.2), so an adapter under the loop answers it with nothing: otherwise `session.start`
     /// and `session.end` would fire once per iteration's agent process, and `turn.start`,
@@ -174,14 +182,16 @@ static CLAUDE_ROUTES: [(&str, Route); 12] = [
 
 /// Codex's subset (EVENTS.md §5 rule 17), per openai/codex `codex-rs/hooks/src/events/`
 /// (`session_start.rs`, `user_prompt_submit.rs`, `pre_tool_use.rs`, `post_tool_use.rs`,
-/// `stop.rs`, `subagent_stop.rs`).
-static CODEX_ROUTES: [(&str, Route); 6] = [
+/// `stop.rs`, `subagent_stop.rs`; Codex 0.169 also sends `SessionEnd`, after flushing the
+/// transcript). Its other events (`PreCompact`, `PermissionRequest`, …) bind raw.
+static CODEX_ROUTES: [(&str, Route); 7] = [
     ("SessionStart", Route::SessionStart),
     ("UserPromptSubmit", Route::TurnStart),
     ("PreToolUse", Route::ToolBefore),
     ("PostToolUse", Route::ToolAfter),
     ("Stop", Route::TurnEnd),
     ("SubagentStop", Route::TurnEnd),
+    ("SessionEnd", Route::SessionEnd),
 ];
 
 /// Gemini CLI's events, per its hooks reference (<https://geminicli.com/docs/hooks/reference>).
@@ -232,8 +242,6 @@ static CLAUDE: Spec = Spec {
     command: "claude-stop",
     stop: "Stop",
     subagent_stop: Some("SubagentStop"),
-    prompt: "UserPromptSubmit",
-    decision: "block",
     settings: Settings {
         dir: ".claude",
         file: "settings.json",
@@ -251,8 +259,6 @@ static CODEX: Spec = Spec {
     command: "codex-stop",
     stop: "Stop",
     subagent_stop: Some("SubagentStop"),
-    prompt: "UserPromptSubmit",
-    decision: "block",
     settings: Settings {
         dir: ".codex",
         file: "hooks.json",
@@ -270,8 +276,6 @@ static GEMINI: Spec = Spec {
     command: "gemini-after-agent",
     stop: "AfterAgent",
     subagent_stop: None,
-    prompt: "BeforeAgent",
-    decision: "deny",
     settings: Settings {
         dir: ".gemini",
         file: "settings.json",
@@ -288,21 +292,6 @@ impl Spec {
     /// The turn-end events: the agent's, then a subagent's.
     pub fn stop_events(&self) -> impl Iterator<Item = &'static str> + use<> {
         [Some(self.stop), self.subagent_stop].into_iter().flatten()
-    }
-
-    /// Every event the adapter is registered for, with what it asks: the turn ends, then the
-    /// prompt.
-    pub fn events(&self) -> impl Iterator<Item = (&'static str, Event)> + use<> {
-        self.stop_events()
-            .map(|name| (name, Event::TurnEnd))
-            .chain([(self.prompt, Event::Prompt)])
-    }
-
-    /// What the `hook_event_name` `name` asks, or `None` for an event not ours.
-    pub fn event(&self, name: &str) -> Option<Event> {
-        self.events()
-            .find(|(event, _)| *event == name)
-            .map(|(_, what)| what)
     }
 
     /// Where the agent's tool `name` names the files it writes; `None` for a tool that
@@ -384,24 +373,6 @@ mod tests {
                 cli.find_subcommand(command).is_some(),
                 "{agent:?}: no `hookvisor {command}`"
             );
-        }
-    }
-
-    #[test]
-    fn each_event_asks_one_thing() {
-        for agent in Agent::value_variants() {
-            let spec = agent.spec();
-            let names: Vec<&str> = spec.events().map(|(name, _)| name).collect();
-            let mut unique = names.clone();
-            unique.sort_unstable();
-            unique.dedup();
-            assert_eq!(unique.len(), names.len(), "{agent:?}: {names:?}");
-            for (name, what) in spec.events() {
-                assert_eq!(spec.event(name), Some(what), "{agent:?} {name}");
-            }
-            assert_eq!(spec.event(spec.prompt), Some(Event::Prompt));
-            assert_eq!(spec.event("PreToolUse"), None);
-            assert!(["block", "deny"].contains(&spec.decision), "{agent:?}");
         }
     }
 
@@ -495,7 +466,6 @@ mod tests {
             for stop in spec.stop_events() {
                 assert_eq!(spec.route(stop), Some(Route::TurnEnd), "{agent:?} {stop}");
             }
-            assert_eq!(spec.route(spec.prompt), Some(Route::TurnStart), "{agent:?}");
             assert_eq!(spec.route("PreCompact"), None, "{agent:?}");
         }
     }

@@ -476,6 +476,9 @@ pub enum Command {
     /// Manage and run the git pre-commit hook.
     #[command(name = "pre-commit", subcommand)]
     PreCommit(PreCommitCommand),
+    /// Manage and run the git post-commit hook, which fires commit.after.
+    #[command(name = "post-commit", subcommand)]
+    PostCommit(PreCommitCommand),
     /// Serve the HTTP API and dashboard, optionally supervising the agent.
     Serve(ServeArgs),
     /// The agent adapter: every hook event of Claude Code, Codex or Gemini CLI (JSON on stdin),
@@ -484,17 +487,17 @@ pub enum Command {
     /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
     /// $SESSION_ID or --state-dir say otherwise.
     Adapter(AgentAdapterArgs),
-    /// Claude Code adapter: Stop, SubagentStop and UserPromptSubmit hook (JSON on stdin).
+    /// The old name of `adapter claude`, which it is an alias of: every event (JSON on stdin).
     ///
     /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
     /// $SESSION_ID or --state-dir say otherwise.
     ClaudeStop(AdapterArgs),
-    /// Codex adapter: Stop, SubagentStop and UserPromptSubmit hook (JSON on stdin).
+    /// The old name of `adapter codex`, which it is an alias of: every event (JSON on stdin).
     ///
     /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
     /// $SESSION_ID or --state-dir say otherwise.
     CodexStop(AdapterArgs),
-    /// Gemini CLI adapter: AfterAgent and BeforeAgent hook (JSON on stdin).
+    /// The old name of `adapter gemini`, which it is an alias of: every event (JSON on stdin).
     ///
     /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
     /// $SESSION_ID or --state-dir say otherwise.
@@ -640,7 +643,8 @@ pub enum PreCommitCommand {
     Install,
     /// Remove our git hook and restore the one it replaced.
     Uninstall,
-    /// Run the pre-commit hooks on the staged files (what the git hook calls).
+    /// Run the hooks (what the git hook calls): pre-commit on the staged files; post-commit
+    /// fires commit.after for the new commit.
     Run,
 }
 

@@ -194,14 +194,22 @@ fn run(cli: Cli) -> CliResult {
         Command::Session { user, root_hooks } => {
             commands::session::run(&globals, user.as_deref(), root_hooks.as_deref())
         }
-        Command::PreCommit(sub) => commands::precommit::run(&globals, &sub),
+        Command::PreCommit(sub) => {
+            commands::precommit::run(&globals, hookvisor_core::GitHookKind::PreCommit, &sub)
+        }
+        Command::PostCommit(sub) => {
+            commands::precommit::run(&globals, hookvisor_core::GitHookKind::PostCommit, &sub)
+        }
         Command::Serve(args) => commands::serve::run(&globals, args),
         Command::Adapter(args) => {
             commands::adapter::events::run(&globals, args.agent, &args.adapter)
         }
-        Command::ClaudeStop(args) => commands::adapter::run(&globals, Agent::Claude, &args),
-        Command::CodexStop(args) => commands::adapter::run(&globals, Agent::Codex, &args),
-        Command::GeminiAfterAgent(args) => commands::adapter::run(&globals, Agent::Gemini, &args),
+        // The old names (EVENTS.md §3.1): aliases of `adapter AGENT`, every event included.
+        Command::ClaudeStop(args) => commands::adapter::events::run(&globals, Agent::Claude, &args),
+        Command::CodexStop(args) => commands::adapter::events::run(&globals, Agent::Codex, &args),
+        Command::GeminiAfterAgent(args) => {
+            commands::adapter::events::run(&globals, Agent::Gemini, &args)
+        }
         Command::Install(args) => commands::install::install(&globals, &args),
         Command::Import(args) => commands::import::run(&globals, &args),
         Command::Uninstall(args) => commands::install::uninstall(&globals, &args),

@@ -428,6 +428,81 @@ fn file_tools_fire_file_edited_per_path() {
     }
 }
 
+/// A file tool's call gives its hooks the written path as `${file}` and says nothing on stderr:
+/// the agent shows stderr, and `data.file` is no variable worth a warning (it is `file`).
+#[test]
+fn a_file_tool_call_prints_no_warning() {
+    for (agent, fixture) in [
+        ("claude", "post-tool-use.json"),
+        ("codex", "post-tool-use.json"),
+        ("gemini", "after-tool.json"),
+    ] {
+        let ws = Workspace::git();
+        let log = ws.base().join("edited.log");
+        let log = log.to_str().unwrap();
+        for event in ["tool.after", "file.edited"] {
+            ws.write(
+                &format!(".discobot/hooks/{event}.yml"),
+                &format!("---\nevent: {event}\nrun: echo \"${{file}}\" >> '{log}'\n---\n"),
+            );
+        }
+        let out = adapter(&ws, agent, fixture, &[]);
+        assert!(out.status.success(), "{agent}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "", "{agent}");
+        assert_eq!(stderr(&out), "", "{agent}");
+        assert!(
+            fs::read_to_string(log).unwrap().contains("src/notes.txt"),
+            "{agent}"
+        );
+    }
+}
+
+/// The old turn-end commands are aliases of `adapter AGENT` (EVENTS.md §3.1): through each,
+/// the stop fires `session.stop` and the prompt `turn.start`, as through the new name.
+#[test]
+fn the_old_adapter_names_fire_every_event() {
+    for (command, agent, stop, prompt) in [
+        (
+            "claude-stop",
+            "claude",
+            "stop.json",
+            "user-prompt-submit.json",
+        ),
+        (
+            "codex-stop",
+            "codex",
+            "stop.json",
+            "user-prompt-submit.json",
+        ),
+        (
+            "gemini-after-agent",
+            "gemini",
+            "after-agent.json",
+            "before-agent.json",
+        ),
+    ] {
+        let ws = Workspace::git();
+        let log = ws.base().join("fired.log");
+        let log = log.to_str().unwrap();
+        for event in ["session.stop", "turn.start"] {
+            ws.write(
+                &format!(".discobot/hooks/{event}.yml"),
+                &format!("---\nevent: {event}\nrun: echo {event} >> '{log}'\n---\n"),
+            );
+        }
+        let out = on_fixture(&ws, &[command], agent, prompt, &[]);
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+        let out = on_fixture(&ws, &[command], agent, stop, &[]);
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+        assert_eq!(
+            fs::read_to_string(log).unwrap_or_default(),
+            "turn.start\nsession.stop\n",
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
+}
+
 /// UserPromptSubmit drains what a hook piped earlier (rule 5), after `turn.start`'s own hooks.
 #[test]
 fn the_prompt_event_drains_piped_output_into_additional_context() {

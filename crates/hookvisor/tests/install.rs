@@ -61,7 +61,7 @@ const CODEX: Agent = Agent {
     file: ".codex/hooks.json",
     events: &["Stop", "SubagentStop"],
     timeout: 1800,
-    all: 6,
+    all: 7,
     prompt_event: "UserPromptSubmit",
     prompt_timeout: 600,
     existing: r#"{
@@ -709,4 +709,139 @@ fn a_link_out_of_the_workspace_is_refused_and_its_target_left_alone() {
     let out = install(&ws, &["claude"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+}
+
+/// `install` binds every event a hook of the workspace needs (EVENTS.md §3 "CLI"): an agent's
+/// raw event (`claude.PreCompact`), which the adapter then fires, and Codex's `SessionEnd`
+/// for `session.end`; a raw event of another agent is not written.
+#[test]
+fn install_binds_the_raw_events_the_hooks_name() {
+    let ws = Workspace::git();
+    let log = ws.base().join("compacted");
+    ws.write(
+        ".discobot/hooks/compact.yml",
+        &format!(
+            "---\nevent: claude.PreCompact\nrun: echo \"${{agent.trigger}}\" >> '{}'\n---\n",
+            log.display()
+        ),
+    );
+    ws.write(
+        ".discobot/hooks/gemini-model.yml",
+        "---\nevent: gemini.BeforeModel\nrun: 'true'\n---\n",
+    );
+    check(install(&ws, &["claude"]), "install claude");
+    let settings = read_json(&ws.path().join(CLAUDE.file));
+    let entries = ours(&settings, "PreCompact", "adapter claude");
+    assert_eq!(entries.len(), 1, "{settings:#}");
+    assert!(ours(&settings, "BeforeModel", "adapter claude").is_empty());
+    // Installing again changes nothing.
+    let again = check(install(&ws, &["claude"]), "install claude again");
+    assert!(again.contains("already installed"), "{again}");
+
+    let command = entries[0]["command"].as_str().unwrap();
+    let input = json!({
+        "session_id": "s1",
+        "cwd": ws.path(),
+        "hook_event_name": "PreCompact",
+        "trigger": "manual",
+        "custom_instructions": ""
+    });
+    let out = run_installed(&ws, command, &input);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(fs::read_to_string(&log).unwrap(), "manual\n");
+
+    check(install(&ws, &["codex"]), "install codex");
+    let settings = read_json(&ws.path().join(CODEX.file));
+    assert_eq!(
+        ours(&settings, "SessionEnd", "adapter codex").len(),
+        1,
+        "{settings:#}"
+    );
+    assert!(ours(&settings, "PreCompact", "adapter codex").is_empty());
+}
+
+/// `check` warns, one line per hook naming its file and the fix, about a hook that no
+/// installed agent can fire: a raw event of an agent that is not installed, or not bound
+/// since the hook was added; an agent's event no installed agent's row maps.
+#[test]
+fn check_warns_about_hooks_no_installed_agent_fires() {
+    let ws = Workspace::git();
+    for (file, event) in [
+        ("a", "claude.PreCompact"),
+        ("b", "gemini.BeforeModel"),
+        ("c", "team.idle"),
+        ("d", "tool.after"),
+    ] {
+        ws.write(
+            &format!(".discobot/hooks/{file}.yml"),
+            &format!("---\nevent: {event}\nrun: 'true'\n---\n"),
+        );
+    }
+    let warnings = |ws: &Workspace| -> Vec<String> {
+        let out = ws
+            .hookvisor_command()
+            .arg("check")
+            .env("CODEX_HOME", ws.base().join("codex-home"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", common::stdout(&out));
+        common::stdout(&out)
+            .lines()
+            .filter(|l| l.contains("warning:"))
+            .map(str::to_owned)
+            .collect()
+    };
+    check(install(&ws, &["codex"]), "install codex");
+    let said = warnings(&ws);
+    assert_eq!(said.len(), 3, "{said:#?}");
+    assert!(
+        said[0].starts_with(".discobot/hooks/a.yml:1: warning: "),
+        "{}",
+        said[0]
+    );
+    assert!(
+        said[0].contains("`hookvisor install claude`"),
+        "{}",
+        said[0]
+    );
+    assert!(
+        said[1].starts_with(".discobot/hooks/b.yml:1: warning: "),
+        "{}",
+        said[1]
+    );
+    assert!(
+        said[1].contains("`hookvisor install gemini`"),
+        "{}",
+        said[1]
+    );
+    assert!(
+        said[2].starts_with(".discobot/hooks/c.yml:1: warning: "),
+        "{}",
+        said[2]
+    );
+    assert!(said[2].contains("team.idle"), "{}", said[2]);
+
+    check(install(&ws, &["claude"]), "install claude");
+    ws.write(
+        ".discobot/hooks/e.yml",
+        "---\nevent: claude.Notification\nrun: 'true'\n---\n",
+    );
+    let said = warnings(&ws);
+    assert_eq!(said.len(), 2, "{said:#?}");
+    assert!(
+        said[0].starts_with(".discobot/hooks/b.yml:1: warning: "),
+        "{}",
+        said[0]
+    );
+    assert!(
+        said[1].starts_with(".discobot/hooks/e.yml:1: warning: "),
+        "{}",
+        said[1]
+    );
+    assert!(said[1].contains("Notification"), "{}", said[1]);
+    assert!(
+        said[1].contains("`hookvisor install claude`"),
+        "{}",
+        said[1]
+    );
 }

@@ -74,9 +74,10 @@ fn commit(
             "the workspace is no git work tree; run git init there or fire in a repository",
         )?));
     }
+    let discovery = discover_workspace(ctx);
     // Rule 3: the gates run only through the installed git hook; a commit without it would
     // pass them silently.
-    if !action.no_verify && crate::precommit::has_commit_hooks(&discover_workspace(ctx)) {
+    if !action.no_verify && crate::precommit::has_commit_hooks(&discovery) {
         let hook = git.git(&["rev-parse", "--git-path", "hooks/pre-commit"], None)?;
         if !hook.ok() {
             return Ok(GitRun::Finished(git.failed(
@@ -137,6 +138,15 @@ fn commit(
     match head.ok() {
         true => git.say(&format!("committed {}", head.stdout())),
         false => git.say("committed"),
+    }
+    // Rule 9: `commit.after` fires once per commit, from the post-commit git hook when ours is
+    // installed (git ran it above, even with no_verify), else from here, by the same command.
+    if crate::precommit::has_commit_after_hooks(&discovery) {
+        let hook = git.git(&["rev-parse", "--git-path", "hooks/post-commit"], None)?;
+        if !(hook.ok() && is_managed(&ctx.workspace.join(hook.stdout()))) {
+            // A notice: its failure is in the log, never the action's.
+            git.hookvisor(&["post-commit", "run"])?;
+        }
     }
     Ok(GitRun::Finished(git.done()?))
 }

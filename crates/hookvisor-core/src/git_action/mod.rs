@@ -41,6 +41,11 @@
 //!    was done (`committed <sha>`, `nothing to commit`, `pushed …`), and a failure ends with a
 //!    line naming the git command that failed.
 //!
+//! 9. **commit.after once.** A commit made fires `commit.after` once: from the post-commit git
+//!    hook when hookvisor's is installed (git runs it inside `git commit`), else the action
+//!    runs the command that hook runs (`hookvisor post-commit run`) as its last step. A failed
+//!    `commit.after` hook never fails the action: the commit is made.
+//!
 //! This file holds the fields and their reading (rules 1, 2, 5); `refs` checks refs (rule 6),
 //! `runner` runs the git steps (rules 7, 8), and `actions` is the order of each action's steps
 //! (rules 3 to 5).

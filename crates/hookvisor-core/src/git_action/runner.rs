@@ -150,15 +150,33 @@ impl<'a> Runner<'a> {
         args: &[S],
         stdin: Option<&[u8]>,
     ) -> Result<Step, ExecError> {
+        self.run("git".into(), "git", args, stdin)
+    }
+
+    /// Runs this hookvisor binary with `ARGS` as [`Runner::git`] runs git: what the generated
+    /// git hooks run, when they are not installed.
+    pub(super) fn hookvisor<S: AsRef<OsStr>>(&mut self, args: &[S]) -> Result<Step, ExecError> {
+        // A binary that cannot be found is an outcome (127) like any failed step.
+        let program = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
+        self.run(program.into_os_string(), "hookvisor", args, None)
+    }
+
+    fn run<S: AsRef<OsStr>>(
+        &mut self,
+        program: OsString,
+        name: &str,
+        args: &[S],
+        stdin: Option<&[u8]>,
+    ) -> Result<Step, ExecError> {
         self.steps += 1;
         let args: Vec<OsString> = args.iter().map(|a| a.as_ref().to_owned()).collect();
-        let mut line = String::from("git");
+        let mut line = String::from(name);
         for arg in &args {
             line.push(' ');
             line.push_str(&arg.to_string_lossy());
         }
         let invocation = Invocation {
-            program: "git".into(),
+            program: program.into(),
             found: None,
             args,
             env: self.env.clone(),

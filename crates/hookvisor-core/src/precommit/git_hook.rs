@@ -1,5 +1,6 @@
-//! The generated git hook and its place where git looks (rules 1 to 3 of the `precommit` module
-//! docs): write, chain, update and remove it, one installer at a time.
+//! The generated git hooks and their place where git looks (rules 1 to 3 and 8 of the
+//! `precommit` module docs): write, chain, update and remove them, one installer at a time.
+//! `pre-commit` runs the gates; `post-commit` fires `commit.after`, chained the same way.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
@@ -17,14 +18,43 @@ use crate::state::{Durability, write_atomic_with_mode};
 /// The line that marks a git hook as ours: only a hook carrying it is overwritten or removed.
 pub const MANAGED_MARKER: &str = "# discobot:managed";
 
-/// The name git gives the hook.
-const HOOK_NAME: &str = "pre-commit";
-/// Where a foreign hook is kept while ours is installed.
-const ORIGINAL_NAME: &str = "pre-commit.original";
+/// Which git hook: the one before a commit (the gates) or the one after (`commit.after`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GitHookKind {
+    /// `pre-commit`: runs the pre-commit and `commit.before` hooks; its failure stops the commit.
+    #[default]
+    PreCommit,
+    /// `post-commit`: fires `commit.after`, a notice; git ignores its status.
+    PostCommit,
+}
 
-/// The generated git hook: what it calls and the defaults it passes (rule 3).
+impl GitHookKind {
+    /// The name git gives the hook, which is also our subcommand (`hookvisor pre-commit`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GitHookKind::PreCommit => "pre-commit",
+            GitHookKind::PostCommit => "post-commit",
+        }
+    }
+
+    /// Where a foreign hook is kept while ours is installed.
+    fn original(self) -> String {
+        format!("{}.original", self.name())
+    }
+
+    /// Whether the discovery holds hooks this git hook runs.
+    pub fn needed(self, discovery: &Discovery) -> bool {
+        match self {
+            GitHookKind::PreCommit => super::has_commit_hooks(discovery),
+            GitHookKind::PostCommit => super::has_commit_after_hooks(discovery),
+        }
+    }
+}
+
+/// The generated git hook: which one, what it calls and the defaults it passes (rule 3).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GitHook {
+    kind: GitHookKind,
     program: PathBuf,
     state_dir: Option<PathBuf>,
     session_id: Option<String>,
@@ -35,7 +65,7 @@ pub struct GitHook {
 pub enum Installed {
     /// Ours was written where there was no hook.
     Created(PathBuf),
-    /// A foreign hook was kept as `pre-commit.original` (the second path) and ours written.
+    /// A foreign hook was kept as `<name>.original` (the second path) and ours written.
     Chained(PathBuf, PathBuf),
     /// An older version of ours was replaced.
     Updated(PathBuf),
@@ -55,7 +85,7 @@ impl Installed {
     }
 }
 
-/// What [`uninstall_pre_commit`] did.
+/// What [`uninstall_git_hook`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Uninstalled {
     /// Ours was removed; there was no original.
@@ -68,10 +98,10 @@ pub enum Uninstalled {
     NotInstalled(PathBuf),
 }
 
-/// What [`ensure_pre_commit`] did.
+/// What [`GitHook::ensure`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ensured {
-    /// There are pre-commit hooks; the git hook is in place.
+    /// There are hooks for it; the git hook is in place.
     Installed(Installed),
     /// There are none; the git hook was checked and removed if ours.
     Uninstalled(Uninstalled),
@@ -80,9 +110,11 @@ pub enum Ensured {
 }
 
 impl GitHook {
-    /// A git hook that calls `program` (an absolute path) with no recorded state dir or session.
+    /// A pre-commit git hook that calls `program` (an absolute path) with no recorded state dir
+    /// or session.
     pub fn new(program: impl Into<PathBuf>) -> GitHook {
         GitHook {
+            kind: GitHookKind::PreCommit,
             program: program.into(),
             state_dir: None,
             session_id: None,
@@ -95,6 +127,12 @@ impl GitHook {
         Ok(GitHook::new(program)
             .state_dir(&ctx.state_dir)
             .session(&ctx.session_id))
+    }
+
+    /// Which git hook this is. Default: pre-commit.
+    pub fn kind(mut self, kind: GitHookKind) -> GitHook {
+        self.kind = kind;
+        self
     }
 
     /// The state dir used when `HOOKVISOR_STATE_DIR` is unset at commit time. Default: none.
@@ -111,20 +149,22 @@ impl GitHook {
 
     /// The text of the script.
     pub fn script(&self) -> Vec<u8> {
+        let name = self.kind.name();
         let mut s = Vec::new();
         s.extend_from_slice(b"#!/bin/sh\n");
         s.extend_from_slice(MANAGED_MARKER.as_bytes());
         s.extend_from_slice(
-            b"\n# Written by `hookvisor pre-commit install`; `hookvisor pre-commit uninstall` \
-              removes it\n# and puts back pre-commit.original. The hooks themselves are read \
-              from .discobot/hooks\n# at each commit.\n",
+            format!(
+                "\n# Written by `hookvisor {name} install`; `hookvisor {name} uninstall` removes \
+                 it\n# and puts back {name}.original. The hooks themselves are read from \
+                 .discobot/hooks\n# at each commit.\nhookvisor="
+            )
+            .as_bytes(),
         );
-        s.extend_from_slice(b"hookvisor=");
         s.extend_from_slice(&shell_quote(self.program.as_os_str()));
-        s.extend_from_slice(
-            br#"
-original="${0%/*}/pre-commit.original"
-if [ -x "$original" ]; then
+        s.extend_from_slice(format!("\noriginal=\"${{0%/*}}/{name}.original\"\n").as_bytes());
+        s.extend_from_slice(match self.kind {
+            GitHookKind::PreCommit => br#"if [ -x "$original" ]; then
 	"$original" "$@" || exit $?
 fi
 if [ ! -x "$hookvisor" ]; then
@@ -132,7 +172,17 @@ if [ ! -x "$hookvisor" ]; then
 	exit 1
 fi
 "#,
-        );
+            // The commit is made: the original's failure does not keep commit.after from
+            // firing, and nothing here may look like a failed commit.
+            GitHookKind::PostCommit => br#"if [ -x "$original" ]; then
+	"$original" "$@"
+fi
+if [ ! -x "$hookvisor" ]; then
+	printf 'hookvisor: %s is gone, so the commit.after hooks cannot run; reinstall with `hookvisor post-commit install`\n' "$hookvisor" >&2
+	exit 0
+fi
+"#,
+        });
         let defaults = [
             (
                 "HOOKVISOR_STATE_DIR",
@@ -151,7 +201,7 @@ fi
                 s.extend_from_slice(format!("; export {name}; fi\n").as_bytes());
             }
         }
-        s.extend_from_slice(b"exec \"$hookvisor\" pre-commit run\n");
+        s.extend_from_slice(format!("exec \"$hookvisor\" {name} run\n").as_bytes());
         s
     }
 
@@ -161,8 +211,8 @@ fi
         let dir = git_hooks_dir(repo_dir)?;
         fs::create_dir_all(&dir).map_err(io_error(&dir, "create"))?;
         let _lock = lock_dir(&dir)?;
-        let hook = dir.join(HOOK_NAME);
-        let original = dir.join(ORIGINAL_NAME);
+        let hook = dir.join(self.kind.name());
+        let original = dir.join(self.kind.original());
         let script = self.script();
         match read_hook(&hook)? {
             Some(current) if current == script => Ok(Installed::Unchanged(hook)),
@@ -187,18 +237,18 @@ fi
         }
     }
 
-    /// Installs when the discovery holds hooks that run in `git commit` (pre-commit or
-    /// `commit.before` event hooks), else removes the git hook if it is
-    /// ours. A workspace outside git is not an error: there is nothing to install.
+    /// Installs when the discovery holds hooks this git hook runs ([`GitHookKind::needed`]:
+    /// pre-commit or `commit.before` hooks, or `commit.after` ones), else removes the git hook
+    /// if it is ours. A workspace outside git is not an error: there is nothing to install.
     pub fn ensure(
         &self,
         repo_dir: &Path,
         discovery: &Discovery,
     ) -> Result<Ensured, PreCommitError> {
-        let result = if super::has_commit_hooks(discovery) {
+        let result = if self.kind.needed(discovery) {
             self.install(repo_dir).map(Ensured::Installed)
         } else {
-            uninstall_pre_commit(repo_dir).map(Ensured::Uninstalled)
+            uninstall_git_hook(repo_dir, self.kind).map(Ensured::Uninstalled)
         };
         match result {
             Err(PreCommitError::NotARepository(_)) => Ok(Ensured::NotARepository),
@@ -207,22 +257,34 @@ fi
     }
 }
 
-/// Makes the git hook of `ctx.workspace` match its hooks (see [`GitHook::ensure`]): what `eval`,
-/// `session` and `serve` call so that adding the first pre-commit hook is enough.
-pub fn ensure_pre_commit(ctx: &Context, discovery: &Discovery) -> Result<Ensured, PreCommitError> {
-    GitHook::for_context(ctx)?.ensure(&ctx.workspace, discovery)
+/// Makes both git hooks of `ctx.workspace` match its hooks (see [`GitHook::ensure`]): what
+/// `eval`, `session`, `serve` and `install` call so that adding the first commit hook is
+/// enough. The pre-commit result first.
+pub fn ensure_git_hooks(
+    ctx: &Context,
+    discovery: &Discovery,
+) -> Result<[Ensured; 2], PreCommitError> {
+    let hook = GitHook::for_context(ctx)?;
+    Ok([
+        hook.clone().ensure(&ctx.workspace, discovery)?,
+        hook.kind(GitHookKind::PostCommit)
+            .ensure(&ctx.workspace, discovery)?,
+    ])
 }
 
-/// Removes our git hook from the repository containing `repo_dir` and puts back the original
-/// it kept; a hook that is not ours is left alone (rule 2).
-pub fn uninstall_pre_commit(repo_dir: &Path) -> Result<Uninstalled, PreCommitError> {
+/// Removes our git hook `kind` from the repository containing `repo_dir` and puts back the
+/// original it kept; a hook that is not ours is left alone (rule 2).
+pub fn uninstall_git_hook(
+    repo_dir: &Path,
+    kind: GitHookKind,
+) -> Result<Uninstalled, PreCommitError> {
     let dir = git_hooks_dir(repo_dir)?;
-    let hook = dir.join(HOOK_NAME);
+    let hook = dir.join(kind.name());
     if !dir.is_dir() {
         return Ok(Uninstalled::NotInstalled(hook));
     }
     let _lock = lock_dir(&dir)?;
-    let original = dir.join(ORIGINAL_NAME);
+    let original = dir.join(kind.original());
     match read_hook(&hook)? {
         Some(current) if is_ours(&current) => {
             if fs::symlink_metadata(&original).is_ok() {
@@ -405,7 +467,7 @@ mod tests {
             foreign
         );
         assert_eq!(
-            uninstall_pre_commit(&root).unwrap(),
+            uninstall_git_hook(&root, GitHookKind::PreCommit).unwrap(),
             Uninstalled::Restored(git_hook.clone())
         );
         assert_eq!(fs::read(&git_hook).unwrap(), foreign);
@@ -427,6 +489,32 @@ mod tests {
         assert_eq!(
             fs::read(dir.join("pre-commit")).unwrap(),
             b"#!/bin/sh\necho new\n"
+        );
+    }
+
+    /// The post-commit hook is a notice: a failing original does not keep ours from running,
+    /// and a binary that is gone is said and exits 0 (git ignores it anyway).
+    #[test]
+    fn the_post_commit_script_never_fails_the_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let hook = dir.path().join("post-commit");
+        let script = GitHook::new(dir.path().join("gone"))
+            .kind(GitHookKind::PostCommit)
+            .script();
+        fs::write(&hook, &script).unwrap();
+        let original = dir.path().join("post-commit.original");
+        fs::write(&original, "#!/bin/sh\necho original ran\nexit 3\n").unwrap();
+        for path in [&hook, &original] {
+            fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        }
+        let out = Command::new(&hook).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, b"original ran\n");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("hookvisor post-commit install"), "{said}");
+        assert!(is_ours(&script));
+        assert!(
+            String::from_utf8_lossy(&script).ends_with("exec \"$hookvisor\" post-commit run\n")
         );
     }
 

@@ -27,11 +27,19 @@
 //!    event's `files` (so `pattern:` selects on them): a block or an abort refuses the commit
 //!    with its reason, as the first failing phase-1 hook does. Their presence alone installs the
 //!    git hook.
+//! 8. Hooks bound to `commit.after` (AutoAgent's `PostGitCommit`) fire from a second generated
+//!    git hook, `post-commit`, installed, chained and removed by rules 1 to 3 like the first,
+//!    so every commit in the workspace fires them, the agent's own and the `git-commit`
+//!    action's. `${commit}` is the new commit's id, `files` the paths it changed. It is a
+//!    notice: the commit is made, and nothing the hooks do fails it. Their presence alone
+//!    installs the post-commit hook.
 //!
 //! This file holds the errors and the run inside `git commit` (rules 4 to 6); `git_hook` writes
-//! and removes the script git starts (rules 1 to 3) and `staged` asks git what the commit holds.
+//! and removes the scripts git starts (rules 1 to 3), `staged` asks git what the commit holds,
+//! and `post_commit` fires `commit.after` (rule 8).
 
 mod git_hook;
+mod post_commit;
 mod staged;
 
 use std::io;
@@ -39,9 +47,10 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 pub use self::git_hook::{
-    Ensured, GitHook, Installed, MANAGED_MARKER, Uninstalled, ensure_pre_commit, git_hooks_dir,
-    uninstall_pre_commit,
+    Ensured, GitHook, GitHookKind, Installed, MANAGED_MARKER, Uninstalled, ensure_git_hooks,
+    git_hooks_dir, uninstall_git_hook,
 };
+pub use self::post_commit::run_post_commit;
 use self::staged::{STAGED_ARGS, staged_from};
 pub use self::staged::{repository_top, staged_files};
 use crate::context::Context;
@@ -127,6 +136,15 @@ pub fn has_commit_hooks(discovery: &Discovery) -> bool {
             .event_hooks
             .iter()
             .any(|h| h.spec.event == Event::CommitBefore)
+}
+
+/// Whether the workspace has hooks bound to `commit.after` (rule 8), which install the
+/// post-commit git hook.
+pub(crate) fn has_commit_after_hooks(discovery: &Discovery) -> bool {
+    discovery
+        .event_hooks
+        .iter()
+        .any(|h| h.spec.event == Event::CommitAfter)
 }
 
 fn io_error(path: &Path, action: &'static str) -> impl FnOnce(io::Error) -> PreCommitError {

@@ -62,6 +62,9 @@ pub fn run(globals: &Globals, json: bool) -> CliResult {
         }
     }
     write_problems(&mut out, &discovery)?;
+    for (hook, warning) in super::install::unfired_hooks(&ctx.workspace, &discovery) {
+        writeln!(out, "{}: warning: {warning}", hook.source())?;
+    }
     write_sources(&mut out, &ctx, &discovery)?;
     Ok(Exit::Ok)
 }
@@ -72,6 +75,9 @@ pub fn check(globals: &Globals) -> CliResult {
     let discovery = discover_workspace(&ctx);
     let mut out = io::stdout().lock();
     write_problems(&mut out, &discovery)?;
+    for (hook, warning) in super::install::unfired_hooks(&ctx.workspace, &discovery) {
+        writeln!(out, "{}: warning: {warning}", hook.source())?;
+    }
     write_sources(&mut out, &ctx, &discovery)?;
     Ok(if discovery.problems.is_empty() {
         Exit::Ok

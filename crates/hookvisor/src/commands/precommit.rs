@@ -1,34 +1,39 @@
-//! `pre-commit install|uninstall|run`: the git side lives in hookvisor-core's precommit module;
-//! this file resolves the context and words the results.
+//! `pre-commit install|uninstall|run` and `post-commit install|uninstall|run`: the git side
+//! lives in hookvisor-core's precommit module; this file resolves the context and words the
+//! results.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 
 use hookvisor_core::decision::{Decision, Reply};
 use hookvisor_core::{
-    Context, Discovery, GitHook, Installed, PreCommitEvent, PreCommitSkip, RunOutcome,
-    SKIP_VARIABLE, Uninstalled, ensure_pre_commit, has_commit_hooks, run_pre_commit,
-    uninstall_pre_commit,
+    Context, Discovery, GitHook, GitHookKind, Installed, PreCommitEvent, PreCommitSkip, RunOutcome,
+    SKIP_VARIABLE, Uninstalled, ensure_git_hooks, run_post_commit, run_pre_commit,
+    uninstall_git_hook,
 };
 
 use crate::cli::PreCommitCommand;
 use crate::commands::Globals;
 use crate::error::{CliError, CliResult, Exit};
 
-/// `hookvisor pre-commit ...`.
-pub fn run(globals: &Globals, command: &PreCommitCommand) -> CliResult {
-    match command {
-        PreCommitCommand::Install => install(globals),
-        PreCommitCommand::Uninstall => uninstall(globals),
-        PreCommitCommand::Run => run_hooks(globals),
+/// `hookvisor pre-commit ...` and `hookvisor post-commit ...`.
+pub fn run(globals: &Globals, kind: GitHookKind, command: &PreCommitCommand) -> CliResult {
+    match (command, kind) {
+        (PreCommitCommand::Install, _) => install(globals, kind),
+        (PreCommitCommand::Uninstall, _) => uninstall(globals, kind),
+        (PreCommitCommand::Run, GitHookKind::PreCommit) => run_hooks(globals),
+        (PreCommitCommand::Run, GitHookKind::PostCommit) => run_after(globals),
     }
 }
 
-/// What `eval` and `session` call so that adding the first pre-commit hook is enough: installs
-/// the git hook when there are hooks that run in `git commit` (pre-commit or `commit.before`).
-/// A failure is a warning; the command goes on.
+/// What `eval`, `session` and `install` call so that adding the first commit hook is enough:
+/// installs the git hooks when there are hooks that run in `git commit` (pre-commit or
+/// `commit.before`) or after it (`commit.after`). A failure is a warning; the command goes on.
 pub fn ensure_installed(ctx: &Context, discovery: &Discovery) {
-    if !has_commit_hooks(discovery) {
+    if ![GitHookKind::PreCommit, GitHookKind::PostCommit]
+        .iter()
+        .any(|kind| kind.needed(discovery))
+    {
         return;
     }
     // Root never writes a workspace another account can change (a link in `.git`, or its
@@ -36,41 +41,70 @@ pub fn ensure_installed(ctx: &Context, discovery: &Discovery) {
     if !matches!(hookvisor_core::writable_by_others(&ctx.workspace), Ok(None)) {
         return;
     }
-    if let Err(e) = ensure_pre_commit(ctx, discovery) {
-        eprintln!("hookvisor: warning: cannot install the git pre-commit hook: {e}");
+    if let Err(e) = ensure_git_hooks(ctx, discovery) {
+        eprintln!("hookvisor: warning: cannot install the git commit hooks: {e}");
     }
 }
 
-fn install(globals: &Globals) -> CliResult {
+fn install(globals: &Globals, kind: GitHookKind) -> CliResult {
     let ctx = globals.context()?;
-    let installed = GitHook::for_context(&ctx)?.install(&ctx.workspace)?;
+    let installed = GitHook::for_context(&ctx)?
+        .kind(kind)
+        .install(&ctx.workspace)?;
     let path = installed.path().display();
+    let name = kind.name();
     match &installed {
-        Installed::Created(_) => println!("installed the pre-commit hook: {path}"),
-        Installed::Updated(_) => println!("updated the pre-commit hook: {path}"),
-        Installed::Unchanged(_) => println!("the pre-commit hook is already installed: {path}"),
+        Installed::Created(_) => println!("installed the {name} hook: {path}"),
+        Installed::Updated(_) => println!("updated the {name} hook: {path}"),
+        Installed::Unchanged(_) => println!("the {name} hook is already installed: {path}"),
         Installed::Chained(_, original) => println!(
-            "installed the pre-commit hook: {path}; the previous hook, kept as {}, runs first",
+            "installed the {name} hook: {path}; the previous hook, kept as {}, runs first",
             original.display()
         ),
     }
     Ok(Exit::Ok)
 }
 
-fn uninstall(globals: &Globals) -> CliResult {
+fn uninstall(globals: &Globals, kind: GitHookKind) -> CliResult {
     let ctx = globals.context()?;
-    match uninstall_pre_commit(&ctx.workspace)? {
-        Uninstalled::Removed(path) => println!("removed the pre-commit hook: {}", path.display()),
+    let name = kind.name();
+    match uninstall_git_hook(&ctx.workspace, kind)? {
+        Uninstalled::Removed(path) => println!("removed the {name} hook: {}", path.display()),
         Uninstalled::Restored(path) => println!(
-            "removed the pre-commit hook and put back the original: {}",
+            "removed the {name} hook and put back the original: {}",
             path.display()
         ),
         Uninstalled::NotOurs(path) => {
             println!("{} is not hookvisor's; left it alone", path.display())
         }
         Uninstalled::NotInstalled(path) => {
-            println!("no pre-commit hook to remove at {}", path.display())
+            println!("no {name} hook to remove at {}", path.display())
         }
+    }
+    Ok(Exit::Ok)
+}
+
+/// What the post-commit git hook calls: fires `commit.after`. A notice after the commit was
+/// made, so it always exits 0; what failed is said on stderr.
+fn run_after(globals: &Globals) -> CliResult {
+    let fired = globals.commit_context().and_then(|ctx| {
+        super::refuse_others_state_dir(&ctx)?;
+        let reply = run_post_commit(&ctx, &PreCommitSkip::from_env())?;
+        Ok((ctx, reply))
+    });
+    match fired {
+        Err(e) => eprintln!("hookvisor: warning: commit.after not fired: {}", e.message),
+        Ok((ctx, Some(reply))) => {
+            for result in reply.results.iter().filter(|r| r["success"] != true) {
+                let id = result["hookId"].as_str().unwrap_or("?");
+                eprintln!(
+                    "hookvisor: warning: commit.after hook \"{id}\" failed; the commit is \
+                     made. Its output is in {}",
+                    ctx.log_path(id).display()
+                );
+            }
+        }
+        Ok((_, None)) => {}
     }
     Ok(Exit::Ok)
 }

@@ -570,11 +570,11 @@ impl AppState {
     }
 }
 
-/// Installs the git pre-commit hook when there are pre-commit hooks, removes ours when there are
-/// none. A failure is logged: the API keeps working without it.
+/// Installs the git pre-commit and post-commit hooks when there are hooks for them, removes
+/// ours when there are none. A failure is logged: the API keeps working without it.
 fn sync_precommit(ctx: &Context, discovery: &Discovery) {
-    match hookvisor_core::ensure_pre_commit(ctx, discovery) {
-        Ok(done) => tracing::debug!("pre-commit hook: {done:?}"),
+    match hookvisor_core::ensure_git_hooks(ctx, discovery) {
+        Ok(done) => tracing::debug!("git hooks: {done:?}"),
         Err(e) => tracing::warn!("{e}"),
     }
 }

@@ -1,8 +1,11 @@
 //! Codex (`codex exec`) through a custom model provider whose `base_url` is our server.
 
 use std::fs;
+use std::io::Read;
 use std::path::Path;
 use std::process::Output;
+use std::sync::mpsc;
+use std::time::Duration;
 
 use crate::common::{Workspace, check};
 use crate::model::{ModelServer, Reply, Script};
@@ -14,8 +17,12 @@ use crate::{
 /// Runs `codex exec` on the task against a model server with `script`; also returns what
 /// `hookvisor install codex` said.
 fn run(script: Script) -> Option<(Workspace, ModelServer, Output, String)> {
+    run_in(lint_workspace(), script)
+}
+
+/// [`run`] in `ws`, whose hooks are written before `install`.
+fn run_in(ws: Workspace, script: Script) -> Option<(Workspace, ModelServer, Output, String)> {
     let bin = clients::client("codex")?;
-    let ws = lint_workspace();
     let server = ModelServer::start(script);
     let codex_home = ws.base().join("home/.codex");
     fs::create_dir_all(&codex_home).unwrap();
@@ -120,4 +127,45 @@ fn codex_never_fixing_gets_three_re_prompts_then_stops() {
         1,
         "{sessions:?}"
     );
+}
+
+/// Codex 0.169 sends `SessionEnd`, which `install` binds: a `session.end` hook runs when
+/// `codex exec` ends (detached from it, so the test reads what it writes through a FIFO).
+#[test]
+fn codex_runs_the_session_end_hooks() {
+    let ws = lint_workspace();
+    let fifo = ws.base().join("ended");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    ws.write(
+        ".discobot/hooks/end.yml",
+        &format!(
+            "---\nevent: session.end\nrun: echo \"${{event}}\" > '{}'\n---\n",
+            fifo.display()
+        ),
+    );
+    let Some((_ws, server, output, _)) = run_in(ws, Script::FixesAtOnce) else {
+        return;
+    };
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        shown(&output),
+        server.summary()
+    );
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        fs::File::open(&fifo)
+            .and_then(|mut f| f.read_to_string(&mut text))
+            .ok();
+        tx.send(text).ok();
+    });
+    let text = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the session.end hook ran");
+    assert_eq!(text, "session.end\n");
 }

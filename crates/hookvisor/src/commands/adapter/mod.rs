@@ -1,4 +1,4 @@
-//! The agent turn-end adapters: `claude-stop`, `codex-stop` and `gemini-after-agent`. Each
+//! The agents' turn end, shared by every adapter name (`adapter AGENT` and its aliases). Each
 //! agent's events and decision word are its row of the agent table ([`crate::agents`]).
 //!
 //! Each reads the agent's hook JSON on stdin, evaluates the file hooks (in-process, or through
@@ -8,8 +8,8 @@
 //! error, and `continue:false` would end the session; neither re-prompts. On a pass, or when
 //! the loop guard gives up, the adapter prints nothing and the agent stops.
 //!
-//! - The same adapter answers the agent's prompt event (`UserPromptSubmit`, Gemini CLI's
-//!   `BeforeAgent`) silently, recording it in the state dir's turn log. A stop that follows one
+//! - The agent's prompt event (`UserPromptSubmit`, Gemini CLI's `BeforeAgent`) is recorded in
+//!   the state dir's turn log before `turn.start` fires ([`events`]). A stop that follows one
 //!   of our blocks with no user prompt in between is hook-triggered, whatever the agent's
 //!   `stop_hook_active` says; without prompt events (older settings) the flag decides, helped
 //!   by Gemini CLI's `prompt` field (hookvisor-core's `turns` module has the rules). The loop
@@ -26,11 +26,13 @@
 //!   tool gates always fail closed: see [`events`].)
 //!
 //! The `adapter` command ([`events`]) answers every event of the agents, and uses this
-//! module's turn end for `Stop`/`AfterAgent`.
+//! module's turn end for `Stop`/`AfterAgent`. The old commands `claude-stop`, `codex-stop` and
+//! `gemini-after-agent` are aliases of it (EVENTS.md §3.1): `main` sends them to the same
+//! [`events::run`], so every event fires through either name.
 
 use std::env;
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io;
 use std::path::PathBuf;
 
 use hookvisor_core::{
@@ -39,10 +41,9 @@ use hookvisor_core::{
 };
 use serde::Deserialize;
 
-use crate::agents::{Agent, Event, Route, Spec};
+use crate::agents::{Route, Spec};
 use crate::cli::AdapterArgs;
 use crate::commands::Globals;
-use crate::error::{CliResult, Exit};
 use crate::interrupt::cancel_on_signals;
 use crate::turn_client::{TurnClient, TurnClientError};
 
@@ -62,7 +63,6 @@ const MAX_INPUT: u64 = 16 * 1024 * 1024;
 struct TurnEnd {
     session_id: Option<String>,
     cwd: Option<PathBuf>,
-    hook_event_name: Option<String>,
     stop_hook_active: Option<bool>,
     /// The user's prompt: on a prompt event, and on Gemini CLI's `AfterAgent`.
     prompt: Option<String>,
@@ -74,16 +74,10 @@ enum AdapterError {
     Stdin(io::Error),
     Empty,
     Json(serde_json::Error),
-    WrongEvent {
-        spec: &'static Spec,
-        event: String,
-    },
     Context(ContextError),
     Eval(EvalError),
     Server(TurnClientError),
     Turns(TurnLogError),
-    /// A failure while recording a prompt event: always fails open.
-    Prompt(Box<AdapterError>),
     /// An event of `hookvisor adapter` could not be fired.
     Event(String),
 }
@@ -101,20 +95,10 @@ impl fmt::Display for AdapterError {
                 "the hook JSON on stdin is not a JSON object of the expected shape ({e}); \
                  check that the agent's hook runs the matching adapter"
             ),
-            AdapterError::WrongEvent { spec, event } => write!(
-                f,
-                "{} got a '{event}' event; register it for {} only (`hookvisor install`)",
-                spec.command,
-                spec.events()
-                    .map(|(name, _)| name)
-                    .collect::<Vec<_>>()
-                    .join(" and ")
-            ),
             AdapterError::Context(e) => e.fmt(f),
             AdapterError::Eval(e) => e.fmt(f),
             AdapterError::Server(e) => e.fmt(f),
             AdapterError::Turns(e) => e.fmt(f),
-            AdapterError::Prompt(e) => write!(f, "cannot record the prompt: {e}"),
             AdapterError::Event(e) => f.write_str(e),
         }
     }
@@ -139,76 +123,6 @@ enum Verdict {
     Stop,
     /// Keep it working on this prompt.
     Block(String),
-}
-
-/// `hookvisor claude-stop|codex-stop|gemini-after-agent`: always exits 0 once arguments parse,
-/// since any other status is an error the agent shows, never a re-prompt.
-pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
-    let spec = agent.spec();
-    hookvisor_core::callback::cap_waits(events::callback_cap(Some(Route::TurnEnd)));
-    let verdict = match decide(globals, spec, args) {
-        Ok(verdict) => verdict,
-        Err(err @ AdapterError::Prompt(_)) => {
-            // Blocking a prompt event would throw the user's prompt away: never.
-            eprintln!("hookvisor: {err} (the prompt goes on)");
-            Verdict::Stop
-        }
-        // Before the cancel's arm: a signal must not let a fail-closed turn end through.
-        Err(err) if args.fail_closed || err.hides_checks() => Verdict::Block(format!(
-            "hookvisor could not check this turn's changes: {err}. (The turn is blocked \
-             because {}.)",
-            if args.fail_closed {
-                "the hook runs with --fail-closed"
-            } else {
-                "the agent could have made the second workspace"
-            }
-        )),
-        Err(AdapterError::Eval(EvalError::Cancelled)) => {
-            // The agent stopped the hook (or the user interrupted): nobody reads an answer.
-            eprintln!("hookvisor: {}", EvalError::Cancelled);
-            Verdict::Stop
-        }
-        Err(err) => {
-            eprintln!(
-                "hookvisor: {err} (failing open: {} stops; --fail-closed blocks instead)",
-                spec.name
-            );
-            Verdict::Stop
-        }
-    };
-    if let Verdict::Block(reason) = verdict {
-        let answer = serde_json::json!({ "decision": spec.decision, "reason": reason });
-        let mut out = io::stdout().lock();
-        writeln!(out, "{answer}")?;
-        out.flush()?;
-    }
-    Ok(Exit::Ok)
-}
-
-fn decide(
-    globals: &Globals,
-    spec: &'static Spec,
-    args: &AdapterArgs,
-) -> Result<Verdict, AdapterError> {
-    let input = read_input(io::stdin().lock())?;
-    if events::under_loop() {
-        // Both events of these adapters, the prompt and the turn end, are the loop's own.
-        return Ok(Verdict::Stop);
-    }
-    let event = answers(spec, input.hook_event_name.as_deref()).ok_or_else(|| {
-        AdapterError::WrongEvent {
-            spec,
-            event: input.hook_event_name.clone().unwrap_or_default(),
-        }
-    })?;
-    let ctx = context(globals, spec, &input).map_err(AdapterError::Context);
-    if event == Event::Prompt {
-        prompt_event(&ctx?, &input).map_err(|e| AdapterError::Prompt(Box::new(e)))?;
-        return Ok(Verdict::Stop);
-    }
-    let ended = end_turn(ctx?, args, &input)?;
-    ended.record(ended.answer())?;
-    Ok(ended.verdict)
 }
 
 /// A turn end judged by the file hooks, before its answer is recorded in the turn log (the
@@ -266,6 +180,8 @@ fn end_turn(ctx: Context, args: &AdapterArgs, input: &TurnEnd) -> Result<TurnEnd
             // One reading of the hooks and hookvisor.yml for the turn (a broken file leaves
             // the defaults; `check` reports it).
             let discovery = hookvisor_core::discover_workspace(&ctx);
+            // As `eval` does: adding the first commit hook is enough (serve does its own).
+            crate::commands::precommit::ensure_installed(&ctx, &discovery);
             let options = EvalOptions {
                 trigger,
                 max_retries: discovery.config.max_retries_or(args.max_retries),
@@ -285,39 +201,6 @@ fn end_turn(ctx: Context, args: &AdapterArgs, input: &TurnEnd) -> Result<TurnEnd
         stop,
         session,
     })
-}
-
-/// What the adapter does with an input whose `hook_event_name` is `event`: the agent's events
-/// as the table has them, an input without a name being a turn end; `None` for another event.
-pub(crate) fn answers(spec: &Spec, event: Option<&str>) -> Option<Event> {
-    match event {
-        Some(name) => spec.event(name),
-        None => Some(Event::TurnEnd),
-    }
-}
-
-/// A prompt event (the table's `prompt`): recorded in the turn log, so that the
-/// loop guard knows a user turn from a re-prompted one whatever the agent's `stop_hook_active`
-/// says (hookvisor-core's `turns` module has the rules). The agent is told nothing.
-fn prompt_event(ctx: &Context, input: &TurnEnd) -> Result<(), AdapterError> {
-    let session = input.session_id.as_deref().unwrap_or_default();
-    TurnLog::for_context(ctx)
-        .prompt(session, input.prompt.as_deref())
-        .map_err(AdapterError::Turns)?;
-    Ok(())
-}
-
-/// Parses the agent's JSON; unknown fields are ignored, missing ones are `None`.
-fn read_input(input: impl Read) -> Result<TurnEnd, AdapterError> {
-    let mut bytes = Vec::new();
-    input
-        .take(MAX_INPUT)
-        .read_to_end(&mut bytes)
-        .map_err(AdapterError::Stdin)?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(AdapterError::Empty);
-    }
-    serde_json::from_slice(&bytes).map_err(AdapterError::Json)
 }
 
 /// The context of an event of the agent `spec` ([`Globals::agent_context`]), from the
@@ -427,39 +310,6 @@ mod tests {
     use crate::cli::GlobalArgs;
 
     #[test]
-    fn reads_what_the_agents_send() {
-        // The input, then its event and `stop_hook_active`, or None when it is refused.
-        type Case<'a> = (&'a str, Option<(Option<&'a str>, Option<bool>)>);
-        let cases: &[Case] = &[
-            (
-                r#"{"session_id":"s","cwd":"/w","hook_event_name":"Stop","stop_hook_active":true,"extra":[1]}"#,
-                Some((Some("Stop"), Some(true))),
-            ),
-            (
-                r#"{"hook_event_name":"AfterAgent"}"#,
-                Some((Some("AfterAgent"), None)),
-            ),
-            (
-                r#"{"stop_hook_active":null,"cwd":null}"#,
-                Some((None, None)),
-            ),
-            ("{}", Some((None, None))),
-            ("", None),
-            (" \n", None),
-            ("not json", None),
-            ("[1,2]", None),
-            (r#"{"stop_hook_active":"yes"}"#, None),
-        ];
-        for (raw, want) in cases {
-            let got = read_input(raw.as_bytes())
-                .ok()
-                .map(|i| (i.hook_event_name, i.stop_hook_active));
-            let want = want.map(|(e, s)| (e.map(str::to_owned), s));
-            assert_eq!(got, want, "{raw}");
-        }
-    }
-
-    #[test]
     fn session_names_are_made_plain() {
         let cases: &[(&str, Option<&str>)] = &[
             (
@@ -494,7 +344,7 @@ mod tests {
             }
         };
         let globals = |args: GlobalArgs, env| args.resolve_with(env_with(env));
-        let claude = Agent::Claude.spec();
+        let claude = crate::agents::Agent::Claude.spec();
         let ctx = context(
             &globals(GlobalArgs::default(), &[("HOME", "/h")]),
             claude,

@@ -1,6 +1,8 @@
 //! `install` and `uninstall`: put `hookvisor adapter AGENT` into an agent's settings for every
-//! event the adapter answers (EVENTS.md §5 rule 17), or take it out, leaving every other
-//! setting and hook as it was.
+//! event the adapter answers (EVENTS.md §5 rule 17) and every raw event of the agent a hook of
+//! the workspace binds (`event: claude.PreCompact` → `PreCompact`), or take it out, leaving
+//! every other setting and hook as it was. In a workspace, `install` also puts the generated
+//! git hooks in place when its hooks need them (`commit.before`, `commit.after`).
 //!
 //! The file, the events, the adapter and the timeout unit are the agent's row of the agent
 //! table ([`crate::agents`]), which the adapter reads too. The turn-end events get a
@@ -20,13 +22,16 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use hookvisor_core::event::Event as CoreEvent;
+use hookvisor_core::{Discovery, Hook};
 use serde_json::{Map, Value};
 
 mod codex_trust;
 mod settings;
 
 use self::settings::{
-    Loaded, SettingsError, add_entry, back_up, load, remove_entries, resolve_symlink, write_atomic,
+    Loaded, SettingsError, add_entry, back_up, is_ours, load, remove_entries, resolve_symlink,
+    write_atomic,
 };
 use crate::agents::{Agent, Route, Spec};
 use crate::cli::InstallArgs;
@@ -62,6 +67,8 @@ struct Target {
     spec: &'static Spec,
     /// The settings file.
     path: PathBuf,
+    /// The agent's own events that hooks bind raw and no route names, sorted.
+    raw: Vec<String>,
 }
 
 impl Target {
@@ -70,7 +77,36 @@ impl Target {
         let path = spec
             .settings_path(user_level, workspace, |name| env::var_os(name))
             .ok_or_else(|| CliError::usage("HOME is not set; set it to use --user-level"))?;
-        Ok(Target { agent, spec, path })
+        Ok(Target {
+            agent,
+            spec,
+            path,
+            raw: Vec::new(),
+        })
+    }
+
+    /// Also binds the agent's raw events that hooks of `discovery` name (`claude.PreCompact`).
+    fn with_raw_events(mut self, discovery: &Discovery) -> Target {
+        for hook in &discovery.event_hooks {
+            if let CoreEvent::Raw { agent, name } = &hook.spec.event
+                && agent.as_str() == agent_word(self.agent)
+                && self.spec.route(name).is_none()
+                && !self.raw.contains(name)
+            {
+                self.raw.push(name.clone());
+            }
+        }
+        self.raw.sort();
+        self
+    }
+
+    /// Every event name our entries go under: the routes', then the raw ones.
+    fn event_names(&self) -> impl Iterator<Item = &str> {
+        self.spec
+            .routes
+            .iter()
+            .map(|(name, _)| *name)
+            .chain(self.raw.iter().map(String::as_str))
     }
 
     /// The adapter's subcommand words: `adapter claude`.
@@ -89,14 +125,22 @@ impl Target {
         self.spec.timeout_unit.of_secs(route_timeout_secs(route))
     }
 
-    /// Our entry for `route`, running `command`.
-    fn entry(&self, command: &str, route: Route) -> Value {
+    /// Our entry for `route` (`None`: a raw event, fired as it is), running `command`.
+    fn entry(&self, command: &str, route: Option<Route>) -> Value {
         let description = match route {
-            Route::TurnEnd => "hookvisor: run the workspace's file hooks; re-prompt on a failure",
-            Route::TurnStart => "hookvisor: fire turn.start and hand the model hookvisor's context",
+            Some(Route::TurnEnd) => {
+                "hookvisor: run the workspace's file hooks; re-prompt on a failure"
+            }
+            Some(Route::TurnStart) => {
+                "hookvisor: fire turn.start and hand the model hookvisor's context"
+            }
             _ => "hookvisor: fire this event's hookvisor hooks",
         };
-        self.entry_with(command, self.timeout(route), description)
+        let timeout = route.map_or(
+            self.spec.timeout_unit.of_secs(EVENT_TIMEOUT_SECS),
+            |route| self.timeout(route),
+        );
+        self.entry_with(command, timeout, description)
     }
 
     /// A hook entry, its keys in the order the agents' documents use.
@@ -115,8 +159,8 @@ impl Target {
     }
 
     /// Puts our entries, running `command`, under each event the adapter answers (rule 17:
-    /// all of them, bound today or not). Returns whether anything changed, or the key with a
-    /// wrong shape.
+    /// all of them, bound today or not) and each raw event hooks bind. Returns whether
+    /// anything changed, or the key with a wrong shape.
     fn add_entries(
         &self,
         settings: &mut Value,
@@ -125,8 +169,9 @@ impl Target {
         let ours = self.ours();
         let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
         let mut changed = false;
-        for (name, route) in self.spec.routes {
-            changed |= add_entry(settings, name, &ours, &self.entry(command, *route))?;
+        for name in self.event_names() {
+            let entry = self.entry(command, self.spec.route(name));
+            changed |= add_entry(settings, name, &ours, &entry)?;
         }
         Ok(changed)
     }
@@ -144,7 +189,16 @@ fn agent_word(agent: Agent) -> &'static str {
 /// `hookvisor install AGENT`: adds (or refreshes) our entry; prints what it did.
 pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
     let workspace = workspace(globals, args)?;
-    let target = Target::new(args.agent, args.user_level, &workspace)?;
+    let mut target = Target::new(args.agent, args.user_level, &workspace)?;
+    // The hooks of the workspace `install` runs in (at user level, where it is run, if that
+    // is one): their raw events are bound, and in a workspace their git hooks installed.
+    if let Ok(ctx) = globals.context() {
+        let discovery = hookvisor_core::discover_workspace(&ctx);
+        target = target.with_raw_events(&discovery);
+        if !args.user_level {
+            crate::commands::precommit::ensure_installed(&ctx, &discovery);
+        }
+    }
     let command = adapter_command(globals, args, &workspace, &target.subcommand())?;
     let path = settings_path(&target.path, args.user_level, &workspace)?;
     let mut settings = match load(&path)? {
@@ -184,13 +238,7 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
             out,
             "installed `{command}` in {} for {} (timeout {} for {})",
             path.display(),
-            target
-                .spec
-                .routes
-                .iter()
-                .map(|(name, _)| *name)
-                .collect::<Vec<_>>()
-                .join(", "),
+            target.event_names().collect::<Vec<_>>().join(", "),
             target
                 .spec
                 .timeout_unit
@@ -317,6 +365,123 @@ pub fn uninstall(globals: &Globals, args: &InstallArgs) -> CliResult {
     Ok(Exit::Ok)
 }
 
+/// Canonical events only an agent's adapter fires: `loop`, `eval`, `session` and git fire the
+/// others.
+const AGENT_ONLY: [CoreEvent; 7] = [
+    CoreEvent::ToolBefore,
+    CoreEvent::ToolAfter,
+    CoreEvent::ToolFailed,
+    CoreEvent::FileEdited,
+    CoreEvent::TaskStart,
+    CoreEvent::TaskComplete,
+    CoreEvent::TeamIdle,
+];
+
+/// The events whose settings hold our entry for `agent`, in the workspace's settings file or
+/// the user's; `None` when neither has one (the agent is not installed).
+fn bound_events(agent: Agent, workspace: &Path) -> Option<Vec<String>> {
+    let target = Target::new(agent, false, workspace).ok()?;
+    let ours = target.ours();
+    let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
+    let user = agent
+        .spec()
+        .settings_path(true, workspace, |name| env::var_os(name));
+    let mut bound: Option<Vec<String>> = None;
+    for path in [Some(target.path.clone()), user].into_iter().flatten() {
+        let Ok(Loaded::Json(settings)) = load(&path) else {
+            continue;
+        };
+        let Some(hooks) = settings.get("hooks").and_then(Value::as_object) else {
+            continue;
+        };
+        for (event, groups) in hooks {
+            let entries = groups.as_array().into_iter().flatten();
+            let mut entries = entries.flat_map(|g| g["hooks"].as_array().into_iter().flatten());
+            if entries.any(|entry| is_ours(entry, &ours)) {
+                bound.get_or_insert_with(Vec::new).push(event.clone());
+            }
+        }
+    }
+    bound
+}
+
+/// `check`'s warnings about hooks no installed agent can fire, each `(hook, what and the fix)`:
+/// an agent's raw event when that agent is not installed or the event not bound (installed
+/// before the hook was added), and, once some agent is installed, an event only agents fire
+/// that no installed agent's row maps.
+pub fn unfired_hooks<'a>(workspace: &Path, discovery: &'a Discovery) -> Vec<(&'a Hook, String)> {
+    use clap::ValueEnum;
+    let installed: Vec<(Agent, Vec<String>)> = Agent::value_variants()
+        .iter()
+        .filter_map(|agent| Some((*agent, bound_events(*agent, workspace)?)))
+        .collect();
+    let mut warnings = Vec::new();
+    for hook in &discovery.event_hooks {
+        let event = &hook.spec.event;
+        if let CoreEvent::Raw { agent, name } = event {
+            let Some(agent) = Agent::value_variants()
+                .iter()
+                .find(|a| agent_word(**a) == agent.as_str())
+            else {
+                continue;
+            };
+            let word = agent_word(*agent);
+            let agent_name = agent.spec().name;
+            match installed.iter().find(|(a, _)| a == agent) {
+                None => warnings.push((
+                    hook,
+                    format!(
+                        "{event} is {agent_name}'s, which is not installed here, so it never \
+                         fires; run `hookvisor install {word}`"
+                    ),
+                )),
+                Some((_, bound)) if !bound.contains(name) => warnings.push((
+                    hook,
+                    format!(
+                        "{agent_name}'s settings do not bind {name}, so {event} never fires; \
+                         run `hookvisor install {word}` again"
+                    ),
+                )),
+                Some(_) => {}
+            }
+            continue;
+        }
+        if installed.is_empty() || !AGENT_ONLY.contains(event) {
+            continue;
+        }
+        let fired = installed.iter().any(|(agent, _)| {
+            agent
+                .spec()
+                .routes
+                .iter()
+                .any(|(_, route)| route.fires().contains(event))
+        });
+        if !fired {
+            let names: Vec<&str> = installed.iter().map(|(a, _)| a.spec().name).collect();
+            let can: Vec<&str> = Agent::value_variants()
+                .iter()
+                .filter(|a| {
+                    a.spec()
+                        .routes
+                        .iter()
+                        .any(|(_, r)| r.fires().contains(event))
+                })
+                .map(|a| agent_word(*a))
+                .collect();
+            warnings.push((
+                hook,
+                format!(
+                    "no installed agent ({}) fires {event}, so this hook never runs; install one \
+                     that does (`hookvisor install {}`) or bind another event",
+                    names.join(", "),
+                    can.join("|")
+                ),
+            ));
+        }
+    }
+    warnings
+}
+
 /// The file to rewrite for `path`: a link is followed, since dotfile managers link the
 /// user's settings; but a workspace's settings file, or its directory (`.claude`), that leads
 /// out of the workspace is refused. The agent can write the workspace, and such a link would
@@ -405,7 +570,6 @@ fn shell_quote(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::install::settings::is_ours;
 
     /// The regression the agent table exists for: `install` registered Codex for fewer events
     /// than its adapter answered. For every agent, each event `install` writes is one the

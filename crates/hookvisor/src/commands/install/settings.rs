@@ -498,7 +498,7 @@ mod tests {
         let mut settings: Value = serde_json::from_str(text).unwrap();
         let entry = Target::new(Agent::Claude, false, Path::new("/w"))
             .unwrap()
-            .entry(CMD, Route::TurnEnd);
+            .entry(CMD, Some(Route::TurnEnd));
         add_entry(&mut settings, "Stop", &["claude-stop"], &entry).unwrap();
         assert_eq!(
             serde_json::to_string(&settings).unwrap(),
