@@ -697,12 +697,11 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 Err(Stop::Error(err)) => return Err(self.fail(err)),
             }
         }
+        // `session.end` discards what no turn took (EVENTS.md §1.6), in its session log.
         let fired = self.session_end(ending.as_str());
-        let discarded = self.buffer.discard();
         let recorded = self.finish_record(ending.as_str());
         // The first failure is the one to report; a later one is a consequence or beside it.
-        fired?;
-        let discarded = discarded?;
+        let discarded = fired?;
         recorded?;
         // Logged by the caller, which knows where its reader is (the report counts them).
         tracing::debug!("session.end: discarded {discarded} context entries");
@@ -733,7 +732,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     /// Fires `session.end` with `data.reason` = `reason`. It runs also after an interrupt, on a
     /// token of its own ([`LoopOptions::end_cancel`]: the loop's is cancelled, and this event is
     /// how hooks learn that the loop was interrupted). Its hooks being cancelled is no error.
-    fn session_end(&self, reason: &str) -> Result<(), LoopError> {
+    fn session_end(&self, reason: &str) -> Result<usize, LoopError> {
         let data = json!({"reason": reason, "iterations": self.iteration});
         let mut firing = self.firing(Event::SessionEnd);
         firing.cancel = Some(self.options.end_cancel.clone());
@@ -744,10 +743,14 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         let fired = fire(self.ctx, &discovery, &firing);
         self.sweep();
         match fired {
-            Ok(_) => Ok(()),
+            Ok(reply) => Ok(reply.phase1["discarded"].as_u64().unwrap_or(0) as usize),
             Err(FireError::Cancelled) => {
                 tracing::debug!("session.end: its hooks were stopped");
-                Ok(())
+                // Stopped before the discard: what is left goes now.
+                Ok(self.buffer.discard().unwrap_or_else(|e| {
+                    tracing::warn!("session.end: {e}");
+                    0
+                }))
             }
             Err(source) => Err(LoopError::Fire {
                 event: Event::SessionEnd.to_string(),
@@ -810,6 +813,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     fn firing(&self, event: Event) -> Firing {
         let mut firing = Firing::new(event);
         firing.trigger = "loop".to_owned();
+        // An unawaited hook never holds an iteration (EVENTS.md §1.3).
+        firing.detach_unawaited = true;
         firing.iteration = (self.iteration > 0).then_some(self.iteration);
         firing.stage = self.options.stage.clone();
         firing.cancel = Some(self.options.cancel.clone());

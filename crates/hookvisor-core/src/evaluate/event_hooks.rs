@@ -81,7 +81,8 @@ pub(super) fn run(
     if cancel.is_cancelled() {
         return Err(EvalError::Cancelled);
     }
-    if let Some(done) = &done {
+    let mut done = done;
+    if let Some(done) = &mut done {
         earlier.record(&done.produced);
         fire::pipe(&ContextBuffer::new(&ctx.state()), hook, done)?;
     }

@@ -60,9 +60,9 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
         let signals = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
         firing.cancel =
             Some(CancelToken::on_signals(&signals).unwrap_or_else(|_| cancel_on_signals()));
-        // This process exits with its decision; an unawaited webhook goes on without it.
+        // This process exits with its decision; an unawaited hook goes on without it.
         if args.deliver.is_none() {
-            firing.detach_webhooks = true;
+            firing.detach_unawaited = true;
         }
     }
     for problem in &discovery.problems {
