@@ -59,9 +59,17 @@
 //!    re-run up to `retries` times, `retry_delay` apart (a [`CancelToken`] wait, so a cancel
 //!    ends it); the last run is judged with [`Judge`] and folded into the [`Outcome`]. Each run
 //!    is recorded in `status.json` with its `event`, `source` and `action`.
-//! 8. **Pipe** (§1.6). `pipe_output: true`, or `failure` when the last run failed, appends the
-//!    run's output (stdout, then stderr) to the [`ContextBuffer`]. A hook's own
-//!    `additionalContext` goes straight to the reply's `context`.
+//! 8. **Context** (§1.6, §5 rule 17), one rule for every caller. What a run says to the agent
+//!    is its JSON `additionalContext`, then its output (stdout, then stderr) when
+//!    `pipe_output` is `true`, or `failure` and the last run failed; a failed or timed-out
+//!    run's output is announced first, `hook ID failed with exit code N:` or `hook ID timed
+//!    out after Ns:` on a line of its own (as iteratr and nyzhi tell their agents). It goes to
+//!    the reply's `context` when the agent reads this event's answer for context
+//!    (`tool.after`, `file.edited`, `tool.failed`: PostToolUse, AfterTool,
+//!    PostToolUseFailure), else to the [`ContextBuffer`]; never both. What `post` and unawaited
+//!    hooks say comes after the answer, so it goes to the buffer. `session.end` discards the
+//!    buffer after its hooks ran, into the session's log ([`ContextBuffer::discard`]), and its
+//!    reply says how many entries as `discarded`.
 //! 9. **Drain** (§5 rule 5). `turn.start` drains the buffer into the reply's `context` after its
 //!    own hooks ran, so what they piped is included; a blocked or aborted `turn.start` leaves the
 //!    buffer for the next one, since a refused prompt reaches no model.
@@ -74,11 +82,21 @@
 //!     `pending` and `problems`) and `session.stop`, `null` otherwise. The guard counts turns by
 //!     their trigger at `turn.end`; `session.stop` reads the count (`attempt` = count + 1), and
 //!     a block past [`Firing::max_attempts`] is let through, like phase 1's `gave_up`, unless
-//!     the trigger is `loop`.
+//!     the trigger is `loop`; [`Reply::gave_up`] tells the caller, whose turn log keeps it
+//!     given up until the user's next prompt.
 //!
-//! Unawaited hooks (`await: false`, §1.3) run after the decision was handed over, before the
-//! `post` pass, judged as notices: they cannot block what was already decided. `serve` answers
-//! without them; a CLI waits for them before it exits, having nowhere to leave them.
+//! **Hand-over.** When the `pre` pass blocked or aborted, the `post` hooks see `success: false`
+//! and `error` = the reason in the event's data (AutoAgent's executor sets them before
+//! PostExecutionEnd: the post phase of the same event is AutoAgent's matching post event).
+//!
+//! **Unawaited hooks** (`await: false`, §1.3) never hold the reply, and are judged as notices:
+//! they cannot block what was already decided. With [`Firing::detach_unawaited`] (the `fire`
+//! command, the adapters, `loop`: callers that wait for [`fire`] to return) each one, but a
+//! spawn, which detaches its own child, is run by a detached `hookvisor fire --deliver` of
+//! this executable, which records the run when it ends (`crate::webhook`'s `detached` module
+//! says who reaps what). Otherwise they run in this process after the decision was handed
+//! over, before the `post` pass: `serve` answers first ([`fire_deciding`]), and the init runs
+//! them on a thread of its own.
 //!
 //! [`Discovery::event_hooks`]: crate::Discovery::event_hooks
 //! [`Evaluator`]: crate::Evaluator
@@ -89,6 +107,7 @@
 //! [`Binds`]: crate::Binds
 //! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
 //! [`Outcome`]: crate::decision::Outcome
+//! [`Reply::gave_up`]: crate::decision::Reply::gave_up
 //! [`Payload::lookup`]: crate::payload::Payload::lookup
 //! [`Payload::environment_prefixed`]: crate::payload::Payload::environment_prefixed
 //! [`run_hook`]: crate::run_hook
@@ -97,6 +116,8 @@
 //! [`Judge`]: crate::decision::Judge
 //! [`Judge::judge_refused`]: crate::decision::Judge::judge_refused
 //! [`ContextBuffer`]: crate::context_buffer::ContextBuffer
+//! [`ContextBuffer::discard`]: crate::context_buffer::ContextBuffer::discard
+//! [`Firing::detach_unawaited`]: crate::fire::Firing::detach_unawaited
 //! [`ToolMatcher::matches_call`]: crate::event::ToolMatcher::matches_call
 //! [`Firing::cancel`]: crate::fire::Firing::cancel
 //! [`fire`]: crate::fire::fire

@@ -44,8 +44,9 @@
 //!    `turn.start`, the agent, `turn.end`; a block there starts nothing more and its reason is
 //!    reported, an abort or a `turn.start` block ends the loop so), then `stage.complete`
 //!    fires when a stage is set. Whatever the ending, `session.end` fires with `data.reason`
-//!    (`Ending::as_str`, or `error` when the loop itself failed, [`LoopError`]), what is
-//!    still in the buffer is discarded (counted in [`LoopReport::discarded`]), and
+//!    (`Ending::as_str`, or `error` when the loop itself failed, [`LoopError`]), which
+//!    discards what is still in the buffer into the session's log (counted in
+//!    [`LoopReport::discarded`]), and
 //!    `session.json` gets `endedAt`, `iterations` and `reason`.
 //! 9. **Interrupt.** When [`LoopOptions::cancel`] is cancelled (the command's first signal),
 //!    the running agent's process group or hook is killed, nothing else starts, and
@@ -54,7 +55,9 @@
 //! 10. **Leftovers.** With [`LoopOptions::kill_strays`] (a child subreaper running nothing but
 //!    the loop), after every agent, `--until` and event every child the process still has is
 //!    killed and reaped: what a run left behind, in its group or not, marked or not, never
-//!    reaches the next step, and no zombie piles up.
+//!    reaches the next step, and no zombie piles up; the detached runners of unawaited hooks
+//!    (EVENTS.md §1.3, `crate::fire`) are spared: they outlive the step on purpose, and a
+//!    thread of this process reaps each.
 //!
 //! [`run_loop`]: crate::agent_loop::run_loop
 //! [`Ending::Blocked`]: crate::agent_loop::Ending::Blocked
