@@ -397,7 +397,8 @@ pub(crate) fn fire_hooks(
             Phase::Pre => (firing, None),
         };
         let payload = earlier.apply(payload(ctx, firing, seen));
-        if !hook.spec.await_ && firing.detach_unawaited && detach(ctx, hook, firing, &payload) {
+        if !hook.spec.await_ && firing.detach_unawaited && detach(ctx, hook, firing, &payload, seen)
+        {
             continue;
         }
         let Some(mut done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
@@ -429,17 +430,25 @@ fn answers_context(event: &Event) -> bool {
     )
 }
 
-/// §1.3 `await: false` in a process that exits with its decision: `hook` is run by a
-/// detached `hookvisor fire --deliver` of this executable, which records the run as any and
-/// reaps the hook; true when it started. A spawn detaches its own child (crate::spawn), so it
-/// runs here. The executable is looked up only here: a `readlink` every firing would pay for
-/// nothing. When none starts, the hook runs in this process, as when not detached.
-fn detach(ctx: &Context, hook: &Hook, firing: &Firing, payload: &Payload) -> bool {
+/// §1.3 `await: false` for a caller that waits for the firing: `hook` is run by a detached
+/// `hookvisor fire --deliver` of this executable ([`deliver`]), which records the run as any
+/// and reaps the hook; true when it started. `decision` is `${decision}` for a `post` hook. A
+/// spawn detaches its own child (crate::spawn), so it runs here. The executable is looked up
+/// only here: a `readlink` every firing would pay for nothing. When none starts, the hook
+/// runs in this process, as when not detached.
+pub(crate) fn detach(
+    ctx: &Context,
+    hook: &Hook,
+    firing: &Firing,
+    payload: &Payload,
+    decision: Option<&str>,
+) -> bool {
     if matches!(hook.spec.action, HookAction::Spawn(_)) {
         return false;
     }
-    let started = std::env::current_exe()
-        .and_then(|exe| crate::webhook::deliver_detached(&exe, ctx, hook, firing, payload));
+    let started = std::env::current_exe().and_then(|exe| {
+        crate::webhook::deliver_detached(&exe, ctx, hook, firing, payload, decision)
+    });
     match started {
         Ok(()) => true,
         Err(err) => {
@@ -447,6 +456,44 @@ fn detach(ctx: &Context, hook: &Hook, firing: &Firing, payload: &Payload) -> boo
             false
         }
     }
+}
+
+/// The run of one unawaited hook that a firing detached (`hookvisor fire --deliver ID`, see
+/// the "Unawaited hooks" paragraph of the [module documentation](self)): steps 5–8 for the
+/// hook `id` of `firing`'s event alone, judged as a notice, recorded, and what it says put in
+/// the buffer. Nothing else of the event runs again (the drain of `turn.start`, the discard of
+/// `session.end`, the loop guard, the evaluation of `turn.end`): the firing that detached it
+/// did those. `decision` is `${decision}` for a `post` hook. `None` when no such hook is
+/// found; else its result, as the reply's `results` has it.
+pub fn deliver(
+    ctx: &Context,
+    discovery: &Discovery,
+    firing: &Firing,
+    id: &str,
+    decision: Option<&str>,
+) -> Result<Option<Json>, FireError> {
+    let Some(hook) = discovery
+        .event_hooks
+        .iter()
+        .find(|h| h.id == id && h.spec.event == firing.event && !h.spec.await_)
+    else {
+        return Ok(None);
+    };
+    let cancel = firing.cancel.clone().unwrap_or_default();
+    let store = StatusStore::for_context(ctx).with_durability(crate::state::Durability::Whole);
+    let seen = (hook.spec.phase == Phase::Post)
+        .then_some(decision)
+        .flatten();
+    let payload = payload(ctx, firing, seen);
+    let Some(mut done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
+        return Ok(None);
+    };
+    buffer_all(
+        &ContextBuffer::new(&ctx.state()),
+        hook,
+        take_context(hook, &mut done),
+    )?;
+    Ok(Some(result_json(hook, firing, &done)))
 }
 
 /// Step 11 for `session.stop`: the phase-1 loop guard's `(attempt, maxAttempts)`, and a block

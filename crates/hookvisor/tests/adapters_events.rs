@@ -1410,3 +1410,34 @@ fn a_given_up_session_stop_stays_given_up_until_the_user_prompts() {
     prompt();
     assert_eq!(said("stop.json"), "block", "a user prompt resets the guard");
 }
+
+/// The same at a turn end: an unawaited `turn.end` hook (without a pattern) never holds
+/// Claude's Stop.
+#[test]
+fn an_unawaited_turn_end_hook_never_holds_claudes_stop() {
+    let ws = Workspace::git();
+    let gate = ws.base().join("gate");
+    common::gate(&gate);
+    ws.write(
+        ".discobot/hooks/slow.yml",
+        &format!(
+            "---\nevent: turn.end\nawait: false\ntimeout: 30\nrun: cat '{}' > /dev/null\n---\n",
+            gate.display()
+        ),
+    );
+    ws.write(
+        ".discobot/hooks/fast.yml",
+        "---\nevent: turn.end\nrun: 'true'\n---\n",
+    );
+    let out = adapter(&ws, "claude", "stop.json", &[]);
+    assert_eq!(stdout(&out), "", "{}", stderr(&out));
+    let status = ws.status();
+    assert!(
+        status["hooks"].get("slow").is_none(),
+        "the answer waited for the unawaited hook: {status}"
+    );
+    common::open_gate(&gate);
+    common::wait_until("the unawaited run is recorded", || {
+        ws.status()["hooks"]["slow"]["runCount"] == 1
+    });
+}

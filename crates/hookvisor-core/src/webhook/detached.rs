@@ -5,8 +5,9 @@
 //!
 //! The child is the same binary, `hookvisor --workspace W --state-dir S --session ID fire
 //! EVENT --deliver HOOK`, with the event JSON of the firing on its stdin (a pipe, never a file
-//! or an argument): it reads the hooks again, runs that one hook as its own unawaited hook,
-//! and records the run in status.json and its log as any run; what it pipes goes to the
+//! or an argument; a `post` hook's `${decision}` beside its fields as `decision`): it reads
+//! the hooks again and runs that one hook alone (`crate::fire::deliver`: nothing else of the
+//! event), recording the run in status.json and its log as any run; what it says goes to the
 //! context buffer. It is the hook's supervisor: the hook is its child, stopped at its
 //! `timeout` and reaped by it, like any run of `fire`. The child itself is reaped by whoever
 //! outlives it: a caller that lives on waits for it on a thread (and `loop`'s sweep of
@@ -34,6 +35,7 @@ pub(crate) fn deliver_detached(
     hook: &Hook,
     firing: &Firing,
     payload: &Payload,
+    decision: Option<&str>,
 ) -> io::Result<()> {
     let session = firing.session.as_deref().unwrap_or(&ctx.session_id);
     let mut child = Command::new(exe)
@@ -52,7 +54,14 @@ pub(crate) fn deliver_detached(
         .stderr(Stdio::null())
         .process_group(0)
         .spawn()?;
-    let json = payload.stdin_json();
+    let mut json = payload.stdin_json();
+    // `${decision}` of a `post` hook is no field of the event JSON: it rides beside them.
+    if let Some(decision) = decision
+        && let Ok(serde_json::Value::Object(mut event)) = serde_json::from_slice(&json)
+    {
+        event.insert("decision".into(), decision.into());
+        json = serde_json::to_vec(&event).unwrap_or(json);
+    }
     let written = child
         .stdin
         .take()
