@@ -96,7 +96,8 @@
 //! this executable, which records the run when it ends (`crate::webhook`'s `detached` module
 //! says who reaps what). Otherwise they run in this process after the decision was handed
 //! over, before the `post` pass: `serve` answers first ([`fire_deciding`]), and the init runs
-//! them on a thread of its own.
+//! them on a thread of its own. The detached run is [`deliver`]: that hook alone. The
+//! end-of-turn evaluation applies the same rule to its hooks without a pattern.
 //!
 //! [`Discovery::event_hooks`]: crate::Discovery::event_hooks
 //! [`Evaluator`]: crate::Evaluator
@@ -122,6 +123,7 @@
 //! [`Firing::cancel`]: crate::fire::Firing::cancel
 //! [`fire`]: crate::fire::fire
 //! [`fire_deciding`]: crate::fire::fire_deciding
+//! [`deliver`]: crate::fire::deliver
 //! [`FireError::Cancelled`]: crate::fire::FireError::Cancelled
 //! [`produced`]: crate::produced
 
