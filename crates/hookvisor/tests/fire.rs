@@ -1541,34 +1541,50 @@ fn a_blocked_pre_pass_hands_success_false_and_the_error_to_the_post_pass() {
     assert_eq!(stdin["data"]["error"], "tests fail", "{stdin}");
 }
 
-/// The detached run is that hook alone: an unawaited `turn.start` hook does not drain the
-/// buffer when it ends (what was piped meanwhile waits for the next prompt), and a `post`
-/// one still sees `${decision}`.
+/// The detached run is that hook alone: an unawaited hook of a refused `turn.start` does
+/// not drain the buffer the refusal kept (as the event run again would, without the gate),
+/// and a `post` one sees the firing's `${decision}`, not its own.
 #[test]
 fn a_detached_run_is_its_hook_alone() {
     let ws = Workspace::new();
     let gate = unawaited(&ws, "turn.start");
+    let closed = ws.base().join("closed");
+    yml(
+        &ws,
+        "zz-closed",
+        &format!(
+            "event: turn.start\nrun: 'if [ -e {} ]; then echo closed >&2; exit 2; fi'",
+            closed.display()
+        ),
+    );
     yml(
         &ws,
         "err",
-        "event: error\npipe_output: true\nrun: echo later",
+        "event: error\npipe_output: true\nrun: echo keep me",
     );
+    yml(&ws, "no", "event: task.complete\nrun: echo no >&2; exit 2");
     yml(
         &ws,
         "post",
         "event: task.complete\nphase: post\nawait: false\nrun: echo ${decision} > post.out",
     );
-    assert_eq!(code(&ws.hookvisor(&["fire", "turn.start"])), 0);
     assert_eq!(code(&ws.hookvisor(&["fire", "error"])), 0);
+    fs::write(&closed, "").unwrap();
+    assert_eq!(code(&ws.hookvisor(&["fire", "turn.start"])), 1);
     recorded_after_the_reply(&ws, &gate);
+    fs::remove_file(&closed).unwrap();
     let start = reply(&ws.hookvisor(&["fire", "turn.start", "--json"]));
-    assert_eq!(start["context"], serde_json::json!(["later\n"]), "{start}");
+    assert_eq!(
+        start["context"],
+        serde_json::json!(["keep me\n"]),
+        "{start}"
+    );
     // That turn.start detached the hook again: let it go too.
     common::open_gate(&gate);
-    assert_eq!(code(&ws.hookvisor(&["fire", "task.complete"])), 0);
+    assert_eq!(code(&ws.hookvisor(&["fire", "task.complete"])), 1);
     let out = ws.path().join("post.out");
     common::wait_until("the post hook ran", || {
         fs::read_to_string(&out).is_ok_and(|t| t.ends_with('\n'))
     });
-    assert_eq!(fs::read_to_string(&out).unwrap(), "allow\n");
+    assert_eq!(fs::read_to_string(&out).unwrap(), "block\n");
 }
