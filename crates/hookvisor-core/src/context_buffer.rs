@@ -47,6 +47,13 @@
 //! …tail…
 //! ```
 //!
+//! # Discard
+//!
+//! [`ContextBuffer::discard`] (at `session.end`) appends what it drops to the session's log,
+//! `<state>/output/session.log`: a line `<UTC time> session.end: discarded N undelivered
+//! context entries`, then each entry under `--- from <source> at <time> ---`.
+//!
+//! [`ContextBuffer::discard`]: crate::context_buffer::ContextBuffer::discard
 //! [`ContextBuffer::drain`]: crate::context_buffer::ContextBuffer::drain
 //! [`ContextBuffer::with_lock_timeout`]: crate::context_buffer::ContextBuffer::with_lock_timeout
 //! [`ContextBufferError::Full`]: crate::context_buffer::ContextBufferError::Full
@@ -74,6 +81,9 @@ pub const MAX_CONTEXT_CHARS: usize = 10_000;
 
 /// The largest `context.json` read (rule 3) or made by an append (rule 4), in bytes.
 pub const MAX_BUFFER_BYTES: usize = 8 << 20;
+
+/// The session's log in `output/`: what `session.end` discarded.
+const SESSION_LOG: &str = "session.log";
 
 /// How long a writer waits for the lock unless told otherwise (rule 1).
 const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -227,16 +237,86 @@ impl ContextBuffer {
         Ok(drained)
     }
 
-    /// Drops every entry (at `session.end`) and returns how many there were, for the caller's
-    /// log.
+    /// Drops every entry (at `session.end`) and returns how many there were. What is dropped
+    /// is first appended to the session's log, `<state>/output/session.log` (see "Discard"),
+    /// where the user can read what no prompt took; when that fails, nothing is dropped.
     pub fn discard(&self) -> Result<usize, ContextBufferError> {
         let mut count = 0;
         self.update(None, |file| {
             count = file.entries.len();
+            if count == 0 {
+                return Ok(false);
+            }
+            self.log_discarded(&file.entries)?;
             file.entries.clear();
-            Ok(count > 0)
+            Ok(true)
         })?;
         Ok(count)
+    }
+
+    /// The path of the session's log, where [`ContextBuffer::discard`] writes.
+    pub fn session_log(&self) -> PathBuf {
+        self.output_dir.join(SESSION_LOG)
+    }
+
+    /// Appends the discarded entries to the session's log, never through a symbolic link.
+    fn log_discarded(&self, entries: &[Entry]) -> Result<(), ContextBufferError> {
+        let dir = self.own_output_dir()?;
+        let path = dir.join(SESSION_LOG);
+        let noun = if entries.len() == 1 {
+            "entry"
+        } else {
+            "entries"
+        };
+        let mut text = format!(
+            "{} session.end: discarded {} undelivered context {noun}\n",
+            rfc3339_millis(SystemTime::now()),
+            entries.len()
+        );
+        for entry in entries {
+            let source = if entry.source.is_empty() {
+                "?"
+            } else {
+                &entry.source
+            };
+            text.push_str(&format!("--- from {source} at {} ---\n", entry.at));
+            text.push_str(&entry.text);
+            if !entry.text.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+        let mut file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(FILE_MODE)
+            .custom_flags(OPEN_FLAGS)
+            .open(&path)
+            .map_err(|e| self.io_error(&path, e))?;
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(self.io_error(&path, io::Error::other("is not a regular file")));
+        }
+        file.write_all(text.as_bytes())
+            .map_err(|e| self.io_error(&path, e))
+    }
+
+    /// `output/`, made when missing; refused when it is a link or a file, since the agent
+    /// may have planted one and a log written through it would land wherever it points.
+    fn own_output_dir(&self) -> Result<&Path, ContextBufferError> {
+        let dir = &self.output_dir;
+        if let Ok(meta) = fs::symlink_metadata(dir)
+            && !meta.is_dir()
+        {
+            return Err(self.io_error(
+                dir,
+                io::Error::other("is not a directory (a symbolic link or a file)"),
+            ));
+        }
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(|e| self.io_error(dir, e))?;
+        Ok(dir)
     }
 
     /// How many entries wait, read under the lock.
@@ -322,22 +402,7 @@ impl ContextBuffer {
     /// Saves the full text of an overflowing drain to a new `output/context-<time>.log`, never
     /// through a symbolic link and never over an existing file.
     fn save_full_text(&self, text: &str) -> Result<PathBuf, ContextBufferError> {
-        let dir = &self.output_dir;
-        // The agent may have planted a link at `output`; a log written through it would land
-        // wherever it points, so only a real directory (or none yet) is used.
-        if let Ok(meta) = fs::symlink_metadata(dir)
-            && !meta.is_dir()
-        {
-            return Err(self.io_error(
-                dir,
-                io::Error::other("is not a directory (a symbolic link or a file)"),
-            ));
-        }
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(dir)
-            .map_err(|e| self.io_error(dir, e))?;
+        let dir = self.own_output_dir()?;
         let stamp = rfc3339_millis(SystemTime::now()).replace([':', '-'], "");
         for n in 0..1000 {
             let name = if n == 0 {

@@ -59,9 +59,17 @@
 //!    re-run up to `retries` times, `retry_delay` apart (a [`CancelToken`] wait, so a cancel
 //!    ends it); the last run is judged with [`Judge`] and folded into the [`Outcome`]. Each run
 //!    is recorded in `status.json` with its `event`, `source` and `action`.
-//! 8. **Pipe** (§1.6). `pipe_output: true`, or `failure` when the last run failed, appends the
-//!    run's output (stdout, then stderr) to the [`ContextBuffer`]. A hook's own
-//!    `additionalContext` goes straight to the reply's `context`.
+//! 8. **Context** (§1.6, §5 rule 17), one rule for every caller. What a run says to the agent
+//!    is its JSON `additionalContext`, then its output (stdout, then stderr) when
+//!    `pipe_output` is `true`, or `failure` and the last run failed; a failed or timed-out
+//!    run's output is announced first, `hook ID failed with exit code N:` or `hook ID timed
+//!    out after Ns:` on a line of its own (as iteratr and nyzhi tell their agents). It goes to
+//!    the reply's `context` when the agent reads this event's answer for context
+//!    (`tool.after`, `file.edited`, `tool.failed`: PostToolUse, AfterTool,
+//!    PostToolUseFailure), else to the [`ContextBuffer`]; never both. What `post` and unawaited
+//!    hooks say comes after the answer, so it goes to the buffer. `session.end` discards the
+//!    buffer after its hooks ran, into the session's log ([`ContextBuffer::discard`]), and its
+//!    reply says how many entries as `discarded`.
 //! 9. **Drain** (§5 rule 5). `turn.start` drains the buffer into the reply's `context` after its
 //!    own hooks ran, so what they piped is included; a blocked or aborted `turn.start` leaves the
 //!    buffer for the next one, since a refused prompt reaches no model.
@@ -74,11 +82,22 @@
 //!     `pending` and `problems`) and `session.stop`, `null` otherwise. The guard counts turns by
 //!     their trigger at `turn.end`; `session.stop` reads the count (`attempt` = count + 1), and
 //!     a block past [`Firing::max_attempts`] is let through, like phase 1's `gave_up`, unless
-//!     the trigger is `loop`.
+//!     the trigger is `loop`; [`Reply::gave_up`] tells the caller, whose turn log keeps it
+//!     given up until the user's next prompt.
 //!
-//! Unawaited hooks (`await: false`, §1.3) run after the decision was handed over, before the
-//! `post` pass, judged as notices: they cannot block what was already decided. `serve` answers
-//! without them; a CLI waits for them before it exits, having nowhere to leave them.
+//! **Hand-over.** When the `pre` pass blocked or aborted, the `post` hooks see `success: false`
+//! and `error` = the reason in the event's data (AutoAgent's executor sets them before
+//! PostExecutionEnd: the post phase of the same event is AutoAgent's matching post event).
+//!
+//! **Unawaited hooks** (`await: false`, §1.3) never hold the reply, and are judged as notices:
+//! they cannot block what was already decided. With [`Firing::detach_unawaited`] (the `fire`
+//! command, the adapters, `loop`: callers that wait for [`fire`] to return) each one, but a
+//! spawn, which detaches its own child, is run by a detached `hookvisor fire --deliver` of
+//! this executable, which records the run when it ends (`crate::webhook`'s `detached` module
+//! says who reaps what). Otherwise they run in this process after the decision was handed
+//! over, before the `post` pass: `serve` answers first ([`fire_deciding`]), and the init runs
+//! them on a thread of its own. The detached run is [`deliver`]: that hook alone. The
+//! end-of-turn evaluation applies the same rule to its hooks without a pattern.
 //!
 //! [`Discovery::event_hooks`]: crate::Discovery::event_hooks
 //! [`Evaluator`]: crate::Evaluator
@@ -89,6 +108,7 @@
 //! [`Binds`]: crate::Binds
 //! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
 //! [`Outcome`]: crate::decision::Outcome
+//! [`Reply::gave_up`]: crate::decision::Reply::gave_up
 //! [`Payload::lookup`]: crate::payload::Payload::lookup
 //! [`Payload::environment_prefixed`]: crate::payload::Payload::environment_prefixed
 //! [`run_hook`]: crate::run_hook
@@ -97,10 +117,13 @@
 //! [`Judge`]: crate::decision::Judge
 //! [`Judge::judge_refused`]: crate::decision::Judge::judge_refused
 //! [`ContextBuffer`]: crate::context_buffer::ContextBuffer
+//! [`ContextBuffer::discard`]: crate::context_buffer::ContextBuffer::discard
+//! [`Firing::detach_unawaited`]: crate::fire::Firing::detach_unawaited
 //! [`ToolMatcher::matches_call`]: crate::event::ToolMatcher::matches_call
 //! [`Firing::cancel`]: crate::fire::Firing::cancel
 //! [`fire`]: crate::fire::fire
 //! [`fire_deciding`]: crate::fire::fire_deciding
+//! [`deliver`]: crate::fire::deliver
 //! [`FireError::Cancelled`]: crate::fire::FireError::Cancelled
 //! [`produced`]: crate::produced
 
@@ -162,11 +185,11 @@ pub struct Firing {
     /// The caller's own count of hook-triggered turns in a row, bounding `status.json`'s for
     /// the loop guard ([`EvalOptions::hook_turns`]). Default: none.
     pub hook_turns: Option<u32>,
-    /// Whether unawaited webhooks are delivered by a detached child running this executable
-    /// (the hookvisor binary), for a caller that exits with its decision (EVENTS.md §4.3,
-    /// `crate::webhook`'s `detached` module). Default `false`: they run in this process after
-    /// the decision (a server, a loop).
-    pub detach_webhooks: bool,
+    /// Whether unawaited hooks (`await: false`) are run by a detached child running this
+    /// executable (the hookvisor binary), which records them (the "Unawaited hooks" paragraph
+    /// of the [module documentation](self)). Default `false`: they run in this process after
+    /// the decision, for a caller that answers then and lives on (a server, the init).
+    pub detach_unawaited: bool,
 }
 
 impl Firing {
@@ -183,7 +206,7 @@ impl Firing {
             cancel: None,
             max_attempts: EvalOptions::default().max_retries,
             hook_turns: None,
-            detach_webhooks: false,
+            detach_unawaited: false,
         }
     }
 }
@@ -303,6 +326,9 @@ pub(crate) fn fire_hooks(
         outcome.push(Judgment::from(Verdict::Block { reason }));
     }
     let mut results = Vec::new();
+    // Step 8: the context of the `pre` pass, for the reply when the agent reads it there.
+    let mut answered = Vec::new();
+    let in_reply = answers_context(&firing.event);
     // Values of earlier actions, for every later hook of this firing (crate::produced).
     let mut earlier = Earlier::default();
     for hook in hooks(Phase::Pre).filter(|h| h.spec.await_) {
@@ -310,12 +336,17 @@ pub(crate) fn fire_hooks(
             break;
         }
         let payload = earlier.apply(payload(ctx, firing, None));
-        let Some(done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
+        let Some(mut done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
             continue;
         };
         earlier.record(&done.produced);
         earlier.record_status(done.run.timed_out.is_some() || done.run.exit_code != 0);
-        pipe(&buffer, hook, &done)?;
+        let context = take_context(hook, &mut done);
+        if in_reply {
+            answered.extend(context);
+        } else {
+            buffer_all(&buffer, hook, context)?;
+        }
         results.push(result_json(hook, firing, &done));
         outcome.push(done.judgment);
     }
@@ -331,6 +362,7 @@ pub(crate) fn fire_hooks(
         None
     };
     let mut reply = outcome.into_reply(firing.event.to_string(), results, attempts);
+    reply.context = answered;
     // A refused prompt reaches no model: the buffer waits for the next turn.start.
     if firing.event == Event::TurnStart && allowed {
         let drained = buffer.drain(MAX_CONTEXT_CHARS)?;
@@ -340,34 +372,130 @@ pub(crate) fn fire_hooks(
     }
     decided(&reply);
     let decision = reply.decision.as_str();
+    // The `post` pass learns what the `pre` pass did, as AutoAgent's executor tells
+    // PostExecutionEnd: a block or abort is `success: false` and `error` = its reason.
+    let handed;
+    let post = match &reply.reason {
+        Some(reason) if reply.decision != Decision::Allow => {
+            let mut data = firing.data.clone();
+            data.insert("success".into(), Json::Bool(false));
+            data.insert("error".into(), Json::String(reason.clone()));
+            handed = Firing {
+                data,
+                ..firing.clone()
+            };
+            &handed
+        }
+        _ => firing,
+    };
     // §1.3 `await: false`: after the decision, in order, then the `post` pass.
     let unawaited = hooks(Phase::Pre).filter(|h| !h.spec.await_);
     for hook in unawaited.chain(hooks(Phase::Post)) {
         if cancel.is_cancelled() {
             break;
         }
-        let seen = (hook.spec.phase == Phase::Post).then_some(decision);
+        let (firing, seen) = match hook.spec.phase {
+            Phase::Post => (post, Some(decision)),
+            Phase::Pre => (firing, None),
+        };
         let payload = earlier.apply(payload(ctx, firing, seen));
-        // The executable is looked up only here: a `readlink` every firing would pay for
-        // nothing. Without it the webhook is delivered in this process, as when not detached.
-        let detached = firing.detach_webhooks
-            && !hook.spec.await_
-            && matches!(hook.spec.action, HookAction::Webhook(_));
-        if let Some(exe) = detached.then(std::env::current_exe).and_then(Result::ok) {
-            if let Err(err) = crate::webhook::deliver_detached(&exe, ctx, hook, firing, &payload) {
-                tracing::warn!(hook = %hook.id, "cannot start the detached delivery: {err}");
-            }
+        if !hook.spec.await_ && firing.detach_unawaited && detach(ctx, hook, firing, &payload, seen)
+        {
             continue;
         }
-        let Some(done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
+        let Some(mut done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
             continue;
         };
         earlier.record(&done.produced);
         earlier.record_status(done.run.timed_out.is_some() || done.run.exit_code != 0);
-        pipe(&buffer, hook, &done)?;
+        // After the answer: what these hooks say waits for the next prompt.
+        buffer_all(&buffer, hook, take_context(hook, &mut done))?;
         reply.results.push(result_json(hook, firing, &done));
     }
+    if firing.event == Event::SessionEnd {
+        // §1.6: what no prompt took ends with the session, written to its log; the reply
+        // says how much, for a caller that tells its user (`loop`).
+        let discarded = buffer.discard()?;
+        reply.phase1.insert("discarded".into(), discarded.into());
+    }
     Ok(reply)
+}
+
+/// Step 8's one rule: whether the agent reads this event's reply for context
+/// (PostToolUse/AfterTool and the file edits they report, PostToolUseFailure:
+/// `additionalContext` beside the tool's result). Every other event's context goes to the
+/// buffer, which `turn.start` drains into its reply (step 9).
+fn answers_context(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::ToolAfter | Event::FileEdited | Event::ToolFailed
+    )
+}
+
+/// §1.3 `await: false` for a caller that waits for the firing: `hook` is run by a detached
+/// `hookvisor fire --deliver` of this executable ([`deliver`]), which records the run as any
+/// and reaps the hook; true when it started. `decision` is `${decision}` for a `post` hook. A
+/// spawn detaches its own child (crate::spawn), so it runs here. The executable is looked up
+/// only here: a `readlink` every firing would pay for nothing. When none starts, the hook
+/// runs in this process, as when not detached.
+pub(crate) fn detach(
+    ctx: &Context,
+    hook: &Hook,
+    firing: &Firing,
+    payload: &Payload,
+    decision: Option<&str>,
+) -> bool {
+    if matches!(hook.spec.action, HookAction::Spawn(_)) {
+        return false;
+    }
+    let started = std::env::current_exe().and_then(|exe| {
+        crate::webhook::deliver_detached(&exe, ctx, hook, firing, payload, decision)
+    });
+    match started {
+        Ok(()) => true,
+        Err(err) => {
+            tracing::warn!(hook = %hook.id, "cannot start the detached run, running it here: {err}");
+            false
+        }
+    }
+}
+
+/// The run of one unawaited hook that a firing detached (`hookvisor fire --deliver ID`, see
+/// the "Unawaited hooks" paragraph of the [module documentation](self)): steps 5–8 for the
+/// hook `id` of `firing`'s event alone, judged as a notice, recorded, and what it says put in
+/// the buffer. Nothing else of the event runs again (the drain of `turn.start`, the discard of
+/// `session.end`, the loop guard, the evaluation of `turn.end`): the firing that detached it
+/// did those. `decision` is `${decision}` for a `post` hook. `None` when no such hook is
+/// found; else its result, as the reply's `results` has it.
+pub fn deliver(
+    ctx: &Context,
+    discovery: &Discovery,
+    firing: &Firing,
+    id: &str,
+    decision: Option<&str>,
+) -> Result<Option<Json>, FireError> {
+    let Some(hook) = discovery
+        .event_hooks
+        .iter()
+        .find(|h| h.id == id && h.spec.event == firing.event && !h.spec.await_)
+    else {
+        return Ok(None);
+    };
+    let cancel = firing.cancel.clone().unwrap_or_default();
+    let store = StatusStore::for_context(ctx).with_durability(crate::state::Durability::Whole);
+    let seen = (hook.spec.phase == Phase::Post)
+        .then_some(decision)
+        .flatten();
+    let payload = payload(ctx, firing, seen);
+    let Some(mut done) = run_judged(ctx, hook, firing, &payload, &store, &cancel)? else {
+        return Ok(None);
+    };
+    buffer_all(
+        &ContextBuffer::new(&ctx.state()),
+        hook,
+        take_context(hook, &mut done),
+    )?;
+    Ok(Some(result_json(hook, firing, &done)))
 }
 
 /// Step 11 for `session.stop`: the phase-1 loop guard's `(attempt, maxAttempts)`, and a block
@@ -864,20 +992,50 @@ fn unfinished(ctx: &Context, hook: &Hook, message: &str) -> FinishedRun {
     }
 }
 
-/// Step 8: the run's output into the context buffer when `pipe_output` asks.
-pub(crate) fn pipe(buffer: &ContextBuffer, hook: &Hook, done: &Done) -> Result<(), FireError> {
-    let failed = done.run.timed_out.is_some() || done.run.exit_code != 0;
+/// Step 8 where no reply takes context (`turn.end`'s evaluation): the run's context, taken
+/// out of `done` ([`take_context`]), into the buffer.
+pub(crate) fn pipe(buffer: &ContextBuffer, hook: &Hook, done: &mut Done) -> Result<(), FireError> {
+    buffer_all(buffer, hook, take_context(hook, done))
+}
+
+/// Appends each text to the buffer, as piped by `hook`.
+fn buffer_all(buffer: &ContextBuffer, hook: &Hook, texts: Vec<String>) -> Result<(), FireError> {
+    for text in texts {
+        buffer.append(&hook.id, &text)?;
+    }
+    Ok(())
+}
+
+/// Step 8: what one run says to the agent, oldest first, taken out of `done` so that it is
+/// delivered once: the hook's own `additionalContext`, then its output when `pipe_output`
+/// asks (stdout, then stderr). A failed or timed-out run's output is announced first, as
+/// iteratr and nyzhi tell their agents: `hook ID failed with exit code N:` or `hook ID timed
+/// out after Ns:` on a line of its own.
+pub(crate) fn take_context(hook: &Hook, done: &mut Done) -> Vec<String> {
+    let mut texts = std::mem::take(&mut done.judgment.context);
+    let run = &done.run;
+    let failed = run.timed_out.is_some() || run.exit_code != 0;
     let wanted = match hook.spec.pipe_output {
         PipeOutput::Never => false,
         PipeOutput::Always => true,
         PipeOutput::Failure => failed,
     };
     if wanted {
-        let mut text = String::from_utf8_lossy(&done.run.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&done.run.stderr));
-        buffer.append(&hook.id, &text)?;
+        let mut text = match (run.timed_out, failed) {
+            (Some(after), _) => format!("hook {} timed out after {}s:\n", hook.id, after.as_secs()),
+            (None, true) => format!(
+                "hook {} failed with exit code {}:\n",
+                hook.id, run.exit_code
+            ),
+            (None, false) => String::new(),
+        };
+        text.push_str(&String::from_utf8_lossy(&run.stdout));
+        text.push_str(&String::from_utf8_lossy(&run.stderr));
+        if !text.is_empty() {
+            texts.push(text);
+        }
     }
-    Ok(())
+    texts
 }
 
 /// One entry of the reply's `results`: the phase-1 fields plus `blocked`.
@@ -1246,21 +1404,21 @@ mod tests {
         let ws = Ws::new();
         ws.yml(
             "lint",
-            "event: tool.after\npipe_output: true\nrun: echo lint says hi",
+            "event: error\npipe_output: true\nrun: echo lint says hi",
         );
         ws.yml(
             "quiet",
-            "event: tool.after\npipe_output: failure\nrun: echo never piped",
+            "event: error\npipe_output: failure\nrun: echo never piped",
         );
         ws.yml(
             "loud",
-            "event: tool.after\npipe_output: failure\nrun: echo failed once; exit 1",
+            "event: error\npipe_output: failure\nrun: echo failed once; exit 1",
         );
         ws.yml(
             "start",
             "event: turn.start\npipe_output: true\nrun: echo from turn.start",
         );
-        let reply = ws.fire_event("tool.after", json!({}));
+        let reply = ws.fire_event("error", json!({}));
         assert!(reply.context.is_empty(), "only turn.start drains");
         let reply = ws.fire_event("turn.start", json!({}));
         assert_eq!(reply.context.len(), 1, "{:?}", reply.context);
@@ -1280,15 +1438,12 @@ mod tests {
     #[test]
     fn a_blocked_turn_start_keeps_the_buffer() {
         let ws = Ws::new();
-        ws.yml(
-            "lint",
-            "event: tool.after\npipe_output: true\nrun: echo keep me",
-        );
+        ws.yml("lint", "event: error\npipe_output: true\nrun: echo keep me");
         ws.yml(
             "gate",
             "event: turn.start\nwhen: ${open} == false\nrun: exit 2",
         );
-        ws.fire_event("tool.after", json!({}));
+        ws.fire_event("error", json!({}));
         let refused = ws.fire_event("turn.start", json!({"open": false}));
         assert_eq!(refused.decision, Decision::Block);
         assert!(refused.context.is_empty());
@@ -1326,15 +1481,26 @@ mod tests {
         assert!(ws.trace().is_empty());
     }
 
+    /// Step 8: context is answered where the agent reads it (tool.after), else buffered for
+    /// the next turn.start (a gate's JSON `additionalContext`); each once.
     #[test]
-    fn additional_context_goes_to_the_reply() {
+    fn additional_context_goes_to_the_reply_where_the_agent_reads_it_else_the_buffer() {
         let ws = Ws::new();
         ws.yml(
             "ctx",
             "event: tool.before\nrun: echo '{\"additionalContext\":\"remember tests\"}'",
         );
-        let reply = ws.fire_event("tool.before", json!({}));
-        assert_eq!(reply.context, ["remember tests"]);
+        ws.yml(
+            "after",
+            "event: tool.after\nrun: echo '{\"additionalContext\":\"ran\"}'",
+        );
+        assert_eq!(ws.fire_event("tool.after", json!({})).context, ["ran"]);
+        assert!(ws.fire_event("tool.before", json!({})).context.is_empty());
+        assert_eq!(
+            ws.fire_event("turn.start", json!({})).context,
+            ["remember tests\n"]
+        );
+        assert!(ws.fire_event("turn.start", json!({})).context.is_empty());
     }
 
     #[test]

@@ -54,6 +54,25 @@ fn next_exec_pause(previous: Option<Duration>) -> Duration {
     previous.map_or(EXEC_PAUSE_FIRST, |p| (p * 2).min(EXEC_PAUSE_MAX))
 }
 
+/// Children started to outlive the run that started them (the detached runner of an
+/// unawaited hook, `crate::webhook`'s `detached` module), which [`kill_children`] leaves alone.
+static SPARED: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Spares the child `pid` from [`kill_children`] until [`unspare`]: call it before anything
+/// can sweep, and [`unspare`] once the child is reaped (until then its pid names nobody else).
+pub(crate) fn spare(pid: u32) {
+    if let Ok(mut spared) = SPARED.lock() {
+        spared.push(pid as i32);
+    }
+}
+
+/// Ends [`spare`].
+pub(crate) fn unspare(pid: u32) {
+    if let Ok(mut spared) = SPARED.lock() {
+        spared.retain(|&p| p != pid as i32);
+    }
+}
+
 /// Makes this process a child subreaper, so that what its hooks leave behind comes back to it.
 /// Every binary that runs hooks calls it at start.
 pub fn become_subreaper() -> io::Result<()> {
@@ -172,7 +191,11 @@ pub fn kill_children() -> usize {
     let me = std::process::id() as i32;
     let mut killed = std::collections::BTreeSet::new();
     for _ in 0..ROUNDS {
-        let children: Vec<i32> = own_children().into_iter().filter(|&p| p != me).collect();
+        let spared = SPARED.lock().map(|s| s.clone()).unwrap_or_default();
+        let children: Vec<i32> = own_children()
+            .into_iter()
+            .filter(|&p| p != me && !spared.contains(&p))
+            .collect();
         if children.is_empty() {
             break;
         }

@@ -73,8 +73,9 @@ const ALLOW: &str = "run: 'true'\n";
 const BLOCK: &str = "run: 'echo no >&2; exit 2'\n";
 const ABORT: &str = "run: |\n  echo '{\"continue\": false, \"stopReason\": \"halt\"}'\n";
 const CONTEXT: &str = "run: |\n  echo '{\"additionalContext\": \"ctx\"}'\n";
-/// A notice's hook cannot answer JSON: its context is its piped output.
-const PIPED: &str = "pipe_output: true\nrun: echo ctx\n";
+/// A notice's hook cannot answer JSON: its context is its piped output. Awaited, as a
+/// `session.start` hook is not by default: an unawaited one's output reaches the next prompt.
+const PIPED: &str = "await: true\npipe_output: true\nrun: echo ctx\n";
 
 /// Whether `event` is a notice (EVENTS.md §1.1): its hooks neither block nor abort.
 fn notice(event: &str) -> bool {
@@ -119,7 +120,7 @@ fn rows() -> Vec<Row> {
             (r#"{"decision":"block","reason":"no"}"#, 0),
             (STOP, 0),
             (
-                r#"{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":"ctx"}}"#,
+                r#"{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":"ctx\n"}}"#,
                 0,
             ),
         ),
@@ -222,7 +223,7 @@ fn rows() -> Vec<Row> {
             (r#"{"decision":"block","reason":"no"}"#, 0),
             (STOP, 0),
             (
-                r#"{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":"ctx"}}"#,
+                r#"{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":"ctx\n"}}"#,
                 0,
             ),
         ),
@@ -278,7 +279,7 @@ fn rows() -> Vec<Row> {
             (r#"{"decision":"deny","reason":"no"}"#, 0),
             (STOP, 0),
             (
-                r#"{"hookSpecificOutput":{"hookEventName":"BeforeAgent","additionalContext":"ctx"}}"#,
+                r#"{"hookSpecificOutput":{"hookEventName":"BeforeAgent","additionalContext":"ctx\n"}}"#,
                 0,
             ),
         ),
@@ -1377,4 +1378,141 @@ fn a_signal_while_a_gate_waits_on_the_server_denies() {
         assert_eq!(said["permissionDecision"], "deny", "{signal}: {reply}");
         drop(conn);
     }
+}
+
+/// EVENTS.md §1.3 `await: false` through an agent: Claude's PostToolUse is answered while
+/// the hook still runs, and the hook's run is recorded once it ends.
+#[test]
+fn an_unawaited_hook_never_holds_claudes_tool_call() {
+    let ws = Workspace::git();
+    let gate = ws.base().join("gate");
+    common::gate(&gate);
+    ws.write(
+        ".discobot/hooks/slow.yml",
+        &format!(
+            "---\nevent: tool.after\nawait: false\ntimeout: 30\nrun: cat '{}' > /dev/null\n---\n",
+            gate.display()
+        ),
+    );
+    ws.write(
+        ".discobot/hooks/fast.yml",
+        "---\nevent: tool.after\nrun: 'true'\n---\n",
+    );
+    let out = adapter(&ws, "claude", "post-tool-use.json", &[]);
+    assert_eq!(stdout(&out), "", "{}", stderr(&out));
+    let status = ws.status();
+    assert!(
+        status["hooks"].get("slow").is_none(),
+        "the answer waited for the unawaited hook: {status}"
+    );
+    common::open_gate(&gate);
+    common::wait_until("the unawaited run is recorded", || {
+        ws.status()["hooks"]["slow"]["runCount"] == 1
+    });
+}
+
+/// §5 rule 17: a tool.after hook's piped text is in PostToolUse's (and AfterTool's) own
+/// answer, and not delivered again at the next prompt.
+#[test]
+fn piped_tool_after_output_is_in_the_tool_answer_once() {
+    for (agent, fixture, event, prompt) in [
+        (
+            "claude",
+            "post-tool-use.json",
+            "PostToolUse",
+            "user-prompt-submit.json",
+        ),
+        (
+            "gemini",
+            "after-tool.json",
+            "AfterTool",
+            "before-agent.json",
+        ),
+    ] {
+        let ws = Workspace::git();
+        ws.write(
+            ".discobot/hooks/lint.yml",
+            "---\nevent: tool.after\npipe_output: true\nrun: echo lint says hi\n---\n",
+        );
+        let out = adapter(&ws, agent, fixture, &[]);
+        assert_eq!(
+            stdout(&out).trim_end(),
+            format!(
+                r#"{{"hookSpecificOutput":{{"hookEventName":"{event}","additionalContext":"lint says hi\n"}}}}"#
+            ),
+            "{agent}: {}",
+            stderr(&out)
+        );
+        let out = adapter(&ws, agent, prompt, &[]);
+        assert!(
+            !stdout(&out).contains("lint says hi"),
+            "{agent}: {}",
+            stdout(&out)
+        );
+    }
+}
+
+/// The loop guard remembers a given-up `session.stop`: after the third re-prompt the agent
+/// may stop, and later stops stay allowed until the user prompts again.
+#[test]
+fn a_given_up_session_stop_stays_given_up_until_the_user_prompts() {
+    let ws = Workspace::git();
+    ws.write(
+        ".discobot/hooks/todo.yml",
+        "---\nevent: session.stop\nrun: 'echo open TODOs >&2; exit 2'\n---\n",
+    );
+    let said = |fixture: &str| {
+        let out = adapter(&ws, "claude", fixture, &[]);
+        if stdout(&out).contains("\"block\"") {
+            "block"
+        } else {
+            assert_eq!(stdout(&out), "", "{}", stderr(&out));
+            "allow"
+        }
+    };
+    let prompt = || {
+        assert_eq!(
+            stdout(&adapter(&ws, "claude", "user-prompt-submit.json", &[])),
+            ""
+        )
+    };
+    prompt();
+    let answers: Vec<&str> = (0..6).map(|_| said("stop.json")).collect();
+    assert_eq!(
+        answers,
+        ["block", "block", "block", "allow", "allow", "allow"]
+    );
+    prompt();
+    assert_eq!(said("stop.json"), "block", "a user prompt resets the guard");
+}
+
+/// The same at a turn end: an unawaited `turn.end` hook (without a pattern) never holds
+/// Claude's Stop.
+#[test]
+fn an_unawaited_turn_end_hook_never_holds_claudes_stop() {
+    let ws = Workspace::git();
+    let gate = ws.base().join("gate");
+    common::gate(&gate);
+    ws.write(
+        ".discobot/hooks/slow.yml",
+        &format!(
+            "---\nevent: turn.end\nawait: false\ntimeout: 30\nrun: cat '{}' > /dev/null\n---\n",
+            gate.display()
+        ),
+    );
+    ws.write(
+        ".discobot/hooks/fast.yml",
+        "---\nevent: turn.end\nrun: 'true'\n---\n",
+    );
+    let out = adapter(&ws, "claude", "stop.json", &[]);
+    assert_eq!(stdout(&out), "", "{}", stderr(&out));
+    let status = ws.status();
+    assert!(
+        status["hooks"].get("slow").is_none(),
+        "the answer waited for the unawaited hook: {status}"
+    );
+    common::open_gate(&gate);
+    common::wait_until("the unawaited run is recorded", || {
+        ws.status()["hooks"]["slow"]["runCount"] == 1
+    });
 }

@@ -979,3 +979,33 @@ fn stage_complete_fires_after_done_or_the_limit_only() {
     assert!(stage_lines(&[], None, true).is_empty());
     assert!(stage_lines(&[], Some("exit 1"), false).is_empty());
 }
+
+/// EVENTS.md §1.3 `await: false`: an iteration never waits for such a hook (nor does the
+/// sweep of leftovers between iterations kill it); its run is recorded when it ends.
+#[test]
+fn an_unawaited_hook_never_holds_an_iteration() {
+    let f = Fixture::new(Workspace::new());
+    let gate = f.ws.base().join("gate");
+    common::gate(&gate);
+    f.hook(
+        "slow",
+        &format!(
+            "event: turn.start\nawait: false\ntimeout: 30\nrun: cat '{}' > /dev/null",
+            gate.display()
+        ),
+    );
+    f.hook("fast", "event: turn.start\nrun: 'true'");
+    f.step("any", "touch \"$HOOKVISOR_DONE\"");
+    let out = f.run(&["--prompt", "Task."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let status = f.ws.status();
+    assert!(
+        status["hooks"].get("slow").is_none(),
+        "the loop waited for the unawaited hook: {status}"
+    );
+    common::open_gate(&gate);
+    common::wait_until("the unawaited run is recorded", || {
+        f.ws.status()["hooks"]["slow"]["runCount"] == 1
+    });
+    assert_eq!(f.ws.status()["hooks"]["slow"]["lastResult"], "success");
+}

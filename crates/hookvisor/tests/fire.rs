@@ -455,13 +455,21 @@ fn a_when_that_cannot_be_evaluated_where_nothing_can_block_is_a_recorded_failure
         } else {
             "tool.before"
         };
-        for (input, error) in UNEVALUABLE_LIMITS {
+        for (runs, (input, error)) in UNEVALUABLE_LIMITS.iter().enumerate() {
             let data = format!(r#"{{"tool_name":"Read","tool_input":{input}}}"#);
             let out = ws.hookvisor(&["fire", event, "--data", &data, "--json"]);
             assert_eq!(code(&out), 0, "{name} {input}: {}", stderr(&out));
             let r = reply(&out);
             assert_eq!(r["decision"], "allow", "{name} {input}");
-            assert_eq!(r["results"][0]["success"], false, "{name} {input}");
+            if name == "unawaited" {
+                // Run by a detached process, which records it when it ends.
+                common::wait_until("the unawaited run is recorded", || {
+                    ws.state_dir().join("status.json").exists()
+                        && ws.status()["hooks"][name]["runCount"] == runs + 1
+                });
+            } else {
+                assert_eq!(r["results"][0]["success"], false, "{name} {input}");
+            }
             let hook = &ws.status()["hooks"][name];
             assert_eq!(hook["lastResult"], "failure", "{name} {input}");
             let note = hook["note"].as_str().unwrap();
@@ -585,14 +593,14 @@ fn piped_output_comes_back_from_turn_start() {
     yml(
         &ws,
         "lint",
-        "event: tool.after\npipe_output: true\nrun: echo 'lint: 2 warnings'",
+        "event: error\npipe_output: true\nrun: echo 'lint: 2 warnings'",
     );
     yml(
         &ws,
         "greet",
         "event: turn.start\npipe_output: true\nrun: echo welcome back",
     );
-    assert_eq!(code(&ws.hookvisor(&["fire", "tool.after"])), 0);
+    assert_eq!(code(&ws.hookvisor(&["fire", "error"])), 0);
     let out = ws.hookvisor(&["fire", "turn.start", "--json"]);
     assert_eq!(code(&out), 0);
     let r = reply(&out);
@@ -603,7 +611,7 @@ fn piped_output_comes_back_from_turn_start() {
     let greet = text.find("welcome back").expect(text);
     assert!(lint < greet, "oldest first: {text}");
     // Without --json the context goes to stdout.
-    assert_eq!(code(&ws.hookvisor(&["fire", "tool.after"])), 0);
+    assert_eq!(code(&ws.hookvisor(&["fire", "error"])), 0);
     let out = ws.hookvisor(&["fire", "turn.start"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -645,7 +653,7 @@ fn twenty_concurrent_fires_lose_no_run_and_keep_each_writer_fifo() {
     yml(
         &ws,
         "pipe",
-        "event: tool.after\npipe_output: true\nrun: echo \"w${writer}-${seq}\"",
+        "event: error\npipe_output: true\nrun: echo \"w${writer}-${seq}\"",
     );
     thread::scope(|scope| {
         for writer in 0..WRITERS {
@@ -653,7 +661,7 @@ fn twenty_concurrent_fires_lose_no_run_and_keep_each_writer_fifo() {
             scope.spawn(move || {
                 for seq in 0..EACH {
                     let data = format!(r#"{{"writer":{writer},"seq":{seq}}}"#);
-                    let out = ws.hookvisor(&["fire", "tool.after", "--data", &data]);
+                    let out = ws.hookvisor(&["fire", "error", "--data", &data]);
                     assert_eq!(code(&out), 0, "{}", stderr(&out));
                 }
             });
@@ -1345,4 +1353,238 @@ fn root_fires_nothing_through_a_link_the_agent_planted_in_its_state_dir() {
         "{}",
         stderr(&out)
     );
+}
+
+/// The unawaited hook of the delivery tests: it waits in the gate `gate` until the test lets
+/// it go, so a reply that came back while it waits was not held by it.
+fn unawaited(ws: &Workspace, event: &str) -> std::path::PathBuf {
+    let gate = ws.base().join("gate");
+    common::gate(&gate);
+    yml(
+        ws,
+        "slow",
+        &format!(
+            "event: {event}\nawait: false\ntimeout: 30\nrun: cat '{}' > /dev/null; echo slow ran",
+            gate.display()
+        ),
+    );
+    yml(ws, "fast", &format!("event: {event}\nrun: 'true'"));
+    gate
+}
+
+/// After the reply: the unawaited hook is still running (not recorded), and once let go its
+/// run is recorded, as any run is.
+fn recorded_after_the_reply(ws: &Workspace, gate: &std::path::Path) {
+    let status = ws.status();
+    assert_eq!(status["hooks"]["fast"]["runCount"], 1, "{status}");
+    assert!(
+        status["hooks"].get("slow").is_none(),
+        "the reply waited for the unawaited hook: {status}"
+    );
+    common::open_gate(gate);
+    common::wait_until("the unawaited run is recorded", || {
+        ws.status()["hooks"]["slow"]["runCount"] == 1
+    });
+    let slow = &ws.status()["hooks"]["slow"];
+    assert_eq!(slow["lastResult"], "success", "{slow}");
+}
+
+/// EVENTS.md §1.3 `await: false`: the reply of `fire` never waits for a command hook marked
+/// so; a detached process runs it and records it.
+#[test]
+fn an_unawaited_command_hook_never_holds_the_reply_of_fire() {
+    let ws = Workspace::new();
+    let gate = unawaited(&ws, "tool.after");
+    let out = ws.hookvisor(&["fire", "tool.after", "--json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = reply(&out);
+    assert_eq!(r["results"].as_array().map(Vec::len), Some(1), "{r}");
+    recorded_after_the_reply(&ws, &gate);
+}
+
+/// The same through `serve`: the HTTP reply comes back while the hook runs.
+#[test]
+fn an_unawaited_command_hook_never_holds_the_http_reply() {
+    let ws = Workspace::new();
+    let gate = unawaited(&ws, "tool.after");
+    let server = common::serve::Server::tcp(&ws);
+    let answer = server.post("/v1/events/tool.after", "{}");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    recorded_after_the_reply(&ws, &gate);
+    server.stop();
+}
+
+/// §1.6, §5 rule 17: tool.after answers piped output in its own reply; a gate's JSON
+/// `additionalContext` goes to the buffer for the next turn.start, once.
+#[test]
+fn context_is_answered_where_the_agent_takes_it_else_buffered_once() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "lint",
+        "event: tool.after\npipe_output: true\nrun: echo lint says hi",
+    );
+    yml(
+        &ws,
+        "gate",
+        "event: tool.before\nrun: echo '{\"additionalContext\":\"remember tests\"}'",
+    );
+    let after = reply(&ws.hookvisor(&["fire", "tool.after", "--json"]));
+    assert_eq!(
+        after["context"],
+        serde_json::json!(["lint says hi\n"]),
+        "{after}"
+    );
+    let before = reply(&ws.hookvisor(&["fire", "tool.before", "--json"]));
+    assert_eq!(before["context"], serde_json::json!([]), "{before}");
+    let start = reply(&ws.hookvisor(&["fire", "turn.start", "--json"]));
+    assert_eq!(
+        start["context"],
+        serde_json::json!(["remember tests\n"]),
+        "{start}"
+    );
+}
+
+/// §1.6: `session.end` discards what no prompt took, on `fire` too, and says so in the
+/// session's log; the next session's first prompt starts empty.
+#[test]
+fn session_end_discards_the_buffer_into_the_session_log() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "gate",
+        "event: tool.before\nrun: echo '{\"additionalContext\":\"left over\"}'",
+    );
+    ws.hookvisor(&["fire", "tool.before"]);
+    let out = ws.hookvisor(&["fire", "session.end"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let start = reply(&ws.hookvisor(&["fire", "turn.start", "--json"]));
+    assert_eq!(start["context"], serde_json::json!([]), "{start}");
+    let log = fs::read_to_string(ws.state_dir().join("output/session.log")).unwrap();
+    assert!(
+        log.contains("session.end: discarded 1 undelivered context entry"),
+        "{log}"
+    );
+    assert!(log.contains("left over"), "{log}");
+}
+
+/// The same through `serve`.
+#[test]
+fn session_end_discards_the_buffer_through_serve() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "gate",
+        "event: tool.before\nrun: echo '{\"additionalContext\":\"left over\"}'",
+    );
+    yml(
+        &ws,
+        "err",
+        "event: error\npipe_output: true\nrun: echo left over too",
+    );
+    let server = common::serve::Server::tcp(&ws);
+    assert_eq!(server.post("/v1/events/tool.before", "{}").status, 200);
+    assert_eq!(server.post("/v1/events/error", "{}").status, 200);
+    assert_eq!(server.post("/v1/events/session.end", "{}").status, 200);
+    let start = server.post("/v1/events/turn.start", "{}").json();
+    assert_eq!(start["context"], serde_json::json!([]), "{start}");
+    server.stop();
+}
+
+/// A piped hook that failed or timed out reaches the agent announced, then its output, as
+/// iteratr and nyzhi tell their agents.
+#[test]
+fn a_failed_or_timed_out_piped_hook_is_announced() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "a-broken",
+        "event: tool.after\npipe_output: failure\nrun: echo 3 errors; exit 3",
+    );
+    yml(
+        &ws,
+        "b-slow",
+        "event: tool.after\npipe_output: true\ntimeout: 1\nrun: echo half done; exec sleep 30",
+    );
+    let r = reply(&ws.hookvisor(&["fire", "tool.after", "--json"]));
+    assert_eq!(
+        r["context"],
+        serde_json::json!([
+            "hook a-broken failed with exit code 3:\n3 errors\n",
+            "hook b-slow timed out after 1s:\nhalf done\n",
+        ]),
+        "{r}"
+    );
+}
+
+/// AutoAgent's executor: after a `pre` hook blocks, the post pass sees `success: false` and
+/// `error` = the reason, in its variables and its event JSON.
+#[test]
+fn a_blocked_pre_pass_hands_success_false_and_the_error_to_the_post_pass() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "a-pre",
+        "event: task.complete\nrun: echo tests fail >&2; exit 2",
+    );
+    yml(
+        &ws,
+        "b-post",
+        "event: task.complete\nphase: post\nrun: 'echo \"${success} ${error}\" >> trace; cat > post.json'",
+    );
+    let out = ws.hookvisor(&["fire", "task.complete", "--data", r#"{"success":true}"#]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(trace(&ws), ["false tests fail"]);
+    let stdin: Value =
+        serde_json::from_slice(&fs::read(ws.path().join("post.json")).unwrap()).unwrap();
+    assert_eq!(stdin["data"]["success"], false, "{stdin}");
+    assert_eq!(stdin["data"]["error"], "tests fail", "{stdin}");
+}
+
+/// The detached run is that hook alone: an unawaited hook of a refused `turn.start` does
+/// not drain the buffer the refusal kept (as the event run again would, without the gate),
+/// and a `post` one sees the firing's `${decision}`, not its own.
+#[test]
+fn a_detached_run_is_its_hook_alone() {
+    let ws = Workspace::new();
+    let gate = unawaited(&ws, "turn.start");
+    let closed = ws.base().join("closed");
+    yml(
+        &ws,
+        "zz-closed",
+        &format!(
+            "event: turn.start\nrun: 'if [ -e {} ]; then echo closed >&2; exit 2; fi'",
+            closed.display()
+        ),
+    );
+    yml(
+        &ws,
+        "err",
+        "event: error\npipe_output: true\nrun: echo keep me",
+    );
+    yml(&ws, "no", "event: task.complete\nrun: echo no >&2; exit 2");
+    yml(
+        &ws,
+        "post",
+        "event: task.complete\nphase: post\nawait: false\nrun: echo ${decision} > post.out",
+    );
+    assert_eq!(code(&ws.hookvisor(&["fire", "error"])), 0);
+    fs::write(&closed, "").unwrap();
+    assert_eq!(code(&ws.hookvisor(&["fire", "turn.start"])), 1);
+    recorded_after_the_reply(&ws, &gate);
+    fs::remove_file(&closed).unwrap();
+    let start = reply(&ws.hookvisor(&["fire", "turn.start", "--json"]));
+    assert_eq!(
+        start["context"],
+        serde_json::json!(["keep me\n"]),
+        "{start}"
+    );
+    // That turn.start detached the hook again: let it go too.
+    common::open_gate(&gate);
+    assert_eq!(code(&ws.hookvisor(&["fire", "task.complete"])), 1);
+    let out = ws.path().join("post.out");
+    common::wait_until("the post hook ran", || {
+        fs::read_to_string(&out).is_ok_and(|t| t.ends_with('\n'))
+    });
+    assert_eq!(fs::read_to_string(&out).unwrap(), "block\n");
 }

@@ -123,7 +123,8 @@ fn autoagents_git_commit_hook_commits_the_agents_work_under_loop() {
 
 /// iteratr's `post_iteration` with `pipe_output: true` ("Agent sees failures next iteration"):
 /// what two hooks print, a failing test run's included, reaches the next prompt in FIFO order
-/// (first hook, then second; older iteration first), a failure blocks nothing, and what the
+/// (first hook, then second; older iteration first), a failure blocks nothing and is announced
+/// as iteratr announces it, and what the
 /// last iteration's hooks piped is the final delivery, one more iteration after done.
 #[test]
 fn iteratr_post_iteration_output_reaches_the_next_prompt_in_order_and_is_finally_delivered() {
@@ -151,11 +152,13 @@ hooks:
     assert_eq!(f.prompt(1), "Fix the tests.\n");
     assert_eq!(
         f.prompt(2),
-        "FAIL: TestLogin (iteration 1)\nvet 1\n\nFix the tests.\n"
+        "hook iteratr:post_iteration:0 failed with exit code 1:\n\
+         FAIL: TestLogin (iteration 1)\nvet 1\n\nFix the tests.\n"
     );
     assert_eq!(
         f.prompt(3),
-        "FAIL: TestLogin (iteration 2)\nvet 2\n\nFix the tests.\n"
+        "hook iteratr:post_iteration:0 failed with exit code 1:\n\
+         FAIL: TestLogin (iteration 2)\nvet 2\n\nFix the tests.\n"
     );
     assert_eq!(f.iterations(), 3);
     assert_eq!(f.session()["reason"], "done");
@@ -209,7 +212,10 @@ fn nyzhis_after_turn_failure_reaches_the_loops_next_prompt_without_blocking() {
     f.step("2", "touch clean \"$HOOKVISOR_DONE\"");
     let out = f.run(&["--max-iterations", "4", "--prompt", "Tidy up."]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert_eq!(f.prompt(2), "warning: unused variable `x`\n\nTidy up.\n");
+    assert_eq!(
+        f.prompt(2),
+        "hook nyzhi:after_turn:0 failed with exit code 1:\nwarning: unused variable `x`\n\nTidy up.\n"
+    );
     assert_eq!(f.iterations(), 2);
 }
 

@@ -44,8 +44,9 @@
 //!    `turn.start`, the agent, `turn.end`; a block there starts nothing more and its reason is
 //!    reported, an abort or a `turn.start` block ends the loop so), then `stage.complete`
 //!    fires when a stage is set. Whatever the ending, `session.end` fires with `data.reason`
-//!    (`Ending::as_str`, or `error` when the loop itself failed, [`LoopError`]), what is
-//!    still in the buffer is discarded (counted in [`LoopReport::discarded`]), and
+//!    (`Ending::as_str`, or `error` when the loop itself failed, [`LoopError`]), which
+//!    discards what is still in the buffer into the session's log (counted in
+//!    [`LoopReport::discarded`]), and
 //!    `session.json` gets `endedAt`, `iterations` and `reason`.
 //! 9. **Interrupt.** When [`LoopOptions::cancel`] is cancelled (the command's first signal),
 //!    the running agent's process group or hook is killed, nothing else starts, and
@@ -54,7 +55,9 @@
 //! 10. **Leftovers.** With [`LoopOptions::kill_strays`] (a child subreaper running nothing but
 //!    the loop), after every agent, `--until` and event every child the process still has is
 //!    killed and reaped: what a run left behind, in its group or not, marked or not, never
-//!    reaches the next step, and no zombie piles up.
+//!    reaches the next step, and no zombie piles up; the detached runners of unawaited hooks
+//!    (EVENTS.md §1.3, `crate::fire`) are spared: they outlive the step on purpose, and a
+//!    thread of this process reaps each.
 //!
 //! [`run_loop`]: crate::agent_loop::run_loop
 //! [`Ending::Blocked`]: crate::agent_loop::Ending::Blocked
@@ -697,12 +700,11 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 Err(Stop::Error(err)) => return Err(self.fail(err)),
             }
         }
+        // `session.end` discards what no turn took (EVENTS.md §1.6), in its session log.
         let fired = self.session_end(ending.as_str());
-        let discarded = self.buffer.discard();
         let recorded = self.finish_record(ending.as_str());
         // The first failure is the one to report; a later one is a consequence or beside it.
-        fired?;
-        let discarded = discarded?;
+        let discarded = fired?;
         recorded?;
         // Logged by the caller, which knows where its reader is (the report counts them).
         tracing::debug!("session.end: discarded {discarded} context entries");
@@ -733,7 +735,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     /// Fires `session.end` with `data.reason` = `reason`. It runs also after an interrupt, on a
     /// token of its own ([`LoopOptions::end_cancel`]: the loop's is cancelled, and this event is
     /// how hooks learn that the loop was interrupted). Its hooks being cancelled is no error.
-    fn session_end(&self, reason: &str) -> Result<(), LoopError> {
+    fn session_end(&self, reason: &str) -> Result<usize, LoopError> {
         let data = json!({"reason": reason, "iterations": self.iteration});
         let mut firing = self.firing(Event::SessionEnd);
         firing.cancel = Some(self.options.end_cancel.clone());
@@ -744,10 +746,14 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         let fired = fire(self.ctx, &discovery, &firing);
         self.sweep();
         match fired {
-            Ok(_) => Ok(()),
+            Ok(reply) => Ok(reply.phase1["discarded"].as_u64().unwrap_or(0) as usize),
             Err(FireError::Cancelled) => {
                 tracing::debug!("session.end: its hooks were stopped");
-                Ok(())
+                // Stopped before the discard: what is left goes now.
+                Ok(self.buffer.discard().unwrap_or_else(|e| {
+                    tracing::warn!("session.end: {e}");
+                    0
+                }))
             }
             Err(source) => Err(LoopError::Fire {
                 event: Event::SessionEnd.to_string(),
@@ -810,6 +816,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     fn firing(&self, event: Event) -> Firing {
         let mut firing = Firing::new(event);
         firing.trigger = "loop".to_owned();
+        // An unawaited hook never holds an iteration (EVENTS.md §1.3).
+        firing.detach_unawaited = true;
         firing.iteration = (self.iteration > 0).then_some(self.iteration);
         firing.stage = self.options.stage.clone();
         firing.cancel = Some(self.options.cancel.clone());

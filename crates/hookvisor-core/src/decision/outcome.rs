@@ -151,13 +151,21 @@ pub struct Reply {
     pub attempt: Option<u32>,
     /// Re-prompts allowed for `turn.end`/`session.stop`; `null` otherwise.
     pub max_attempts: Option<u32>,
-    /// `turn.end` only: the fields of phase 1's eval JSON the reply lacks (`action`, `message`,
-    /// `pending`, `problems`), inline beside the others; empty for other events.
+    /// Fields of one event, inline beside the others: for `turn.end`, those of phase 1's eval
+    /// JSON the reply lacks (`action`, `message`, `pending`, `problems`); for `session.end`,
+    /// `discarded`, the context entries no prompt took (EVENTS.md §1.6); empty for others.
     #[serde(flatten)]
     pub phase1: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Reply {
+    /// Whether the loop guard gave up on this `session.stop` (or `turn.end`): a hook blocked,
+    /// and the block was let through because the re-prompts ran out (DESIGN.md's `gave_up`).
+    /// The caller remembers it until the user's next prompt, so that later stops stay allowed.
+    pub fn gave_up(&self) -> bool {
+        self.decision == Decision::Allow && self.results.iter().any(|r| r["blocked"] == true)
+    }
+
     /// The id of the hook a block or abort is told against: the last run that blocked, else
     /// the last run (an abort names no blocker); `None` when nothing ran.
     pub fn decider(&self) -> Option<&str> {

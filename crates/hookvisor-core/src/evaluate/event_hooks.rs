@@ -76,12 +76,22 @@ pub(super) fn run(
     firing.cancel = options.cancel.clone();
     let cancel = options.cancel.clone().unwrap_or_default();
     let payload = earlier.apply(fire::payload(ctx, &firing, decision));
+    // EVENTS.md §1.3: an unawaited hook without a pending set never holds the turn end; the
+    // dispatcher's rule (`fire::detach`) runs it apart, as for every event.
+    if !hook.spec.await_
+        && hook.pattern.is_none()
+        && turn.detach_unawaited
+        && fire::detach(ctx, hook, &firing, &payload, decision)
+    {
+        return Ok(None);
+    }
     let done = fire::run_judged(ctx, hook, &firing, &payload, store, &cancel)?;
     // A cancel during a retry wait ends the run judged; the evaluation still has no outcome.
     if cancel.is_cancelled() {
         return Err(EvalError::Cancelled);
     }
-    if let Some(done) = &done {
+    let mut done = done;
+    if let Some(done) = &mut done {
         earlier.record(&done.produced);
         fire::pipe(&ContextBuffer::new(&ctx.state()), hook, done)?;
     }

@@ -1,16 +1,22 @@
-//! An unawaited webhook (`await: false`) fired by a process that exits with its decision (the
-//! `fire` command, an adapter): EVENTS.md §4.3 sends it from a detached child, so an agent
-//! waiting for that process never waits for a slow receiver and its retries (up to two
-//! minutes).
+//! An unawaited hook (`await: false`, EVENTS.md §1.3) of a firing whose caller does not wait
+//! for it (`Firing::detach_unawaited`: the `fire` command, an adapter, `loop`): a webhook, a
+//! command or a git action is run by a detached child, so an agent waiting for the caller
+//! never waits for the hook (a `sleep`, a slow receiver and its retries).
 //!
 //! The child is the same binary, `hookvisor --workspace W --state-dir S --session ID fire
 //! EVENT --deliver HOOK`, with the event JSON of the firing on its stdin (a pipe, never a file
-//! or an argument): it reads the hooks again, runs that one hook as its own unawaited hook,
-//! and records the run in status.json and its log as any run. Its environment is ours without
-//! `HOOKVISOR_RUN` (it is nobody's leftover: it outlives us on purpose) and `HOOKVISOR_URL`
-//! (it delivers here, never through a server). It is in a process group of its own, so a
-//! Ctrl-C of the agent's terminal does not stop a delivery already decided. Values of earlier
-//! actions of the firing (`${spawn_output}`) do not reach it.
+//! or an argument; a `post` hook's `${decision}` beside its fields as `decision`): it reads
+//! the hooks again and runs that one hook alone (`crate::fire::deliver`: nothing else of the
+//! event), recording the run in status.json and its log as any run; what it says goes to the
+//! context buffer. It is the hook's supervisor: the hook is its child, stopped at its
+//! `timeout` and reaped by it, like any run of `fire`. The child itself is reaped by whoever
+//! outlives it: a caller that lives on waits for it on a thread (and `loop`'s sweep of
+//! leftovers spares it meanwhile); a caller that exits leaves it to the nearest subreaper or
+//! init, which reaps it when it ends. Its environment is ours without `HOOKVISOR_RUN` (it is
+//! nobody's leftover: it outlives us on purpose) and `HOOKVISOR_URL` (it runs here, never
+//! through a server). It is in a process group of its own, so a Ctrl-C of the agent's
+//! terminal does not stop a run already decided. Values of earlier actions of the firing
+//! (`${spawn_output}`) do not reach it.
 
 use std::io::{self, Write as _};
 use std::os::unix::process::CommandExt as _;
@@ -22,13 +28,14 @@ use crate::fire::Firing;
 use crate::hook::Hook;
 use crate::payload::Payload;
 
-/// Starts the detached delivery of `hook` with `exe`; it is not waited for.
+/// Starts the detached run of `hook` with `exe`; it is not waited for.
 pub(crate) fn deliver_detached(
     exe: &Path,
     ctx: &Context,
     hook: &Hook,
     firing: &Firing,
     payload: &Payload,
+    decision: Option<&str>,
 ) -> io::Result<()> {
     let session = firing.session.as_deref().unwrap_or(&ctx.session_id);
     let mut child = Command::new(exe)
@@ -47,12 +54,24 @@ pub(crate) fn deliver_detached(
         .stderr(Stdio::null())
         .process_group(0)
         .spawn()?;
-    let json = payload.stdin_json();
+    let mut json = payload.stdin_json();
+    // `${decision}` of a `post` hook is no field of the event JSON: it rides beside them.
+    if let Some(decision) = decision
+        && let Ok(serde_json::Value::Object(mut event)) = serde_json::from_slice(&json)
+    {
+        event.insert("decision".into(), decision.into());
+        json = serde_json::to_vec(&event).unwrap_or(json);
+    }
     let written = child
         .stdin
         .take()
         .map_or(Ok(()), |mut stdin| stdin.write_all(&json));
     // Reaped by whoever outlives it: a CLI exits at once, a longer-lived caller reaps it here.
-    std::thread::spawn(move || child.wait());
+    let pid = child.id();
+    crate::leftovers::spare(pid);
+    std::thread::spawn(move || {
+        let _ = child.wait();
+        crate::leftovers::unspare(pid);
+    });
     written
 }

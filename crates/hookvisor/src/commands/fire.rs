@@ -42,28 +42,30 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     let mut firing = Firing::new(event);
     firing.data = data;
     firing.trigger = args.trigger.as_str().to_owned();
-    let mut discovery = discover_workspace(&ctx);
-    // The detached child of an unawaited webhook: that hook only, delivered here.
+    let discovery = discover_workspace(&ctx);
+    // The detached child of an unawaited hook: that hook alone, run here and recorded.
     if let Some(id) = &args.deliver {
-        firing = delivered_firing(firing)?;
-        discovery.event_hooks.retain(|hook| &hook.id == id);
-        if discovery.event_hooks.is_empty() {
-            return Err(CliError::usage(format!("--deliver: no event hook '{id}'")));
+        let (mut firing, decision) = delivered_firing(firing)?;
+        firing_cancel(&mut firing);
+        let ran = hookvisor_core::fire::deliver(&ctx, &discovery, &firing, id, decision.as_deref())
+            .map_err(CliError::failed)?;
+        if ran.is_none() {
+            return Err(CliError::usage(format!(
+                "--deliver: no unawaited event hook '{id}'"
+            )));
         }
+        return Ok(Exit::Ok);
     }
+    let mut firing = firing;
     firing.max_attempts = discovery.config.max_retries_or(args.max_retries);
     // Signals cancel only where a hook can run: an event nothing binds (most tool calls of an
     // agent) returns at once. They are read from a signalfd, not by a thread of their own,
     // which cost as much as the rest of a `fire` around the hook (BENCHMARKS.md, case 7); the
     // thread stays the fallback. `turn.end` also runs the phase-1 file hooks.
     if firing.event == Event::TurnEnd || discovery.fires(&firing.event) {
-        let signals = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
-        firing.cancel =
-            Some(CancelToken::on_signals(&signals).unwrap_or_else(|_| cancel_on_signals()));
-        // This process exits with its decision; an unawaited webhook goes on without it.
-        if args.deliver.is_none() {
-            firing.detach_webhooks = true;
-        }
+        firing_cancel(&mut firing);
+        // This process exits with its decision; an unawaited hook goes on without it.
+        firing.detach_unawaited = true;
     }
     for problem in &discovery.problems {
         eprintln!("hookvisor: warning: {problem}");
@@ -77,9 +79,15 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     Ok(exit(reply.decision))
 }
 
+/// Cancels the firing on SIGINT, SIGTERM and SIGHUP.
+fn firing_cancel(firing: &mut Firing) {
+    let signals = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
+    firing.cancel = Some(CancelToken::on_signals(&signals).unwrap_or_else(|_| cancel_on_signals()));
+}
+
 /// `--deliver`: the firing as its event JSON on stdin says (EVENTS.md §5 rule 19): data,
-/// trigger, iteration, stage and files.
-fn delivered_firing(mut firing: Firing) -> Result<Firing, CliError> {
+/// trigger, iteration, stage and files; and the `decision` a `post` hook sees.
+fn delivered_firing(mut firing: Firing) -> Result<(Firing, Option<String>), CliError> {
     let mut text = String::new();
     io::stdin()
         .read_to_string(&mut text)
@@ -104,7 +112,11 @@ fn delivered_firing(mut firing: Firing) -> Result<Firing, CliError> {
             .map(std::path::PathBuf::from)
             .collect()
     });
-    Ok(firing)
+    let decision = event
+        .get("decision")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Ok((firing, decision))
 }
 
 /// The exit status of a decision (§3).

@@ -279,7 +279,9 @@ pub async fn turn_end(State(state): State<Arc<AppState>>, body: Bytes) -> Result
 /// One end-of-turn evaluation on the server's evaluator, with its metrics and SSE events; or,
 /// when one is running, its outcome (a `/v1/turns/start` cancels it): see the module docs of
 /// [`super`].
-async fn end_turn(state: &Arc<AppState>, turn: Firing) -> Result<EvalReport> {
+async fn end_turn(state: &Arc<AppState>, mut turn: Firing) -> Result<EvalReport> {
+    // The reply waits for the evaluation: an unawaited hook runs apart (EVENTS.md §1.3).
+    turn.detach_unawaited = true;
     let (job, cancel) = match state.begin_turn().await {
         TurnSlot::Run(job, cancel) => (job, cancel),
         TurnSlot::Shared(Outcome::Report(report)) => return Ok(EvalReport::clone(&report)),

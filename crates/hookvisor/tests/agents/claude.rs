@@ -225,6 +225,30 @@ fn claude_user_prompt_submit_context_reaches_the_model() {
     assert!(first.body.to_string().contains(CONTEXT), "{}", first.body);
 }
 
+/// EVENTS.md §5 rule 17: a `tool.after` hook's piped output reaches the model in
+/// PostToolUse's own `additionalContext`: in the request right after the tool's result, once.
+#[test]
+fn claude_post_tool_use_piped_context_reaches_the_next_request() {
+    const PIPED: &str = "HOOKVISOR-PIPED: lint says hi";
+    let Some((_ws, server, output)) = run_with(Script::FixesAtOnce, false, |ws| {
+        ws.write(
+            ".discobot/hooks/after.yml",
+            &format!("---\nevent: tool.after\npipe_output: true\nrun: echo '{PIPED}'\n---\n"),
+        );
+    }) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    let task = server.task();
+    let after = task
+        .iter()
+        .find(|r| r.last == Last::ToolResult)
+        .unwrap_or_else(|| panic!("no request after the tool call\n{log}"));
+    let body = after.body.to_string();
+    assert_eq!(body.matches(PIPED).count(), 1, "{body}");
+}
+
 /// Issue 28: after `cd src` in a Bash call, Claude Code sends `src` as the `cwd` of every later
 /// event. A gate on Writes of `*.lock` still denies the Write of `src/Cargo.lock` (the file
 /// is not written), and the turn end still finds the workspace's hooks.

@@ -321,3 +321,34 @@ pub fn test_user() -> nix::unistd::User {
         .unwrap()
         .expect("hv-test exists")
 }
+
+/// Waits until `done` holds, looking every 20 ms, for at most a minute (a loaded machine);
+/// panics naming `what`. For what happens after a command returned (a detached run's record).
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A named pipe: a hook that runs `cat GATE` waits in it until [`open_gate`] lets it go.
+pub fn gate(path: &Path) {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+}
+
+/// Lets the hook waiting in the gate `path` go: waits until it reads (an open for writing
+/// without blocking fails until a reader is there), then closes, which is its end of file.
+pub fn open_gate(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    wait_until("a hook reads the gate", || {
+        fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(path)
+            .is_ok()
+    });
+}

@@ -35,7 +35,7 @@ use hookvisor_core::fire::{Firing, fire};
 use hookvisor_core::{CancelToken, Context, Discovery, EvalError, TurnLog, discover_workspace};
 use serde_json::{Map, Value};
 
-use super::protocol::{Decided, Said, answers_context, say};
+use super::protocol::{Decided, Said, say};
 use super::tools::{Touched, event_data};
 use super::{AdapterError, MAX_INPUT, TurnEnd, Verdict, context, end_turn};
 use crate::agents::{Agent, Route};
@@ -239,21 +239,13 @@ impl Call<'_> {
                 eprintln!("hookvisor: cannot record the prompt: {e} (the prompt goes on)");
             }
         }
+        // The pipeline puts each event's context where it belongs (hookvisor-core's `fire`,
+        // step 8): in the reply of the events whose answer the agent reads it from, else in
+        // the buffer; `session.end` discards the buffer into the session's log.
         let reply = fired.fire(&event, data.clone(), None)?;
         let mut decided = decided(&reply);
-        if route == Some(Route::SessionEnd) {
-            // §1.6: what no prompt took is dropped with the session, and said so.
-            let dropped = ContextBuffer::new(&ctx.state())
-                .discard()
-                .map_err(|e| AdapterError::Event(e.to_string()))?;
-            if dropped > 0 {
-                tracing::warn!("session.end: discarded {dropped} undelivered context entries");
-            }
-        }
-        if matches!(route, Some(Route::SessionStart | Route::ToolFailed)) {
-            // §1.6: SessionStart delivers the buffer as TurnStart does; PostToolUseFailure
-            // delivers what its notice's hooks piped at once (§3.1 "directly"), since the
-            // model is about to react to the failure.
+        if route == Some(Route::SessionStart) {
+            // §1.6: SessionStart delivers the buffer as TurnStart does.
             let drained = ContextBuffer::new(&ctx.state())
                 .drain(hookvisor_core::context_buffer::MAX_CONTEXT_CHARS)
                 .map_err(|e| AdapterError::Event(e.to_string()))?;
@@ -269,15 +261,6 @@ impl Call<'_> {
                 data.insert("file".into(), file);
                 let reply = fired.fire(&CoreEvent::FileEdited, data, Some(vec![path]))?;
                 decided.context.extend(reply.context);
-            }
-        }
-        if !answers_context(route) && !decided.context.is_empty() {
-            // Nowhere to say it now: the next prompt gets it.
-            let buffer = ContextBuffer::new(&ctx.state());
-            for text in decided.context.drain(..) {
-                buffer
-                    .append(&event.to_string(), &text)
-                    .map_err(|e| AdapterError::Event(e.to_string()))?;
             }
         }
         Ok(decided)
@@ -309,6 +292,8 @@ impl Call<'_> {
                 let reason = reason.as_deref().unwrap_or(super::protocol::NO_REASON);
                 ended.record(hookvisor_core::Answer::Block(reason))?;
             }
+            // The guard ran out: later stops stay given up until the user prompts.
+            _ if reply.gave_up() => ended.record(hookvisor_core::Answer::GaveUp)?,
             _ => ended.record(ended.answer())?,
         }
         Ok(decided)
@@ -398,8 +383,8 @@ impl<'a> Fired<'a> {
         firing.trigger = trigger.to_owned();
         firing.max_attempts = discovery.config.max_retries_or(max_retries);
         firing.hook_turns = self.hook_turns;
-        // The agent waits for this process: an unawaited webhook goes on without it.
-        firing.detach_webhooks = true;
+        // The agent waits for this process: an unawaited hook goes on without it.
+        firing.detach_unawaited = true;
         if bound {
             firing.cancel = Some(self.call.cancel.clone());
         }

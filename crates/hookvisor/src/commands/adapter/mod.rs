@@ -188,9 +188,13 @@ fn end_turn(ctx: Context, args: &AdapterArgs, input: &TurnEnd) -> Result<TurnEnd
                 cancel: Some(cancel_on_signals()),
                 hook_turns: Some(stop.hook_turns),
             };
+            // The agent waits for this process: an unawaited hook goes on without it.
+            let mut turn = hookvisor_core::fire::Firing::new(hookvisor_core::event::Event::TurnEnd);
+            turn.trigger = trigger.as_str().to_owned();
+            turn.detach_unawaited = true;
             Evaluator::new(ctx.clone())
                 .with_discovery(discovery)
-                .end_turn(&options)
+                .end_turn_with(&options, &turn)
                 .map_err(AdapterError::Eval)?
         }
     };
