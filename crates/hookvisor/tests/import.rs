@@ -490,8 +490,9 @@ fn iteratr_hooks_follow_its_lifecycle_under_hookvisor_loop() {
         prompt(2),
         "validated T-1: add login\ntested 1\nlint 2\n\ndo the task\n"
     );
-    // The final delivery: what the last post_iteration piped reaches the agent once more.
-    assert_eq!(prompt(3), "tested 2\nlint 3\n\ndo the task\n");
+    // The final delivery: what the last post_iteration piped, alone (iteratr's pending
+    // buffer; no pre_iteration, no task prompt).
+    assert_eq!(prompt(3), "tested 2\n");
     assert!(!ws.path().join("prompt-4").exists());
     assert_eq!(
         fs::read_to_string(ws.path().join("trace")).unwrap(),

@@ -122,48 +122,72 @@ fn autoagents_git_commit_hook_commits_the_agents_work_under_loop() {
 }
 
 /// iteratr's `post_iteration` with `pipe_output: true` ("Agent sees failures next iteration"):
-/// what two hooks print, a failing test run's included, reaches the next prompt in FIFO order
-/// (first hook, then second; older iteration first), a failure blocks nothing, and what the
-/// last iteration's hooks piped is the final delivery, one more iteration after done.
+/// what twelve hooks print, a failing test run's included, reaches the next prompt in the
+/// file's order (FIFO: `-0 … -11`, never `-0 -1 -10 -11 -2`), a failure blocks nothing, and
+/// what the last iteration's hooks piped is iteratr's final delivery: the pending buffer
+/// alone, no `pre_iteration` run again, no task prompt, no `post_iteration` after it.
 #[test]
 fn iteratr_post_iteration_output_reaches_the_next_prompt_in_order_and_is_finally_delivered() {
     let f = Fixture::new(Workspace::new());
-    f.ws.write(
-        ".iteratr.hooks.yml",
+    let mut config = String::from(
         r#"version: 1
 
 hooks:
+  pre_iteration:
+    - command: "echo 'lint {{iteration}}' >> trace"
   post_iteration:
     - command: "echo \"FAIL: TestLogin (iteration {{iteration}})\"; exit 1"
       timeout: 120
       pipe_output: true  # Agent sees failures next iteration
-    - command: "echo 'vet {{iteration}}'"
-      pipe_output: true
-    - command: "echo 'not piped {{iteration}}'"
 "#,
     );
+    for n in 1..12 {
+        config.push_str(&format!(
+            "    - command: \"echo 'check {n} of {{{{iteration}}}}'\"\n      pipe_output: true\n"
+        ));
+    }
+    config.push_str("    - command: \"echo 'post {{iteration}}' >> trace\"\n");
+    f.ws.write(".iteratr.hooks.yml", &config);
     f.step("2", "touch \"$HOOKVISOR_DONE\"");
-    // The final delivery's own post_iteration output reaches nobody: the agent is not started
-    // again for it.
-    f.step("3", ": final delivery");
     let out = f.run(&["--max-iterations", "5", "--prompt", "Fix the tests."]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let piped = |i: u64| {
+        let mut text = format!("FAIL: TestLogin (iteration {i})\n");
+        for n in 1..12 {
+            text.push_str(&format!("check {n} of {i}\n"));
+        }
+        text
+    };
     assert_eq!(f.prompt(1), "Fix the tests.\n");
-    assert_eq!(
-        f.prompt(2),
-        "FAIL: TestLogin (iteration 1)\nvet 1\n\nFix the tests.\n"
-    );
-    assert_eq!(
-        f.prompt(3),
-        "FAIL: TestLogin (iteration 2)\nvet 2\n\nFix the tests.\n"
-    );
+    assert_eq!(f.prompt(2), format!("{}\nFix the tests.\n", piped(1)));
+    // The final delivery: the pending buffer only.
+    assert_eq!(f.prompt(3), piped(2));
     assert_eq!(f.iterations(), 3);
     assert_eq!(f.session()["reason"], "done");
-    assert!(
-        stderr(&out).contains("discarded 2 context entr"),
-        "{}",
-        stderr(&out)
-    );
+    assert_eq!(f.trace(), ["lint 1", "post 1", "lint 2", "post 2"]);
+    assert!(!stderr(&out).contains("discarded"), "{}", stderr(&out));
+
+    // Moved over by `import`, the entries keep their order: the files sort as they ran.
+    let out = f.ws.hookvisor(&["import", "iteratr", "--write"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut names: Vec<String> = fs::read_dir(f.ws.path().join(".discobot/hooks"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("iteratr-post_iteration-"))
+        .collect();
+    names.sort();
+    let expected: Vec<String> = (0..13)
+        .map(|n| format!("iteratr-post_iteration-{n:02}.yml"))
+        .collect();
+    assert_eq!(names, expected);
+    fs::remove_dir_all(&f.fake).unwrap();
+    fs::create_dir(&f.fake).unwrap();
+    fs::remove_file(f.ws.path().join("trace")).unwrap();
+    f.step("1", "touch \"$HOOKVISOR_DONE\"");
+    let out = f.run(&["--max-iterations", "2", "--prompt", "Again."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(f.prompt(2), piped(1));
+    assert_eq!(f.trace(), ["lint 1", "post 1"]);
 }
 
 /// iteratr's `on_error` with `pipe_output: true` ("Show agent changes before error"): when the
@@ -302,4 +326,40 @@ fn serve_follows_edits_of_other_tools_files_and_places_their_problems_in_the_wor
     wait_for(&mut events, "the file gone", &|l| {
         l["problems"].as_array().unwrap().is_empty()
     });
+}
+
+/// nyzhi's `tool_name` is a comma list ("write,edit"): a `pre_tool` hook with `block = true`
+/// blocks an edit and a write the agent reports under `loop` (its reason, stderr first, in the
+/// reply), and lets a bash call through.
+#[test]
+fn nyzhis_comma_listed_tool_names_each_match_under_loop() {
+    let f = Fixture::new(Workspace::new());
+    f.ws.write(
+        ".nyzhi/config.toml",
+        "[[agent.hooks]]\nevent = \"pre_tool\"\ntool_name = \"write, edit\"\ncommand = \"echo 'run the tests first' >&2; exit 1\"\nblock = true\ntimeout = 120\n",
+    );
+    let call = |tool: &str| {
+        format!(
+            r#""$HOOKVISOR_BIN" fire tool.before --data '{{"tool_name": "{tool}", "tool_input": {{}}}}' >> "$FAKE_DIR/fired" 2>&1; echo "{tool} exit $?" >> "$FAKE_DIR/fired""#
+        )
+    };
+    f.step(
+        "1",
+        &format!(
+            "{}\n{}\n{}\ntouch \"$HOOKVISOR_DONE\"",
+            call("edit"),
+            call("write"),
+            call("bash")
+        ),
+    );
+    let out = f.run(&["--max-iterations", "2", "--prompt", "Edit."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let fired = fs::read_to_string(f.fake.join("fired")).unwrap();
+    let exits: Vec<&str> = fired.lines().filter(|l| l.contains(" exit ")).collect();
+    assert_eq!(
+        exits,
+        ["edit exit 1", "write exit 1", "bash exit 0"],
+        "{fired}"
+    );
+    assert_eq!(fired.matches("run the tests first").count(), 2, "{fired}");
 }

@@ -40,10 +40,9 @@
 //!    ([`Ending::MaxIterations`]); a block in the last one is delivered by rule 8 and
 //!    reported. An abort from any event's hooks ends it at once ([`Ending::Aborted`]).
 //! 8. **End.** After done or the limit, leftover context in the buffer, or a block reason no
-//!    iteration received, is sent as one last iteration (iteratr's final delivery:
-//!    `turn.start`, the agent, `turn.end`; a block there starts nothing more and its reason is
-//!    reported, an abort or a `turn.start` block ends the loop so), then `stage.complete`
-//!    fires when a stage is set. Whatever the ending, `session.end` fires with `data.reason`
+//!    iteration received, is sent to the agent alone (iteratr's final delivery: the pending
+//!    buffer, then the block reason; no `turn.start` or `turn.end` fires and the task prompt
+//!    is not sent again), then `stage.complete` fires when a stage is set. Whatever the ending, `session.end` fires with `data.reason`
 //!    (`Ending::as_str`, or `error` when the loop itself failed, [`LoopError`]), what is
 //!    still in the buffer is discarded (counted in [`LoopReport::discarded`]), and
 //!    `session.json` gets `endedAt`, `iterations` and `reason`.
@@ -466,7 +465,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 self.reason.clone_from(&self.block_reason);
                 return Ok(Ending::MaxIterations);
             }
-            let turn = self.turn(false)?;
+            let turn = self.turn()?;
             let ending = self.after_turn(turn, &mut failures)?;
             self.report_progress();
             if let Some(ending) = ending {
@@ -518,8 +517,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         }
     }
 
-    /// One iteration (rules 2–5); `last` for the final delivery, whose decisions start nothing.
-    fn turn(&mut self, last: bool) -> Result<Turn, Stop> {
+    /// One iteration (rules 2–5).
+    fn turn(&mut self) -> Result<Turn, Stop> {
         self.iteration += 1;
         let reply = self.fire(Event::TurnStart, Map::new())?;
         match reply.decision {
@@ -556,11 +555,6 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         self.note(&format!("turn.end: {}", reply.decision.as_str()));
         match reply.decision {
             Decision::Allow => Ok(Turn::Passed),
-            // Nothing follows the final delivery: its block reason is reported instead.
-            Decision::Block if last => {
-                self.reason = reply.reason;
-                Ok(Turn::Passed)
-            }
             Decision::Block => {
                 self.block_reason = reply.reason;
                 Ok(Turn::Reprompt)
@@ -682,8 +676,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         let mut ending = ending;
         if matches!(ending, Ending::Done | Ending::MaxIterations) {
             match self.final_delivery() {
-                Ok(Some(end)) => ending = end,
-                Ok(None) => {}
+                Ok(()) => {}
                 Err(Stop::Interrupted) => ending = Ending::Interrupted,
                 Err(Stop::Error(err)) => return Err(self.fail(err)),
             }
@@ -756,20 +749,36 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         }
     }
 
-    /// Rule 8: leftover context, or a block reason no iteration delivered, goes to the agent in
-    /// one last iteration; an abort there (or a block of its `turn.start`) is how the loop ends.
-    fn final_delivery(&mut self) -> Result<Option<Ending>, Stop> {
-        if self.buffer.is_empty()? && self.held_context.is_empty() && self.block_reason.is_none() {
-            return Ok(None);
+    /// Rule 8: leftover context, or a block reason no iteration delivered, goes to the agent
+    /// alone, as iteratr's final delivery sends its pending buffer: no `turn.start` or
+    /// `turn.end` fires (their hooks would run once more, and pipe what nobody reads), and the
+    /// task prompt is not sent again. The agent's failure there is only noted.
+    fn final_delivery(&mut self) -> Result<(), Stop> {
+        let mut context = std::mem::take(&mut self.held_context);
+        let drained = self.buffer.drain(MAX_CONTEXT_CHARS)?;
+        if !drained.text.is_empty() {
+            context.push(drained.text);
         }
-        // Its other decisions start nothing: the loop has ended already.
+        if context.is_empty() && self.block_reason.is_none() {
+            return Ok(());
+        }
         self.note("final delivery");
-        let turn = self.turn(true)?;
+        self.iteration += 1;
+        let text = prompt::assemble(&context, self.block_reason.take().as_deref(), "");
+        self.record.iterations = self.iteration;
+        self.write_record()?;
+        let run = self.run_agent(&text)?;
+        if run.cancelled || self.options.cancel.is_cancelled() {
+            return Err(Stop::Interrupted);
+        }
+        if !run.success() {
+            self.note(&match run.timed_out {
+                true => "agent timed out".to_owned(),
+                false => format!("agent exited {}", run.exit_code),
+            });
+        }
         self.report_progress();
-        Ok(match turn {
-            Turn::End(ending) => Some(ending),
-            Turn::Passed | Turn::Reprompt | Turn::Failed => None,
-        })
+        Ok(())
     }
 
     /// Rule 10: when the process is the loop's alone, what the last run left is killed.
