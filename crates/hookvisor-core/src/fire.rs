@@ -167,6 +167,10 @@ pub struct Firing {
     /// `crate::webhook`'s `detached` module). Default `false`: they run in this process after
     /// the decision (a server, a loop).
     pub detach_webhooks: bool,
+    /// Variables the caller sets besides the event's (the loop's `max_iterations`,
+    /// `progress`, `status`, `ctx`, `next_stage`): template variables, not in the
+    /// event JSON; a key of `data` of the same name wins. Default none.
+    pub vars: Map<String, Json>,
 }
 
 impl Firing {
@@ -184,6 +188,7 @@ impl Firing {
             max_attempts: EvalOptions::default().max_retries,
             hook_turns: None,
             detach_webhooks: false,
+            vars: Map::new(),
         }
     }
 }
@@ -461,6 +466,14 @@ pub(crate) fn payload(ctx: &Context, firing: &Firing, decision: Option<&str>) ->
     }
     if let Some(files) = &firing.files {
         payload = payload.files(files.iter().map(|f| f.as_os_str().to_owned()));
+    }
+    // The event's own data wins a name (`error`'s `status` is the agent's exit status).
+    for (name, value) in firing
+        .vars
+        .iter()
+        .filter(|(n, _)| !firing.data.contains_key(*n))
+    {
+        payload = payload.json_var(name, value.clone());
     }
     if let Some(decision) = decision {
         payload = payload.text_var("decision", decision);

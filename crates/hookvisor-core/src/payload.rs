@@ -188,7 +188,7 @@ const KNOWN_NAMES: [&str; 30] = [
     "callback_url",
     "progress",
     "status",
-    "context_file",
+    "ctx",
     "stage_outputs",
     "reason",
 ];
@@ -236,7 +236,7 @@ pub const PIPELINES_NAMES: [(&str, &str); 17] = [
     ("MAX_ITERATIONS", "max_iterations"),
     ("PROGRESS", "progress"),
     ("STATUS", "status"),
-    ("CTX", "context_file"),
+    ("CTX", "ctx"),
     ("LAST_DECISION", "decision"),
     ("LAST_HOOK_STATUS", "last_hook_status"),
     ("CHANGED_FILES", "files"),

@@ -363,3 +363,182 @@ fn nyzhis_comma_listed_tool_names_each_match_under_loop() {
     );
     assert_eq!(fired.matches("run the tests first").count(), 2, "{fired}");
 }
+
+/// agent-pipelines (reference/agent-pipelines-unified-hooks.md) under `loop --pipeline FILE`:
+/// its two stages run in order, each with the pipeline's hooks and its own `loop.yaml`'s;
+/// `on_session_start` fires once; the variables it defines are set (`${MAX_ITERATIONS}` the
+/// stage's `runs`, `${NEXT_STAGE}`, the paths `${PROGRESS}`, `${STATUS}`, `${CTX}`, and
+/// `${LAST_HOOK_STATUS}` after an action of the same hook point); a spawned review pipeline runs
+/// its own hooks only, not its parent's (whose spawn would recur down to the depth limit); and
+/// the approval rejected on `on_stage_complete` stops the pipeline: exit 3, the rejection
+/// named, `on_session_complete` told `aborted`.
+#[test]
+fn agent_pipelines_stages_spawn_and_a_rejected_approval_run_as_its_document_says() {
+    use common::receiver::{call_back, receiver};
+    let f = Fixture::new(Workspace::new());
+    let (port, received) = receiver(|url| {
+        assert_eq!(
+            call_back(url, "?action=reject&message=plan+not+approved"),
+            200
+        );
+    });
+    f.ws.write(
+        "scripts/pipelines/full.yaml",
+        &format!(
+            r#"name: full-workflow
+description: Complete workflow with approvals
+
+stages:
+  - name: plan
+    loop: improve-plan
+    runs: 2
+  - name: work
+    loop: work
+
+hooks:
+  on_session_start:
+    - type: shell
+      command: "echo \"start max=${{MAX_ITERATIONS}}\" >> trace"
+  on_iteration_complete:
+    - type: shell
+      command: "echo \"complete ${{STAGE}} ${{ITERATION}}/${{MAX_ITERATIONS}} next=${{NEXT_STAGE}}\" >> trace; test -f ${{PROGRESS}} && test -f ${{STATUS}} && test -f ${{CTX}}"
+      await: true
+    - type: shell
+      command: "echo \"tests ${{LAST_HOOK_STATUS}}\" >> trace"
+      await: true
+      when: "${{LAST_HOOK_STATUS}} == 'success'"
+    - type: spawn
+      pipeline: code-review
+      await: true
+      inputs:
+        parent_session: "${{SESSION}}"
+      when: "${{ITERATION}} == 1"
+  on_stage_complete:
+    - type: webhook
+      url: "http://127.0.0.1:{port}/approve"
+      body:
+        cb: "${{CALLBACK_URL}}"
+        text: "Stage ${{STAGE}} ready for review"
+      await: true
+      when: "${{STAGE}} == 'work'"
+  on_session_complete:
+    - type: shell
+      command: "echo \"end $(jq -r .data.reason)\" >> trace"
+      await: true
+"#
+        ),
+    );
+    f.ws.write(
+        "scripts/loops/improve-plan/loop.yaml",
+        "name: improve-plan\ntermination:\n  type: queue\nhooks:\n  on_iteration_complete:\n    - type: shell\n      command: \"echo \\\"plan stage hook ${ITERATION}\\\" >> trace\"\n      await: true\n",
+    );
+    f.ws.write(
+        "scripts/loops/work/loop.yaml",
+        "name: work\nhooks:\n  on_iteration_complete:\n    - type: shell\n      command: \"echo \\\"work stage hook ${ITERATION}\\\" >> trace\"\n      await: true\n",
+    );
+    f.ws.write(
+        ".discobot/pipelines/code-review.yml",
+        "agent: [sh, -c, 'echo \"review agent $HOOKVISOR_SPAWN_DEPTH\" >> trace; touch \"$HOOKVISOR_DONE\"']\nprompt: Review.\nmax_iterations: 1\nhooks:\n  on_session_start:\n    - type: shell\n      command: \"echo review hook >> trace\"\n      await: true\n",
+    );
+    // Plan takes both its runs; work is done at once.
+    f.step("2", ": still planning");
+    f.step("3", "touch \"$HOOKVISOR_DONE\"");
+    let out = f.run(&[
+        "--pipeline",
+        "scripts/pipelines/full.yaml",
+        "--prompt",
+        "Build it.",
+    ]);
+    received.join().unwrap();
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("plan not approved"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(f.session()["reason"], "aborted");
+    assert_eq!(
+        f.iterations(),
+        3,
+        "{:?} {}",
+        f.trace(),
+        fs::read_to_string(f.fake.join("iterations")).unwrap()
+    );
+    assert_eq!(
+        f.trace(),
+        [
+            "start max=2",
+            "complete plan 1/2 next=work",
+            "tests success",
+            "review hook",
+            "review agent 1",
+            "plan stage hook 1",
+            "complete plan 2/2 next=work",
+            "tests success",
+            "plan stage hook 2",
+            "complete work 3/20 next=",
+            "tests success",
+            "work stage hook 3",
+            "end aborted",
+        ]
+    );
+}
+
+/// AutoAgent with twelve `PreExecutionEnd` hooks (reference/autoagent-hooks-design.md): under
+/// `loop`, the agent's `fire task.complete` runs them in the file's order, the last one's exit
+/// 2 blocking with its stderr; moved over by `import`, the files sort, and run, in that order
+/// (`-00 … -11`, never `-0 -1 -10 -11 -2`).
+#[test]
+fn autoagents_twelve_hooks_of_one_event_run_in_their_order_in_place_and_imported() {
+    let f = Fixture::new(Workspace::new());
+    let mut hooks: Vec<String> = (0..11)
+        .map(|n| {
+            format!(
+                r#"{{"type": "command", "command": "echo 'pre {n} {{{{issueNumber}}}}' >> trace"}}"#
+            )
+        })
+        .collect();
+    hooks.push(r#"{"type": "command", "command": "echo 'tests failed' >&2; exit 2"}"#.to_owned());
+    f.ws.write(
+        ".autoagent/config.json",
+        &format!(
+            r#"{{"hooks": {{"PreExecutionEnd": [{}]}}}}"#,
+            hooks.join(",\n")
+        ),
+    );
+    f.step(
+        "1",
+        r#""$HOOKVISOR_BIN" fire task.complete --data '{"issueNumber": 7}' >> "$FAKE_DIR/fired" 2>&1; echo "exit $?" >> "$FAKE_DIR/fired"; touch "$HOOKVISOR_DONE""#,
+    );
+    let expected: Vec<String> = (0..11).map(|n| format!("pre {n} 7")).collect();
+    let out = f.run(&["--max-iterations", "2", "--prompt", "Ship."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let fired = fs::read_to_string(f.fake.join("fired")).unwrap();
+    assert!(
+        fired.contains("tests failed") && fired.ends_with("exit 1\n"),
+        "{fired}"
+    );
+    assert_eq!(f.trace(), expected);
+
+    let out = f.ws.hookvisor(&["import", "autoagent", "--write"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut names: Vec<String> = fs::read_dir(f.ws.path().join(".discobot/hooks"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let files: Vec<String> = (0..12)
+        .map(|n| format!("autoagent-pre_execution_end-{n:02}.yml"))
+        .collect();
+    assert_eq!(names, files);
+    fs::remove_file(f.ws.path().join("trace")).unwrap();
+    fs::remove_file(f.fake.join("fired")).unwrap();
+    let out = f.run(&["--max-iterations", "2", "--prompt", "Ship."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let fired = fs::read_to_string(f.fake.join("fired")).unwrap();
+    assert!(
+        fired.contains("tests failed") && fired.ends_with("exit 1\n"),
+        "{fired}"
+    );
+    assert_eq!(f.trace(), expected);
+}

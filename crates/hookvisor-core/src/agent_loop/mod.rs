@@ -91,17 +91,25 @@ use serde_json::{Map, Value as Json, json};
 use crate::context::Context;
 use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
 use crate::decision::{Decision, Reply};
-use crate::discover::discover_workspace_owned;
+use crate::discover::{Discovery, discover_workspace_owned};
 use crate::event::Event;
 use crate::exec::{CancelToken, ExecError, RunOutcome};
 use crate::fire::{FireError, Firing, fire};
 use crate::import::LOOP_OWNER_VARIABLE;
+use crate::state::{Durability, write_atomic};
 
 use self::agent::{ERROR_LINES, Launch, agent_log, last_lines, launch};
 use self::loop_dir::LoopDir;
 pub use self::prompt::PROMPT_PLACEHOLDER;
 pub use self::record::new_session_id;
 use self::record::{SessionRecord, record_path};
+
+/// The loop's progress file, `${progress}` (rule 12): the agent's to write, made empty at the
+/// start.
+const PROGRESS_FILE: &str = "progress.md";
+
+/// `${ctx}` (rule 12): the loop's state as JSON, written before each event.
+const CONTEXT_FILE: &str = "context.json";
 
 /// Iterations a loop runs at most unless told otherwise (EVENTS.md §3.2).
 pub const DEFAULT_MAX_ITERATIONS: u64 = 20;
@@ -132,6 +140,12 @@ pub struct LoopOptions {
     pub turn_timeout: Option<Duration>,
     /// `${stage}` of every event; `stage.complete` fires at the end. Default `None`.
     pub stage: Option<String>,
+    /// The pipeline file (`--pipeline`, rule 11): only its hooks and its current stage's run.
+    /// Default `None`.
+    pub pipeline: Option<PathBuf>,
+    /// The pipeline's stages, run in order (rule 11); empty: one stage, [`LoopOptions::stage`].
+    /// Default empty.
+    pub stages: Vec<LoopStage>,
     /// Whose own hooks the agent runs (§5 rule 12), kept in `session.json`. Default the file
     /// name of `argv[0]`.
     pub owner: String,
@@ -201,12 +215,25 @@ impl LoopOptions {
             max_iterations: DEFAULT_MAX_ITERATIONS,
             turn_timeout: None,
             stage: None,
+            pipeline: None,
+            stages: Vec::new(),
             owner,
             cancel: CancelToken::new(),
             end_cancel: CancelToken::new(),
             kill_strays: false,
         }
     }
+}
+
+/// One stage of a pipeline (rule 11).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopStage {
+    /// Its name, `${stage}`.
+    pub name: String,
+    /// Its own agent-pipelines file (`loop.yaml`), whose hooks run during it.
+    pub file: Option<PathBuf>,
+    /// Its iterations at most; `None`: [`LoopOptions::max_iterations`].
+    pub max_iterations: Option<u64>,
 }
 
 /// Why a loop ended.
@@ -395,6 +422,12 @@ struct Driver<'a, P> {
     decision: String,
     /// Why the agent failed last, the reason when failures end the loop.
     last_failure: Option<String>,
+    /// The current stage (rule 11).
+    stage: Option<LoopStage>,
+    /// The name of the stage after it, `${next_stage}`.
+    next_stage: Option<String>,
+    /// `self.iteration` when the current stage started.
+    stage_start: u64,
 }
 
 impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
@@ -407,6 +440,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         let loop_dir = LoopDir::open(&ctx.state_dir)?;
         let lock = lock_state(&loop_dir)?;
         remove_done(&loop_dir)?;
+        make_progress(&loop_dir)?;
         let done_file = loop_dir.shown("done");
         let env = vec![
             ("HOOKVISOR_LOOP".into(), "1".into()),
@@ -447,20 +481,61 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
             reason: None,
             decision: String::new(),
             last_failure: None,
+            stage: None,
+            next_stage: None,
+            stage_start: 0,
         };
         driver.write_record()?;
         Ok(driver)
     }
 
-    /// Rules 1–7: `session.start`, then iterations until one of them ends the loop.
+    /// Rules 1–8 and 11: `session.start`, then each stage's iterations until one of them ends
+    /// it, its final delivery and `stage.complete`.
     fn iterate(&mut self) -> Result<Ending, Stop> {
+        let stages = match self.options.stages.is_empty() {
+            true => vec![LoopStage {
+                name: self.options.stage.clone().unwrap_or_default(),
+                file: None,
+                max_iterations: None,
+            }],
+            false => self.options.stages.clone(),
+        };
+        let enter = |driver: &mut Self, i: usize| {
+            driver.next_stage = stages.get(i + 1).map(|s| s.name.clone());
+            driver.stage = stages.get(i).cloned().filter(|s| !s.name.is_empty());
+            driver.stage_start = driver.iteration;
+        };
+        // `session.start` is the first stage's, as agent-pipelines' `on_session_start`.
+        enter(self, 0);
         let reply = self.fire(Event::SessionStart, Map::new())?;
         if let Some(ending) = self.aborted(&reply) {
             return Ok(ending);
         }
+        let mut ending = Ending::Done;
+        for (i, stage) in stages.iter().enumerate() {
+            if i > 0 {
+                // The agent says so again for each stage.
+                remove_done(&self.loop_dir)?;
+                enter(self, i);
+            }
+            let max = stage.max_iterations.unwrap_or(self.options.max_iterations);
+            ending = self.run_stage(max)?;
+            if !matches!(ending, Ending::Done | Ending::MaxIterations) {
+                return Ok(ending);
+            }
+            self.final_delivery()?;
+            if let Some(end) = self.stage_complete(ending)? {
+                return Ok(end);
+            }
+        }
+        Ok(ending)
+    }
+
+    /// Rules 2–7 for one stage of at most `max` iterations.
+    fn run_stage(&mut self, max: u64) -> Result<Ending, Stop> {
         let mut failures = 0;
         loop {
-            if self.iteration >= self.options.max_iterations {
+            if self.iteration - self.stage_start >= max {
                 // A block at the limit: its reason goes in the final delivery, and is reported.
                 self.reason.clone_from(&self.block_reason);
                 return Ok(Ending::MaxIterations);
@@ -472,6 +547,21 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 return Ok(ending);
             }
         }
+    }
+
+    /// Rule 8: `stage.complete` fires when a stage is set; an abort there (a rejected
+    /// approval, `on_failure: abort`) ends the loop aborted, with its reason.
+    fn stage_complete(&mut self, ending: Ending) -> Result<Option<Ending>, Stop> {
+        if self.stage.is_none() {
+            return Ok(None);
+        }
+        let mut data = Map::new();
+        data.insert("reason".into(), ending.as_str().into());
+        let reply = self.fire(Event::StageComplete, data)?;
+        Ok((reply.decision == Decision::Abort).then(|| {
+            self.reason = reply.reason;
+            Ending::Aborted
+        }))
     }
 
     /// Rules 3, 4 and 7 after an iteration: whether the loop ends, and how.
@@ -671,25 +761,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         Ok(run.success())
     }
 
-    /// Rule 8 (and 9): final delivery, `stage.complete`, `session.end`, the record.
+    /// Rule 8 (and 9): `session.end`, the record.
     fn finish(mut self, ending: Ending) -> Result<LoopReport, LoopError> {
-        let mut ending = ending;
-        if matches!(ending, Ending::Done | Ending::MaxIterations) {
-            match self.final_delivery() {
-                Ok(()) => {}
-                Err(Stop::Interrupted) => ending = Ending::Interrupted,
-                Err(Stop::Error(err)) => return Err(self.fail(err)),
-            }
-        }
-        if self.options.stage.is_some() && matches!(ending, Ending::Done | Ending::MaxIterations) {
-            let mut data = Map::new();
-            data.insert("reason".into(), ending.as_str().into());
-            match self.fire(Event::StageComplete, data) {
-                Ok(_) => {}
-                Err(Stop::Interrupted) => ending = Ending::Interrupted,
-                Err(Stop::Error(err)) => return Err(self.fail(err)),
-            }
-        }
         let fired = self.session_end(ending.as_str());
         let discarded = self.buffer.discard();
         let recorded = self.finish_record(ending.as_str());
@@ -733,7 +806,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         if let Json::Object(data) = data {
             firing.data = data;
         }
-        let discovery = discover_workspace_owned(self.ctx, &self.options.owner);
+        let discovery = self.discover();
         let fired = fire(self.ctx, &discovery, &firing);
         self.sweep();
         match fired {
@@ -796,7 +869,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     fn fire(&self, event: Event, data: Map<String, Json>) -> Result<Reply, Stop> {
         let mut firing = self.firing(event.clone());
         firing.data = data;
-        let discovery = discover_workspace_owned(self.ctx, &self.options.owner);
+        let discovery = self.discover();
         // Never a limit here (the trigger is `loop`), but the number re-prompts print.
         firing.max_attempts = discovery.config.max_retries_or(None);
         let fired = fire(self.ctx, &discovery, &firing);
@@ -815,12 +888,60 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         }
     }
 
+    /// The hooks of the workspace, read again; under `--pipeline`, the pipeline's and its
+    /// current stage's only (rule 11).
+    fn discover(&self) -> Discovery {
+        let files: Vec<PathBuf> = (self.options.pipeline.iter().cloned())
+            .chain(self.stage.as_ref().and_then(|s| s.file.clone()))
+            .collect();
+        let pipeline = self.options.pipeline.is_some().then_some(files.as_slice());
+        discover_workspace_owned(self.ctx, &self.options.owner, pipeline)
+    }
+
+    /// The loop's variables of every event (rule 12): `max_iterations` (the current stage's),
+    /// `next_stage`, and the paths `progress`, `status`, `ctx` (agent-pipelines' `CTX`: a
+    /// `_file` name could not be in the environment), the last written now with what it says.
+    fn vars(&self) -> Map<String, Json> {
+        let max = (self.stage.as_ref().and_then(|s| s.max_iterations))
+            .unwrap_or(self.options.max_iterations);
+        let progress = self.loop_dir.shown(PROGRESS_FILE);
+        let status = self.ctx.state().status();
+        let context_file = self.loop_dir.shown(CONTEXT_FILE);
+        let context = json!({
+            "session": self.ctx.session_id,
+            "stage": self.stage.as_ref().map(|s| &s.name),
+            "next_stage": self.next_stage,
+            "iteration": self.iteration,
+            "max_iterations": max,
+            "paths": {"progress": progress, "status": status},
+        });
+        if let Err(err) = write_atomic(
+            &self.loop_dir.pinned(CONTEXT_FILE),
+            context.to_string().as_bytes(),
+            Durability::Replaceable,
+        ) {
+            tracing::warn!("{}: {err}", context_file.display());
+        }
+        let path = |p: PathBuf| Json::from(p.to_string_lossy().into_owned());
+        let mut vars = Map::new();
+        vars.insert("max_iterations".into(), max.into());
+        vars.insert(
+            "next_stage".into(),
+            self.next_stage.clone().unwrap_or_default().into(),
+        );
+        vars.insert("progress".into(), path(progress));
+        vars.insert("status".into(), path(status));
+        vars.insert("ctx".into(), path(context_file));
+        vars
+    }
+
     /// A firing of `event` by the loop, with its iteration and stage.
     fn firing(&self, event: Event) -> Firing {
         let mut firing = Firing::new(event);
         firing.trigger = "loop".to_owned();
         firing.iteration = (self.iteration > 0).then_some(self.iteration);
-        firing.stage = self.options.stage.clone();
+        firing.stage = self.stage.as_ref().map(|s| s.name.clone());
+        firing.vars = self.vars();
         firing.cancel = Some(self.options.cancel.clone());
         firing
     }
@@ -885,6 +1006,21 @@ fn lock_state(loop_dir: &LoopDir) -> Result<fs::File, LoopError> {
         Err(fs::TryLockError::WouldBlock) => Err(LoopError::Busy { path }),
         Err(fs::TryLockError::Error(source)) => Err(LoopError::State { path, source }),
     }
+}
+
+/// Makes `<loop dir>/progress.md` when missing (never through a link), for `${progress}`.
+fn make_progress(loop_dir: &LoopDir) -> Result<(), LoopError> {
+    fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(loop_dir.pinned(PROGRESS_FILE))
+        .map(drop)
+        .map_err(|source| LoopError::State {
+            path: loop_dir.shown(PROGRESS_FILE),
+            source,
+        })
 }
 
 /// Removes the done file (a link itself, never what it names); one that is not there is fine.
