@@ -54,8 +54,25 @@
 //!    the loop), after every agent, `--until` and event every child the process still has is
 //!    killed and reaped: what a run left behind, in its group or not, marked or not, never
 //!    reaches the next step, and no zombie piles up.
+//! 11. **Pipeline.** With [`LoopOptions::pipeline`] (`--pipeline`, a pipeline file of
+//!    `crate::spawn`'s format) the hooks that run are that file's and the current stage's own
+//!    file's (agent-pipelines' `pipeline.yaml` and `loop.yaml`, with the global kinds), no
+//!    other hook of the workspace: a spawned child is such a loop and runs its own pipeline's
+//!    hooks. Its [`LoopOptions::stages`] run one after the other, each for its own
+//!    iterations at most, with `${stage}` its name: `session.start` once (in the first stage),
+//!    then per stage rules 2 to 7, its final delivery and `stage.complete`, the done file
+//!    removed between stages. An abort of `stage.complete` (a rejected approval) ends the loop
+//!    [`Ending::Aborted`] with its reason; the last stage's ending is the loop's.
+//! 12. **Variables** of every event of the loop (agent-pipelines' names, EVENTS.md §5 rule 14):
+//!    `${max_iterations}` (the stage's), `${next_stage}` (empty in the last stage),
+//!    `${progress}` (`<state>/loop/progress.md`, made empty at the start, the agent's to
+//!    write), `${status}` (`<state>/status.json`) and `${ctx}` (`<state>/loop/context.json`:
+//!    session, stage, next stage, iteration, limit and those paths, written before each
+//!    event). A key of the event's data wins a name (`error`'s `status`).
 //!
 //! [`run_loop`]: crate::agent_loop::run_loop
+//! [`LoopOptions::pipeline`]: crate::agent_loop::LoopOptions::pipeline
+//! [`LoopOptions::stages`]: crate::agent_loop::LoopOptions::stages
 //! [`Ending::Blocked`]: crate::agent_loop::Ending::Blocked
 //! [`Ending::Failures`]: crate::agent_loop::Ending::Failures
 //! [`Ending::MaxIterations`]: crate::agent_loop::Ending::MaxIterations

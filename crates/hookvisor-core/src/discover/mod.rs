@@ -441,7 +441,7 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                 };
                 let mut unknown: Vec<String> = referenced
                     .into_iter()
-                    .filter(|n| !crate::payload::is_known_name(n))
+                    .filter(|n| !crate::payload::provides(&hook.spec.event.to_string(), n))
                     .collect();
                 unknown.dedup();
                 for name in unknown {

@@ -26,7 +26,8 @@
 //!    user's global `agent-pipelines/hooks.yaml` of `$XDG_CONFIG_HOME` or `~/.config`).
 //!    agent-pipelines' global file is one of the two *global kinds*: `disable_global_hooks:
 //!    true` in `hookvisor.yml` or in either workspace file turns off both it and hookvisor's
-//!    global hooks.
+//!    global hooks. Under `hookvisor loop --pipeline FILE` only FILE and its current stage's
+//!    file are read in place of those two (then the global file), and no other source.
 //! 5. **Who reads.** `sources:` of `hookvisor.yml` names the tools read (default all). The
 //!    *owner*, the tool `hookvisor loop` supervises (§5 rule 12: `loop -- iteratr …`), runs its
 //!    own hooks, so its file is not read: the loop passes the owner to its discovery and
