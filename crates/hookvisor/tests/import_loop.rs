@@ -449,13 +449,14 @@ hooks:
         "--prompt",
         "Build it.",
     ]);
-    received.join().unwrap();
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("plan not approved"),
         "{}",
         stderr(&out)
     );
+    // Joined once the loop is known to have sent the approval request.
+    received.join().unwrap();
     assert_eq!(f.session()["reason"], "aborted");
     assert_eq!(
         f.iterations(),
