@@ -214,8 +214,15 @@ const LOOP_EVENTS: [&str; 7] = [
 /// Names some events only set (EVENTS.md §4.1 "per event", §5 rule 14): the name and those
 /// events. A name not here is set for every event (or none: [`is_known_name`]).
 const PER_EVENT: [(&str, &[&str]); 10] = [
-    ("tool_name", &["tool.before", "tool.after", "tool.failed"]),
-    ("tool_input", &["tool.before", "tool.after", "tool.failed"]),
+    // `file.edited` carries its `tool.after`'s data.
+    (
+        "tool_name",
+        &["tool.before", "tool.after", "tool.failed", "file.edited"],
+    ),
+    (
+        "tool_input",
+        &["tool.before", "tool.after", "tool.failed", "file.edited"],
+    ),
     ("task_id", &["task.start", "task.complete"]),
     ("task_content", &["task.start", "task.complete"]),
     ("prompt", &["turn.start"]),
