@@ -316,6 +316,33 @@ mod tests {
     }
 
     #[test]
+    fn stages_find_their_own_files_or_name_the_one_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let pipelines = dir.path().join("scripts/pipelines");
+        let work = dir.path().join("scripts/loops/work");
+        std::fs::create_dir_all(&pipelines).unwrap();
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::write(work.join("loop.yaml"), "name: work\n").unwrap();
+        let path = pipelines.join("full.yaml");
+        let text = "name: full\nstages:\n  - name: build\n    loop: work\n    runs: 2\n    \
+                    inputs: {from: plan}\n  - name: ship\n";
+        std::fs::write(&path, text).unwrap();
+        let spec = load(&path).unwrap();
+        assert_eq!(spec.agent, Vec::<String>::new());
+        assert_eq!(spec.stages.len(), 2);
+        assert_eq!(spec.stages[0].runs, Some(2));
+        assert_eq!(
+            spec.stages[0].file.as_deref(),
+            Some(pipelines.join("../loops/work/loop.yaml").as_path())
+        );
+        assert_eq!(spec.stages[1].file, None);
+        std::fs::write(&path, "stages:\n  - name: build\n    loop: plan\n").unwrap();
+        let err = load(&path).unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
+        assert!(err.reason.contains("no file of its loop 'plan'"), "{err}");
+    }
+
+    #[test]
     fn errors_name_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = path_of(dir.path(), "missing");
