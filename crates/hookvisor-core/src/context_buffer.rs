@@ -285,7 +285,16 @@ impl ContextBuffer {
                 text.push('\n');
             }
         }
-        let mut file = OpenOptions::new()
+        self.open_session_log()?
+            .write_all(text.as_bytes())
+            .map_err(|e| self.io_error(&path, e))
+    }
+
+    /// The session's log opened for appending, never through a symbolic link: the discards
+    /// go there, and what a detached run of an unawaited hook says of itself.
+    pub fn open_session_log(&self) -> Result<fs::File, ContextBufferError> {
+        let path = self.own_output_dir()?.join(SESSION_LOG);
+        let file = OpenOptions::new()
             .append(true)
             .create(true)
             .mode(FILE_MODE)
@@ -295,8 +304,7 @@ impl ContextBuffer {
         if !file.metadata().is_ok_and(|m| m.is_file()) {
             return Err(self.io_error(&path, io::Error::other("is not a regular file")));
         }
-        file.write_all(text.as_bytes())
-            .map_err(|e| self.io_error(&path, e))
+        Ok(file)
     }
 
     /// `output/`, made when missing; refused when it is a link or a file, since the agent

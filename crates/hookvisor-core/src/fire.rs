@@ -190,6 +190,13 @@ pub struct Firing {
     /// of the [module documentation](self)). Default `false`: they run in this process after
     /// the decision, for a caller that answers then and lives on (a server, the init).
     pub detach_unawaited: bool,
+    /// Variables the caller sets besides the event's (the loop's `max_iterations`,
+    /// `progress`, `status`, `ctx`, `next_stage`): template variables, not in the
+    /// event JSON; a key of `data` of the same name wins. Default none.
+    pub vars: Map<String, Json>,
+    /// The agent-pipelines files the hooks were read from (`loop --pipeline`: the pipeline's,
+    /// its stage's), so that a detached run reads the same hooks. Default none: the workspace's.
+    pub pipeline: Option<Vec<PathBuf>>,
 }
 
 impl Firing {
@@ -207,6 +214,8 @@ impl Firing {
             max_attempts: EvalOptions::default().max_retries,
             hook_turns: None,
             detach_unawaited: false,
+            vars: Map::new(),
+            pipeline: None,
         }
     }
 }
@@ -589,6 +598,14 @@ pub(crate) fn payload(ctx: &Context, firing: &Firing, decision: Option<&str>) ->
     }
     if let Some(files) = &firing.files {
         payload = payload.files(files.iter().map(|f| f.as_os_str().to_owned()));
+    }
+    // The event's own data wins a name (`error`'s `status` is the agent's exit status).
+    for (name, value) in firing
+        .vars
+        .iter()
+        .filter(|(n, _)| !firing.data.contains_key(*n))
+    {
+        payload = payload.json_var(name, value.clone());
     }
     if let Some(decision) = decision {
         payload = payload.text_var("decision", decision);

@@ -516,11 +516,12 @@ pub enum ProblemKind {
         /// YAML's value, `None` when YAML reads none.
         yaml: Option<String>,
     },
-    /// A warning: a `${name}` in `run`/`argv` that hookvisor sets for no event (EVENTS.md
-    /// §4.1 rule 5): it must come in the event's data, or each run fails.
+    /// A warning: a `${name}` in `run`/`argv` that hookvisor sets for no event, or not for the
+    /// hook's (`crate::payload::provides`, EVENTS.md §4.1 rule 5): it must come in the event's
+    /// data, or each run fails.
     #[error(
-        "${{{name}}} is no variable hookvisor sets; unless every firing passes it in its data, \
-         the run fails: check the name (EVENTS.md §4.1)"
+        "${{{name}}} is no variable hookvisor sets for this hook's event; unless every firing \
+         passes it in its data, the run fails: check the name (EVENTS.md §4.1)"
     )]
     UnknownVariable {
         /// The name as referenced.

@@ -188,7 +188,7 @@ const KNOWN_NAMES: [&str; 31] = [
     "callback_url",
     "progress",
     "status",
-    "context_file",
+    "ctx",
     "stage_outputs",
     "reason",
     "commit",
@@ -199,6 +199,55 @@ const KNOWN_NAMES: [&str; 31] = [
 pub fn is_known_name(name: &str) -> bool {
     let first = name.split('.').next().unwrap_or(name).to_ascii_lowercase();
     KNOWN_NAMES.contains(&first.as_str())
+}
+
+/// The events of a `hookvisor loop` (EVENTS.md §3.2), which alone set its variables.
+const LOOP_EVENTS: [&str; 7] = [
+    "session.start",
+    "turn.start",
+    "turn.end",
+    "session.stop",
+    "error",
+    "stage.complete",
+    "session.end",
+];
+
+/// Names some events only set (EVENTS.md §4.1 "per event", §5 rule 14): the name and those
+/// events. A name not here is set for every event (or none: [`is_known_name`]).
+const PER_EVENT: [(&str, &[&str]); 10] = [
+    // `file.edited` carries its `tool.after`'s data.
+    (
+        "tool_name",
+        &["tool.before", "tool.after", "tool.failed", "file.edited"],
+    ),
+    (
+        "tool_input",
+        &["tool.before", "tool.after", "tool.failed", "file.edited"],
+    ),
+    ("task_id", &["task.start", "task.complete"]),
+    ("task_content", &["task.start", "task.complete"]),
+    ("prompt", &["turn.start"]),
+    ("max_iterations", &LOOP_EVENTS),
+    ("next_stage", &LOOP_EVENTS),
+    ("progress", &LOOP_EVENTS),
+    ("status", &LOOP_EVENTS),
+    ("ctx", &LOOP_EVENTS),
+];
+
+/// Whether hookvisor sets `name` (its first segment, case-insensitively) for `event` (its
+/// canonical name) on some front: a known name ([`is_known_name`]) that is not one only other
+/// events set ([`PER_EVENT`]). An agent's raw event (`claude.PreCompact`) may carry any. The
+/// one rule of `check`'s warning about a `${name}` a hook's runs would fail on (EVENTS.md §4.1
+/// rule 5).
+pub fn provides(event: &str, name: &str) -> bool {
+    let first = name.split('.').next().unwrap_or(name).to_ascii_lowercase();
+    if !KNOWN_NAMES.contains(&first.as_str()) {
+        return false;
+    }
+    let raw = event.contains(|c: char| c.is_ascii_uppercase());
+    raw || (PER_EVENT.iter())
+        .find(|(n, _)| *n == first)
+        .is_none_or(|(_, events)| events.contains(&event))
 }
 
 /// Which JSON a hook reads on stdin (EVENTS.md §4.1 "Transport": "canonical or source
@@ -237,7 +286,7 @@ pub const PIPELINES_NAMES: [(&str, &str); 17] = [
     ("MAX_ITERATIONS", "max_iterations"),
     ("PROGRESS", "progress"),
     ("STATUS", "status"),
-    ("CTX", "context_file"),
+    ("CTX", "ctx"),
     ("LAST_DECISION", "decision"),
     ("LAST_HOOK_STATUS", "last_hook_status"),
     ("CHANGED_FILES", "files"),
@@ -1022,6 +1071,19 @@ mod tests {
     use std::process::{Command, Stdio};
 
     use serde_json::json;
+
+    #[test]
+    fn a_name_is_provided_by_the_events_that_set_it() {
+        assert!(provides("turn.end", "max_iterations"));
+        assert!(provides("stage.complete", "ctx"));
+        assert!(!provides("tool.before", "max_iterations"));
+        assert!(provides("tool.before", "TOOL_INPUT.command"));
+        assert!(!provides("turn.end", "tool_name"));
+        assert!(!provides("turn.end", "task_id"));
+        assert!(provides("turn.end", "last_hook_status"));
+        assert!(provides("claude.PreCompact", "tool_name"));
+        assert!(!provides("turn.end", "no_such_name"));
+    }
 
     const HOSTILE: &str = "it's \"quoted\" $HOME ; & | \\ `id` $(touch S)\nline two\r\n\ttab";
 

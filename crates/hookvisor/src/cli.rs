@@ -627,6 +627,10 @@ pub struct LoopArgs {
     /// The pipeline stage (`${stage}`); `stage.complete` fires at the end.
     #[arg(long, value_name = "NAME")]
     pub stage: Option<String>,
+    /// A pipeline file (a path, or NAME for `.discobot/pipelines/NAME.yml`): only its hooks
+    /// and its current stage's run, its stages one after the other.
+    #[arg(long, value_name = "FILE|NAME")]
+    pub pipeline: Option<PathBuf>,
     /// Whose own hooks the agent runs [default: the file name of AGENT_CMD's first word].
     #[arg(long, value_name = "NAME")]
     pub owner: Option<String>,

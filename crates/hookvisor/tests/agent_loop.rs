@@ -162,10 +162,10 @@ fn a_failed_iteration_fires_error_whose_piped_output_is_the_next_prompt() {
     // The recovery replaces the task prompt for one iteration; the last 20 lines of the log.
     let last: String = (6..=25).map(|n| format!("line {n}\n")).collect();
     assert_eq!(f.prompt(3), format!("exit 7; last lines:\n{last}"));
-    // turn.end ran only after the iterations that exited 0; its last words were delivered in
-    // a final iteration, with the task prompt again.
-    assert_eq!(f.trace(), ["1", "3", "4"]);
-    assert_eq!(f.prompt(4), "turn 3 ended\n\nTask.\n");
+    // turn.end ran only after the iterations that exited 0; its last words were delivered
+    // alone in a final delivery, which fires no turn.end.
+    assert_eq!(f.trace(), ["1", "3"]);
+    assert_eq!(f.prompt(4), "turn 3 ended\n");
     assert_eq!(f.iterations(), 4);
     assert_eq!(f.session()["reason"], "done");
 }
@@ -238,8 +238,8 @@ fn a_session_stop_block_buys_one_more_iteration_and_leftover_context_a_final_one
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(f.prompt(1), "Task.\n");
     assert_eq!(f.prompt(2), "stop block\n\ntwo TODOs open\n\nTask.\n");
-    // The second stop was allowed; what it piped went to the agent in one last iteration.
-    assert_eq!(f.prompt(3), "stop allow\n\nTask.\n");
+    // The second stop was allowed; what it piped went to the agent alone, in a final delivery.
+    assert_eq!(f.prompt(3), "stop allow\n");
     assert_eq!(f.iterations(), 3);
     assert_eq!(f.trace(), ["end done 3"]);
     // session.end's own piped output reached no turn: discarded, and said so.
@@ -519,8 +519,11 @@ fn after_one_signal_session_end_gets_a_few_seconds_and_a_signal_during_it_is_the
     assert_eq!(f.session()["reason"], "done");
 }
 
+/// iteratr's final delivery: the pending buffer goes to the agent alone; no `turn.start` or
+/// `turn.end` fires for it (a `turn.end` abort there cannot happen), the task prompt is not
+/// sent again.
 #[test]
-fn an_abort_in_the_final_delivery_ends_the_loop_aborted_with_3() {
+fn the_final_delivery_sends_the_buffer_alone_and_fires_no_turn_events() {
     let f = Fixture::new(Workspace::new());
     // session.stop leaves context, so a final delivery (iteration 2) follows the done.
     f.hook(
@@ -529,14 +532,29 @@ fn an_abort_in_the_final_delivery_ends_the_loop_aborted_with_3() {
     );
     f.hook(
         "last",
-        "event: turn.end\non_failure: abort\nblock_on: never\nrun: 'if [ ${iteration} = 2 ]; then echo gone wrong >&2; exit 1; fi'",
+        "event: turn.end\non_failure: abort\nblock_on: never\nrun: 'echo \"end ${iteration}\" >> trace; exit 1'",
     );
-    f.step("any", "touch \"$HOOKVISOR_DONE\"");
+    f.hook(
+        "first",
+        "event: turn.start\nrun: 'echo \"start ${iteration}\" >> trace'",
+    );
+    f.step("1", "touch \"$HOOKVISOR_DONE\"");
     let out = f.run(&["--prompt", "x"]);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
+    f.hook(
+        "last",
+        "event: turn.end\nrun: 'echo \"end ${iteration}\" >> trace'",
+    );
+    fs::remove_dir_all(&f.fake).unwrap();
+    fs::create_dir(&f.fake).unwrap();
+    fs::remove_file(f.ws.path().join("trace")).unwrap();
+    f.step("1", "touch \"$HOOKVISOR_DONE\"");
+    let out = f.run(&["--prompt", "x"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(f.iterations(), 2);
-    assert_eq!(f.session()["reason"], "aborted");
-    assert!(stderr(&out).contains("gone wrong"), "{}", stderr(&out));
+    assert_eq!(f.prompt(2), "stop allow\n");
+    assert_eq!(f.trace(), ["start 1", "end 1"]);
+    assert_eq!(f.session()["reason"], "done");
 }
 
 #[test]
@@ -754,7 +772,8 @@ fn the_phase1_loop_guard_never_stops_the_loops_re_prompts() {
         "name: Never\nevent: turn.end\nrun: 'echo still failing >&2; exit 1'",
     );
     // Past the guard's three re-prompts, every turn is still re-prompted with the reason; the
-    // block of the sixth, the last allowed, is delivered in a final iteration and reported.
+    // block of the sixth, the last allowed, is delivered alone in a final delivery (no task
+    // prompt) and reported.
     let out = f.run(&["--prompt", "Task.", "--max-iterations", "6"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert_eq!(f.iterations(), 7);
@@ -764,7 +783,7 @@ fn the_phase1_loop_guard_never_stops_the_loops_re_prompts() {
         let prompt = f.prompt(i);
         assert!(
             prompt.starts_with("[Discobot Hook Failed] \"Never\"")
-                && prompt.ends_with("\n\nTask.\n"),
+                && (prompt.ends_with("\n\nTask.\n") == (i < 7)),
             "{i}: {prompt}"
         );
         assert!(prompt.contains("still failing"), "{i}: {prompt}");

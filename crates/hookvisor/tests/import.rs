@@ -490,8 +490,9 @@ fn iteratr_hooks_follow_its_lifecycle_under_hookvisor_loop() {
         prompt(2),
         "validated T-1: add login\ntested 1\nlint 2\n\ndo the task\n"
     );
-    // The final delivery: what the last post_iteration piped reaches the agent once more.
-    assert_eq!(prompt(3), "tested 2\nlint 3\n\ndo the task\n");
+    // The final delivery: what the last post_iteration piped, alone (iteratr's pending
+    // buffer; no pre_iteration, no task prompt).
+    assert_eq!(prompt(3), "tested 2\n");
     assert!(!ws.path().join("prompt-4").exists());
     assert_eq!(
         fs::read_to_string(ws.path().join("trace")).unwrap(),
@@ -725,6 +726,42 @@ fn pipelines_problems_name_their_lines_in_check() {
     );
     // The broken stage file skips the source whole: ok.sh does not run either.
     assert!(text.contains("source: pipelines skipped ("), "{text}");
+}
+
+/// `check` warns about a `${name}` no event of the hook sets, by one rule for every hook: the
+/// loop's variables (`${MAX_ITERATIONS}`, `${PROGRESS}`, `${STATUS}`, `${CTX}`) are set for the
+/// loop's events and pass there, but not on a tool call; a tool's name not at a turn end.
+#[test]
+fn check_warns_about_a_variable_the_hooks_event_does_not_set() {
+    let ws = Workspace::new();
+    let pipeline = ws.write(
+        "pipeline.yaml",
+        "hooks:\n  on_iteration_complete:\n    - type: shell\n      command: \"echo ${MAX_ITERATIONS} ${PROGRESS} ${STATUS} ${CTX}\"\n",
+    );
+    ws.write(
+        ".discobot/hooks/guard.yml",
+        "---\nevent: tool.before\nrun: echo ${max_iterations}\n---\n",
+    );
+    ws.write(
+        ".discobot/hooks/lint.yml",
+        "---\nevent: turn.end\nrun: echo ${progress} ${tool_name}\n---\n",
+    );
+    let out = ws.hookvisor(&["check"]);
+    let text = stdout(&out) + &stderr(&out);
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with(&pipeline.display().to_string())),
+        "{text}"
+    );
+    let warned = |file: &str, name: &str| {
+        text.lines().any(|l| {
+            l.contains(file) && l.contains(&format!("${{{name}}} is no variable hookvisor sets"))
+        })
+    };
+    assert!(warned("guard.yml", "max_iterations"), "{text}");
+    assert!(warned("lint.yml", "tool_name"), "{text}");
+    assert!(!warned("lint.yml", "progress"), "{text}");
 }
 
 /// Serves one webhook on 127.0.0.1: answers it 200, then GETs the URL `pick` takes from its

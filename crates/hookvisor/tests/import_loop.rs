@@ -122,51 +122,77 @@ fn autoagents_git_commit_hook_commits_the_agents_work_under_loop() {
 }
 
 /// iteratr's `post_iteration` with `pipe_output: true` ("Agent sees failures next iteration"):
-/// what two hooks print, a failing test run's included, reaches the next prompt in FIFO order
-/// (first hook, then second; older iteration first), a failure blocks nothing and is announced
-/// as iteratr announces it, and what the
-/// last iteration's hooks piped is the final delivery, one more iteration after done.
+/// what twelve hooks print, a failing test run's included, reaches the next prompt in the
+/// file's order (FIFO: `-0 … -11`, never `-0 -1 -10 -11 -2`), a failure blocks nothing, and
+/// what the last iteration's hooks piped is iteratr's final delivery: the pending buffer
+/// alone, no `pre_iteration` run again, no task prompt, no `post_iteration` after it.
 #[test]
 fn iteratr_post_iteration_output_reaches_the_next_prompt_in_order_and_is_finally_delivered() {
     let f = Fixture::new(Workspace::new());
-    f.ws.write(
-        ".iteratr.hooks.yml",
+    let mut config = String::from(
         r#"version: 1
 
 hooks:
+  pre_iteration:
+    - command: "echo 'lint {{iteration}}' >> trace"
   post_iteration:
     - command: "echo \"FAIL: TestLogin (iteration {{iteration}})\"; exit 1"
       timeout: 120
       pipe_output: true  # Agent sees failures next iteration
-    - command: "echo 'vet {{iteration}}'"
-      pipe_output: true
-    - command: "echo 'not piped {{iteration}}'"
 "#,
     );
+    for n in 1..12 {
+        config.push_str(&format!(
+            "    - command: \"echo 'check {n} of {{{{iteration}}}}'\"\n      pipe_output: true\n"
+        ));
+    }
+    config.push_str("    - command: \"echo 'post {{iteration}}' >> trace\"\n");
+    f.ws.write(".iteratr.hooks.yml", &config);
     f.step("2", "touch \"$HOOKVISOR_DONE\"");
-    // The final delivery's own post_iteration output reaches nobody: the agent is not started
-    // again for it.
-    f.step("3", ": final delivery");
     let out = f.run(&["--max-iterations", "5", "--prompt", "Fix the tests."]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // The failing hook is announced by its id: in place, then as `import` named its file.
+    let piped = |id: &str, i: u64| {
+        let mut text =
+            format!("hook {id} failed with exit code 1:\nFAIL: TestLogin (iteration {i})\n");
+        for n in 1..12 {
+            text.push_str(&format!("check {n} of {i}\n"));
+        }
+        text
+    };
     assert_eq!(f.prompt(1), "Fix the tests.\n");
     assert_eq!(
         f.prompt(2),
-        "hook iteratr:post_iteration:0 failed with exit code 1:\n\
-         FAIL: TestLogin (iteration 1)\nvet 1\n\nFix the tests.\n"
+        format!("{}\nFix the tests.\n", piped("iteratr:post_iteration:0", 1))
     );
-    assert_eq!(
-        f.prompt(3),
-        "hook iteratr:post_iteration:0 failed with exit code 1:\n\
-         FAIL: TestLogin (iteration 2)\nvet 2\n\nFix the tests.\n"
-    );
+    // The final delivery: the pending buffer only.
+    assert_eq!(f.prompt(3), piped("iteratr:post_iteration:0", 2));
     assert_eq!(f.iterations(), 3);
     assert_eq!(f.session()["reason"], "done");
-    assert!(
-        stderr(&out).contains("discarded 2 context entr"),
-        "{}",
-        stderr(&out)
-    );
+    assert_eq!(f.trace(), ["lint 1", "post 1", "lint 2", "post 2"]);
+    assert!(!stderr(&out).contains("discarded"), "{}", stderr(&out));
+
+    // Moved over by `import`, the entries keep their order: the files sort as they ran.
+    let out = f.ws.hookvisor(&["import", "iteratr", "--write"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut names: Vec<String> = fs::read_dir(f.ws.path().join(".discobot/hooks"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("iteratr-post_iteration-"))
+        .collect();
+    names.sort();
+    let expected: Vec<String> = (0..13)
+        .map(|n| format!("iteratr-post_iteration-{n:02}.yml"))
+        .collect();
+    assert_eq!(names, expected);
+    fs::remove_dir_all(&f.fake).unwrap();
+    fs::create_dir(&f.fake).unwrap();
+    fs::remove_file(f.ws.path().join("trace")).unwrap();
+    f.step("1", "touch \"$HOOKVISOR_DONE\"");
+    let out = f.run(&["--max-iterations", "2", "--prompt", "Again."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(f.prompt(2), piped("iteratr-post_iteration-00", 1));
+    assert_eq!(f.trace(), ["lint 1", "post 1"]);
 }
 
 /// iteratr's `on_error` with `pipe_output: true` ("Show agent changes before error"): when the
@@ -308,4 +334,220 @@ fn serve_follows_edits_of_other_tools_files_and_places_their_problems_in_the_wor
     wait_for(&mut events, "the file gone", &|l| {
         l["problems"].as_array().unwrap().is_empty()
     });
+}
+
+/// nyzhi's `tool_name` is a comma list ("write,edit"): a `pre_tool` hook with `block = true`
+/// blocks an edit and a write the agent reports under `loop` (its reason, stderr first, in the
+/// reply), and lets a bash call through.
+#[test]
+fn nyzhis_comma_listed_tool_names_each_match_under_loop() {
+    let f = Fixture::new(Workspace::new());
+    f.ws.write(
+        ".nyzhi/config.toml",
+        "[[agent.hooks]]\nevent = \"pre_tool\"\ntool_name = \"write, edit\"\ncommand = \"echo 'run the tests first' >&2; exit 1\"\nblock = true\ntimeout = 120\n",
+    );
+    let call = |tool: &str| {
+        format!(
+            r#""$HOOKVISOR_BIN" fire tool.before --data '{{"tool_name": "{tool}", "tool_input": {{}}}}' >> "$FAKE_DIR/fired" 2>&1; echo "{tool} exit $?" >> "$FAKE_DIR/fired""#
+        )
+    };
+    f.step(
+        "1",
+        &format!(
+            "{}\n{}\n{}\ntouch \"$HOOKVISOR_DONE\"",
+            call("edit"),
+            call("write"),
+            call("bash")
+        ),
+    );
+    let out = f.run(&["--max-iterations", "2", "--prompt", "Edit."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let fired = fs::read_to_string(f.fake.join("fired")).unwrap();
+    let exits: Vec<&str> = fired.lines().filter(|l| l.contains(" exit ")).collect();
+    assert_eq!(
+        exits,
+        ["edit exit 1", "write exit 1", "bash exit 0"],
+        "{fired}"
+    );
+    assert_eq!(fired.matches("run the tests first").count(), 2, "{fired}");
+}
+
+/// agent-pipelines (reference/agent-pipelines-unified-hooks.md) under `loop --pipeline FILE`:
+/// its two stages run in order, each with the pipeline's hooks and its own `loop.yaml`'s;
+/// `on_session_start` fires once; the variables it defines are set (`${MAX_ITERATIONS}` the
+/// stage's `runs`, `${NEXT_STAGE}`, the paths `${PROGRESS}`, `${STATUS}`, `${CTX}`, and
+/// `${LAST_HOOK_STATUS}` after an action of the same hook point); a spawned review pipeline runs
+/// its own hooks only, not its parent's (whose spawn would recur down to the depth limit); and
+/// the approval rejected on `on_stage_complete` stops the pipeline: exit 3, the rejection
+/// named, `on_session_complete` told `aborted`.
+#[test]
+fn agent_pipelines_stages_spawn_and_a_rejected_approval_run_as_its_document_says() {
+    use common::receiver::{call_back, receiver};
+    let f = Fixture::new(Workspace::new());
+    let (port, received) = receiver(|url| {
+        assert_eq!(
+            call_back(url, "?action=reject&message=plan+not+approved"),
+            200
+        );
+    });
+    f.ws.write(
+        "scripts/pipelines/full.yaml",
+        &format!(
+            r#"name: full-workflow
+description: Complete workflow with approvals
+
+stages:
+  - name: plan
+    loop: improve-plan
+    runs: 2
+  - name: work
+    loop: work
+
+hooks:
+  on_session_start:
+    - type: shell
+      command: "echo \"start max=${{MAX_ITERATIONS}}\" >> trace"
+  on_iteration_complete:
+    - type: shell
+      command: "echo \"complete ${{STAGE}} ${{ITERATION}}/${{MAX_ITERATIONS}} next=${{NEXT_STAGE}}\" >> trace; test -f ${{PROGRESS}} && test -f ${{STATUS}} && test -f ${{CTX}}"
+      await: true
+    - type: shell
+      command: "echo \"tests ${{LAST_HOOK_STATUS}}\" >> trace"
+      await: true
+      when: "${{LAST_HOOK_STATUS}} == 'success'"
+    - type: spawn
+      pipeline: code-review
+      await: true
+      inputs:
+        parent_session: "${{SESSION}}"
+      when: "${{ITERATION}} == 1"
+  on_stage_complete:
+    - type: webhook
+      url: "http://127.0.0.1:{port}/approve"
+      body:
+        cb: "${{CALLBACK_URL}}"
+        text: "Stage ${{STAGE}} ready for review"
+      await: true
+      when: "${{STAGE}} == 'work'"
+  on_session_complete:
+    - type: shell
+      command: "echo \"end $(jq -r .data.reason)\" >> trace"
+      await: true
+"#
+        ),
+    );
+    f.ws.write(
+        "scripts/loops/improve-plan/loop.yaml",
+        "name: improve-plan\ntermination:\n  type: queue\nhooks:\n  on_iteration_complete:\n    - type: shell\n      command: \"echo \\\"plan stage hook ${ITERATION}\\\" >> trace\"\n      await: true\n",
+    );
+    f.ws.write(
+        "scripts/loops/work/loop.yaml",
+        "name: work\nhooks:\n  on_iteration_complete:\n    - type: shell\n      command: \"echo \\\"work stage hook ${ITERATION}\\\" >> trace\"\n      await: true\n",
+    );
+    f.ws.write(
+        ".discobot/pipelines/code-review.yml",
+        "agent: [sh, -c, 'echo \"review agent $HOOKVISOR_SPAWN_DEPTH\" >> trace; touch \"$HOOKVISOR_DONE\"']\nprompt: Review.\nmax_iterations: 1\nhooks:\n  on_session_start:\n    - type: shell\n      command: \"echo review hook >> trace\"\n      await: true\n",
+    );
+    // Plan takes both its runs; work is done at once.
+    f.step("2", ": still planning");
+    f.step("3", "touch \"$HOOKVISOR_DONE\"");
+    let out = f.run(&[
+        "--pipeline",
+        "scripts/pipelines/full.yaml",
+        "--prompt",
+        "Build it.",
+    ]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("plan not approved"),
+        "{}",
+        stderr(&out)
+    );
+    // Joined once the loop is known to have sent the approval request.
+    received.join().unwrap();
+    assert_eq!(f.session()["reason"], "aborted");
+    assert_eq!(
+        f.iterations(),
+        3,
+        "{:?} {}",
+        f.trace(),
+        fs::read_to_string(f.fake.join("iterations")).unwrap()
+    );
+    assert_eq!(
+        f.trace(),
+        [
+            "start max=2",
+            "complete plan 1/2 next=work",
+            "tests success",
+            "review hook",
+            "review agent 1",
+            "plan stage hook 1",
+            "complete plan 2/2 next=work",
+            "tests success",
+            "plan stage hook 2",
+            "complete work 3/20 next=",
+            "tests success",
+            "work stage hook 3",
+            "end aborted",
+        ]
+    );
+}
+
+/// AutoAgent with twelve `PreExecutionEnd` hooks (reference/autoagent-hooks-design.md): under
+/// `loop`, the agent's `fire task.complete` runs them in the file's order, the last one's exit
+/// 2 blocking with its stderr; moved over by `import`, the files sort, and run, in that order
+/// (`-00 … -11`, never `-0 -1 -10 -11 -2`).
+#[test]
+fn autoagents_twelve_hooks_of_one_event_run_in_their_order_in_place_and_imported() {
+    let f = Fixture::new(Workspace::new());
+    let mut hooks: Vec<String> = (0..11)
+        .map(|n| {
+            format!(
+                r#"{{"type": "command", "command": "echo 'pre {n} {{{{issueNumber}}}}' >> trace"}}"#
+            )
+        })
+        .collect();
+    hooks.push(r#"{"type": "command", "command": "echo 'tests failed' >&2; exit 2"}"#.to_owned());
+    f.ws.write(
+        ".autoagent/config.json",
+        &format!(
+            r#"{{"hooks": {{"PreExecutionEnd": [{}]}}}}"#,
+            hooks.join(",\n")
+        ),
+    );
+    f.step(
+        "1",
+        r#""$HOOKVISOR_BIN" fire task.complete --data '{"issueNumber": 7}' >> "$FAKE_DIR/fired" 2>&1; echo "exit $?" >> "$FAKE_DIR/fired"; touch "$HOOKVISOR_DONE""#,
+    );
+    let expected: Vec<String> = (0..11).map(|n| format!("pre {n} 7")).collect();
+    let out = f.run(&["--max-iterations", "2", "--prompt", "Ship."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let fired = fs::read_to_string(f.fake.join("fired")).unwrap();
+    assert!(
+        fired.contains("tests failed") && fired.ends_with("exit 1\n"),
+        "{fired}"
+    );
+    assert_eq!(f.trace(), expected);
+
+    let out = f.ws.hookvisor(&["import", "autoagent", "--write"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut names: Vec<String> = fs::read_dir(f.ws.path().join(".discobot/hooks"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let files: Vec<String> = (0..12)
+        .map(|n| format!("autoagent-pre_execution_end-{n:02}.yml"))
+        .collect();
+    assert_eq!(names, files);
+    fs::remove_file(f.ws.path().join("trace")).unwrap();
+    fs::remove_file(f.fake.join("fired")).unwrap();
+    let out = f.run(&["--max-iterations", "2", "--prompt", "Ship."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let fired = fs::read_to_string(f.fake.join("fired")).unwrap();
+    assert!(
+        fired.contains("tests failed") && fired.ends_with("exit 1\n"),
+        "{fired}"
+    );
+    assert_eq!(f.trace(), expected);
 }

@@ -40,10 +40,9 @@
 //!    ([`Ending::MaxIterations`]); a block in the last one is delivered by rule 8 and
 //!    reported. An abort from any event's hooks ends it at once ([`Ending::Aborted`]).
 //! 8. **End.** After done or the limit, leftover context in the buffer, or a block reason no
-//!    iteration received, is sent as one last iteration (iteratr's final delivery:
-//!    `turn.start`, the agent, `turn.end`; a block there starts nothing more and its reason is
-//!    reported, an abort or a `turn.start` block ends the loop so), then `stage.complete`
-//!    fires when a stage is set. Whatever the ending, `session.end` fires with `data.reason`
+//!    iteration received, is sent to the agent alone (iteratr's final delivery: the pending
+//!    buffer, then the block reason; no `turn.start` or `turn.end` fires and the task prompt
+//!    is not sent again), then `stage.complete` fires when a stage is set. Whatever the ending, `session.end` fires with `data.reason`
 //!    (`Ending::as_str`, or `error` when the loop itself failed, [`LoopError`]), which
 //!    discards what is still in the buffer into the session's log (counted in
 //!    [`LoopReport::discarded`]), and
@@ -58,8 +57,25 @@
 //!    reaches the next step, and no zombie piles up; the detached runners of unawaited hooks
 //!    (EVENTS.md §1.3, `crate::fire`) are spared: they outlive the step on purpose, and a
 //!    thread of this process reaps each.
+//! 11. **Pipeline.** With [`LoopOptions::pipeline`] (`--pipeline`, a pipeline file of
+//!    `crate::spawn`'s format) the hooks that run are that file's and the current stage's own
+//!    file's (agent-pipelines' `pipeline.yaml` and `loop.yaml`, with the global kinds), no
+//!    other hook of the workspace: a spawned child is such a loop and runs its own pipeline's
+//!    hooks. Its [`LoopOptions::stages`] run one after the other, each for its own
+//!    iterations at most, with `${stage}` its name: `session.start` once (in the first stage),
+//!    then per stage rules 2 to 7, its final delivery and `stage.complete`, the done file
+//!    removed between stages. An abort of `stage.complete` (a rejected approval) ends the loop
+//!    [`Ending::Aborted`] with its reason; the last stage's ending is the loop's.
+//! 12. **Variables** of every event of the loop (agent-pipelines' names, EVENTS.md §5 rule 14):
+//!    `${max_iterations}` (the stage's), `${next_stage}` (empty in the last stage),
+//!    `${progress}` (`<state>/loop/progress.md`, made empty at the start, the agent's to
+//!    write), `${status}` (`<state>/status.json`) and `${ctx}` (`<state>/loop/context.json`:
+//!    session, stage, next stage, iteration, limit and those paths, written before each
+//!    event). A key of the event's data wins a name (`error`'s `status`).
 //!
 //! [`run_loop`]: crate::agent_loop::run_loop
+//! [`LoopOptions::pipeline`]: crate::agent_loop::LoopOptions::pipeline
+//! [`LoopOptions::stages`]: crate::agent_loop::LoopOptions::stages
 //! [`Ending::Blocked`]: crate::agent_loop::Ending::Blocked
 //! [`Ending::Failures`]: crate::agent_loop::Ending::Failures
 //! [`Ending::MaxIterations`]: crate::agent_loop::Ending::MaxIterations
@@ -95,17 +111,25 @@ use serde_json::{Map, Value as Json, json};
 use crate::context::Context;
 use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
 use crate::decision::{Decision, Reply};
-use crate::discover::discover_workspace_owned;
+use crate::discover::{Discovery, discover_workspace_owned};
 use crate::event::Event;
 use crate::exec::{CancelToken, ExecError, RunOutcome};
 use crate::fire::{FireError, Firing, fire};
 use crate::import::LOOP_OWNER_VARIABLE;
+use crate::state::{Durability, write_atomic};
 
 use self::agent::{ERROR_LINES, Launch, agent_log, last_lines, launch};
 use self::loop_dir::LoopDir;
 pub use self::prompt::PROMPT_PLACEHOLDER;
 pub use self::record::new_session_id;
 use self::record::{SessionRecord, record_path};
+
+/// The loop's progress file, `${progress}` (rule 12): the agent's to write, made empty at the
+/// start.
+const PROGRESS_FILE: &str = "progress.md";
+
+/// `${ctx}` (rule 12): the loop's state as JSON, written before each event.
+const CONTEXT_FILE: &str = "context.json";
 
 /// Iterations a loop runs at most unless told otherwise (EVENTS.md §3.2).
 pub const DEFAULT_MAX_ITERATIONS: u64 = 20;
@@ -136,6 +160,12 @@ pub struct LoopOptions {
     pub turn_timeout: Option<Duration>,
     /// `${stage}` of every event; `stage.complete` fires at the end. Default `None`.
     pub stage: Option<String>,
+    /// The pipeline file (`--pipeline`, rule 11): only its hooks and its current stage's run.
+    /// Default `None`.
+    pub pipeline: Option<PathBuf>,
+    /// The pipeline's stages, run in order (rule 11); empty: one stage, [`LoopOptions::stage`].
+    /// Default empty.
+    pub stages: Vec<LoopStage>,
     /// Whose own hooks the agent runs (§5 rule 12), kept in `session.json`. Default the file
     /// name of `argv[0]`.
     pub owner: String,
@@ -205,12 +235,25 @@ impl LoopOptions {
             max_iterations: DEFAULT_MAX_ITERATIONS,
             turn_timeout: None,
             stage: None,
+            pipeline: None,
+            stages: Vec::new(),
             owner,
             cancel: CancelToken::new(),
             end_cancel: CancelToken::new(),
             kill_strays: false,
         }
     }
+}
+
+/// One stage of a pipeline (rule 11).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopStage {
+    /// Its name, `${stage}`.
+    pub name: String,
+    /// Its own agent-pipelines file (`loop.yaml`), whose hooks run during it.
+    pub file: Option<PathBuf>,
+    /// Its iterations at most; `None`: [`LoopOptions::max_iterations`].
+    pub max_iterations: Option<u64>,
 }
 
 /// Why a loop ended.
@@ -399,6 +442,12 @@ struct Driver<'a, P> {
     decision: String,
     /// Why the agent failed last, the reason when failures end the loop.
     last_failure: Option<String>,
+    /// The current stage (rule 11).
+    stage: Option<LoopStage>,
+    /// The name of the stage after it, `${next_stage}`.
+    next_stage: Option<String>,
+    /// `self.iteration` when the current stage started.
+    stage_start: u64,
 }
 
 impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
@@ -411,6 +460,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         let loop_dir = LoopDir::open(&ctx.state_dir)?;
         let lock = lock_state(&loop_dir)?;
         remove_done(&loop_dir)?;
+        make_progress(&loop_dir)?;
         let done_file = loop_dir.shown("done");
         let env = vec![
             ("HOOKVISOR_LOOP".into(), "1".into()),
@@ -451,31 +501,87 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
             reason: None,
             decision: String::new(),
             last_failure: None,
+            stage: None,
+            next_stage: None,
+            stage_start: 0,
         };
         driver.write_record()?;
         Ok(driver)
     }
 
-    /// Rules 1–7: `session.start`, then iterations until one of them ends the loop.
+    /// Rules 1–8 and 11: `session.start`, then each stage's iterations until one of them ends
+    /// it, its final delivery and `stage.complete`.
     fn iterate(&mut self) -> Result<Ending, Stop> {
+        let stages = match self.options.stages.is_empty() {
+            true => vec![LoopStage {
+                name: self.options.stage.clone().unwrap_or_default(),
+                file: None,
+                max_iterations: None,
+            }],
+            false => self.options.stages.clone(),
+        };
+        let enter = |driver: &mut Self, i: usize| {
+            driver.next_stage = stages.get(i + 1).map(|s| s.name.clone());
+            driver.stage = stages.get(i).cloned().filter(|s| !s.name.is_empty());
+            driver.stage_start = driver.iteration;
+        };
+        // `session.start` is the first stage's, as agent-pipelines' `on_session_start`.
+        enter(self, 0);
         let reply = self.fire(Event::SessionStart, Map::new())?;
         if let Some(ending) = self.aborted(&reply) {
             return Ok(ending);
         }
+        let mut ending = Ending::Done;
+        for (i, stage) in stages.iter().enumerate() {
+            if i > 0 {
+                // The agent says so again for each stage.
+                remove_done(&self.loop_dir)?;
+                enter(self, i);
+            }
+            let max = stage.max_iterations.unwrap_or(self.options.max_iterations);
+            ending = self.run_stage(max)?;
+            if !matches!(ending, Ending::Done | Ending::MaxIterations) {
+                return Ok(ending);
+            }
+            self.final_delivery()?;
+            if let Some(end) = self.stage_complete(ending)? {
+                return Ok(end);
+            }
+        }
+        Ok(ending)
+    }
+
+    /// Rules 2–7 for one stage of at most `max` iterations.
+    fn run_stage(&mut self, max: u64) -> Result<Ending, Stop> {
         let mut failures = 0;
         loop {
-            if self.iteration >= self.options.max_iterations {
+            if self.iteration - self.stage_start >= max {
                 // A block at the limit: its reason goes in the final delivery, and is reported.
                 self.reason.clone_from(&self.block_reason);
                 return Ok(Ending::MaxIterations);
             }
-            let turn = self.turn(false)?;
+            let turn = self.turn()?;
             let ending = self.after_turn(turn, &mut failures)?;
             self.report_progress();
             if let Some(ending) = ending {
                 return Ok(ending);
             }
         }
+    }
+
+    /// Rule 8: `stage.complete` fires when a stage is set; an abort there (a rejected
+    /// approval, `on_failure: abort`) ends the loop aborted, with its reason.
+    fn stage_complete(&mut self, ending: Ending) -> Result<Option<Ending>, Stop> {
+        if self.stage.is_none() {
+            return Ok(None);
+        }
+        let mut data = Map::new();
+        data.insert("reason".into(), ending.as_str().into());
+        let reply = self.fire(Event::StageComplete, data)?;
+        Ok((reply.decision == Decision::Abort).then(|| {
+            self.reason = reply.reason;
+            Ending::Aborted
+        }))
     }
 
     /// Rules 3, 4 and 7 after an iteration: whether the loop ends, and how.
@@ -521,8 +627,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         }
     }
 
-    /// One iteration (rules 2–5); `last` for the final delivery, whose decisions start nothing.
-    fn turn(&mut self, last: bool) -> Result<Turn, Stop> {
+    /// One iteration (rules 2–5).
+    fn turn(&mut self) -> Result<Turn, Stop> {
         self.iteration += 1;
         let reply = self.fire(Event::TurnStart, Map::new())?;
         match reply.decision {
@@ -559,11 +665,6 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         self.note(&format!("turn.end: {}", reply.decision.as_str()));
         match reply.decision {
             Decision::Allow => Ok(Turn::Passed),
-            // Nothing follows the final delivery: its block reason is reported instead.
-            Decision::Block if last => {
-                self.reason = reply.reason;
-                Ok(Turn::Passed)
-            }
             Decision::Block => {
                 self.block_reason = reply.reason;
                 Ok(Turn::Reprompt)
@@ -680,26 +781,8 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         Ok(run.success())
     }
 
-    /// Rule 8 (and 9): final delivery, `stage.complete`, `session.end`, the record.
+    /// Rule 8 (and 9): `session.end`, the record.
     fn finish(mut self, ending: Ending) -> Result<LoopReport, LoopError> {
-        let mut ending = ending;
-        if matches!(ending, Ending::Done | Ending::MaxIterations) {
-            match self.final_delivery() {
-                Ok(Some(end)) => ending = end,
-                Ok(None) => {}
-                Err(Stop::Interrupted) => ending = Ending::Interrupted,
-                Err(Stop::Error(err)) => return Err(self.fail(err)),
-            }
-        }
-        if self.options.stage.is_some() && matches!(ending, Ending::Done | Ending::MaxIterations) {
-            let mut data = Map::new();
-            data.insert("reason".into(), ending.as_str().into());
-            match self.fire(Event::StageComplete, data) {
-                Ok(_) => {}
-                Err(Stop::Interrupted) => ending = Ending::Interrupted,
-                Err(Stop::Error(err)) => return Err(self.fail(err)),
-            }
-        }
         // `session.end` discards what no turn took (EVENTS.md §1.6), in its session log.
         let fired = self.session_end(ending.as_str());
         let recorded = self.finish_record(ending.as_str());
@@ -742,7 +825,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         if let Json::Object(data) = data {
             firing.data = data;
         }
-        let discovery = discover_workspace_owned(self.ctx, &self.options.owner);
+        let discovery = self.discover();
         let fired = fire(self.ctx, &discovery, &firing);
         self.sweep();
         match fired {
@@ -762,20 +845,36 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         }
     }
 
-    /// Rule 8: leftover context, or a block reason no iteration delivered, goes to the agent in
-    /// one last iteration; an abort there (or a block of its `turn.start`) is how the loop ends.
-    fn final_delivery(&mut self) -> Result<Option<Ending>, Stop> {
-        if self.buffer.is_empty()? && self.held_context.is_empty() && self.block_reason.is_none() {
-            return Ok(None);
+    /// Rule 8: leftover context, or a block reason no iteration delivered, goes to the agent
+    /// alone, as iteratr's final delivery sends its pending buffer: no `turn.start` or
+    /// `turn.end` fires (their hooks would run once more, and pipe what nobody reads), and the
+    /// task prompt is not sent again. The agent's failure there is only noted.
+    fn final_delivery(&mut self) -> Result<(), Stop> {
+        let mut context = std::mem::take(&mut self.held_context);
+        let drained = self.buffer.drain(MAX_CONTEXT_CHARS)?;
+        if !drained.text.is_empty() {
+            context.push(drained.text);
         }
-        // Its other decisions start nothing: the loop has ended already.
+        if context.is_empty() && self.block_reason.is_none() {
+            return Ok(());
+        }
         self.note("final delivery");
-        let turn = self.turn(true)?;
+        self.iteration += 1;
+        let text = prompt::assemble(&context, self.block_reason.take().as_deref(), "");
+        self.record.iterations = self.iteration;
+        self.write_record()?;
+        let run = self.run_agent(&text)?;
+        if run.cancelled || self.options.cancel.is_cancelled() {
+            return Err(Stop::Interrupted);
+        }
+        if !run.success() {
+            self.note(&match run.timed_out {
+                true => "agent timed out".to_owned(),
+                false => format!("agent exited {}", run.exit_code),
+            });
+        }
         self.report_progress();
-        Ok(match turn {
-            Turn::End(ending) => Some(ending),
-            Turn::Passed | Turn::Reprompt | Turn::Failed => None,
-        })
+        Ok(())
     }
 
     /// Rule 10: when the process is the loop's alone, what the last run left is killed.
@@ -793,7 +892,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     fn fire(&self, event: Event, data: Map<String, Json>) -> Result<Reply, Stop> {
         let mut firing = self.firing(event.clone());
         firing.data = data;
-        let discovery = discover_workspace_owned(self.ctx, &self.options.owner);
+        let discovery = self.discover();
         // Never a limit here (the trigger is `loop`), but the number re-prompts print.
         firing.max_attempts = discovery.config.max_retries_or(None);
         let fired = fire(self.ctx, &discovery, &firing);
@@ -812,6 +911,60 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         }
     }
 
+    /// The hooks of the workspace, read again; under `--pipeline`, the pipeline's and its
+    /// current stage's only (rule 11).
+    fn discover(&self) -> Discovery {
+        let files = self.pipeline_files();
+        discover_workspace_owned(self.ctx, &self.options.owner, files.as_deref())
+    }
+
+    /// Under `--pipeline`, the files whose hooks run: the pipeline's and its current stage's.
+    fn pipeline_files(&self) -> Option<Vec<PathBuf>> {
+        let pipeline = self.options.pipeline.clone()?;
+        Some(
+            std::iter::once(pipeline)
+                .chain(self.stage.as_ref().and_then(|s| s.file.clone()))
+                .collect(),
+        )
+    }
+
+    /// The loop's variables of every event (rule 12): `max_iterations` (the current stage's),
+    /// `next_stage`, and the paths `progress`, `status`, `ctx` (agent-pipelines' `CTX`: a
+    /// `_file` name could not be in the environment), the last written now with what it says.
+    fn vars(&self) -> Map<String, Json> {
+        let max = (self.stage.as_ref().and_then(|s| s.max_iterations))
+            .unwrap_or(self.options.max_iterations);
+        let progress = self.loop_dir.shown(PROGRESS_FILE);
+        let status = self.ctx.state().status();
+        let context_file = self.loop_dir.shown(CONTEXT_FILE);
+        let context = json!({
+            "session": self.ctx.session_id,
+            "stage": self.stage.as_ref().map(|s| &s.name),
+            "next_stage": self.next_stage,
+            "iteration": self.iteration,
+            "max_iterations": max,
+            "paths": {"progress": progress, "status": status},
+        });
+        if let Err(err) = write_atomic(
+            &self.loop_dir.pinned(CONTEXT_FILE),
+            context.to_string().as_bytes(),
+            Durability::Replaceable,
+        ) {
+            tracing::warn!("{}: {err}", context_file.display());
+        }
+        let path = |p: PathBuf| Json::from(p.to_string_lossy().into_owned());
+        let mut vars = Map::new();
+        vars.insert("max_iterations".into(), max.into());
+        vars.insert(
+            "next_stage".into(),
+            self.next_stage.clone().unwrap_or_default().into(),
+        );
+        vars.insert("progress".into(), path(progress));
+        vars.insert("status".into(), path(status));
+        vars.insert("ctx".into(), path(context_file));
+        vars
+    }
+
     /// A firing of `event` by the loop, with its iteration and stage.
     fn firing(&self, event: Event) -> Firing {
         let mut firing = Firing::new(event);
@@ -819,7 +972,9 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         // An unawaited hook never holds an iteration (EVENTS.md §1.3).
         firing.detach_unawaited = true;
         firing.iteration = (self.iteration > 0).then_some(self.iteration);
-        firing.stage = self.options.stage.clone();
+        firing.stage = self.stage.as_ref().map(|s| s.name.clone());
+        firing.vars = self.vars();
+        firing.pipeline = self.pipeline_files();
         firing.cancel = Some(self.options.cancel.clone());
         firing
     }
@@ -884,6 +1039,21 @@ fn lock_state(loop_dir: &LoopDir) -> Result<fs::File, LoopError> {
         Err(fs::TryLockError::WouldBlock) => Err(LoopError::Busy { path }),
         Err(fs::TryLockError::Error(source)) => Err(LoopError::State { path, source }),
     }
+}
+
+/// Makes `<loop dir>/progress.md` when missing (never through a link), for `${progress}`.
+fn make_progress(loop_dir: &LoopDir) -> Result<(), LoopError> {
+    fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(loop_dir.pinned(PROGRESS_FILE))
+        .map(drop)
+        .map_err(|source| LoopError::State {
+            path: loop_dir.shown(PROGRESS_FILE),
+            source,
+        })
 }
 
 /// Removes the done file (a link itself, never what it names); one that is not there is fine.

@@ -174,13 +174,19 @@ pub fn discover_workspace(ctx: &Context) -> Discovery {
 }
 
 /// [`discover_workspace`] under `hookvisor loop` supervising `owner`, whose own hook file is
-/// left to it ([`crate::import`], rule 5).
-pub fn discover_workspace_owned(ctx: &Context, owner: &str) -> Discovery {
+/// left to it ([`crate::import`], rule 5), or running the pipeline files `pipeline`
+/// ([`Places::pipeline`]).
+pub fn discover_workspace_owned(
+    ctx: &Context,
+    owner: &str,
+    pipeline: Option<&[PathBuf]>,
+) -> Discovery {
     let global = global_hooks_dir(|name| env::var_os(name));
     let places = Places {
         global_hooks: global.as_deref(),
         user: UserDirs::from_vars(|name| env::var_os(name)),
         owner: Some(owner),
+        pipeline,
     };
     discover_workspace_in(ctx, &places)
 }
@@ -194,6 +200,7 @@ pub fn discover_workspace_with(ctx: &Context, global_hooks: Option<&Path>) -> Di
         global_hooks,
         user: UserDirs::from_vars(|name| env::var_os(name)),
         owner: owner.as_deref(),
+        pipeline: None,
     };
     discover_workspace_in(ctx, &places)
 }
@@ -207,6 +214,9 @@ pub struct Places<'a> {
     pub user: UserDirs,
     /// The tool `hookvisor loop` supervises, which runs its own hooks. Default none.
     pub owner: Option<&'a str>,
+    /// The agent-pipelines files of `loop --pipeline` (the pipeline's, its stage's): then only
+    /// their hooks and the global kinds run ([`crate::import`]). Default none.
+    pub pipeline: Option<&'a [PathBuf]>,
 }
 
 /// [`discover_workspace`] with every place given.
@@ -225,7 +235,7 @@ pub fn discover_workspace_in(ctx: &Context, places: &Places<'_>) -> Discovery {
             }),
         ),
     };
-    let mut discovery = match config.reads(Source::Discobot) {
+    let mut discovery = match config.reads(Source::Discobot) && places.pipeline.is_none() {
         true => discover(&ctx.hooks_dir()),
         false => Discovery::default(),
     };
@@ -237,6 +247,7 @@ pub fn discover_workspace_in(ctx: &Context, places: &Places<'_>) -> Discovery {
             &places.user,
             &config,
             places.owner,
+            places.pipeline,
         )),
     };
     if let Some(imported) = &imported {
@@ -430,7 +441,7 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                 };
                 let mut unknown: Vec<String> = referenced
                     .into_iter()
-                    .filter(|n| !crate::payload::is_known_name(n))
+                    .filter(|n| !crate::payload::provides(&hook.spec.event.to_string(), n))
                     .collect();
                 unknown.dedup();
                 for name in unknown {

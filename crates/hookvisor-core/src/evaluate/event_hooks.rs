@@ -93,6 +93,8 @@ pub(super) fn run(
     let mut done = done;
     if let Some(done) = &mut done {
         earlier.record(&done.produced);
+        // `${last_hook_status}` at the turn end as at every event (crate::produced, rule 5).
+        earlier.record_status(done.run.timed_out.is_some() || done.run.exit_code != 0);
         fire::pipe(&ContextBuffer::new(&ctx.state()), hook, done)?;
     }
     Ok(done)

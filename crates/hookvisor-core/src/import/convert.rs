@@ -15,8 +15,9 @@
 //!    off), the import is refused: the hooks would stop running unnoticed.
 //! 3. **Names** are the hook's id made a file name: `<tool>-<event>-<n>.yml`, the tool's event
 //!    in snake case, `n` the entry's index among that event's entries (`iteratr:post_iteration:0`
-//!    becomes `iteratr-post_iteration-0.yml`): stable across runs, and the same entry as
-//!    `list` showed. An existing file of that name, or one whose id is the same
+//!    becomes `iteratr-post_iteration-0.yml`), zero-padded when the event has more than ten
+//!    (`-00` … `-11`) so that the files sort, and run, in the entries' order: stable across
+//!    runs, and the same entry as `list` showed. An existing file of that name, or one whose id is the same
 //!    (`iteratr-post_iteration-0.sh`), is refused by name before anything is written: the
 //!    import never picks another name behind the user's back.
 //! 4. **Content**: a `---` front matter block with a comment naming the entry's `file:line`,
@@ -413,8 +414,20 @@ fn file_plan(
     // AutoAgent's workspace `hooks` hide the user's: an emptied one stays.
     let keep = source == Source::Autoagent && !is_user && user_has_hooks(source, workspace, user);
     let keep = keep.then(|| vec![Step::Key("hooks".to_owned())]);
+    // Names sort as the entries ran: `-00 … -11` when an event has more than ten (rule 3).
+    let width = |event: &str| {
+        let last = (imported.hooks.iter().zip(indexes))
+            .filter(|(h, _)| h.source_event == event)
+            .map(|(_, n)| *n)
+            .max()
+            .unwrap_or(0);
+        last.to_string().len()
+    };
     let files = (imported.hooks.iter().zip(indexes))
-        .map(|(hook, n)| new_file(workspace, source, &dir, hook, *n, &shown))
+        .map(|(hook, n)| {
+            let name = file_name(source, &hook.source_event, *n, width(&hook.source_event));
+            new_file((workspace, source, &dir), name, hook, &shown)
+        })
         .collect();
     source_plan(source, path, shown, text, imported, files, keep.as_deref())
 }
@@ -458,8 +471,8 @@ fn shown(workspace: &Path, path: &Path) -> String {
         .to_string()
 }
 
-/// The file name of the `n`th entry of `event` (rule 3).
-fn file_name(source: Source, event: &str, n: usize) -> String {
+/// The file name of the `n`th entry of `event`, `n` zero-padded to `width` digits (rule 3).
+fn file_name(source: Source, event: &str, n: usize, width: usize) -> String {
     let mut snake = String::new();
     for (i, c) in event.chars().enumerate() {
         match c {
@@ -473,19 +486,17 @@ fn file_name(source: Source, event: &str, n: usize) -> String {
             _ => snake.push('-'),
         }
     }
-    format!("{source}-{snake}-{n}.yml")
+    format!("{source}-{snake}-{n:0width$}.yml")
 }
 
 /// The declarative file of `hook` (rule 4).
 fn new_file(
-    workspace: &Path,
-    source: Source,
-    dir: &Path,
+    (workspace, source, dir): (&Path, Source, &Path),
+    name: String,
     hook: &ImportedHook,
-    n: usize,
     from: &str,
 ) -> NewFile {
-    let path = dir.join(file_name(source, &hook.source_event, n));
+    let path = dir.join(name);
     let content = format!(
         "---\n# Imported by `hookvisor import` from {from}:{} ({source}'s {} hook).\n\
          name: {}\n{}---\n",
@@ -797,16 +808,20 @@ mod tests {
     #[test]
     fn names_are_ids_in_snake_case() {
         assert_eq!(
-            file_name(Source::Iteratr, "post_iteration", 0),
+            file_name(Source::Iteratr, "post_iteration", 0, 1),
             "iteratr-post_iteration-0.yml"
         );
         assert_eq!(
-            file_name(Source::Autoagent, "PreExecutionEnd", 2),
+            file_name(Source::Autoagent, "PreExecutionEnd", 2, 1),
             "autoagent-pre_execution_end-2.yml"
         );
         assert_eq!(
-            hook_id(&file_name(Source::Nyzhi, "after_edit", 1)),
+            hook_id(&file_name(Source::Nyzhi, "after_edit", 1, 1)),
             "nyzhi-after_edit-1"
+        );
+        assert_eq!(
+            file_name(Source::Iteratr, "post_iteration", 3, 2),
+            "iteratr-post_iteration-03.yml"
         );
     }
 }

@@ -26,7 +26,8 @@
 //!    user's global `agent-pipelines/hooks.yaml` of `$XDG_CONFIG_HOME` or `~/.config`).
 //!    agent-pipelines' global file is one of the two *global kinds*: `disable_global_hooks:
 //!    true` in `hookvisor.yml` or in either workspace file turns off both it and hookvisor's
-//!    global hooks.
+//!    global hooks. Under `hookvisor loop --pipeline FILE` only FILE and its current stage's
+//!    file are read in place of those two (then the global file), and no other source.
 //! 5. **Who reads.** `sources:` of `hookvisor.yml` names the tools read (default all). The
 //!    *owner*, the tool `hookvisor loop` supervises (§5 rule 12: `loop -- iteratr …`), runs its
 //!    own hooks, so its file is not read: the loop passes the owner to its discovery and
@@ -234,12 +235,15 @@ pub(crate) struct Sources {
     pub(crate) disable_global_hooks: bool,
 }
 
-/// Reads every imported source `config` allows but the loop's `owner` (rules 4, 5).
+/// Reads every imported source `config` allows but the loop's `owner` (rules 4, 5); under a
+/// loop of a pipeline file, only `pipeline`'s files (the pipeline's, its stage's) and
+/// agent-pipelines' global file.
 pub(crate) fn read_sources(
     workspace: &Path,
     user: &UserDirs,
     config: &Config,
     owner: Option<&str>,
+    pipeline: Option<&[PathBuf]>,
 ) -> Sources {
     let mut out = Sources::default();
     for source in IMPORTED {
@@ -257,11 +261,17 @@ pub(crate) fn read_sources(
                 ..skipped(note)
             }
         };
-        if !config.reads(source) {
+        if pipeline.is_some() && source != Source::Pipelines {
+            out.uses.push(unread(
+                "hookvisor loop runs a pipeline file: only its hooks run".to_owned(),
+            ));
+            continue;
+        }
+        if !config.reads(source) && pipeline.is_none() {
             out.uses.push(unread("not in sources".to_owned()));
             continue;
         }
-        if owner == Some(source.as_str()) {
+        if owner == Some(source.as_str()) && pipeline.is_none() {
             out.uses.push(unread(format!(
                 "hookvisor loop runs {source}, which runs its own hooks"
             )));
@@ -275,7 +285,17 @@ pub(crate) fn read_sources(
         // Kept apart until every file of the source has been read: one that does not parse
         // skips the source whole (rule 1).
         let mut hooks = Vec::new();
-        for (path, is_user) in files_of(source, workspace, user) {
+        let files = match pipeline {
+            Some(files) => (files.iter().map(|f| (f.clone(), false)))
+                .chain(
+                    files_of(source, workspace, user)
+                        .into_iter()
+                        .filter(|f| f.1),
+                )
+                .collect(),
+            None => files_of(source, workspace, user),
+        };
+        for (path, is_user) in files {
             // Both global kinds are off with either switch (rule 4).
             if is_user
                 && source == Source::Pipelines
@@ -802,7 +822,7 @@ pub(crate) mod tests {
             path
         }
         fn read(&self, config: &Config, owner: Option<&str>) -> Sources {
-            read_sources(&self.ws(), &self.user(), config, owner)
+            read_sources(&self.ws(), &self.user(), config, owner, None)
         }
     }
 

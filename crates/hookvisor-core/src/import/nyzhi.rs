@@ -20,7 +20,8 @@
 //! it inside a name). `pattern` outside `after_edit` and `tool_name` outside the tool events
 //! are ignored by nyzhi, and warned about and ignored here. nyzhi's tool names are the
 //! canonical ones of §5 rule 6 (`bash`, `write`, `edit`, `apply_patch`, `git_commit`), but for
-//! `multi_edit`, which becomes `edit` (Claude's `Edit` and `MultiEdit`).
+//! `multi_edit`, which becomes `edit` (Claude's `Edit` and `MultiEdit`). `tool_name` is a comma
+//! list, as nyzhi splits it (`write,edit`, spaces around a name ignored): any name matches.
 
 #![forbid(unsafe_code)]
 
@@ -227,12 +228,15 @@ fn entry_hook(
     );
     let tool = match string("tool_name")? {
         Some(tool) if tool_event => {
-            // nyzhi's own file tool without a canonical name of the same spelling.
-            let tool = match tool {
-                "multi_edit" => "edit",
-                other => other,
-            };
-            let matcher = ToolMatcher::parse(tool)
+            // nyzhi reads a comma list of names (`write,edit`), each trimmed; its own file
+            // tool `multi_edit` has no canonical name of the same spelling.
+            let names: Vec<&str> = tool
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(|n| if n == "multi_edit" { "edit" } else { n })
+                .collect();
+            let matcher = ToolMatcher::parse(&names.join("|"))
                 .map_err(|e| note(at("tool_name"), format!("tool_name: {e}")))?;
             if let ToolMatcher::Names(names) = &matcher {
                 for unknown in names

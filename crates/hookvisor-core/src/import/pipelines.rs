@@ -1,6 +1,7 @@
 //! agent-pipelines' `hooks:` (reference/agent-pipelines-unified-hooks.md), read by the table of
 //! EVENTS.md §2.2 and §5 rules 7 and 14 from a pipeline's `pipeline.yaml`, a stage's
-//! `loop.yaml` and the user's `~/.config/agent-pipelines/hooks.yaml`.
+//! `loop.yaml` and the user's `~/.config/agent-pipelines/hooks.yaml` (under `loop --pipeline`:
+//! that file and its current stage's, see `crate::agent_loop`'s rule 11).
 //!
 //! | agent-pipelines | event |
 //! |---|---|
@@ -436,7 +437,7 @@ fn entry_hook(
         );
     }
     for (name, line) in used {
-        if let Some(why) = unset_here(point, kind, &name) {
+        if let Some(why) = unset_here(point, event, kind, &name) {
             warnings.push(note(line, why));
         }
     }
@@ -467,7 +468,14 @@ fn entry_hook(
 /// Why `name` has no value where a `kind` action of `point` uses it, when agent-pipelines put
 /// an empty value there: hookvisor fails such a run instead (§5 rule 20), so it is said at
 /// load.
-fn unset_here(point: &str, kind: &str, name: &str) -> Option<String> {
+fn unset_here(point: &str, event: &Event, kind: &str, name: &str) -> Option<String> {
+    let known = crate::payload::is_known_name(name);
+    if known && !crate::payload::provides(&event.to_string(), name) {
+        return Some(format!(
+            "${{{}}} is not set for {point} hooks; its run fails: remove it or move the hook",
+            name.to_ascii_uppercase()
+        ));
+    }
     let name = name.to_ascii_lowercase();
     let why = match name.as_str() {
         "decision" => "${LAST_DECISION} is hookvisor's ${decision}, which only 'phase: post' \

@@ -226,7 +226,7 @@ fn spawn(
 /// What the child runs: a loop of a pipeline file or a plain program (rule 1).
 enum Target {
     /// `hookvisor loop` of this spec, by this executable.
-    Loop(PathBuf, PipelineSpec),
+    Loop(PathBuf, PathBuf, PipelineSpec),
     /// A program and its arguments, expanded.
     Program(Vec<OsString>),
 }
@@ -236,9 +236,16 @@ impl Target {
     fn of(ctx: &Context, action: &Spawn, payload: &Payload) -> Result<Target, String> {
         match &action.target {
             SpawnTarget::Pipeline(name) => {
-                let spec = pipeline::load(&pipeline::path_of(&ctx.workspace, name))
-                    .map_err(|err| format!("spawn: {err}"))?;
-                Ok(Target::Loop(hookvisor_exe()?, spec))
+                let path = pipeline::path_of(&ctx.workspace, name);
+                let spec = pipeline::load(&path).map_err(|err| format!("spawn: {err}"))?;
+                if spec.agent.is_empty() {
+                    return Err(format!(
+                        "spawn: {}: no agent; give the agent command as a list, program first, \
+                         as in 'agent: [claude, -p, \"{{prompt}}\"]'",
+                        path.display()
+                    ));
+                }
+                Ok(Target::Loop(hookvisor_exe()?, path, spec))
             }
             SpawnTarget::Argv(argv) => {
                 let expanded = template::expand_argv(argv, |n| payload.template_value(n))
@@ -265,13 +272,16 @@ impl Target {
                 let program = PathBuf::from(argv.remove(0));
                 (program, argv)
             }
-            Target::Loop(exe, spec) => {
+            Target::Loop(exe, path, spec) => {
+                // `--pipeline`: the child runs its pipeline's hooks, not the workspace's.
                 let mut args: Vec<OsString> = vec![
                     "loop".into(),
                     "--state-dir".into(),
                     dir.as_os_str().to_owned(),
                     "--workspace".into(),
                     cwd.as_os_str().to_owned(),
+                    "--pipeline".into(),
+                    path.into_os_string(),
                 ];
                 if let Some(n) = spec.max_iterations {
                     args.extend(["--max-iterations".into(), n.to_string().into()]);

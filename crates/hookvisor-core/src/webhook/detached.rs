@@ -51,15 +51,25 @@ pub(crate) fn deliver_detached(
         .current_dir(&ctx.workspace)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        // What it says of itself (a hook it cannot find, a record it cannot write) goes to
+        // the session's log: nothing it does is lost unseen.
+        .stderr(session_log(ctx))
         .process_group(0)
         .spawn()?;
     let mut json = payload.stdin_json();
-    // `${decision}` of a `post` hook is no field of the event JSON: it rides beside them.
-    if let Some(decision) = decision
-        && let Ok(serde_json::Value::Object(mut event)) = serde_json::from_slice(&json)
-    {
-        event.insert("decision".into(), decision.into());
+    // What the child needs besides the event JSON rides beside its fields: a `post` hook's
+    // `${decision}`, the caller's variables, and the pipeline files its hooks were read from.
+    if let Ok(serde_json::Value::Object(mut event)) = serde_json::from_slice(&json) {
+        if let Some(decision) = decision {
+            event.insert("decision".into(), decision.into());
+        }
+        if !firing.vars.is_empty() {
+            event.insert("vars".into(), firing.vars.clone().into());
+        }
+        if let Some(files) = &firing.pipeline {
+            let files = files.iter().map(|f| f.to_string_lossy().into_owned());
+            event.insert("pipeline".into(), files.collect::<Vec<_>>().into());
+        }
         json = serde_json::to_vec(&event).unwrap_or(json);
     }
     let written = child
@@ -74,4 +84,11 @@ pub(crate) fn deliver_detached(
         crate::leftovers::unspare(pid);
     });
     written
+}
+
+/// The session's log as the child's stderr; nowhere when it cannot be opened.
+fn session_log(ctx: &Context) -> Stdio {
+    crate::context_buffer::ContextBuffer::new(&ctx.state())
+        .open_session_log()
+        .map_or_else(|_| Stdio::null(), Stdio::from)
 }

@@ -10,7 +10,7 @@ use std::io::{self, Read, Write};
 use hookvisor_core::decision::{Decision, Reply};
 use hookvisor_core::event::Event;
 use hookvisor_core::fire::{Firing, fire};
-use hookvisor_core::{CancelToken, discover_workspace};
+use hookvisor_core::{CancelToken, discover_workspace, discover_workspace_owned};
 use nix::sys::signal::Signal;
 use serde_json::{Map, Value};
 
@@ -42,10 +42,14 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     let mut firing = Firing::new(event);
     firing.data = data;
     firing.trigger = args.trigger.as_str().to_owned();
-    let discovery = discover_workspace(&ctx);
     // The detached child of an unawaited hook: that hook alone, run here and recorded.
     if let Some(id) = &args.deliver {
         let (mut firing, decision) = delivered_firing(firing)?;
+        let discovery = match firing.pipeline.as_deref() {
+            // `loop --pipeline`'s hooks; the owner is moot there.
+            Some(files) => discover_workspace_owned(&ctx, "", Some(files)),
+            None => discover_workspace(&ctx),
+        };
         firing_cancel(&mut firing);
         let ran = hookvisor_core::fire::deliver(&ctx, &discovery, &firing, id, decision.as_deref())
             .map_err(CliError::failed)?;
@@ -56,6 +60,7 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
         }
         return Ok(Exit::Ok);
     }
+    let discovery = discover_workspace(&ctx);
     let mut firing = firing;
     firing.max_attempts = discovery.config.max_retries_or(args.max_retries);
     // Signals cancel only where a hook can run: an event nothing binds (most tool calls of an
@@ -86,7 +91,8 @@ fn firing_cancel(firing: &mut Firing) {
 }
 
 /// `--deliver`: the firing as its event JSON on stdin says (EVENTS.md §5 rule 19): data,
-/// trigger, iteration, stage and files; and the `decision` a `post` hook sees.
+/// trigger, iteration, stage and files; and beside them the `decision` a `post` hook sees,
+/// the caller's `vars` and the `pipeline` files the hooks were read from.
 fn delivered_firing(mut firing: Firing) -> Result<(Firing, Option<String>), CliError> {
     let mut text = String::new();
     io::stdin()
@@ -112,6 +118,19 @@ fn delivered_firing(mut firing: Firing) -> Result<(Firing, Option<String>), CliE
             .map(std::path::PathBuf::from)
             .collect()
     });
+    if let Some(vars) = event.get("vars").and_then(Value::as_object) {
+        firing.vars = vars.clone();
+    }
+    firing.pipeline = event
+        .get("pipeline")
+        .and_then(Value::as_array)
+        .map(|files| {
+            files
+                .iter()
+                .filter_map(Value::as_str)
+                .map(std::path::PathBuf::from)
+                .collect()
+        });
     let decision = event
         .get("decision")
         .and_then(Value::as_str)

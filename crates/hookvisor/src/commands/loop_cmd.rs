@@ -11,7 +11,10 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use hookvisor_core::CancelToken;
-use hookvisor_core::agent_loop::{Ending, LoopOptions, Progress, new_session_id, run_loop};
+use hookvisor_core::PipelineSpec;
+use hookvisor_core::agent_loop::{
+    Ending, LoopOptions, LoopStage, Progress, new_session_id, run_loop,
+};
 use hookvisor_core::discover_workspace;
 use nix::sys::signal::{SigSet, Signal};
 
@@ -39,6 +42,9 @@ pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
             .join(format!("loop-{iteration}-{session}"));
     }
     super::refuse_others_state_dir(&ctx)?;
+    if let Some(pipeline) = &args.pipeline {
+        pipeline_options(&mut options, &ctx.workspace, pipeline, args)?;
+    }
     let discovery = discover_workspace(&ctx);
     for problem in &discovery.problems {
         eprintln!("hookvisor: warning: {problem}");
@@ -147,6 +153,51 @@ fn options(args: &LoopArgs) -> Result<LoopOptions, CliError> {
         options.owner = owner.clone();
     }
     Ok(options)
+}
+
+/// `--pipeline FILE|NAME` (EVENTS.md §5 rule 18): the file's hooks and stages, and its
+/// prompt and `until` where the command line gives none. A file that cannot be used is a
+/// usage error naming its line.
+fn pipeline_options(
+    options: &mut LoopOptions,
+    workspace: &Path,
+    pipeline: &Path,
+    args: &LoopArgs,
+) -> Result<(), CliError> {
+    let bare = pipeline.components().count() == 1
+        && !pipeline.as_os_str().as_bytes().contains(&b'.')
+        && !pipeline.exists();
+    let path = match bare {
+        true => PipelineSpec::path_of(workspace, &pipeline.to_string_lossy()),
+        false => std::path::absolute(pipeline).unwrap_or_else(|_| pipeline.to_owned()),
+    };
+    let spec =
+        PipelineSpec::load(&path).map_err(|e| CliError::usage(format!("--pipeline: {e}")))?;
+    if args.prompt.is_none() && args.prompt_file.is_none() {
+        options.prompt = spec.prompt.unwrap_or_default();
+    }
+    if args.until.is_none() {
+        options.until = spec.until;
+    }
+    options.stages = (spec.stages.into_iter())
+        .filter(|s| args.stage.as_ref().is_none_or(|only| *only == s.name))
+        .map(|s| LoopStage {
+            name: s.name,
+            file: s.file,
+            max_iterations: s.runs,
+        })
+        .collect();
+    if let Some(stage) = &args.stage
+        && options.stages.is_empty()
+        && PipelineSpec::load(&path).is_ok_and(|s| !s.stages.is_empty())
+    {
+        return Err(CliError::usage(format!(
+            "--stage {stage}: {} has no stage of that name",
+            path.display()
+        )));
+    }
+    options.pipeline = Some(path);
+    Ok(())
 }
 
 /// Whether `program` is an executable file: a path as given, a bare name in `$PATH` (as the

@@ -59,6 +59,7 @@ pub fn run(globals: &Globals, user: Option<&str>, root_hooks: Option<&str>) -> C
             global_hooks: global.as_deref(),
             user: UserDirs::from_vars(var),
             owner: None,
+            pipeline: None,
         };
         let discovery = discover_workspace_in(&ctx, &places);
         let plan = SessionPlan::with_policy(&discovery, policy, user.as_ref());

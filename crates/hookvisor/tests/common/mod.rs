@@ -283,6 +283,8 @@ pub fn json_of(output: &Output) -> serde_json::Value {
 
 /// `hookvisor serve` under test and a small HTTP client (tests/serve.rs, tests/dashboard.rs).
 pub mod fake_agent;
+/// A webhook receiver that answers its callback URL (tests/callback.rs, tests/import_loop.rs).
+pub mod receiver;
 pub mod serve;
 
 /// Creates the test user `hv-test` once (safely when tests race) and returns a guard that keeps
