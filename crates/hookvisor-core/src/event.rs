@@ -29,8 +29,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::hook::HookKind;
+use crate::policy::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::template::ShellTemplate;
 use crate::when::Condition;
 
@@ -604,7 +604,7 @@ pub struct EventSpec {
     /// `on_failure:`; default `continue`.
     pub on_failure: OnFailure,
     /// `retries:`: re-runs after the first under `on_failure: retry` (session hooks: their
-    /// phase-1 retries); default 3, for session hooks [`crate::DEFAULT_RETRIES`].
+    /// phase-1 retries); default 3, for session hooks [`crate::policy::DEFAULT_RETRIES`].
     pub retries: u32,
     /// `retry_delay:`; default 5 seconds.
     pub retry_delay: Duration,
@@ -660,7 +660,7 @@ impl EventSpec {
             await_: kind != HookKind::Session,
             on_failure: OnFailure::Continue,
             retries: if kind == HookKind::Session {
-                crate::DEFAULT_RETRIES
+                crate::policy::DEFAULT_RETRIES
             } else {
                 DEFAULT_EVENT_RETRIES
             },
@@ -785,7 +785,7 @@ mod tests {
         let session = EventSpec::for_kind(HookKind::Session);
         assert_eq!(session.event, Event::SessionStart);
         assert_eq!(session.block_on, BlockOn::Exit2);
-        assert_eq!(session.retries, crate::DEFAULT_RETRIES);
+        assert_eq!(session.retries, crate::policy::DEFAULT_RETRIES);
         assert!(
             !session.await_,
             "phase-1 session hooks do not block by default"

@@ -117,7 +117,7 @@ use serde_json::{Map, Value as Json, json};
 
 use crate::context::Context;
 use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
-use crate::decision::{Decision, FinishedRun, Judge, Judgment, Outcome, Phase, Reply, Verdict};
+use crate::decision::{Decision, FinishedRun, Judge, Judgment, Outcome, Reply, Verdict};
 use crate::discover::Discovery;
 use crate::evaluate::{EvalError, EvalOptions, Trigger};
 use crate::event::{Command, Event, HookAction, PipeOutput};
@@ -126,6 +126,7 @@ use crate::exec::{
 };
 use crate::hook::Hook;
 use crate::payload::{Payload, RunFiles};
+use crate::policy::Phase;
 use crate::produced::{Earlier, Produced};
 use crate::status::{StatusError, StatusStore};
 use crate::template;

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::decision::UnknownWord;
 use crate::event::{Event, EventSpec, UnknownEvent};
 use crate::frontmatter::FrontMatterError;
 use crate::pattern::{Pattern, PatternError};
+use crate::policy::UnknownWord;
 use crate::template::TemplateError;
 use crate::when::WhenError;
 

@@ -129,6 +129,8 @@ mod message;
 mod pattern;
 /// The event JSON and environment a hook of the event model receives (EVENTS.md §4.1).
 pub mod payload;
+/// What a hook says about blocking and failure: `phase`, `block_on`, `on_failure`, … (EVENTS.md §1.3).
+pub mod policy;
 mod precommit;
 /// Values an action hands to the later hooks of its firing (EVENTS.md §4.1).
 pub mod produced;
@@ -144,6 +146,7 @@ pub mod sys;
 pub mod template;
 mod timestamp;
 mod turns;
+mod untrusted;
 mod user_fs;
 mod webhook;
 /// The `when:` condition language of hooks: parsed once, evaluated over typed variables.
@@ -172,6 +175,7 @@ pub use hook::{Binds, Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
 pub use leftovers::{become_subreaper, kill_children};
 pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};
+pub use policy::DEFAULT_RETRIES;
 pub use precommit::{
     Ensured, GitHook, Installed, MANAGED_MARKER, PreCommitError, PreCommitEvent, PreCommitReport,
     PreCommitSkip, SKIP_VARIABLE, Uninstalled, ensure_pre_commit, git_hooks_dir, has_commit_hooks,
@@ -180,8 +184,8 @@ pub use precommit::{
 pub use seal::{RootHooks, SealError, SealedScript};
 pub use secrets::SecretsError;
 pub use session::{
-    Attempt, Backoff, DEFAULT_RETRIES, RootImages, STOPPED_NOTE, SessionError, SessionHook,
-    SessionOptions, SessionPlan, SessionRun, credentials_for, fail_interrupted, fire_session_start,
+    Attempt, Backoff, RootImages, STOPPED_NOTE, SessionError, SessionHook, SessionOptions,
+    SessionPlan, SessionRun, credentials_for, fail_interrupted, fire_session_start,
     prepare_state_dir, run_session,
 };
 pub use spawn::{

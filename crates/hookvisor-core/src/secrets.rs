@@ -23,7 +23,7 @@ use std::io::{self, Read as _};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
-use crate::status::untrusted::open_regular;
+use crate::untrusted::open_regular;
 
 /// Bytes of the file read; a larger one is refused rather than read in part.
 const MAX_BYTES: u64 = 1024 * 1024;

@@ -409,10 +409,10 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                 }
                 if let HookAction::Webhook(action) = &hook.spec.action
                     && hook.spec.event.is_gate()
-                    && hook.spec.phase == crate::decision::Phase::Pre
+                    && hook.spec.phase == crate::policy::Phase::Pre
                     && hook.spec.await_
                     && action.awaits_callback()
-                    && action.on_timeout == crate::decision::OnTimeout::Continue
+                    && action.on_timeout == crate::policy::OnTimeout::Continue
                 {
                     warn(ProblemKind::GateContinuesWithoutAnswer);
                 }

@@ -7,13 +7,13 @@ use std::path::PathBuf;
 use super::{EvalError, EvalOptions, HookResult};
 use crate::context::Context;
 use crate::context_buffer::ContextBuffer;
-use crate::decision::Phase;
 use crate::discover::Discovery;
 use crate::event::Event;
 use crate::fire::{self, Done, Firing};
 use crate::hook::Origin;
 use crate::hook::{Hook, HookKind};
 use crate::message::Failure;
+use crate::policy::Phase;
 use crate::produced::Earlier;
 use crate::status::StatusStore;
 

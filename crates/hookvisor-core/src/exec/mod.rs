@@ -72,7 +72,7 @@ use self::spawn::{Writers, child_env, exec_args, resolve_program, spawn, spawn_f
 use self::stdin::open_stdin;
 use self::supervise::{reap, supervise};
 // Lives in account.rs; session.rs, seal.rs and user_fs.rs name it through here.
-pub(crate) use crate::account::Credentials;
+use crate::account::Credentials;
 use crate::context::Context;
 use crate::hook::{Hook, HookKind};
 use crate::leftovers;

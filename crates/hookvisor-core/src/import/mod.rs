@@ -675,8 +675,8 @@ impl<'a> LineIndex<'a> {
 /// The front matter of a declarative hook saying what `hook` does, every field written out:
 /// what `import --print` shows, and what the golden tests compare.
 pub fn render(hook: &ImportedHook) -> String {
-    use crate::decision::OnFailure;
     use crate::event::PipeOutput;
+    use crate::policy::OnFailure;
     let spec = &hook.spec;
     let mut out = format!("event: {}\n", spec.event);
     if let Some(tool) = &spec.tool {

@@ -65,11 +65,12 @@ pub use self::plan::{RootImages, SessionPlan};
 use self::retry::attempt_until_done;
 pub use self::retry::{Attempt, Backoff};
 pub use self::state_dir::prepare_state_dir;
+use crate::account::Credentials;
 use crate::context::Context;
 use crate::decision::Reply;
 use crate::discover::Discovery;
 use crate::event::Event;
-use crate::exec::{CancelToken, Credentials, RunOptions, RunOutcome};
+use crate::exec::{CancelToken, RunOptions, RunOutcome};
 use crate::fire::{FireError, Firing};
 use crate::hook::{Hook, RunAs};
 use crate::status::{RunResult, StatusError, StatusStore};
@@ -77,10 +78,6 @@ use crate::user_fs::act_as;
 
 /// The note of a hook stopped because the session ended under it.
 pub const STOPPED_NOTE: &str = "stopped before it finished: the session ended (the agent command exited or the container is stopping)";
-
-/// How many times a failed session hook is run again when its front matter names no `retries`:
-/// 9, so 10 attempts in all, as discobot's init makes (`sessionHookMaxAttempts`).
-pub const DEFAULT_RETRIES: u32 = 9;
 
 /// A session hook, with what only session hooks have.
 #[derive(Debug, Clone)]

@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use nix::unistd::Uid;
 
-use super::{DEFAULT_RETRIES, SessionHook};
+use super::SessionHook;
+use crate::account::Credentials;
 use crate::discover::Discovery;
 use crate::event::Event;
-use crate::exec::Credentials;
 use crate::hook::{Hook, HookKind, RunAs};
+use crate::policy::DEFAULT_RETRIES;
 use crate::seal::{RootHooks, SealedScript};
 
 /// The session hooks of a workspace, split the way they run (rule 1 of the module docs).

@@ -36,8 +36,9 @@ use serde::Serialize;
 
 use super::detached;
 use crate::context::Context;
-use crate::status::{Status, not_ours};
+use crate::status::Status;
 use crate::timestamp::rfc3339;
+use crate::untrusted::not_ours;
 
 /// The most children listed (rule 3).
 pub(crate) const MAX_LISTED: usize = 500;

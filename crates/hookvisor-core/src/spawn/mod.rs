@@ -56,7 +56,7 @@ mod pipeline;
 
 use serde_json::{Value as Json, json};
 
-use crate::decision::OnTimeout;
+use crate::policy::OnTimeout;
 
 pub(crate) use self::child::run;
 pub(crate) use self::detached::stop_detached;

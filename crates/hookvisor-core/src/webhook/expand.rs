@@ -609,7 +609,7 @@ mod tests {
                 .collect(),
             body,
             callback_port: None,
-            on_timeout: crate::decision::OnTimeout::Abort,
+            on_timeout: crate::policy::OnTimeout::Abort,
         }
     }
 

@@ -90,7 +90,7 @@ use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 
-use crate::decision::OnTimeout;
+use crate::policy::OnTimeout;
 
 pub(crate) use self::detached::deliver_detached;
 pub(crate) use self::run::run;

@@ -3,8 +3,8 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use hookvisor_core::decision::OnFailure;
 use hookvisor_core::event::Event;
+use hookvisor_core::policy::OnFailure;
 use hookvisor_core::{
     Config, Context, DEFAULT_RETRIES, Discovery, Hook, Origin, Problem, ProblemKind, Source,
     discover_workspace,
