@@ -83,7 +83,7 @@
 //! [`Discovery::event_hooks`]: crate::Discovery::event_hooks
 //! [`Evaluator`]: crate::Evaluator
 //! [`EvalReport::reply`]: crate::EvalReport::reply
-//! [`Firing::max_attempts`]: crate::fire::Firing::max_attempts
+//! [`Firing::max_attempts`]: crate::firing::Firing::max_attempts
 //! [`Discovery::hooks`]: crate::Discovery::hooks
 //! [`Discovery::unloaded_gate`]: crate::Discovery::unloaded_gate
 //! [`Binds`]: crate::Binds
@@ -98,13 +98,17 @@
 //! [`Judge::judge_refused`]: crate::decision::Judge::judge_refused
 //! [`ContextBuffer`]: crate::context_buffer::ContextBuffer
 //! [`ToolMatcher::matches_call`]: crate::event::ToolMatcher::matches_call
-//! [`Firing::cancel`]: crate::fire::Firing::cancel
+//! [`Firing::cancel`]: crate::firing::Firing::cancel
 //! [`fire`]: crate::fire::fire
 //! [`fire_deciding`]: crate::fire::fire_deciding
 //! [`FireError::Cancelled`]: crate::fire::FireError::Cancelled
 //! [`produced`]: crate::produced
 
 #![forbid(unsafe_code)]
+
+/// The end-of-turn evaluation `turn.end` is handed to (step 1): the phase-1 file hooks with the
+/// `event: turn.end` hooks, run through this module's steps 5–8.
+pub mod evaluate;
 
 use std::ffi::OsString;
 use std::fs;
@@ -115,21 +119,24 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value as Json, json};
 
+use self::evaluate::EvalError;
 use crate::context::Context;
 use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
 use crate::decision::{Decision, FinishedRun, Judge, Judgment, Outcome, Reply, Verdict};
 use crate::discover::Discovery;
-use crate::evaluate::{EvalError, EvalOptions, Trigger};
 use crate::event::{Command, Event, HookAction, PipeOutput};
 use crate::exec::{
     CancelToken, Capture, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,
 };
+use crate::firing::Firing;
 use crate::hook::Hook;
 use crate::payload::{Payload, RunFiles};
 use crate::policy::Phase;
 use crate::produced::{Earlier, Produced};
+use crate::runner::Ran;
 use crate::status::{StatusError, StatusStore};
 use crate::template;
+use crate::turns::Trigger;
 
 /// Bytes of each stream kept for the judge: a decision or reason longer than this is no use to
 /// an agent, whose own cap is 10,000 characters.
@@ -137,57 +144,6 @@ const CAPTURE_LIMIT: usize = 1024 * 1024;
 
 /// Linux's `MAX_ARG_STRLEN`: `execve` refuses one argument of this many bytes with its NUL.
 const MAX_ARG_BYTES: usize = 128 << 10;
-
-/// One event to fire: what happened, and the variables its hooks see (EVENTS.md §5 rule 19).
-#[derive(Debug, Clone)]
-pub struct Firing {
-    /// The event.
-    pub event: Event,
-    /// The event's data object (`--data`); each key is also a template variable.
-    pub data: Map<String, Json>,
-    /// Who fired it: `user`, `hook` or `loop`.
-    pub trigger: String,
-    /// The session id; `None` uses the context's.
-    pub session: Option<String>,
-    /// The loop's turn number, when a loop fires.
-    pub iteration: Option<u64>,
-    /// The pipeline stage, when there is one.
-    pub stage: Option<String>,
-    /// The workspace-relative paths the event concerns (`pattern:` matches these).
-    pub files: Option<Vec<PathBuf>>,
-    /// Stops a running hook and a retry wait when cancelled.
-    pub cancel: Option<CancelToken>,
-    /// Hook-triggered re-prompts allowed per user turn, for the loop guard of `turn.end` and
-    /// `session.stop` (DESIGN.md's `max_retries`). Default: 3.
-    pub max_attempts: u32,
-    /// The caller's own count of hook-triggered turns in a row, bounding `status.json`'s for
-    /// the loop guard ([`EvalOptions::hook_turns`]). Default: none.
-    pub hook_turns: Option<u32>,
-    /// Whether unawaited webhooks are delivered by a detached child running this executable
-    /// (the hookvisor binary), for a caller that exits with its decision (EVENTS.md §4.3,
-    /// `crate::webhook`'s `detached` module). Default `false`: they run in this process after
-    /// the decision (a server, a loop).
-    pub detach_webhooks: bool,
-}
-
-impl Firing {
-    /// A firing of `event` by the user, with empty data and nothing else set.
-    pub fn new(event: Event) -> Firing {
-        Firing {
-            event,
-            data: Map::new(),
-            trigger: "user".to_owned(),
-            session: None,
-            iteration: None,
-            stage: None,
-            files: None,
-            cancel: None,
-            max_attempts: EvalOptions::default().max_retries,
-            hook_turns: None,
-            detach_webhooks: false,
-        }
-    }
-}
 
 /// Why an event could not be fired to the end. A hook that fails is no error: it is judged.
 #[derive(Debug, thiserror::Error)]
@@ -249,7 +205,7 @@ pub fn fire_deciding(
     decided: impl FnOnce(&Reply),
 ) -> Result<Reply, FireError> {
     if firing.event == Event::TurnEnd {
-        let reply = crate::evaluate::end_turn_once(ctx, discovery, firing)?.reply();
+        let reply = self::evaluate::end_turn_once(ctx, discovery, firing)?.reply();
         decided(&reply);
         return Ok(reply);
     }
@@ -278,7 +234,7 @@ pub(crate) fn fire_hooks(
     };
     // EVENTS.md §4.4: detached children of this state dir end with its session, first.
     if firing.event == Event::SessionEnd {
-        crate::spawn::stop_detached(ctx);
+        crate::runner::spawn::stop_detached(ctx);
     }
     let cancel = firing.cancel.clone().unwrap_or_default();
     let buffer = ContextBuffer::new(&ctx.state());
@@ -355,7 +311,9 @@ pub(crate) fn fire_hooks(
             && !hook.spec.await_
             && matches!(hook.spec.action, HookAction::Webhook(_));
         if let Some(exe) = detached.then(std::env::current_exe).and_then(Result::ok) {
-            if let Err(err) = crate::webhook::deliver_detached(&exe, ctx, hook, firing, &payload) {
+            if let Err(err) =
+                crate::runner::webhook::deliver_detached(&exe, ctx, hook, firing, &payload)
+            {
                 tracing::warn!(hook = %hook.id, "cannot start the detached delivery: {err}");
             }
             continue;
@@ -477,28 +435,6 @@ pub(crate) struct Done {
     pub(crate) run: FinishedRun,
     /// What the last run's action produced for the later hooks (crate::produced).
     pub(crate) produced: Vec<Produced>,
-}
-
-/// One run of an action as its runner hands it back to [`run_judged`].
-pub(crate) struct ActionRun {
-    /// How the run ended, as `status.json` records it: a timeout stays a timeout.
-    pub(crate) outcome: RunOutcome,
-    /// Values for the later hooks of the firing (crate::produced); none for most actions.
-    pub(crate) produced: Vec<Produced>,
-    /// The verdict of an action that judges its own run (a spawn's `on_timeout: abort`),
-    /// standing instead of the judge's; never re-run.
-    pub(crate) verdict: Option<Verdict>,
-}
-
-impl From<RunOutcome> for ActionRun {
-    /// A run judged by the judge that produced nothing: what a command gives.
-    fn from(outcome: RunOutcome) -> Self {
-        ActionRun {
-            outcome,
-            produced: Vec::new(),
-            verdict: None,
-        }
-    }
 }
 
 /// Steps 5–7 for one hook: `None` when its `when` is false. A cancelled run is not recorded
@@ -630,19 +566,6 @@ fn refusal(hook: &Hook, payload: &Payload) -> Refusal {
     }
 }
 
-/// How one run of an action ended, as every runner hands it to [`run_judged`].
-pub(crate) enum Ran {
-    /// It ran (or its program could not start, which exec reports as an outcome); an action
-    /// may hand on values and its own verdict ([`ActionRun`]).
-    Finished(ActionRun),
-    /// It was refused before starting, most often for the event's values (a name the event
-    /// lacks, a NUL byte, an argument too large, a spawn's inputs, a webhook's url, a git
-    /// ref), which the model chooses: judged like a `when` that cannot be evaluated
-    /// ([`Judge::judge_refused`]: blocks where the hook can block), and never re-run, since
-    /// the same firing fails the same way.
-    Refused(String),
-}
-
 /// The payload's files for one run of `hook_id` in `dir` (see [`run_once`]). The prefix is
 /// unique: our pid (no other live process has it), the time in nanoseconds (a file left by a
 /// killed `fire` whose pid was reused), and a counter (runs of this process); a name that
@@ -677,18 +600,18 @@ fn run_once(
     cancel: &CancelToken,
 ) -> Result<Ran, FireError> {
     // The git actions run git themselves (crate::git_action), with no payload files.
-    if let Some(ran) = crate::git_action::run(ctx, hook, payload, cancel)? {
+    if let Some(ran) = crate::runner::git::run(ctx, hook, payload, cancel)? {
         return Ok(match ran {
-            crate::git_action::GitRun::Finished(outcome) => Ran::Finished(outcome.into()),
-            crate::git_action::GitRun::Refused(message) => Ran::Refused(message),
+            crate::runner::git::GitRun::Finished(outcome) => Ran::Finished(outcome.into()),
+            crate::runner::git::GitRun::Refused(message) => Ran::Refused(message),
         });
     }
     // A spawn starts its child in a state dir of its own (crate::spawn).
-    if let Some(ran) = crate::spawn::run(ctx, hook, payload, cancel)? {
+    if let Some(ran) = crate::runner::spawn::run(ctx, hook, payload, cancel)? {
         return Ok(ran);
     }
     // A webhook sends its request from here, with no process (crate::webhook).
-    if let Some(ran) = crate::webhook::run(ctx, hook, payload, cancel)? {
+    if let Some(ran) = crate::runner::webhook::run(ctx, hook, payload, cancel)? {
         return Ok(ran);
     }
     let parent = ctx.state().root().join("fire");

@@ -111,13 +111,14 @@ pub mod context_buffer;
 /// The blocking protocol: one run judged, verdicts combined, the reply (EVENTS.md §1.4, §1.5, §5).
 pub mod decision;
 mod discover;
-mod evaluate;
 /// The events hooks bind to and what a hook declares about its run (EVENTS.md §1.1–§1.3).
 pub mod event;
 mod exec;
 mod file_watch;
 /// The event dispatcher: an event's hooks selected, run, judged, and the reply (EVENTS.md §1.4).
 pub mod fire;
+/// One event to fire: what happened, and the variables its hooks see (EVENTS.md §5 rule 19).
+pub mod firing;
 mod frontmatter;
 mod git;
 mod git_action;
@@ -135,6 +136,7 @@ mod precommit;
 /// Values an action hands to the later hooks of its firing (EVENTS.md §4.1).
 pub mod produced;
 mod replace_order;
+pub mod runner;
 mod seal;
 mod secrets;
 mod session;
@@ -165,9 +167,9 @@ pub use discover::{
     Discovery, GLOBAL_ID_PREFIX, Places, discover, discover_workspace, discover_workspace_in,
     discover_workspace_owned, discover_workspace_with, global_hooks_dir, hook_id,
 };
-pub use evaluate::{Action, EvalError, EvalOptions, EvalReport, Evaluator, HookResult, Trigger};
 pub use exec::{CancelToken, Capture, Captured, ExecError, RunOptions, RunOutcome, run_hook};
 pub use file_watch::{FileWatch, FileWatchError, WatchedFile};
+pub use fire::evaluate::{Action, EvalError, EvalOptions, EvalReport, Evaluator, HookResult};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
 pub use git::{Git, GitError, RunningGit};
 pub use git_action::{AddMode, GitCommit, GitFieldError, GitPush, KEPT_VARIABLES, RefError};
@@ -181,6 +183,9 @@ pub use precommit::{
     PreCommitSkip, SKIP_VARIABLE, Uninstalled, ensure_pre_commit, git_hooks_dir, has_commit_hooks,
     repository_top, run_pre_commit, staged_files, uninstall_pre_commit,
 };
+pub use runner::spawn::{
+    ChildInfo, ChildrenError, DetachedInfo, child_status, is_child_name, list_children,
+};
 pub use seal::{RootHooks, SealError, SealedScript};
 pub use secrets::SecretsError;
 pub use session::{
@@ -189,9 +194,8 @@ pub use session::{
     prepare_state_dir, run_session,
 };
 pub use spawn::{
-    ChildInfo, ChildrenError, DEFAULT_SPAWN_TIMEOUT, DetachedInfo, MAX_SPAWN_DEPTH, PipelineError,
-    PipelineSpec, Spawn, SpawnFieldError, SpawnTarget, SpawnWorkspace, child_status, is_child_name,
-    list_children,
+    DEFAULT_SPAWN_TIMEOUT, MAX_SPAWN_DEPTH, PipelineError, PipelineSpec, Spawn, SpawnFieldError,
+    SpawnTarget, SpawnWorkspace,
 };
 pub use state::{Durability, StateDir, write_atomic};
 pub use status::{
@@ -199,7 +203,9 @@ pub use status::{
     StatusStore, open_state_file,
 };
 pub use timestamp::{parse_rfc3339, rfc3339};
-pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
+pub use turns::{
+    Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, Trigger, TurnLog, TurnLogError,
+};
 pub use user_fs::{ActingAs, act_as, agent_running, writable_by_others};
 pub use webhook::{
     DEFAULT_CALLBACK_TIMEOUT, DEFAULT_WEBHOOK_TIMEOUT, Method, UrlPolicyError, UrlTemplate,

@@ -95,7 +95,8 @@ use crate::decision::{Decision, Reply};
 use crate::discover::discover_workspace_owned;
 use crate::event::Event;
 use crate::exec::{CancelToken, ExecError, RunOutcome};
-use crate::fire::{FireError, Firing, fire};
+use crate::fire::{FireError, fire};
+use crate::firing::Firing;
 use crate::import::LOOP_OWNER_VARIABLE;
 
 use self::agent::{ERROR_LINES, Launch, agent_log, last_lines, launch};

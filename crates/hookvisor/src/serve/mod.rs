@@ -358,7 +358,7 @@ impl AppState {
     fn evaluate(
         &self,
         options: &hookvisor_core::EvalOptions,
-        turn: &hookvisor_core::fire::Firing,
+        turn: &hookvisor_core::firing::Firing,
     ) -> Result<hookvisor_core::EvalReport, hookvisor_core::EvalError> {
         let mut evaluator = self.evaluator.lock().expect("evaluator lock");
         if evaluator.watcher().is_none() {

@@ -31,7 +31,8 @@ use std::time::Duration;
 use hookvisor_core::context_buffer::ContextBuffer;
 use hookvisor_core::decision::{Decision, Reply};
 use hookvisor_core::event::{Agent as RawAgent, Event as CoreEvent};
-use hookvisor_core::fire::{Firing, fire};
+use hookvisor_core::fire::fire;
+use hookvisor_core::firing::Firing;
 use hookvisor_core::{CancelToken, Context, Discovery, EvalError, TurnLog, discover_workspace};
 use serde_json::{Map, Value};
 

@@ -85,9 +85,10 @@ mod tests {
     use std::path::PathBuf;
 
     use crate::discover::discover;
-    use crate::evaluate::tests::Fixture;
-    use crate::evaluate::{Action, Evaluator, Trigger};
+    use crate::fire::evaluate::tests::Fixture;
+    use crate::fire::evaluate::{Action, Evaluator};
     use crate::status::StatusStore;
+    use crate::turns::Trigger;
 
     #[test]
     fn run_now_moves_the_hooks_cutoff_and_a_pass_leaves_the_pending_set() {

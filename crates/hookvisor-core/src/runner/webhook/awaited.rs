@@ -5,21 +5,21 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::json;
 
-use super::Webhook;
 use super::run::{Sent, send};
 use crate::callback::{self, Answer, Pending, Verdict as CallbackVerdict};
 use crate::config::{Callback, Config};
 use crate::context::Context;
 use crate::decision::{DEFAULT_MAX_REASON, Verdict};
 use crate::exec::{CancelToken, Captured, ExecError, RunOutcome};
-use crate::fire::ActionRun;
-use crate::fire::Ran;
 use crate::hook::Hook;
 use crate::payload::Payload;
 use crate::policy::OnTimeout;
 use crate::produced::{Produced, ProducedName};
+use crate::runner::ActionRun;
+use crate::runner::Ran;
 use crate::state::Durability;
 use crate::status::{CallbackState, CallbackWait, StatusStore};
+use crate::webhook::Webhook;
 
 /// Runs an awaited webhook: registers its callback, sends it, waits the hook's `timeout`.
 ///

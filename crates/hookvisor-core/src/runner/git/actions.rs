@@ -5,13 +5,13 @@ use std::fs;
 use std::io::Read as _;
 use std::path::Path;
 
-use super::refs::{RefKind, check};
 use super::runner::Runner;
-use super::{AddMode, GitCommit, GitPush};
 use crate::context::Context;
 use crate::discover::discover_workspace;
 use crate::event::HookAction;
 use crate::exec::{CancelToken, ExecError, RunOutcome};
+use crate::git_action::refs::{RefKind, check};
+use crate::git_action::{AddMode, GitCommit, GitPush};
 use crate::hook::Hook;
 use crate::payload::Payload;
 use crate::precommit::MANAGED_MARKER;
