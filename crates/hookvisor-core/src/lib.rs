@@ -117,7 +117,6 @@ mod exec;
 mod file_watch;
 /// The event dispatcher: an event's hooks selected, run, judged, and the reply (EVENTS.md §1.4).
 pub mod fire;
-/// One event to fire: what happened, and the variables its hooks see (EVENTS.md §5 rule 19).
 pub mod firing;
 mod frontmatter;
 mod git;
@@ -130,13 +129,12 @@ mod message;
 mod pattern;
 /// The event JSON and environment a hook of the event model receives (EVENTS.md §4.1).
 pub mod payload;
-/// What a hook says about blocking and failure: `phase`, `block_on`, `on_failure`, … (EVENTS.md §1.3).
 pub mod policy;
 mod precommit;
 /// Values an action hands to the later hooks of its firing (EVENTS.md §4.1).
 pub mod produced;
 mod replace_order;
-pub mod runner;
+mod runner;
 mod seal;
 mod secrets;
 mod session;
@@ -163,25 +161,28 @@ pub use config::{
     CONFIG_FILE, Callback, Config, ConfigError, DEFAULT_MAX_RETRIES, Source, SourceUse, Sources,
 };
 pub use context::{Context, ContextError, ContextOverrides, enclosing_workspace};
+pub use discover::has_commit_hooks;
 pub use discover::{
     Discovery, GLOBAL_ID_PREFIX, Places, discover, discover_workspace, discover_workspace_in,
-    discover_workspace_owned, discover_workspace_with, global_hooks_dir, hook_id,
+    discover_workspace_owned, discover_workspace_with, global_hooks_dir,
 };
+pub use event::HookKind;
 pub use exec::{CancelToken, Capture, Captured, ExecError, RunOptions, RunOutcome, run_hook};
 pub use file_watch::{FileWatch, FileWatchError, WatchedFile};
 pub use fire::evaluate::{Action, EvalError, EvalOptions, EvalReport, Evaluator, HookResult};
 pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
+pub use git::MANAGED_MARKER;
 pub use git::{Git, GitError, RunningGit};
 pub use git_action::{AddMode, GitCommit, GitFieldError, GitPush, KEPT_VARIABLES, RefError};
-pub use hook::{Binds, Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
+pub use hook::{Binds, Hook, Origin, Problem, ProblemKind, RunAs, hook_id};
 pub use leftovers::{become_subreaper, kill_children};
 pub use message::{Failure, sanitize};
 pub use pattern::{Pattern, PatternError};
 pub use policy::DEFAULT_RETRIES;
 pub use precommit::{
-    Ensured, GitHook, Installed, MANAGED_MARKER, PreCommitError, PreCommitEvent, PreCommitReport,
-    PreCommitSkip, SKIP_VARIABLE, Uninstalled, ensure_pre_commit, git_hooks_dir, has_commit_hooks,
-    repository_top, run_pre_commit, staged_files, uninstall_pre_commit,
+    Ensured, GitHook, Installed, PreCommitError, PreCommitEvent, PreCommitReport, PreCommitSkip,
+    SKIP_VARIABLE, Uninstalled, ensure_pre_commit, git_hooks_dir, repository_top, run_pre_commit,
+    staged_files, uninstall_pre_commit,
 };
 pub use runner::spawn::{
     ChildInfo, ChildrenError, DetachedInfo, child_status, is_child_name, list_children,

@@ -4,12 +4,13 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::event::HookKind;
 use crate::event::{
     Command, DEFAULT_EVENT_RETRIES, Event, EventSpec, HookAction, PipeOutput, ToolMatcher,
 };
 use crate::frontmatter::{FrontMatter, Note, Other, WORD_FIELDS};
 use crate::git_action::{GitCommit, GitPush};
-use crate::hook::{Hook, HookKind, Origin, ProblemKind, RunAs};
+use crate::hook::{Hook, Origin, ProblemKind, RunAs};
 use crate::pattern::Pattern;
 use crate::policy::{BlockOn, OnFailure, Phase, ReasonFrom, UnknownWord};
 use crate::spawn::{DEFAULT_SPAWN_TIMEOUT, Spawn};

@@ -74,7 +74,8 @@ use self::supervise::{reap, supervise};
 // Lives in account.rs; session.rs, seal.rs and user_fs.rs name it through here.
 use crate::account::Credentials;
 use crate::context::Context;
-use crate::hook::{Hook, HookKind};
+use crate::event::HookKind;
+use crate::hook::Hook;
 use crate::leftovers;
 use crate::seal::SealedScript;
 use crate::sys;

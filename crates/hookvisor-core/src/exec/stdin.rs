@@ -50,10 +50,10 @@ mod tests {
 
     use super::*;
     use crate::account::Credentials;
+    use crate::event::HookKind;
     use crate::exec::spawn::tests::ensure_test_user;
     use crate::exec::tests::fixture;
     use crate::exec::{Capture, RunOptions, run_hook};
-    use crate::hook::HookKind;
 
     /// Every byte value, a JSON-looking line and more than a pipe buffer's worth, so that the
     /// child reads to the file's end.

@@ -97,7 +97,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::{Config, Source, SourceUse};
+use crate::config::{Config, Source, SourceUse, workspace_file};
 use crate::event::{EventSpec, HookAction};
 use crate::hook::{Hook, Origin, Problem, ProblemKind, RunAs};
 use crate::pattern::Pattern;
@@ -175,18 +175,6 @@ pub struct Unparsable {
     pub line: Option<usize>,
     /// What the parser said, and the fix.
     pub message: String,
-}
-
-/// The path of a source's file relative to the workspace (rule 4).
-pub(crate) fn workspace_file(source: Source) -> &'static str {
-    match source {
-        Source::Iteratr => ".iteratr.hooks.yml",
-        Source::Autoagent => ".autoagent/config.json",
-        Source::Nyzhi => ".nyzhi/config.toml",
-        Source::Pipelines => "pipeline.yaml",
-        Source::Discobot => ".discobot/hooks",
-        Source::Global => "~/.config/hookvisor/hooks",
-    }
 }
 
 /// agent-pipelines' stage file, read after its pipeline file (rule 4).
@@ -463,7 +451,7 @@ fn into_hook(imported: ImportedHook, id: String, path: &Path, origin: Origin) ->
         .spec
         .event
         .phase1_kind()
-        .unwrap_or(crate::hook::HookKind::Session);
+        .unwrap_or(crate::event::HookKind::Session);
     Hook {
         name: imported.title,
         id,
@@ -535,7 +523,7 @@ fn base_spec(event: crate::event::Event, action: HookAction) -> EventSpec {
     let mut spec = EventSpec::for_kind(
         event
             .phase1_kind()
-            .unwrap_or(crate::hook::HookKind::Session),
+            .unwrap_or(crate::event::HookKind::Session),
     );
     spec.block_on = event.default_block_on();
     spec.retries = crate::event::DEFAULT_EVENT_RETRIES;

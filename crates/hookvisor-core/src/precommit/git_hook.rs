@@ -12,10 +12,8 @@ use nix::fcntl::{Flock, FlockArg};
 use super::{PreCommitError, git, io_error, strip_newline};
 use crate::context::Context;
 use crate::discover::Discovery;
+use crate::git::MANAGED_MARKER;
 use crate::state::{Durability, write_atomic_with_mode};
-
-/// The line that marks a git hook as ours: only a hook carrying it is overwritten or removed.
-pub const MANAGED_MARKER: &str = "# discobot:managed";
 
 /// The name git gives the hook.
 const HOOK_NAME: &str = "pre-commit";
@@ -195,7 +193,7 @@ fi
         repo_dir: &Path,
         discovery: &Discovery,
     ) -> Result<Ensured, PreCommitError> {
-        let result = if super::has_commit_hooks(discovery) {
+        let result = if crate::discover::has_commit_hooks(discovery) {
             self.install(repo_dir).map(Ensured::Installed)
         } else {
             uninstall_pre_commit(repo_dir).map(Ensured::Uninstalled)

@@ -30,6 +30,8 @@
 //!
 //! This file holds the errors and the run inside `git commit` (rules 4 to 6); `git_hook` writes
 //! and removes the script git starts (rules 1 to 3) and `staged` asks git what the commit holds.
+//!
+//! [`MANAGED_MARKER`]: crate::git::MANAGED_MARKER
 
 mod git_hook;
 mod staged;
@@ -39,7 +41,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 pub use self::git_hook::{
-    Ensured, GitHook, Installed, MANAGED_MARKER, Uninstalled, ensure_pre_commit, git_hooks_dir,
+    Ensured, GitHook, Installed, Uninstalled, ensure_pre_commit, git_hooks_dir,
     uninstall_pre_commit,
 };
 use self::staged::{STAGED_ARGS, staged_from};
@@ -48,11 +50,12 @@ use crate::context::Context;
 use crate::decision::{Decision, Reply};
 use crate::discover::{Discovery, discover_workspace};
 use crate::event::Event;
+use crate::event::HookKind;
 use crate::exec::{ExecError, RunOptions, RunOutcome, run_hook};
 use crate::fire::{FireError, fire};
 use crate::firing::Firing;
 use crate::git::{Git, GitError, RunningGit};
-use crate::hook::{Hook, HookKind, Problem};
+use crate::hook::{Hook, Problem};
 use crate::status::{StatusError, StatusStore};
 
 /// The variable that skips hooks at commit time (rule 6).
@@ -118,16 +121,6 @@ pub enum PreCommitError {
     /// The `commit.before` event hooks could not be run to a decision.
     #[error("commit.before hooks: {0}")]
     Event(#[from] FireError),
-}
-
-/// Whether the workspace has hooks that run inside `git commit`: phase-1 pre-commit hooks or
-/// event hooks bound to `commit.before` (rule 7). Either installs the git hook.
-pub fn has_commit_hooks(discovery: &Discovery) -> bool {
-    discovery.of_kind(HookKind::PreCommit).next().is_some()
-        || discovery
-            .event_hooks
-            .iter()
-            .any(|h| h.spec.event == Event::CommitBefore)
 }
 
 fn io_error(path: &Path, action: &'static str) -> impl FnOnce(io::Error) -> PreCommitError {

@@ -5,7 +5,7 @@
 //! back how its run ended ([`Ran`]).
 
 pub(crate) mod git;
-pub mod spawn;
+pub(crate) mod spawn;
 pub(crate) mod webhook;
 
 use crate::decision::Verdict;

@@ -47,6 +47,8 @@
 //! `plan` picks the hooks and seals the root ones (rule 1), `retry` makes the attempts of one
 //! hook and puts their log together (rules 3 and 6), and `state_dir` prepares the state dir
 //! as the run user (rule 5).
+//!
+//! [`DEFAULT_RETRIES`]: crate::policy::DEFAULT_RETRIES
 
 mod plan;
 mod retry;
@@ -86,7 +88,8 @@ pub struct SessionHook {
     /// The hook.
     pub hook: Hook,
     /// How many times a failed run is tried again (front matter `retries`): `retries: 0` runs it
-    /// once, `retries: 2` at most three times. Default [`DEFAULT_RETRIES`].
+    /// once, `retries: 2` at most three times. Default
+    /// [`DEFAULT_RETRIES`](crate::policy::DEFAULT_RETRIES).
     pub retries: u32,
 }
 
@@ -444,7 +447,7 @@ mod tests {
 
     use super::*;
     use crate::discover::discover;
-    use crate::hook::HookKind;
+    use crate::event::HookKind;
     use crate::status::Status;
 
     /// A workspace with a hooks dir and a state dir, in a temporary directory.

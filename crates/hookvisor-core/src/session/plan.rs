@@ -10,7 +10,8 @@ use super::SessionHook;
 use crate::account::Credentials;
 use crate::discover::Discovery;
 use crate::event::Event;
-use crate::hook::{Hook, HookKind, RunAs};
+use crate::event::HookKind;
+use crate::hook::{Hook, RunAs};
 use crate::policy::DEFAULT_RETRIES;
 use crate::seal::{RootHooks, SealedScript};
 

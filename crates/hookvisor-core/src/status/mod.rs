@@ -59,8 +59,9 @@ pub fn open_state_file(path: &std::path::Path) -> std::io::Result<Result<std::fs
 }
 use crate::context::Context;
 use crate::event::Event;
+use crate::event::HookKind;
 use crate::exec::RunOutcome;
-use crate::hook::{Hook, HookKind};
+use crate::hook::Hook;
 use crate::timestamp::rfc3339;
 
 /// The contents of `status.json`.

@@ -294,7 +294,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
-    use crate::hook::HookKind;
+    use crate::event::HookKind;
     use crate::status::tests::{assert_status_moved_aside, at, context, hook, outcome, set_aside};
 
     #[test]

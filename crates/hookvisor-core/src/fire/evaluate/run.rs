@@ -7,8 +7,9 @@ use super::marker::{EvalLock, Marker};
 use super::{EvalError, HookResult, scan_workspace};
 use crate::changes::{FileState, Timestamp};
 use crate::context::Context;
+use crate::event::HookKind;
 use crate::exec::{CancelToken, RunOptions, RunOutcome, run_hook};
-use crate::hook::{Hook, HookKind};
+use crate::hook::Hook;
 use crate::status::{RunResult, StatusStore};
 
 /// Runs one hook with its status entry marked running, then records the outcome. A cancelled

@@ -10,11 +10,11 @@ use crate::context::Context;
 use crate::discover::discover_workspace;
 use crate::event::HookAction;
 use crate::exec::{CancelToken, ExecError, RunOutcome};
+use crate::git::MANAGED_MARKER;
 use crate::git_action::refs::{RefKind, check};
 use crate::git_action::{AddMode, GitCommit, GitPush};
 use crate::hook::Hook;
 use crate::payload::Payload;
-use crate::precommit::MANAGED_MARKER;
 use crate::template::{self, TemplateError, Value};
 
 /// How a git action's run ended, as the dispatcher records it.
@@ -76,7 +76,7 @@ fn commit(
     }
     // Rule 3: the gates run only through the installed git hook; a commit without it would
     // pass them silently.
-    if !action.no_verify && crate::precommit::has_commit_hooks(&discover_workspace(ctx)) {
+    if !action.no_verify && crate::discover::has_commit_hooks(&discover_workspace(ctx)) {
         let hook = git.git(&["rev-parse", "--git-path", "hooks/pre-commit"], None)?;
         if !hook.ok() {
             return Ok(GitRun::Finished(git.failed(
