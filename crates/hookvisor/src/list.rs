@@ -11,7 +11,7 @@ use hookvisor_core::{
 };
 use serde_json::{Value, json};
 
-use crate::commands::Globals;
+use crate::cli::Globals;
 use crate::error::{CliResult, Exit};
 
 /// `hookvisor list [--json]`.

@@ -18,6 +18,7 @@ mod cli;
 mod commands;
 mod error;
 mod interrupt;
+mod list;
 mod serve;
 mod turn_client;
 
@@ -185,8 +186,8 @@ fn run(cli: Cli) -> CliResult {
         eprintln!("hookvisor: warning: cannot become a child subreaper: {e}");
     }
     match cli.command {
-        Command::List { json } => commands::list::run(&globals, json),
-        Command::Check => commands::list::check(&globals),
+        Command::List { json } => list::run(&globals, json),
+        Command::Check => list::check(&globals),
         Command::Eval(args) => commands::eval::run(&globals, &args),
         Command::Fire(args) => commands::fire::run(&globals, &args),
         Command::Run { id, json } => commands::eval::run_one(&globals, &id, json),

@@ -5,7 +5,6 @@ pub mod eval;
 pub mod fire;
 pub mod import;
 pub mod install;
-pub mod list;
 pub mod loop_cmd;
 pub mod precommit;
 pub mod serve;

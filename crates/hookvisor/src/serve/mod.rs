@@ -60,6 +60,8 @@ pub use guard::Guard;
 pub use listen::{Listen, ListenError};
 use routes::ServerError;
 
+use crate::error::CliError;
+
 /// How long a graceful shutdown waits for open connections before it exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -114,6 +116,26 @@ impl std::error::Error for ServeError {}
 impl From<ListenError> for ServeError {
     fn from(e: ListenError) -> Self {
         ServeError::Listen(e)
+    }
+}
+
+/// A `--listen`/`--socket` value that cannot be used (not an address, remote without a token,
+/// a path another server holds) is a usage error; a bind the system refuses is a failure.
+impl From<ListenError> for CliError {
+    fn from(err: ListenError) -> CliError {
+        match err {
+            ListenError::Bind { .. } => CliError::failed(err),
+            _ => CliError::usage(err),
+        }
+    }
+}
+
+impl From<ServeError> for CliError {
+    fn from(err: ServeError) -> CliError {
+        match err {
+            ServeError::Listen(e) => e.into(),
+            ServeError::Setup { .. } => CliError::failed(err),
+        }
     }
 }
 
@@ -323,7 +345,7 @@ impl AppState {
     pub fn rediscover(&self) -> bool {
         let fresh = discover_workspace(&self.ctx);
         let old = self.discovery();
-        let listing = |d: &Discovery| crate::commands::list::list_json(d, &self.ctx.workspace);
+        let listing = |d: &Discovery| crate::list::list_json(d, &self.ctx.workspace);
         if listing(&old) == listing(&fresh) {
             return false;
         }

@@ -204,7 +204,7 @@ pub async fn status(State(state): State<Arc<AppState>>) -> Result<Json<Value>> {
 
 /// `GET /v1/hooks`: the `hookvisor list --json` shape, problems included.
 pub async fn hooks(State(state): State<Arc<AppState>>) -> Json<Value> {
-    Json(crate::commands::list::list_json(
+    Json(crate::list::list_json(
         &state.discovery(),
         &state.ctx.workspace,
     ))
