@@ -86,12 +86,12 @@
 //! [`Firing::max_attempts`]: crate::firing::Firing::max_attempts
 //! [`Discovery::hooks`]: crate::Discovery::hooks
 //! [`Discovery::unloaded_gate`]: crate::Discovery::unloaded_gate
-//! [`Binds`]: crate::Binds
+//! [`Binds`]: crate::hook::Binds
 //! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
 //! [`Outcome`]: crate::decision::Outcome
 //! [`Payload::lookup`]: crate::payload::Payload::lookup
 //! [`Payload::environment_prefixed`]: crate::payload::Payload::environment_prefixed
-//! [`run_hook`]: crate::run_hook
+//! [`run_hook`]: crate::exec::run_hook
 //! [`template::expand_argv`]: crate::template::expand_argv
 //! [`CancelToken`]: crate::CancelToken
 //! [`Judge`]: crate::decision::Judge
@@ -1458,8 +1458,12 @@ mod tests {
             (Some(2), Some(3))
         );
         // A phase-1 entry keeps its JSON: no event fields.
-        let phase1 =
-            serde_json::to_value(crate::HookStatus::new("x", "x", crate::HookKind::File)).unwrap();
+        let phase1 = serde_json::to_value(crate::status::HookStatus::new(
+            "x",
+            "x",
+            crate::HookKind::File,
+        ))
+        .unwrap();
         assert!(phase1.get("event").is_none() && phase1.get("source").is_none());
         assert!(phase1.get("action").is_none());
     }

@@ -97,7 +97,7 @@ pub enum Origin {
 /// [`HookKind::Session`] as a stand-in, and `timeout` defaults to 60 seconds (§1.3 `command`).
 #[derive(Debug, Clone)]
 pub struct Hook {
-    /// Stable identifier derived from the file name (see [`crate::hook_id`]).
+    /// Stable identifier derived from the file name (see [`crate::hook::hook_id`]).
     pub id: String,
     /// Display name: front matter `name`, else the id.
     pub name: String,

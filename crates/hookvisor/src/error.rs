@@ -9,9 +9,10 @@
 use std::fmt;
 use std::io;
 
-use hookvisor_core::{
-    AccountError, ContextError, EvalError, PreCommitError, SessionError, StatusError,
-};
+use hookvisor_core::account::AccountError;
+use hookvisor_core::precommit::PreCommitError;
+use hookvisor_core::session::SessionError;
+use hookvisor_core::{ContextError, EvalError, StatusError};
 
 use crate::turn_client::TurnClientError;
 

@@ -3,12 +3,12 @@
 use std::io::{self, Write};
 use std::path::Path;
 
+use hookvisor_core::config::Source;
 use hookvisor_core::event::Event;
+use hookvisor_core::hook::Origin;
+use hookvisor_core::policy::DEFAULT_RETRIES;
 use hookvisor_core::policy::OnFailure;
-use hookvisor_core::{
-    Config, Context, DEFAULT_RETRIES, Discovery, Hook, Origin, Problem, ProblemKind, Source,
-    discover_workspace,
-};
+use hookvisor_core::{Config, Context, Discovery, Hook, Problem, ProblemKind, discover_workspace};
 use serde_json::{Value, json};
 
 use crate::cli::Globals;

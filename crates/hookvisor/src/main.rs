@@ -181,7 +181,7 @@ fn run(cli: Cli) -> CliResult {
     // kills it (hookvisor-core's `leftovers`). A server is not a subreaper: it finds them in
     // /proc and leaves the reaping to the init.
     if !matches!(cli.command, Command::Serve(_))
-        && let Err(e) = hookvisor_core::become_subreaper()
+        && let Err(e) = hookvisor_core::leftovers::become_subreaper()
     {
         eprintln!("hookvisor: warning: cannot become a child subreaper: {e}");
     }

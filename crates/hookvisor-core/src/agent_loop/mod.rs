@@ -144,7 +144,7 @@ pub struct LoopOptions {
     pub end_cancel: CancelToken,
     /// Whether the process is the loop's alone (the command line's, a child subreaper): then
     /// after every agent, `--until` and event, every child it still has is killed and reaped
-    /// ([`kill_children`](crate::kill_children), rule 10). Default `false`.
+    /// ([`kill_children`](crate::leftovers::kill_children), rule 10). Default `false`.
     pub kill_strays: bool,
 }
 

@@ -122,7 +122,7 @@ pub struct Discovery {
     /// values YAML reads otherwise than the line shows).
     pub warnings: Vec<Problem>,
     /// Front matter `retries` of the session hooks that give it, by hook id; the others get
-    /// [`DEFAULT_RETRIES`](crate::DEFAULT_RETRIES).
+    /// [`DEFAULT_RETRIES`](crate::policy::DEFAULT_RETRIES).
     pub retries: BTreeMap<String, u32>,
     /// `.discobot/hookvisor.yml` as [`discover_workspace`] read it; the defaults otherwise
     /// (and, when the file is broken, the defaults without global hooks).

@@ -2,10 +2,10 @@
 //! [`crate::fire`], which calls them in its step 6. `git` runs `git-commit` and `git-push`
 //! ([`crate::git_action`] holds their fields and rules), `spawn` a child ([`crate::spawn`]) and
 //! `webhook` a request ([`crate::webhook`]); a command runs through [`crate::exec`]. Each hands
-//! back how its run ended ([`Ran`]).
+//! back how its run ended (`Ran`).
 
 pub(crate) mod git;
-pub(crate) mod spawn;
+pub mod spawn;
 pub(crate) mod webhook;
 
 use crate::decision::Verdict;

@@ -10,8 +10,8 @@
 //!    uid, and HOME, USER, LOGNAME, SHELL from its passwd entry). A process that is not root
 //!    runs everything as itself; [`SessionPlan::unprivileged_root_hooks`] lets the caller say so.
 //!    A root process runs a root hook only from the bytes it read into a
-//!    [`SealedScript`](crate::SealedScript) when the plan was made, and only as `--root-hooks`
-//!    ([`RootHooks`](crate::RootHooks)) allows.
+//!    [`SealedScript`](crate::seal::SealedScript) when the plan was made, and only as `--root-hooks`
+//!    ([`RootHooks`](crate::seal::RootHooks)) allows.
 //! 3. Each hook has its own timeout (default 300 s) after which its whole process group is
 //!    killed. A failed attempt (an exit status other than 0, a timeout) is made again, up to the
 //!    hook's `retries` ([`SessionHook::retries`]; default [`DEFAULT_RETRIES`], so 10 attempts in

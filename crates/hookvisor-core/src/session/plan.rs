@@ -47,7 +47,7 @@ impl SessionPlan {
     }
 
     /// Keeps every root hook from running, each recorded as failed with `reason` (the agent's
-    /// processes exist: [`agent_running`](crate::agent_running)).
+    /// processes exist: [`agent_running`](crate::user_fs::agent_running)).
     pub fn refuse_root_hooks(&mut self, reason: &str) {
         for image in self.root_images.values_mut() {
             *image = Err(reason.to_owned());

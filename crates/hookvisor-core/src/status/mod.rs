@@ -31,7 +31,7 @@
 //! This file holds what a status is and how a run is recorded in it; the rest lives apart:
 //! `callback` is the contract of an awaited webhook's `callback` field, `file` is its JSON
 //! shape (rule 5), `store` reads and updates `status.json` (rules 2 and 4),
-//! `lock` serialises its writers (rule 1), and [`crate::untrusted`] opens the files of a state
+//! `lock` serialises its writers (rule 1), and `crate::untrusted` opens the files of a state
 //! dir the agent controls (rules 3 and 4).
 
 mod callback;
@@ -266,7 +266,7 @@ impl Status {
         entry.describe(hook);
         entry.output_path = output_path;
         // A global hook is in no workspace: every runner records where it is (EVENTS.md §2.1).
-        if hook.origin == crate::Origin::Global {
+        if hook.origin == crate::hook::Origin::Global {
             entry.source = Some(hook.source());
         }
         entry
@@ -451,7 +451,7 @@ pub(crate) mod tests {
             notify_llm: true,
             timeout: kind.default_timeout(),
             spec: crate::event::EventSpec::for_kind(kind),
-            origin: crate::Origin::Workspace,
+            origin: crate::hook::Origin::Workspace,
         }
     }
 

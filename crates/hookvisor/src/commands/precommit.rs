@@ -5,11 +5,12 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use hookvisor_core::decision::{Decision, Reply};
-use hookvisor_core::{
-    Context, Discovery, GitHook, Installed, PreCommitEvent, PreCommitSkip, RunOutcome,
-    SKIP_VARIABLE, Uninstalled, ensure_pre_commit, has_commit_hooks, run_pre_commit,
-    uninstall_pre_commit,
+use hookvisor_core::discover::has_commit_hooks;
+use hookvisor_core::precommit::{
+    GitHook, Installed, PreCommitEvent, PreCommitSkip, SKIP_VARIABLE, Uninstalled,
+    ensure_pre_commit, uninstall_pre_commit,
 };
+use hookvisor_core::{Context, Discovery, RunOutcome, run_pre_commit};
 
 use crate::cli::PreCommitCommand;
 use crate::commands::Globals;
@@ -33,7 +34,10 @@ pub fn ensure_installed(ctx: &Context, discovery: &Discovery) {
     }
     // Root never writes a workspace another account can change (a link in `.git`, or its
     // `core.hooksPath`, points anywhere): the user's own `serve` or `fire` installs the hook.
-    if !matches!(hookvisor_core::writable_by_others(&ctx.workspace), Ok(None)) {
+    if !matches!(
+        hookvisor_core::user_fs::writable_by_others(&ctx.workspace),
+        Ok(None)
+    ) {
         return;
     }
     if let Err(e) = ensure_pre_commit(ctx, discovery) {
@@ -164,7 +168,11 @@ fn report_decided(err: &mut impl Write, ctx: &Context, reply: &Reply) -> io::Res
     )?;
     if let Some(reason) = &reply.reason {
         // The agent reads this: hook output must not rewrite the lines around it.
-        writeln!(err, "{}", hookvisor_core::sanitize(reason.trim_end()))?;
+        writeln!(
+            err,
+            "{}",
+            hookvisor_core::message::sanitize(reason.trim_end())
+        )?;
     }
     writeln!(
         err,

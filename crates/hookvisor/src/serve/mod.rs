@@ -384,7 +384,8 @@ impl AppState {
     ) -> Result<hookvisor_core::EvalReport, hookvisor_core::EvalError> {
         let mut evaluator = self.evaluator.lock().expect("evaluator lock");
         if evaluator.watcher().is_none() {
-            self.metrics.record_scan(hookvisor_core::ScanKind::Full);
+            self.metrics
+                .record_scan(hookvisor_core::change_watch::ScanKind::Full);
             return evaluator.end_turn_with(options, turn);
         }
         let report = evaluator.end_turn_with(options, turn)?;
@@ -595,7 +596,7 @@ impl AppState {
 /// Installs the git pre-commit hook when there are pre-commit hooks, removes ours when there are
 /// none. A failure is logged: the API keeps working without it.
 fn sync_precommit(ctx: &Context, discovery: &Discovery) {
-    match hookvisor_core::ensure_pre_commit(ctx, discovery) {
+    match hookvisor_core::precommit::ensure_pre_commit(ctx, discovery) {
         Ok(done) => tracing::debug!("pre-commit hook: {done:?}"),
         Err(e) => tracing::warn!("{e}"),
     }

@@ -76,7 +76,7 @@ pub enum ServerError {
     UnknownEvent(String),
     /// A child of the state dir cannot be read: a bad name 400, none 404, a file hookvisor
     /// did not make 403, the rest 500.
-    Child(hookvisor_core::ChildrenError),
+    Child(hookvisor_core::runner::spawn::ChildrenError),
     /// The core failed (status.json unwritable, ...).
     Internal(String),
 }
@@ -148,7 +148,7 @@ impl IntoResponse for ServerError {
             ),
             ServerError::UnknownEvent(why) => (StatusCode::NOT_FOUND, why.clone()),
             ServerError::Child(err) => {
-                use hookvisor_core::ChildrenError as E;
+                use hookvisor_core::runner::spawn::ChildrenError as E;
                 let status = match err {
                     E::BadName { .. } => StatusCode::BAD_REQUEST,
                     E::NotFound { .. } => StatusCode::NOT_FOUND,
@@ -527,7 +527,7 @@ pub(super) async fn blocking<T: Send + 'static>(
 fn read_tail(path: &Path, limit: u64) -> io::Result<(String, u64, bool)> {
     // The agent can write the state dir: a log replaced by a link to a secret or by a FIFO
     // must be refused, not served or waited on.
-    let mut file = match hookvisor_core::open_state_file(path) {
+    let mut file = match hookvisor_core::status::open_state_file(path) {
         Ok(Ok(file)) => file,
         Ok(Err(why)) => {
             return Err(io::Error::new(

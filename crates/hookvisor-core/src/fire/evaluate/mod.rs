@@ -3,7 +3,7 @@
 //! The steps, written once here (DESIGN.md, "End-of-turn evaluation"):
 //!
 //! 1. The cutoff `t0` is taken before scanning. Changed files are the dirty files (see
-//!    [`crate::scan`]) whose mtime or ctime is at or after the previous evaluation's cutoff, plus
+//!    [`crate::changes::scan`]) whose mtime or ctime is at or after the previous evaluation's cutoff, plus
 //!    deletions noticed since then.
 //! 2. Each file hook whose pattern matches a changed file joins the pending set (kept in
 //!    `status.json`, so it survives restarts).

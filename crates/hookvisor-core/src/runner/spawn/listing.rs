@@ -374,7 +374,7 @@ mod tests {
     }
 
     fn spawn_entry(id: &str, event: &str) -> HookStatus {
-        let mut entry = HookStatus::new(id, id, crate::EntryType::Event(event.into()));
+        let mut entry = HookStatus::new(id, id, crate::status::EntryType::Event(event.into()));
         entry.event = Some(event.into());
         entry.action = Some("spawn".into());
         entry

@@ -61,7 +61,7 @@ pub(super) fn run(
     let limit = wait_limit(hook.timeout, callback::wait_cap());
     // A timeout too far out for the clock (the parser bounds it; this is the last guard) is
     // shown as the furthest the clock can say rather than a panic after the message went out.
-    let timeout_at = crate::rfc3339(since.checked_add(limit).unwrap_or(since));
+    let timeout_at = crate::timestamp::rfc3339(since.checked_add(limit).unwrap_or(since));
     mark(
         &store,
         ctx,
@@ -287,7 +287,7 @@ fn mark(
 ) {
     let wait = CallbackWait {
         state,
-        since: crate::rfc3339(since),
+        since: crate::timestamp::rfc3339(since),
         timeout_at: timeout_at.to_owned(),
     };
     if let Err(err) = store.update(|status| status.entry(hook, ctx).callback = Some(wait)) {

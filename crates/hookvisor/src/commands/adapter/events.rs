@@ -308,7 +308,7 @@ impl Call<'_> {
         match (&decided.decision, &decided.reason) {
             (Decision::Block, reason) => {
                 let reason = reason.as_deref().unwrap_or(super::protocol::NO_REASON);
-                ended.record(hookvisor_core::Answer::Block(reason))?;
+                ended.record(hookvisor_core::turns::Answer::Block(reason))?;
             }
             _ => ended.record(ended.answer())?,
         }

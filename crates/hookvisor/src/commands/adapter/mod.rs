@@ -33,9 +33,9 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
+use hookvisor_core::turns::{Answer, TurnLogError};
 use hookvisor_core::{
-    Action, Answer, Context, ContextError, EvalError, EvalOptions, EvalReport, Evaluator, TurnLog,
-    TurnLogError,
+    Action, Context, ContextError, EvalError, EvalOptions, EvalReport, Evaluator, TurnLog,
 };
 use serde::Deserialize;
 
@@ -221,7 +221,7 @@ struct TurnEnded {
     /// The evaluation's action.
     action: Action,
     /// The turn log's reading of the stop.
-    stop: hookvisor_core::Stop,
+    stop: hookvisor_core::turns::Stop,
     /// The agent's session id, as sent.
     session: String,
 }
