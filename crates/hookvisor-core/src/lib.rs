@@ -1,11 +1,13 @@
 //! hookvisor-core holds the whole policy of hookvisor, the hook runtime for sandboxed AI coding
 //! agents: finding the hooks of a workspace and of other tools' files, running them when an
 //! event fires, judging and recording every run in `status.json`, and the reply to the agent.
-//! It has no HTTP and no command-line parsing; the binaries are thin shells over it.
+//! It has no HTTP and no command-line parsing; the binaries are thin shells over it. The code
+//! cites its contract as `DESIGN.md` (phase 1) and `EVENTS.md §…` (the event model): both are
+//! in the repository, `docs/DESIGN.md` and `docs/EVENTS.md`.
 //!
 //! # The centre: [`fire::fire`]
 //!
-//! Every hook runs because an event fired (docs/EVENTS.md). [`fire::fire`] takes a [`Firing`] (the
+//! Every hook runs because an event fired (EVENTS.md §1). [`fire::fire`] takes a [`Firing`] (the
 //! [`Event`], its data, who fired it), selects the event's hooks from a [`Discovery`], runs them
 //! in order, judges each run, records it and returns the [`Reply`]: the [`Decision`], its
 //! reason, the context for the agent. Its steps are written once, in the module doc of
