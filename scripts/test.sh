@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 
 # libnss-systemd: its NSS module is what a static glibc crashes on (tests/account.rs of the init);
 # binutils: nm, to check that no passwd or group lookup is linked into the shipped init;
-# locales: the de_DE source a test compiles to make git speak German (LC_ALL=C must win).
+# locales: the de_DE source a test compiles to make git speak German (LC_ALL=C must win);
+# python3: scripts/module-cycles.py.
 packages=(git util-linux passwd procps curl debootstrap chromium chromium-driver libc6-dev
-  libnss-systemd binutils locales)
+  libnss-systemd binutils locales python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -46,6 +47,8 @@ else
   echo "test.sh: npm is missing: the real-client suite (tests/agents) will skip"
 fi
 
+echo "== module cycles (each crate's top-level modules form a map, no cycle)"
+python3 scripts/module-cycles.py
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"

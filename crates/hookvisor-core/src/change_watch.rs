@@ -26,8 +26,8 @@
 //!    back in time; more than [`MAX_TOUCHED`] paths were touched; or git's `HEAD`, refs, index or
 //!    `info/exclude` changed (a commit, `git add`, a reset change the dirty set without touching
 //!    a file). Without inotify (no watches left), every scan is a full one.
-//! 6. Whatever the path, the answer is the one [`crate::changes::scan_at`] would give: a touched-only
-//!    scan is [`crate::changes::rescan`] of the previous result.
+//! 6. Whatever the path, the answer is the one `crate::changes::scan_at` would give: a touched-only
+//!    scan is `crate::changes::rescan` of the previous result.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -158,7 +158,7 @@ impl Shared {
 }
 
 impl ChangeWatcher {
-    /// Starts watching `workspace`; `journal` and `options` are those of [`crate::scan_with`],
+    /// Starts watching `workspace`; `journal` and `options` are those of [`crate::changes::scan_with`],
     /// `cookie_dir` a directory of ours outside `.git` (the state dir) for the sync cookies.
     ///
     /// Watching that cannot start is logged and leaves a watcher that always scans in full.
@@ -221,7 +221,7 @@ impl ChangeWatcher {
             .map_or(0, |r| r.shared.lock().dirs.len())
     }
 
-    /// The dirty set now, as [`crate::scan_with`] would give it, and how it was answered.
+    /// The dirty set now, as [`crate::changes::scan_with`] would give it, and how it was answered.
     pub fn scan(&mut self) -> Result<(ChangeScan, ScanKind), ChangesError> {
         // Rule 1: the cutoff, then the cookie.
         let cutoff = Timestamp::now();

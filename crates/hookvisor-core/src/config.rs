@@ -127,6 +127,18 @@ impl Source {
     }
 }
 
+/// The path of a source's file relative to the workspace (rule 4 of [`crate::import`]).
+pub(crate) fn workspace_file(source: Source) -> &'static str {
+    match source {
+        Source::Iteratr => ".iteratr.hooks.yml",
+        Source::Autoagent => ".autoagent/config.json",
+        Source::Nyzhi => ".nyzhi/config.toml",
+        Source::Pipelines => "pipeline.yaml",
+        Source::Discobot => ".discobot/hooks",
+        Source::Global => "~/.config/hookvisor/hooks",
+    }
+}
+
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.pad(self.as_str())

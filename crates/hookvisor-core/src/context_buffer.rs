@@ -73,8 +73,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::state::{Durability, FILE_MODE, StateDir, write_atomic};
-use crate::status::{OPEN_FLAGS, StatusError, StatusStore, move_aside, open_regular};
+use crate::status::{StatusError, StatusStore};
 use crate::timestamp::rfc3339_millis;
+use crate::untrusted::{OPEN_FLAGS, move_aside, open_regular};
 
 /// The most characters a drain delivers: Claude's cap on `additionalContext` (EVENTS.md §1.6).
 pub const MAX_CONTEXT_CHARS: usize = 10_000;

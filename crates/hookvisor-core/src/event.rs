@@ -29,10 +29,80 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom};
-use crate::hook::HookKind;
+use serde::{Deserialize, Serialize};
+
+use crate::policy::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::template::ShellTemplate;
 use crate::when::Condition;
+
+/// The moment of the agent's life a hook belongs to.
+///
+/// The enum is `non_exhaustive` because more lifecycle points will come (turn start, session end,
+/// tool calls); code that matches on it must keep a fallback arm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum HookKind {
+    /// Runs once when the container starts (`type: session`).
+    Session,
+    /// Runs at the end of an LLM turn when a file matching its pattern changed (`type: file`).
+    File,
+    /// Runs inside `git commit` through the generated git hook (`type: pre-commit`).
+    PreCommit,
+}
+
+impl HookKind {
+    /// Every kind, in the order the documentation lists them.
+    pub const ALL: [HookKind; 3] = [HookKind::Session, HookKind::File, HookKind::PreCommit];
+
+    /// The spelling used in front matter, `status.json` and `DISCOBOT_HOOK_TYPE`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookKind::Session => "session",
+            HookKind::File => "file",
+            HookKind::PreCommit => "pre-commit",
+        }
+    }
+
+    /// The timeout a hook of this kind gets when its front matter names none.
+    pub fn default_timeout(self) -> Duration {
+        match self {
+            HookKind::Session => Duration::from_secs(300),
+            HookKind::File => Duration::from_secs(900),
+            HookKind::PreCommit => Duration::from_secs(300),
+        }
+    }
+}
+
+impl fmt::Display for HookKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl FromStr for HookKind {
+    type Err = UnknownKind;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "session" => Ok(HookKind::Session),
+            "file" => Ok(HookKind::File),
+            "pre-commit" => Ok(HookKind::PreCommit),
+            other => Err(UnknownKind {
+                value: other.to_owned(),
+            }),
+        }
+    }
+}
+
+/// A `type` that is no phase-1 kind; a hook file's problem
+/// ([`ProblemKind::UnknownType`](crate::hook::ProblemKind::UnknownType)).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown type '{value}'; use one of session, file, pre-commit")]
+pub struct UnknownKind {
+    /// The value written.
+    pub value: String,
+}
 
 /// An agent whose own events can be bound raw (`claude.PreCompact`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -604,7 +674,7 @@ pub struct EventSpec {
     /// `on_failure:`; default `continue`.
     pub on_failure: OnFailure,
     /// `retries:`: re-runs after the first under `on_failure: retry` (session hooks: their
-    /// phase-1 retries); default 3, for session hooks [`crate::DEFAULT_RETRIES`].
+    /// phase-1 retries); default 3, for session hooks [`crate::policy::DEFAULT_RETRIES`].
     pub retries: u32,
     /// `retry_delay:`; default 5 seconds.
     pub retry_delay: Duration,
@@ -660,7 +730,7 @@ impl EventSpec {
             await_: kind != HookKind::Session,
             on_failure: OnFailure::Continue,
             retries: if kind == HookKind::Session {
-                crate::DEFAULT_RETRIES
+                crate::policy::DEFAULT_RETRIES
             } else {
                 DEFAULT_EVENT_RETRIES
             },
@@ -785,7 +855,7 @@ mod tests {
         let session = EventSpec::for_kind(HookKind::Session);
         assert_eq!(session.event, Event::SessionStart);
         assert_eq!(session.block_on, BlockOn::Exit2);
-        assert_eq!(session.retries, crate::DEFAULT_RETRIES);
+        assert_eq!(session.retries, crate::policy::DEFAULT_RETRIES);
         assert!(
             !session.await_,
             "phase-1 session hooks do not block by default"

@@ -102,16 +102,16 @@
 //! [`Discovery::event_hooks`]: crate::Discovery::event_hooks
 //! [`Evaluator`]: crate::Evaluator
 //! [`EvalReport::reply`]: crate::EvalReport::reply
-//! [`Firing::max_attempts`]: crate::fire::Firing::max_attempts
+//! [`Firing::max_attempts`]: crate::firing::Firing::max_attempts
 //! [`Discovery::hooks`]: crate::Discovery::hooks
 //! [`Discovery::unloaded_gate`]: crate::Discovery::unloaded_gate
-//! [`Binds`]: crate::Binds
+//! [`Binds`]: crate::hook::Binds
 //! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
 //! [`Outcome`]: crate::decision::Outcome
 //! [`Reply::gave_up`]: crate::decision::Reply::gave_up
 //! [`Payload::lookup`]: crate::payload::Payload::lookup
 //! [`Payload::environment_prefixed`]: crate::payload::Payload::environment_prefixed
-//! [`run_hook`]: crate::run_hook
+//! [`run_hook`]: crate::exec::run_hook
 //! [`template::expand_argv`]: crate::template::expand_argv
 //! [`CancelToken`]: crate::CancelToken
 //! [`Judge`]: crate::decision::Judge
@@ -120,7 +120,7 @@
 //! [`ContextBuffer::discard`]: crate::context_buffer::ContextBuffer::discard
 //! [`Firing::detach_unawaited`]: crate::fire::Firing::detach_unawaited
 //! [`ToolMatcher::matches_call`]: crate::event::ToolMatcher::matches_call
-//! [`Firing::cancel`]: crate::fire::Firing::cancel
+//! [`Firing::cancel`]: crate::firing::Firing::cancel
 //! [`fire`]: crate::fire::fire
 //! [`fire_deciding`]: crate::fire::fire_deciding
 //! [`deliver`]: crate::fire::deliver
@@ -128,6 +128,10 @@
 //! [`produced`]: crate::produced
 
 #![forbid(unsafe_code)]
+
+/// The end-of-turn evaluation `turn.end` is handed to (step 1): the phase-1 file hooks with the
+/// `event: turn.end` hooks, run through this module's steps 5–8.
+pub mod evaluate;
 
 use std::ffi::OsString;
 use std::fs;
@@ -138,20 +142,24 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value as Json, json};
 
+use self::evaluate::EvalError;
 use crate::context::Context;
 use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
-use crate::decision::{Decision, FinishedRun, Judge, Judgment, Outcome, Phase, Reply, Verdict};
+use crate::decision::{Decision, FinishedRun, Judge, Judgment, Outcome, Reply, Verdict};
 use crate::discover::Discovery;
-use crate::evaluate::{EvalError, EvalOptions, Trigger};
 use crate::event::{Command, Event, HookAction, PipeOutput};
 use crate::exec::{
     CancelToken, Capture, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,
 };
+use crate::firing::Firing;
 use crate::hook::Hook;
 use crate::payload::{Payload, RunFiles};
+use crate::policy::Phase;
 use crate::produced::{Earlier, Produced};
+use crate::runner::Ran;
 use crate::status::{StatusError, StatusStore};
 use crate::template;
+use crate::turns::Trigger;
 
 /// Bytes of each stream kept for the judge: a decision or reason longer than this is no use to
 /// an agent, whose own cap is 10,000 characters.
@@ -159,66 +167,6 @@ const CAPTURE_LIMIT: usize = 1024 * 1024;
 
 /// Linux's `MAX_ARG_STRLEN`: `execve` refuses one argument of this many bytes with its NUL.
 const MAX_ARG_BYTES: usize = 128 << 10;
-
-/// One event to fire: what happened, and the variables its hooks see (EVENTS.md §5 rule 19).
-#[derive(Debug, Clone)]
-pub struct Firing {
-    /// The event.
-    pub event: Event,
-    /// The event's data object (`--data`); each key is also a template variable.
-    pub data: Map<String, Json>,
-    /// Who fired it: `user`, `hook` or `loop`.
-    pub trigger: String,
-    /// The session id; `None` uses the context's.
-    pub session: Option<String>,
-    /// The loop's turn number, when a loop fires.
-    pub iteration: Option<u64>,
-    /// The pipeline stage, when there is one.
-    pub stage: Option<String>,
-    /// The workspace-relative paths the event concerns (`pattern:` matches these).
-    pub files: Option<Vec<PathBuf>>,
-    /// Stops a running hook and a retry wait when cancelled.
-    pub cancel: Option<CancelToken>,
-    /// Hook-triggered re-prompts allowed per user turn, for the loop guard of `turn.end` and
-    /// `session.stop` (DESIGN.md's `max_retries`). Default: 3.
-    pub max_attempts: u32,
-    /// The caller's own count of hook-triggered turns in a row, bounding `status.json`'s for
-    /// the loop guard ([`EvalOptions::hook_turns`]). Default: none.
-    pub hook_turns: Option<u32>,
-    /// Whether unawaited hooks (`await: false`) are run by a detached child running this
-    /// executable (the hookvisor binary), which records them (the "Unawaited hooks" paragraph
-    /// of the [module documentation](self)). Default `false`: they run in this process after
-    /// the decision, for a caller that answers then and lives on (a server, the init).
-    pub detach_unawaited: bool,
-    /// Variables the caller sets besides the event's (the loop's `max_iterations`,
-    /// `progress`, `status`, `ctx`, `next_stage`): template variables, not in the
-    /// event JSON; a key of `data` of the same name wins. Default none.
-    pub vars: Map<String, Json>,
-    /// The agent-pipelines files the hooks were read from (`loop --pipeline`: the pipeline's,
-    /// its stage's), so that a detached run reads the same hooks. Default none: the workspace's.
-    pub pipeline: Option<Vec<PathBuf>>,
-}
-
-impl Firing {
-    /// A firing of `event` by the user, with empty data and nothing else set.
-    pub fn new(event: Event) -> Firing {
-        Firing {
-            event,
-            data: Map::new(),
-            trigger: "user".to_owned(),
-            session: None,
-            iteration: None,
-            stage: None,
-            files: None,
-            cancel: None,
-            max_attempts: EvalOptions::default().max_retries,
-            hook_turns: None,
-            detach_unawaited: false,
-            vars: Map::new(),
-            pipeline: None,
-        }
-    }
-}
 
 /// Why an event could not be fired to the end. A hook that fails is no error: it is judged.
 #[derive(Debug, thiserror::Error)]
@@ -280,7 +228,7 @@ pub fn fire_deciding(
     decided: impl FnOnce(&Reply),
 ) -> Result<Reply, FireError> {
     if firing.event == Event::TurnEnd {
-        let reply = crate::evaluate::end_turn_once(ctx, discovery, firing)?.reply();
+        let reply = self::evaluate::end_turn_once(ctx, discovery, firing)?.reply();
         decided(&reply);
         return Ok(reply);
     }
@@ -309,7 +257,7 @@ pub(crate) fn fire_hooks(
     };
     // EVENTS.md §4.4: detached children of this state dir end with its session, first.
     if firing.event == Event::SessionEnd {
-        crate::spawn::stop_detached(ctx);
+        crate::runner::spawn::stop_detached(ctx);
     }
     let cancel = firing.cancel.clone().unwrap_or_default();
     let buffer = ContextBuffer::new(&ctx.state());
@@ -458,7 +406,7 @@ pub(crate) fn detach(
         return false;
     }
     let started = std::env::current_exe().and_then(|exe| {
-        crate::webhook::deliver_detached(&exe, ctx, hook, firing, payload, decision)
+        crate::runner::webhook::deliver_detached(&exe, ctx, hook, firing, payload, decision)
     });
     match started {
         Ok(()) => true,
@@ -623,28 +571,6 @@ pub(crate) struct Done {
     pub(crate) produced: Vec<Produced>,
 }
 
-/// One run of an action as its runner hands it back to [`run_judged`].
-pub(crate) struct ActionRun {
-    /// How the run ended, as `status.json` records it: a timeout stays a timeout.
-    pub(crate) outcome: RunOutcome,
-    /// Values for the later hooks of the firing (crate::produced); none for most actions.
-    pub(crate) produced: Vec<Produced>,
-    /// The verdict of an action that judges its own run (a spawn's `on_timeout: abort`),
-    /// standing instead of the judge's; never re-run.
-    pub(crate) verdict: Option<Verdict>,
-}
-
-impl From<RunOutcome> for ActionRun {
-    /// A run judged by the judge that produced nothing: what a command gives.
-    fn from(outcome: RunOutcome) -> Self {
-        ActionRun {
-            outcome,
-            produced: Vec::new(),
-            verdict: None,
-        }
-    }
-}
-
 /// Steps 5–7 for one hook: `None` when its `when` is false. A cancelled run is not recorded
 /// (it has no result) and ends the event with [`FireError::Cancelled`].
 pub(crate) fn run_judged(
@@ -774,19 +700,6 @@ fn refusal(hook: &Hook, payload: &Payload) -> Refusal {
     }
 }
 
-/// How one run of an action ended, as every runner hands it to [`run_judged`].
-pub(crate) enum Ran {
-    /// It ran (or its program could not start, which exec reports as an outcome); an action
-    /// may hand on values and its own verdict ([`ActionRun`]).
-    Finished(ActionRun),
-    /// It was refused before starting, most often for the event's values (a name the event
-    /// lacks, a NUL byte, an argument too large, a spawn's inputs, a webhook's url, a git
-    /// ref), which the model chooses: judged like a `when` that cannot be evaluated
-    /// ([`Judge::judge_refused`]: blocks where the hook can block), and never re-run, since
-    /// the same firing fails the same way.
-    Refused(String),
-}
-
 /// The payload's files for one run of `hook_id` in `dir` (see [`run_once`]). The prefix is
 /// unique: our pid (no other live process has it), the time in nanoseconds (a file left by a
 /// killed `fire` whose pid was reused), and a counter (runs of this process); a name that
@@ -821,18 +734,18 @@ fn run_once(
     cancel: &CancelToken,
 ) -> Result<Ran, FireError> {
     // The git actions run git themselves (crate::git_action), with no payload files.
-    if let Some(ran) = crate::git_action::run(ctx, hook, payload, cancel)? {
+    if let Some(ran) = crate::runner::git::run(ctx, hook, payload, cancel)? {
         return Ok(match ran {
-            crate::git_action::GitRun::Finished(outcome) => Ran::Finished(outcome.into()),
-            crate::git_action::GitRun::Refused(message) => Ran::Refused(message),
+            crate::runner::git::GitRun::Finished(outcome) => Ran::Finished(outcome.into()),
+            crate::runner::git::GitRun::Refused(message) => Ran::Refused(message),
         });
     }
     // A spawn starts its child in a state dir of its own (crate::spawn).
-    if let Some(ran) = crate::spawn::run(ctx, hook, payload, cancel)? {
+    if let Some(ran) = crate::runner::spawn::run(ctx, hook, payload, cancel)? {
         return Ok(ran);
     }
     // A webhook sends its request from here, with no process (crate::webhook).
-    if let Some(ran) = crate::webhook::run(ctx, hook, payload, cancel)? {
+    if let Some(ran) = crate::runner::webhook::run(ctx, hook, payload, cancel)? {
         return Ok(ran);
     }
     let parent = ctx.state().root().join("fire");
@@ -1717,8 +1630,12 @@ mod tests {
             (Some(2), Some(3))
         );
         // A phase-1 entry keeps its JSON: no event fields.
-        let phase1 =
-            serde_json::to_value(crate::HookStatus::new("x", "x", crate::HookKind::File)).unwrap();
+        let phase1 = serde_json::to_value(crate::status::HookStatus::new(
+            "x",
+            "x",
+            crate::HookKind::File,
+        ))
+        .unwrap();
         assert!(phase1.get("event").is_none() && phase1.get("source").is_none());
         assert!(phase1.get("action").is_none());
     }

@@ -18,6 +18,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 
+/// The line that marks a git hook as hookvisor's (the generated pre-commit hook): only a hook carrying it is overwritten or removed.
+pub const MANAGED_MARKER: &str = "# discobot:managed";
+
 /// The git program and the environment it runs in (module docs). Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Git {

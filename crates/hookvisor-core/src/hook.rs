@@ -8,72 +8,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::decision::UnknownWord;
-use crate::event::{Event, EventSpec, UnknownEvent};
+use crate::event::{Event, EventSpec, HookKind, UnknownEvent, UnknownKind};
 use crate::frontmatter::FrontMatterError;
 use crate::pattern::{Pattern, PatternError};
+use crate::policy::UnknownWord;
 use crate::template::TemplateError;
 use crate::when::WhenError;
-
-/// The moment of the agent's life a hook belongs to.
-///
-/// The enum is `non_exhaustive` because more lifecycle points will come (turn start, session end,
-/// tool calls); code that matches on it must keep a fallback arm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum HookKind {
-    /// Runs once when the container starts (`type: session`).
-    Session,
-    /// Runs at the end of an LLM turn when a file matching its pattern changed (`type: file`).
-    File,
-    /// Runs inside `git commit` through the generated git hook (`type: pre-commit`).
-    PreCommit,
-}
-
-impl HookKind {
-    /// Every kind, in the order the documentation lists them.
-    pub const ALL: [HookKind; 3] = [HookKind::Session, HookKind::File, HookKind::PreCommit];
-
-    /// The spelling used in front matter, `status.json` and `DISCOBOT_HOOK_TYPE`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookKind::Session => "session",
-            HookKind::File => "file",
-            HookKind::PreCommit => "pre-commit",
-        }
-    }
-
-    /// The timeout a hook of this kind gets when its front matter names none.
-    pub fn default_timeout(self) -> Duration {
-        match self {
-            HookKind::Session => Duration::from_secs(300),
-            HookKind::File => Duration::from_secs(900),
-            HookKind::PreCommit => Duration::from_secs(300),
-        }
-    }
-}
-
-impl fmt::Display for HookKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.as_str())
-    }
-}
-
-impl FromStr for HookKind {
-    type Err = ProblemKind;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "session" => Ok(HookKind::Session),
-            "file" => Ok(HookKind::File),
-            "pre-commit" => Ok(HookKind::PreCommit),
-            other => Err(ProblemKind::UnknownType {
-                value: other.to_owned(),
-            }),
-        }
-    }
-}
 
 /// Which account a hook runs as.
 ///
@@ -95,6 +35,12 @@ impl RunAs {
             RunAs::Root => "root",
             RunAs::User => "user",
         }
+    }
+}
+
+impl From<UnknownKind> for ProblemKind {
+    fn from(err: UnknownKind) -> Self {
+        ProblemKind::UnknownType { value: err.value }
     }
 }
 
@@ -151,7 +97,7 @@ pub enum Origin {
 /// [`HookKind::Session`] as a stand-in, and `timeout` defaults to 60 seconds (§1.3 `command`).
 #[derive(Debug, Clone)]
 pub struct Hook {
-    /// Stable identifier derived from the file name (see [`crate::hook_id`]).
+    /// Stable identifier derived from the file name (see [`crate::hook::hook_id`]).
     pub id: String,
     /// Display name: front matter `name`, else the id.
     pub name: String,
@@ -205,7 +151,7 @@ impl Hook {
                 source,
                 user: false,
                 line,
-            } => format!("{}:{line}", crate::import::workspace_file(source)),
+            } => format!("{}:{line}", crate::config::workspace_file(source)),
             Origin::Imported {
                 user: true, line, ..
             } => format!("{}:{line}", self.path.display()),
@@ -813,6 +759,39 @@ impl ProblemKind {
                 | ProblemKind::Unreadable { .. }
         )
     }
+}
+
+/// Extensions stripped from a file name to make its id (case-insensitive, one only).
+/// `yml` and `yaml` name declarative hooks (EVENTS.md §2.1); phase 1 never ran such files.
+const SCRIPT_EXTENSIONS: [&str; 11] = [
+    "sh", "bash", "zsh", "py", "js", "ts", "rb", "pl", "php", "yml", "yaml",
+];
+
+/// The hook id of a file name: strip one script extension, `.` → `-`, lowercase, keep
+/// `[a-z0-9_-]`, trim `-` (`foo.bar.sh` → `foo-bar`, `test (1).sh` → `test1`).
+pub fn hook_id(file_name: &str) -> String {
+    let stem = match file_name.rsplit_once('.') {
+        Some((stem, ext))
+            if SCRIPT_EXTENSIONS
+                .iter()
+                .any(|known| ext.eq_ignore_ascii_case(known)) =>
+        {
+            stem
+        }
+        _ => file_name,
+    };
+    let id: String = stem
+        .chars()
+        .map(|c| {
+            if c == '.' {
+                '-'
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
+        .collect();
+    id.trim_matches('-').to_owned()
 }
 
 #[cfg(test)]

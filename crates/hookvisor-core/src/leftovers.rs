@@ -16,7 +16,7 @@
 //!   init, which reaps them, and the server finds them by reading `/proc`.
 //!
 //! A run inside a run (a hook that runs `hookvisor fire`, an agent of `hookvisor loop`) adds its
-//! marker to the one it inherited (`HOOKVISOR_RUN=outer:inner`, [`add_marker`]), so the outer
+//! marker to the one it inherited (`HOOKVISOR_RUN=outer:inner`, `add_marker`), so the outer
 //! run still recognises its grandchildren: a marker matches by membership.
 //!
 //! A descendant that cleared its environment is not recognised; it is stopped with everything

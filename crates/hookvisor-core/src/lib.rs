@@ -1,63 +1,28 @@
 //! hookvisor-core holds the whole policy of hookvisor, the hook runtime for sandboxed AI coding
-//! agents: finding the hooks of a workspace, reading their front matter, running them, telling
-//! what changed, evaluating file hooks at the end of a turn, and recording every run in
-//! `status.json`. It has no HTTP and no command-line parsing; the binaries are thin shells over it.
+//! agents: finding the hooks of a workspace and of other tools' files, running them when an
+//! event fires, judging and recording every run in `status.json`, and the reply to the agent.
+//! It has no HTTP and no command-line parsing; the binaries are thin shells over it. The code
+//! cites its contract as `DESIGN.md` (phase 1) and `EVENTS.md §…` (the event model): both are
+//! in the repository, `docs/DESIGN.md` and `docs/EVENTS.md`.
 //!
-//! # Modules
+//! # The centre: [`fire::fire`]
 //!
-//! - `config`: `.discobot/hookvisor.yml`, the workspace's settings of hookvisor ([`Config`]).
-//! - `context`: the workspace, session id and state dir every command works on ([`Context`]).
-//! - `discover`: the hooks of `.discobot/hooks/` and the global hooks, and the files that do not
-//!   load ([`discover_workspace`], [`discover()`] for one directory).
-//! - `frontmatter`: finding a script's front matter and reading its fields.
-//! - `hook`: a loaded hook, its kind and run-as user ([`Hook`], [`Problem`]).
-//! - `pattern`: the glob language of a hook's `pattern` ([`Pattern`]).
-//! - `exec`: running one hook: environment, credentials, timeout, process group, log.
-//! - `seal`: a root hook's program sealed in a memory file before it runs.
-//! - `leftovers`: what a hook leaves running, found and killed.
-//! - `sys`: the raw system calls, the only `unsafe` of the core.
-//! - `account`: the users and groups `--user` and `run_as` name.
-//! - `user_fs`: file system work done with the run user's credentials.
-//! - `git`: running git with one environment and one reading of its failures.
-//! - `git_action`: the built-in `git-commit` and `git-push` actions ([`GitCommit`], [`GitPush`]).
-//! - `spawn`: the `spawn` action: a child loop or program in its own state dir ([`Spawn`]).
-//! - `webhook`: the `webhook` action: an HTTP request from templates, retried under one
-//!   delivery id ([`Webhook`]).
-//! - `secrets`: `~/.config/hookvisor/secrets.env`: values for webhooks only, names that spawn
-//!   keeps from its children ([`SecretsError`]).
-//! - `changes`: a workspace's dirty set and when each file changed ([`scan`]).
-//! - `change_watch`: the dirty set kept warm by inotify for a server ([`ChangeWatcher`]).
-//! - `file_watch`: other tools' hook files watched by a server, existing or not ([`FileWatch`]).
-//! - `evaluate`: the end-of-turn evaluation ([`Evaluator`]): the file hooks and the
-//!   `event: turn.end` hooks, one evaluation for `eval` and `fire turn.end`.
-//! - `message`: the re-prompt text of a failing hook ([`Failure`]).
-//! - `status`: the `status.json` store of every run ([`StatusStore`]).
-//! - `session`: the session hooks run once when the container starts ([`run_session`]), and
-//!   the `session.start` event hooks after them ([`fire_session_start`]).
-//! - `precommit`: the generated git pre-commit hook and its run ([`run_pre_commit`]), the
-//!   `commit.before` event hooks included.
-//! - `turns`: who started an agent's turn, behind the loop guard's trigger ([`TurnLog`]).
-//! - `state`: the name of every file in the state dir, and the one atomic writer ([`StateDir`]).
-//! - `timestamp`: RFC 3339 times as status.json writes them ([`rfc3339`]).
-//!
-//! The event model of EVENTS.md is built on top, as public modules: [`event`] (the events
-//! and what a hook declares), [`when`] (conditions), [`template`] (`${name}` in `run:` and
-//! `argv:`), [`decision`] (the blocking protocol), [`payload`] (the event JSON and variables a
-//! hook gets), [`produced`] (values an action hands to the later hooks of its firing),
-//! [`context_buffer`] (piped output for the next turn) and [`fire`] (running an
-//! event's hooks: `hookvisor fire`). [`agent_loop`] drives a headless agent with those events
-//! (`hookvisor loop`).
-//! [`callback`] is the listener an awaited webhook waits on (its module doc says the rules).
-//!
-//! # Example
-//!
-//! One file hook, a changed file, the end of a turn:
+//! Every hook runs because an event fired (EVENTS.md §1). [`fire::fire`] takes a [`Firing`] (the
+//! [`Event`], its data, who fired it), selects the event's hooks from a [`Discovery`], runs them
+//! in order, judges each run, records it and returns the [`Reply`]: the [`Decision`], its
+//! reason, the context for the agent. Its steps are written once, in the module doc of
+//! [`fire`]. `turn.end` goes through it too: it is handed to the end-of-turn evaluation
+//! ([`Evaluator`], `fire::evaluate`), which runs the phase-1 file hooks with the `event:
+//! turn.end` hooks (`hookvisor eval` ≡ `hookvisor fire turn.end`). The commands, `serve`, the
+//! agent adapters, the init's session runner ([`run_session`]), the git hook
+//! ([`run_pre_commit`]) and `loop` ([`agent_loop`]) are fronts over it.
 //!
 //! ```
 //! use std::fs;
-//! use std::os::unix::fs::PermissionsExt;
 //!
-//! use hookvisor_core::{Action, Context, EvalOptions, Evaluator, discover};
+//! use hookvisor_core::fire::fire;
+//! use hookvisor_core::{Context, Decision, Event, Firing, discover};
+//! use serde_json::json;
 //!
 //! let dir = tempfile::tempdir()?;
 //! let ctx = Context {
@@ -66,139 +31,161 @@
 //!     state_dir: dir.path().join("state"),
 //! };
 //! fs::create_dir_all(ctx.hooks_dir())?;
-//! let script = ctx.hooks_dir().join("check-notes.sh");
+//! // A gate: before a shell command, refuse one; exit 2 blocks, with stderr as the reason.
 //! fs::write(
-//!     &script,
-//!     "#!/bin/sh\n#---\n# name: Check notes\n# type: file\n# pattern: '*.txt'\n#---\n\
-//!      grep -q TODO $DISCOBOT_CHANGED_FILES && { echo 'a TODO is left'; exit 1; }\nexit 0\n",
+//!     ctx.hooks_dir().join("no-rm.yml"),
+//!     "---\nevent: tool.before\ntool: bash\nwhen: ${tool_input.command} == 'rm -rf /'\n\
+//!      run: echo 'not that one' >&2; exit 2\n---\n",
 //! )?;
-//! fs::set_permissions(&script, fs::Permissions::from_mode(0o755))?;
-//! fs::write(ctx.workspace.join("notes.txt"), "TODO: finish\n")?;
-//!
 //! let discovery = discover(&ctx.hooks_dir());
 //! assert!(discovery.problems.is_empty(), "{:?}", discovery.problems);
-//! let mut evaluator = Evaluator::new(ctx.clone()).with_discovery(discovery);
-//! let report = evaluator.end_turn(&EvalOptions::default())?;
 //!
-//! assert_eq!(report.action, Action::Reprompt);
-//! assert_eq!(report.results[0].hook_id, "check-notes");
-//! assert_eq!(report.results[0].files, [std::path::Path::new("notes.txt")]);
-//! assert_eq!(report.pending, ["check-notes"]);
-//! assert!(report.message.unwrap().contains("a TODO is left"));
+//! // The agent is about to run `rm -rf /` (Claude Code's `Bash` is the canonical `bash`).
+//! let mut firing = Firing::new(Event::ToolBefore);
+//! firing.data = json!({"tool_name": "Bash", "tool_input": {"command": "rm -rf /"}})
+//!     .as_object()
+//!     .cloned()
+//!     .unwrap_or_default();
+//! let reply = fire(&ctx, &discovery, &firing)?;
+//! assert_eq!(reply.decision, Decision::Block);
+//! assert_eq!(reply.reason.as_deref(), Some("not that one"));
 //!
-//! // The model fixes the file: the next turn passes and nothing stays pending.
-//! fs::write(ctx.workspace.join("notes.txt"), "done\n")?;
-//! let report = evaluator.end_turn(&EvalOptions::default())?;
-//! assert_eq!(report.action, Action::Pass);
-//! assert!(report.pending.is_empty());
+//! // Another command: `when:` is false, the hook does not run, the call goes on.
+//! firing.data["tool_input"] = json!({"command": "ls"});
+//! let reply = fire(&ctx, &discovery, &firing)?;
+//! assert_eq!(reply.decision, Decision::Allow);
+//! assert!(reply.results.is_empty());
+//!
+//! // The end of a turn fires the same way: a phase-1 file hook whose file changed re-prompts.
+//! let check = ctx.hooks_dir().join("check-notes.sh");
+//! fs::write(
+//!     &check,
+//!     "#!/bin/sh\n#---\n# type: file\n# pattern: '*.txt'\n#---\n\
+//!      grep -q TODO $DISCOBOT_CHANGED_FILES && { echo 'a TODO is left'; exit 1; }\nexit 0\n",
+//! )?;
+//! # use std::os::unix::fs::PermissionsExt;
+//! fs::set_permissions(&check, fs::Permissions::from_mode(0o755))?;
+//! fs::write(ctx.workspace.join("notes.txt"), "TODO: finish\n")?;
+//! let discovery = discover(&ctx.hooks_dir());
+//! let reply = fire(&ctx, &discovery, &Firing::new(Event::TurnEnd))?;
+//! assert_eq!(reply.decision, Decision::Block);
+//! assert!(reply.reason.unwrap().contains("a TODO is left"));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # The map
+//!
+//! Each module uses only modules listed before it: there is no import cycle among the modules
+//! of any crate (`scripts/module-cycles.py` checks it). The root re-exports what the binaries
+//! use most; the rest is reached through its module.
+//!
+//! - **Foundations.** [`sys`]: the raw system calls, the only `unsafe` of the core.
+//!   [`account`]: the users and groups `--user` and `run_as` name ([`Credentials`]).
+//!   [`user_fs`]: file system work done with the run user's credentials. [`leftovers`]: what a
+//!   hook leaves running, found and killed. [`timestamp`]: RFC 3339 times as status.json writes
+//!   them. [`state`]: the name of every file in the state dir, and the one atomic writer (with
+//!   the private `untrusted`, opening files of a dir the agent can write, and `replace_order`).
+//!   [`git`]: running git with one environment and one reading of its failures. [`pattern`]: the
+//!   glob language of `pattern:`. [`frontmatter`]: finding and reading a file's front matter.
+//!   [`template`]: `${name}` in `run:` and `argv:`, injection-safe. [`when`]: the condition
+//!   language. [`payload`]: the event JSON and variables a hook gets. [`produced`]: values an
+//!   action hands to the later hooks of its firing.
+//! - **The hook model**, plain data. [`config`]: `.discobot/hookvisor.yml` ([`Config`]), and
+//!   the sources of hooks. [`context`]: the workspace, session id and state dir every command
+//!   works on ([`Context`]). [`policy`]: `phase`, `block_on`, `on_failure`, `on_timeout`,
+//!   `reason_from`. The built-in actions' specs: [`git_action`] (`git-commit`, `git-push`),
+//!   [`spawn`], [`webhook`] (with [`secrets`], the names a webhook may resolve). [`event`]: the
+//!   events, what a hook binds to and does ([`Event`], [`HookKind`]). [`hook`]: a loaded hook
+//!   and a file that does not load ([`Hook`], [`Problem`]).
+//! - **Reading hooks.** [`import`]: other tools' hook files read in place (iteratr, AutoAgent,
+//!   nyzhi, agent-pipelines); [`file_watch`] watches them for a server.
+//!   [`discover`](mod@discover): the hooks of `.discobot/hooks/`, the global hooks and the
+//!   imported ones, and the files that do not load ([`Discovery`]).
+//! - **Running and recording.** [`message`]: the re-prompt text of a failing hook.
+//!   [`decision`]: one run judged, verdicts combined, the [`Reply`]. [`seal`]: a root hook's
+//!   program sealed in a memory file. [`exec`]: running one command: environment, credentials,
+//!   timeout, process group, log. [`callback`]: the listener an awaited webhook waits on.
+//!   [`status`]: `status.json` ([`StatusStore`]). [`context_buffer`]: piped output for the next
+//!   turn. [`turns`]: who started each turn, for the loop guard ([`TurnLog`], [`Trigger`]).
+//!   [`changes`], [`change_watch`]: a workspace's dirty set, kept warm by inotify for a server.
+//!   [`firing`]: one event to fire ([`Firing`]). [`runner`]: the runners of the built-in
+//!   actions (`runner::git`, `runner::spawn`, `runner::webhook`).
+//! - **The pipeline.** [`fire`]: an event's hooks selected, run, judged, recorded, and the
+//!   reply; `fire::evaluate` is the end of a turn.
+//! - **Fronts in the core.** [`session`]: the session hooks run once when the container
+//!   starts, then `session.start`. [`precommit`]: the generated git pre-commit hook and its run,
+//!   `commit.before` included. [`agent_loop`]: `hookvisor loop`, a headless agent driven
+//!   iteration by iteration.
 
 #![deny(missing_docs)]
 
-mod account;
+pub mod account;
 /// `hookvisor loop`: a headless agent driven iteration by iteration (EVENTS.md §3.2).
 pub mod agent_loop;
 // Documented by its own module doc: an outer line here would make rustdoc resolve the module
 // doc's links from the crate root.
 pub mod callback;
-mod change_watch;
-mod changes;
-mod config;
-mod context;
+pub mod change_watch;
+pub mod changes;
+pub mod config;
+pub mod context;
 /// The context buffer: piped hook output waiting for the next turn (EVENTS.md §1.6).
 pub mod context_buffer;
 /// The blocking protocol: one run judged, verdicts combined, the reply (EVENTS.md §1.4, §1.5, §5).
 pub mod decision;
-mod discover;
-mod evaluate;
+pub mod discover;
 /// The events hooks bind to and what a hook declares about its run (EVENTS.md §1.1–§1.3).
 pub mod event;
-mod exec;
-mod file_watch;
+pub mod exec;
+pub mod file_watch;
 /// The event dispatcher: an event's hooks selected, run, judged, and the reply (EVENTS.md §1.4).
 pub mod fire;
-mod frontmatter;
-mod git;
-mod git_action;
-mod hook;
+pub mod firing;
+pub mod frontmatter;
+pub mod git;
+pub mod git_action;
+pub mod hook;
 /// Other tools' hook files read in place: iteratr, AutoAgent, nyzhi (EVENTS.md §2.2).
 pub mod import;
-mod leftovers;
-mod message;
-mod pattern;
+pub mod leftovers;
+pub mod message;
+pub mod pattern;
 /// The event JSON and environment a hook of the event model receives (EVENTS.md §4.1).
 pub mod payload;
-mod precommit;
+pub mod policy;
+pub mod precommit;
 /// Values an action hands to the later hooks of its firing (EVENTS.md §4.1).
 pub mod produced;
 mod replace_order;
-mod seal;
-mod secrets;
-mod session;
-mod spawn;
-mod state;
-mod status;
+pub mod runner;
+pub mod seal;
+pub mod secrets;
+pub mod session;
+pub mod spawn;
+pub mod state;
+pub mod status;
 pub mod sys;
 /// `${name}` template variables in `run:` and `argv:`, injection-safe (EVENTS.md §4.1).
 pub mod template;
-mod timestamp;
-mod turns;
-mod user_fs;
-mod webhook;
+pub mod timestamp;
+pub mod turns;
+mod untrusted;
+pub mod user_fs;
+pub mod webhook;
 /// The `when:` condition language of hooks: parsed once, evaluated over typed variables.
 pub mod when;
 
-pub use account::{AccountError, Credentials};
-pub use change_watch::{ChangeWatcher, MAX_TOUCHED, ScanKind};
-pub use changes::{
-    ChangeScan, ChangesError, DirtyFile, FileState, ScanOptions, Timestamp, scan, scan_with,
-};
-pub use config::{
-    CONFIG_FILE, Callback, Config, ConfigError, DEFAULT_MAX_RETRIES, Source, SourceUse, Sources,
-};
+pub use account::Credentials;
+pub use config::Config;
 pub use context::{Context, ContextError, ContextOverrides, enclosing_workspace};
-pub use discover::{
-    Discovery, GLOBAL_ID_PREFIX, Places, discover, discover_workspace, discover_workspace_in,
-    discover_workspace_owned, discover_workspace_with, global_hooks_dir, hook_id,
-};
-pub use evaluate::{Action, EvalError, EvalOptions, EvalReport, Evaluator, HookResult, Trigger};
-pub use exec::{CancelToken, Capture, Captured, ExecError, RunOptions, RunOutcome, run_hook};
-pub use file_watch::{FileWatch, FileWatchError, WatchedFile};
-pub use frontmatter::{FrontMatterError, parse as parse_front_matter};
-pub use git::{Git, GitError, RunningGit};
-pub use git_action::{AddMode, GitCommit, GitFieldError, GitPush, KEPT_VARIABLES, RefError};
-pub use hook::{Binds, Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
-pub use leftovers::{become_subreaper, kill_children};
-pub use message::{Failure, sanitize};
-pub use pattern::{Pattern, PatternError};
-pub use precommit::{
-    Ensured, GitHook, GitHookKind, Installed, MANAGED_MARKER, PreCommitError, PreCommitEvent,
-    PreCommitReport, PreCommitSkip, SKIP_VARIABLE, Uninstalled, ensure_git_hooks, git_hooks_dir,
-    has_commit_hooks, repository_top, run_post_commit, run_pre_commit, staged_files,
-    uninstall_git_hook,
-};
-pub use seal::{RootHooks, SealError, SealedScript};
-pub use secrets::SecretsError;
-pub use session::{
-    Attempt, Backoff, DEFAULT_RETRIES, RootImages, STOPPED_NOTE, SessionError, SessionHook,
-    SessionOptions, SessionPlan, SessionRun, credentials_for, fail_interrupted, fire_session_start,
-    prepare_state_dir, run_session,
-};
-pub use spawn::{
-    ChildInfo, ChildrenError, DEFAULT_SPAWN_TIMEOUT, DetachedInfo, MAX_SPAWN_DEPTH, PipelineError,
-    PipelineSpec, Spawn, SpawnFieldError, SpawnTarget, SpawnWorkspace, child_status, is_child_name,
-    list_children,
-};
-pub use state::{Durability, StateDir, write_atomic};
-pub use status::{
-    CallbackState, CallbackWait, EntryType, HookStatus, RunResult, Status, StatusError,
-    StatusStore, open_state_file,
-};
-pub use timestamp::{parse_rfc3339, rfc3339};
-pub use turns::{Answer, MAX_SESSIONS, MAX_TURN_LOG_BYTES, Prompt, Stop, TurnLog, TurnLogError};
-pub use user_fs::{ActingAs, act_as, agent_running, writable_by_others};
-pub use webhook::{
-    DEFAULT_CALLBACK_TIMEOUT, DEFAULT_WEBHOOK_TIMEOUT, Method, UrlPolicyError, UrlTemplate,
-    Webhook, WebhookFieldError,
-};
+pub use decision::{Decision, Reply};
+pub use discover::{Discovery, discover, discover_workspace};
+pub use event::{Event, HookKind};
+pub use exec::{CancelToken, RunOutcome};
+pub use fire::evaluate::{Action, EvalError, EvalOptions, EvalReport, Evaluator};
+pub use firing::Firing;
+pub use hook::{Hook, Problem, ProblemKind};
+pub use precommit::run_pre_commit;
+pub use session::{fire_session_start, run_session};
+pub use status::{RunResult, Status, StatusError, StatusStore};
+pub use turns::{Trigger, TurnLog};

@@ -14,9 +14,9 @@
 //! Please fix the issues and ensure the hook passes. (Attempt 1/3)
 //! ```
 //!
-//! The output is inlined when, trimmed, it has at most [`INLINE_MAX_LINES`] lines and
-//! [`INLINE_MAX_BYTES`] bytes; otherwise the message gives the log path and the last
-//! [`TAIL_LINES`] lines. At most [`MAX_FILES`] files are named, then "and N more". Escape
+//! The output is inlined when, trimmed, it has at most `INLINE_MAX_LINES` lines and
+//! `INLINE_MAX_BYTES` bytes; otherwise the message gives the log path and the last
+//! `TAIL_LINES` lines. At most `MAX_FILES` files are named, then "and N more". Escape
 //! sequences and control characters are removed, so no output can disturb the text around it.
 
 use std::fmt::Write as _;

@@ -15,7 +15,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::exec::Credentials;
+use crate::account::Credentials;
 use crate::hook::Hook;
 use crate::sys;
 use crate::user_fs::first_reachable;

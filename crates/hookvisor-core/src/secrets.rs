@@ -17,13 +17,13 @@
 //! 4. **Lookup** is case-insensitive, as template names are: `${github_token}` finds
 //!    `GITHUB_TOKEN`. Two names that differ only in case are ambiguous and refused.
 //! 5. **Never exported.** Nothing here enters a hook's environment, and a spawned child loses
-//!    every variable of hookvisor's own environment that the file names ([`names`]).
+//!    every variable of hookvisor's own environment that the file names (`names`).
 
 use std::io::{self, Read as _};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
-use crate::status::untrusted::open_regular;
+use crate::untrusted::open_regular;
 
 /// Bytes of the file read; a larger one is refused rather than read in part.
 const MAX_BYTES: u64 = 1024 * 1024;

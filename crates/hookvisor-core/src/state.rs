@@ -10,7 +10,7 @@ use std::io::{self, Read as _, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::status::{StatusStore, not_ours};
+use crate::untrusted::not_ours;
 
 /// Mode of a new file of [`write_atomic`]: dashboards running as other users read it.
 pub(crate) const FILE_MODE: u32 = 0o644;
@@ -40,9 +40,9 @@ impl StateDir {
         self.root.join("status.json")
     }
 
-    /// `status.json.lock`, which writers of `status.json` hold (named by [`StatusStore`]).
+    /// `status.json.lock`, which writers of `status.json` hold.
     pub fn status_lock(&self) -> PathBuf {
-        StatusStore::new(self.status()).lock_path()
+        lock_path(&self.status())
     }
 
     /// `output/`, where hook logs live.
@@ -193,6 +193,14 @@ pub(crate) fn parent_dir(path: &Path) -> &Path {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     }
+}
+
+/// The lock file of `path`, `<name>.lock` next to it, which its writers hold (`status.json`'s
+/// is `status.json.lock`).
+pub(crate) fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(".lock");
+    path.with_file_name(name)
 }
 
 /// Temp files of `path` are `.<name>.XXXXXX.tmp`: hidden, and recognisable as ours.

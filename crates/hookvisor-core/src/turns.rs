@@ -1,6 +1,6 @@
 //! Who started an agent's turn: the memory behind the loop guard's trigger.
 //!
-//! The loop guard (see [`crate::evaluate`], step 5) must know whether the turn that just ended
+//! The loop guard (see [`crate::fire::evaluate`], step 5) must know whether the turn that just ended
 //! was started by the user or by one of our re-prompts. An agent's own flag cannot be trusted
 //! for that: Gemini CLI sends `stop_hook_active: false` for a re-prompted turn in which the
 //! model used a tool. So hookvisor keeps its own record, per agent session, in
@@ -43,8 +43,41 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::context::Context;
-use crate::evaluate::Trigger;
 use crate::state::{Durability, StateDir, write_atomic};
+
+/// Who started the turn that just ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trigger {
+    /// A user message: the loop guard starts again.
+    User,
+    /// A re-prompt from a failing hook: the loop guard counts it.
+    Hook,
+    /// `hookvisor loop`: the loop has its own limits, so the guard neither counts the turn nor
+    /// stops a re-prompt (EVENTS.md §3.2).
+    Loop,
+}
+
+impl Trigger {
+    /// The trigger of an event's `trigger` word (`user`, `hook`, `loop`); another word is a
+    /// user's, which only resets the guard.
+    pub fn from_word(word: &str) -> Trigger {
+        match word {
+            "hook" => Trigger::Hook,
+            "loop" => Trigger::Loop,
+            _ => Trigger::User,
+        }
+    }
+
+    /// The word of `${trigger}` and the event JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::User => "user",
+            Trigger::Hook => "hook",
+            Trigger::Loop => "loop",
+        }
+    }
+}
 
 /// Sessions remembered; the least recently seen go first.
 pub const MAX_SESSIONS: usize = 64;

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use nix::unistd::Uid;
 
-use crate::exec::Credentials;
+use crate::account::Credentials;
 use crate::sys;
 
 /// While alive, the calling thread acts on the file system as a user; dropping it restores root.

@@ -14,7 +14,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
-use hookvisor_core::{Context, Hook, HookKind, RunAs, RunOutcome, Status, StatusStore};
+use hookvisor_core::hook::RunAs;
+use hookvisor_core::{Context, Hook, HookKind, RunOutcome, Status, StatusStore};
 use serde_json::Value;
 
 const WORKER_VAR: &str = "HOOKVISOR_TEST_WORKER";
@@ -42,7 +43,7 @@ fn hook(id: &str) -> Hook {
         notify_llm: true,
         timeout: Duration::from_secs(1),
         spec: hookvisor_core::event::EventSpec::for_kind(HookKind::File),
-        origin: hookvisor_core::Origin::Workspace,
+        origin: hookvisor_core::hook::Origin::Workspace,
     }
 }
 

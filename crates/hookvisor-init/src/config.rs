@@ -9,7 +9,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hookvisor_core::RootHooks;
+use hookvisor_core::seal::RootHooks;
 
 const USAGE: &str = "\
 PID 1 for hookvisor containers: reaps zombies, forwards signals, runs the session hooks of

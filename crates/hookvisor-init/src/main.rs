@@ -21,10 +21,10 @@ mod sweep;
 use std::ffi::OsString;
 use std::io::{self, Write};
 
-use hookvisor_core::{
-    Context, ContextOverrides, Credentials, RootHooks, SessionPlan, StatusStore, act_as,
-    agent_running, discover, prepare_state_dir,
-};
+use hookvisor_core::seal::RootHooks;
+use hookvisor_core::session::{SessionPlan, prepare_state_dir};
+use hookvisor_core::user_fs::{act_as, agent_running};
+use hookvisor_core::{Context, ContextOverrides, Credentials, StatusStore, discover};
 use nix::unistd::Uid;
 
 use config::Config;

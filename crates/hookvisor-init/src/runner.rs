@@ -19,10 +19,8 @@
 use std::time::Duration;
 
 use hookvisor_core::decision::Decision;
-use hookvisor_core::{
-    Attempt, CancelToken, Context, Credentials, Hook, RootImages, SessionHook, SessionOptions,
-    fire_session_start, run_session,
-};
+use hookvisor_core::session::{Attempt, RootImages, SessionHook, SessionOptions};
+use hookvisor_core::{CancelToken, Context, Credentials, Hook, fire_session_start, run_session};
 use nix::sys::signal::{SigSet, Signal};
 use nix::unistd::Pid;
 
@@ -200,7 +198,7 @@ fn fire_events(
             eprintln!(
                 "hookvisor-init: session.start hooks: {}: {}",
                 reply.decision.as_str(),
-                hookvisor_core::sanitize(reply.reason.as_deref().unwrap_or(""))
+                hookvisor_core::message::sanitize(reply.reason.as_deref().unwrap_or(""))
             );
             false
         }

@@ -6,7 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use hookvisor_core::{Context, Credentials, fail_interrupted, sys};
+use hookvisor_core::session::fail_interrupted;
+use hookvisor_core::{Context, Credentials, sys};
 use libc::c_int;
 use nix::unistd::Pid;
 

@@ -4,7 +4,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use hookvisor_core::{Context, ContextError, ContextOverrides, Credentials, repository_top};
+use hookvisor_core::precommit::repository_top;
+use hookvisor_core::{Context, ContextError, ContextOverrides, Credentials};
 
 use crate::error::CliError;
 

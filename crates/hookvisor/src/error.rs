@@ -9,11 +9,11 @@
 use std::fmt;
 use std::io;
 
-use hookvisor_core::{
-    AccountError, ContextError, EvalError, PreCommitError, SessionError, StatusError,
-};
+use hookvisor_core::account::AccountError;
+use hookvisor_core::precommit::PreCommitError;
+use hookvisor_core::session::SessionError;
+use hookvisor_core::{ContextError, EvalError, StatusError};
 
-use crate::serve::{ListenError, ServeError};
 use crate::turn_client::TurnClientError;
 
 /// How the process exits.
@@ -127,26 +127,6 @@ impl From<PreCommitError> for CliError {
                 CliError::usage(err)
             }
             _ => CliError::failed(err),
-        }
-    }
-}
-
-/// A `--listen`/`--socket` value that cannot be used (not an address, remote without a token,
-/// a path another server holds) is a usage error; a bind the system refuses is a failure.
-impl From<ListenError> for CliError {
-    fn from(err: ListenError) -> CliError {
-        match err {
-            ListenError::Bind { .. } => CliError::failed(err),
-            _ => CliError::usage(err),
-        }
-    }
-}
-
-impl From<ServeError> for CliError {
-    fn from(err: ServeError) -> CliError {
-        match err {
-            ServeError::Listen(e) => e.into(),
-            ServeError::Setup { .. } => CliError::failed(err),
         }
     }
 }

@@ -18,6 +18,7 @@ mod cli;
 mod commands;
 mod error;
 mod interrupt;
+mod list;
 mod serve;
 mod turn_client;
 
@@ -180,7 +181,7 @@ fn run(cli: Cli) -> CliResult {
     // kills it (hookvisor-core's `leftovers`). A server is not a subreaper: it finds them in
     // /proc and leaves the reaping to the init.
     if !matches!(cli.command, Command::Serve(_))
-        && let Err(e) = hookvisor_core::become_subreaper()
+        && let Err(e) = hookvisor_core::leftovers::become_subreaper()
     {
         eprintln!("hookvisor: warning: cannot become a child subreaper: {e}");
     }
@@ -194,12 +195,16 @@ fn run(cli: Cli) -> CliResult {
         Command::Session { user, root_hooks } => {
             commands::session::run(&globals, user.as_deref(), root_hooks.as_deref())
         }
-        Command::PreCommit(sub) => {
-            commands::precommit::run(&globals, hookvisor_core::GitHookKind::PreCommit, &sub)
-        }
-        Command::PostCommit(sub) => {
-            commands::precommit::run(&globals, hookvisor_core::GitHookKind::PostCommit, &sub)
-        }
+        Command::PreCommit(sub) => commands::precommit::run(
+            &globals,
+            hookvisor_core::precommit::GitHookKind::PreCommit,
+            &sub,
+        ),
+        Command::PostCommit(sub) => commands::precommit::run(
+            &globals,
+            hookvisor_core::precommit::GitHookKind::PostCommit,
+            &sub,
+        ),
         Command::Serve(args) => commands::serve::run(&globals, args),
         Command::Adapter(args) => {
             commands::adapter::events::run(&globals, args.agent, &args.adapter)

@@ -640,11 +640,11 @@ fn spawned_workspace() -> (Workspace, String) {
 }
 
 /// Gives `approve`'s entry a callback wait in `state`, as the callback listener writes it.
-fn set_callback(ws: &Workspace, state: hookvisor_core::CallbackState) {
+fn set_callback(ws: &Workspace, state: hookvisor_core::status::CallbackState) {
     hookvisor_core::StatusStore::new(ws.state_dir().join("status.json"))
         .update(|status| {
             let entry = status.hooks.get_mut("approve").expect("approve ran");
-            entry.callback = Some(hookvisor_core::CallbackWait {
+            entry.callback = Some(hookvisor_core::status::CallbackWait {
                 state,
                 since: "2026-01-01T10:00:00Z".into(),
                 timeout_at: "2026-01-01T11:00:00Z".into(),
@@ -662,7 +662,7 @@ async fn the_dashboard_shows_children_and_callback_waits() {
         return;
     };
     let (ws, child) = spawned_workspace();
-    set_callback(&ws, hookvisor_core::CallbackState::Waiting);
+    set_callback(&ws, hookvisor_core::status::CallbackState::Waiting);
     let server = Server::tcp(&ws);
     let Addr::Tcp(addr) = &server.addr else {
         unreachable!()
@@ -717,7 +717,7 @@ async fn the_dashboard_shows_children_and_callback_waits() {
     );
 
     // The wait ends while the page is open: it says so without a reload.
-    set_callback(&ws, hookvisor_core::CallbackState::Answered);
+    set_callback(&ws, hookvisor_core::status::CallbackState::Answered);
     wait_for_text(&client, "tr[data-hook='approve'] .callback", "answered").await;
     let mark = client
         .execute("return window.hookvisorTestMark;", vec![])

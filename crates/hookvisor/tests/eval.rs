@@ -14,7 +14,7 @@ use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use common::{Workspace, tick};
-use hookvisor_core::parse_rfc3339;
+use hookvisor_core::timestamp::parse_rfc3339;
 use serde_json::{Value, json};
 
 /// Keys of `eval --json` (DESIGN.md, "End-of-turn evaluation").

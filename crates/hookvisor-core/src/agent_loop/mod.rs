@@ -114,7 +114,8 @@ use crate::decision::{Decision, Reply};
 use crate::discover::{Discovery, discover_workspace_owned};
 use crate::event::Event;
 use crate::exec::{CancelToken, ExecError, RunOutcome};
-use crate::fire::{FireError, Firing, fire};
+use crate::fire::{FireError, fire};
+use crate::firing::Firing;
 use crate::import::LOOP_OWNER_VARIABLE;
 use crate::state::{Durability, write_atomic};
 
@@ -176,7 +177,7 @@ pub struct LoopOptions {
     pub end_cancel: CancelToken,
     /// Whether the process is the loop's alone (the command line's, a child subreaper): then
     /// after every agent, `--until` and event, every child it still has is killed and reaped
-    /// ([`kill_children`](crate::kill_children), rule 10). Default `false`.
+    /// ([`kill_children`](crate::leftovers::kill_children), rule 10). Default `false`.
     pub kill_strays: bool,
 }
 

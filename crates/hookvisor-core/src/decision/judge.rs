@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::message::{INLINE_MAX_BYTES, INLINE_MAX_LINES, TAIL_LINES, sanitize};
+use crate::policy::{BlockOn, OnFailure, Phase, ReasonFrom};
 
 /// The longest reason a judgment gives, in characters: Claude's cap on hook text (§1.6).
 pub const DEFAULT_MAX_REASON: usize = 10_000;

@@ -3,9 +3,8 @@
 //!
 //! # The words (§1.3)
 //!
-//! [`Phase`], [`BlockOn`], [`OnFailure`], [`OnTimeout`] and [`ReasonFrom`] are the front-matter
-//! fields `phase`, `block_on`, `on_failure`, `on_timeout` (awaited spawns and webhooks) and
-//! `reason_from`, parsed with `FromStr` and written with `as_str`.
+//! The front-matter fields it reads, `phase`, `block_on`, `on_failure`, `on_timeout` and
+//! `reason_from`, are data of the hook model: [`crate::policy`].
 //!
 //! # Judging one run (§1.5, §5 rules 1–3): [`Judge::judge`]
 //!
@@ -79,21 +78,21 @@
 //! output can give it as `stdout` with an empty `stderr`: verdicts are the same except that a
 //! hook's JSON is refused when it also wrote to stderr and a reason holds both streams.
 //!
-//! [`BlockOn`]: crate::decision::BlockOn
+//! [`BlockOn`]: crate::policy::BlockOn
 //! [`FinishedRun`]: crate::decision::FinishedRun
 //! [`Judge::judge`]: crate::decision::Judge::judge
 //! [`Judge::judge_refused`]: crate::decision::Judge::judge_refused
 //! [`Judge::max_reason`]: crate::decision::Judge::max_reason
 //! [`Judgment::wants_retry`]: crate::decision::Judgment::wants_retry
 //! [`Judgment`]: crate::decision::Judgment
-//! [`OnFailure`]: crate::decision::OnFailure
-//! [`OnTimeout`]: crate::decision::OnTimeout
+//! [`OnFailure`]: crate::policy::OnFailure
+//! [`OnTimeout`]: crate::policy::OnTimeout
 //! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
 //! [`Outcome::into_reply`]: crate::decision::Outcome::into_reply
 //! [`Outcome`]: crate::decision::Outcome
-//! [`Phase`]: crate::decision::Phase
-//! [`ReasonFrom::Stdout`]: crate::decision::ReasonFrom::Stdout
-//! [`ReasonFrom`]: crate::decision::ReasonFrom
+//! [`Phase`]: crate::policy::Phase
+//! [`ReasonFrom::Stdout`]: crate::policy::ReasonFrom::Stdout
+//! [`ReasonFrom`]: crate::policy::ReasonFrom
 //! [`Reply`]: crate::decision::Reply
 //! [`Verdict::Abort`]: crate::decision::Verdict::Abort
 //! [`Verdict::Allow`]: crate::decision::Verdict::Allow
@@ -110,131 +109,3 @@ pub use judge::{DEFAULT_MAX_REASON, FinishedRun, Judge, Judgment, Verdict};
 // Reasons an action judges itself (a webhook callback's rejection) shrink like the judge's.
 pub(crate) use judge::shrink;
 pub use outcome::{Decision, Outcome, Reply};
-
-use std::fmt;
-use std::str::FromStr;
-
-/// When a hook runs within its event (`phase`): `pre` hooks run first and may block; `post`
-/// hooks run after every `pre` hook, cannot block and see `${decision}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Phase {
-    /// Before the decision (the default).
-    #[default]
-    Pre,
-    /// After the decision; never blocks.
-    Post,
-}
-
-/// Which results of a `pre` hook on a gate block (`block_on`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BlockOn {
-    /// Any non-zero exit or a timeout blocks (phase-1 linters exit 1).
-    Failure,
-    /// Only exit 2 blocks, as in Claude Code, Codex, Gemini CLI and AutoAgent: a crashing guard
-    /// fails open.
-    Exit2,
-    /// Nothing blocks; failures go to `on_failure`.
-    Never,
-}
-
-/// What a failed run that does not block leads to (`on_failure`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum OnFailure {
-    /// Record the failure and go on (the default).
-    #[default]
-    Continue,
-    /// End the event with `abort`.
-    Abort,
-    /// Re-run (`retries` times, `retry_delay` apart) before judging; then go on.
-    Retry,
-    /// Re-run before judging; then abort (`[retry, abort]`).
-    RetryThenAbort,
-}
-
-/// What a timeout of an awaited spawn child or webhook callback means (`on_timeout`, §1.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum OnTimeout {
-    /// The event ends with abort, whatever the event or the hook's phase (the default).
-    #[default]
-    Abort,
-    /// A failure, judged by `block_on` and `on_failure` like any other.
-    Continue,
-}
-
-/// Where a failure's reason is read first (`reason_from`, §5 rule 2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum ReasonFrom {
-    /// stderr, else stdout (the default; Claude, AutoAgent and nyzhi's code).
-    #[default]
-    Stderr,
-    /// stdout, else stderr (nyzhi imports whose scripts write feedback to stdout).
-    Stdout,
-}
-
-/// A `phase`, `block_on`, `on_failure`, `on_timeout` or `reason_from` value that is none of the
-/// words.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid {field} '{value}'; use {expected}")]
-pub struct UnknownWord {
-    /// The field.
-    pub field: &'static str,
-    /// The value written.
-    pub value: String,
-    /// The accepted words, for the message.
-    pub expected: &'static str,
-}
-
-macro_rules! words {
-    ($ty:ty, $field:literal, $expected:literal, { $($word:literal => $variant:path),+ $(,)? }) => {
-        impl $ty {
-            /// The spelling used in front matter and JSON.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($variant => $word,)+
-                }
-            }
-        }
-
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.pad(self.as_str())
-            }
-        }
-
-        impl FromStr for $ty {
-            type Err = UnknownWord;
-
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                match s {
-                    $($word => Ok($variant),)+
-                    other => Err(UnknownWord {
-                        field: $field,
-                        value: other.to_owned(),
-                        expected: $expected,
-                    }),
-                }
-            }
-        }
-    };
-}
-
-words!(Phase, "phase", "'pre' or 'post'", { "pre" => Phase::Pre, "post" => Phase::Post });
-words!(BlockOn, "block_on", "'failure', 'exit2' or 'never'", {
-    "failure" => BlockOn::Failure,
-    "exit2" => BlockOn::Exit2,
-    "never" => BlockOn::Never,
-});
-words!(OnFailure, "on_failure", "'continue', 'abort', 'retry' or [retry, abort]", {
-    "continue" => OnFailure::Continue,
-    "abort" => OnFailure::Abort,
-    "retry" => OnFailure::Retry,
-    "retry,abort" => OnFailure::RetryThenAbort,
-});
-words!(OnTimeout, "on_timeout", "'abort' or 'continue'", {
-    "abort" => OnTimeout::Abort,
-    "continue" => OnTimeout::Continue,
-});
-words!(ReasonFrom, "reason_from", "'stderr' or 'stdout'", {
-    "stderr" => ReasonFrom::Stderr,
-    "stdout" => ReasonFrom::Stdout,
-});

@@ -10,6 +10,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::exec::{Invocation, RunOptions, run_command};
+use crate::policy::*;
 
 /// The timeout of the timeout rows, made and real.
 const TIMEOUT: Duration = Duration::from_millis(300);

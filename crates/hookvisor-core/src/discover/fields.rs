@@ -4,14 +4,15 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom, UnknownWord};
+use crate::event::HookKind;
 use crate::event::{
     Command, DEFAULT_EVENT_RETRIES, Event, EventSpec, HookAction, PipeOutput, ToolMatcher,
 };
 use crate::frontmatter::{FrontMatter, Note, Other, WORD_FIELDS};
 use crate::git_action::{GitCommit, GitPush};
-use crate::hook::{Hook, HookKind, Origin, ProblemKind, RunAs};
+use crate::hook::{Hook, Origin, ProblemKind, RunAs};
 use crate::pattern::Pattern;
+use crate::policy::{BlockOn, OnFailure, Phase, ReasonFrom, UnknownWord};
 use crate::spawn::{DEFAULT_SPAWN_TIMEOUT, Spawn};
 use crate::template::{ShellTemplate, references};
 use crate::webhook::Webhook;
@@ -283,7 +284,7 @@ fn event_spec(
     let mut spec = EventSpec::for_kind(kind);
     // `kind` is a stand-in for events without a phase-1 kind: the defaults follow the event.
     spec.retries = match event {
-        Event::SessionStart => crate::DEFAULT_RETRIES,
+        Event::SessionStart => crate::policy::DEFAULT_RETRIES,
         _ => DEFAULT_EVENT_RETRIES,
     };
     spec.block_on = event.default_block_on();

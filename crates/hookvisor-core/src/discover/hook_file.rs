@@ -7,10 +7,12 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use super::fields::{Loaded, hook_from_fields};
-use super::{GLOBAL_ID_PREFIX, KNOWN_FIELDS, hook_id};
+use super::{GLOBAL_ID_PREFIX, KNOWN_FIELDS};
 use crate::event::Event;
+use crate::event::HookKind;
 use crate::frontmatter::{self, FrontMatterError, Note};
-use crate::hook::{Binds, Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
+use crate::hook::hook_id;
+use crate::hook::{Binds, Hook, Origin, Problem, ProblemKind, RunAs};
 
 /// How much of a script is read to find its front matter.
 const HEAD_LIMIT: u64 = 64 * 1024;

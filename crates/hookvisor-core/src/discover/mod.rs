@@ -50,21 +50,16 @@ pub(crate) use self::hook_file::declares_root_session;
 use self::hook_file::{HookFile, read_hook};
 use crate::config::{Config, Source, SourceUse};
 use crate::context::Context;
+use crate::event::HookKind;
 use crate::event::{Command, Event, HookAction};
 use crate::git_action::GIT_FIELDS;
-use crate::hook::{Binds, Hook, HookKind, Origin, Problem, ProblemKind, RunAs};
+use crate::hook::{Binds, Hook, Origin, Problem, ProblemKind, RunAs};
 use crate::import::{IMPORTED, LOOP_OWNER_VARIABLE, UserDirs, read_sources};
 use crate::spawn::SPAWN_FIELDS;
 use crate::webhook::WEBHOOK_FIELDS;
 
 /// What starts the id of every global hook (the module's rule 3).
 pub const GLOBAL_ID_PREFIX: &str = "global:";
-
-/// Extensions stripped from a file name to make its id (case-insensitive, one only).
-/// `yml` and `yaml` name declarative hooks (EVENTS.md §2.1); phase 1 never ran such files.
-const SCRIPT_EXTENSIONS: [&str; 11] = [
-    "sh", "bash", "zsh", "py", "js", "ts", "rb", "pl", "php", "yml", "yaml",
-];
 
 /// Front matter keys of phase 1 and `event:`; with [`EVENT_FIELDS`], every key hookvisor reads.
 const PHASE1_FIELDS: [&str; 10] = [
@@ -127,7 +122,7 @@ pub struct Discovery {
     /// values YAML reads otherwise than the line shows).
     pub warnings: Vec<Problem>,
     /// Front matter `retries` of the session hooks that give it, by hook id; the others get
-    /// [`DEFAULT_RETRIES`](crate::DEFAULT_RETRIES).
+    /// [`DEFAULT_RETRIES`](crate::policy::DEFAULT_RETRIES).
     pub retries: BTreeMap<String, u32>,
     /// `.discobot/hookvisor.yml` as [`discover_workspace`] read it; the defaults otherwise
     /// (and, when the file is broken, the defaults without global hooks).
@@ -420,10 +415,10 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                 }
                 if let HookAction::Webhook(action) = &hook.spec.action
                     && hook.spec.event.is_gate()
-                    && hook.spec.phase == crate::decision::Phase::Pre
+                    && hook.spec.phase == crate::policy::Phase::Pre
                     && hook.spec.await_
                     && action.awaits_callback()
-                    && action.on_timeout == crate::decision::OnTimeout::Continue
+                    && action.on_timeout == crate::policy::OnTimeout::Continue
                 {
                     warn(ProblemKind::GateContinuesWithoutAnswer);
                 }
@@ -515,42 +510,35 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
     discovery
 }
 
-/// The hook id of a file name: strip one script extension, `.` → `-`, lowercase, keep
-/// `[a-z0-9_-]`, trim `-` (`foo.bar.sh` → `foo-bar`, `test (1).sh` → `test1`).
-pub fn hook_id(file_name: &str) -> String {
-    let stem = match file_name.rsplit_once('.') {
-        Some((stem, ext))
-            if SCRIPT_EXTENSIONS
-                .iter()
-                .any(|known| ext.eq_ignore_ascii_case(known)) =>
-        {
-            stem
-        }
-        _ => file_name,
-    };
-    let id: String = stem
-        .chars()
-        .map(|c| {
-            if c == '.' {
-                '-'
-            } else {
-                c.to_ascii_lowercase()
-            }
-        })
-        .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
-        .collect();
-    id.trim_matches('-').to_owned()
-}
-
 fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
 }
 
+/// Whether the workspace has hooks that run inside `git commit`: phase-1 pre-commit hooks or
+/// event hooks bound to `commit.before` (`precommit`'s rule 7). Either installs the git hook.
+pub fn has_commit_hooks(discovery: &Discovery) -> bool {
+    discovery.of_kind(HookKind::PreCommit).next().is_some()
+        || discovery
+            .event_hooks
+            .iter()
+            .any(|h| h.spec.event == Event::CommitBefore)
+}
+
+/// Whether the workspace has hooks bound to `commit.after` (`precommit`'s rule 8), which
+/// install the post-commit git hook.
+pub fn has_commit_after_hooks(discovery: &Discovery) -> bool {
+    discovery
+        .event_hooks
+        .iter()
+        .any(|h| h.spec.event == Event::CommitAfter)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hook::hook_id;
     use std::os::unix::fs::{PermissionsExt, symlink};
     use std::time::Duration;
 

@@ -125,10 +125,11 @@ mod tests {
     use nix::unistd::Pid;
 
     use super::*;
+    use crate::event::HookKind;
     use crate::exec::output::tests::high_water_kib;
     use crate::exec::tests::{Fixture, fixture, run, run_isolated};
     use crate::exec::{RunOptions, RunOutcome, run_hook};
-    use crate::hook::{Hook, HookKind};
+    use crate::hook::Hook;
 
     fn separate(f: &Fixture, hook: &Hook, limit: usize) -> (RunOutcome, Captured) {
         let options = RunOptions {

@@ -1,7 +1,7 @@
 //! Running one hook: environment, working directory, credentials, timeout, process group and the
 //! output log (DESIGN.md, "Running a hook").
 //!
-//! [`run_hook`] is the whole contract for one hook; [`run_command`] is the same machinery for any
+//! [`run_hook`] is the whole contract for one hook; `run_command` is the same machinery for any
 //! program. Both are synchronous and single-threaded: one `poll` waits on the output pipes, the
 //! child's exit (a pidfd), the [`CancelToken`] and the next deadline, so the PID-1 init can call
 //! them from a forked single-threaded child.
@@ -72,9 +72,10 @@ use self::spawn::{Writers, child_env, exec_args, resolve_program, spawn, spawn_f
 use self::stdin::open_stdin;
 use self::supervise::{reap, supervise};
 // Lives in account.rs; session.rs, seal.rs and user_fs.rs name it through here.
-pub(crate) use crate::account::Credentials;
+use crate::account::Credentials;
 use crate::context::Context;
-use crate::hook::{Hook, HookKind};
+use crate::event::HookKind;
+use crate::hook::Hook;
 use crate::leftovers;
 use crate::seal::SealedScript;
 use crate::sys;
@@ -533,7 +534,7 @@ pub(crate) mod tests {
             notify_llm: true,
             timeout: Duration::from_secs(30),
             spec: crate::event::EventSpec::for_kind(kind),
-            origin: crate::Origin::Workspace,
+            origin: crate::hook::Origin::Workspace,
         }
     }
 

@@ -388,9 +388,9 @@ pub(super) mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::event::HookKind;
     use crate::exec::run_hook;
     use crate::exec::tests::{fixture, run, run_isolated};
-    use crate::hook::HookKind;
 
     #[test]
     fn stdout_and_stderr_interleave_in_order_and_the_log_is_overwritten() {

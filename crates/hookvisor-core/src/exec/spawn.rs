@@ -199,9 +199,10 @@ pub(super) mod tests {
     use nix::sys::signal::Signal;
 
     use super::*;
+    use crate::event::HookKind;
     use crate::exec::tests::{fixture, hook_at, run, run_isolated};
     use crate::exec::{RunOptions, run_hook};
-    use crate::hook::{Hook, HookKind};
+    use crate::hook::Hook;
 
     pub(in crate::exec) fn in_ci() -> bool {
         std::env::var_os("CI").is_some_and(|v| v == "true")

@@ -49,10 +49,11 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+    use crate::account::Credentials;
+    use crate::event::HookKind;
     use crate::exec::spawn::tests::ensure_test_user;
     use crate::exec::tests::fixture;
-    use crate::exec::{Capture, Credentials, RunOptions, run_hook};
-    use crate::hook::HookKind;
+    use crate::exec::{Capture, RunOptions, run_hook};
 
     /// Every byte value, a JSON-looking line and more than a pipe buffer's worth, so that the
     /// child reads to the file's end.

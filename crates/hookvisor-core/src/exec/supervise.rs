@@ -195,9 +195,9 @@ mod tests {
     use std::fs;
 
     use super::*;
+    use crate::event::HookKind;
     use crate::exec::tests::{fixture, run};
     use crate::exec::{CancelToken, RunOptions, run_hook};
-    use crate::hook::HookKind;
 
     /// Live (not zombie) processes whose process group is `pgid`.
     fn live_members(pgid: i32) -> Vec<String> {

@@ -15,7 +15,7 @@
 //!    `pattern: *.go` works unquoted. A key is letters, digits, `_` and `-`.
 //! 4. A key given twice is an error, whichever reader reads the body: no value silently wins.
 //! 5. Scalars become strings, a key without a value the empty string; a YAML list becomes a
-//!    comma-separated string (for `pattern`), its items also kept apart ([`FrontMatter::lists`],
+//!    comma-separated string (for `pattern`), its items also kept apart (`FrontMatter::lists`,
 //!    for `argv` and `on_failure`). A `pattern` line holding a comma-separated list of
 //!    quoted globs (`pattern: '*.go', '*.ts'`) is read as that list, `*.go, *.ts`.
 //! 6. The fields that say how a hook runs (`type`, `run_as`, `blocking`, `notify_llm`,
@@ -31,7 +31,7 @@
 //!    `name: 1.10` is `1.10`, not `1.1`; `True` stays `True`, `null` stays `null`. What only
 //!    YAML can say stays YAML's: a block scalar (`|`, `>`), a list, a value continued on the
 //!    next lines, a value the flat reading refuses (`'it''s'`). Every line where hookvisor's
-//!    reading and YAML's (or discobot's, rule 5) differ is noted ([`FrontMatter::notes`]), for
+//!    reading and YAML's (or discobot's, rule 5) differ is noted (`FrontMatter::notes`), for
 //!    `hookvisor check` to warn about.
 //! 8. CRLF line endings are an error that says how to fix them.
 //!

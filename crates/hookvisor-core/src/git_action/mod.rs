@@ -52,13 +52,10 @@
 
 #![forbid(unsafe_code)]
 
-mod actions;
-mod refs;
-mod runner;
+pub(crate) mod refs;
 
 use serde_json::{Value as Json, json};
 
-pub(crate) use self::actions::{GitRun, run};
 pub use self::refs::RefError;
 use self::refs::{RefKind, check_literal};
 

@@ -33,10 +33,10 @@ use serde_json::{Map, Value as Json};
 use super::command::{Placeholders, Translated, to_run, to_template};
 use super::json_lines::{Step, value_lines};
 use super::{ImportNote, Imported, ImportedHook, Unparsable, base_spec};
-use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::event::{Event, HookAction, PipeOutput};
 use crate::git_action::{GitCommit, GitPush};
 use crate::payload::StdinDialect;
+use crate::policy::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::template::ShellTemplate;
 use crate::when::Condition;
 

@@ -43,10 +43,10 @@ use super::edit::{self, EditError, Edited, Entry, Format};
 use super::json_lines::Step;
 use super::{
     IMPORTED, ImportNote, Imported, ImportedHook, UserDirs, files_of, next_index, parse,
-    read_source, render, workspace_file,
+    read_source, render,
 };
-use crate::config::{Config, ConfigError, Source};
-use crate::discover::hook_id;
+use crate::config::{Config, ConfigError, Source, workspace_file};
+use crate::hook::hook_id;
 use crate::state::{Durability, write_atomic};
 
 /// What to import.

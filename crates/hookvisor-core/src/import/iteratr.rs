@@ -38,8 +38,8 @@ use super::json_lines::Step;
 use super::{
     ImportNote, Imported, ImportedHook, Unparsable, YamlEntry as Entry, YamlHooks, base_spec,
 };
-use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::event::{Command, Event, HookAction, PipeOutput};
+use crate::policy::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::template::ShellTemplate;
 
 /// iteratr's default timeout ("30 second default timeout").

@@ -98,7 +98,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::{Config, Source, SourceUse};
+use crate::config::{Config, Source, SourceUse, workspace_file};
 use crate::event::{EventSpec, HookAction};
 use crate::hook::{Hook, Origin, Problem, ProblemKind, RunAs};
 use crate::pattern::Pattern;
@@ -176,18 +176,6 @@ pub struct Unparsable {
     pub line: Option<usize>,
     /// What the parser said, and the fix.
     pub message: String,
-}
-
-/// The path of a source's file relative to the workspace (rule 4).
-pub(crate) fn workspace_file(source: Source) -> &'static str {
-    match source {
-        Source::Iteratr => ".iteratr.hooks.yml",
-        Source::Autoagent => ".autoagent/config.json",
-        Source::Nyzhi => ".nyzhi/config.toml",
-        Source::Pipelines => "pipeline.yaml",
-        Source::Discobot => ".discobot/hooks",
-        Source::Global => "~/.config/hookvisor/hooks",
-    }
 }
 
 /// agent-pipelines' stage file, read after its pipeline file (rule 4).
@@ -428,11 +416,11 @@ fn next_index(counts: &mut Vec<(String, usize)>, event: &str) -> usize {
 /// Every file of the other tools that discovery may read (rule 4), whether it exists or not,
 /// each under the directory it belongs to: what a server watches besides `.discobot`, so that an
 /// edit of one updates the hooks it shows (rule 7: read in place on every load).
-pub fn source_files(workspace: &Path, user: &UserDirs) -> Vec<crate::WatchedFile> {
+pub fn source_files(workspace: &Path, user: &UserDirs) -> Vec<crate::file_watch::WatchedFile> {
     IMPORTED
         .into_iter()
         .flat_map(|source| files_of(source, workspace, user))
-        .map(|(path, is_user)| crate::WatchedFile {
+        .map(|(path, is_user)| crate::file_watch::WatchedFile {
             root: match is_user {
                 false => workspace.to_owned(),
                 // The user's files are under the home directory or `$XDG_CONFIG_HOME`.
@@ -483,7 +471,7 @@ fn into_hook(imported: ImportedHook, id: String, path: &Path, origin: Origin) ->
         .spec
         .event
         .phase1_kind()
-        .unwrap_or(crate::hook::HookKind::Session);
+        .unwrap_or(crate::event::HookKind::Session);
     Hook {
         name: imported.title,
         id,
@@ -555,7 +543,7 @@ fn base_spec(event: crate::event::Event, action: HookAction) -> EventSpec {
     let mut spec = EventSpec::for_kind(
         event
             .phase1_kind()
-            .unwrap_or(crate::hook::HookKind::Session),
+            .unwrap_or(crate::event::HookKind::Session),
     );
     spec.block_on = event.default_block_on();
     spec.retries = crate::event::DEFAULT_EVENT_RETRIES;
@@ -695,8 +683,8 @@ impl<'a> LineIndex<'a> {
 /// The front matter of a declarative hook saying what `hook` does, every field written out:
 /// what `import --print` shows, and what the golden tests compare.
 pub fn render(hook: &ImportedHook) -> String {
-    use crate::decision::OnFailure;
     use crate::event::PipeOutput;
+    use crate::policy::OnFailure;
     let spec = &hook.spec;
     let mut out = format!("event: {}\n", spec.event);
     if let Some(tool) = &spec.tool {

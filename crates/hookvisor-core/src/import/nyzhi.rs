@@ -34,9 +34,9 @@ use toml::{Spanned, Value};
 use super::command::{Placeholders, to_run};
 use super::json_lines::Step;
 use super::{ImportNote, Imported, ImportedHook, LineIndex, Unparsable, base_spec};
-use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::event::{Command, Event, HookAction, PipeOutput, ToolMatcher, is_known_tool};
 use crate::pattern::Pattern;
+use crate::policy::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::template::ShellTemplate;
 
 /// nyzhi's default timeout ("Timeout in seconds (default: 30)").

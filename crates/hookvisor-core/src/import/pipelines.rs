@@ -50,9 +50,9 @@ use super::command::{Placeholders, to_run, to_template};
 use super::{
     ImportNote, Imported, ImportedHook, Unparsable, YamlEntry as Entry, YamlHooks, base_spec,
 };
-use crate::decision::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::event::{Command, Event, HookAction, PipeOutput};
 use crate::payload::{EnvDialect, PIPELINES_NAMES};
+use crate::policy::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::spawn::Spawn;
 use crate::template::ShellTemplate;
 use crate::webhook::Webhook;

@@ -13,10 +13,8 @@ use nix::fcntl::{Flock, FlockArg};
 use super::{PreCommitError, git, io_error, strip_newline};
 use crate::context::Context;
 use crate::discover::Discovery;
+use crate::git::MANAGED_MARKER;
 use crate::state::{Durability, write_atomic_with_mode};
-
-/// The line that marks a git hook as ours: only a hook carrying it is overwritten or removed.
-pub const MANAGED_MARKER: &str = "# discobot:managed";
 
 /// Which git hook: the one before a commit (the gates) or the one after (`commit.after`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -45,8 +43,8 @@ impl GitHookKind {
     /// Whether the discovery holds hooks this git hook runs.
     pub fn needed(self, discovery: &Discovery) -> bool {
         match self {
-            GitHookKind::PreCommit => super::has_commit_hooks(discovery),
-            GitHookKind::PostCommit => super::has_commit_after_hooks(discovery),
+            GitHookKind::PreCommit => crate::discover::has_commit_hooks(discovery),
+            GitHookKind::PostCommit => crate::discover::has_commit_after_hooks(discovery),
         }
     }
 }

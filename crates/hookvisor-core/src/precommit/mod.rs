@@ -37,6 +37,8 @@
 //! This file holds the errors and the run inside `git commit` (rules 4 to 6); `git_hook` writes
 //! and removes the scripts git starts (rules 1 to 3), `staged` asks git what the commit holds,
 //! and `post_commit` fires `commit.after` (rule 8).
+//!
+//! [`MANAGED_MARKER`]: crate::git::MANAGED_MARKER
 
 mod git_hook;
 mod post_commit;
@@ -47,8 +49,8 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 pub use self::git_hook::{
-    Ensured, GitHook, GitHookKind, Installed, MANAGED_MARKER, Uninstalled, ensure_git_hooks,
-    git_hooks_dir, uninstall_git_hook,
+    Ensured, GitHook, GitHookKind, Installed, Uninstalled, ensure_git_hooks, git_hooks_dir,
+    uninstall_git_hook,
 };
 pub use self::post_commit::run_post_commit;
 use self::staged::{STAGED_ARGS, staged_from};
@@ -57,10 +59,12 @@ use crate::context::Context;
 use crate::decision::{Decision, Reply};
 use crate::discover::{Discovery, discover_workspace};
 use crate::event::Event;
+use crate::event::HookKind;
 use crate::exec::{ExecError, RunOptions, RunOutcome, run_hook};
-use crate::fire::{FireError, Firing, fire};
+use crate::fire::{FireError, fire};
+use crate::firing::Firing;
 use crate::git::{Git, GitError, RunningGit};
-use crate::hook::{Hook, HookKind, Problem};
+use crate::hook::{Hook, Problem};
 use crate::status::{StatusError, StatusStore};
 
 /// The variable that skips hooks at commit time (rule 6).
@@ -126,25 +130,6 @@ pub enum PreCommitError {
     /// The `commit.before` event hooks could not be run to a decision.
     #[error("commit.before hooks: {0}")]
     Event(#[from] FireError),
-}
-
-/// Whether the workspace has hooks that run inside `git commit`: phase-1 pre-commit hooks or
-/// event hooks bound to `commit.before` (rule 7). Either installs the git hook.
-pub fn has_commit_hooks(discovery: &Discovery) -> bool {
-    discovery.of_kind(HookKind::PreCommit).next().is_some()
-        || discovery
-            .event_hooks
-            .iter()
-            .any(|h| h.spec.event == Event::CommitBefore)
-}
-
-/// Whether the workspace has hooks bound to `commit.after` (rule 8), which install the
-/// post-commit git hook.
-pub(crate) fn has_commit_after_hooks(discovery: &Discovery) -> bool {
-    discovery
-        .event_hooks
-        .iter()
-        .any(|h| h.spec.event == Event::CommitAfter)
 }
 
 fn io_error(path: &Path, action: &'static str) -> impl FnOnce(io::Error) -> PreCommitError {

@@ -12,7 +12,8 @@ use crate::context::Context;
 use crate::decision::Reply;
 use crate::discover::discover_workspace;
 use crate::event::Event;
-use crate::fire::{Firing, fire};
+use crate::fire::fire;
+use crate::firing::Firing;
 
 /// Fires `commit.after` in `ctx.workspace` (the top level of the work tree) for its `HEAD`:
 /// `${commit}` is the commit's id, `files` the paths it changed. Hooks `skip` names do not

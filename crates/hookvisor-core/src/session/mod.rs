@@ -10,8 +10,8 @@
 //!    uid, and HOME, USER, LOGNAME, SHELL from its passwd entry). A process that is not root
 //!    runs everything as itself; [`SessionPlan::unprivileged_root_hooks`] lets the caller say so.
 //!    A root process runs a root hook only from the bytes it read into a
-//!    [`SealedScript`](crate::SealedScript) when the plan was made, and only as `--root-hooks`
-//!    ([`RootHooks`](crate::RootHooks)) allows.
+//!    [`SealedScript`](crate::seal::SealedScript) when the plan was made, and only as `--root-hooks`
+//!    ([`RootHooks`](crate::seal::RootHooks)) allows.
 //! 3. Each hook has its own timeout (default 300 s) after which its whole process group is
 //!    killed. A failed attempt (an exit status other than 0, a timeout) is made again, up to the
 //!    hook's `retries` ([`SessionHook::retries`]; default [`DEFAULT_RETRIES`], so 10 attempts in
@@ -47,6 +47,8 @@
 //! `plan` picks the hooks and seals the root ones (rule 1), `retry` makes the attempts of one
 //! hook and puts their log together (rules 3 and 6), and `state_dir` prepares the state dir
 //! as the run user (rule 5).
+//!
+//! [`DEFAULT_RETRIES`]: crate::policy::DEFAULT_RETRIES
 
 mod plan;
 mod retry;
@@ -65,12 +67,14 @@ pub use self::plan::{RootImages, SessionPlan};
 use self::retry::attempt_until_done;
 pub use self::retry::{Attempt, Backoff};
 pub use self::state_dir::prepare_state_dir;
+use crate::account::Credentials;
 use crate::context::Context;
 use crate::decision::Reply;
 use crate::discover::Discovery;
 use crate::event::Event;
-use crate::exec::{CancelToken, Credentials, RunOptions, RunOutcome};
-use crate::fire::{FireError, Firing};
+use crate::exec::{CancelToken, RunOptions, RunOutcome};
+use crate::fire::FireError;
+use crate::firing::Firing;
 use crate::hook::{Hook, RunAs};
 use crate::status::{RunResult, StatusError, StatusStore};
 use crate::user_fs::act_as;
@@ -78,17 +82,14 @@ use crate::user_fs::act_as;
 /// The note of a hook stopped because the session ended under it.
 pub const STOPPED_NOTE: &str = "stopped before it finished: the session ended (the agent command exited or the container is stopping)";
 
-/// How many times a failed session hook is run again when its front matter names no `retries`:
-/// 9, so 10 attempts in all, as discobot's init makes (`sessionHookMaxAttempts`).
-pub const DEFAULT_RETRIES: u32 = 9;
-
 /// A session hook, with what only session hooks have.
 #[derive(Debug, Clone)]
 pub struct SessionHook {
     /// The hook.
     pub hook: Hook,
     /// How many times a failed run is tried again (front matter `retries`): `retries: 0` runs it
-    /// once, `retries: 2` at most three times. Default [`DEFAULT_RETRIES`].
+    /// once, `retries: 2` at most three times. Default
+    /// [`DEFAULT_RETRIES`](crate::policy::DEFAULT_RETRIES).
     pub retries: u32,
 }
 
@@ -446,7 +447,7 @@ mod tests {
 
     use super::*;
     use crate::discover::discover;
-    use crate::hook::HookKind;
+    use crate::event::HookKind;
     use crate::status::Status;
 
     /// A workspace with a hooks dir and a state dir, in a temporary directory.

@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use nix::unistd::Uid;
 
-use super::{DEFAULT_RETRIES, SessionHook};
+use super::SessionHook;
+use crate::account::Credentials;
 use crate::discover::Discovery;
 use crate::event::Event;
-use crate::exec::Credentials;
-use crate::hook::{Hook, HookKind, RunAs};
+use crate::event::HookKind;
+use crate::hook::{Hook, RunAs};
+use crate::policy::DEFAULT_RETRIES;
 use crate::seal::{RootHooks, SealedScript};
 
 /// The session hooks of a workspace, split the way they run (rule 1 of the module docs).
@@ -45,7 +47,7 @@ impl SessionPlan {
     }
 
     /// Keeps every root hook from running, each recorded as failed with `reason` (the agent's
-    /// processes exist: [`agent_running`](crate::agent_running)).
+    /// processes exist: [`agent_running`](crate::user_fs::agent_running)).
     pub fn refuse_root_hooks(&mut self, reason: &str) {
         for image in self.root_images.values_mut() {
             *image = Err(reason.to_owned());

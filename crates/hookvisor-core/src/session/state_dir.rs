@@ -8,8 +8,8 @@ use std::path::{Component, Path, PathBuf};
 use nix::unistd::Uid;
 
 use super::SessionError;
+use crate::account::Credentials;
 use crate::context::Context;
-use crate::exec::Credentials;
 use crate::status::StatusStore;
 use crate::user_fs::{act_as, guarded_by_sticky, writable_by};
 

@@ -49,20 +49,12 @@
 
 #![forbid(unsafe_code)]
 
-mod child;
-mod detached;
-mod listing;
-mod pipeline;
+pub(crate) mod pipeline;
 
 use serde_json::{Value as Json, json};
 
-use crate::decision::OnTimeout;
+use crate::policy::OnTimeout;
 
-pub(crate) use self::child::run;
-pub(crate) use self::detached::stop_detached;
-pub use self::listing::{
-    ChildInfo, ChildrenError, DetachedInfo, child_status, is_child_name, list_children,
-};
 pub use self::pipeline::{PipelineError, PipelineSpec};
 
 /// The deepest child allowed (rule 5).

@@ -5,7 +5,7 @@
 //!
 //! 1. **Shape.** `"callback": {"state", "since", "timeoutAt"}` on the entry of the webhook
 //!    hook, `state` one of `waiting`, `answered`, `timed_out`, `revoked`, and both times RFC 3339
-//!    UTC as [`rfc3339`](crate::rfc3339) writes them.
+//!    UTC as [`rfc3339`](crate::timestamp::rfc3339) writes them.
 //! 2. **Writes.** When the webhook was delivered and its wait begins: `waiting`, `since` = now,
 //!    `timeoutAt` = now + the hook's `timeout`. When the wait ends: the state it ended in
 //!    (`answered` by the first request on the token, `timed_out` at `timeoutAt`, `revoked` by a
@@ -63,8 +63,9 @@ impl CallbackState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::HookKind;
+    use crate::status::HookStatus;
     use crate::status::Status;
-    use crate::{HookKind, HookStatus};
 
     #[test]
     fn the_field_reads_and_writes_as_documented() {

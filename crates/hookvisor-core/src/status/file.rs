@@ -126,7 +126,7 @@ fn is_zero(n: &u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hook::HookKind;
+    use crate::event::HookKind;
     use crate::status::RunResult;
     use crate::status::tests::{at, context, hook};
 

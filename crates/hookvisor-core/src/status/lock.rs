@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::StatusStore;
 use super::store::StatusError;
-use super::untrusted::{OPEN_FLAGS, move_aside, open_regular};
 use crate::state::{FILE_MODE, parent_dir};
+use crate::untrusted::{OPEN_FLAGS, move_aside, open_regular};
 
 /// The longest pause between two tries of a lock someone holds.
 const LOCK_RETRY_MAX: Duration = Duration::from_millis(10);

@@ -31,14 +31,13 @@
 //! This file holds what a status is and how a run is recorded in it; the rest lives apart:
 //! `callback` is the contract of an awaited webhook's `callback` field, `file` is its JSON
 //! shape (rule 5), `store` reads and updates `status.json` (rules 2 and 4),
-//! `lock` serialises its writers (rule 1) and `untrusted` opens the files of a state dir the
-//! agent controls (rules 3 and 4).
+//! `lock` serialises its writers (rule 1), and `crate::untrusted` opens the files of a state
+//! dir the agent controls (rules 3 and 4).
 
 mod callback;
 mod file;
 mod lock;
 mod store;
-pub(crate) mod untrusted;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -50,7 +49,7 @@ use serde_json::{Map, Value};
 pub use self::callback::{CallbackState, CallbackWait};
 use self::file::{empty_as_none, is_false};
 pub use self::store::{StatusError, StatusStore};
-pub(crate) use self::untrusted::{OPEN_FLAGS, move_aside, not_ours, open_regular};
+use crate::untrusted::open_regular;
 
 /// Opens a file of the state dir (a hook's log) for reading as `status.json` is opened: never
 /// through a symbolic link, never a FIFO or a device, at most one link, since the agent can
@@ -60,8 +59,9 @@ pub fn open_state_file(path: &std::path::Path) -> std::io::Result<Result<std::fs
 }
 use crate::context::Context;
 use crate::event::Event;
+use crate::event::HookKind;
 use crate::exec::RunOutcome;
-use crate::hook::{Hook, HookKind};
+use crate::hook::Hook;
 use crate::timestamp::rfc3339;
 
 /// The contents of `status.json`.
@@ -266,7 +266,7 @@ impl Status {
         entry.describe(hook);
         entry.output_path = output_path;
         // A global hook is in no workspace: every runner records where it is (EVENTS.md §2.1).
-        if hook.origin == crate::Origin::Global {
+        if hook.origin == crate::hook::Origin::Global {
             entry.source = Some(hook.source());
         }
         entry
@@ -432,7 +432,7 @@ impl HookStatus {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::fs;
     use std::path::{Path, PathBuf};
@@ -451,7 +451,7 @@ mod tests {
             notify_llm: true,
             timeout: kind.default_timeout(),
             spec: crate::event::EventSpec::for_kind(kind),
-            origin: crate::Origin::Workspace,
+            origin: crate::hook::Origin::Workspace,
         }
     }
 
@@ -817,7 +817,7 @@ mod tests {
 
     /// The reader sees an empty status and moves nothing; the next writer moves the hostile
     /// `status.json` aside (returned) and writes a fresh regular one. Neither blocks.
-    pub(super) fn assert_status_moved_aside(dir: &Path) -> PathBuf {
+    pub(crate) fn assert_status_moved_aside(dir: &Path) -> PathBuf {
         let store = StatusStore::new(dir.join("status.json"));
         let reader = store.clone();
         // Not assert_eq: an oversized status would fill the terminal.
@@ -837,7 +837,7 @@ mod tests {
         aside.into_iter().next().unwrap()
     }
 
-    pub(super) fn mkfifo(path: &Path) {
+    pub(crate) fn mkfifo(path: &Path) {
         nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
     }
 }

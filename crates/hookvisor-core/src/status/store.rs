@@ -7,12 +7,12 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use super::untrusted::{move_aside, open_regular, warn};
 use super::{RunResult, Status};
 use crate::context::Context;
 use crate::exec::RunOutcome;
 use crate::hook::Hook;
 use crate::state::{Durability, TEMP_SUFFIX, parent_dir, read_capped, temp_prefix, write_atomic};
+use crate::untrusted::{move_aside, open_regular, warn};
 
 /// The largest `status.json` read (rule 3); a bigger one is moved aside like a corrupt one.
 const MAX_STATUS_BYTES: u64 = 8 << 20;
@@ -174,9 +174,7 @@ impl StatusStore {
 
     /// `status.json.lock`, next to the file it guards.
     pub fn lock_path(&self) -> PathBuf {
-        let mut name = self.path.file_name().unwrap_or_default().to_owned();
-        name.push(".lock");
-        self.path.with_file_name(name)
+        crate::state::lock_path(&self.path)
     }
 
     /// Reads `status.json` following rule 3: a regular file, opened without following or
@@ -296,7 +294,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
-    use crate::hook::HookKind;
+    use crate::event::HookKind;
     use crate::status::tests::{assert_status_moved_aside, at, context, hook, outcome, set_aside};
 
     #[test]

@@ -28,24 +28,24 @@ const MAX_NESTING: usize = 32;
 
 /// The request a webhook's templates expand to.
 #[derive(Debug)]
-pub(super) struct Request {
+pub(crate) struct Request {
     /// The method.
-    pub(super) method: Method,
+    pub(crate) method: Method,
     /// The URL, policy-checked.
-    pub(super) url: Url,
+    pub(crate) url: Url,
     /// The headers, values checked.
-    pub(super) headers: Vec<(String, String)>,
+    pub(crate) headers: Vec<(String, String)>,
     /// The body, serialized once.
-    pub(super) body: Option<Vec<u8>>,
+    pub(crate) body: Option<Vec<u8>>,
     /// Every secret value used, to mask wherever text is written.
-    pub(super) secrets: Vec<String>,
+    pub(crate) secrets: Vec<String>,
 }
 
 /// Why the templates do not expand; the run fails with this message, which never holds a
 /// resolved value.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub(super) enum ExpandError {
+pub(crate) enum ExpandError {
     /// A name hookvisor sets for some events, not this one (rule 5).
     #[error(
         "webhook: {field}: ${{{name}}} is no variable of this event; fix the name, or pass it \
@@ -378,7 +378,7 @@ impl Names<'_> {
 
 /// The request `webhook` makes for `payload`; `callback_url` is the awaited callback's URL
 /// when the caller hosts one.
-pub(super) fn expand(
+pub(crate) fn expand(
     webhook: &Webhook,
     payload: &Payload,
     callback_url: Option<&str>,
@@ -475,7 +475,7 @@ pub(super) fn expand(
 /// The value of `name` in hookvisor's own environment (rule 5): the usual upper-case
 /// spelling first, then any other case of it. Never a `HOOKVISOR_*` variable: those are
 /// hookvisor's own (its server's token among them), not secrets meant for a hook.
-pub(super) fn environment_value(name: &str) -> Option<String> {
+pub(crate) fn environment_value(name: &str) -> Option<String> {
     let upper = name.to_ascii_uppercase();
     if upper.starts_with("HOOKVISOR_") {
         return None;
@@ -609,7 +609,7 @@ mod tests {
                 .collect(),
             body,
             callback_port: None,
-            on_timeout: crate::decision::OnTimeout::Abort,
+            on_timeout: crate::policy::OnTimeout::Abort,
         }
     }
 

@@ -78,11 +78,7 @@
 
 #![forbid(unsafe_code)]
 
-mod awaited;
-mod deliver;
-mod detached;
-mod expand;
-mod run;
+pub(crate) mod expand;
 mod secret_hosts;
 mod url_policy;
 
@@ -90,10 +86,8 @@ use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 
-use crate::decision::OnTimeout;
+use crate::policy::OnTimeout;
 
-pub(crate) use self::detached::deliver_detached;
-pub(crate) use self::run::run;
 pub use self::url_policy::UrlPolicyError;
 
 /// The timeout of a webhook hook without `timeout:` (EVENTS.md §1.3).

@@ -240,9 +240,10 @@ fn workspace_session(
         .filter_map(|entry| {
             let name = entry.file_name().into_string().ok()?;
             let state = entry.path().join("hooks");
-            let changed = fs::symlink_metadata(hookvisor_core::StateDir::new(&state).status())
-                .and_then(|m| m.modified())
-                .ok()?;
+            let changed =
+                fs::symlink_metadata(hookvisor_core::state::StateDir::new(&state).status())
+                    .and_then(|m| m.modified())
+                    .ok()?;
             let recorded = TurnLog::in_state_dir(&state).workspace()?;
             (recorded == workspace).then_some((changed, name))
         })

@@ -8,9 +8,11 @@ use std::fs;
 use std::io::{self, Read, Write};
 
 use hookvisor_core::decision::{Decision, Reply};
+use hookvisor_core::discover::discover_workspace_owned;
 use hookvisor_core::event::Event;
-use hookvisor_core::fire::{Firing, fire};
-use hookvisor_core::{CancelToken, discover_workspace, discover_workspace_owned};
+use hookvisor_core::fire::fire;
+use hookvisor_core::firing::Firing;
+use hookvisor_core::{CancelToken, discover_workspace};
 use nix::sys::signal::Signal;
 use serde_json::{Map, Value};
 

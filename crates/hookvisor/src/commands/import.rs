@@ -4,7 +4,7 @@
 use std::env;
 use std::io::{self, Write};
 
-use hookvisor_core::global_hooks_dir;
+use hookvisor_core::discover::global_hooks_dir;
 use hookvisor_core::import::{self, ImportError, Plan, Selection, UserDirs};
 
 use crate::cli::ImportArgs;

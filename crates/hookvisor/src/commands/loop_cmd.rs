@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use hookvisor_core::CancelToken;
-use hookvisor_core::PipelineSpec;
 use hookvisor_core::agent_loop::{
     Ending, LoopOptions, LoopStage, Progress, new_session_id, run_loop,
 };
 use hookvisor_core::discover_workspace;
+use hookvisor_core::spawn::PipelineSpec;
 use nix::sys::signal::{SigSet, Signal};
 
 use crate::cli::LoopArgs;
@@ -64,7 +64,7 @@ pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
     })
     .map_err(|e| CliError::failed(format!("loop: {e}")));
     // Whatever the ending, nothing the loop started outlives it.
-    hookvisor_core::kill_children();
+    hookvisor_core::leftovers::kill_children();
     let report = report?;
     match &report.reason {
         Some(reason) => eprintln!(
@@ -134,15 +134,16 @@ fn options(args: &LoopArgs) -> Result<LoopOptions, CliError> {
     options.stage = args.stage.clone();
     if let Some(owner) = &args.owner {
         // An owner no source has would leave every file read twice, silently (a typo).
-        let owners: Vec<&str> = hookvisor_core::Source::ALL
+        let owners: Vec<&str> = hookvisor_core::config::Source::ALL
             .into_iter()
             .filter(|s| {
                 !matches!(
                     s,
-                    hookvisor_core::Source::Discobot | hookvisor_core::Source::Global
+                    hookvisor_core::config::Source::Discobot
+                        | hookvisor_core::config::Source::Global
                 )
             })
-            .map(hookvisor_core::Source::as_str)
+            .map(hookvisor_core::config::Source::as_str)
             .collect();
         if !owners.contains(&owner.as_str()) {
             return Err(CliError::usage(format!(

@@ -21,7 +21,7 @@ pub fn refuse_others_state_dir(
     ctx: &hookvisor_core::Context,
 ) -> Result<(), crate::error::CliError> {
     use crate::error::CliError;
-    match hookvisor_core::writable_by_others(&ctx.state_dir) {
+    match hookvisor_core::user_fs::writable_by_others(&ctx.state_dir) {
         Ok(None) => Ok(()),
         Ok(Some((path, owner))) => {
             let who =

@@ -6,11 +6,11 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use hookvisor_core::decision::{Decision, Reply};
-use hookvisor_core::{
-    Context, Discovery, GitHook, GitHookKind, Installed, PreCommitEvent, PreCommitSkip, RunOutcome,
-    SKIP_VARIABLE, Uninstalled, ensure_git_hooks, run_post_commit, run_pre_commit,
-    uninstall_git_hook,
+use hookvisor_core::precommit::{
+    GitHook, GitHookKind, Installed, PreCommitEvent, PreCommitSkip, SKIP_VARIABLE, Uninstalled,
+    ensure_git_hooks, run_post_commit, uninstall_git_hook,
 };
+use hookvisor_core::{Context, Discovery, RunOutcome, run_pre_commit};
 
 use crate::cli::PreCommitCommand;
 use crate::commands::Globals;
@@ -38,7 +38,10 @@ pub fn ensure_installed(ctx: &Context, discovery: &Discovery) {
     }
     // Root never writes a workspace another account can change (a link in `.git`, or its
     // `core.hooksPath`, points anywhere): the user's own `serve` or `fire` installs the hook.
-    if !matches!(hookvisor_core::writable_by_others(&ctx.workspace), Ok(None)) {
+    if !matches!(
+        hookvisor_core::user_fs::writable_by_others(&ctx.workspace),
+        Ok(None)
+    ) {
         return;
     }
     if let Err(e) = ensure_git_hooks(ctx, discovery) {
@@ -198,7 +201,11 @@ fn report_decided(err: &mut impl Write, ctx: &Context, reply: &Reply) -> io::Res
     )?;
     if let Some(reason) = &reply.reason {
         // The agent reads this: hook output must not rewrite the lines around it.
-        writeln!(err, "{}", hookvisor_core::sanitize(reason.trim_end()))?;
+        writeln!(
+            err,
+            "{}",
+            hookvisor_core::message::sanitize(reason.trim_end())
+        )?;
     }
     writeln!(
         err,

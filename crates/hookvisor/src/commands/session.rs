@@ -3,12 +3,14 @@
 
 use std::io::{self, Write};
 
+use hookvisor_core::discover::{Places, discover_workspace_in, global_hooks_dir};
 use hookvisor_core::import::UserDirs;
-use hookvisor_core::{
-    Attempt, Credentials, Places, RootHooks, SessionHook, SessionOptions, SessionPlan, SessionRun,
-    StatusStore, act_as, agent_running, discover_workspace_in, fire_session_start,
-    global_hooks_dir, prepare_state_dir, run_session,
+use hookvisor_core::seal::RootHooks;
+use hookvisor_core::session::{
+    Attempt, SessionHook, SessionOptions, SessionPlan, SessionRun, prepare_state_dir,
 };
+use hookvisor_core::user_fs::{act_as, agent_running};
+use hookvisor_core::{Credentials, StatusStore, fire_session_start, run_session};
 use nix::unistd::Uid;
 
 use crate::commands::Globals;

@@ -11,7 +11,8 @@ use std::time::Duration;
 use axum::response::sse::{self, KeepAlive, Sse};
 use futures_util::Stream;
 use hookvisor_core::decision::Decision;
-use hookvisor_core::{Action, CallbackState, RunResult, Status};
+use hookvisor_core::status::CallbackState;
+use hookvisor_core::{Action, RunResult, Status};
 use serde::Serialize;
 use tokio::sync::{broadcast, watch};
 
@@ -246,7 +247,8 @@ pub fn status_events(old: &Status, new: &Status) -> (Vec<Event>, Vec<Finished>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hookvisor_core::{HookKind, HookStatus};
+    use hookvisor_core::HookKind;
+    use hookvisor_core::status::HookStatus;
 
     fn entry(result: RunResult, runs: u64, exit: Option<i32>) -> HookStatus {
         let mut s = HookStatus::new("x", "x", HookKind::File);
@@ -346,7 +348,7 @@ mod tests {
     fn a_callback_wait_is_announced_when_it_changes() {
         let running = entry(RunResult::Running, 0, None);
         let mut waiting = running.clone();
-        waiting.callback = Some(hookvisor_core::CallbackWait {
+        waiting.callback = Some(hookvisor_core::status::CallbackWait {
             state: CallbackState::Waiting,
             since: "2026-01-01T10:00:00Z".into(),
             timeout_at: "2026-01-01T11:00:00Z".into(),

@@ -60,6 +60,8 @@ pub use guard::Guard;
 pub use listen::{Listen, ListenError};
 use routes::ServerError;
 
+use crate::error::CliError;
+
 /// How long a graceful shutdown waits for open connections before it exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -114,6 +116,26 @@ impl std::error::Error for ServeError {}
 impl From<ListenError> for ServeError {
     fn from(e: ListenError) -> Self {
         ServeError::Listen(e)
+    }
+}
+
+/// A `--listen`/`--socket` value that cannot be used (not an address, remote without a token,
+/// a path another server holds) is a usage error; a bind the system refuses is a failure.
+impl From<ListenError> for CliError {
+    fn from(err: ListenError) -> CliError {
+        match err {
+            ListenError::Bind { .. } => CliError::failed(err),
+            _ => CliError::usage(err),
+        }
+    }
+}
+
+impl From<ServeError> for CliError {
+    fn from(err: ServeError) -> CliError {
+        match err {
+            ServeError::Listen(e) => e.into(),
+            ServeError::Setup { .. } => CliError::failed(err),
+        }
     }
 }
 
@@ -323,7 +345,7 @@ impl AppState {
     pub fn rediscover(&self) -> bool {
         let fresh = discover_workspace(&self.ctx);
         let old = self.discovery();
-        let listing = |d: &Discovery| crate::commands::list::list_json(d, &self.ctx.workspace);
+        let listing = |d: &Discovery| crate::list::list_json(d, &self.ctx.workspace);
         if listing(&old) == listing(&fresh) {
             return false;
         }
@@ -358,11 +380,12 @@ impl AppState {
     fn evaluate(
         &self,
         options: &hookvisor_core::EvalOptions,
-        turn: &hookvisor_core::fire::Firing,
+        turn: &hookvisor_core::firing::Firing,
     ) -> Result<hookvisor_core::EvalReport, hookvisor_core::EvalError> {
         let mut evaluator = self.evaluator.lock().expect("evaluator lock");
         if evaluator.watcher().is_none() {
-            self.metrics.record_scan(hookvisor_core::ScanKind::Full);
+            self.metrics
+                .record_scan(hookvisor_core::change_watch::ScanKind::Full);
             return evaluator.end_turn_with(options, turn);
         }
         let report = evaluator.end_turn_with(options, turn)?;
@@ -573,7 +596,7 @@ impl AppState {
 /// Installs the git pre-commit and post-commit hooks when there are hooks for them, removes
 /// ours when there are none. A failure is logged: the API keeps working without it.
 fn sync_precommit(ctx: &Context, discovery: &Discovery) {
-    match hookvisor_core::ensure_git_hooks(ctx, discovery) {
+    match hookvisor_core::precommit::ensure_git_hooks(ctx, discovery) {
         Ok(done) => tracing::debug!("git hooks: {done:?}"),
         Err(e) => tracing::warn!("{e}"),
     }

@@ -12,7 +12,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use hookvisor_core::decision::Reply;
 use hookvisor_core::event::Event as HookEvent;
-use hookvisor_core::fire::{FireError, Firing, fire_deciding};
+use hookvisor_core::fire::{FireError, fire_deciding};
+use hookvisor_core::firing::Firing;
 use hookvisor_core::{EvalError, EvalOptions, EvalReport, Evaluator, Trigger, discover_workspace};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -75,7 +76,7 @@ pub enum ServerError {
     UnknownEvent(String),
     /// A child of the state dir cannot be read: a bad name 400, none 404, a file hookvisor
     /// did not make 403, the rest 500.
-    Child(hookvisor_core::ChildrenError),
+    Child(hookvisor_core::runner::spawn::ChildrenError),
     /// The core failed (status.json unwritable, ...).
     Internal(String),
 }
@@ -147,7 +148,7 @@ impl IntoResponse for ServerError {
             ),
             ServerError::UnknownEvent(why) => (StatusCode::NOT_FOUND, why.clone()),
             ServerError::Child(err) => {
-                use hookvisor_core::ChildrenError as E;
+                use hookvisor_core::runner::spawn::ChildrenError as E;
                 let status = match err {
                     E::BadName { .. } => StatusCode::BAD_REQUEST,
                     E::NotFound { .. } => StatusCode::NOT_FOUND,
@@ -203,7 +204,7 @@ pub async fn status(State(state): State<Arc<AppState>>) -> Result<Json<Value>> {
 
 /// `GET /v1/hooks`: the `hookvisor list --json` shape, problems included.
 pub async fn hooks(State(state): State<Arc<AppState>>) -> Json<Value> {
-    Json(crate::commands::list::list_json(
+    Json(crate::list::list_json(
         &state.discovery(),
         &state.ctx.workspace,
     ))
@@ -528,7 +529,7 @@ pub(super) async fn blocking<T: Send + 'static>(
 fn read_tail(path: &Path, limit: u64) -> io::Result<(String, u64, bool)> {
     // The agent can write the state dir: a log replaced by a link to a secret or by a FIFO
     // must be refused, not served or waited on.
-    let mut file = match hookvisor_core::open_state_file(path) {
+    let mut file = match hookvisor_core::status::open_state_file(path) {
         Ok(Ok(file)) => file,
         Ok(Err(why)) => {
             return Err(io::Error::new(

@@ -9,8 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use hookvisor_core::Context;
+use hookvisor_core::file_watch::FileWatch;
 use hookvisor_core::import::UserDirs;
-use hookvisor_core::{Context, FileWatch};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;

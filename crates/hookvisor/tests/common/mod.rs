@@ -237,9 +237,10 @@ pub fn tick() {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
-    let present = hookvisor_core::Timestamp::from_nanos(i64::try_from(now.as_nanos()).unwrap());
+    let present =
+        hookvisor_core::changes::Timestamp::from_nanos(i64::try_from(now.as_nanos()).unwrap());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while hookvisor_core::Timestamp::now() <= present {
+    while hookvisor_core::changes::Timestamp::now() <= present {
         assert!(
             std::time::Instant::now() < deadline,
             "the coarse clock did not pass the present"

@@ -31,7 +31,8 @@ use std::time::Duration;
 use hookvisor_core::context_buffer::ContextBuffer;
 use hookvisor_core::decision::{Decision, Reply};
 use hookvisor_core::event::{Agent as RawAgent, Event as CoreEvent};
-use hookvisor_core::fire::{Firing, fire};
+use hookvisor_core::fire::fire;
+use hookvisor_core::firing::Firing;
 use hookvisor_core::{CancelToken, Context, Discovery, EvalError, TurnLog, discover_workspace};
 use serde_json::{Map, Value};
 
@@ -290,10 +291,10 @@ impl Call<'_> {
         match (&decided.decision, &decided.reason) {
             (Decision::Block, reason) => {
                 let reason = reason.as_deref().unwrap_or(super::protocol::NO_REASON);
-                ended.record(hookvisor_core::Answer::Block(reason))?;
+                ended.record(hookvisor_core::turns::Answer::Block(reason))?;
             }
             // The guard ran out: later stops stay given up until the user prompts.
-            _ if reply.gave_up() => ended.record(hookvisor_core::Answer::GaveUp)?,
+            _ if reply.gave_up() => ended.record(hookvisor_core::turns::Answer::GaveUp)?,
             _ => ended.record(ended.answer())?,
         }
         Ok(decided)

@@ -35,9 +35,9 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+use hookvisor_core::turns::{Answer, TurnLogError};
 use hookvisor_core::{
-    Action, Answer, Context, ContextError, EvalError, EvalOptions, EvalReport, Evaluator, TurnLog,
-    TurnLogError,
+    Action, Context, ContextError, EvalError, EvalOptions, EvalReport, Evaluator, TurnLog,
 };
 use serde::Deserialize;
 
@@ -135,7 +135,7 @@ struct TurnEnded {
     /// The evaluation's action.
     action: Action,
     /// The turn log's reading of the stop.
-    stop: hookvisor_core::Stop,
+    stop: hookvisor_core::turns::Stop,
     /// The agent's session id, as sent.
     session: String,
 }
@@ -189,7 +189,8 @@ fn end_turn(ctx: Context, args: &AdapterArgs, input: &TurnEnd) -> Result<TurnEnd
                 hook_turns: Some(stop.hook_turns),
             };
             // The agent waits for this process: an unawaited hook goes on without it.
-            let mut turn = hookvisor_core::fire::Firing::new(hookvisor_core::event::Event::TurnEnd);
+            let mut turn =
+                hookvisor_core::firing::Firing::new(hookvisor_core::event::Event::TurnEnd);
             turn.trigger = trigger.as_str().to_owned();
             turn.detach_unawaited = true;
             Evaluator::new(ctx.clone())

@@ -374,7 +374,7 @@ pub(super) fn back_up(path: &Path) -> Result<PathBuf, SettingsError> {
 
 /// `YYYYMMDDTHHMMSSZ`, for backup names that sort by time.
 fn utc_stamp(time: SystemTime) -> String {
-    hookvisor_core::rfc3339(time).replace([':', '-'], "")
+    hookvisor_core::timestamp::rfc3339(time).replace([':', '-'], "")
 }
 
 /// Writes pretty JSON to a temp file beside `path`, fsyncs it, renames it over `path` and
@@ -389,8 +389,12 @@ pub(super) fn write_atomic(path: &Path, settings: &Value) -> Result<(), Settings
     fs::create_dir_all(dir).map_err(|e| io_err("create the directory of", e))?;
     let mut text = serde_json::to_string_pretty(settings).expect("a JSON value serialises");
     text.push('\n');
-    hookvisor_core::write_atomic(path, text.as_bytes(), hookvisor_core::Durability::Durable)
-        .map_err(|e| io_err("write", e))
+    hookvisor_core::state::write_atomic(
+        path,
+        text.as_bytes(),
+        hookvisor_core::state::Durability::Durable,
+    )
+    .map_err(|e| io_err("write", e))
 }
 
 #[cfg(test)]

@@ -9,19 +9,21 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
-use super::pipeline::{self, PipelineSpec};
-use super::{MAX_SPAWN_DEPTH, Spawn, SpawnTarget, SpawnWorkspace, detached};
+use super::detached;
 use crate::context::Context;
-use crate::decision::{OnTimeout, Verdict};
+use crate::decision::Verdict;
 use crate::event::HookAction;
 use crate::exec::{
     CancelToken, Capture, Captured, ExecError, Invocation, RunOptions, RunOutcome, run_command,
 };
-use crate::fire::{ActionRun, Ran};
 use crate::git::Git;
 use crate::hook::Hook;
 use crate::payload::Payload;
+use crate::policy::OnTimeout;
 use crate::produced::{Produced, ProducedName};
+use crate::runner::{ActionRun, Ran};
+use crate::spawn::pipeline::{self, PipelineSpec};
+use crate::spawn::{MAX_SPAWN_DEPTH, Spawn, SpawnTarget, SpawnWorkspace};
 use crate::state::{Durability, write_atomic};
 use crate::template::{self, TemplateError, Value};
 

@@ -5,14 +5,14 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 
 use super::deliver::{self, DELIVERY_HEADER, Delivery, status_line};
-use super::{UrlTemplate, Webhook, expand};
 use crate::callback::Pending;
 use crate::context::Context;
 use crate::event::HookAction;
 use crate::exec::{CancelToken, Captured, ExecError, RunOutcome};
-use crate::fire::Ran;
 use crate::hook::Hook;
 use crate::payload::Payload;
+use crate::runner::Ran;
+use crate::webhook::{UrlTemplate, Webhook, expand};
 
 /// Each attempt's limit (EVENTS.md §4.3, §5 rule 22).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);

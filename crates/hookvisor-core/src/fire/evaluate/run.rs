@@ -7,8 +7,9 @@ use super::marker::{EvalLock, Marker};
 use super::{EvalError, HookResult, scan_workspace};
 use crate::changes::{FileState, Timestamp};
 use crate::context::Context;
+use crate::event::HookKind;
 use crate::exec::{CancelToken, RunOptions, RunOutcome, run_hook};
-use crate::hook::{Hook, HookKind};
+use crate::hook::Hook;
 use crate::status::{RunResult, StatusStore};
 
 /// Runs one hook with its status entry marked running, then records the outcome. A cancelled
@@ -85,9 +86,10 @@ mod tests {
     use std::path::PathBuf;
 
     use crate::discover::discover;
-    use crate::evaluate::tests::Fixture;
-    use crate::evaluate::{Action, Evaluator, Trigger};
+    use crate::fire::evaluate::tests::Fixture;
+    use crate::fire::evaluate::{Action, Evaluator};
     use crate::status::StatusStore;
+    use crate::turns::Trigger;
 
     #[test]
     fn run_now_moves_the_hooks_cutoff_and_a_pass_leaves_the_pending_set() {

@@ -7,17 +7,20 @@ use std::time::SystemTime;
 use super::event_hooks::{self, TurnHook};
 use super::marker::Marker;
 use super::run::run_recorded;
-use super::{Action, EvalError, EvalOptions, EvalReport, HookResult, Trigger};
+use super::{Action, EvalError, EvalOptions, EvalReport, HookResult};
 use crate::changes::{ChangeScan, DirtyFile, FileState, Timestamp};
 use crate::context::Context;
-use crate::decision::{Phase, Verdict};
+use crate::decision::Verdict;
 use crate::discover::Discovery;
-use crate::fire::{self, Done, Firing};
+use crate::fire::{self, Done};
+use crate::firing::Firing;
 use crate::hook::{Hook, Problem};
 use crate::message::{Failure, broken_hooks_message};
+use crate::policy::Phase;
 use crate::produced::Earlier;
 use crate::status::{RunResult, Status, StatusStore};
 use crate::timestamp::rfc3339;
+use crate::turns::Trigger;
 
 /// The evaluation on a discovery and a scan; the caller holds an [`EvalLock`].
 ///
@@ -406,7 +409,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
-    use crate::evaluate::tests::{Fixture, ran, tick};
+    use crate::fire::evaluate::tests::{Fixture, ran, tick};
 
     #[test]
     fn a_failing_hook_stays_pending_until_it_passes_and_an_unrelated_change_runs_nothing() {

@@ -7,13 +7,15 @@ use std::path::PathBuf;
 use super::{EvalError, EvalOptions, HookResult};
 use crate::context::Context;
 use crate::context_buffer::ContextBuffer;
-use crate::decision::Phase;
 use crate::discover::Discovery;
 use crate::event::Event;
-use crate::fire::{self, Done, Firing};
+use crate::event::HookKind;
+use crate::fire::{self, Done};
+use crate::firing::Firing;
+use crate::hook::Hook;
 use crate::hook::Origin;
-use crate::hook::{Hook, HookKind};
 use crate::message::Failure;
+use crate::policy::Phase;
 use crate::produced::Earlier;
 use crate::status::StatusStore;
 
@@ -144,11 +146,12 @@ mod tests {
     use serde_json::json;
 
     use crate::decision::Decision;
-    use crate::evaluate::tests::{Fixture, ran};
-    use crate::evaluate::{Action, EvalError, EvalOptions, Evaluator, Trigger};
     use crate::exec::CancelToken;
-    use crate::fire::Firing;
+    use crate::fire::evaluate::tests::{Fixture, ran};
+    use crate::fire::evaluate::{Action, EvalError, EvalOptions, Evaluator};
+    use crate::firing::Firing;
     use crate::status::StatusStore;
+    use crate::turns::Trigger;
 
     /// A declarative hook `name.yml`; `RUNS` in `front` stands for the runs log's path.
     fn yml(f: &Fixture, name: &str, front: &str) {

@@ -36,8 +36,9 @@ use serde::Serialize;
 
 use super::detached;
 use crate::context::Context;
-use crate::status::{Status, not_ours};
+use crate::status::Status;
 use crate::timestamp::rfc3339;
+use crate::untrusted::not_ours;
 
 /// The most children listed (rule 3).
 pub(crate) const MAX_LISTED: usize = 500;
@@ -373,7 +374,7 @@ mod tests {
     }
 
     fn spawn_entry(id: &str, event: &str) -> HookStatus {
-        let mut entry = HookStatus::new(id, id, crate::EntryType::Event(event.into()));
+        let mut entry = HookStatus::new(id, id, crate::status::EntryType::Event(event.into()));
         entry.event = Some(event.into());
         entry.action = Some("spawn".into());
         entry

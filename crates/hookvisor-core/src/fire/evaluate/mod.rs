@@ -3,7 +3,7 @@
 //! The steps, written once here (DESIGN.md, "End-of-turn evaluation"):
 //!
 //! 1. The cutoff `t0` is taken before scanning. Changed files are the dirty files (see
-//!    [`crate::scan`]) whose mtime or ctime is at or after the previous evaluation's cutoff, plus
+//!    [`crate::changes::scan`]) whose mtime or ctime is at or after the previous evaluation's cutoff, plus
 //!    deletions noticed since then.
 //! 2. Each file hook whose pattern matches a changed file joins the pending set (kept in
 //!    `status.json`, so it survives restarts).
@@ -50,8 +50,6 @@ mod turn;
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
-
 use self::marker::EvalLock;
 pub use self::report::{Action, EvalReport, HookResult};
 use self::run::run_now;
@@ -62,43 +60,11 @@ use crate::context::Context;
 use crate::discover::{Discovery, discover_workspace};
 use crate::event::Event;
 use crate::exec::{CancelToken, ExecError};
-use crate::fire::{FireError, Firing};
+use crate::fire::FireError;
+use crate::firing::Firing;
 use crate::hook::Hook;
 use crate::status::StatusError;
-
-/// Who started the turn that just ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Trigger {
-    /// A user message: the loop guard starts again.
-    User,
-    /// A re-prompt from a failing hook: the loop guard counts it.
-    Hook,
-    /// `hookvisor loop`: the loop has its own limits, so the guard neither counts the turn nor
-    /// stops a re-prompt (EVENTS.md §3.2).
-    Loop,
-}
-
-impl Trigger {
-    /// The trigger of an event's `trigger` word (`user`, `hook`, `loop`); another word is a
-    /// user's, which only resets the guard.
-    pub fn from_word(word: &str) -> Trigger {
-        match word {
-            "hook" => Trigger::Hook,
-            "loop" => Trigger::Loop,
-            _ => Trigger::User,
-        }
-    }
-
-    /// The word of `${trigger}` and the event JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trigger::User => "user",
-            Trigger::Hook => "hook",
-            Trigger::Loop => "loop",
-        }
-    }
-}
+use crate::turns::Trigger;
 
 /// Options of one evaluation.
 #[derive(Debug, Clone)]

@@ -5,20 +5,21 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::json;
 
-use super::Webhook;
 use super::run::{Sent, send};
 use crate::callback::{self, Answer, Pending, Verdict as CallbackVerdict};
 use crate::config::{Callback, Config};
 use crate::context::Context;
-use crate::decision::{DEFAULT_MAX_REASON, OnTimeout, Verdict};
+use crate::decision::{DEFAULT_MAX_REASON, Verdict};
 use crate::exec::{CancelToken, Captured, ExecError, RunOutcome};
-use crate::fire::ActionRun;
-use crate::fire::Ran;
 use crate::hook::Hook;
 use crate::payload::Payload;
+use crate::policy::OnTimeout;
 use crate::produced::{Produced, ProducedName};
+use crate::runner::ActionRun;
+use crate::runner::Ran;
 use crate::state::Durability;
 use crate::status::{CallbackState, CallbackWait, StatusStore};
+use crate::webhook::Webhook;
 
 /// Runs an awaited webhook: registers its callback, sends it, waits the hook's `timeout`.
 ///
@@ -60,7 +61,7 @@ pub(super) fn run(
     let limit = wait_limit(hook.timeout, callback::wait_cap());
     // A timeout too far out for the clock (the parser bounds it; this is the last guard) is
     // shown as the furthest the clock can say rather than a panic after the message went out.
-    let timeout_at = crate::rfc3339(since.checked_add(limit).unwrap_or(since));
+    let timeout_at = crate::timestamp::rfc3339(since.checked_add(limit).unwrap_or(since));
     mark(
         &store,
         ctx,
@@ -286,7 +287,7 @@ fn mark(
 ) {
     let wait = CallbackWait {
         state,
-        since: crate::rfc3339(since),
+        since: crate::timestamp::rfc3339(since),
         timeout_at: timeout_at.to_owned(),
     };
     if let Err(err) = store.update(|status| status.entry(hook, ctx).callback = Some(wait)) {

@@ -1,5 +1,7 @@
-//! The files of a state dir the agent controls: opened only when they are regular files this
-//! store could have made (rule 3), moved aside with a warning when they are not (rule 4).
+//! The files of a state dir the agent controls: opened only when they are regular files
+//! hookvisor could have made, moved aside with a warning when they are not (rules 3 and 4 of
+//! [`crate::status`], which `status.json`, its lock, the context buffer and the secrets file
+//! follow).
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -96,7 +98,7 @@ pub(crate) fn move_aside(path: &Path, why: &str) -> io::Result<()> {
 
 /// Warns through `tracing`, or, when no subscriber listens (the init installs none), on stderr
 /// as `<program>: warning: ...`: a status file moved aside is for a person to see.
-pub(super) fn warn(message: fmt::Arguments<'_>) {
+pub(crate) fn warn(message: fmt::Arguments<'_>) {
     let listening =
         tracing::dispatcher::get_default(|d| !d.is::<tracing::subscriber::NoSubscriber>());
     if listening {

@@ -7,11 +7,11 @@ use std::fs;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::KEPT_VARIABLES;
 use crate::context::Context;
 use crate::exec::{
     CancelToken, Capture, Captured, ExecError, Invocation, RunOptions, RunOutcome, run_command,
 };
+use crate::git_action::KEPT_VARIABLES;
 use crate::hook::Hook;
 
 /// Bytes of each stream of one git command kept in memory: git says what it did in a few

@@ -24,7 +24,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::context::Context;
-use crate::fire::Firing;
+use crate::firing::Firing;
 use crate::hook::Hook;
 use crate::payload::Payload;
 
