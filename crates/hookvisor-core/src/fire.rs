@@ -118,7 +118,7 @@
 //! [`Judge::judge_refused`]: crate::decision::Judge::judge_refused
 //! [`ContextBuffer`]: crate::context_buffer::ContextBuffer
 //! [`ContextBuffer::discard`]: crate::context_buffer::ContextBuffer::discard
-//! [`Firing::detach_unawaited`]: crate::fire::Firing::detach_unawaited
+//! [`Firing::detach_unawaited`]: crate::firing::Firing::detach_unawaited
 //! [`ToolMatcher::matches_call`]: crate::event::ToolMatcher::matches_call
 //! [`Firing::cancel`]: crate::firing::Firing::cancel
 //! [`fire`]: crate::fire::fire

@@ -236,7 +236,7 @@ const PER_EVENT: [(&str, &[&str]); 10] = [
 
 /// Whether hookvisor sets `name` (its first segment, case-insensitively) for `event` (its
 /// canonical name) on some front: a known name ([`is_known_name`]) that is not one only other
-/// events set ([`PER_EVENT`]). An agent's raw event (`claude.PreCompact`) may carry any. The
+/// events set (`PER_EVENT`). An agent's raw event (`claude.PreCompact`) may carry any. The
 /// one rule of `check`'s warning about a `${name}` a hook's runs would fail on (EVENTS.md §4.1
 /// rule 5).
 pub fn provides(event: &str, name: &str) -> bool {
