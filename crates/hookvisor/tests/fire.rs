@@ -370,6 +370,34 @@ fn when_true_runs_false_skips_and_an_error_fails() {
     );
 }
 
+#[test]
+fn canonical_integer_text_from_event_data_compares_as_an_integer() {
+    // The contract's settled question (EVENTS.md §4.2): `"10"` in the data is the integer 10,
+    // as the same text is in a template variable; `"010"` is no canonical integer's text.
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "big",
+        "event: stage.complete\nwhen: ${n} > 9\nrun: echo big >> trace",
+    );
+    yml(
+        &ws,
+        "ten",
+        "event: stage.complete\nwhen: ${n} == 10\nrun: echo ten >> trace",
+    );
+    let out = ws.hookvisor(&["fire", "stage.complete", "--data", r#"{"n":"10"}"#]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(trace(&ws), ["big", "ten"]);
+    let out = ws.hookvisor(&["fire", "stage.complete", "--data", r#"{"n":"010"}"#]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        trace(&ws),
+        ["big", "ten"],
+        "'010' is a string: big fails, ten is false"
+    );
+    assert_eq!(ws.status()["hooks"]["big"]["lastResult"], "failure");
+}
+
 /// A guard on a value the model sends (issue 28): `limit` is the model's to choose.
 const LIMIT_GUARD: &str = "when: ${tool_input.limit} > 1000\nrun: 'echo too many >&2; exit 2'";
 
@@ -377,7 +405,7 @@ const LIMIT_GUARD: &str = "when: ${tool_input.limit} > 1000\nrun: 'echo too many
 /// evaluation then says.
 const UNEVALUABLE_LIMITS: [(&str, &str); 4] = [
     (
-        r#"{"limit":"5000"}"#,
+        r#"{"limit":"05000"}"#,
         "'>' at column 21 needs integers, got a string",
     ),
     (
@@ -412,7 +440,7 @@ fn a_when_the_model_cannot_let_be_evaluated_blocks_a_gate() {
     // tool.after is a gate too (EVENTS.md §1.1): its block is feedback to the model, the
     // call having run, and the error reaches the model that way.
     yml(&ws, "limit", &format!("event: tool.after\n{LIMIT_GUARD}"));
-    let data = r#"{"tool_name":"Read","tool_input":{"limit":"5000"}}"#;
+    let data = r#"{"tool_name":"Read","tool_input":{"limit":"05000"}}"#;
     let out = ws.hookvisor(&["fire", "tool.after", "--data", data, "--json"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(
