@@ -735,6 +735,21 @@ pub enum ProblemKind {
         /// The hook's event.
         event: String,
     },
+    /// `blocking` on a hook of the event model: it is phase 1's session field ("the agent waits
+    /// for it"), and on an event hook it could mean `await` or AutoAgent's "may block"
+    /// (EVENTS.md §1.5), which fail differently when the hook crashes.
+    #[error(
+        "'blocking' is for phase-1 session hooks (an executable script with 'type: session' \
+         and no event fields); on this {event} hook say what it means: 'await: true' (the \
+         event waits for it, the default) and/or 'block_on: failure' (any failure or crash \
+         blocks), then drop 'blocking'"
+    )]
+    BlockingOutsideSession {
+        /// 1-based line of `blocking`.
+        line: usize,
+        /// The hook's event.
+        event: String,
+    },
     /// `.discobot/hookvisor.yml` is refused (config module, rule 1); global hooks are off until
     /// it is fixed (rule 2).
     #[error("{0}; until it is fixed, global hooks are off and every setting is its default")]
@@ -792,6 +807,7 @@ impl ProblemKind {
             | ProblemKind::UnknownAction { line, .. }
             | ProblemKind::ScriptWithCommand { line, .. }
             | ProblemKind::RootOutsideSession { line, .. }
+            | ProblemKind::BlockingOutsideSession { line, .. }
             | ProblemKind::TextAfterFrontMatter { line }
             | ProblemKind::GlobalRunAsRoot { line } => Some(*line),
             ProblemKind::Config(error) => error.line,

@@ -1177,6 +1177,37 @@ fn a_gate_hook_that_cannot_be_loaded_blocks_its_event() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
 
+/// `blocking` is phase 1's session field (EVENTS.md §1.5: one word, one meaning). On an event
+/// hook it once meant `await` and let a crashing gate through; now the file is refused, naming
+/// the line and the two fields that say what was meant, and the gate fails closed on it.
+#[test]
+fn blocking_on_an_event_hook_is_refused_and_its_gate_fails_closed() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "guard",
+        "event: tool.before\nblocking: true\nrun: 'echo crashed >&2; exit 1'",
+    );
+    let out = ws.hookvisor(&["fire", "tool.before", "--data", "{}", "--json"]);
+    assert_eq!(code(&out), 1, "the gate fails closed: {}", stderr(&out));
+    let reason = reply(&out)["reason"].as_str().unwrap().to_owned();
+    for part in ["guard.yml:3", "blocking", "await", "block_on: failure"] {
+        assert!(reason.contains(part), "{part}: {reason}");
+    }
+    let list = ws.hookvisor(&["list", "--json"]);
+    let listed: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(listed["hooks"], serde_json::json!([]), "{listed}");
+    let problem = listed["problems"][0]["reason"].as_str().unwrap();
+    assert!(problem.contains("block_on: failure"), "{problem}");
+    // Phase 1's session hooks keep it.
+    fs::remove_file(ws.path().join(".discobot/hooks/guard.yml")).unwrap();
+    ws.hook("setup.sh", "session", "blocking: true", "true");
+    let list = ws.hookvisor(&["list", "--json"]);
+    let listed: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(listed["hooks"][0]["blocking"], true, "{listed}");
+    assert_eq!(listed["problems"], serde_json::json!([]), "{listed}");
+}
+
 /// Files in the hooks directory that are no hooks (a README, notes with front matter, an
 /// editor's backup of a broken gate, a helper script) block no gate.
 #[test]

@@ -225,6 +225,14 @@ pub(super) fn hook_from_fields(
         && spec.event.phase1_kind().is_some()
         && (spec.event != Event::TurnEnd || pattern.is_some())
         && !EVENT_FIELDS.iter().any(|key| front.has(key));
+    // `blocking` is phase 1's "the agent waits for it" (EVENTS.md §1.5: one word, one meaning);
+    // on an event hook it read as AutoAgent's "may block" and failed open, so it is refused.
+    if !phase1 && front.has("blocking") {
+        return Err(ProblemKind::BlockingOutsideSession {
+            line: front.line("blocking"),
+            event: spec.event.to_string(),
+        });
+    }
     // Phase-1 hooks keep their rules; an event hook never runs as root (`run_as` is phase 1's).
     if !phase1 && run_as == RunAs::Root {
         return Err(ProblemKind::RootOutsideSession {
