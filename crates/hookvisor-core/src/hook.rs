@@ -233,12 +233,13 @@ pub struct Problem {
     pub path: PathBuf,
     /// What is wrong and how to fix it.
     pub kind: ProblemKind,
-    /// The kind of hook the file says it is, so that a caller can keep the problems of its own
-    /// hooks: the front matter's `type` when the front matter can be read, else `pre-commit`
-    /// when the file mentions it (a commit must hear of a pre-commit hook it will not run).
-    pub declared: Option<HookKind>,
-    /// The event the file meant to bind, for the gates that fail closed on it
-    /// ([`crate::fire`]'s step 1).
+    /// The 1-based line of the file it is on (EVENTS.md §5 rule 10): the line the kind names,
+    /// else the line of the field at fault, else the file's first line; `None` when the file
+    /// could not be read or the problem is its name's.
+    pub line: Option<usize>,
+    /// The event the file meant to bind, read once from its head: a gate of that event fails
+    /// closed on it ([`crate::fire`]'s step 1), and a phase-1 runner reports it as one of its
+    /// own.
     pub binds: Binds,
 }
 
@@ -251,7 +252,9 @@ pub enum Binds {
     /// nor `type`, or a problem that is no hook file's (the config, an imported source).
     #[default]
     Nothing,
-    /// The event its front matter names (by `event`, else by its phase-1 `type`).
+    /// The event its front matter names (by `event`, else by its phase-1 `type`); for a
+    /// script without front matter that mentions `pre-commit`, `commit.before` (a commit must
+    /// hear of a pre-commit hook it will not run).
     Event(Event),
     /// Any event: a hook whose front matter does not parse, whose `event` or `type` is none
     /// hookvisor knows, or a file (or the directory) that cannot be read.
@@ -265,8 +268,7 @@ impl Binds {
         if !hook_like {
             return Binds::Nothing;
         }
-        // CRs and a byte-order mark dropped, as `declared` reads them: a CRLF file still says
-        // its event.
+        // CRs and a byte-order mark dropped: a CRLF file still says its event.
         let text = text.replace('\r', "");
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         match crate::frontmatter::parse(text) {
@@ -285,6 +287,9 @@ impl Binds {
             // Front matter where discovery does not look (a `.yml` without `---`, a comment
             // before it, `# event:` lines without `#---`) may still be a gate's.
             Err(FrontMatterError::Missing) if names_a_hook_field(text) => Binds::Any,
+            Err(FrontMatterError::Missing) if text.contains("pre-commit") => {
+                Binds::Event(Event::CommitBefore)
+            }
             Err(FrontMatterError::Missing) => Binds::Nothing,
             Err(_) => Binds::Any,
         }
@@ -309,10 +314,14 @@ fn names_a_hook_field(text: &str) -> bool {
 }
 
 impl Problem {
-    /// Whether the problem may be one of a hook of this kind: the file declares it, or it could
-    /// not be read at all, so nothing says it is not.
-    pub fn may_be(&self, kind: HookKind) -> bool {
-        self.declared == Some(kind) || self.kind.hides_the_file()
+    /// A problem of `path` on the line its kind names, if any.
+    pub fn new(path: PathBuf, kind: ProblemKind, binds: Binds) -> Problem {
+        Problem {
+            path,
+            line: kind.line(),
+            kind,
+            binds,
+        }
     }
 
     /// Whether the file may be a hook of `event`, whose gate then blocks ([`Binds`]).
@@ -328,7 +337,7 @@ impl Problem {
     /// [`Hook::source`] (EVENTS.md §5 rule 10); a file outside it (a user's) keeps its path.
     pub fn source(&self, workspace: &Path) -> String {
         let path = self.path.strip_prefix(workspace).unwrap_or(&self.path);
-        match self.kind.line() {
+        match self.line {
             Some(line) => format!("{}:{line}", path.display()),
             None => path.display().to_string(),
         }
@@ -337,7 +346,7 @@ impl Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind.line() {
+        match self.line {
             Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.kind),
             None => write!(f, "{}: {}", self.path.display(), self.kind),
         }
@@ -816,6 +825,22 @@ impl ProblemKind {
         }
     }
 
+    /// The front matter field at fault, for a kind whose text names no line: its line is the
+    /// problem's (EVENTS.md §5 rule 10).
+    pub fn field(&self) -> Option<&str> {
+        Some(match self {
+            ProblemKind::NoValue { key } | ProblemKind::InvalidBool { key, .. } => key,
+            ProblemKind::UnknownField { key, .. } => key,
+            ProblemKind::UnknownType { .. } | ProblemKind::MissingPattern => "type",
+            ProblemKind::InvalidRunAs { .. } => "run_as",
+            ProblemKind::InvalidPattern(_) => "pattern",
+            ProblemKind::InvalidTimeout { .. } => "timeout",
+            ProblemKind::InvalidRetries { .. } | ProblemKind::RetriesIgnored { .. } => "retries",
+            ProblemKind::RootRunsBlocking => "run_as",
+            _ => return None,
+        })
+    }
+
     /// Whether the problem kept the file from being read, so that nothing is known of what it
     /// declares.
     pub fn hides_the_file(&self) -> bool {
@@ -853,12 +878,7 @@ mod tests {
 
     #[test]
     fn a_problem_with_a_line_prints_it_after_the_path() {
-        let problem = |kind| Problem {
-            path: PathBuf::from("/hooks/a.yml"),
-            kind,
-            declared: None,
-            binds: Binds::Nothing,
-        };
+        let problem = |kind| Problem::new(PathBuf::from("/hooks/a.yml"), kind, Binds::Nothing);
         let with_line = problem(ProblemKind::RunAndArgv { line: 4 });
         assert_eq!(
             with_line.to_string(),
@@ -876,12 +896,11 @@ mod tests {
     #[test]
     fn a_problem_with_a_name_that_is_not_utf8_serialises_lossily() {
         use std::os::unix::ffi::OsStrExt;
-        let problem = Problem {
-            path: PathBuf::from(std::ffi::OsStr::from_bytes(b"/hooks/bad\xff.sh")),
-            kind: ProblemKind::NameNotUtf8,
-            declared: None,
-            binds: Binds::Nothing,
-        };
+        let problem = Problem::new(
+            PathBuf::from(std::ffi::OsStr::from_bytes(b"/hooks/bad\xff.sh")),
+            ProblemKind::NameNotUtf8,
+            Binds::Nothing,
+        );
         assert_eq!(
             serde_json::to_value(&problem).unwrap(),
             serde_json::json!({

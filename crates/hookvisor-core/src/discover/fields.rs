@@ -1092,11 +1092,11 @@ mod tests {
                 "event: tool.before\ntool: 'Edit('",
                 "h.sh:4: tool: 'Edit(' is no regex (",
             ),
-            ("event: tool.before\ntool:", "h.sh: 'tool' has no value;"),
-            ("event:", "h.sh: 'event' has no value;"),
+            ("event: tool.before\ntool:", "h.sh:4: 'tool' has no value;"),
+            ("event:", "h.sh:3: 'event' has no value;"),
             (
                 "event: [turn.end]",
-                "h.sh: front matter line 3: 'event' is a list",
+                "h.sh:3: front matter line 3: 'event' is a list",
             ),
             (
                 "type: session\nevent: turn.end",
@@ -1109,7 +1109,7 @@ mod tests {
             ),
             (
                 "type: file\nevent: turn.end",
-                "h.sh: a file hook needs a 'pattern'",
+                "h.sh:3: a file hook needs a 'pattern'",
             ),
             (
                 "event: tool.before\nrun_as: root",
@@ -1388,7 +1388,7 @@ mod tests {
                 "a.yml",
                 "---\nevent: turn.end\n---\n",
                 0o644,
-                "a.yml: a declarative hook needs 'run: \"…\"' (sh -c) or 'argv: [program, …]' \
+                "a.yml:1: a declarative hook needs 'run: \"…\"' (sh -c) or 'argv: [program, …]' \
                  (no shell)",
             ),
             (
@@ -1401,7 +1401,7 @@ mod tests {
                 "a.yml",
                 "---\nrun: make\n---\n",
                 0o644,
-                "a.yml: missing 'event'; add one such as 'event: turn.end'",
+                "a.yml:1: missing 'event'; add one such as 'event: turn.end'",
             ),
             (
                 "a.yml",
@@ -1414,7 +1414,7 @@ mod tests {
                 "a.yml",
                 "event: turn.end\nrun: make\n",
                 0o644,
-                "a.yml: no front matter;",
+                "a.yml:1: no front matter;",
             ),
             (
                 "a.yml",
@@ -1460,7 +1460,7 @@ mod tests {
                 "a.txt",
                 "---\nevent: turn.end\nrun: make\n---\n",
                 0o644,
-                "a.txt: no #! line;",
+                "a.txt:1: no #! line;",
             ),
         ];
         let mut wrong = Vec::new();

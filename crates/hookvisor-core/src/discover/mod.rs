@@ -126,9 +126,6 @@ pub struct Discovery {
     /// Things that do not stop a hook but are probably mistakes (unknown front matter keys,
     /// values YAML reads otherwise than the line shows).
     pub warnings: Vec<Problem>,
-    /// Front matter `retries` of the session hooks that give it, by hook id; the others get
-    /// [`DEFAULT_RETRIES`](crate::DEFAULT_RETRIES).
-    pub retries: BTreeMap<String, u32>,
     /// `.discobot/hookvisor.yml` as [`discover_workspace`] read it; the defaults otherwise
     /// (and, when the file is broken, the defaults without global hooks).
     pub config: Config,
@@ -217,12 +214,11 @@ pub fn discover_workspace_in(ctx: &Context, places: &Places<'_>) -> Discovery {
         Ok(config) => (config.unwrap_or_default(), None),
         Err(error) => (
             Config::fallback(),
-            Some(Problem {
-                path: config_path.clone(),
-                kind: ProblemKind::Config(error),
-                declared: None,
-                binds: Binds::Nothing,
-            }),
+            Some(Problem::new(
+                config_path.clone(),
+                ProblemKind::Config(error),
+                Binds::Nothing,
+            )),
         ),
     };
     let mut discovery = match config.reads(Source::Discobot) {
@@ -255,7 +251,6 @@ pub fn discover_workspace_in(ctx: &Context, places: &Places<'_>) -> Discovery {
         discovery.event_hooks.extend(global.event_hooks);
         discovery.problems.extend(global.problems);
         discovery.warnings.extend(global.warnings);
-        discovery.retries.extend(global.retries);
     }
     discovery.sources = Source::ALL
         .into_iter()
@@ -342,15 +337,14 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return discovery,
         Err(e) => {
-            discovery.problems.push(Problem {
-                path: hooks_dir.to_owned(),
-                kind: ProblemKind::HooksDirUnreadable {
+            discovery.problems.push(Problem::new(
+                hooks_dir.to_owned(),
+                ProblemKind::HooksDirUnreadable {
                     error: e.to_string(),
                 },
-                declared: None,
                 // Its hooks are unknown: any gate may be one of theirs.
-                binds: Binds::Any,
-            });
+                Binds::Any,
+            ));
             return discovery;
         }
     };
@@ -373,12 +367,18 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                     notes,
                     retries,
                     phase1,
+                    lines,
                 } = read;
                 let mut warn = |kind: ProblemKind| {
+                    // On the field's line, else the file's first (EVENTS.md §5 rule 10).
+                    let line = kind.line().or_else(|| {
+                        let key = kind.field()?;
+                        lines.get(key).copied()
+                    });
                     discovery.warnings.push(Problem {
                         path: path.clone(),
+                        line: line.or(Some(1)),
                         kind,
-                        declared: Some(hook.kind),
                         binds: Binds::Nothing,
                     });
                 };
@@ -393,13 +393,10 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                         warn(kind);
                     }
                 }
-                // Event hooks keep their `retries` in their spec, for `on_failure: retry`.
-                match retries {
-                    Some(retries) if phase1 && hook.kind == HookKind::Session => {
-                        discovery.retries.insert(hook.id.clone(), retries);
-                    }
-                    Some(_) if phase1 => warn(ProblemKind::RetriesIgnored { kind: hook.kind }),
-                    _ => {}
+                // Every hook keeps its `retries` in its spec: a session hook's attempts, an
+                // event hook's `on_failure: retry`; a phase-1 file or pre-commit hook has none.
+                if retries.is_some() && phase1 && hook.kind != HookKind::Session {
+                    warn(ProblemKind::RetriesIgnored { kind: hook.kind });
                 }
                 if hook.spec.event == Event::SessionStart
                     && hook.run_as == RunAs::Root
@@ -474,22 +471,18 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                 .filter(|other| other.path != hook.path)
                 .map(|other| file_name(&other.path))
                 .collect();
-            discovery.problems.push(Problem {
-                path: hook.path.clone(),
-                kind: ProblemKind::DuplicateId {
+            discovery.problems.push(Problem::new(
+                hook.path.clone(),
+                ProblemKind::DuplicateId {
                     id: (*id).to_owned(),
                     others,
                 },
-                declared: Some(hook.kind),
                 // Neither runs: a gate of either fails closed.
-                binds: Binds::Event(hook.spec.event.clone()),
-            });
+                Binds::Event(hook.spec.event.clone()),
+            ));
         }
     }
     let duplicated: Vec<String> = by_id.into_keys().map(str::to_owned).collect();
-    for id in &duplicated {
-        discovery.retries.remove(id);
-    }
     for (hook, phase1) in candidates {
         if duplicated.contains(&hook.id) {
             continue;

@@ -449,12 +449,11 @@ fn files_of(source: Source, workspace: &Path, user: &UserDirs) -> Vec<(PathBuf, 
 
 /// A problem of `path` for `check`: `file:line: reason`.
 fn problem(path: &Path, line: Option<usize>, message: String) -> Problem {
-    Problem {
-        path: path.to_owned(),
-        kind: ProblemKind::Import { line, message },
-        declared: None,
-        binds: Default::default(),
-    }
+    Problem::new(
+        path.to_owned(),
+        ProblemKind::Import { line, message },
+        Default::default(),
+    )
 }
 
 /// The hook an entry becomes, under `id`, declared in `path`.

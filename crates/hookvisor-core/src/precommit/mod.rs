@@ -253,7 +253,7 @@ pub fn run_pre_commit(
     for problem in discovery
         .problems
         .iter()
-        .filter(|p| p.may_be(HookKind::PreCommit))
+        .filter(|p| p.may_bind(&Event::CommitBefore))
     {
         on_event(PreCommitEvent::Problem(problem));
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use nix::unistd::Uid;
 
-use super::{DEFAULT_RETRIES, SessionHook};
+use super::SessionHook;
 use crate::discover::Discovery;
 use crate::event::Event;
 use crate::exec::Credentials;
@@ -73,11 +73,7 @@ impl SessionPlan {
             }
             let session_hook = SessionHook {
                 hook: hook.clone(),
-                retries: discovery
-                    .retries
-                    .get(&hook.id)
-                    .copied()
-                    .unwrap_or(DEFAULT_RETRIES),
+                retries: hook.spec.retries,
             };
             if hook.blocking || root {
                 plan.blocking.push(session_hook);

@@ -6,8 +6,7 @@ use std::path::Path;
 use hookvisor_core::decision::OnFailure;
 use hookvisor_core::event::Event;
 use hookvisor_core::{
-    Config, Context, DEFAULT_RETRIES, Discovery, Hook, Origin, Problem, ProblemKind, Source,
-    discover_workspace,
+    Config, Context, Discovery, Hook, Problem, ProblemKind, Source, discover_workspace,
 };
 use serde_json::{Value, json};
 
@@ -87,7 +86,7 @@ fn write_problems(out: &mut impl Write, discovery: &Discovery) -> io::Result<()>
     }
     for warning in &discovery.warnings {
         let at = warning.path.display();
-        match warning.kind.line() {
+        match warning.line {
             Some(line) => writeln!(out, "{at}:{line}: warning: {}", warning.kind)?,
             None => writeln!(out, "{at}: warning: {}", warning.kind)?,
         }
@@ -174,7 +173,7 @@ pub fn list_json(discovery: &Discovery, workspace: &Path) -> Value {
     };
     json!({
         "hooks": all_hooks(discovery.hooks.iter(), discovery.event_hooks.iter())
-            .map(|hook| hook_json(hook, discovery))
+            .map(hook_json)
             .collect::<Vec<_>>(),
         "problems": problems(&discovery.problems),
         "warnings": problems(&discovery.warnings),
@@ -200,7 +199,7 @@ fn type_of(hook: &Hook) -> String {
     }
 }
 
-fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
+fn hook_json(hook: &Hook) -> Value {
     let mut json = json!({
         "id": hook.id,
         "name": hook.name,
@@ -216,58 +215,43 @@ fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
     let spec = &hook.spec;
     // Only session hooks are retried, so only they carry the field.
     if spec.event == Event::SessionStart {
-        let retries = match spec.declared {
-            true => spec.retries,
-            false => discovery
-                .retries
-                .get(&hook.id)
-                .copied()
-                .unwrap_or(DEFAULT_RETRIES),
-        };
-        json["retries"] = json!(retries);
+        json["retries"] = json!(spec.retries);
     }
-    // Phase-1 hook files show exactly the phase-1 fields, so that their JSON stays as it was;
-    // files that use the event model show its fields too.
-    if spec.declared {
-        json["event"] = json!(spec.event.to_string());
-        json["phase"] = json!(spec.phase.as_str());
-        json["action"] = json!(spec.action.as_str());
-        // An action's own fields, camelCased like the others (`no_verify` → `noVerify`).
-        for (key, value) in spec.action.fields() {
-            let mut words = key.split('_');
-            let mut name = words.next().unwrap_or_default().to_owned();
-            for word in words {
-                let mut chars = word.chars();
-                name.extend(chars.next().map(|c| c.to_ascii_uppercase()));
-                name.push_str(chars.as_str());
-            }
-            json[name] = value;
+    // Every hook shows its event fields (EVENTS.md §5 rule 10), phase-1 hooks included, so
+    // that a dashboard finds a `type: file` hook among the `turn.end` hooks.
+    json["event"] = json!(spec.event.to_string());
+    json["phase"] = json!(spec.phase.as_str());
+    json["action"] = json!(spec.action.as_str());
+    // An action's own fields, camelCased like the others (`no_verify` → `noVerify`).
+    for (key, value) in spec.action.fields() {
+        let mut words = key.split('_');
+        let mut name = words.next().unwrap_or_default().to_owned();
+        for word in words {
+            let mut chars = word.chars();
+            name.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+            name.push_str(chars.as_str());
         }
-        json["source"] = json!(hook.source());
-        json["tool"] = json!(spec.tool.as_ref().map(ToString::to_string));
-        json["when"] = json!(spec.when.as_ref().map(ToString::to_string));
-        json["await"] = json!(spec.await_);
-        json["blockOn"] = json!(spec.block_on.as_str());
-        json["onFailure"] = match spec.on_failure {
-            OnFailure::RetryThenAbort => json!(["retry", "abort"]),
-            other => json!(other.as_str()),
-        };
+        json[name] = value;
     }
-    // A global hook is in no workspace: its source says where, whatever its kind.
-    if hook.origin == Origin::Global {
-        json["source"] = json!(hook.source());
-    }
+    json["source"] = json!(hook.source());
+    json["tool"] = json!(spec.tool.as_ref().map(ToString::to_string));
+    json["when"] = json!(spec.when.as_ref().map(ToString::to_string));
+    json["await"] = json!(spec.await_);
+    json["blockOn"] = json!(spec.block_on.as_str());
+    json["onFailure"] = match spec.on_failure {
+        OnFailure::RetryThenAbort => json!(["retry", "abort"]),
+        other => json!(other.as_str()),
+    };
     json
 }
 
 fn problem_json(problem: &Problem, workspace: &Path) -> Value {
     let mut json =
         json!({ "path": problem.path.to_string_lossy(), "reason": problem.kind.to_string() });
-    if let Some(line) = problem.kind.line() {
+    if let Some(line) = problem.line {
         json["line"] = json!(line);
     }
-    // Another tool's file says where as its hooks do (EVENTS.md §5 rule 10); phase-1 problems
-    // keep exactly phase 1's fields.
+    // Another tool's file says where as its hooks do (EVENTS.md §5 rule 10).
     if matches!(problem.kind, ProblemKind::Import { .. }) {
         json["source"] = json!(problem.source(workspace));
     }
