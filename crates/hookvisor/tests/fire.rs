@@ -813,9 +813,10 @@ fn a_turn_end_hook_with_a_pattern_runs_on_its_changes_and_one_without_every_turn
              run: 'echo lint ${{files}} >> {trace}; ! grep -q bad ${{files}}'"
         ),
     );
+    // Named after `lint`: hooks run in file-name order (§1.4), with or without a pattern.
     yml(
         &ws,
-        "every",
+        "z-every",
         &format!("event: turn.end\nrun: 'echo every >> {trace}'"),
     );
     // The hook files themselves are untracked, hence changed: neither matches them.
@@ -838,7 +839,7 @@ fn a_turn_end_hook_with_a_pattern_runs_on_its_changes_and_one_without_every_turn
         .iter()
         .map(|x| x["hookId"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["lint", "every"]);
+    assert_eq!(ids, ["lint", "z-every"]);
     assert_eq!(r["results"][0]["files"], serde_json::json!(["a.txt"]));
     assert_eq!(r["results"][0]["blocked"], false);
 
@@ -883,6 +884,52 @@ fn a_turn_end_hook_with_a_pattern_runs_on_its_changes_and_one_without_every_turn
     assert_eq!(exit, 0, "{r}");
     assert_eq!(turn_trace(&trace)[6..], ["lint a.txt", "every"]);
     assert_eq!(ws.status()["pendingHooks"], serde_json::json!([]));
+}
+
+/// EVENTS.md §1.4, settled: a pattern-less `turn.end` hook runs in file-name order with the
+/// file hooks (not after all of them), so one named before a failing file hook runs before the
+/// re-prompt, and one named after it does not (the first block ends the pre pass).
+#[test]
+fn pattern_less_turn_end_hooks_run_in_file_name_order_with_the_file_hooks() {
+    let (ws, trace) = turn_workspace();
+    yml(
+        &ws,
+        "a-every",
+        &format!("event: turn.end\nrun: 'echo a-every >> {trace}'"),
+    );
+    ws.hook(
+        "b-lint.sh",
+        "file",
+        "pattern: '*.txt'",
+        &format!("echo b-lint >> {trace}\n! grep -q bad a.txt"),
+    );
+    yml(
+        &ws,
+        "c-every",
+        &format!("event: turn.end\nrun: 'echo c-every >> {trace}'"),
+    );
+    model_writes(&ws, "a.txt", "ok\n");
+    let (exit, r) = fire_turn_end(&ws, &[]);
+    assert_eq!(exit, 0, "{r}");
+    assert_eq!(turn_trace(&trace), ["a-every", "b-lint", "c-every"]);
+    let ids: Vec<&str> = r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["hookId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a-every", "b-lint", "c-every"]);
+
+    model_writes(&ws, "a.txt", "bad\n");
+    let (exit, r) = fire_turn_end(&ws, &[]);
+    assert_eq!(exit, 1, "{r}");
+    assert_eq!(r["action"], "reprompt");
+    assert_eq!(turn_trace(&trace)[3..], ["a-every", "b-lint"]);
+    // `eval` is the same turn end.
+    model_writes(&ws, "a.txt", "bad again\n");
+    let out = ws.hookvisor(&["eval", "--trigger", "hook"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(turn_trace(&trace)[5..], ["a-every", "b-lint"]);
 }
 
 #[test]

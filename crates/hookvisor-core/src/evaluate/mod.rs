@@ -28,8 +28,10 @@
 //!
 //! 8. `eval` ≡ `fire turn.end` (EVENTS.md §5 rule 8). The `pre` `event: turn.end` hooks with a
 //!    `pattern` are file hooks of steps 2–4, taken with the phase-1 ones in file-name order;
-//!    those without a pattern run at every turn end after them, on the files changed in the
-//!    turn, while no failure stopped the evaluation; `post` hooks run last, see `${decision}`
+//!    those without a pattern run at every turn end in that same order (EVENTS.md §1.4,
+//!    settled), on the files changed in the turn, while no failure stopped the evaluation (so
+//!    one named before a failing file hook runs, one named after it does not); `post` hooks
+//!    run last, see `${decision}`
 //!    and cannot block (one with a pattern only when a matching file changed in the turn). Each
 //!    runs through the event dispatcher's runner ([`crate::fire`], steps 5–8: `when`, `run:`,
 //!    retries, judgment, `pipe_output`). A block is step 4's failure, its reason standing as

@@ -31,7 +31,7 @@ pub(super) fn evaluate_scan(
 ) -> Result<EvalReport, EvalError> {
     let store = StatusStore::for_context(ctx);
     let mut marker = Marker::load(ctx);
-    let file_hooks = event_hooks::with_pending_set(discovery);
+    let pre_pass = event_hooks::pre_pass(discovery);
 
     // Steps 1, 2 and 5 (counting): one read-modify-write of status.json.
     let changed: Vec<&DirtyFile> = scan.changed_since(marker.cutoff).collect();
@@ -47,7 +47,7 @@ pub(super) fn evaluate_scan(
             Some(recorded) if options.trigger != Trigger::Loop => counted.min(recorded),
             _ => counted,
         };
-        for &TurnHook { hook, event } in &file_hooks {
+        for &TurnHook { hook, event, .. } in pre_pass.iter().filter(|h| !h.every_turn) {
             let entry = status.entry(hook, ctx);
             if event {
                 fire::label(entry, hook);
@@ -61,7 +61,11 @@ pub(super) fn evaluate_scan(
                 status.set_pending(&hook.id, true);
             }
         }
-        let known: Vec<String> = file_hooks.iter().map(|h| h.hook.id.clone()).collect();
+        let known: Vec<String> = pre_pass
+            .iter()
+            .filter(|h| !h.every_turn)
+            .map(|h| h.hook.id.clone())
+            .collect();
         status.pending_hooks.retain(|id| known.contains(id));
         let nothing_pending = status.pending_hooks.is_empty();
         if nothing_pending {
@@ -97,43 +101,29 @@ pub(super) fn evaluate_scan(
     };
     // What the event hooks' actions produce, for the hooks after them in this turn end.
     let mut earlier = Earlier::default();
-    if !nothing_pending {
-        run_pending(
-            ctx,
-            status,
-            &mut marker,
-            scan,
-            &file_hooks,
-            options,
-            turn,
-            &mut report,
-            &mut earlier,
-        )?;
-    }
-
     // Rule 8: the pattern-less `event: turn.end` hooks run at every turn end, on the files that
-    // changed in the turn, after the hooks of a pending set, while the pre pass goes on.
+    // changed in the turn.
     let changed_files: Vec<PathBuf> = changed
         .iter()
         .filter(|f| matches!(f.state, FileState::Present { .. }))
         .map(|f| f.path.clone())
         .collect();
-    if report.action == Action::Pass {
-        for hook in event_hooks::every_turn(discovery) {
-            let files = changed_files.clone();
-            let Some(done) =
-                event_hooks::run(ctx, &store, hook, &files, turn, options, None, &mut earlier)?
-            else {
-                continue;
-            };
-            report
-                .results
-                .push(event_hooks::result(hook, files.clone(), &done));
-            report.context.extend(done.judgment.context.iter().cloned());
-            if judged_stop(ctx, hook, files, &done, options, &mut report) {
-                break;
-            }
-        }
+    if !nothing_pending || pre_pass.iter().any(|h| h.every_turn) {
+        let pass = PrePass {
+            hooks: &pre_pass,
+            scan,
+            changed: &changed_files,
+        };
+        run_pre_pass(
+            ctx,
+            status,
+            &mut marker,
+            &pass,
+            options,
+            turn,
+            &mut report,
+            &mut earlier,
+        )?;
     }
 
     // Step 7: hook files the model broke re-prompt like a failing hook, under the same guard.
@@ -281,28 +271,57 @@ fn seen_problems(
         .collect()
 }
 
-/// Steps 3 and 4: runs the pending hooks in discovery order, stopping at the first failure,
-/// and records the outcome in `report`; a failure re-prompts while `report.attempt` is within
-/// `max_retries` (step 5).
+/// The `pre` pass of a turn end: its hooks in order, the workspace scan, and the files that
+/// changed in the turn (what a pattern-less hook runs on).
+struct PrePass<'a> {
+    hooks: &'a [TurnHook<'a>],
+    scan: &'a ChangeScan,
+    changed: &'a [PathBuf],
+}
+
+/// Steps 3 and 4: runs the pending hooks and the pattern-less `turn.end` hooks in their one
+/// order (EVENTS.md §1.4), stopping at the first failure, and records the outcome in `report`;
+/// a failure re-prompts while `report.attempt` is within `max_retries` (step 5).
 ///
 /// `status` is the one the evaluation loaded, replaced by what each write returns, instead of
 /// a read of `status.json` per hook. That loses nothing: every write still merges under the
 /// store's lock, and the pending set changes only under the evaluation lock we hold (startup
 /// recovery aside, which runs before any evaluation).
 #[allow(clippy::too_many_arguments)]
-fn run_pending(
+fn run_pre_pass(
     ctx: &Context,
     mut status: Status,
     marker: &mut Marker,
-    scan: &ChangeScan,
-    file_hooks: &[TurnHook<'_>],
+    pass: &PrePass<'_>,
     options: &EvalOptions,
     turn: &Firing,
     report: &mut EvalReport,
     earlier: &mut Earlier,
 ) -> Result<(), EvalError> {
     let store = &StatusStore::for_context(ctx);
-    for &TurnHook { hook, event } in file_hooks {
+    let scan = pass.scan;
+    for &TurnHook {
+        hook,
+        event,
+        every_turn,
+    } in pass.hooks
+    {
+        if every_turn {
+            let files = pass.changed.to_vec();
+            let Some(done) =
+                event_hooks::run(ctx, store, hook, &files, turn, options, None, earlier)?
+            else {
+                continue;
+            };
+            report
+                .results
+                .push(event_hooks::result(hook, files.clone(), &done));
+            report.context.extend(done.judgment.context.iter().cloned());
+            if judged_stop(ctx, hook, files, &done, options, report) {
+                break;
+            }
+            continue;
+        }
         if !status.is_pending(&hook.id) {
             continue;
         }
