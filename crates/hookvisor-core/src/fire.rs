@@ -8,7 +8,7 @@
 //!    ≡ `fire turn.end`): it is handed whole to the end-of-turn evaluation ([`Evaluator`]), which
 //!    runs the phase-1 file hooks with the `event: turn.end` hooks, through this module's runner
 //!    for the latter (steps 5–8), and whose report gives the reply. Other phase-1 hooks
-//!    ([`Discovery::hooks`]) are not run here: `session.start` and `commit.before` keep their
+//!    ([`Hook::phase1`]) are not run here: `session.start` and `commit.before` keep their
 //!    phase-1 runners, and firing one of those events runs only its event hooks. A **gate
 //!    fails closed on a hook file that does not load** ([`Discovery::unloaded_gate`]): when a
 //!    file of the hooks directories may be a hook of this gate ([`Binds`]: its front matter
@@ -84,7 +84,7 @@
 //! [`Evaluator`]: crate::Evaluator
 //! [`EvalReport::reply`]: crate::EvalReport::reply
 //! [`Firing::max_attempts`]: crate::fire::Firing::max_attempts
-//! [`Discovery::hooks`]: crate::Discovery::hooks
+//! [`Hook::phase1`]: crate::Hook::phase1
 //! [`Discovery::unloaded_gate`]: crate::Discovery::unloaded_gate
 //! [`Binds`]: crate::Binds
 //! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
@@ -286,8 +286,7 @@ pub(crate) fn fire_hooks(
     let store = StatusStore::for_context(ctx).with_durability(crate::state::Durability::Whole);
     let hooks = |phase| {
         discovery
-            .event_hooks
-            .iter()
+            .event_hooks()
             .filter(move |h| h.spec.phase == phase && selected(h, firing))
     };
     let mut outcome = Outcome::new();

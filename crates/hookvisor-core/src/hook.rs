@@ -132,23 +132,28 @@ pub enum Origin {
     Global,
 }
 
-/// A hook that passed every check of discovery and can be run.
+/// A hook that passed every check of discovery and can be run: one value for every source
+/// (`.discobot/hooks`, the other tools' files, the global hooks).
 ///
-/// # Phase-1 kinds and events
+/// # Binding, action, policy
 ///
-/// [`Hook::spec`]`.event` is authoritative for when a hook runs (EVENTS.md §2.1); `kind` is its
-/// phase-1 kind, kept so that the phase-1 runners (evaluation, session, pre-commit, `eval
-/// HOOK`) go on selecting hooks exactly as before. Discovery puts a hook in
-/// [`Discovery::hooks`](crate::Discovery::hooks), where those runners look, only when phase 1
-/// runs it exactly as it asks: an executable script whose event has a phase-1 kind (for
-/// `turn.end`, with a `pattern`: rule 8's pattern-less `turn.end` hook runs at every turn end,
-/// which the evaluator does not do) and whose front matter sets none of the §1.3 fields the
-/// phase-1 runners would ignore (`tool`, `when`, `phase`, `await`, `block_on`, `on_failure`,
-/// `retry_delay`, `pipe_output`, `reason_from`, `run`, `argv`, `action`). Every other hook goes to
-/// [`Discovery::event_hooks`](crate::Discovery::event_hooks), which only the event dispatcher
-/// will read, so a new event hook never runs in a phase-1 runner by accident. There `kind` has
-/// no meaning of its own: it is the event's phase-1 kind when it has one, else
-/// [`HookKind::Session`] as a stand-in, and `timeout` defaults to 60 seconds (§1.3 `command`).
+/// [`Hook::spec`] holds the event binding (`event`, `phase`, `tool`, [`Hook::pattern`],
+/// `when`), the action (plain data) and the policy (`await`, `block_on`, `on_failure`,
+/// `retries`, [`Hook::timeout`], `pipe_output`, [`Hook::run_as`]). discobot's kinds are event
+/// bindings (EVENTS.md §2.1): `file` is `turn.end` with a pattern, `session` the container's
+/// `session.start`, `pre-commit` `commit.before`; `kind` is the event's phase-1 kind (else
+/// [`HookKind::Session`] as a stand-in), for `status.json` and `DISCOBOT_HOOK_TYPE`.
+///
+/// # Phase 1
+///
+/// [`Hook::phase1`] is true when phase 1 runs the hook exactly as it asks: an executable
+/// script whose event has a phase-1 kind (for `turn.end`, with a `pattern`) and whose front
+/// matter sets none of the §1.3 fields the phase-1 runners would ignore (`tool`, `when`,
+/// `phase`, `await`, `block_on`, `on_failure`, `retry_delay`, `pipe_output`, `reason_from`,
+/// `run`, `argv`, `action`). The phase-1 runners run such hooks with phase 1's semantics (exit
+/// code only, DISCOBOT_* variables, discobot's `status.json` entry); the others run through
+/// the event dispatcher's runner, so a new event hook never runs as a phase-1 hook by
+/// accident. An event hook's `timeout` defaults to 60 seconds (§1.3 `command`).
 #[derive(Debug, Clone)]
 pub struct Hook {
     /// Stable identifier derived from the file name (see [`crate::hook_id`]).
@@ -175,6 +180,8 @@ pub struct Hook {
     pub spec: EventSpec,
     /// Where it was found.
     pub origin: Origin,
+    /// Whether phase 1's semantics run it (see [`Hook`]'s "Phase 1").
+    pub phase1: bool,
 }
 
 impl Hook {

@@ -257,6 +257,7 @@ pub(super) fn hook_from_fields(
         timeout,
         spec,
         origin,
+        phase1,
     };
     Ok(Loaded {
         hook,
@@ -951,8 +952,8 @@ mod tests {
         }
     }
 
-    /// Discovers one file: the hook, from whichever list it is in, and whether phase 1 runs
-    /// it; or its problem as `check` prints it, the directory left out.
+    /// Discovers one file: the hook and whether phase 1 runs it; or its problem as `check`
+    /// prints it, the directory left out.
     fn load(name: &str, text: &str, mode: u32) -> Result<(Hook, bool), String> {
         let dir = Dir::new();
         dir.write(name, text, mode);
@@ -961,9 +962,8 @@ mod tests {
             let prefix = format!("{}/", dir.0.path().display());
             return Err(problem.to_string().replacen(&prefix, "", 1));
         }
-        match (d.hooks.as_slice(), d.event_hooks.as_slice()) {
-            ([hook], []) => Ok((hook.clone(), true)),
-            ([], [hook]) => Ok((hook.clone(), false)),
+        match d.hooks.as_slice() {
+            [hook] => Ok((hook.clone(), hook.phase1)),
             other => panic!("{text:?}: {other:?}"),
         }
     }
@@ -1480,7 +1480,7 @@ mod tests {
         dir.hook("lint.sh", "# type: file\n# pattern: x");
         dir.write("lint.yml", "---\nevent: turn.end\nrun: make\n---\n", 0o644);
         let d = dir.discover();
-        assert!(d.hooks.is_empty() && d.event_hooks.is_empty(), "{d:?}");
+        assert!(d.hooks.is_empty(), "{d:?}");
         let reasons: Vec<String> = d.problems.iter().map(|p| p.kind.to_string()).collect();
         assert_eq!(
             reasons,

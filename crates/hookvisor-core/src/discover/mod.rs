@@ -4,10 +4,10 @@
 //! A hook is an executable script with front matter, or (EVENTS.md §2.1, §5 rule 9) a
 //! *declarative* hook: a non-executable `.yml`/`.yaml` file that is one `---` front matter block
 //! and nothing else, running its `run:` (`sh -c`) or `argv:` (no shell). An executable script
-//! that carries `run:` or `argv:` is a problem, since either could be what runs. Hooks the
-//! phase-1 runners can run as asked go to [`Discovery::hooks`], the others to
-//! [`Discovery::event_hooks`] (the rule is in [`Hook`]'s documentation). A problem whose line is
-//! known prints as `file:line: reason`.
+//! that carries `run:` or `argv:` is a problem, since either could be what runs. Every hook, of
+//! every source, is one [`Hook`] in the one list [`Discovery::hooks`]; [`Hook::phase1`] says
+//! whether phase 1's semantics run it (the rule is in [`Hook`]'s documentation). A problem
+//! prints as `file:line: reason`.
 //!
 //! # A workspace's hooks
 //!
@@ -115,12 +115,9 @@ const KNOWN_FIELDS: [&str;
 /// The result of scanning a hooks directory.
 #[derive(Debug, Clone, Default)]
 pub struct Discovery {
-    /// Hooks the phase-1 runners run (see [`Hook`] for which), in file-name order.
+    /// Every hook, in the order they run (EVENTS.md §1.4): `.discobot/hooks` by file name, the
+    /// other tools' files in the order of §5 rule 7, then the global hooks by file name.
     pub hooks: Vec<Hook>,
-    /// Hooks of the event model that only the event dispatcher runs: declarative hooks, hooks
-    /// of events without a phase-1 kind, and hooks with fields phase 1 does not honour; in
-    /// file-name order.
-    pub event_hooks: Vec<Hook>,
     /// Files that will not run, with the reason, in file-name order.
     pub problems: Vec<Problem>,
     /// Things that do not stop a hook but are probably mistakes (unknown front matter keys,
@@ -135,14 +132,21 @@ pub struct Discovery {
 }
 
 impl Discovery {
-    /// The hook with this id, if it was discovered.
+    /// The phase-1 hook with this id (what `run ID`, `eval ID` and the rerun route run).
     pub fn get(&self, id: &str) -> Option<&Hook> {
-        self.hooks.iter().find(|h| h.id == id)
+        self.hooks.iter().find(|h| h.phase1 && h.id == id)
     }
 
-    /// The hooks of one kind, in discovery order.
+    /// The phase-1 hooks of one kind, in order.
     pub fn of_kind(&self, kind: HookKind) -> impl Iterator<Item = &Hook> {
-        self.hooks.iter().filter(move |h| h.kind == kind)
+        self.hooks
+            .iter()
+            .filter(move |h| h.phase1 && h.kind == kind)
+    }
+
+    /// The hooks the event dispatcher runs (every hook but the phase-1 ones), in order.
+    pub fn event_hooks(&self) -> impl Iterator<Item = &Hook> {
+        self.hooks.iter().filter(|h| !h.phase1)
     }
 
     /// The first file that does not load and may be a hook of `event`, when `event` is a gate:
@@ -157,8 +161,7 @@ impl Discovery {
     /// Whether firing `event` has anything to do: an event hook of it, or a file that blocks
     /// its gate ([`Discovery::unloaded_gate`]). Callers skip the firing of an event that has not.
     pub fn fires(&self, event: &Event) -> bool {
-        self.event_hooks.iter().any(|h| h.spec.event == *event)
-            || self.unloaded_gate(event).is_some()
+        self.event_hooks().any(|h| h.spec.event == *event) || self.unloaded_gate(event).is_some()
     }
 }
 
@@ -236,7 +239,7 @@ pub fn discover_workspace_in(ctx: &Context, places: &Places<'_>) -> Discovery {
         )),
     };
     if let Some(imported) = &imported {
-        discovery.event_hooks.extend(imported.hooks.iter().cloned());
+        discovery.hooks.extend(imported.hooks.iter().cloned());
         discovery.problems.extend(imported.problems.iter().cloned());
         discovery.warnings.extend(imported.warnings.iter().cloned());
     }
@@ -248,7 +251,6 @@ pub fn discover_workspace_in(ctx: &Context, places: &Places<'_>) -> Discovery {
     {
         let global = discover_dir(dir, Origin::Global);
         discovery.hooks.extend(global.hooks);
-        discovery.event_hooks.extend(global.event_hooks);
         discovery.problems.extend(global.problems);
         discovery.warnings.extend(global.warnings);
     }
@@ -452,7 +454,7 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                         warn(ProblemKind::UnknownTool { name: name.clone() });
                     }
                 }
-                candidates.push((hook, phase1));
+                candidates.push(hook);
             }
             Ok(None) => {}
             Err(problem) => discovery.problems.push(*problem),
@@ -460,7 +462,7 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
     }
 
     let mut by_id: BTreeMap<&str, Vec<&Hook>> = BTreeMap::new();
-    for (hook, _) in &candidates {
+    for hook in &candidates {
         by_id.entry(&hook.id).or_default().push(hook);
     }
     by_id.retain(|_, hooks| hooks.len() > 1);
@@ -483,16 +485,10 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
         }
     }
     let duplicated: Vec<String> = by_id.into_keys().map(str::to_owned).collect();
-    for (hook, phase1) in candidates {
-        if duplicated.contains(&hook.id) {
-            continue;
-        }
-        if phase1 {
-            discovery.hooks.push(hook);
-        } else {
-            discovery.event_hooks.push(hook);
-        }
-    }
+    discovery.hooks = candidates
+        .into_iter()
+        .filter(|hook| !duplicated.contains(&hook.id))
+        .collect();
     discovery.problems.sort_by(|a, b| a.path.cmp(&b.path));
     discovery
 }
@@ -839,9 +835,12 @@ mod tests {
         Both::hook(&both.global, "lint.sh", "# event: tool.before");
         let d = both.discover();
         assert!(d.problems.is_empty(), "{:?}", d.problems);
-        assert_eq!(ids(&d.hooks), ["lint", "global:a-lint"]);
-        assert_eq!(ids(&d.event_hooks), ["z", "global:lint"]);
-        let global = &d.event_hooks[1];
+        assert_eq!(ids(&d.hooks), ["lint", "z", "global:a-lint", "global:lint"]);
+        let phase1: Vec<&str> = (d.hooks.iter().filter(|h| h.phase1))
+            .map(|h| h.id.as_str())
+            .collect();
+        assert_eq!(phase1, ["lint", "global:a-lint"]);
+        let global = &d.hooks[3];
         assert_eq!(global.origin, Origin::Global);
         assert_eq!(
             global.source(),

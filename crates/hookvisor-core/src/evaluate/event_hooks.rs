@@ -22,7 +22,7 @@ use crate::status::StatusStore;
 pub(super) struct TurnHook<'a> {
     /// The hook.
     pub(super) hook: &'a Hook,
-    /// True for an `event: turn.end` hook of [`Discovery::event_hooks`].
+    /// True for an `event: turn.end` hook of the event model ([`Discovery::event_hooks`]).
     pub(super) event: bool,
     /// True for an `event: turn.end` hook without a pattern: it keeps no pending set and runs
     /// at every turn end on the files that changed in the turn (EVENTS.md §5 rule 8).
@@ -57,8 +57,7 @@ pub(super) fn pre_pass(discovery: &Discovery) -> Vec<TurnHook<'_>> {
 /// The `event: turn.end` hooks of `phase`, in file-name order.
 pub(super) fn turn_end_hooks(discovery: &Discovery, phase: Phase) -> impl Iterator<Item = &Hook> {
     discovery
-        .event_hooks
-        .iter()
+        .event_hooks()
         .filter(move |h| h.spec.event == Event::TurnEnd && h.spec.phase == phase)
 }
 

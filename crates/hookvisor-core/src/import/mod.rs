@@ -476,6 +476,8 @@ fn into_hook(imported: ImportedHook, id: String, path: &Path, origin: Origin) ->
         timeout: imported.timeout,
         spec: imported.spec,
         origin,
+        // Another tool's entry runs by the event model, whatever its event.
+        phase1: false,
     }
 }
 

@@ -122,11 +122,10 @@ pub enum PreCommitError {
 /// Whether the workspace has hooks that run inside `git commit`: phase-1 pre-commit hooks or
 /// event hooks bound to `commit.before` (rule 7). Either installs the git hook.
 pub fn has_commit_hooks(discovery: &Discovery) -> bool {
-    discovery.of_kind(HookKind::PreCommit).next().is_some()
-        || discovery
-            .event_hooks
-            .iter()
-            .any(|h| h.spec.event == Event::CommitBefore)
+    discovery
+        .hooks
+        .iter()
+        .any(|h| h.spec.event == Event::CommitBefore)
 }
 
 fn io_error(path: &Path, action: &'static str) -> impl FnOnce(io::Error) -> PreCommitError {
@@ -259,8 +258,7 @@ pub fn run_pre_commit(
     }
     let hooks: Vec<&Hook> = discovery.of_kind(HookKind::PreCommit).collect();
     let gates: Vec<&Hook> = discovery
-        .event_hooks
-        .iter()
+        .event_hooks()
         .filter(|h| h.spec.event == Event::CommitBefore)
         .collect();
     if let PreCommitSkip::Hooks(ids) = skip {
@@ -282,10 +280,10 @@ pub fn run_pre_commit(
         if skip.skips(hook) {
             on_event(PreCommitEvent::Skipped(hook));
         } else {
-            gates_to_run.event_hooks.push(hook.clone());
+            gates_to_run.hooks.push(hook.clone());
         }
     }
-    if to_run.is_empty() && gates_to_run.event_hooks.is_empty() {
+    if to_run.is_empty() && gates_to_run.hooks.is_empty() {
         if let Ok(git) = staged {
             git.abandon();
         }
@@ -314,7 +312,7 @@ pub fn run_pre_commit(
             return Ok(report);
         }
     }
-    if gates_to_run.event_hooks.is_empty() {
+    if gates_to_run.hooks.is_empty() {
         return Ok(report);
     }
     let mut firing = Firing::new(Event::CommitBefore);

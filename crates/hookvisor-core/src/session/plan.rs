@@ -81,7 +81,7 @@ impl SessionPlan {
                 plan.background.push(session_hook);
             }
         }
-        for hook in &discovery.event_hooks {
+        for hook in discovery.event_hooks() {
             if hook.spec.event == Event::SessionStart {
                 if hook.spec.await_ {
                     plan.awaited_events = true;

@@ -452,6 +452,7 @@ mod tests {
             timeout: kind.default_timeout(),
             spec: crate::event::EventSpec::for_kind(kind),
             origin: crate::Origin::Workspace,
+            phase1: true,
         }
     }
 
@@ -511,7 +512,7 @@ mod tests {
         }
         let discovery = crate::discover(dir.path());
         assert!(discovery.problems.is_empty(), "{:?}", discovery.problems);
-        let hooks = discovery.hooks.into_iter().chain(discovery.event_hooks);
+        let hooks = discovery.hooks.into_iter();
         (dir, hooks.map(|h| (h.id.clone(), h)).collect())
     }
 

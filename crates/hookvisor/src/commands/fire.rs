@@ -46,8 +46,10 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
     // The detached child of an unawaited webhook: that hook only, delivered here.
     if let Some(id) = &args.deliver {
         firing = delivered_firing(firing)?;
-        discovery.event_hooks.retain(|hook| &hook.id == id);
-        if discovery.event_hooks.is_empty() {
+        discovery
+            .hooks
+            .retain(|hook| !hook.phase1 && &hook.id == id);
+        if discovery.hooks.is_empty() {
             return Err(CliError::usage(format!("--deliver: no event hook '{id}'")));
         }
     }

@@ -31,11 +31,11 @@ pub fn run(globals: &Globals, json: bool) -> CliResult {
             Config::path(&ctx.workspace).display()
         )?;
     }
-    if discovery.hooks.is_empty() && discovery.event_hooks.is_empty() {
+    if discovery.hooks.is_empty() {
         writeln!(out, "no hooks in {}", ctx.hooks_dir().display())?;
     } else {
         // Phase 1's width, wider only for an event name that needs it (`stage.complete`).
-        let width = all_hooks(discovery.hooks.iter(), discovery.event_hooks.iter())
+        let width = (discovery.hooks.iter())
             .map(|h| type_of(h).len())
             .max()
             .unwrap_or(0)
@@ -45,7 +45,7 @@ pub fn run(globals: &Globals, json: bool) -> CliResult {
             "{:<24} {:<width$} {:<6} {:<24} NAME",
             "ID", "TYPE", "AS", "PATTERN"
         )?;
-        for hook in all_hooks(discovery.hooks.iter(), discovery.event_hooks.iter()) {
+        for hook in &discovery.hooks {
             writeln!(
                 out,
                 "{:<24} {:<width$} {:<6} {:<24} {}",
@@ -172,23 +172,12 @@ pub fn list_json(discovery: &Discovery, workspace: &Path) -> Value {
         list.iter().map(|p| problem_json(p, workspace)).collect()
     };
     json!({
-        "hooks": all_hooks(discovery.hooks.iter(), discovery.event_hooks.iter())
+        "hooks": (discovery.hooks.iter())
             .map(hook_json)
             .collect::<Vec<_>>(),
         "problems": problems(&discovery.problems),
         "warnings": problems(&discovery.warnings),
     })
-}
-
-/// The phase-1 hooks and the event hooks, merged in file-name order as discovery read them,
-/// workspace hooks before global ones.
-fn all_hooks<'a>(
-    phase1: impl Iterator<Item = &'a Hook>,
-    events: impl Iterator<Item = &'a Hook>,
-) -> impl Iterator<Item = &'a Hook> {
-    let mut hooks: Vec<&Hook> = phase1.chain(events).collect();
-    hooks.sort_by(|a, b| (a.origin, &a.path).cmp(&(b.origin, &b.path)));
-    hooks.into_iter()
 }
 
 /// The `type` shown: the phase-1 kind, else the event (EVENTS.md §2.1, as status.json).
