@@ -259,10 +259,13 @@ pub enum Binds {
     /// nor `type`, or a problem that is no hook file's (the config, an imported source).
     #[default]
     Nothing,
-    /// The event its front matter names (by `event`, else by its phase-1 `type`); for a
-    /// script without front matter that mentions `pre-commit`, `commit.before` (a commit must
-    /// hear of a pre-commit hook it will not run).
+    /// The event its front matter names by `event`.
     Event(Event),
+    /// The phase-1 kind its front matter names by `type` (its event is the kind's); for a
+    /// script without front matter that mentions `pre-commit`, `pre-commit` (a commit must
+    /// hear of a pre-commit hook it will not run). A phase-1 runner warns about such a file,
+    /// as phase 1 did, where it fails closed on one of [`Binds::Event`].
+    Phase1(HookKind),
     /// Any event: a hook whose front matter does not parse, whose `event` or `type` is none
     /// hookvisor knows, or a file (or the directory) that cannot be read.
     Any,
@@ -281,21 +284,21 @@ impl Binds {
         match crate::frontmatter::parse(text) {
             Ok(fields) => {
                 let event = fields.get("event").map(|e| e.trim().parse::<Event>().ok());
-                let kind = || {
-                    let kind = fields.get("type")?.trim().parse::<HookKind>().ok();
-                    Some(kind.map(Event::of_kind))
-                };
-                match event.or_else(kind) {
-                    Some(Some(event)) => Binds::Event(event),
-                    Some(None) => Binds::Any,
-                    None => Binds::Nothing,
+                let kind = fields
+                    .get("type")
+                    .map(|t| t.trim().parse::<HookKind>().ok());
+                match (event, kind) {
+                    (Some(Some(event)), _) => Binds::Event(event),
+                    (None, Some(Some(kind))) => Binds::Phase1(kind),
+                    (Some(None), _) | (None, Some(None)) => Binds::Any,
+                    (None, None) => Binds::Nothing,
                 }
             }
             // Front matter where discovery does not look (a `.yml` without `---`, a comment
             // before it, `# event:` lines without `#---`) may still be a gate's.
             Err(FrontMatterError::Missing) if names_a_hook_field(text) => Binds::Any,
             Err(FrontMatterError::Missing) if text.contains("pre-commit") => {
-                Binds::Event(Event::CommitBefore)
+                Binds::Phase1(HookKind::PreCommit)
             }
             Err(FrontMatterError::Missing) => Binds::Nothing,
             Err(_) => Binds::Any,
@@ -336,6 +339,7 @@ impl Problem {
         match &self.binds {
             Binds::Nothing => false,
             Binds::Event(bound) => bound == event,
+            Binds::Phase1(kind) => Event::of_kind(*kind) == *event,
             Binds::Any => true,
         }
     }

@@ -390,7 +390,7 @@ mod tests {
             ("helper.sh", Binds::Nothing),
             ("notes.md", Binds::Nothing),
             ("one.sh", Binds::Event(Event::TaskStart)),
-            ("typed.sh", Binds::Event(Event::TurnEnd)),
+            ("typed.sh", Binds::Phase1(HookKind::File)),
             ("typo.sh", Binds::Any),
             ("unclosed.yml", Binds::Any),
         ];

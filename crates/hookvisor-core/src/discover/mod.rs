@@ -480,7 +480,10 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                     others,
                 },
                 // Neither runs: a gate of either fails closed.
-                Binds::Event(hook.spec.event.clone()),
+                match hook.phase1 {
+                    true => Binds::Phase1(hook.kind),
+                    false => Binds::Event(hook.spec.event.clone()),
+                },
             ));
         }
     }

@@ -26,7 +26,9 @@
 //!    after the phase-1 hooks passed, through the event dispatcher, with the staged files as the
 //!    event's `files` (so `pattern:` selects on them): a block or an abort refuses the commit
 //!    with its reason, as the first failing phase-1 hook does. Their presence alone installs the
-//!    git hook.
+//!    git hook. A gate fails closed: a hook file that does not load and names `event:
+//!    commit.before` refuses the commit (the dispatcher's step 1); a broken phase-1 script only
+//!    warns, as in phase 1.
 //!
 //! This file holds the errors and the run inside `git commit` (rules 4 to 6); `git_hook` writes
 //! and removes the script git starts (rules 1 to 3) and `staged` asks git what the commit holds.
@@ -51,7 +53,7 @@ use crate::event::Event;
 use crate::exec::{ExecError, RunOptions, RunOutcome, run_hook};
 use crate::fire::{FireError, Firing, fire};
 use crate::git::{Git, GitError, RunningGit};
-use crate::hook::{Hook, HookKind, Problem};
+use crate::hook::{Binds, Hook, HookKind, Problem};
 use crate::status::{StatusError, StatusStore};
 
 /// The variable that skips hooks at commit time (rule 6).
@@ -275,7 +277,16 @@ pub fn run_pre_commit(
             to_run.push(hook);
         }
     }
-    let mut gates_to_run = Discovery::default();
+    // A gate fails closed (crate::fire, step 1) on a file that does not load and names
+    // `event: commit.before`; a broken phase-1 script (`type: pre-commit`, or a file nothing
+    // says is a gate) warns above, as in phase 1.
+    let mut gates_to_run = Discovery {
+        problems: (discovery.problems.iter())
+            .filter(|p| p.binds == Binds::Event(Event::CommitBefore))
+            .cloned()
+            .collect(),
+        ..Discovery::default()
+    };
     for hook in gates {
         if skip.skips(hook) {
             on_event(PreCommitEvent::Skipped(hook));
@@ -283,7 +294,7 @@ pub fn run_pre_commit(
             gates_to_run.hooks.push(hook.clone());
         }
     }
-    if to_run.is_empty() && gates_to_run.hooks.is_empty() {
+    if to_run.is_empty() && !gates_to_run.fires(&Event::CommitBefore) {
         if let Ok(git) = staged {
             git.abandon();
         }
@@ -312,7 +323,7 @@ pub fn run_pre_commit(
             return Ok(report);
         }
     }
-    if gates_to_run.hooks.is_empty() {
+    if !gates_to_run.fires(&Event::CommitBefore) {
         return Ok(report);
     }
     let mut firing = Firing::new(Event::CommitBefore);
