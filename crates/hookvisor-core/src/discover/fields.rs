@@ -78,8 +78,6 @@ pub(super) struct Loaded {
     pub(super) hook: Hook,
     /// Front matter `retries`, when given.
     pub(super) retries: Option<u32>,
-    /// Whether the phase-1 runners may run it (the rule is in [`Hook`]'s documentation).
-    pub(super) phase1: bool,
 }
 
 /// The fields of the event model (EVENTS.md §1.3, §1.2) that the phase-1 runners do not honour:
@@ -259,11 +257,7 @@ pub(super) fn hook_from_fields(
         origin,
         phase1,
     };
-    Ok(Loaded {
-        hook,
-        retries,
-        phase1,
-    })
+    Ok(Loaded { hook, retries })
 }
 
 /// The timeout of a command hook whose event has no phase-1 kind (EVENTS.md §1.3).

@@ -24,8 +24,6 @@ pub(super) struct HookFile {
     pub(super) notes: Vec<Note>,
     /// Front matter `retries`, when given.
     pub(super) retries: Option<u32>,
-    /// Whether the phase-1 runners may run it (see [`Hook`]).
-    pub(super) phase1: bool,
     /// The 1-based line of each front matter field, for the warnings' lines.
     pub(super) lines: BTreeMap<String, usize>,
 }
@@ -141,11 +139,7 @@ fn hook_file(
     declarative: bool,
     origin: Origin,
 ) -> Result<HookFile, ProblemKind> {
-    let Loaded {
-        hook,
-        retries,
-        phase1,
-    } = hook_from_fields(id, path, &front, declarative, origin)?;
+    let Loaded { hook, retries } = hook_from_fields(id, path, &front, declarative, origin)?;
     let unknown = front
         .fields
         .keys()
@@ -157,7 +151,6 @@ fn hook_file(
         unknown,
         notes: front.notes,
         retries,
-        phase1,
         lines: front.lines,
     })
 }
@@ -175,8 +168,8 @@ pub(crate) fn declares_root_session(hook: &Hook, head: &[u8]) -> bool {
         return false;
     };
     hook_from_fields(hook.id.clone(), &hook.path, &front, false, hook.origin).is_ok_and(
-        |Loaded { hook, phase1, .. }| {
-            phase1 && hook.kind == HookKind::Session && hook.run_as == RunAs::Root
+        |Loaded { hook, .. }| {
+            hook.phase1 && hook.kind == HookKind::Session && hook.run_as == RunAs::Root
         },
     )
 }

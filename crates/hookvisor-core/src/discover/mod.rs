@@ -368,7 +368,6 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                     unknown,
                     notes,
                     retries,
-                    phase1,
                     lines,
                 } = read;
                 let mut warn = |kind: ProblemKind| {
@@ -397,7 +396,7 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                 }
                 // Every hook keeps its `retries` in its spec: a session hook's attempts, an
                 // event hook's `on_failure: retry`; a phase-1 file or pre-commit hook has none.
-                if retries.is_some() && phase1 && hook.kind != HookKind::Session {
+                if retries.is_some() && hook.phase1 && hook.kind != HookKind::Session {
                     warn(ProblemKind::RetriesIgnored { kind: hook.kind });
                 }
                 if hook.spec.event == Event::SessionStart
