@@ -6,8 +6,11 @@
 //! 1. **Selection** (§1.4). The hooks are [`Discovery::event_hooks`] whose `spec.event` is the
 //!    fired event, in discovery (file-name) order. `turn.end` is the exception (rule 8: `eval`
 //!    ≡ `fire turn.end`): it is handed whole to the end-of-turn evaluation ([`Evaluator`]), which
-//!    runs the phase-1 file hooks with the `event: turn.end` hooks, through this module's runner
-//!    for the latter (steps 5–8), and whose report gives the reply. Other phase-1 hooks
+//!    runs the phase-1 file hooks with the `event: turn.end` hooks, each through this module's
+//!    run/judge/record step (steps 5–8; a phase-1 script keeps phase 1's semantics there: it
+//!    shows as running, runs with the DISCOBOT_* variables and no event JSON, its output kept
+//!    as it came for its re-prompt, judged by its exit code alone), and whose report gives the
+//!    reply. Other phase-1 hooks
 //!    ([`Hook::phase1`]) are not run here: `session.start` and `commit.before` keep their
 //!    phase-1 runners, and firing one of those events runs only its event hooks. A **gate
 //!    fails closed on a hook file that does not load** ([`Discovery::unloaded_gate`]): when a
@@ -475,6 +478,9 @@ pub(crate) struct Done {
     pub(crate) run: FinishedRun,
     /// What the last run's action produced for the later hooks (crate::produced).
     pub(crate) produced: Vec<Produced>,
+    /// A phase-1 hook's output as phase 1 shows it (stdout and stderr as they came, the
+    /// last 64 KiB) and whether it was cut: its re-prompt quotes it byte for byte.
+    pub(crate) tail: Option<(String, bool)>,
 }
 
 /// One run of an action as its runner hands it back to [`run_judged`].
@@ -527,23 +533,38 @@ pub(crate) fn run_judged(
                 judgment: judge.judge_refused(&run),
                 run,
                 produced: Vec::new(),
+                tail: None,
             }));
         }
         Refusal::Run => {}
     }
     let mut retries_left = hook.spec.retries;
     loop {
+        // A phase-1 hook shows as running while it runs, as phase 1's runners showed it.
+        if hook.phase1 {
+            store.update(|s| s.entry(hook, ctx).begin(SystemTime::now()))?;
+        }
+        let mut tail = None;
         let (run, deterministic, judged, produced) =
             match run_once(ctx, hook, firing, payload, cancel)? {
                 Ran::Finished(action) if action.outcome.cancelled => {
+                    // A cancelled phase-1 run has no result: it is pending again.
+                    if hook.phase1 {
+                        store.update(|s| {
+                            s.entry(hook, ctx).last_result = crate::status::RunResult::Pending;
+                            s.set_pending(&hook.id, true);
+                        })?;
+                    }
                     return Err(FireError::Cancelled);
                 }
                 Ran::Finished(action) => {
                     let outcome = &action.outcome;
+                    if hook.phase1 {
+                        let cut = outcome.output_bytes > outcome.tail.len() as u64;
+                        tail = Some((outcome.tail.clone(), cut));
+                    }
                     store.update(|status| {
-                        let entry = status.entry(hook, ctx);
-                        entry.record(outcome, SystemTime::now());
-                        label(entry, hook);
+                        status.entry(hook, ctx).record(outcome, SystemTime::now());
                     })?;
                     let run = finished(ctx, hook, outcome);
                     // An action's own verdict is final: the same cause would decide again.
@@ -571,6 +592,7 @@ pub(crate) fn run_judged(
             judgment,
             run,
             produced,
+            tail,
         }));
     }
 }
@@ -587,15 +609,8 @@ fn record_refused(
     store.update(|status| {
         let entry = status.entry(hook, ctx);
         entry.record_unfinished(message, Duration::ZERO, SystemTime::now());
-        label(entry, hook);
     })?;
     Ok(run)
-}
-
-/// The status fields of the event model (EVENTS.md §2.1, §5 rule 10): `type`, and `event`,
-/// `source`, `action` for event-model hooks only, so a phase-1 file's entry stays discobot's.
-pub(crate) fn label(entry: &mut crate::status::HookStatus, hook: &Hook) {
-    entry.describe(hook);
 }
 
 /// What is decided about a hook before anything runs.
@@ -688,6 +703,17 @@ fn run_once(
     // A webhook sends its request from here, with no process (crate::webhook).
     if let Some(ran) = crate::webhook::run(ctx, hook, payload, cancel)? {
         return Ok(ran);
+    }
+    // A phase-1 script runs as phase 1 ran it: DISCOBOT_* variables, no event JSON, stdout
+    // and stderr together (its re-prompt quotes them as they came), judged by its exit code
+    // alone since the judge sees no stdout.
+    if hook.phase1 {
+        let files = firing.files.as_deref().unwrap_or_default();
+        let options = RunOptions {
+            cancel: Some(cancel.clone()),
+            ..RunOptions::default()
+        };
+        return Ok(Ran::Finished(run_hook(ctx, hook, files, &options)?.into()));
     }
     let parent = ctx.state().root().join("fire");
     // The payload's files, removed when the run is over (dropping `files`). They sit directly

@@ -22,8 +22,6 @@ use crate::status::StatusStore;
 pub(super) struct TurnHook<'a> {
     /// The hook.
     pub(super) hook: &'a Hook,
-    /// True for an `event: turn.end` hook of the event model ([`Discovery::event_hooks`]).
-    pub(super) event: bool,
     /// True for an `event: turn.end` hook without a pattern: it keeps no pending set and runs
     /// at every turn end on the files that changed in the turn (EVENTS.md §5 rule 8).
     pub(super) every_turn: bool,
@@ -36,12 +34,10 @@ pub(super) struct TurnHook<'a> {
 pub(super) fn pre_pass(discovery: &Discovery) -> Vec<TurnHook<'_>> {
     let phase1 = discovery.of_kind(HookKind::File).map(|hook| TurnHook {
         hook,
-        event: false,
         every_turn: false,
     });
     let event = turn_end_hooks(discovery, Phase::Pre).map(|hook| TurnHook {
         hook,
-        event: true,
         every_turn: hook.pattern.is_none(),
     });
     let mut hooks: Vec<TurnHook<'_>> = phase1.chain(event).collect();
@@ -105,8 +101,9 @@ pub(super) fn result(hook: &Hook, files: Vec<PathBuf>, done: &Done) -> HookResul
     }
 }
 
-/// The phase-1 re-prompt of an event hook that blocked: its reason (stderr, else stdout, or
-/// the JSON decision's reason, already shrunk by the judge) stands as the output.
+/// The phase-1 re-prompt of a hook that blocked: a phase-1 hook's output as phase 1 quotes it;
+/// an event hook's reason (stderr, else stdout, or the JSON decision's reason, already shrunk
+/// by the judge) standing as the output.
 pub(super) fn failure(
     ctx: &Context,
     hook: &Hook,
@@ -122,8 +119,11 @@ pub(super) fn failure(
         files,
         exit_code: done.run.exit_code,
         timed_out_after: done.run.timed_out,
-        output_tail: reason.to_owned(),
-        output_cut: false,
+        output_tail: done
+            .tail
+            .as_ref()
+            .map_or_else(|| reason.to_owned(), |(tail, _)| tail.clone()),
+        output_cut: done.tail.as_ref().is_some_and(|(_, cut)| *cut),
         log_path: ctx.log_path(&hook.id),
         attempt,
         max_attempts,

@@ -6,13 +6,12 @@ use std::time::SystemTime;
 
 use super::event_hooks::{self, TurnHook};
 use super::marker::Marker;
-use super::run::run_recorded;
-use super::{Action, EvalError, EvalOptions, EvalReport, HookResult, Trigger};
+use super::{Action, EvalError, EvalOptions, EvalReport, Trigger};
 use crate::changes::{ChangeScan, DirtyFile, FileState, Timestamp};
 use crate::context::Context;
 use crate::decision::{Phase, Verdict};
 use crate::discover::Discovery;
-use crate::fire::{self, Done, Firing};
+use crate::fire::{Done, Firing};
 use crate::hook::{Hook, Problem};
 use crate::message::{Failure, broken_hooks_message};
 use crate::produced::Earlier;
@@ -47,11 +46,8 @@ pub(super) fn evaluate_scan(
             Some(recorded) if options.trigger != Trigger::Loop => counted.min(recorded),
             _ => counted,
         };
-        for &TurnHook { hook, event, .. } in pre_pass.iter().filter(|h| !h.every_turn) {
+        for &TurnHook { hook, .. } in pre_pass.iter().filter(|h| !h.every_turn) {
             let entry = status.entry(hook, ctx);
-            if event {
-                fire::label(entry, hook);
-            }
             if entry.last_result == RunResult::Running {
                 // Left running by an evaluation that died: only evaluations run file hooks,
                 // and we hold the evaluation lock.
@@ -300,12 +296,7 @@ fn run_pre_pass(
 ) -> Result<(), EvalError> {
     let store = &StatusStore::for_context(ctx);
     let scan = pass.scan;
-    for &TurnHook {
-        hook,
-        event,
-        every_turn,
-    } in pass.hooks
-    {
+    for &TurnHook { hook, every_turn } in pass.hooks {
         if every_turn {
             let files = pass.changed.to_vec();
             let Some(done) =
@@ -351,65 +342,32 @@ fn run_pre_pass(
             .map(|f| f.path.clone())
             .collect();
         let cutoff = Timestamp::now();
-        if event {
-            let Some(done) =
-                event_hooks::run(ctx, store, hook, &files, turn, options, None, earlier)?
-            else {
-                // Its `when` is false for this change: nothing to check, as if it had passed.
-                status = store.update(|s| {
-                    s.set_pending(&hook.id, false);
-                    s.clone()
-                })?;
-                continue;
-            };
-            marker.hooks.insert(hook.id.clone(), cutoff);
-            marker.save(ctx)?;
-            report
-                .results
-                .push(event_hooks::result(hook, files.clone(), &done));
-            report.context.extend(done.judgment.context.iter().cloned());
-            if matches!(done.judgment.verdict, Verdict::Allow | Verdict::Success) {
-                status = store.update(|s| {
-                    s.set_pending(&hook.id, false);
-                    s.clone()
-                })?;
-            }
-            if judged_stop(ctx, hook, files, &done, options, report) {
-                break;
-            }
-            continue;
-        }
-        let outcome = run_recorded(ctx, store, hook, &files, options.cancel.as_ref())?;
-        marker.hooks.insert(hook.id.clone(), cutoff);
-        marker.save(ctx)?;
-        report.results.push(HookResult {
-            hook_id: hook.id.clone(),
-            exit_code: outcome.exit_code,
-            success: outcome.success(),
-            timed_out: outcome.timed_out,
-            files: files.clone(),
-        });
-        if outcome.success() {
+        // Phase-1 file hooks and `event: turn.end` hooks alike run through the event
+        // dispatcher's run/judge/record step (crate::fire), each with its own semantics.
+        let Some(done) = event_hooks::run(ctx, store, hook, &files, turn, options, None, earlier)?
+        else {
+            // Its `when` is false for this change: nothing to check, as if it had passed.
             status = store.update(|s| {
                 s.set_pending(&hook.id, false);
                 s.clone()
             })?;
             continue;
-        }
-        let failure = Failure {
-            hook_name: hook.name.clone(),
-            pattern: hook.pattern.as_ref().map(|p| p.as_str().to_owned()),
-            files,
-            exit_code: outcome.exit_code,
-            timed_out_after: outcome.timed_out.then_some(hook.timeout),
-            output_tail: outcome.tail.clone(),
-            output_cut: outcome.output_bytes > outcome.tail.len() as u64,
-            log_path: ctx.log_path(&hook.id),
-            attempt: report.attempt,
-            max_attempts: options.max_retries,
         };
-        stop_at(hook, failure, options, report);
-        break;
+        marker.hooks.insert(hook.id.clone(), cutoff);
+        marker.save(ctx)?;
+        report
+            .results
+            .push(event_hooks::result(hook, files.clone(), &done));
+        report.context.extend(done.judgment.context.iter().cloned());
+        if matches!(done.judgment.verdict, Verdict::Allow | Verdict::Success) {
+            status = store.update(|s| {
+                s.set_pending(&hook.id, false);
+                s.clone()
+            })?;
+        }
+        if judged_stop(ctx, hook, files, &done, options, report) {
+            break;
+        }
     }
 
     report.pending = store.update(|s| {

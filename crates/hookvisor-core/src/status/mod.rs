@@ -265,10 +265,6 @@ impl Status {
         entry.hook_name.clone_from(&hook.name);
         entry.describe(hook);
         entry.output_path = output_path;
-        // A global hook is in no workspace: every runner records where it is (EVENTS.md §2.1).
-        if hook.origin == crate::Origin::Global {
-            entry.source = Some(hook.source());
-        }
         entry
     }
 
@@ -372,6 +368,10 @@ impl HookStatus {
         } else {
             (None, None, None)
         };
+        // A global hook is in no workspace: every runner records where it is (EVENTS.md §2.1).
+        if hook.origin == crate::Origin::Global {
+            self.source = Some(hook.source());
+        }
     }
 
     /// Records that a run started at `now`: dashboards show it running.
