@@ -478,9 +478,9 @@ pub(crate) struct Done {
     pub(crate) run: FinishedRun,
     /// What the last run's action produced for the later hooks (crate::produced).
     pub(crate) produced: Vec<Produced>,
-    /// A phase-1 hook's output as phase 1 shows it (stdout and stderr as they came, the
-    /// last 64 KiB) and whether it was cut: its re-prompt quotes it byte for byte.
-    pub(crate) tail: Option<(String, bool)>,
+    /// A phase-1 hook's last run as phase 1 reports it (its output as it came, the last 64
+    /// KiB, for the re-prompt and the commit's message); `None` for other hooks.
+    pub(crate) phase1: Option<RunOutcome>,
 }
 
 /// One run of an action as its runner hands it back to [`run_judged`].
@@ -533,18 +533,20 @@ pub(crate) fn run_judged(
                 judgment: judge.judge_refused(&run),
                 run,
                 produced: Vec::new(),
-                tail: None,
+                phase1: None,
             }));
         }
         Refusal::Run => {}
     }
     let mut retries_left = hook.spec.retries;
     loop {
-        // A phase-1 hook shows as running while it runs, as phase 1's runners showed it.
-        if hook.phase1 {
+        // A phase-1 hook shows as running while it runs, as phase 1's runners showed it; but
+        // not inside `git commit`, which waits for its hooks anyway and where a status write
+        // costs two fsyncs (BENCHMARKS.md, case 3).
+        if hook.phase1 && firing.event != Event::CommitBefore {
             store.update(|s| s.entry(hook, ctx).begin(SystemTime::now()))?;
         }
-        let mut tail = None;
+        let mut phase1 = None;
         let (run, deterministic, judged, produced) =
             match run_once(ctx, hook, firing, payload, cancel)? {
                 Ran::Finished(action) if action.outcome.cancelled => {
@@ -560,8 +562,7 @@ pub(crate) fn run_judged(
                 Ran::Finished(action) => {
                     let outcome = &action.outcome;
                     if hook.phase1 {
-                        let cut = outcome.output_bytes > outcome.tail.len() as u64;
-                        tail = Some((outcome.tail.clone(), cut));
+                        phase1 = Some(outcome.clone());
                     }
                     store.update(|status| {
                         status.entry(hook, ctx).record(outcome, SystemTime::now());
@@ -592,7 +593,7 @@ pub(crate) fn run_judged(
             judgment,
             run,
             produced,
-            tail,
+            phase1,
         }));
     }
 }

@@ -120,10 +120,11 @@ pub(super) fn failure(
         exit_code: done.run.exit_code,
         timed_out_after: done.run.timed_out,
         output_tail: done
-            .tail
+            .phase1
             .as_ref()
-            .map_or_else(|| reason.to_owned(), |(tail, _)| tail.clone()),
-        output_cut: done.tail.as_ref().is_some_and(|(_, cut)| *cut),
+            .map_or_else(|| reason.to_owned(), |run| run.tail.clone()),
+        output_cut: (done.phase1.as_ref())
+            .is_some_and(|run| run.output_bytes > run.tail.len() as u64),
         log_path: ctx.log_path(&hook.id),
         attempt,
         max_attempts,

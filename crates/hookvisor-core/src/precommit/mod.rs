@@ -30,6 +30,11 @@
 //!    commit.before` refuses the commit (the dispatcher's step 1); a broken phase-1 script only
 //!    warns, as in phase 1.
 //!
+//! Each hook runs through the event dispatcher's run/judge/record step ([`crate::fire`]), a
+//! phase-1 script with phase 1's semantics (its exit code, DISCOBOT_* variables, its output as
+//! it came), without the "running" record elsewhere written first: a commit waits for its
+//! hooks anyway.
+//!
 //! This file holds the errors and the run inside `git commit` (rules 4 to 6); `git_hook` writes
 //! and removes the script git starts (rules 1 to 3) and `staged` asks git what the commit holds.
 
@@ -38,7 +43,6 @@ mod staged;
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 pub use self::git_hook::{
     Ensured, GitHook, Installed, MANAGED_MARKER, Uninstalled, ensure_pre_commit, git_hooks_dir,
@@ -50,8 +54,8 @@ use crate::context::Context;
 use crate::decision::{Decision, Reply};
 use crate::discover::{Discovery, discover_workspace};
 use crate::event::Event;
-use crate::exec::{ExecError, RunOptions, RunOutcome, run_hook};
-use crate::fire::{FireError, Firing, fire};
+use crate::exec::{CancelToken, ExecError, RunOutcome};
+use crate::fire::{FireError, Firing, fire, run_judged};
 use crate::git::{Git, GitError, RunningGit};
 use crate::hook::{Binds, Hook, HookKind, Problem};
 use crate::status::{StatusError, StatusStore};
@@ -312,10 +316,22 @@ pub fn run_pre_commit(
             continue;
         }
         on_event(PreCommitEvent::Started(hook, &files));
-        // No `begin` record: a commit waits for its hooks anyway, and each status write costs
-        // two fsyncs on the commit path. `record` writes the same `lastRunAt`.
-        let outcome = run_hook(ctx, hook, &files, &RunOptions::default())?;
-        store.record(ctx, hook, &outcome, None, SystemTime::now())?;
+        // Through the dispatcher's run/judge/record step, as every runner runs its hooks; a
+        // phase-1 script keeps phase 1's semantics there (crate::fire, step 1).
+        let mut firing = Firing::new(Event::CommitBefore);
+        firing.files = Some(files.clone());
+        let payload = crate::fire::payload(ctx, &firing, None);
+        let done = run_judged(
+            ctx,
+            hook,
+            &firing,
+            &payload,
+            &store,
+            &CancelToken::default(),
+        )?;
+        let Some(outcome) = done.and_then(|done| done.phase1) else {
+            continue;
+        };
         on_event(PreCommitEvent::Finished(hook, &files, &outcome));
         report.runs.push((hook.id.clone(), outcome.exit_code));
         if !outcome.success() {
