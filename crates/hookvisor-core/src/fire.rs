@@ -6,9 +6,12 @@
 //! 1. **Selection** (§1.4). The hooks are [`Discovery::event_hooks`] whose `spec.event` is the
 //!    fired event, in discovery (file-name) order. `turn.end` is the exception (rule 8: `eval`
 //!    ≡ `fire turn.end`): it is handed whole to the end-of-turn evaluation ([`Evaluator`]), which
-//!    runs the phase-1 file hooks with the `event: turn.end` hooks, through this module's runner
-//!    for the latter (steps 5–8), and whose report gives the reply. Other phase-1 hooks
-//!    ([`Discovery::hooks`]) are not run here: `session.start` and `commit.before` keep their
+//!    runs the phase-1 file hooks with the `event: turn.end` hooks, each through this module's
+//!    run/judge/record step (steps 5–8; a phase-1 script keeps phase 1's semantics there: it
+//!    shows as running, runs with the DISCOBOT_* variables and no event JSON, its output kept
+//!    as it came for its re-prompt, judged by its exit code alone), and whose report gives the
+//!    reply. Other phase-1 hooks
+//!    ([`Hook::phase1`]) are not run here: `session.start` and `commit.before` keep their
 //!    phase-1 runners, and firing one of those events runs only its event hooks. A **gate
 //!    fails closed on a hook file that does not load** ([`Discovery::unloaded_gate`]): when a
 //!    file of the hooks directories may be a hook of this gate ([`Binds`]: its front matter
@@ -103,7 +106,7 @@
 //! [`Evaluator`]: crate::Evaluator
 //! [`EvalReport::reply`]: crate::EvalReport::reply
 //! [`Firing::max_attempts`]: crate::firing::Firing::max_attempts
-//! [`Discovery::hooks`]: crate::Discovery::hooks
+//! [`Hook::phase1`]: crate::hook::Hook::phase1
 //! [`Discovery::unloaded_gate`]: crate::Discovery::unloaded_gate
 //! [`Binds`]: crate::hook::Binds
 //! [`Outcome::ends_pre_pass`]: crate::decision::Outcome::ends_pre_pass
@@ -266,8 +269,7 @@ pub(crate) fn fire_hooks(
     let store = StatusStore::for_context(ctx).with_durability(crate::state::Durability::Whole);
     let hooks = |phase| {
         discovery
-            .event_hooks
-            .iter()
+            .event_hooks()
             .filter(move |h| h.spec.phase == phase && selected(h, firing))
     };
     let mut outcome = Outcome::new();
@@ -432,8 +434,7 @@ pub fn deliver(
     decision: Option<&str>,
 ) -> Result<Option<Json>, FireError> {
     let Some(hook) = discovery
-        .event_hooks
-        .iter()
+        .event_hooks()
         .find(|h| h.id == id && h.spec.event == firing.event && !h.spec.await_)
     else {
         return Ok(None);
@@ -569,6 +570,9 @@ pub(crate) struct Done {
     pub(crate) run: FinishedRun,
     /// What the last run's action produced for the later hooks (crate::produced).
     pub(crate) produced: Vec<Produced>,
+    /// A phase-1 hook's last run as phase 1 reports it (its output as it came, the last 64
+    /// KiB, for the re-prompt and the commit's message); `None` for other hooks.
+    pub(crate) phase1: Option<RunOutcome>,
 }
 
 /// Steps 5–7 for one hook: `None` when its `when` is false. A cancelled run is not recorded
@@ -599,23 +603,39 @@ pub(crate) fn run_judged(
                 judgment: judge.judge_refused(&run),
                 run,
                 produced: Vec::new(),
+                phase1: None,
             }));
         }
         Refusal::Run => {}
     }
     let mut retries_left = hook.spec.retries;
     loop {
+        // A phase-1 hook shows as running while it runs, as phase 1's runners showed it; but
+        // not inside `git commit`, which waits for its hooks anyway and where a status write
+        // costs two fsyncs (BENCHMARKS.md, case 3).
+        if hook.phase1 && firing.event != Event::CommitBefore {
+            store.update(|s| s.entry(hook, ctx).begin(SystemTime::now()))?;
+        }
+        let mut phase1 = None;
         let (run, deterministic, judged, produced) =
             match run_once(ctx, hook, firing, payload, cancel)? {
                 Ran::Finished(action) if action.outcome.cancelled => {
+                    // A cancelled phase-1 run has no result: it is pending again.
+                    if hook.phase1 {
+                        store.update(|s| {
+                            s.entry(hook, ctx).last_result = crate::status::RunResult::Pending;
+                            s.set_pending(&hook.id, true);
+                        })?;
+                    }
                     return Err(FireError::Cancelled);
                 }
                 Ran::Finished(action) => {
                     let outcome = &action.outcome;
+                    if hook.phase1 {
+                        phase1 = Some(outcome.clone());
+                    }
                     store.update(|status| {
-                        let entry = status.entry(hook, ctx);
-                        entry.record(outcome, SystemTime::now());
-                        label(entry, hook);
+                        status.entry(hook, ctx).record(outcome, SystemTime::now());
                     })?;
                     let run = finished(ctx, hook, outcome);
                     // An action's own verdict is final: the same cause would decide again.
@@ -643,6 +663,7 @@ pub(crate) fn run_judged(
             judgment,
             run,
             produced,
+            phase1,
         }));
     }
 }
@@ -659,15 +680,8 @@ fn record_refused(
     store.update(|status| {
         let entry = status.entry(hook, ctx);
         entry.record_unfinished(message, Duration::ZERO, SystemTime::now());
-        label(entry, hook);
     })?;
     Ok(run)
-}
-
-/// The status fields of the event model (EVENTS.md §2.1, §5 rule 10): `type`, and `event`,
-/// `source`, `action` for event-model hooks only, so a phase-1 file's entry stays discobot's.
-pub(crate) fn label(entry: &mut crate::status::HookStatus, hook: &Hook) {
-    entry.describe(hook);
 }
 
 /// What is decided about a hook before anything runs.
@@ -747,6 +761,17 @@ fn run_once(
     // A webhook sends its request from here, with no process (crate::webhook).
     if let Some(ran) = crate::runner::webhook::run(ctx, hook, payload, cancel)? {
         return Ok(ran);
+    }
+    // A phase-1 script runs as phase 1 ran it: DISCOBOT_* variables, no event JSON, stdout
+    // and stderr together (its re-prompt quotes them as they came), judged by its exit code
+    // alone since the judge sees no stdout.
+    if hook.phase1 {
+        let files = firing.files.as_deref().unwrap_or_default();
+        let options = RunOptions {
+            cancel: Some(cancel.clone()),
+            ..RunOptions::default()
+        };
+        return Ok(Ran::Finished(run_hook(ctx, hook, files, &options)?.into()));
     }
     let parent = ctx.state().root().join("fire");
     // The payload's files, removed when the run is over (dropping `files`). They sit directly

@@ -78,23 +78,28 @@ pub enum Origin {
     Global,
 }
 
-/// A hook that passed every check of discovery and can be run.
+/// A hook that passed every check of discovery and can be run: one value for every source
+/// (`.discobot/hooks`, the other tools' files, the global hooks).
 ///
-/// # Phase-1 kinds and events
+/// # Binding, action, policy
 ///
-/// [`Hook::spec`]`.event` is authoritative for when a hook runs (EVENTS.md §2.1); `kind` is its
-/// phase-1 kind, kept so that the phase-1 runners (evaluation, session, pre-commit, `eval
-/// HOOK`) go on selecting hooks exactly as before. Discovery puts a hook in
-/// [`Discovery::hooks`](crate::Discovery::hooks), where those runners look, only when phase 1
-/// runs it exactly as it asks: an executable script whose event has a phase-1 kind (for
-/// `turn.end`, with a `pattern`: rule 8's pattern-less `turn.end` hook runs at every turn end,
-/// which the evaluator does not do) and whose front matter sets none of the §1.3 fields the
-/// phase-1 runners would ignore (`tool`, `when`, `phase`, `await`, `block_on`, `on_failure`,
-/// `retry_delay`, `pipe_output`, `reason_from`, `run`, `argv`, `action`). Every other hook goes to
-/// [`Discovery::event_hooks`](crate::Discovery::event_hooks), which only the event dispatcher
-/// will read, so a new event hook never runs in a phase-1 runner by accident. There `kind` has
-/// no meaning of its own: it is the event's phase-1 kind when it has one, else
-/// [`HookKind::Session`] as a stand-in, and `timeout` defaults to 60 seconds (§1.3 `command`).
+/// [`Hook::spec`] holds the event binding (`event`, `phase`, `tool`, [`Hook::pattern`],
+/// `when`), the action (plain data) and the policy (`await`, `block_on`, `on_failure`,
+/// `retries`, [`Hook::timeout`], `pipe_output`, [`Hook::run_as`]). discobot's kinds are event
+/// bindings (EVENTS.md §2.1): `file` is `turn.end` with a pattern, `session` the container's
+/// `session.start`, `pre-commit` `commit.before`; `kind` is the event's phase-1 kind (else
+/// [`HookKind::Session`] as a stand-in), for `status.json` and `DISCOBOT_HOOK_TYPE`.
+///
+/// # Phase 1
+///
+/// [`Hook::phase1`] is true when phase 1 runs the hook exactly as it asks: an executable
+/// script whose event has a phase-1 kind (for `turn.end`, with a `pattern`) and whose front
+/// matter sets none of the §1.3 fields the phase-1 runners would ignore (`tool`, `when`,
+/// `phase`, `await`, `block_on`, `on_failure`, `retry_delay`, `pipe_output`, `reason_from`,
+/// `run`, `argv`, `action`). The phase-1 runners run such hooks with phase 1's semantics (exit
+/// code only, DISCOBOT_* variables, discobot's `status.json` entry); the others run through
+/// the event dispatcher's runner, so a new event hook never runs as a phase-1 hook by
+/// accident. An event hook's `timeout` defaults to 60 seconds (§1.3 `command`).
 #[derive(Debug, Clone)]
 pub struct Hook {
     /// Stable identifier derived from the file name (see [`crate::hook::hook_id`]).
@@ -121,6 +126,8 @@ pub struct Hook {
     pub spec: EventSpec,
     /// Where it was found.
     pub origin: Origin,
+    /// Whether phase 1's semantics run it (see [`Hook`]'s "Phase 1").
+    pub phase1: bool,
 }
 
 impl Hook {
@@ -179,12 +186,13 @@ pub struct Problem {
     pub path: PathBuf,
     /// What is wrong and how to fix it.
     pub kind: ProblemKind,
-    /// The kind of hook the file says it is, so that a caller can keep the problems of its own
-    /// hooks: the front matter's `type` when the front matter can be read, else `pre-commit`
-    /// when the file mentions it (a commit must hear of a pre-commit hook it will not run).
-    pub declared: Option<HookKind>,
-    /// The event the file meant to bind, for the gates that fail closed on it
-    /// ([`crate::fire`]'s step 1).
+    /// The 1-based line of the file it is on (EVENTS.md §5 rule 10): the line the kind names,
+    /// else the line of the field at fault, else the file's first line; `None` when the file
+    /// could not be read or the problem is its name's.
+    pub line: Option<usize>,
+    /// The event the file meant to bind, read once from its head: a gate of that event fails
+    /// closed on it ([`crate::fire`]'s step 1), and a phase-1 runner reports it as one of its
+    /// own.
     pub binds: Binds,
 }
 
@@ -197,8 +205,13 @@ pub enum Binds {
     /// nor `type`, or a problem that is no hook file's (the config, an imported source).
     #[default]
     Nothing,
-    /// The event its front matter names (by `event`, else by its phase-1 `type`).
+    /// The event its front matter names by `event`.
     Event(Event),
+    /// The phase-1 kind its front matter names by `type` (its event is the kind's); for a
+    /// script without front matter that mentions `pre-commit`, `pre-commit` (a commit must
+    /// hear of a pre-commit hook it will not run). A phase-1 runner warns about such a file,
+    /// as phase 1 did, where it fails closed on one of [`Binds::Event`].
+    Phase1(HookKind),
     /// Any event: a hook whose front matter does not parse, whose `event` or `type` is none
     /// hookvisor knows, or a file (or the directory) that cannot be read.
     Any,
@@ -211,26 +224,28 @@ impl Binds {
         if !hook_like {
             return Binds::Nothing;
         }
-        // CRs and a byte-order mark dropped, as `declared` reads them: a CRLF file still says
-        // its event.
+        // CRs and a byte-order mark dropped: a CRLF file still says its event.
         let text = text.replace('\r', "");
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         match crate::frontmatter::parse(text) {
             Ok(fields) => {
                 let event = fields.get("event").map(|e| e.trim().parse::<Event>().ok());
-                let kind = || {
-                    let kind = fields.get("type")?.trim().parse::<HookKind>().ok();
-                    Some(kind.map(Event::of_kind))
-                };
-                match event.or_else(kind) {
-                    Some(Some(event)) => Binds::Event(event),
-                    Some(None) => Binds::Any,
-                    None => Binds::Nothing,
+                let kind = fields
+                    .get("type")
+                    .map(|t| t.trim().parse::<HookKind>().ok());
+                match (event, kind) {
+                    (Some(Some(event)), _) => Binds::Event(event),
+                    (None, Some(Some(kind))) => Binds::Phase1(kind),
+                    (Some(None), _) | (None, Some(None)) => Binds::Any,
+                    (None, None) => Binds::Nothing,
                 }
             }
             // Front matter where discovery does not look (a `.yml` without `---`, a comment
             // before it, `# event:` lines without `#---`) may still be a gate's.
             Err(FrontMatterError::Missing) if names_a_hook_field(text) => Binds::Any,
+            Err(FrontMatterError::Missing) if text.contains("pre-commit") => {
+                Binds::Phase1(HookKind::PreCommit)
+            }
             Err(FrontMatterError::Missing) => Binds::Nothing,
             Err(_) => Binds::Any,
         }
@@ -255,10 +270,14 @@ fn names_a_hook_field(text: &str) -> bool {
 }
 
 impl Problem {
-    /// Whether the problem may be one of a hook of this kind: the file declares it, or it could
-    /// not be read at all, so nothing says it is not.
-    pub fn may_be(&self, kind: HookKind) -> bool {
-        self.declared == Some(kind) || self.kind.hides_the_file()
+    /// A problem of `path` on the line its kind names, if any.
+    pub fn new(path: PathBuf, kind: ProblemKind, binds: Binds) -> Problem {
+        Problem {
+            path,
+            line: kind.line(),
+            kind,
+            binds,
+        }
     }
 
     /// Whether the file may be a hook of `event`, whose gate then blocks ([`Binds`]).
@@ -266,6 +285,7 @@ impl Problem {
         match &self.binds {
             Binds::Nothing => false,
             Binds::Event(bound) => bound == event,
+            Binds::Phase1(kind) => Event::of_kind(*kind) == *event,
             Binds::Any => true,
         }
     }
@@ -274,7 +294,7 @@ impl Problem {
     /// [`Hook::source`] (EVENTS.md §5 rule 10); a file outside it (a user's) keeps its path.
     pub fn source(&self, workspace: &Path) -> String {
         let path = self.path.strip_prefix(workspace).unwrap_or(&self.path);
-        match self.kind.line() {
+        match self.line {
             Some(line) => format!("{}:{line}", path.display()),
             None => path.display().to_string(),
         }
@@ -283,7 +303,7 @@ impl Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind.line() {
+        match self.line {
             Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.kind),
             None => write!(f, "{}: {}", self.path.display(), self.kind),
         }
@@ -682,6 +702,21 @@ pub enum ProblemKind {
         /// The hook's event.
         event: String,
     },
+    /// `blocking` on a hook of the event model: it is phase 1's session field ("the agent waits
+    /// for it"), and on an event hook it could mean `await` or AutoAgent's "may block"
+    /// (EVENTS.md §1.5), which fail differently when the hook crashes.
+    #[error(
+        "'blocking' is for phase-1 session hooks (an executable script with 'type: session' \
+         and no event fields); on this {event} hook say what it means: 'await: true' (the \
+         event waits for it, the default) and/or 'block_on: failure' (any failure or crash \
+         blocks), then drop 'blocking'"
+    )]
+    BlockingOutsideSession {
+        /// 1-based line of `blocking`.
+        line: usize,
+        /// The hook's event.
+        event: String,
+    },
     /// `.discobot/hookvisor.yml` is refused (config module, rule 1); global hooks are off until
     /// it is fixed (rule 2).
     #[error("{0}; until it is fixed, global hooks are off and every setting is its default")]
@@ -739,12 +774,29 @@ impl ProblemKind {
             | ProblemKind::UnknownAction { line, .. }
             | ProblemKind::ScriptWithCommand { line, .. }
             | ProblemKind::RootOutsideSession { line, .. }
+            | ProblemKind::BlockingOutsideSession { line, .. }
             | ProblemKind::TextAfterFrontMatter { line }
             | ProblemKind::GlobalRunAsRoot { line } => Some(*line),
             ProblemKind::Config(error) => error.line,
             ProblemKind::Import { line, .. } => *line,
             _ => None,
         }
+    }
+
+    /// The front matter field at fault, for a kind whose text names no line: its line is the
+    /// problem's (EVENTS.md §5 rule 10).
+    pub fn field(&self) -> Option<&str> {
+        Some(match self {
+            ProblemKind::NoValue { key } | ProblemKind::InvalidBool { key, .. } => key,
+            ProblemKind::UnknownField { key, .. } => key,
+            ProblemKind::UnknownType { .. } | ProblemKind::MissingPattern => "type",
+            ProblemKind::InvalidRunAs { .. } => "run_as",
+            ProblemKind::InvalidPattern(_) => "pattern",
+            ProblemKind::InvalidTimeout { .. } => "timeout",
+            ProblemKind::InvalidRetries { .. } | ProblemKind::RetriesIgnored { .. } => "retries",
+            ProblemKind::RootRunsBlocking => "run_as",
+            _ => return None,
+        })
     }
 
     /// Whether the problem kept the file from being read, so that nothing is known of what it
@@ -817,12 +869,7 @@ mod tests {
 
     #[test]
     fn a_problem_with_a_line_prints_it_after_the_path() {
-        let problem = |kind| Problem {
-            path: PathBuf::from("/hooks/a.yml"),
-            kind,
-            declared: None,
-            binds: Binds::Nothing,
-        };
+        let problem = |kind| Problem::new(PathBuf::from("/hooks/a.yml"), kind, Binds::Nothing);
         let with_line = problem(ProblemKind::RunAndArgv { line: 4 });
         assert_eq!(
             with_line.to_string(),
@@ -840,12 +887,11 @@ mod tests {
     #[test]
     fn a_problem_with_a_name_that_is_not_utf8_serialises_lossily() {
         use std::os::unix::ffi::OsStrExt;
-        let problem = Problem {
-            path: PathBuf::from(std::ffi::OsStr::from_bytes(b"/hooks/bad\xff.sh")),
-            kind: ProblemKind::NameNotUtf8,
-            declared: None,
-            binds: Binds::Nothing,
-        };
+        let problem = Problem::new(
+            PathBuf::from(std::ffi::OsStr::from_bytes(b"/hooks/bad\xff.sh")),
+            ProblemKind::NameNotUtf8,
+            Binds::Nothing,
+        );
         assert_eq!(
             serde_json::to_value(&problem).unwrap(),
             serde_json::json!({

@@ -338,11 +338,12 @@ mod tests {
 
     #[test]
     fn broken_hook_files_in_the_seed_conventions() {
-        let problem = |path: &str, reason: &str| Problem {
-            path: path.into(),
-            kind: crate::hook::ProblemKind::Reported(reason.into()),
-            declared: None,
-            binds: Default::default(),
+        let problem = |path: &str, reason: &str| {
+            Problem::new(
+                path.into(),
+                crate::hook::ProblemKind::Reported(reason.into()),
+                Default::default(),
+            )
         };
         let one = [problem(
             ".discobot/hooks/x.sh",

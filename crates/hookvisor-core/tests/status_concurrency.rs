@@ -44,6 +44,7 @@ fn hook(id: &str) -> Hook {
         timeout: Duration::from_secs(1),
         spec: hookvisor_core::event::EventSpec::for_kind(HookKind::File),
         origin: hookvisor_core::hook::Origin::Workspace,
+        phase1: true,
     }
 }
 

@@ -6,8 +6,6 @@ use std::path::Path;
 
 use hookvisor_core::config::Source;
 use hookvisor_core::event::Event;
-use hookvisor_core::hook::Origin;
-use hookvisor_core::policy::DEFAULT_RETRIES;
 use hookvisor_core::policy::OnFailure;
 use hookvisor_core::{Config, Context, Discovery, Hook, Problem, ProblemKind};
 use serde_json::{Value, json};
@@ -19,7 +17,7 @@ pub(crate) fn write_problems(out: &mut impl Write, discovery: &Discovery) -> io:
     }
     for warning in &discovery.warnings {
         let at = warning.path.display();
-        match warning.kind.line() {
+        match warning.line {
             Some(line) => writeln!(out, "{at}:{line}: warning: {}", warning.kind)?,
             None => writeln!(out, "{at}: warning: {}", warning.kind)?,
         }
@@ -109,23 +107,12 @@ pub fn list_json(discovery: &Discovery, workspace: &Path) -> Value {
         list.iter().map(|p| problem_json(p, workspace)).collect()
     };
     json!({
-        "hooks": all_hooks(discovery.hooks.iter(), discovery.event_hooks.iter())
-            .map(|hook| hook_json(hook, discovery))
+        "hooks": (discovery.hooks.iter())
+            .map(hook_json)
             .collect::<Vec<_>>(),
         "problems": problems(&discovery.problems),
         "warnings": problems(&discovery.warnings),
     })
-}
-
-/// The phase-1 hooks and the event hooks, merged in file-name order as discovery read them,
-/// workspace hooks before global ones.
-pub(crate) fn all_hooks<'a>(
-    phase1: impl Iterator<Item = &'a Hook>,
-    events: impl Iterator<Item = &'a Hook>,
-) -> impl Iterator<Item = &'a Hook> {
-    let mut hooks: Vec<&Hook> = phase1.chain(events).collect();
-    hooks.sort_by(|a, b| (a.origin, &a.path).cmp(&(b.origin, &b.path)));
-    hooks.into_iter()
 }
 
 /// The `type` shown: the phase-1 kind, else the event (EVENTS.md §2.1, as status.json).
@@ -136,7 +123,7 @@ pub(crate) fn type_of(hook: &Hook) -> String {
     }
 }
 
-fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
+fn hook_json(hook: &Hook) -> Value {
     let mut json = json!({
         "id": hook.id,
         "name": hook.name,
@@ -152,58 +139,43 @@ fn hook_json(hook: &Hook, discovery: &Discovery) -> Value {
     let spec = &hook.spec;
     // Only session hooks are retried, so only they carry the field.
     if spec.event == Event::SessionStart {
-        let retries = match spec.declared {
-            true => spec.retries,
-            false => discovery
-                .retries
-                .get(&hook.id)
-                .copied()
-                .unwrap_or(DEFAULT_RETRIES),
-        };
-        json["retries"] = json!(retries);
+        json["retries"] = json!(spec.retries);
     }
-    // Phase-1 hook files show exactly the phase-1 fields, so that their JSON stays as it was;
-    // files that use the event model show its fields too.
-    if spec.declared {
-        json["event"] = json!(spec.event.to_string());
-        json["phase"] = json!(spec.phase.as_str());
-        json["action"] = json!(spec.action.as_str());
-        // An action's own fields, camelCased like the others (`no_verify` → `noVerify`).
-        for (key, value) in spec.action.fields() {
-            let mut words = key.split('_');
-            let mut name = words.next().unwrap_or_default().to_owned();
-            for word in words {
-                let mut chars = word.chars();
-                name.extend(chars.next().map(|c| c.to_ascii_uppercase()));
-                name.push_str(chars.as_str());
-            }
-            json[name] = value;
+    // Every hook shows its event fields (EVENTS.md §5 rule 10), phase-1 hooks included, so
+    // that a dashboard finds a `type: file` hook among the `turn.end` hooks.
+    json["event"] = json!(spec.event.to_string());
+    json["phase"] = json!(spec.phase.as_str());
+    json["action"] = json!(spec.action.as_str());
+    // An action's own fields, camelCased like the others (`no_verify` → `noVerify`).
+    for (key, value) in spec.action.fields() {
+        let mut words = key.split('_');
+        let mut name = words.next().unwrap_or_default().to_owned();
+        for word in words {
+            let mut chars = word.chars();
+            name.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+            name.push_str(chars.as_str());
         }
-        json["source"] = json!(hook.source());
-        json["tool"] = json!(spec.tool.as_ref().map(ToString::to_string));
-        json["when"] = json!(spec.when.as_ref().map(ToString::to_string));
-        json["await"] = json!(spec.await_);
-        json["blockOn"] = json!(spec.block_on.as_str());
-        json["onFailure"] = match spec.on_failure {
-            OnFailure::RetryThenAbort => json!(["retry", "abort"]),
-            other => json!(other.as_str()),
-        };
+        json[name] = value;
     }
-    // A global hook is in no workspace: its source says where, whatever its kind.
-    if hook.origin == Origin::Global {
-        json["source"] = json!(hook.source());
-    }
+    json["source"] = json!(hook.source());
+    json["tool"] = json!(spec.tool.as_ref().map(ToString::to_string));
+    json["when"] = json!(spec.when.as_ref().map(ToString::to_string));
+    json["await"] = json!(spec.await_);
+    json["blockOn"] = json!(spec.block_on.as_str());
+    json["onFailure"] = match spec.on_failure {
+        OnFailure::RetryThenAbort => json!(["retry", "abort"]),
+        other => json!(other.as_str()),
+    };
     json
 }
 
 fn problem_json(problem: &Problem, workspace: &Path) -> Value {
     let mut json =
         json!({ "path": problem.path.to_string_lossy(), "reason": problem.kind.to_string() });
-    if let Some(line) = problem.kind.line() {
+    if let Some(line) = problem.line {
         json["line"] = json!(line);
     }
-    // Another tool's file says where as its hooks do (EVENTS.md §5 rule 10); phase-1 problems
-    // keep exactly phase 1's fields.
+    // Another tool's file says where as its hooks do (EVENTS.md §5 rule 10).
     if matches!(problem.kind, ProblemKind::Import { .. }) {
         json["source"] = json!(problem.source(workspace));
     }

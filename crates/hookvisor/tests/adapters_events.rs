@@ -914,7 +914,7 @@ fn a_when_the_model_cannot_let_be_evaluated_denies_claudes_tool_call() {
         "when: ${tool_input.limit} > 1000\nrun: 'echo too many >&2; exit 2'\n",
     );
     for limit in [
-        r#","limit":"5000""#,
+        r#","limit":"05000""#,
         r#","limit":5000.0"#,
         r#","limit":[5000]"#,
         "",

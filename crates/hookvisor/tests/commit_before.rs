@@ -90,3 +90,39 @@ fn a_failing_phase1_hook_stops_the_commit_before_the_gate_runs() {
     let run = ws.hookvisor(&["pre-commit", "run"]);
     assert_eq!(run.status.code(), Some(4), "{}", stderr(&run));
 }
+
+/// A gate fails closed, inside `git commit` as through `fire commit.before`: a `commit.before`
+/// gate file that does not load refuses the commit, naming the file, its line and the fix. A
+/// broken phase-1 `type: pre-commit` script only warns, as in phase 1.
+#[test]
+fn a_commit_before_gate_that_does_not_load_refuses_the_commit() {
+    let ws = Workspace::git();
+    ws.stage("README.md", "hello\n");
+    check(ws.commit("initial"), "initial commit");
+    ws.write(
+        ".discobot/hooks/gate.yml",
+        "---\nevent: commit.before\nwhen: ${x} == (1\nrun: exit 0\n---\n",
+    );
+    check(ws.hookvisor(&["pre-commit", "install"]), "install");
+    ws.stage("a.txt", "a\n");
+    let before = head(&ws);
+    let out = ws.commit("with a broken gate");
+    assert!(
+        !out.status.success(),
+        "the broken gate must refuse the commit"
+    );
+    let err = stderr(&out);
+    assert!(err.contains("gate.yml:3"), "{err}");
+    assert!(err.contains("fix the hook file or remove it"), "{err}");
+    assert_eq!(head(&ws), before);
+
+    // Fixed, the commit goes through.
+    ws.write(
+        ".discobot/hooks/gate.yml",
+        "---\nevent: commit.before\nrun: exit 0\n---\n",
+    );
+    check(
+        ws.commit("with the gate fixed"),
+        "commit with the gate fixed",
+    );
+}

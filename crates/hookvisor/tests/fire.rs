@@ -370,6 +370,34 @@ fn when_true_runs_false_skips_and_an_error_fails() {
     );
 }
 
+#[test]
+fn canonical_integer_text_from_event_data_compares_as_an_integer() {
+    // The contract's settled question (EVENTS.md §4.2): `"10"` in the data is the integer 10,
+    // as the same text is in a template variable; `"010"` is no canonical integer's text.
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "big",
+        "event: stage.complete\nwhen: ${n} > 9\nrun: echo big >> trace",
+    );
+    yml(
+        &ws,
+        "ten",
+        "event: stage.complete\nwhen: ${n} == 10\nrun: echo ten >> trace",
+    );
+    let out = ws.hookvisor(&["fire", "stage.complete", "--data", r#"{"n":"10"}"#]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(trace(&ws), ["big", "ten"]);
+    let out = ws.hookvisor(&["fire", "stage.complete", "--data", r#"{"n":"010"}"#]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        trace(&ws),
+        ["big", "ten"],
+        "'010' is a string: big fails, ten is false"
+    );
+    assert_eq!(ws.status()["hooks"]["big"]["lastResult"], "failure");
+}
+
 /// A guard on a value the model sends (issue 28): `limit` is the model's to choose.
 const LIMIT_GUARD: &str = "when: ${tool_input.limit} > 1000\nrun: 'echo too many >&2; exit 2'";
 
@@ -377,7 +405,7 @@ const LIMIT_GUARD: &str = "when: ${tool_input.limit} > 1000\nrun: 'echo too many
 /// evaluation then says.
 const UNEVALUABLE_LIMITS: [(&str, &str); 4] = [
     (
-        r#"{"limit":"5000"}"#,
+        r#"{"limit":"05000"}"#,
         "'>' at column 21 needs integers, got a string",
     ),
     (
@@ -412,7 +440,7 @@ fn a_when_the_model_cannot_let_be_evaluated_blocks_a_gate() {
     // tool.after is a gate too (EVENTS.md §1.1): its block is feedback to the model, the
     // call having run, and the error reaches the model that way.
     yml(&ws, "limit", &format!("event: tool.after\n{LIMIT_GUARD}"));
-    let data = r#"{"tool_name":"Read","tool_input":{"limit":"5000"}}"#;
+    let data = r#"{"tool_name":"Read","tool_input":{"limit":"05000"}}"#;
     let out = ws.hookvisor(&["fire", "tool.after", "--data", data, "--json"]);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(
@@ -793,9 +821,10 @@ fn a_turn_end_hook_with_a_pattern_runs_on_its_changes_and_one_without_every_turn
              run: 'echo lint ${{files}} >> {trace}; ! grep -q bad ${{files}}'"
         ),
     );
+    // Named after `lint`: hooks run in file-name order (§1.4), with or without a pattern.
     yml(
         &ws,
-        "every",
+        "z-every",
         &format!("event: turn.end\nrun: 'echo every >> {trace}'"),
     );
     // The hook files themselves are untracked, hence changed: neither matches them.
@@ -818,7 +847,7 @@ fn a_turn_end_hook_with_a_pattern_runs_on_its_changes_and_one_without_every_turn
         .iter()
         .map(|x| x["hookId"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["lint", "every"]);
+    assert_eq!(ids, ["lint", "z-every"]);
     assert_eq!(r["results"][0]["files"], serde_json::json!(["a.txt"]));
     assert_eq!(r["results"][0]["blocked"], false);
 
@@ -863,6 +892,52 @@ fn a_turn_end_hook_with_a_pattern_runs_on_its_changes_and_one_without_every_turn
     assert_eq!(exit, 0, "{r}");
     assert_eq!(turn_trace(&trace)[6..], ["lint a.txt", "every"]);
     assert_eq!(ws.status()["pendingHooks"], serde_json::json!([]));
+}
+
+/// EVENTS.md §1.4, settled: a pattern-less `turn.end` hook runs in file-name order with the
+/// file hooks (not after all of them), so one named before a failing file hook runs before the
+/// re-prompt, and one named after it does not (the first block ends the pre pass).
+#[test]
+fn pattern_less_turn_end_hooks_run_in_file_name_order_with_the_file_hooks() {
+    let (ws, trace) = turn_workspace();
+    yml(
+        &ws,
+        "a-every",
+        &format!("event: turn.end\nrun: 'echo a-every >> {trace}'"),
+    );
+    ws.hook(
+        "b-lint.sh",
+        "file",
+        "pattern: '*.txt'",
+        &format!("echo b-lint >> {trace}\n! grep -q bad a.txt"),
+    );
+    yml(
+        &ws,
+        "c-every",
+        &format!("event: turn.end\nrun: 'echo c-every >> {trace}'"),
+    );
+    model_writes(&ws, "a.txt", "ok\n");
+    let (exit, r) = fire_turn_end(&ws, &[]);
+    assert_eq!(exit, 0, "{r}");
+    assert_eq!(turn_trace(&trace), ["a-every", "b-lint", "c-every"]);
+    let ids: Vec<&str> = r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["hookId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a-every", "b-lint", "c-every"]);
+
+    model_writes(&ws, "a.txt", "bad\n");
+    let (exit, r) = fire_turn_end(&ws, &[]);
+    assert_eq!(exit, 1, "{r}");
+    assert_eq!(r["action"], "reprompt");
+    assert_eq!(turn_trace(&trace)[3..], ["a-every", "b-lint"]);
+    // `eval` is the same turn end.
+    model_writes(&ws, "a.txt", "bad again\n");
+    let out = ws.hookvisor(&["eval", "--trigger", "hook"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(turn_trace(&trace)[5..], ["a-every", "b-lint"]);
 }
 
 #[test]
@@ -1155,6 +1230,37 @@ fn a_gate_hook_that_cannot_be_loaded_blocks_its_event() {
     }
     let out = ws.hookvisor(&["fire", "tool.failed", "--data", "{}"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+/// `blocking` is phase 1's session field (EVENTS.md §1.5: one word, one meaning). On an event
+/// hook it once meant `await` and let a crashing gate through; now the file is refused, naming
+/// the line and the two fields that say what was meant, and the gate fails closed on it.
+#[test]
+fn blocking_on_an_event_hook_is_refused_and_its_gate_fails_closed() {
+    let ws = Workspace::new();
+    yml(
+        &ws,
+        "guard",
+        "event: tool.before\nblocking: true\nrun: 'echo crashed >&2; exit 1'",
+    );
+    let out = ws.hookvisor(&["fire", "tool.before", "--data", "{}", "--json"]);
+    assert_eq!(code(&out), 1, "the gate fails closed: {}", stderr(&out));
+    let reason = reply(&out)["reason"].as_str().unwrap().to_owned();
+    for part in ["guard.yml:3", "blocking", "await", "block_on: failure"] {
+        assert!(reason.contains(part), "{part}: {reason}");
+    }
+    let list = ws.hookvisor(&["list", "--json"]);
+    let listed: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(listed["hooks"], serde_json::json!([]), "{listed}");
+    let problem = listed["problems"][0]["reason"].as_str().unwrap();
+    assert!(problem.contains("block_on: failure"), "{problem}");
+    // Phase 1's session hooks keep it.
+    fs::remove_file(ws.path().join(".discobot/hooks/guard.yml")).unwrap();
+    ws.hook("setup.sh", "session", "blocking: true", "true");
+    let list = ws.hookvisor(&["list", "--json"]);
+    let listed: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(listed["hooks"][0]["blocking"], true, "{listed}");
+    assert_eq!(listed["problems"], serde_json::json!([]), "{listed}");
 }
 
 /// Files in the hooks directory that are no hooks (a README, notes with front matter, an

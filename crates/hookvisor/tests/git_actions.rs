@@ -457,7 +457,10 @@ fn git_fields_on_a_script_are_refused_or_leave_a_phase1_hook_as_it_was() {
     let hooks = list["hooks"].as_array().unwrap();
     let lint = hooks.iter().find(|h| h["id"] == "lint").unwrap();
     assert_eq!(lint["type"], "file", "{lint}");
-    assert!(lint.get("action").is_none(), "listed as before: {lint}");
+    // Its action is its script, with no git field (`list --json` gives every hook its event
+    // fields, EVENTS.md §5 rule 10).
+    assert_eq!(lint["action"], "command", "{lint}");
+    assert!(lint.get("branch").is_none(), "{lint}");
     let problems = list["problems"].to_string();
     assert!(problems.contains("is for a declarative hook"), "{problems}");
 

@@ -216,7 +216,7 @@ fn list_and_check_show_global_hooks_with_their_path() {
         hooks,
         [
             ("guard", ".discobot/hooks/guard.sh:1"),
-            ("lint", "-"),
+            ("lint", ".discobot/hooks/lint.sh:1"),
             ("global:a-guard", guard.as_str()),
             ("global:a-lint", lint.as_str()),
         ]

@@ -26,7 +26,34 @@ const HOOK_KEYS: &[&str] = &[
     "blocking",
     "timeout",
     "description",
+    "event",
+    "phase",
+    "action",
+    "source",
+    "tool",
+    "when",
+    "await",
+    "blockOn",
+    "onFailure",
 ];
+
+/// `hook` with the event fields of a phase-1 script (EVENTS.md §5 rule 10): `event`, its
+/// `await` and `blockOn`, the rest their defaults.
+fn with_event(mut hook: Value, event: &str, await_: bool, block_on: &str) -> Value {
+    let name = Path::new(hook["path"].as_str().unwrap())
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let fields = json!({"event": event, "phase": "pre", "action": "command",
+        "source": format!(".discobot/hooks/{name}:1"), "tool": null, "when": null,
+        "await": await_, "blockOn": block_on, "onFailure": "continue"});
+    for (key, value) in fields.as_object().unwrap() {
+        hook[key] = value.clone();
+    }
+    hook
+}
 
 fn code(output: &Output) -> i32 {
     output.status.code().expect("exited")
@@ -139,18 +166,38 @@ fn list_json_has_the_exact_shape_with_hooks_and_problems() {
     assert_eq!(
         list["hooks"],
         json!([
-            {"id": "10-lint", "name": "Go lint", "type": "file", "path": s(&lint),
+            with_event(
+                json!({"id": "10-lint", "name": "Go lint", "type": "file", "path": s(&lint),
              "runAs": "user", "pattern": "*.go", "notifyLlm": false, "blocking": false,
-             "timeout": 60, "description": "gofmt -l"},
-            {"id": "20-setup-env", "name": "20-setup-env", "type": "session", "path": s(&setup),
+             "timeout": 60, "description": "gofmt -l"}),
+                "turn.end",
+                true,
+                "failure"
+            ),
+            with_event(
+                json!({"id": "20-setup-env", "name": "20-setup-env", "type": "session", "path": s(&setup),
              "runAs": "root", "pattern": null, "notifyLlm": true, "blocking": true,
-             "timeout": 300, "description": null, "retries": 9},
-            {"id": "30-commit", "name": "30-commit", "type": "pre-commit", "path": s(&commit),
+             "timeout": 300, "description": null, "retries": 9}),
+                "session.start",
+                true,
+                "exit2"
+            ),
+            with_event(
+                json!({"id": "30-commit", "name": "30-commit", "type": "pre-commit", "path": s(&commit),
              "runAs": "user", "pattern": null, "notifyLlm": true, "blocking": false,
-             "timeout": 300, "description": null},
-            {"id": "warn", "name": "warn", "type": "session", "path": s(&warn),
+             "timeout": 300, "description": null}),
+                "commit.before",
+                true,
+                "failure"
+            ),
+            with_event(
+                json!({"id": "warn", "name": "warn", "type": "session", "path": s(&warn),
              "runAs": "user", "pattern": null, "notifyLlm": true, "blocking": false,
-             "timeout": 300, "description": null, "retries": 9},
+             "timeout": 300, "description": null, "retries": 9}),
+                "session.start",
+                false,
+                "exit2"
+            ),
         ])
     );
 
@@ -163,7 +210,7 @@ fn list_json_has_the_exact_shape_with_hooks_and_problems() {
             .keys()
             .map(|k| k.as_str())
             .collect();
-        assert_eq!(keys, BTreeSet::from(["path", "reason"]));
+        assert_eq!(keys, BTreeSet::from(["path", "reason", "line"]));
         assert_eq!(problem["path"], s(path));
         let got = problem["reason"].as_str().unwrap();
         assert!(
@@ -190,9 +237,10 @@ fn a_file_hook_defaults_to_the_design_defaults() {
     assert_eq!(
         list,
         json!({
-            "hooks": [{"id": "fmt", "name": "fmt", "type": "file", "path": s(&path),
+            "hooks": [with_event(json!({"id": "fmt", "name": "fmt", "type": "file", "path": s(&path),
                        "runAs": "user", "pattern": "*.rs, *.toml", "notifyLlm": true,
-                       "blocking": false, "timeout": 900, "description": null}],
+                       "blocking": false, "timeout": 900, "description": null}),
+                       "turn.end", true, "failure")],
             "problems": [], "warnings": [],
         })
     );
@@ -217,7 +265,7 @@ fn check_exits_0_when_clean_and_1_naming_each_file_and_its_fix() {
     let text = stdout(&output);
     assert_eq!(text.lines().count(), 1, "{text}");
     assert!(
-        text.starts_with(&format!("{}: warning: ", warn.display())),
+        text.starts_with(&format!("{}:4: warning: ", warn.display())),
         "{text}"
     );
 
@@ -232,7 +280,7 @@ fn check_exits_0_when_clean_and_1_naming_each_file_and_its_fix() {
         "one line per problem and warning:\n{text}"
     );
     for (line, (path, reason)) in lines.iter().zip(&broken) {
-        let prefix = format!("{}: ", path.display());
+        let prefix = format!("{}:", path.display());
         assert!(
             line.starts_with(&prefix),
             "{line:?} does not start with {prefix:?}"
@@ -330,7 +378,7 @@ fn list_prints_a_table_then_the_problems() {
         ["30-commit", "pre-commit", "user", "-", "30-commit"]
     );
     assert!(
-        lines[4].starts_with(&format!("{}: not executable", noexec.display())),
+        lines[4].starts_with(&format!("{}:1: not executable", noexec.display())),
         "{text}"
     );
 }
@@ -462,9 +510,9 @@ fn event_hooks_list_their_event_fields_and_problems_their_line() {
              "source": ".discobot/hooks/guard.sh:1", "tool": "Bash",
              "when": "${iteration} > 1", "await": true, "blockOn": "exit2",
              "onFailure": ["retry", "abort"]},
-            {"id": "lint", "name": "lint", "type": "file", "path": s(&lint),
+            with_event(json!({"id": "lint", "name": "lint", "type": "file", "path": s(&lint),
              "runAs": "user", "pattern": "*.go", "notifyLlm": true, "blocking": false,
-             "timeout": 900, "description": null},
+             "timeout": 900, "description": null}), "turn.end", true, "failure"),
             {"id": "plan", "name": "plan", "type": "stage.complete", "path": s(&plan),
              "runAs": "user", "pattern": null, "notifyLlm": true, "blocking": false,
              "timeout": 60, "description": null,
@@ -492,6 +540,55 @@ fn event_hooks_list_their_event_fields_and_problems_their_line() {
         list["problems"],
         json!([{"path": s(&bad), "reason": "when: expected ')' at column 11", "line": 3}])
     );
+}
+
+/// EVENTS.md §5 rule 10, settled for phase 1 too: every hook of `list --json` has its event
+/// fields, so a dashboard finds phase-1 file hooks among the `turn.end` hooks; and a problem of
+/// a discobot-format file names its line (`path:line`), the field's line when a field is at
+/// fault, else the file's first line.
+#[test]
+fn phase1_hooks_list_their_event_fields_and_their_problems_a_line() {
+    let ws = Workspace::git();
+    let [lint, setup, commit] = valid_hooks(&ws);
+    let list: Value = serde_json::from_slice(&ws.hookvisor(&["list", "--json"]).stdout).unwrap();
+    let fields = |event: &str, path: &Path, await_: bool, block_on: &str| {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        json!({"event": event, "phase": "pre", "action": "command",
+               "source": format!(".discobot/hooks/{name}:1"), "tool": null, "when": null,
+               "await": await_, "blockOn": block_on, "onFailure": "continue"})
+    };
+    for (hook, want) in list["hooks"].as_array().unwrap().iter().zip([
+        fields("turn.end", &lint, true, "failure"),
+        fields("session.start", &setup, true, "exit2"),
+        fields("commit.before", &commit, true, "failure"),
+    ]) {
+        for (key, value) in want.as_object().unwrap() {
+            assert_eq!(&hook[key], value, "{key} of {hook}");
+        }
+    }
+
+    let broken = broken_hooks(&ws);
+    // crlf, noexec: the file; nopattern: its `type`; notype: the block's first line; runas:
+    // its `run_as`.
+    let lines = [1, 1, 3, 2, 4];
+    let output = ws.hookvisor(&["check"]);
+    let text = stdout(&output);
+    for ((path, reason), line) in broken.iter().zip(lines) {
+        let want = format!("{}:{line}: ", path.display());
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&want) && l.contains(reason)),
+            "no {want}{reason} in\n{text}"
+        );
+    }
+    let list: Value = serde_json::from_slice(&ws.hookvisor(&["list", "--json"]).stdout).unwrap();
+    let got: Vec<u64> = list["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["line"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(got, lines.map(|l| l as u64));
 }
 
 /// The table of `list` gives each event-model hook a second line with its source and the

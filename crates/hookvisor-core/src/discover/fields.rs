@@ -79,8 +79,6 @@ pub(super) struct Loaded {
     pub(super) hook: Hook,
     /// Front matter `retries`, when given.
     pub(super) retries: Option<u32>,
-    /// Whether the phase-1 runners may run it (the rule is in [`Hook`]'s documentation).
-    pub(super) phase1: bool,
 }
 
 /// The fields of the event model (EVENTS.md §1.3, §1.2) that the phase-1 runners do not honour:
@@ -226,6 +224,14 @@ pub(super) fn hook_from_fields(
         && spec.event.phase1_kind().is_some()
         && (spec.event != Event::TurnEnd || pattern.is_some())
         && !EVENT_FIELDS.iter().any(|key| front.has(key));
+    // `blocking` is phase 1's "the agent waits for it" (EVENTS.md §1.5: one word, one meaning);
+    // on an event hook it read as AutoAgent's "may block" and failed open, so it is refused.
+    if !phase1 && front.has("blocking") {
+        return Err(ProblemKind::BlockingOutsideSession {
+            line: front.line("blocking"),
+            event: spec.event.to_string(),
+        });
+    }
     // Phase-1 hooks keep their rules; an event hook never runs as root (`run_as` is phase 1's).
     if !phase1 && run_as == RunAs::Root {
         return Err(ProblemKind::RootOutsideSession {
@@ -250,12 +256,9 @@ pub(super) fn hook_from_fields(
         timeout,
         spec,
         origin,
-    };
-    Ok(Loaded {
-        hook,
-        retries,
         phase1,
-    })
+    };
+    Ok(Loaded { hook, retries })
 }
 
 /// The timeout of a command hook whose event has no phase-1 kind (EVENTS.md §1.3).
@@ -944,8 +947,8 @@ mod tests {
         }
     }
 
-    /// Discovers one file: the hook, from whichever list it is in, and whether phase 1 runs
-    /// it; or its problem as `check` prints it, the directory left out.
+    /// Discovers one file: the hook and whether phase 1 runs it; or its problem as `check`
+    /// prints it, the directory left out.
     fn load(name: &str, text: &str, mode: u32) -> Result<(Hook, bool), String> {
         let dir = Dir::new();
         dir.write(name, text, mode);
@@ -954,9 +957,8 @@ mod tests {
             let prefix = format!("{}/", dir.0.path().display());
             return Err(problem.to_string().replacen(&prefix, "", 1));
         }
-        match (d.hooks.as_slice(), d.event_hooks.as_slice()) {
-            ([hook], []) => Ok((hook.clone(), true)),
-            ([], [hook]) => Ok((hook.clone(), false)),
+        match d.hooks.as_slice() {
+            [hook] => Ok((hook.clone(), hook.phase1)),
             other => panic!("{text:?}: {other:?}"),
         }
     }
@@ -1085,11 +1087,11 @@ mod tests {
                 "event: tool.before\ntool: 'Edit('",
                 "h.sh:4: tool: 'Edit(' is no regex (",
             ),
-            ("event: tool.before\ntool:", "h.sh: 'tool' has no value;"),
-            ("event:", "h.sh: 'event' has no value;"),
+            ("event: tool.before\ntool:", "h.sh:4: 'tool' has no value;"),
+            ("event:", "h.sh:3: 'event' has no value;"),
             (
                 "event: [turn.end]",
-                "h.sh: front matter line 3: 'event' is a list",
+                "h.sh:3: front matter line 3: 'event' is a list",
             ),
             (
                 "type: session\nevent: turn.end",
@@ -1102,7 +1104,7 @@ mod tests {
             ),
             (
                 "type: file\nevent: turn.end",
-                "h.sh: a file hook needs a 'pattern'",
+                "h.sh:3: a file hook needs a 'pattern'",
             ),
             (
                 "event: tool.before\nrun_as: root",
@@ -1381,7 +1383,7 @@ mod tests {
                 "a.yml",
                 "---\nevent: turn.end\n---\n",
                 0o644,
-                "a.yml: a declarative hook needs 'run: \"…\"' (sh -c) or 'argv: [program, …]' \
+                "a.yml:1: a declarative hook needs 'run: \"…\"' (sh -c) or 'argv: [program, …]' \
                  (no shell)",
             ),
             (
@@ -1394,7 +1396,7 @@ mod tests {
                 "a.yml",
                 "---\nrun: make\n---\n",
                 0o644,
-                "a.yml: missing 'event'; add one such as 'event: turn.end'",
+                "a.yml:1: missing 'event'; add one such as 'event: turn.end'",
             ),
             (
                 "a.yml",
@@ -1407,7 +1409,7 @@ mod tests {
                 "a.yml",
                 "event: turn.end\nrun: make\n",
                 0o644,
-                "a.yml: no front matter;",
+                "a.yml:1: no front matter;",
             ),
             (
                 "a.yml",
@@ -1453,7 +1455,7 @@ mod tests {
                 "a.txt",
                 "---\nevent: turn.end\nrun: make\n---\n",
                 0o644,
-                "a.txt: no #! line;",
+                "a.txt:1: no #! line;",
             ),
         ];
         let mut wrong = Vec::new();
@@ -1473,7 +1475,7 @@ mod tests {
         dir.hook("lint.sh", "# type: file\n# pattern: x");
         dir.write("lint.yml", "---\nevent: turn.end\nrun: make\n---\n", 0o644);
         let d = dir.discover();
-        assert!(d.hooks.is_empty() && d.event_hooks.is_empty(), "{d:?}");
+        assert!(d.hooks.is_empty(), "{d:?}");
         let reasons: Vec<String> = d.problems.iter().map(|p| p.kind.to_string()).collect();
         assert_eq!(
             reasons,

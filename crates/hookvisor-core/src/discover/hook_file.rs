@@ -1,6 +1,7 @@
 //! Reading one entry of the hooks directory: what kind of file it is, its head and its front
 //! matter.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -8,7 +9,6 @@ use std::path::Path;
 
 use super::fields::{Loaded, hook_from_fields};
 use super::{GLOBAL_ID_PREFIX, KNOWN_FIELDS};
-use crate::event::Event;
 use crate::event::HookKind;
 use crate::frontmatter::{self, FrontMatterError, Note};
 use crate::hook::hook_id;
@@ -26,8 +26,8 @@ pub(super) struct HookFile {
     pub(super) notes: Vec<Note>,
     /// Front matter `retries`, when given.
     pub(super) retries: Option<u32>,
-    /// Whether the phase-1 runners may run it (see [`Hook`]).
-    pub(super) phase1: bool,
+    /// The 1-based line of each front matter field, for the warnings' lines.
+    pub(super) lines: BTreeMap<String, usize>,
 }
 
 /// Reads one entry: `Ok(None)` for a directory, `Err` for a file that will not run.
@@ -50,9 +50,12 @@ pub(super) fn read_hook(path: &Path, origin: Origin) -> Result<Option<HookFile>,
             None if kind.hides_the_file() => Binds::Any,
             None => Binds::Nothing,
         };
+        let line = kind
+            .line()
+            .or_else(|| head.and_then(|text| line_of(&kind, text)));
         Box::new(Problem {
             path: path.to_owned(),
-            declared: head.and_then(declared_kind),
+            line,
             binds,
             kind,
         })
@@ -138,11 +141,7 @@ fn hook_file(
     declarative: bool,
     origin: Origin,
 ) -> Result<HookFile, ProblemKind> {
-    let Loaded {
-        hook,
-        retries,
-        phase1,
-    } = hook_from_fields(id, path, &front, declarative, origin)?;
+    let Loaded { hook, retries } = hook_from_fields(id, path, &front, declarative, origin)?;
     let unknown = front
         .fields
         .keys()
@@ -154,7 +153,7 @@ fn hook_file(
         unknown,
         notes: front.notes,
         retries,
-        phase1,
+        lines: front.lines,
     })
 }
 
@@ -171,8 +170,8 @@ pub(crate) fn declares_root_session(hook: &Hook, head: &[u8]) -> bool {
         return false;
     };
     hook_from_fields(hook.id.clone(), &hook.path, &front, false, hook.origin).is_ok_and(
-        |Loaded { hook, phase1, .. }| {
-            phase1 && hook.kind == HookKind::Session && hook.run_as == RunAs::Root
+        |Loaded { hook, .. }| {
+            hook.phase1 && hook.kind == HookKind::Session && hook.run_as == RunAs::Root
         },
     )
 }
@@ -212,20 +211,27 @@ fn read_declarative(
     hook_file(id, path, front, true, origin)
 }
 
-/// The kind of hook a file's head declares: its front matter's `type` (else the phase-1 kind
-/// of its `event`), read as pre-commit always read it (CRs dropped); without readable front
-/// matter, `pre-commit` when the file mentions it, since a commit must hear of a broken
-/// pre-commit hook.
-fn declared_kind(text: &str) -> Option<HookKind> {
-    match frontmatter::parse(&text.replace('\r', "")) {
-        Ok(fields) => fields
-            .get("type")
-            .and_then(|t| t.trim().parse().ok())
-            .or_else(|| {
-                let event = fields.get("event")?.trim().parse::<Event>().ok()?;
-                event.phase1_kind()
-            }),
-        Err(_) => text.contains("pre-commit").then_some(HookKind::PreCommit),
+/// The line of a hook file whose head is `text` that `kind`, naming none itself, is on
+/// (EVENTS.md §5 rule 10): the field at fault; the front matter's first line for a field that
+/// is missing or a block that does not read; else the file's first line. `None` for a problem
+/// of the file's name, which is on no line.
+fn line_of(kind: &ProblemKind, text: &str) -> Option<usize> {
+    let opening = if text.starts_with("#!") { 2 } else { 1 };
+    match kind {
+        ProblemKind::NameNotUtf8 | ProblemKind::EmptyId => None,
+        ProblemKind::FrontMatter(
+            FrontMatterError::Unclosed { line, .. } | FrontMatterError::Syntax { line, .. },
+        ) => Some(*line),
+        ProblemKind::FrontMatter(FrontMatterError::NotOnItsLine { .. })
+        | ProblemKind::MissingType
+        | ProblemKind::MissingEvent
+        | ProblemKind::NoCommand => Some(opening),
+        _ => {
+            let field = kind
+                .field()
+                .and_then(|key| frontmatter::read(text).ok()?.lines.get(key).copied());
+            Some(field.unwrap_or(1))
+        }
     }
 }
 
@@ -251,6 +257,7 @@ mod tests {
 
     use super::*;
     use crate::discover::tests::Dir;
+    use crate::event::Event;
 
     /// The agent can write the hooks directory: a FIFO there must never make discovery wait
     /// for a writer that never comes (an evaluation, a `fire`, the init's discovery would hang).
@@ -274,17 +281,17 @@ mod tests {
         let discovery = finished
             .recv_timeout(Duration::from_secs(10))
             .expect("discovery blocked on a FIFO");
-        assert!(discovery.hooks.is_empty() && discovery.event_hooks.is_empty());
+        assert!(discovery.hooks.is_empty());
         assert_eq!(discovery.problems.len(), 2, "{:?}", discovery.problems);
         for problem in &discovery.problems {
-            assert_eq!(problem.declared, None, "{problem}");
+            assert_eq!(problem.line, None, "{problem}: its head was never read");
         }
     }
 
     /// Pre-commit keeps the problems of pre-commit hooks (and of files it cannot read) from
-    /// what discovery stored, without reading the files again.
+    /// what discovery stored, by the one reading of their head a gate uses.
     #[test]
-    fn problems_say_which_kind_of_hook_the_file_declared() {
+    fn problems_say_whether_the_file_may_be_a_pre_commit_hook() {
         let dir = Dir::new();
         dir.hook("commit.sh", "# type: pre-commit\n# run_as: admin");
         dir.hook("session.sh", "# type: session\n# run_as: admin");
@@ -307,30 +314,30 @@ mod tests {
         symlink(dir.0.path().join("gone"), dir.0.path().join("broken.sh")).unwrap();
 
         let d = dir.discover();
-        let got: Vec<(String, Option<HookKind>, bool)> = d
+        let got: Vec<(String, bool)> = d
             .problems
             .iter()
             .map(|p| {
                 let name = p.path.file_name().unwrap().to_string_lossy().into_owned();
-                (name, p.declared, p.may_be(HookKind::PreCommit))
+                (name, p.may_bind(&Event::CommitBefore))
             })
             .collect();
         let want = [
-            ("DUP.py", Some(HookKind::File), false),
-            ("broken.sh", None, true),
-            ("commit.sh", Some(HookKind::PreCommit), true),
-            ("crlf.sh", Some(HookKind::PreCommit), true),
-            ("dup.sh", Some(HookKind::PreCommit), true),
-            ("event.sh", Some(HookKind::PreCommit), true),
-            ("mentions.sh", Some(HookKind::PreCommit), true),
-            ("noexec.sh", Some(HookKind::PreCommit), true),
-            ("session.sh", Some(HookKind::Session), false),
-            ("silent.sh", None, false),
-            ("untyped.sh", None, false),
+            ("DUP.py", false),
+            ("broken.sh", true),
+            ("commit.sh", true),
+            ("crlf.sh", true),
+            ("dup.sh", true),
+            ("event.sh", true),
+            ("mentions.sh", true),
+            ("noexec.sh", true),
+            ("session.sh", false),
+            ("silent.sh", false),
+            ("untyped.sh", false),
         ];
-        let want: Vec<(String, Option<HookKind>, bool)> = want
+        let want: Vec<(String, bool)> = want
             .into_iter()
-            .map(|(name, kind, may)| (name.to_owned(), kind, may))
+            .map(|(name, may)| (name.to_owned(), may))
             .collect();
         assert_eq!(got, want);
     }
@@ -378,7 +385,7 @@ mod tests {
             ("helper.sh", Binds::Nothing),
             ("notes.md", Binds::Nothing),
             ("one.sh", Binds::Event(Event::TaskStart)),
-            ("typed.sh", Binds::Event(Event::TurnEnd)),
+            ("typed.sh", Binds::Phase1(HookKind::File)),
             ("typo.sh", Binds::Any),
             ("unclosed.yml", Binds::Any),
         ];

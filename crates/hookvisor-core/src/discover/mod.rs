@@ -4,10 +4,10 @@
 //! A hook is an executable script with front matter, or (EVENTS.md §2.1, §5 rule 9) a
 //! *declarative* hook: a non-executable `.yml`/`.yaml` file that is one `---` front matter block
 //! and nothing else, running its `run:` (`sh -c`) or `argv:` (no shell). An executable script
-//! that carries `run:` or `argv:` is a problem, since either could be what runs. Hooks the
-//! phase-1 runners can run as asked go to [`Discovery::hooks`], the others to
-//! [`Discovery::event_hooks`] (the rule is in [`Hook`]'s documentation). A problem whose line is
-//! known prints as `file:line: reason`.
+//! that carries `run:` or `argv:` is a problem, since either could be what runs. Every hook, of
+//! every source, is one [`Hook`] in the one list [`Discovery::hooks`]; [`Hook::phase1`] says
+//! whether phase 1's semantics run it (the rule is in [`Hook`]'s documentation). A problem
+//! prints as `file:line: reason`.
 //!
 //! # A workspace's hooks
 //!
@@ -110,20 +110,14 @@ const KNOWN_FIELDS: [&str;
 /// The result of scanning a hooks directory.
 #[derive(Debug, Clone, Default)]
 pub struct Discovery {
-    /// Hooks the phase-1 runners run (see [`Hook`] for which), in file-name order.
+    /// Every hook, in the order they run (EVENTS.md §1.4): `.discobot/hooks` by file name, the
+    /// other tools' files in the order of §5 rule 7, then the global hooks by file name.
     pub hooks: Vec<Hook>,
-    /// Hooks of the event model that only the event dispatcher runs: declarative hooks, hooks
-    /// of events without a phase-1 kind, and hooks with fields phase 1 does not honour; in
-    /// file-name order.
-    pub event_hooks: Vec<Hook>,
     /// Files that will not run, with the reason, in file-name order.
     pub problems: Vec<Problem>,
     /// Things that do not stop a hook but are probably mistakes (unknown front matter keys,
     /// values YAML reads otherwise than the line shows).
     pub warnings: Vec<Problem>,
-    /// Front matter `retries` of the session hooks that give it, by hook id; the others get
-    /// [`DEFAULT_RETRIES`](crate::policy::DEFAULT_RETRIES).
-    pub retries: BTreeMap<String, u32>,
     /// `.discobot/hookvisor.yml` as [`discover_workspace`] read it; the defaults otherwise
     /// (and, when the file is broken, the defaults without global hooks).
     pub config: Config,
@@ -133,14 +127,21 @@ pub struct Discovery {
 }
 
 impl Discovery {
-    /// The hook with this id, if it was discovered.
+    /// The phase-1 hook with this id (what `run ID`, `eval ID` and the rerun route run).
     pub fn get(&self, id: &str) -> Option<&Hook> {
-        self.hooks.iter().find(|h| h.id == id)
+        self.hooks.iter().find(|h| h.phase1 && h.id == id)
     }
 
-    /// The hooks of one kind, in discovery order.
+    /// The phase-1 hooks of one kind, in order.
     pub fn of_kind(&self, kind: HookKind) -> impl Iterator<Item = &Hook> {
-        self.hooks.iter().filter(move |h| h.kind == kind)
+        self.hooks
+            .iter()
+            .filter(move |h| h.phase1 && h.kind == kind)
+    }
+
+    /// The hooks the event dispatcher runs (every hook but the phase-1 ones), in order.
+    pub fn event_hooks(&self) -> impl Iterator<Item = &Hook> {
+        self.hooks.iter().filter(|h| !h.phase1)
     }
 
     /// The first file that does not load and may be a hook of `event`, when `event` is a gate:
@@ -155,8 +156,7 @@ impl Discovery {
     /// Whether firing `event` has anything to do: an event hook of it, or a file that blocks
     /// its gate ([`Discovery::unloaded_gate`]). Callers skip the firing of an event that has not.
     pub fn fires(&self, event: &Event) -> bool {
-        self.event_hooks.iter().any(|h| h.spec.event == *event)
-            || self.unloaded_gate(event).is_some()
+        self.event_hooks().any(|h| h.spec.event == *event) || self.unloaded_gate(event).is_some()
     }
 }
 
@@ -222,12 +222,11 @@ pub fn discover_workspace_in(ctx: &Context, places: &Places<'_>) -> Discovery {
         Ok(config) => (config.unwrap_or_default(), None),
         Err(error) => (
             Config::fallback(),
-            Some(Problem {
-                path: config_path.clone(),
-                kind: ProblemKind::Config(error),
-                declared: None,
-                binds: Binds::Nothing,
-            }),
+            Some(Problem::new(
+                config_path.clone(),
+                ProblemKind::Config(error),
+                Binds::Nothing,
+            )),
         ),
     };
     let mut discovery = match config.reads(Source::Discobot) && places.pipeline.is_none() {
@@ -246,7 +245,7 @@ pub fn discover_workspace_in(ctx: &Context, places: &Places<'_>) -> Discovery {
         )),
     };
     if let Some(imported) = &imported {
-        discovery.event_hooks.extend(imported.hooks.iter().cloned());
+        discovery.hooks.extend(imported.hooks.iter().cloned());
         discovery.problems.extend(imported.problems.iter().cloned());
         discovery.warnings.extend(imported.warnings.iter().cloned());
     }
@@ -258,10 +257,8 @@ pub fn discover_workspace_in(ctx: &Context, places: &Places<'_>) -> Discovery {
     {
         let global = discover_dir(dir, Origin::Global);
         discovery.hooks.extend(global.hooks);
-        discovery.event_hooks.extend(global.event_hooks);
         discovery.problems.extend(global.problems);
         discovery.warnings.extend(global.warnings);
-        discovery.retries.extend(global.retries);
     }
     discovery.sources = Source::ALL
         .into_iter()
@@ -348,15 +345,14 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return discovery,
         Err(e) => {
-            discovery.problems.push(Problem {
-                path: hooks_dir.to_owned(),
-                kind: ProblemKind::HooksDirUnreadable {
+            discovery.problems.push(Problem::new(
+                hooks_dir.to_owned(),
+                ProblemKind::HooksDirUnreadable {
                     error: e.to_string(),
                 },
-                declared: None,
                 // Its hooks are unknown: any gate may be one of theirs.
-                binds: Binds::Any,
-            });
+                Binds::Any,
+            ));
             return discovery;
         }
     };
@@ -378,13 +374,18 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                     unknown,
                     notes,
                     retries,
-                    phase1,
+                    lines,
                 } = read;
                 let mut warn = |kind: ProblemKind| {
+                    // On the field's line, else the file's first (EVENTS.md §5 rule 10).
+                    let line = kind.line().or_else(|| {
+                        let key = kind.field()?;
+                        lines.get(key).copied()
+                    });
                     discovery.warnings.push(Problem {
                         path: path.clone(),
+                        line: line.or(Some(1)),
                         kind,
-                        declared: Some(hook.kind),
                         binds: Binds::Nothing,
                     });
                 };
@@ -399,13 +400,10 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                         warn(kind);
                     }
                 }
-                // Event hooks keep their `retries` in their spec, for `on_failure: retry`.
-                match retries {
-                    Some(retries) if phase1 && hook.kind == HookKind::Session => {
-                        discovery.retries.insert(hook.id.clone(), retries);
-                    }
-                    Some(_) if phase1 => warn(ProblemKind::RetriesIgnored { kind: hook.kind }),
-                    _ => {}
+                // Every hook keeps its `retries` in its spec: a session hook's attempts, an
+                // event hook's `on_failure: retry`; a phase-1 file or pre-commit hook has none.
+                if retries.is_some() && hook.phase1 && hook.kind != HookKind::Session {
+                    warn(ProblemKind::RetriesIgnored { kind: hook.kind });
                 }
                 if hook.spec.event == Event::SessionStart
                     && hook.run_as == RunAs::Root
@@ -461,7 +459,7 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                         warn(ProblemKind::UnknownTool { name: name.clone() });
                     }
                 }
-                candidates.push((hook, phase1));
+                candidates.push(hook);
             }
             Ok(None) => {}
             Err(problem) => discovery.problems.push(*problem),
@@ -469,7 +467,7 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
     }
 
     let mut by_id: BTreeMap<&str, Vec<&Hook>> = BTreeMap::new();
-    for (hook, _) in &candidates {
+    for hook in &candidates {
         by_id.entry(&hook.id).or_default().push(hook);
     }
     by_id.retain(|_, hooks| hooks.len() > 1);
@@ -480,32 +478,25 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                 .filter(|other| other.path != hook.path)
                 .map(|other| file_name(&other.path))
                 .collect();
-            discovery.problems.push(Problem {
-                path: hook.path.clone(),
-                kind: ProblemKind::DuplicateId {
+            discovery.problems.push(Problem::new(
+                hook.path.clone(),
+                ProblemKind::DuplicateId {
                     id: (*id).to_owned(),
                     others,
                 },
-                declared: Some(hook.kind),
                 // Neither runs: a gate of either fails closed.
-                binds: Binds::Event(hook.spec.event.clone()),
-            });
+                match hook.phase1 {
+                    true => Binds::Phase1(hook.kind),
+                    false => Binds::Event(hook.spec.event.clone()),
+                },
+            ));
         }
     }
     let duplicated: Vec<String> = by_id.into_keys().map(str::to_owned).collect();
-    for id in &duplicated {
-        discovery.retries.remove(id);
-    }
-    for (hook, phase1) in candidates {
-        if duplicated.contains(&hook.id) {
-            continue;
-        }
-        if phase1 {
-            discovery.hooks.push(hook);
-        } else {
-            discovery.event_hooks.push(hook);
-        }
-    }
+    discovery.hooks = candidates
+        .into_iter()
+        .filter(|hook| !duplicated.contains(&hook.id))
+        .collect();
     discovery.problems.sort_by(|a, b| a.path.cmp(&b.path));
     discovery
 }
@@ -519,18 +510,17 @@ fn file_name(path: &Path) -> String {
 /// Whether the workspace has hooks that run inside `git commit`: phase-1 pre-commit hooks or
 /// event hooks bound to `commit.before` (`precommit`'s rule 7). Either installs the git hook.
 pub fn has_commit_hooks(discovery: &Discovery) -> bool {
-    discovery.of_kind(HookKind::PreCommit).next().is_some()
-        || discovery
-            .event_hooks
-            .iter()
-            .any(|h| h.spec.event == Event::CommitBefore)
+    discovery
+        .hooks
+        .iter()
+        .any(|h| h.spec.event == Event::CommitBefore)
 }
 
 /// Whether the workspace has hooks bound to `commit.after` (`precommit`'s rule 8), which
 /// install the post-commit git hook.
 pub fn has_commit_after_hooks(discovery: &Discovery) -> bool {
     discovery
-        .event_hooks
+        .hooks
         .iter()
         .any(|h| h.spec.event == Event::CommitAfter)
 }
@@ -845,9 +835,12 @@ mod tests {
         Both::hook(&both.global, "lint.sh", "# event: tool.before");
         let d = both.discover();
         assert!(d.problems.is_empty(), "{:?}", d.problems);
-        assert_eq!(ids(&d.hooks), ["lint", "global:a-lint"]);
-        assert_eq!(ids(&d.event_hooks), ["z", "global:lint"]);
-        let global = &d.event_hooks[1];
+        assert_eq!(ids(&d.hooks), ["lint", "z", "global:a-lint", "global:lint"]);
+        let phase1: Vec<&str> = (d.hooks.iter().filter(|h| h.phase1))
+            .map(|h| h.id.as_str())
+            .collect();
+        assert_eq!(phase1, ["lint", "global:a-lint"]);
+        let global = &d.hooks[3];
         assert_eq!(global.origin, Origin::Global);
         assert_eq!(
             global.source(),

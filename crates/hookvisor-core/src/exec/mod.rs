@@ -535,6 +535,7 @@ pub(crate) mod tests {
             timeout: Duration::from_secs(30),
             spec: crate::event::EventSpec::for_kind(kind),
             origin: crate::hook::Origin::Workspace,
+            phase1: true,
         }
     }
 

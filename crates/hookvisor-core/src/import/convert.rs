@@ -763,7 +763,7 @@ mod tests {
         let files = plan.sources.iter().flat_map(|s| &s.files);
         for (original, file) in originals.iter().zip(files) {
             let name = file.path.file_name().unwrap().to_str().unwrap();
-            let hook = (found.hooks.iter().chain(&found.event_hooks))
+            let hook = (found.hooks.iter())
                 .find(|h| h.id == hook_id(name))
                 .unwrap_or_else(|| panic!("{name} not found"));
             assert_eq!(hook.name, original.title);

@@ -457,12 +457,11 @@ fn files_of(source: Source, workspace: &Path, user: &UserDirs) -> Vec<(PathBuf, 
 
 /// A problem of `path` for `check`: `file:line: reason`.
 fn problem(path: &Path, line: Option<usize>, message: String) -> Problem {
-    Problem {
-        path: path.to_owned(),
-        kind: ProblemKind::Import { line, message },
-        declared: None,
-        binds: Default::default(),
-    }
+    Problem::new(
+        path.to_owned(),
+        ProblemKind::Import { line, message },
+        Default::default(),
+    )
 }
 
 /// The hook an entry becomes, under `id`, declared in `path`.
@@ -485,6 +484,8 @@ fn into_hook(imported: ImportedHook, id: String, path: &Path, origin: Origin) ->
         timeout: imported.timeout,
         spec: imported.spec,
         origin,
+        // Another tool's entry runs by the event model, whatever its event.
+        phase1: false,
     }
 }
 

@@ -987,7 +987,7 @@ disable_global_hooks: "yes"
         .unwrap();
         let found = crate::discover::discover(dir.path());
         assert!(found.problems.is_empty(), "{:?}", found.problems);
-        let back = &found.event_hooks[0];
+        let back = &found.hooks[0];
         assert_eq!(back.spec.env, EnvDialect::Pipelines);
         assert_eq!(back.spec.event, Event::TurnEnd);
         assert_eq!(

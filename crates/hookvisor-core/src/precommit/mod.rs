@@ -26,13 +26,20 @@
 //!    after the phase-1 hooks passed, through the event dispatcher, with the staged files as the
 //!    event's `files` (so `pattern:` selects on them): a block or an abort refuses the commit
 //!    with its reason, as the first failing phase-1 hook does. Their presence alone installs the
-//!    git hook.
+//!    git hook. A gate fails closed: a hook file that does not load and names `event:
+//!    commit.before` refuses the commit (the dispatcher's step 1); a broken phase-1 script only
+//!    warns, as in phase 1.
 //! 8. Hooks bound to `commit.after` (AutoAgent's `PostGitCommit`) fire from a second generated
 //!    git hook, `post-commit`, installed, chained and removed by rules 1 to 3 like the first,
 //!    so every commit in the workspace fires them, the agent's own and the `git-commit`
 //!    action's. `${commit}` is the new commit's id, `files` the paths it changed. It is a
 //!    notice: the commit is made, and nothing the hooks do fails it. Their presence alone
 //!    installs the post-commit hook.
+//!
+//! Each hook runs through the event dispatcher's run/judge/record step ([`crate::fire`]), a
+//! phase-1 script with phase 1's semantics (its exit code, DISCOBOT_* variables, its output as
+//! it came), without the "running" record elsewhere written first: a commit waits for its
+//! hooks anyway.
 //!
 //! This file holds the errors and the run inside `git commit` (rules 4 to 6); `git_hook` writes
 //! and removes the scripts git starts (rules 1 to 3), `staged` asks git what the commit holds,
@@ -46,7 +53,6 @@ mod staged;
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 pub use self::git_hook::{
     Ensured, GitHook, GitHookKind, Installed, Uninstalled, ensure_git_hooks, git_hooks_dir,
@@ -60,11 +66,11 @@ use crate::decision::{Decision, Reply};
 use crate::discover::{Discovery, discover_workspace};
 use crate::event::Event;
 use crate::event::HookKind;
-use crate::exec::{ExecError, RunOptions, RunOutcome, run_hook};
-use crate::fire::{FireError, fire};
+use crate::exec::{CancelToken, ExecError, RunOutcome};
+use crate::fire::{FireError, fire, run_judged};
 use crate::firing::Firing;
 use crate::git::{Git, GitError, RunningGit};
-use crate::hook::{Hook, Problem};
+use crate::hook::{Binds, Hook, Problem};
 use crate::status::{StatusError, StatusStore};
 
 /// The variable that skips hooks at commit time (rule 6).
@@ -256,14 +262,13 @@ pub fn run_pre_commit(
     for problem in discovery
         .problems
         .iter()
-        .filter(|p| p.may_be(HookKind::PreCommit))
+        .filter(|p| p.may_bind(&Event::CommitBefore))
     {
         on_event(PreCommitEvent::Problem(problem));
     }
     let hooks: Vec<&Hook> = discovery.of_kind(HookKind::PreCommit).collect();
     let gates: Vec<&Hook> = discovery
-        .event_hooks
-        .iter()
+        .event_hooks()
         .filter(|h| h.spec.event == Event::CommitBefore)
         .collect();
     if let PreCommitSkip::Hooks(ids) = skip {
@@ -280,15 +285,24 @@ pub fn run_pre_commit(
             to_run.push(hook);
         }
     }
-    let mut gates_to_run = Discovery::default();
+    // A gate fails closed (crate::fire, step 1) on a file that does not load and names
+    // `event: commit.before`; a broken phase-1 script (`type: pre-commit`, or a file nothing
+    // says is a gate) warns above, as in phase 1.
+    let mut gates_to_run = Discovery {
+        problems: (discovery.problems.iter())
+            .filter(|p| p.binds == Binds::Event(Event::CommitBefore))
+            .cloned()
+            .collect(),
+        ..Discovery::default()
+    };
     for hook in gates {
         if skip.skips(hook) {
             on_event(PreCommitEvent::Skipped(hook));
         } else {
-            gates_to_run.event_hooks.push(hook.clone());
+            gates_to_run.hooks.push(hook.clone());
         }
     }
-    if to_run.is_empty() && gates_to_run.event_hooks.is_empty() {
+    if to_run.is_empty() && !gates_to_run.fires(&Event::CommitBefore) {
         if let Ok(git) = staged {
             git.abandon();
         }
@@ -306,10 +320,22 @@ pub fn run_pre_commit(
             continue;
         }
         on_event(PreCommitEvent::Started(hook, &files));
-        // No `begin` record: a commit waits for its hooks anyway, and each status write costs
-        // two fsyncs on the commit path. `record` writes the same `lastRunAt`.
-        let outcome = run_hook(ctx, hook, &files, &RunOptions::default())?;
-        store.record(ctx, hook, &outcome, None, SystemTime::now())?;
+        // Through the dispatcher's run/judge/record step, as every runner runs its hooks; a
+        // phase-1 script keeps phase 1's semantics there (crate::fire, step 1).
+        let mut firing = Firing::new(Event::CommitBefore);
+        firing.files = Some(files.clone());
+        let payload = crate::fire::payload(ctx, &firing, None);
+        let done = run_judged(
+            ctx,
+            hook,
+            &firing,
+            &payload,
+            &store,
+            &CancelToken::default(),
+        )?;
+        let Some(outcome) = done.and_then(|done| done.phase1) else {
+            continue;
+        };
         on_event(PreCommitEvent::Finished(hook, &files, &outcome));
         report.runs.push((hook.id.clone(), outcome.exit_code));
         if !outcome.success() {
@@ -317,7 +343,7 @@ pub fn run_pre_commit(
             return Ok(report);
         }
     }
-    if gates_to_run.event_hooks.is_empty() {
+    if !gates_to_run.fires(&Event::CommitBefore) {
         return Ok(report);
     }
     let mut firing = Firing::new(Event::CommitBefore);

@@ -27,9 +27,9 @@ pub fn run_post_commit(
     }
     let mut discovery = discover_workspace(ctx);
     discovery
-        .event_hooks
+        .hooks
         .retain(|h| h.spec.event == Event::CommitAfter && !skip.skips(h));
-    if discovery.event_hooks.is_empty() {
+    if discovery.hooks.is_empty() {
         return Ok(None);
     }
     let commit = strip_newline(git(&ctx.workspace, &["rev-parse", "HEAD"])?);

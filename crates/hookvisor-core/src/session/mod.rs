@@ -424,15 +424,14 @@ pub fn fire_session_start(
     cancel: Option<CancelToken>,
 ) -> Result<Option<Reply>, FireError> {
     let hooks = Discovery {
-        event_hooks: discovery
-            .event_hooks
-            .iter()
+        hooks: discovery
+            .event_hooks()
             .filter(|h| h.spec.event == Event::SessionStart && h.spec.await_ == awaited)
             .cloned()
             .collect(),
         ..Discovery::default()
     };
-    if hooks.event_hooks.is_empty() {
+    if hooks.hooks.is_empty() {
         return Ok(None);
     }
     let mut firing = Firing::new(Event::SessionStart);

@@ -12,7 +12,6 @@ use crate::discover::Discovery;
 use crate::event::Event;
 use crate::event::HookKind;
 use crate::hook::{Hook, RunAs};
-use crate::policy::DEFAULT_RETRIES;
 use crate::seal::{RootHooks, SealedScript};
 
 /// The session hooks of a workspace, split the way they run (rule 1 of the module docs).
@@ -75,11 +74,7 @@ impl SessionPlan {
             }
             let session_hook = SessionHook {
                 hook: hook.clone(),
-                retries: discovery
-                    .retries
-                    .get(&hook.id)
-                    .copied()
-                    .unwrap_or(DEFAULT_RETRIES),
+                retries: hook.spec.retries,
             };
             if hook.blocking || root {
                 plan.blocking.push(session_hook);
@@ -87,7 +82,7 @@ impl SessionPlan {
                 plan.background.push(session_hook);
             }
         }
-        for hook in &discovery.event_hooks {
+        for hook in discovery.event_hooks() {
             if hook.spec.event == Event::SessionStart {
                 if hook.spec.await_ {
                     plan.awaited_events = true;

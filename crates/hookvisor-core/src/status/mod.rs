@@ -265,10 +265,6 @@ impl Status {
         entry.hook_name.clone_from(&hook.name);
         entry.describe(hook);
         entry.output_path = output_path;
-        // A global hook is in no workspace: every runner records where it is (EVENTS.md §2.1).
-        if hook.origin == crate::hook::Origin::Global {
-            entry.source = Some(hook.source());
-        }
         entry
     }
 
@@ -372,6 +368,10 @@ impl HookStatus {
         } else {
             (None, None, None)
         };
+        // A global hook is in no workspace: every runner records where it is (EVENTS.md §2.1).
+        if hook.origin == crate::hook::Origin::Global {
+            self.source = Some(hook.source());
+        }
     }
 
     /// Records that a run started at `now`: dashboards show it running.
@@ -452,6 +452,7 @@ pub(crate) mod tests {
             timeout: kind.default_timeout(),
             spec: crate::event::EventSpec::for_kind(kind),
             origin: crate::hook::Origin::Workspace,
+            phase1: true,
         }
     }
 
@@ -511,7 +512,7 @@ pub(crate) mod tests {
         }
         let discovery = crate::discover(dir.path());
         assert!(discovery.problems.is_empty(), "{:?}", discovery.problems);
-        let hooks = discovery.hooks.into_iter().chain(discovery.event_hooks);
+        let hooks = discovery.hooks.into_iter();
         (dir, hooks.map(|h| (h.id.clone(), h)).collect())
     }
 

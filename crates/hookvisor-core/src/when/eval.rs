@@ -212,8 +212,12 @@ fn canonical_int(text: &str) -> Option<i64> {
 fn typed_json(json: serde_json::Value) -> Result<Typed<'static>, &'static str> {
     match json {
         serde_json::Value::Bool(b) => Ok(Typed::Bool(b)),
-        // A JSON string stays a string, even `"5"`: JSON already says what it is.
-        serde_json::Value::String(s) => Ok(Typed::Str(Cow::Owned(s))),
+        // Canonical integer text is the integer, as in a plain-text variable: agents and
+        // adapters send numbers as strings (EVENTS.md §4.2, settled). `"true"` stays a string.
+        serde_json::Value::String(s) => Ok(match canonical_int(&s) {
+            Some(n) => Typed::Int(n),
+            None => Typed::Str(Cow::Owned(s)),
+        }),
         serde_json::Value::Number(n) => match n.as_i64() {
             Some(n) => Ok(Typed::Int(n)),
             None if n.is_f64() => Err("a JSON float"),
@@ -257,7 +261,7 @@ mod tests {
             ["quote"] => text("it's \"x\""),
             ["j", rest @ ..] => {
                 let mut value = json!({
-                    "n": 5, "neg": -3, "s": "5", "word": "hello", "b": true, "no": false,
+                    "n": 5, "neg": -3, "s": "5", "zero5": "05", "t": "true", "word": "hello", "b": true, "no": false,
                     "f": 1.5, "one": 1.0, "null": null, "arr": [1], "obj": {},
                     "big": 18446744073709551615u64, "nested": {"x": "deep"}
                 });
@@ -430,19 +434,24 @@ mod tests {
             ("${j.b}", true),
             ("!${j.no}", true),
             ("${j.b} == 'true'", true),
-            // A JSON string stays a string, even when it reads as a number or boolean.
+            // A JSON string of canonical integer text is that integer; any other stays a
+            // string, even when it reads as a boolean.
             ("${j.s} == 5", true),
             ("${j.s} == '5'", true),
+            ("${j.s} < 6", true),
+            ("${j.s} % 2 == 1", true),
+            ("${j.zero5} == '05'", true),
+            ("${j.t} == 'true'", true),
             ("${j.word} == 'hello'", true),
         ]);
         errors(&[
             (
-                "${j.s} < 6",
-                "when: '<' at column 8 needs integers, got a string",
+                "${j.zero5} < 6",
+                "when: '<' at column 12 needs integers, got a string",
             ),
             (
-                "${j.s} % 2 == 1",
-                "when: '%' at column 8 needs integers, got a string",
+                "${j.t} && true",
+                "when: '&&' at column 8 needs booleans, got a string",
             ),
             (
                 "${j.f} == 1",
@@ -692,7 +701,7 @@ mod tests {
         assert_eq!(run("1"), Err(message("an integer")));
         assert_eq!(run("${n}"), Err(message("an integer")));
         assert_eq!(run("'true'"), Err(message("a string")));
-        assert_eq!(run("${j.s}"), Err(message("a string")));
+        assert_eq!(run("${j.word}"), Err(message("a string")));
         assert_eq!(run("(${n} % 2)"), Err(message("an integer")));
     }
 }

@@ -38,8 +38,9 @@
 //!    from the number it parses to is not that number. Exactly `true` or `false` is a boolean
 //!    (`True` is a string). Anything else is a string.
 //! 3. A JSON variable ([`Value::Json`], as `${a.b}` reads): a number that fits i64 is an
-//!    integer, a bool a boolean, a string **stays a string** even when it reads `"5"` (JSON
-//!    already states its type; re-typing it would lose the sender's choice). Floats (`1.0`
+//!    integer, a bool a boolean, a string of canonical i64 text (as in rule 2) an integer, any
+//!    other string a string (`"true"` included): agents send numbers as strings, and the
+//!    contract settles that `${n} > 9` holds for `"n": "10"` (EVENTS.md §4.2). Floats (`1.0`
 //!    included), numbers beyond i64, `null`, arrays and objects are type errors (§5 rule 21).
 //! 4. `==` and `!=` compare numerically when both sides are integers, else they compare the text
 //!    forms (`5`, `true`, the string itself): `${n} == '5'` holds when `n` is `5`.

@@ -107,7 +107,7 @@ pub fn run_one(globals: &Globals, id: &str, json: bool) -> CliResult {
     super::refuse_others_state_dir(&ctx)?;
     let discovery = discover_workspace(&ctx);
     // A hook of the event model runs when its event fires: it has a payload and a decision.
-    if let Some(hook) = discovery.event_hooks.iter().find(|h| h.id == id) {
+    if let Some(hook) = discovery.event_hooks().find(|h| h.id == id) {
         return Err(CliError::usage(format!(
             "'{id}' is a hook of the event {}; `hookvisor run` runs phase-1 hooks only: fire \
              its event with `hookvisor fire {} --data '{{...}}'`",
@@ -115,7 +115,10 @@ pub fn run_one(globals: &Globals, id: &str, json: bool) -> CliResult {
         )));
     }
     let Some(hook) = discovery.get(id) else {
-        let known: Vec<&str> = discovery.hooks.iter().map(|h| h.id.as_str()).collect();
+        let known: Vec<&str> = (discovery.hooks.iter())
+            .filter(|h| h.phase1)
+            .map(|h| h.id.as_str())
+            .collect();
         return Err(CliError::usage(format!(
             "no hook '{id}' in {}; known ids: {} (see `hookvisor list`)",
             ctx.hooks_dir().display(),

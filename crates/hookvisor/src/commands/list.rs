@@ -7,7 +7,7 @@ use hookvisor_core::{Config, discover_workspace};
 
 use crate::cli::Globals;
 use crate::error::{CliResult, Exit};
-use crate::list::{all_hooks, event_line, list_json, type_of, write_problems, write_sources};
+use crate::list::{event_line, list_json, type_of, write_problems, write_sources};
 
 /// `hookvisor list [--json]`.
 pub fn run(globals: &Globals, json: bool) -> CliResult {
@@ -27,11 +27,11 @@ pub fn run(globals: &Globals, json: bool) -> CliResult {
             Config::path(&ctx.workspace).display()
         )?;
     }
-    if discovery.hooks.is_empty() && discovery.event_hooks.is_empty() {
+    if discovery.hooks.is_empty() {
         writeln!(out, "no hooks in {}", ctx.hooks_dir().display())?;
     } else {
         // Phase 1's width, wider only for an event name that needs it (`stage.complete`).
-        let width = all_hooks(discovery.hooks.iter(), discovery.event_hooks.iter())
+        let width = (discovery.hooks.iter())
             .map(|h| type_of(h).len())
             .max()
             .unwrap_or(0)
@@ -41,7 +41,7 @@ pub fn run(globals: &Globals, json: bool) -> CliResult {
             "{:<24} {:<width$} {:<6} {:<24} NAME",
             "ID", "TYPE", "AS", "PATTERN"
         )?;
-        for hook in all_hooks(discovery.hooks.iter(), discovery.event_hooks.iter()) {
+        for hook in &discovery.hooks {
             writeln!(
                 out,
                 "{:<24} {:<width$} {:<6} {:<24} {}",

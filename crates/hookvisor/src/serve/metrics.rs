@@ -104,7 +104,10 @@ impl Metrics {
         let inner = self.inner.lock().expect("metrics lock");
         // Every hook known by either the files or the record gets every per-hook series, so
         // a dashboard sees a zero rather than a gap.
-        let mut ids: Vec<&str> = discovery.hooks.iter().map(|h| h.id.as_str()).collect();
+        let mut ids: Vec<&str> = (discovery.hooks.iter())
+            .filter(|h| h.phase1)
+            .map(|h| h.id.as_str())
+            .collect();
         ids.extend(status.hooks.keys().map(String::as_str));
         ids.sort_unstable();
         ids.dedup();

@@ -431,14 +431,14 @@ impl AppState {
         }
     }
 
-    /// status.json with an entry for every discovered hook: one that never ran is `pending`.
-    /// It blocks (a file read).
+    /// status.json with an entry for every discovered phase-1 hook: one that never ran is
+    /// `pending` (an event hook has no entry until its event fires). It blocks (a file read).
     fn status_with_discovered(&self) -> Result<Status, ServerError> {
         let mut status = self
             .store()
             .load()
             .map_err(|e| ServerError::Internal(e.to_string()))?;
-        for hook in &self.discovery().hooks {
+        for hook in self.discovery().hooks.iter().filter(|h| h.phase1) {
             if !status.hooks.contains_key(&hook.id) {
                 status.entry(hook, &self.ctx);
             }

@@ -204,10 +204,17 @@ pub async fn status(State(state): State<Arc<AppState>>) -> Result<Json<Value>> {
 
 /// `GET /v1/hooks`: the `hookvisor list --json` shape, problems included.
 pub async fn hooks(State(state): State<Arc<AppState>>) -> Json<Value> {
-    Json(crate::list::list_json(
-        &state.discovery(),
-        &state.ctx.workspace,
-    ))
+    let discovery = state.discovery();
+    let mut listed = crate::list::list_json(&discovery, &state.ctx.workspace);
+    // Every hook lists its event fields; the page also needs to know which ones the rerun
+    // route runs (the phase-1 hooks).
+    if let Some(hooks) = listed["hooks"].as_array_mut() {
+        for hook in hooks {
+            let id = hook["id"].as_str().unwrap_or_default();
+            hook["rerun"] = Value::Bool(discovery.get(id).is_some());
+        }
+    }
+    Json(listed)
 }
 
 /// `GET /hooks/{id}/output`: the end of the hook's last log, in discobot's shape: `output` (the

@@ -19,41 +19,43 @@ use crate::policy::Phase;
 use crate::produced::Earlier;
 use crate::status::StatusStore;
 
-/// A hook with a pending set, and whether the event dispatcher's runner runs it.
+/// A hook of the turn end's `pre` pass, and how it runs.
 #[derive(Clone, Copy)]
 pub(super) struct TurnHook<'a> {
     /// The hook.
     pub(super) hook: &'a Hook,
-    /// True for an `event: turn.end` hook of [`Discovery::event_hooks`].
-    pub(super) event: bool,
+    /// True for an `event: turn.end` hook without a pattern: it keeps no pending set and runs
+    /// at every turn end on the files that changed in the turn (EVENTS.md §5 rule 8).
+    pub(super) every_turn: bool,
 }
 
-/// The hooks that keep a pending set, by file name: the phase-1 file hooks and the `pre`
-/// `event: turn.end` hooks with a `pattern` (the same kind of hook, declared the new way).
-pub(super) fn with_pending_set(discovery: &Discovery) -> Vec<TurnHook<'_>> {
-    let phase1 = discovery
-        .of_kind(HookKind::File)
-        .map(|hook| TurnHook { hook, event: false });
-    let event = turn_end_hooks(discovery, Phase::Pre)
-        .filter(|h| h.pattern.is_some())
-        .map(|hook| TurnHook { hook, event: true });
+/// The hooks of the turn end's `pre` pass in their one order (EVENTS.md §1.4): the phase-1
+/// file hooks and the `pre` `event: turn.end` hooks, with or without a pattern, by file name,
+/// the workspace's first, then the other tools' (in the order they were read), then the
+/// global ones.
+pub(super) fn pre_pass(discovery: &Discovery) -> Vec<TurnHook<'_>> {
+    let phase1 = discovery.of_kind(HookKind::File).map(|hook| TurnHook {
+        hook,
+        every_turn: false,
+    });
+    let event = turn_end_hooks(discovery, Phase::Pre).map(|hook| TurnHook {
+        hook,
+        every_turn: hook.pattern.is_none(),
+    });
     let mut hooks: Vec<TurnHook<'_>> = phase1.chain(event).collect();
-    // Both lists are in discovery order (the workspace's hooks by file name, then the global
-    // ones by file name); the merge keeps that one order over both.
-    hooks.sort_by_cached_key(|h| (h.hook.origin == Origin::Global, h.hook.file_name()));
+    // Stable: imported hooks keep the order their sources were read in.
+    hooks.sort_by_cached_key(|h| match h.hook.origin {
+        Origin::Workspace => (0, h.hook.file_name()),
+        Origin::Imported { .. } => (1, String::new()),
+        Origin::Global => (2, h.hook.file_name()),
+    });
     hooks
-}
-
-/// The `pre` `event: turn.end` hooks without a pattern: they run at every turn end.
-pub(super) fn every_turn(discovery: &Discovery) -> impl Iterator<Item = &Hook> {
-    turn_end_hooks(discovery, Phase::Pre).filter(|h| h.pattern.is_none())
 }
 
 /// The `event: turn.end` hooks of `phase`, in file-name order.
 pub(super) fn turn_end_hooks(discovery: &Discovery, phase: Phase) -> impl Iterator<Item = &Hook> {
     discovery
-        .event_hooks
-        .iter()
+        .event_hooks()
         .filter(move |h| h.spec.event == Event::TurnEnd && h.spec.phase == phase)
 }
 
@@ -113,8 +115,9 @@ pub(super) fn result(hook: &Hook, files: Vec<PathBuf>, done: &Done) -> HookResul
     }
 }
 
-/// The phase-1 re-prompt of an event hook that blocked: its reason (stderr, else stdout, or
-/// the JSON decision's reason, already shrunk by the judge) stands as the output.
+/// The phase-1 re-prompt of a hook that blocked: a phase-1 hook's output as phase 1 quotes it;
+/// an event hook's reason (stderr, else stdout, or the JSON decision's reason, already shrunk
+/// by the judge) standing as the output.
 pub(super) fn failure(
     ctx: &Context,
     hook: &Hook,
@@ -130,8 +133,12 @@ pub(super) fn failure(
         files,
         exit_code: done.run.exit_code,
         timed_out_after: done.run.timed_out,
-        output_tail: reason.to_owned(),
-        output_cut: false,
+        output_tail: done
+            .phase1
+            .as_ref()
+            .map_or_else(|| reason.to_owned(), |run| run.tail.clone()),
+        output_cut: (done.phase1.as_ref())
+            .is_some_and(|run| run.output_bytes > run.tail.len() as u64),
         log_path: ctx.log_path(&hook.id),
         attempt,
         max_attempts,

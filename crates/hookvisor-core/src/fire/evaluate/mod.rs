@@ -28,11 +28,14 @@
 //!
 //! 8. `eval` ≡ `fire turn.end` (EVENTS.md §5 rule 8). The `pre` `event: turn.end` hooks with a
 //!    `pattern` are file hooks of steps 2–4, taken with the phase-1 ones in file-name order;
-//!    those without a pattern run at every turn end after them, on the files changed in the
-//!    turn, while no failure stopped the evaluation; `post` hooks run last, see `${decision}`
-//!    and cannot block (one with a pattern only when a matching file changed in the turn). Each
-//!    runs through the event dispatcher's runner ([`crate::fire`], steps 5–8: `when`, `run:`,
-//!    retries, judgment, `pipe_output`). A block is step 4's failure, its reason standing as
+//!    those without a pattern run at every turn end in that same order (EVENTS.md §1.4,
+//!    settled), on the files changed in the turn, while no failure stopped the evaluation (so
+//!    one named before a failing file hook runs, one named after it does not); `post` hooks
+//!    run last, see `${decision}`
+//!    and cannot block (one with a pattern only when a matching file changed in the turn). Every
+//!    hook of the turn end, phase-1 file hooks included, runs through the event dispatcher's
+//!    run/judge/record step ([`crate::fire`], steps 5–8: `when`, `run:`, retries, judgment,
+//!    `pipe_output`; a phase-1 script with phase 1's semantics). A block is step 4's failure, its reason standing as
 //!    the output of the re-prompt; a failure that does not block is recorded and the pass goes
 //!    on; an abort stops it with the action `failed`. A `when` that is false leaves the pending
 //!    set like a pass. A `loop` trigger leaves the guard's count alone and always re-prompts.

@@ -172,11 +172,12 @@ fn read_problems<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Problem>, D::Err
     let sent = Option::<Vec<Sent>>::deserialize(d)?.unwrap_or_default();
     Ok(sent
         .into_iter()
-        .map(|p| Problem {
-            path: p.path.into(),
-            kind: ProblemKind::Reported(p.reason),
-            declared: None,
-            binds: Default::default(),
+        .map(|p| {
+            Problem::new(
+                p.path.into(),
+                ProblemKind::Reported(p.reason),
+                Default::default(),
+            )
         })
         .collect())
 }
@@ -186,12 +187,11 @@ mod tests {
     use super::*;
 
     fn problem(path: &str, reason: &str) -> Problem {
-        Problem {
-            path: path.into(),
-            kind: ProblemKind::Reported(reason.into()),
-            declared: None,
-            binds: Default::default(),
-        }
+        Problem::new(
+            path.into(),
+            ProblemKind::Reported(reason.into()),
+            Default::default(),
+        )
     }
 
     #[test]

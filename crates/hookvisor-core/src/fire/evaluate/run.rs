@@ -1,48 +1,18 @@
-//! One hook run recorded in `status.json`, for an evaluation or on request.
+//! One phase-1 hook run now, on request (`hookvisor run ID`, the rerun route), through the
+//! event dispatcher's run/judge/record step ([`crate::fire`]), as every runner runs hooks.
 
 use std::path::PathBuf;
-use std::time::SystemTime;
 
 use super::marker::{EvalLock, Marker};
 use super::{EvalError, HookResult, scan_workspace};
 use crate::changes::{FileState, Timestamp};
 use crate::context::Context;
 use crate::event::HookKind;
-use crate::exec::{CancelToken, RunOptions, RunOutcome, run_hook};
+use crate::exec::CancelToken;
+use crate::fire;
+use crate::firing::Firing;
 use crate::hook::Hook;
-use crate::status::{RunResult, StatusStore};
-
-/// Runs one hook with its status entry marked running, then records the outcome. A cancelled
-/// run is recorded as pending, not as a failure, and ends the evaluation.
-pub(super) fn run_recorded(
-    ctx: &Context,
-    store: &StatusStore,
-    hook: &Hook,
-    files: &[PathBuf],
-    cancel: Option<&CancelToken>,
-) -> Result<RunOutcome, EvalError> {
-    store.update(|s| s.entry(hook, ctx).begin(SystemTime::now()))?;
-    let options = RunOptions {
-        cancel: cancel.cloned(),
-        ..RunOptions::default()
-    };
-    let outcome = match run_hook(ctx, hook, files, &options) {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            store.update(|s| s.entry(hook, ctx).last_result = RunResult::Pending)?;
-            return Err(e.into());
-        }
-    };
-    if outcome.cancelled {
-        store.update(|s| {
-            s.entry(hook, ctx).last_result = RunResult::Pending;
-            s.set_pending(&hook.id, true);
-        })?;
-        return Err(EvalError::Cancelled);
-    }
-    store.record(ctx, hook, &outcome, None, SystemTime::now())?;
-    Ok(outcome)
-}
+use crate::status::StatusStore;
 
 /// [`Evaluator::run_now`](super::Evaluator::run_now).
 pub(super) fn run_now(
@@ -63,20 +33,34 @@ pub(super) fn run_now(
         Vec::new()
     };
     let cutoff = Timestamp::now();
-    let outcome = run_recorded(ctx, &store, hook, &files, cancel)?;
+    let mut firing = Firing::new(hook.spec.event.clone());
+    firing.files = Some(files.clone());
+    let payload = fire::payload(ctx, &firing, None);
+    let cancel = cancel.cloned().unwrap_or_default();
+    // Only an event hook has a `when`; one that is false runs nothing, which is no failure.
+    let Some(done) = fire::run_judged(ctx, hook, &firing, &payload, &store, &cancel)? else {
+        return Ok(HookResult {
+            hook_id: hook.id.clone(),
+            exit_code: 0,
+            success: true,
+            timed_out: false,
+            files,
+        });
+    };
+    let success = done.run.timed_out.is_none() && done.run.exit_code == 0;
     if hook.kind == HookKind::File {
         let mut marker = Marker::load(ctx);
         marker.hooks.insert(hook.id.clone(), cutoff);
         marker.save(ctx)?;
-        if outcome.success() {
+        if success {
             store.update(|s| s.set_pending(&hook.id, false))?;
         }
     }
     Ok(HookResult {
         hook_id: hook.id.clone(),
-        exit_code: outcome.exit_code,
-        success: outcome.success(),
-        timed_out: outcome.timed_out,
+        exit_code: done.run.exit_code,
+        success,
+        timed_out: done.run.timed_out.is_some(),
         files,
     })
 }

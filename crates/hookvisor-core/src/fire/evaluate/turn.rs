@@ -6,13 +6,12 @@ use std::time::SystemTime;
 
 use super::event_hooks::{self, TurnHook};
 use super::marker::Marker;
-use super::run::run_recorded;
-use super::{Action, EvalError, EvalOptions, EvalReport, HookResult};
+use super::{Action, EvalError, EvalOptions, EvalReport};
 use crate::changes::{ChangeScan, DirtyFile, FileState, Timestamp};
 use crate::context::Context;
 use crate::decision::Verdict;
 use crate::discover::Discovery;
-use crate::fire::{self, Done};
+use crate::fire::Done;
 use crate::firing::Firing;
 use crate::hook::{Hook, Problem};
 use crate::message::{Failure, broken_hooks_message};
@@ -34,7 +33,7 @@ pub(super) fn evaluate_scan(
 ) -> Result<EvalReport, EvalError> {
     let store = StatusStore::for_context(ctx);
     let mut marker = Marker::load(ctx);
-    let file_hooks = event_hooks::with_pending_set(discovery);
+    let pre_pass = event_hooks::pre_pass(discovery);
 
     // Steps 1, 2 and 5 (counting): one read-modify-write of status.json.
     let changed: Vec<&DirtyFile> = scan.changed_since(marker.cutoff).collect();
@@ -50,11 +49,8 @@ pub(super) fn evaluate_scan(
             Some(recorded) if options.trigger != Trigger::Loop => counted.min(recorded),
             _ => counted,
         };
-        for &TurnHook { hook, event } in &file_hooks {
+        for &TurnHook { hook, .. } in pre_pass.iter().filter(|h| !h.every_turn) {
             let entry = status.entry(hook, ctx);
-            if event {
-                fire::label(entry, hook);
-            }
             if entry.last_result == RunResult::Running {
                 // Left running by an evaluation that died: only evaluations run file hooks,
                 // and we hold the evaluation lock.
@@ -64,7 +60,11 @@ pub(super) fn evaluate_scan(
                 status.set_pending(&hook.id, true);
             }
         }
-        let known: Vec<String> = file_hooks.iter().map(|h| h.hook.id.clone()).collect();
+        let known: Vec<String> = pre_pass
+            .iter()
+            .filter(|h| !h.every_turn)
+            .map(|h| h.hook.id.clone())
+            .collect();
         status.pending_hooks.retain(|id| known.contains(id));
         let nothing_pending = status.pending_hooks.is_empty();
         if nothing_pending {
@@ -100,43 +100,29 @@ pub(super) fn evaluate_scan(
     };
     // What the event hooks' actions produce, for the hooks after them in this turn end.
     let mut earlier = Earlier::default();
-    if !nothing_pending {
-        run_pending(
-            ctx,
-            status,
-            &mut marker,
-            scan,
-            &file_hooks,
-            options,
-            turn,
-            &mut report,
-            &mut earlier,
-        )?;
-    }
-
     // Rule 8: the pattern-less `event: turn.end` hooks run at every turn end, on the files that
-    // changed in the turn, after the hooks of a pending set, while the pre pass goes on.
+    // changed in the turn.
     let changed_files: Vec<PathBuf> = changed
         .iter()
         .filter(|f| matches!(f.state, FileState::Present { .. }))
         .map(|f| f.path.clone())
         .collect();
-    if report.action == Action::Pass {
-        for hook in event_hooks::every_turn(discovery) {
-            let files = changed_files.clone();
-            let Some(done) =
-                event_hooks::run(ctx, &store, hook, &files, turn, options, None, &mut earlier)?
-            else {
-                continue;
-            };
-            report
-                .results
-                .push(event_hooks::result(hook, files.clone(), &done));
-            report.context.extend(done.judgment.context.iter().cloned());
-            if judged_stop(ctx, hook, files, &done, options, &mut report) {
-                break;
-            }
-        }
+    if !nothing_pending || pre_pass.iter().any(|h| h.every_turn) {
+        let pass = PrePass {
+            hooks: &pre_pass,
+            scan,
+            changed: &changed_files,
+        };
+        run_pre_pass(
+            ctx,
+            status,
+            &mut marker,
+            &pass,
+            options,
+            turn,
+            &mut report,
+            &mut earlier,
+        )?;
     }
 
     // Step 7: hook files the model broke re-prompt like a failing hook, under the same guard.
@@ -284,28 +270,52 @@ fn seen_problems(
         .collect()
 }
 
-/// Steps 3 and 4: runs the pending hooks in discovery order, stopping at the first failure,
-/// and records the outcome in `report`; a failure re-prompts while `report.attempt` is within
-/// `max_retries` (step 5).
+/// The `pre` pass of a turn end: its hooks in order, the workspace scan, and the files that
+/// changed in the turn (what a pattern-less hook runs on).
+struct PrePass<'a> {
+    hooks: &'a [TurnHook<'a>],
+    scan: &'a ChangeScan,
+    changed: &'a [PathBuf],
+}
+
+/// Steps 3 and 4: runs the pending hooks and the pattern-less `turn.end` hooks in their one
+/// order (EVENTS.md §1.4), stopping at the first failure, and records the outcome in `report`;
+/// a failure re-prompts while `report.attempt` is within `max_retries` (step 5).
 ///
 /// `status` is the one the evaluation loaded, replaced by what each write returns, instead of
 /// a read of `status.json` per hook. That loses nothing: every write still merges under the
 /// store's lock, and the pending set changes only under the evaluation lock we hold (startup
 /// recovery aside, which runs before any evaluation).
 #[allow(clippy::too_many_arguments)]
-fn run_pending(
+fn run_pre_pass(
     ctx: &Context,
     mut status: Status,
     marker: &mut Marker,
-    scan: &ChangeScan,
-    file_hooks: &[TurnHook<'_>],
+    pass: &PrePass<'_>,
     options: &EvalOptions,
     turn: &Firing,
     report: &mut EvalReport,
     earlier: &mut Earlier,
 ) -> Result<(), EvalError> {
     let store = &StatusStore::for_context(ctx);
-    for &TurnHook { hook, event } in file_hooks {
+    let scan = pass.scan;
+    for &TurnHook { hook, every_turn } in pass.hooks {
+        if every_turn {
+            let files = pass.changed.to_vec();
+            let Some(done) =
+                event_hooks::run(ctx, store, hook, &files, turn, options, None, earlier)?
+            else {
+                continue;
+            };
+            report
+                .results
+                .push(event_hooks::result(hook, files.clone(), &done));
+            report.context.extend(done.judgment.context.iter().cloned());
+            if judged_stop(ctx, hook, files, &done, options, report) {
+                break;
+            }
+            continue;
+        }
         if !status.is_pending(&hook.id) {
             continue;
         }
@@ -335,65 +345,32 @@ fn run_pending(
             .map(|f| f.path.clone())
             .collect();
         let cutoff = Timestamp::now();
-        if event {
-            let Some(done) =
-                event_hooks::run(ctx, store, hook, &files, turn, options, None, earlier)?
-            else {
-                // Its `when` is false for this change: nothing to check, as if it had passed.
-                status = store.update(|s| {
-                    s.set_pending(&hook.id, false);
-                    s.clone()
-                })?;
-                continue;
-            };
-            marker.hooks.insert(hook.id.clone(), cutoff);
-            marker.save(ctx)?;
-            report
-                .results
-                .push(event_hooks::result(hook, files.clone(), &done));
-            report.context.extend(done.judgment.context.iter().cloned());
-            if matches!(done.judgment.verdict, Verdict::Allow | Verdict::Success) {
-                status = store.update(|s| {
-                    s.set_pending(&hook.id, false);
-                    s.clone()
-                })?;
-            }
-            if judged_stop(ctx, hook, files, &done, options, report) {
-                break;
-            }
-            continue;
-        }
-        let outcome = run_recorded(ctx, store, hook, &files, options.cancel.as_ref())?;
-        marker.hooks.insert(hook.id.clone(), cutoff);
-        marker.save(ctx)?;
-        report.results.push(HookResult {
-            hook_id: hook.id.clone(),
-            exit_code: outcome.exit_code,
-            success: outcome.success(),
-            timed_out: outcome.timed_out,
-            files: files.clone(),
-        });
-        if outcome.success() {
+        // Phase-1 file hooks and `event: turn.end` hooks alike run through the event
+        // dispatcher's run/judge/record step (crate::fire), each with its own semantics.
+        let Some(done) = event_hooks::run(ctx, store, hook, &files, turn, options, None, earlier)?
+        else {
+            // Its `when` is false for this change: nothing to check, as if it had passed.
             status = store.update(|s| {
                 s.set_pending(&hook.id, false);
                 s.clone()
             })?;
             continue;
-        }
-        let failure = Failure {
-            hook_name: hook.name.clone(),
-            pattern: hook.pattern.as_ref().map(|p| p.as_str().to_owned()),
-            files,
-            exit_code: outcome.exit_code,
-            timed_out_after: outcome.timed_out.then_some(hook.timeout),
-            output_tail: outcome.tail.clone(),
-            output_cut: outcome.output_bytes > outcome.tail.len() as u64,
-            log_path: ctx.log_path(&hook.id),
-            attempt: report.attempt,
-            max_attempts: options.max_retries,
         };
-        stop_at(hook, failure, options, report);
-        break;
+        marker.hooks.insert(hook.id.clone(), cutoff);
+        marker.save(ctx)?;
+        report
+            .results
+            .push(event_hooks::result(hook, files.clone(), &done));
+        report.context.extend(done.judgment.context.iter().cloned());
+        if matches!(done.judgment.verdict, Verdict::Allow | Verdict::Success) {
+            status = store.update(|s| {
+                s.set_pending(&hook.id, false);
+                s.clone()
+            })?;
+        }
+        if judged_stop(ctx, hook, files, &done, options, report) {
+            break;
+        }
     }
 
     report.pending = store.update(|s| {

@@ -87,7 +87,7 @@ impl Target {
 
     /// Also binds the agent's raw events that hooks of `discovery` name (`claude.PreCompact`).
     fn with_raw_events(mut self, discovery: &Discovery) -> Target {
-        for hook in &discovery.event_hooks {
+        for hook in discovery.event_hooks() {
             if let CoreEvent::Raw { agent, name } = &hook.spec.event
                 && agent.as_str() == agent_word(self.agent)
                 && self.spec.route(name).is_none()
@@ -416,7 +416,7 @@ pub fn unfired_hooks<'a>(workspace: &Path, discovery: &'a Discovery) -> Vec<(&'a
         .filter_map(|agent| Some((*agent, bound_events(*agent, workspace)?)))
         .collect();
     let mut warnings = Vec::new();
-    for hook in &discovery.event_hooks {
+    for hook in discovery.event_hooks() {
         let event = &hook.spec.event;
         if let CoreEvent::Raw { agent, name } = event {
             let Some(agent) = Agent::value_variants()
