@@ -249,6 +249,53 @@ fn claude_post_tool_use_piped_context_reaches_the_next_request() {
     assert_eq!(body.matches(PIPED).count(), 1, "{body}");
 }
 
+/// EVENTS.md §1.3: an `await: false` hook never holds the tool call. The hook waits on a gate
+/// the test opens only after Claude Code has exited: had its PostToolUse waited for the hook,
+/// the run would end at the hook's own timeout and be recorded before the gate opened.
+#[test]
+fn claude_never_waits_for_an_unawaited_tool_after_hook() {
+    let gate = std::cell::OnceCell::new();
+    let Some((ws, server, output)) = run_with(Script::FixesAtOnce, false, |ws| {
+        let path = ws.base().join("gate");
+        crate::common::gate(&path);
+        ws.write(
+            ".discobot/hooks/slow.yml",
+            &format!(
+                "---\nevent: tool.after\nawait: false\ntimeout: 30\nrun: cat '{}' > /dev/null\n---\n",
+                path.display()
+            ),
+        );
+        gate.set(path).unwrap();
+    }) else {
+        return;
+    };
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(&output));
+    // The adapter's default state dir is the session's, `~/.discobot/SESSION/hooks`; no
+    // status.json yet is no run recorded yet.
+    let runs = || {
+        let sessions = std::fs::read_dir(ws.base().join("home/.discobot")).ok()?;
+        let state = sessions.flatten().next()?.path().join("hooks");
+        let text = std::fs::read_to_string(state.join("status.json")).ok()?;
+        let status: serde_json::Value = serde_json::from_str(&text).ok()?;
+        status["hooks"]["slow"]["runCount"].as_u64()
+    };
+    assert_eq!(
+        runs(),
+        None,
+        "the tool call waited for the unawaited hook\n{log}"
+    );
+    crate::common::open_gate(gate.get().unwrap());
+    // One run per tool call, each recorded once the gate lets it end.
+    let calls = server
+        .task()
+        .iter()
+        .filter(|r| r.last == Last::ToolResult)
+        .count() as u64;
+    assert!(calls > 0, "no tool call\n{log}");
+    crate::common::wait_until("the unawaited runs are recorded", || runs() == Some(calls));
+}
+
 /// Issue 28: after `cd src` in a Bash call, Claude Code sends `src` as the `cwd` of every later
 /// event. A gate on Writes of `*.lock` still denies the Write of `src/Cargo.lock` (the file
 /// is not written), and the turn end still finds the workspace's hooks.
