@@ -27,8 +27,8 @@
 //!    event's `files` (so `pattern:` selects on them): a block or an abort refuses the commit
 //!    with its reason, as the first failing phase-1 hook does. Their presence alone installs the
 //!    git hook. A gate fails closed: a hook file that does not load and names `event:
-//!    commit.before` refuses the commit (the dispatcher's step 1); a broken phase-1 script only
-//!    warns, as in phase 1.
+//!    commit.before` refuses the commit (the dispatcher's step 1), and installs the git hook as
+//!    a loaded gate does; a broken phase-1 script only warns, as in phase 1.
 //! 8. Hooks bound to `commit.after` (AutoAgent's `PostGitCommit`) fire from a second generated
 //!    git hook, `post-commit`, installed, chained and removed by rules 1 to 3 like the first,
 //!    so every commit in the workspace fires them, the agent's own and the `git-commit`
