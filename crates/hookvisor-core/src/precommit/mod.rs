@@ -33,8 +33,9 @@
 //!    git hook, `post-commit`, installed, chained and removed by rules 1 to 3 like the first,
 //!    so every commit in the workspace fires them, the agent's own and the `git-commit`
 //!    action's. `${commit}` is the new commit's id, `files` the paths it changed. It is a
-//!    notice: the commit is made, and nothing the hooks do fails it. Their presence alone
-//!    installs the post-commit hook.
+//!    notice: the commit is made, and nothing the hooks do fails it; an `await: false` one
+//!    runs detached, so `git commit` does not wait for it. Their presence alone installs the
+//!    post-commit hook.
 //!
 //! Each hook runs through the event dispatcher's run/judge/record step ([`crate::fire`]), a
 //! phase-1 script with phase 1's semantics (its exit code, DISCOBOT_* variables, its output as
