@@ -171,11 +171,18 @@ fn an_agents_turn_end_installs_the_post_commit_hook() {
 }
 
 /// An `await: false` hook never holds the reply, on any path (EVENTS.md §1.3): a `commit.after`
-/// one runs detached, so the commit returns while it still runs. The hook says it started,
-/// then waits for a line the test writes only after the commit returned; a commit that waited
-/// for it would have seen it killed at its timeout, with nobody left reading.
+/// one, or a `commit.before` one (a notice there too), runs detached, so the commit returns
+/// while it still runs. The hook says it started, then waits for a line the test writes only
+/// after the commit returned; a commit that waited for it would have seen it killed at its
+/// timeout, with nobody left reading.
 #[test]
-fn an_unawaited_commit_after_hook_does_not_hold_the_commit() {
+fn unawaited_commit_hooks_do_not_hold_the_commit() {
+    for event in ["commit.after", "commit.before"] {
+        an_unawaited_hook_does_not_hold_the_commit(event);
+    }
+}
+
+fn an_unawaited_hook_does_not_hold_the_commit(event: &str) {
     use std::io::{BufRead as _, Write as _};
     use std::os::unix::fs::OpenOptionsExt as _;
     let ws = repo();
@@ -192,14 +199,14 @@ fn an_unawaited_commit_after_hook_does_not_hold_the_commit() {
     ws.write(
         ".discobot/hooks/notify.yml",
         &format!(
-            "---\nevent: commit.after\nawait: false\ntimeout: 5\nrun: \"echo started > '{}'; \
-             read line < '{}'; echo ${{commit}} > '{}'\"\n---\n",
+            "---\nevent: {event}\nawait: false\ntimeout: 5\nrun: \"echo started > '{}'; \
+             read line < '{}'; echo ${{event}} > '{}'\"\n---\n",
             started.display(),
             go.display(),
             done.display()
         ),
     );
-    check(ws.hookvisor(&["post-commit", "install"]), "install");
+    check(ws.hookvisor(&["eval"]), "eval installs the git hooks");
     let (tx, rx) = std::sync::mpsc::channel();
     let reader = started.clone();
     std::thread::spawn(move || {
@@ -210,7 +217,7 @@ fn an_unawaited_commit_after_hook_does_not_hold_the_commit() {
     });
     ws.stage("a.txt", "a\n");
     let out = ws.commit("with a slow notice");
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{event}: {}", stderr(&out));
     let said = rx
         .recv_timeout(common::serve::DEADLINE)
         .expect("the hook started");
@@ -219,7 +226,9 @@ fn an_unawaited_commit_after_hook_does_not_hold_the_commit() {
         .write(true)
         .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open(&go)
-        .expect("the hook still runs after the commit returned: the commit did not wait for it");
+        .unwrap_or_else(|e| {
+            panic!("{event}: the commit waited for the unawaited hook, which is gone: {e}")
+        });
     go.write_all(b"go\n").unwrap();
-    assert_eq!(read(&done), format!("{}\n", head(&ws)));
+    assert_eq!(read(&done), format!("{event}\n"));
 }
