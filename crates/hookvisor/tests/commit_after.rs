@@ -169,3 +169,23 @@ fn an_agents_turn_end_installs_the_post_commit_hook() {
     let git_hook = fs::read_to_string(ws.path().join(".git/hooks/post-commit")).unwrap_or_default();
     assert!(git_hook.contains("# discobot:managed"), "{git_hook}");
 }
+
+/// An `await: false` hook never holds the reply, on any path (EVENTS.md §1.3): a `commit.after`
+/// one, or a `commit.before` one (a notice there too), runs detached, so the commit returns
+/// while it still runs.
+#[test]
+fn unawaited_commit_hooks_do_not_hold_the_commit() {
+    for event in ["commit.after", "commit.before"] {
+        let ws = repo();
+        let probe = common::unawaited::Unawaited::new(ws.base());
+        ws.write(
+            ".discobot/hooks/notify.yml",
+            &format!("---\nevent: {event}\n{}\n---\n", probe.front()),
+        );
+        check(ws.hookvisor(&["eval"]), "eval installs the git hooks");
+        ws.stage("a.txt", "a\n");
+        let out = ws.commit("with a slow notice");
+        assert!(out.status.success(), "{event}: {}", stderr(&out));
+        assert_eq!(probe.still_running(event), format!("{event}\n"));
+    }
+}

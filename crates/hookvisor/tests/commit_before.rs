@@ -126,3 +126,56 @@ fn a_commit_before_gate_that_does_not_load_refuses_the_commit() {
         "commit with the gate fixed",
     );
 }
+
+/// The git hook a broken `commit.before` gate needs stays in place: a turn end (`eval`) with
+/// a `commit.after` hook beside it syncs the git hooks, and must not take the pre-commit one
+/// out because the gate no longer loads; a workspace whose only gate is broken gets it
+/// installed. Either way the commit is refused, never made without its gate.
+#[test]
+fn a_broken_commit_before_gate_keeps_its_git_hook() {
+    let ws = Workspace::git();
+    ws.stage("README.md", "hello\n");
+    check(ws.commit("initial"), "initial commit");
+    ws.write(
+        ".discobot/hooks/gate.yml",
+        "---\nevent: commit.before\nrun: echo 'gate says no' >&2; exit 1\n---\n",
+    );
+    ws.write(
+        ".discobot/hooks/after.yml",
+        "---\nevent: commit.after\nrun: 'true'\n---\n",
+    );
+    check(ws.hookvisor(&["eval"]), "eval");
+    assert!(ws.path().join(".git/hooks/pre-commit").exists());
+    // `blocking: true` (AutoAgent's "may block") is refused on an event hook: it does not load.
+    ws.write(
+        ".discobot/hooks/gate.yml",
+        "---\nevent: commit.before\nblocking: true\nrun: echo 'gate says no' >&2; exit 1\n---\n",
+    );
+    let _ = ws.hookvisor(&["eval"]);
+    ws.stage("a.txt", "a\n");
+    let before = head(&ws);
+    let out = ws.commit("past a broken gate");
+    assert!(
+        !out.status.success(),
+        "the broken gate let the commit through"
+    );
+    assert_eq!(head(&ws), before);
+
+    // A workspace whose only commit hook is a broken gate: the turn end installs the git hook.
+    let ws = Workspace::git();
+    ws.stage("README.md", "hello\n");
+    check(ws.commit("initial"), "initial commit");
+    ws.write(
+        ".discobot/hooks/gate.yml",
+        "---\nevent: commit.before\nblocking: true\nrun: exit 1\n---\n",
+    );
+    let _ = ws.hookvisor(&["eval"]);
+    ws.stage("a.txt", "a\n");
+    let before = head(&ws);
+    let out = ws.commit("past a broken gate");
+    assert!(
+        !out.status.success(),
+        "the broken gate let the commit through"
+    );
+    assert_eq!(head(&ws), before);
+}

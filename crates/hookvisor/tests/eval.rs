@@ -1689,3 +1689,18 @@ fn eval_runs_event_turn_end_hooks_in_its_own_shape() {
         "{err}"
     );
 }
+
+/// `eval` is `fire turn.end` (EVENTS.md §5 rule 8): an unawaited `event: turn.end` hook without
+/// a pattern runs detached there too, so the evaluation answers while it still runs.
+#[test]
+fn eval_does_not_wait_for_an_unawaited_turn_end_hook() {
+    let ws = Workspace::git();
+    let probe = common::unawaited::Unawaited::new(ws.base());
+    ws.write(
+        ".discobot/hooks/notify.yml",
+        &format!("---\nevent: turn.end\n{}\n---\n", probe.front()),
+    );
+    let out = ws.hookvisor(&["eval"]);
+    assert_eq!(code(&out), 0, "{}", common::stderr(&out));
+    assert_eq!(probe.still_running("eval"), "turn.end\n");
+}

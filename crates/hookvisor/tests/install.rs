@@ -845,3 +845,40 @@ fn check_warns_about_hooks_no_installed_agent_fires() {
         said[1]
     );
 }
+
+/// Attack: `check` and `list` read the agents' settings files to say which hooks never fire,
+/// and the agent writes the workspace's: a FIFO (or a link to `/dev/zero`) planted as
+/// `.claude/settings.json` must not hang them or grow their memory without bound. The file is
+/// skipped as unreadable and `check` still answers.
+#[test]
+fn check_is_not_stalled_by_a_fifo_planted_as_the_settings() {
+    let ws = Workspace::git();
+    ws.write(
+        ".discobot/hooks/a.yml",
+        "---\nevent: claude.PreCompact\nrun: 'true'\n---\n",
+    );
+    fs::create_dir_all(ws.path().join(".claude")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(ws.path().join(".claude/settings.json"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for command in ["check", "list"] {
+        let mut cmd = std::process::Command::new("timeout");
+        cmd.args(["-k", "5", "20"])
+            .arg(env!("CARGO_BIN_EXE_hookvisor"));
+        let out = cmd
+            .arg(command)
+            .current_dir(ws.path())
+            .env("HOOKVISOR_STATE_DIR", ws.state_dir())
+            .env("HOME", ws.base().join("home"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{command}: {:?} {}",
+            out.status,
+            common::stdout(&out)
+        );
+    }
+}

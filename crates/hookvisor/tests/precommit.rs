@@ -701,15 +701,11 @@ fn a_staged_name_that_is_not_utf8_reaches_the_hook_byte_for_byte() {
     assert_eq!(fs::read(&copy).unwrap(), b"plain.txt\0\xff.txt\0");
 }
 
-/// Attack: the agent owns the workspace and makes `.git/hooks` a link to a directory only root
-/// can write; root then runs `fire turn.end` (which installs the git hook when commit hooks
-/// exist). Root writes nothing there: it never installs the hook in a workspace another account
-/// can change (the user's own `serve` or `fire` does).
-#[test]
-fn root_installs_no_git_hook_through_a_link_the_agent_planted() {
-    let Some(_one_at_a_time) = common::ensure_test_user() else {
-        return;
-    };
+/// The agent's workspace: owned by hv-test, with a pre-commit hook and `.git/hooks` a link to
+/// a directory only root can write, which is returned; `None` without the test user.
+fn agent_workspace_linking_hooks_to_root_only()
+-> Option<(Workspace, PathBuf, std::sync::MutexGuard<'static, ()>)> {
+    let one_at_a_time = common::ensure_test_user()?;
     let user = common::test_user();
     let ws = repo_with_commit();
     ws.hook("lint.sh", "pre-commit", "", "exit 0");
@@ -725,20 +721,56 @@ fn root_installs_no_git_hook_through_a_link_the_agent_planted() {
         .status()
         .unwrap();
     assert!(chown.success());
+    Some((ws, root_only, one_at_a_time))
+}
 
-    let out = ws
-        .hookvisor_command()
-        // As a root shell in the sandbox may: git trusts the agent's repository.
-        .env("GIT_CONFIG_COUNT", "1")
-        .env("GIT_CONFIG_KEY_0", "safe.directory")
-        .env("GIT_CONFIG_VALUE_0", "*")
-        .args(["fire", "turn.end"])
-        .output()
-        .unwrap();
-    let names: Vec<_> = fs::read_dir(&root_only)
+/// As a root shell in the sandbox may: git trusts the agent's repository.
+const TRUST_EVERY_REPOSITORY: [(&str, &str); 3] = [
+    ("GIT_CONFIG_COUNT", "1"),
+    ("GIT_CONFIG_KEY_0", "safe.directory"),
+    ("GIT_CONFIG_VALUE_0", "*"),
+];
+
+fn names_in(dir: &Path) -> Vec<std::ffi::OsString> {
+    fs::read_dir(dir)
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
-        .collect();
+        .collect()
+}
+
+/// Attack: the agent owns the workspace and makes `.git/hooks` a link to a directory only root
+/// can write; root then runs `fire turn.end` (which installs the git hook when commit hooks
+/// exist). Root writes nothing there: it never installs the hook in a workspace another account
+/// can change (the user's own `serve` or `fire` does).
+#[test]
+fn root_installs_no_git_hook_through_a_link_the_agent_planted() {
+    let Some((ws, root_only, _one_at_a_time)) = agent_workspace_linking_hooks_to_root_only() else {
+        return;
+    };
+    let out = ws
+        .hookvisor_command()
+        .envs(TRUST_EVERY_REPOSITORY)
+        .args(["fire", "turn.end"])
+        .output()
+        .unwrap();
+    let names = names_in(&root_only);
     assert!(names.is_empty(), "{names:?}; {}", stderr(&out));
+}
+
+/// The same attack on `serve` run as root (with a state dir only root can write, which it
+/// accepts): it syncs the git hooks when it starts and whenever the hooks change, and writes
+/// nothing through the agent's link either.
+#[test]
+fn root_serve_installs_no_git_hook_through_a_link_the_agent_planted() {
+    let Some((ws, root_only, _one_at_a_time)) = agent_workspace_linking_hooks_to_root_only() else {
+        return;
+    };
+    let server =
+        common::serve::Server::start(&ws, &["--listen", "127.0.0.1:0"], &TRUST_EVERY_REPOSITORY);
+    // Listening comes after the start's sync; a status read makes sure it is done.
+    let _ = server.get("/hooks/status");
+    server.stop();
+    let names = names_in(&root_only);
+    assert!(names.is_empty(), "{names:?}");
 }

@@ -508,12 +508,16 @@ fn file_name(path: &Path) -> String {
 }
 
 /// Whether the workspace has hooks that run inside `git commit`: phase-1 pre-commit hooks or
-/// event hooks bound to `commit.before` (`precommit`'s rule 7). Either installs the git hook.
+/// event hooks bound to `commit.before` (`precommit`'s rule 7), or a `commit.before` gate file
+/// that does not load, which refuses the commit from there (a gate fails closed): without the
+/// git hook it would be skipped, not refused. Each installs the git hook.
 pub fn has_commit_hooks(discovery: &Discovery) -> bool {
+    let gate = Binds::Event(Event::CommitBefore);
     discovery
         .hooks
         .iter()
         .any(|h| h.spec.event == Event::CommitBefore)
+        || discovery.problems.iter().any(|p| p.binds == gate)
 }
 
 /// Whether the workspace has hooks bound to `commit.after` (`precommit`'s rule 8), which

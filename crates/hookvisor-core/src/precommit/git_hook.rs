@@ -257,17 +257,22 @@ fi
 
 /// Makes both git hooks of `ctx.workspace` match its hooks (see [`GitHook::ensure`]): what
 /// `eval`, `session`, `serve` and `install` call so that adding the first commit hook is
-/// enough. The pre-commit result first.
+/// enough. The pre-commit result first; `None`, with nothing touched, for a root process in a
+/// workspace another account can change: a link in its `.git`, or its `core.hooksPath`,
+/// points anywhere (the user's own `serve` or `fire` installs the hooks).
 pub fn ensure_git_hooks(
     ctx: &Context,
     discovery: &Discovery,
-) -> Result<[Ensured; 2], PreCommitError> {
+) -> Result<Option<[Ensured; 2]>, PreCommitError> {
+    if !matches!(crate::user_fs::writable_by_others(&ctx.workspace), Ok(None)) {
+        return Ok(None);
+    }
     let hook = GitHook::for_context(ctx)?;
-    Ok([
+    Ok(Some([
         hook.clone().ensure(&ctx.workspace, discovery)?,
         hook.kind(GitHookKind::PostCommit)
             .ensure(&ctx.workspace, discovery)?,
-    ])
+    ]))
 }
 
 /// Removes our git hook `kind` from the repository containing `repo_dir` and puts back the

@@ -25,16 +25,18 @@
 //!    `event: commit.before`; a declarative `.yml`, or a script with `when`, `block_on`, …) run
 //!    after the phase-1 hooks passed, through the event dispatcher, with the staged files as the
 //!    event's `files` (so `pattern:` selects on them): a block or an abort refuses the commit
-//!    with its reason, as the first failing phase-1 hook does. Their presence alone installs the
+//!    with its reason, as the first failing phase-1 hook does (an `await: false` one is a
+//!    notice, run detached: the commit does not wait for it). Their presence alone installs the
 //!    git hook. A gate fails closed: a hook file that does not load and names `event:
-//!    commit.before` refuses the commit (the dispatcher's step 1); a broken phase-1 script only
-//!    warns, as in phase 1.
+//!    commit.before` refuses the commit (the dispatcher's step 1), and installs the git hook as
+//!    a loaded gate does; a broken phase-1 script only warns, as in phase 1.
 //! 8. Hooks bound to `commit.after` (AutoAgent's `PostGitCommit`) fire from a second generated
 //!    git hook, `post-commit`, installed, chained and removed by rules 1 to 3 like the first,
 //!    so every commit in the workspace fires them, the agent's own and the `git-commit`
 //!    action's. `${commit}` is the new commit's id, `files` the paths it changed. It is a
-//!    notice: the commit is made, and nothing the hooks do fails it. Their presence alone
-//!    installs the post-commit hook.
+//!    notice: the commit is made, and nothing the hooks do fails it; an `await: false` one
+//!    runs detached, so `git commit` does not wait for it. Their presence alone installs the
+//!    post-commit hook.
 //!
 //! Each hook runs through the event dispatcher's run/judge/record step ([`crate::fire`]), a
 //! phase-1 script with phase 1's semantics (its exit code, DISCOBOT_* variables, its output as
@@ -348,6 +350,8 @@ pub fn run_pre_commit(
     }
     let mut firing = Firing::new(Event::CommitBefore);
     firing.files = Some(staged);
+    // `git commit` waits for this process: an unawaited hook goes on without it (EVENTS.md §1.3).
+    firing.detach_unawaited = true;
     let reply = fire(ctx, &gates_to_run, &firing)?;
     on_event(PreCommitEvent::Decided(&reply));
     if reply.decision != Decision::Allow {

@@ -46,6 +46,9 @@ pub fn run_post_commit(
         ],
     )?;
     let mut firing = Firing::new(Event::CommitAfter);
+    // `git commit` waits for this process: an unawaited hook goes on without it (EVENTS.md
+    // §1.3, on any path).
+    firing.detach_unawaited = true;
     firing.data.insert(
         "commit".into(),
         Json::from(String::from_utf8_lossy(&commit).into_owned()),

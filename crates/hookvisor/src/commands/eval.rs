@@ -2,6 +2,8 @@
 
 use std::io::{self, Write};
 
+use hookvisor_core::event::Event;
+use hookvisor_core::firing::Firing;
 use hookvisor_core::{
     Action, EvalOptions, EvalReport, Evaluator, StatusStore, Trigger, discover_workspace,
 };
@@ -39,9 +41,14 @@ pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
                 hook_turns: None,
             };
             super::precommit::ensure_installed(&ctx, &discovery);
+            // Rule 8, `eval` ≡ `fire turn.end`: this process exits with the report, and an
+            // unawaited hook goes on without it (EVENTS.md §1.3).
+            let mut turn = Firing::new(Event::TurnEnd);
+            turn.trigger = trigger.as_str().to_owned();
+            turn.detach_unawaited = true;
             Evaluator::new(ctx)
                 .with_discovery(discovery)
-                .end_turn(&options)?
+                .end_turn_with(&options, &turn)?
         }
     };
     print_report(&report, args.json)?;

@@ -36,14 +36,7 @@ pub fn ensure_installed(ctx: &Context, discovery: &Discovery) {
     {
         return;
     }
-    // Root never writes a workspace another account can change (a link in `.git`, or its
-    // `core.hooksPath`, points anywhere): the user's own `serve` or `fire` installs the hook.
-    if !matches!(
-        hookvisor_core::user_fs::writable_by_others(&ctx.workspace),
-        Ok(None)
-    ) {
-        return;
-    }
+    // Root never writes a workspace another account can change: `ensure_git_hooks` says so.
     if let Err(e) = ensure_git_hooks(ctx, discovery) {
         eprintln!("hookvisor: warning: cannot install the git commit hooks: {e}");
     }

@@ -594,10 +594,16 @@ impl AppState {
 }
 
 /// Installs the git pre-commit and post-commit hooks when there are hooks for them, removes
-/// ours when there are none. A failure is logged: the API keeps working without it.
+/// ours when there are none; as root, only in a workspace no other account can change. A
+/// failure is logged: the API keeps working without it.
 fn sync_precommit(ctx: &Context, discovery: &Discovery) {
     match hookvisor_core::precommit::ensure_git_hooks(ctx, discovery) {
-        Ok(done) => tracing::debug!("git hooks: {done:?}"),
+        Ok(Some(done)) => tracing::debug!("git hooks: {done:?}"),
+        Ok(None) => tracing::warn!(
+            "git hooks not synced: as root, {} can be changed by another account; run serve as \
+             its user",
+            ctx.workspace.display()
+        ),
         Err(e) => tracing::warn!("{e}"),
     }
 }

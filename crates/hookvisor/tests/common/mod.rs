@@ -287,6 +287,8 @@ pub mod fake_agent;
 /// A webhook receiver that answers its callback URL (tests/callback.rs, tests/import_loop.rs).
 pub mod receiver;
 pub mod serve;
+/// A probe of an `await: false` hook (tests/commit_after.rs, tests/eval.rs).
+pub mod unawaited;
 
 /// Creates the test user `hv-test` once (safely when tests race) and returns a guard that keeps
 /// the other tests of this file from running processes as hv-test meanwhile (a root hook is

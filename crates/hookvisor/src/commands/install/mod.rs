@@ -30,8 +30,8 @@ mod codex_trust;
 mod settings;
 
 use self::settings::{
-    Loaded, SettingsError, add_entry, back_up, is_ours, load, remove_entries, resolve_symlink,
-    write_atomic,
+    Loaded, SettingsError, add_entry, back_up, is_ours, load, load_bounded, remove_entries,
+    resolve_symlink, write_atomic,
 };
 use crate::agents::{Agent, Route, Spec};
 use crate::cli::InstallArgs;
@@ -388,7 +388,8 @@ fn bound_events(agent: Agent, workspace: &Path) -> Option<Vec<String>> {
         .settings_path(true, workspace, |name| env::var_os(name));
     let mut bound: Option<Vec<String>> = None;
     for path in [Some(target.path.clone()), user].into_iter().flatten() {
-        let Ok(Loaded::Json(settings)) = load(&path) else {
+        // The workspace's file is the agent's to write: read it bounded, never blocking.
+        let Ok(Loaded::Json(settings)) = load_bounded(&path) else {
             continue;
         };
         let Some(hooks) = settings.get("hooks").and_then(Value::as_object) else {

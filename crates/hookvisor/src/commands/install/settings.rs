@@ -272,15 +272,61 @@ pub(super) fn load(path: &Path) -> Result<Loaded, SettingsError> {
             });
         }
     };
-    let Ok(text) = String::from_utf8(text) else {
+    Ok(parse(text))
+}
+
+/// The most bytes of a settings file [`load_bounded`] reads.
+const MAX_SETTINGS_BYTES: u64 = 4 << 20;
+
+/// [`load`] for a reader that only looks (`check`, `list`) at a file the agent may have
+/// planted: a link is followed, as dotfile managers make them, but only a regular file of at
+/// most [`MAX_SETTINGS_BYTES`] is read, opened without blocking, since a FIFO would stall the
+/// read and a link to `/dev/zero` fill memory. Anything else is [`Loaded::Corrupt`].
+pub(super) fn load_bounded(path: &Path) -> Result<Loaded, SettingsError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let io_error = |source| SettingsError::Io {
+        path: path.to_owned(),
+        action: "read",
+        source,
+    };
+    let file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
+        Err(source) => return Err(io_error(source)),
+    };
+    if !file.metadata().map_err(io_error)?.is_file() {
         return Ok(Loaded::Corrupt {
-            why: "not UTF-8".into(),
+            why: "not a regular file".into(),
         });
+    }
+    let mut text = Vec::new();
+    file.take(MAX_SETTINGS_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(io_error)?;
+    if text.len() as u64 > MAX_SETTINGS_BYTES {
+        return Ok(Loaded::Corrupt {
+            why: format!("larger than {MAX_SETTINGS_BYTES} bytes"),
+        });
+    }
+    Ok(parse(text))
+}
+
+/// A settings file's bytes as [`load`] reads them.
+fn parse(text: Vec<u8>) -> Loaded {
+    let Ok(text) = String::from_utf8(text) else {
+        return Loaded::Corrupt {
+            why: "not UTF-8".into(),
+        };
     };
     if text.trim().is_empty() {
-        return Ok(Loaded::Missing);
+        return Loaded::Missing;
     }
-    Ok(match serde_json::from_str::<Value>(&text) {
+    match serde_json::from_str::<Value>(&text) {
         Ok(value @ Value::Object(_)) => Loaded::Json(value),
         Ok(_) => Loaded::Corrupt {
             why: "the top level is not an object".into(),
@@ -294,7 +340,7 @@ pub(super) fn load(path: &Path) -> Result<Loaded, SettingsError> {
                 why: strict.to_string(),
             },
         },
-    })
+    }
 }
 
 /// Removes `//` and `/* */` comments outside strings, keeping line breaks so positions in
