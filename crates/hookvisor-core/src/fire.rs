@@ -94,12 +94,13 @@
 //!
 //! **Unawaited hooks** (`await: false`, §1.3) never hold the reply, and are judged as notices:
 //! they cannot block what was already decided. With [`Firing::detach_unawaited`] (the `fire`
-//! command, the adapters, `loop`: callers that wait for [`fire`] to return) each one, but a
-//! spawn, which detaches its own child, is run by a detached `hookvisor fire --deliver` of
-//! this executable, which records the run when it ends (`crate::webhook`'s `detached` module
-//! says who reaps what). Otherwise they run in this process after the decision was handed
-//! over, before the `post` pass: `serve` answers first ([`fire_deciding`]), and the init runs
-//! them on a thread of its own. The detached run is [`deliver`]: that hook alone. The
+//! and `eval` commands, the adapters, `loop`, the git hooks and `serve`'s turn end: callers
+//! that wait for [`fire`] to return) each one, but a spawn, which detaches its own child, is
+//! run by a detached `hookvisor fire --deliver` of this executable, which records the run when
+//! it ends (`crate::runner::webhook`'s `detached` module says who reaps what). Otherwise they
+//! run in this process after the decision was handed over, before the `post` pass: `serve`'s
+//! other events answer first ([`fire_deciding`]), and the init runs them on a thread of its
+//! own. The detached run is [`deliver`]: that hook alone. The
 //! end-of-turn evaluation applies the same rule to its hooks without a pattern.
 //!
 //! [`Discovery::event_hooks`]: crate::Discovery::event_hooks
