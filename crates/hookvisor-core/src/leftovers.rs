@@ -55,7 +55,8 @@ fn next_exec_pause(previous: Option<Duration>) -> Duration {
 }
 
 /// Children started to outlive the run that started them (the detached runner of an
-/// unawaited hook, `crate::webhook`'s `detached` module), which [`kill_children`] leaves alone.
+/// unawaited hook, `crate::runner::webhook`'s `detached` module), which [`kill_children`]
+/// leaves alone, as it does the runners it adopts ([`adopted_runner`]).
 static SPARED: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
 
 /// Spares the child `pid` from [`kill_children`] until [`unspare`]: call it before anything
@@ -71,6 +72,25 @@ pub(crate) fn unspare(pid: u32) {
     if let Ok(mut spared) = SPARED.lock() {
         spared.retain(|&p| p != pid as i32);
     }
+}
+
+/// Whether the child `pid` is the detached runner of an unawaited hook that a hookvisor the
+/// agent ran started (an adapter, `fire`), re-parented to us when that one exited: this very
+/// executable running `fire --deliver`. It supervises its hook up to the hook's timeout and
+/// records it, so a sweep spares it as it spares ours. Whoever starts one, it is hookvisor
+/// running a hook of the workspace, nothing else.
+fn adopted_runner(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let same_exe = match (
+        std::fs::metadata(format!("/proc/{pid}/exe")),
+        std::fs::metadata("/proc/self/exe"),
+    ) {
+        (Ok(theirs), Ok(ours)) => theirs.dev() == ours.dev() && theirs.ino() == ours.ino(),
+        _ => false,
+    };
+    same_exe
+        && std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|line| line.split(|&b| b == 0).any(|arg| arg == b"--deliver"))
 }
 
 /// Makes this process a child subreaper, so that what its hooks leave behind comes back to it.
@@ -194,7 +214,7 @@ pub fn kill_children() -> usize {
         let spared = SPARED.lock().map(|s| s.clone()).unwrap_or_default();
         let children: Vec<i32> = own_children()
             .into_iter()
-            .filter(|&p| p != me && !spared.contains(&p))
+            .filter(|&p| p != me && !spared.contains(&p) && !adopted_runner(p))
             .collect();
         if children.is_empty() {
             break;

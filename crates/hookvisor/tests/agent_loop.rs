@@ -1028,3 +1028,33 @@ fn an_unawaited_hook_never_holds_an_iteration() {
     });
     assert_eq!(f.ws.status()["hooks"]["slow"]["lastResult"], "success");
 }
+
+/// The same for an unawaited hook the agent's own hookvisor fired (an adapter, `fire`): its
+/// detached run is re-parented to the loop, whose sweep of leftovers spares it, as it spares
+/// its own.
+#[test]
+fn the_sweep_spares_a_detached_run_the_agent_started() {
+    let f = Fixture::new(Workspace::new());
+    let gate = f.ws.base().join("gate");
+    common::gate(&gate);
+    f.hook(
+        "slow",
+        &format!(
+            "event: tool.after\nawait: false\ntimeout: 30\nrun: cat '{}' > /dev/null",
+            gate.display()
+        ),
+    );
+    f.step(
+        "any",
+        &format!(
+            "'{}' fire tool.after && touch \"$HOOKVISOR_DONE\"",
+            env!("CARGO_BIN_EXE_hookvisor")
+        ),
+    );
+    let out = f.run(&["--prompt", "Task."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    common::open_gate(&gate);
+    common::wait_until("the unawaited run is recorded", || {
+        f.ws.status()["hooks"]["slow"]["runCount"] == 1
+    });
+}
