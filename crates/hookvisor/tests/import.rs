@@ -769,49 +769,17 @@ fn check_warns_about_a_variable_the_hooks_event_does_not_set() {
 fn pipelines_receiver(
     pick: impl FnOnce(&Value) -> String + Send + 'static,
 ) -> (u16, std::thread::JoinHandle<Value>) {
-    use std::io::Read;
-    use std::net::{TcpListener, TcpStream};
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let handle = std::thread::spawn(move || {
         let (mut stream, _) = listener.accept().unwrap();
-        stream
-            .set_read_timeout(Some(std::time::Duration::from_secs(60)))
-            .unwrap();
-        let mut raw = Vec::new();
-        let body = loop {
-            let mut chunk = [0u8; 4096];
-            let n = stream.read(&mut chunk).unwrap();
-            assert_ne!(n, 0, "the request ended early");
-            raw.extend_from_slice(&chunk[..n]);
-            let mut headers = [httparse::EMPTY_HEADER; 32];
-            let mut request = httparse::Request::new(&mut headers);
-            if let httparse::Status::Complete(len) = request.parse(&raw).unwrap() {
-                let length: usize = request
-                    .headers
-                    .iter()
-                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                    .map_or(0, |h| {
-                        std::str::from_utf8(h.value).unwrap().parse().unwrap()
-                    });
-                if raw.len() >= len + length {
-                    break raw[len..len + length].to_vec();
-                }
-            }
-        };
+        let body = common::receiver::read_request(&mut stream);
         stream
             .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             .unwrap();
         drop(stream);
         let body: Value = serde_json::from_slice(&body).unwrap();
-        let url = pick(&body);
-        let rest = url.strip_prefix("http://").expect("an http callback URL");
-        let (host, path) = rest.split_once('/').unwrap();
-        let mut call = TcpStream::connect(host).unwrap();
-        write!(call, "GET /{path} HTTP/1.1\r\nHost: {host}\r\n\r\n").unwrap();
-        let mut answer = String::new();
-        call.read_to_string(&mut answer).unwrap();
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert_eq!(common::receiver::call_back(&pick(&body), ""), 200);
         body
     });
     (port, handle)
