@@ -147,6 +147,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Map, Value as Json, json};
 
 use self::evaluate::EvalError;
+use crate::account::Credentials;
 use crate::context::Context;
 use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
 use crate::decision::{Decision, FinishedRun, Judge, Judgment, Outcome, Reply, Verdict};
@@ -156,11 +157,12 @@ use crate::exec::{
     CancelToken, Capture, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,
 };
 use crate::firing::Firing;
-use crate::hook::Hook;
+use crate::hook::{Hook, RunAs};
 use crate::payload::{Payload, RunFiles};
 use crate::policy::Phase;
 use crate::produced::{Earlier, Produced};
 use crate::runner::Ran;
+use crate::session::{Attempt, AttemptLog, Backoff, RootImages, STOPPED_NOTE, credentials_for};
 use crate::status::{StatusError, StatusStore};
 use crate::template;
 use crate::turns::Trigger;
@@ -574,6 +576,61 @@ pub(crate) struct Done {
     /// A phase-1 hook's last run as phase 1 reports it (its output as it came, the last 64
     /// KiB, for the re-prompt and the commit's message); `None` for other hooks.
     pub(crate) phase1: Option<RunOutcome>,
+    /// Under [`SessionStep`]: the attempts made (0 when none could start) and why the run
+    /// ended when its exit code does not say (stopped, refused, not recorded).
+    pub(crate) session: Option<(u32, Option<String>)>,
+}
+
+/// The session runner's rules for a phase-1 hook with retries (crate::session rules 2, 3, 6):
+/// it runs as `user` (root hooks from their sealed image), is tried again after any failure
+/// with `backoff`, shows as running once, keeps every attempt in one log, and is recorded
+/// once; a cancel or a failed status write is carried on the result instead of ending it.
+pub(crate) struct SessionStep<'a> {
+    /// The account of `run_as: user` hooks when this process is root.
+    pub(crate) user: Option<&'a Credentials>,
+    /// What root hooks run from when this process is root.
+    pub(crate) root_images: &'a RootImages,
+    /// Prefix the hook's echoed output with its name.
+    pub(crate) echo: bool,
+    /// Time between SIGTERM and SIGKILL.
+    pub(crate) kill_grace: Option<Duration>,
+    /// The most attempts: one, then the retries.
+    pub(crate) attempts: u32,
+    /// The wait between attempts.
+    pub(crate) backoff: Backoff,
+    /// Called as each attempt that ran ends.
+    pub(crate) after_attempt: Option<fn(&Attempt<'_>)>,
+}
+
+impl SessionStep<'_> {
+    /// The run options of `hook`, or why it may not run: a root hook runs only from the bytes
+    /// read when the session started, never from a file the agent can change.
+    fn run_options(&self, hook: &Hook, cancel: &CancelToken) -> Result<RunOptions, String> {
+        let mut options = RunOptions {
+            credentials: credentials_for(hook.run_as, self.user),
+            cancel: Some(cancel.clone()),
+            echo_prefix: self.echo.then(|| hook.name.clone()),
+            ..RunOptions::default()
+        };
+        if let Some(grace) = self.kill_grace {
+            options.kill_grace = grace;
+        }
+        if hook.run_as == RunAs::Root && nix::unistd::Uid::effective().is_root() {
+            // Every attempt runs these same bytes.
+            match self.root_images.get(&hook.id) {
+                Some(Ok(image)) => options.sealed = Some(std::sync::Arc::clone(image)),
+                Some(Err(reason)) => return Err(reason.clone()),
+                None => {
+                    return Err(format!(
+                        "{}: not run: a root hook runs only from the bytes read when the \
+                         session started",
+                        hook.path.display()
+                    ));
+                }
+            }
+        }
+        Ok(options)
+    }
 }
 
 /// Steps 5–7 for one hook: `None` when its `when` is false. A cancelled run is not recorded
@@ -585,6 +642,20 @@ pub(crate) fn run_judged(
     payload: &Payload,
     store: &StatusStore,
     cancel: &CancelToken,
+) -> Result<Option<Done>, FireError> {
+    run_judged_with(ctx, hook, firing, payload, store, cancel, None)
+}
+
+/// [`run_judged`], under the session's rules when `session` is given and the hook is a
+/// phase-1 script ([`SessionStep`]); then it always returns a result.
+pub(crate) fn run_judged_with(
+    ctx: &Context,
+    hook: &Hook,
+    firing: &Firing,
+    payload: &Payload,
+    store: &StatusStore,
+    cancel: &CancelToken,
+    session: Option<&SessionStep<'_>>,
 ) -> Result<Option<Done>, FireError> {
     // An unawaited hook runs after the decision went out: it is judged as a notice.
     let mut judge = Judge::new(
@@ -605,9 +676,15 @@ pub(crate) fn run_judged(
                 run,
                 produced: Vec::new(),
                 phase1: None,
+                session: None,
             }));
         }
         Refusal::Run => {}
+    }
+    if let Some(step) = session {
+        return Ok(Some(run_attempts(
+            ctx, hook, firing, payload, store, cancel, step, &judge,
+        )));
     }
     let mut retries_left = hook.spec.retries;
     loop {
@@ -619,7 +696,7 @@ pub(crate) fn run_judged(
         }
         let mut phase1 = None;
         let (run, deterministic, judged, produced) =
-            match run_once(ctx, hook, firing, payload, cancel)? {
+            match run_once(ctx, hook, firing, payload, cancel, None)? {
                 Ran::Finished(action) if action.outcome.cancelled => {
                     // A cancelled phase-1 run has no result: it is pending again.
                     if hook.phase1 {
@@ -665,7 +742,110 @@ pub(crate) fn run_judged(
             run,
             produced,
             phase1,
+            session: None,
         }));
+    }
+}
+
+/// [`run_judged`] under the session's rules ([`SessionStep`]).
+#[allow(clippy::too_many_arguments)]
+fn run_attempts(
+    ctx: &Context,
+    hook: &Hook,
+    firing: &Firing,
+    payload: &Payload,
+    store: &StatusStore,
+    cancel: &CancelToken,
+    step: &SessionStep<'_>,
+    judge: &Judge,
+) -> Done {
+    let mut status_error = store
+        .update(|s| s.entry(hook, ctx).begin(SystemTime::now()))
+        .err();
+    let started = SystemTime::now();
+    let of = step.attempts;
+    let log = AttemptLog::new(ctx.log_path(&hook.id), of);
+    let mut number = 0;
+    let (result, attempts) = loop {
+        number += 1;
+        log.before(number);
+        let outcome = match run_once(ctx, hook, firing, payload, cancel, Some(step)) {
+            Ok(Ran::Finished(action)) => action.outcome,
+            Ok(Ran::Refused(reason)) => break (Err(reason), number - 1),
+            Err(e) => {
+                // Nothing to add: keep the earlier attempts' log as it was.
+                log.restore();
+                break (Err(e.to_string()), number);
+            }
+        };
+        let stopped = outcome.cancelled || cancel.is_cancelled();
+        let retry_in = (!outcome.success() && !stopped && number < of)
+            .then(|| step.backoff.before(number + 1));
+        if let Some(after) = step.after_attempt {
+            after(&Attempt {
+                hook,
+                number,
+                of,
+                exit_code: outcome.exit_code,
+                success: outcome.success(),
+                timed_out: outcome.timed_out,
+                retry_in,
+            });
+        }
+        log.after(number);
+        let Some(wait) = retry_in else {
+            break (Ok(outcome), number);
+        };
+        if cancel.wait_for(wait) {
+            log.append(&format!(
+                "[{STOPPED_NOTE}, before attempt {}/{of}]",
+                number + 1
+            ));
+            break (Ok(outcome), number);
+        }
+    };
+    let duration = started.elapsed().unwrap_or_default();
+    let now = SystemTime::now();
+    let (run, mut note, recorded, phase1) = match result {
+        Ok(outcome) => {
+            // The signal that ended the session may reach the hook before the cancel does
+            // (the init signals every process); it was stopped all the same. So was a run
+            // whose wait for its next attempt the cancel ended.
+            let note = (outcome.cancelled || !outcome.success() && cancel.is_cancelled())
+                .then(|| STOPPED_NOTE.to_owned());
+            // The status shows the whole span, every attempt and the waits between them.
+            let outcome = RunOutcome {
+                duration,
+                ..outcome
+            };
+            let recorded = store.record(ctx, hook, &outcome, note.as_deref(), now);
+            (finished(ctx, hook, &outcome), note, recorded, Some(outcome))
+        }
+        Err(reason) => {
+            let recorded =
+                store.update(|s| s.entry(hook, ctx).record_unfinished(&reason, duration, now));
+            // Not `unfinished`: the log keeps the attempts that ran.
+            let run = FinishedRun {
+                exit_code: 1,
+                timed_out: None,
+                stdout: Vec::new(),
+                stderr: reason.clone().into_bytes(),
+                log_path: Some(ctx.log_path(&hook.id)),
+            };
+            (run, Some(reason), recorded, None)
+        }
+    };
+    status_error = status_error.or(recorded.err());
+    if let Some(e) = status_error {
+        let earlier = note.take().map_or(String::new(), |n| format!("{n}; "));
+        note = Some(format!("{earlier}not recorded: {e}"));
+    }
+    Done {
+        judgment: judge.judge(&run),
+        run,
+        produced: Vec::new(),
+        phase1,
+        session: Some((attempts, note)),
     }
 }
 
@@ -747,6 +927,7 @@ fn run_once(
     firing: &Firing,
     payload: &Payload,
     cancel: &CancelToken,
+    session: Option<&SessionStep<'_>>,
 ) -> Result<Ran, FireError> {
     // The git actions run git themselves (crate::git_action), with no payload files.
     if let Some(ran) = crate::runner::git::run(ctx, hook, payload, cancel)? {
@@ -768,9 +949,13 @@ fn run_once(
     // alone since the judge sees no stdout.
     if hook.phase1 {
         let files = firing.files.as_deref().unwrap_or_default();
-        let options = RunOptions {
-            cancel: Some(cancel.clone()),
-            ..RunOptions::default()
+        let options = match session.map(|step| step.run_options(hook, cancel)) {
+            Some(Ok(options)) => options,
+            Some(Err(reason)) => return Ok(Ran::Refused(reason)),
+            None => RunOptions {
+                cancel: Some(cancel.clone()),
+                ..RunOptions::default()
+            },
         };
         return Ok(Ran::Finished(run_hook(ctx, hook, files, &options)?.into()));
     }

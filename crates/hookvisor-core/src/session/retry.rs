@@ -7,9 +7,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{STOPPED_NOTE, SessionHook, SessionOptions, cancelled};
-use crate::context::Context;
-use crate::exec::{RunOptions, RunOutcome, run_hook};
+use crate::exec::RunOptions;
 use crate::hook::Hook;
 
 /// The wait before each retry of a session hook: `first` before the second attempt, twice as
@@ -60,78 +58,13 @@ pub struct Attempt<'a> {
     pub retry_in: Option<Duration>,
 }
 
-/// Runs one hook until an attempt passes, is stopped or cannot run, or none is left (rule 3),
-/// keeping every attempt's output in its log (rule 6). Returns the last attempt's result and
-/// how many attempts ran.
-pub(super) fn attempt_until_done(
-    ctx: &Context,
-    session_hook: &SessionHook,
-    run_options: &RunOptions,
-    options: &SessionOptions,
-) -> (Result<RunOutcome, String>, u32) {
-    let hook = &session_hook.hook;
-    let of = session_hook.attempts();
-    let log = AttemptLog::new(ctx.log_path(&hook.id), of);
-    let mut number = 0;
-    loop {
-        number += 1;
-        log.before(number);
-        let result = run_hook(ctx, hook, &[], run_options).map_err(|e| e.to_string());
-        let outcome = match &result {
-            Ok(outcome) => outcome,
-            Err(_) => {
-                // Nothing to add: keep the earlier attempts' log as it was.
-                log.restore();
-                return (result, number);
-            }
-        };
-        let stopped = outcome.cancelled || cancelled(options);
-        let retry_in = (!outcome.success() && !stopped && number < of)
-            .then(|| options.backoff.before(number + 1));
-        if let Some(after) = options.after_attempt {
-            after(&Attempt {
-                hook,
-                number,
-                of,
-                exit_code: outcome.exit_code,
-                success: outcome.success(),
-                timed_out: outcome.timed_out,
-                retry_in,
-            });
-        }
-        log.after(number);
-        let Some(wait) = retry_in else {
-            return (result, number);
-        };
-        if !sleep_unless_cancelled(options, wait) {
-            log.append(&format!(
-                "[{STOPPED_NOTE}, before attempt {}/{of}]",
-                number + 1
-            ));
-            return (result, number);
-        }
-    }
-}
-
-/// Sleeps for `wait` unless `options.cancel` is cancelled first; true when it slept the whole
-/// wait.
-fn sleep_unless_cancelled(options: &SessionOptions, wait: Duration) -> bool {
-    match &options.cancel {
-        Some(cancel) => !cancel.wait_for(wait),
-        None => {
-            std::thread::sleep(wait);
-            true
-        }
-    }
-}
-
 /// The one log of a run that may take several attempts (rule 6). Each attempt's run creates
 /// the log afresh (`exec`); the earlier attempts wait beside it in a hidden file meanwhile.
 ///
 /// Everything here is best effort, as logging is in `exec`: a log that cannot be put together
 /// never fails the run. Files are opened without following links and only when they are
 /// regular, since the hook may have replaced them.
-struct AttemptLog {
+pub(crate) struct AttemptLog {
     /// The log, `output/<id>.log`.
     path: PathBuf,
     /// The earlier attempts while one runs: `output/.<id>.log.attempts`.
@@ -143,7 +76,7 @@ struct AttemptLog {
 }
 
 impl AttemptLog {
-    fn new(path: PathBuf, of: u32) -> AttemptLog {
+    pub(crate) fn new(path: PathBuf, of: u32) -> AttemptLog {
         let hidden = |suffix: &str| {
             let name = path.file_name().unwrap_or_default().to_string_lossy();
             path.with_file_name(format!(".{name}{suffix}"))
@@ -158,7 +91,7 @@ impl AttemptLog {
 
     /// Before attempt `number`, which makes the log afresh: set the earlier attempts aside,
     /// the first one under its header now that a second follows.
-    fn before(&self, number: u32) {
+    pub(crate) fn before(&self, number: u32) {
         match number {
             1 => {}
             2 => self.join(1, false, &self.earlier),
@@ -169,7 +102,7 @@ impl AttemptLog {
     }
 
     /// Puts the earlier attempts back when an attempt made no log.
-    fn restore(&self) {
+    pub(crate) fn restore(&self) {
         if fs::symlink_metadata(&self.path).is_err() {
             let _ = fs::rename(&self.earlier, &self.path);
         }
@@ -177,7 +110,7 @@ impl AttemptLog {
 
     /// After attempt `number`: from the second on, the log becomes the earlier attempts, then
     /// this one's output under its header. The first keeps its plain log until a second starts.
-    fn after(&self, number: u32) {
+    pub(crate) fn after(&self, number: u32) {
         if number > 1 {
             self.join(number, true, &self.path);
             let _ = fs::remove_file(&self.earlier);
@@ -227,7 +160,7 @@ impl AttemptLog {
     }
 
     /// Adds a line of ours at the end of the log.
-    fn append(&self, line: &str) {
+    pub(crate) fn append(&self, line: &str) {
         let log = OpenOptions::new()
             .append(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -296,8 +229,8 @@ mod tests {
 
     use super::*;
     use crate::exec::CancelToken;
-    use crate::session::run_session;
     use crate::session::tests::Fixture;
+    use crate::session::{STOPPED_NOTE, SessionOptions, run_session};
     use crate::status::RunResult;
 
     /// Written from discobot's `TestRunSessionHookWithRetry` ("retries until success", "marks
