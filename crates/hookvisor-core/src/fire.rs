@@ -11,8 +11,10 @@
 //!    shows as running, runs with the DISCOBOT_* variables and no event JSON, its output kept
 //!    as it came for its re-prompt, judged by its exit code alone), and whose report gives the
 //!    reply. Other phase-1 hooks
-//!    ([`Hook::phase1`]) are not run here: `session.start` and `commit.before` keep their
-//!    phase-1 runners, and firing one of those events runs only its event hooks. A **gate
+//!    ([`Hook::phase1`]) are not selected here: the session runner runs `session.start`'s
+//!    through this step under its own rules (`SessionStep`: retries with backoff, one record,
+//!    one log), the pre-commit runner `commit.before`'s, and firing one of those events runs
+//!    only its event hooks. A **gate
 //!    fails closed on a hook file that does not load** ([`Discovery::unloaded_gate`]): when a
 //!    file of the hooks directories may be a hook of this gate ([`Binds`]: its front matter
 //!    names the event, or does not parse, or the file cannot be read), the event blocks before
@@ -137,6 +139,8 @@
 /// `event: turn.end` hooks, run through this module's steps 5–8.
 pub mod evaluate;
 
+pub(crate) mod attempts;
+
 use std::ffi::OsString;
 use std::fs;
 use std::io;
@@ -146,8 +150,9 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value as Json, json};
 
+pub(crate) use self::attempts::SessionStep;
+use self::attempts::run_attempts;
 use self::evaluate::EvalError;
-use crate::account::Credentials;
 use crate::context::Context;
 use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
 use crate::decision::{Decision, FinishedRun, Judge, Judgment, Outcome, Reply, Verdict};
@@ -157,12 +162,11 @@ use crate::exec::{
     CancelToken, Capture, ExecError, Invocation, RunOptions, RunOutcome, run_command, run_hook,
 };
 use crate::firing::Firing;
-use crate::hook::{Hook, RunAs};
+use crate::hook::Hook;
 use crate::payload::{Payload, RunFiles};
 use crate::policy::Phase;
 use crate::produced::{Earlier, Produced};
 use crate::runner::Ran;
-use crate::session::{Attempt, AttemptLog, Backoff, RootImages, STOPPED_NOTE, credentials_for};
 use crate::status::{StatusError, StatusStore};
 use crate::template;
 use crate::turns::Trigger;
@@ -581,58 +585,6 @@ pub(crate) struct Done {
     pub(crate) session: Option<(u32, Option<String>)>,
 }
 
-/// The session runner's rules for a phase-1 hook with retries (crate::session rules 2, 3, 6):
-/// it runs as `user` (root hooks from their sealed image), is tried again after any failure
-/// with `backoff`, shows as running once, keeps every attempt in one log, and is recorded
-/// once; a cancel or a failed status write is carried on the result instead of ending it.
-pub(crate) struct SessionStep<'a> {
-    /// The account of `run_as: user` hooks when this process is root.
-    pub(crate) user: Option<&'a Credentials>,
-    /// What root hooks run from when this process is root.
-    pub(crate) root_images: &'a RootImages,
-    /// Prefix the hook's echoed output with its name.
-    pub(crate) echo: bool,
-    /// Time between SIGTERM and SIGKILL.
-    pub(crate) kill_grace: Option<Duration>,
-    /// The most attempts: one, then the retries.
-    pub(crate) attempts: u32,
-    /// The wait between attempts.
-    pub(crate) backoff: Backoff,
-    /// Called as each attempt that ran ends.
-    pub(crate) after_attempt: Option<fn(&Attempt<'_>)>,
-}
-
-impl SessionStep<'_> {
-    /// The run options of `hook`, or why it may not run: a root hook runs only from the bytes
-    /// read when the session started, never from a file the agent can change.
-    fn run_options(&self, hook: &Hook, cancel: &CancelToken) -> Result<RunOptions, String> {
-        let mut options = RunOptions {
-            credentials: credentials_for(hook.run_as, self.user),
-            cancel: Some(cancel.clone()),
-            echo_prefix: self.echo.then(|| hook.name.clone()),
-            ..RunOptions::default()
-        };
-        if let Some(grace) = self.kill_grace {
-            options.kill_grace = grace;
-        }
-        if hook.run_as == RunAs::Root && nix::unistd::Uid::effective().is_root() {
-            // Every attempt runs these same bytes.
-            match self.root_images.get(&hook.id) {
-                Some(Ok(image)) => options.sealed = Some(std::sync::Arc::clone(image)),
-                Some(Err(reason)) => return Err(reason.clone()),
-                None => {
-                    return Err(format!(
-                        "{}: not run: a root hook runs only from the bytes read when the \
-                         session started",
-                        hook.path.display()
-                    ));
-                }
-            }
-        }
-        Ok(options)
-    }
-}
-
 /// Steps 5–7 for one hook: `None` when its `when` is false. A cancelled run is not recorded
 /// (it has no result) and ends the event with [`FireError::Cancelled`].
 pub(crate) fn run_judged(
@@ -747,108 +699,6 @@ pub(crate) fn run_judged_with(
     }
 }
 
-/// [`run_judged`] under the session's rules ([`SessionStep`]).
-#[allow(clippy::too_many_arguments)]
-fn run_attempts(
-    ctx: &Context,
-    hook: &Hook,
-    firing: &Firing,
-    payload: &Payload,
-    store: &StatusStore,
-    cancel: &CancelToken,
-    step: &SessionStep<'_>,
-    judge: &Judge,
-) -> Done {
-    let mut status_error = store
-        .update(|s| s.entry(hook, ctx).begin(SystemTime::now()))
-        .err();
-    let started = SystemTime::now();
-    let of = step.attempts;
-    let log = AttemptLog::new(ctx.log_path(&hook.id), of);
-    let mut number = 0;
-    let (result, attempts) = loop {
-        number += 1;
-        log.before(number);
-        let outcome = match run_once(ctx, hook, firing, payload, cancel, Some(step)) {
-            Ok(Ran::Finished(action)) => action.outcome,
-            Ok(Ran::Refused(reason)) => break (Err(reason), number - 1),
-            Err(e) => {
-                // Nothing to add: keep the earlier attempts' log as it was.
-                log.restore();
-                break (Err(e.to_string()), number);
-            }
-        };
-        let stopped = outcome.cancelled || cancel.is_cancelled();
-        let retry_in = (!outcome.success() && !stopped && number < of)
-            .then(|| step.backoff.before(number + 1));
-        if let Some(after) = step.after_attempt {
-            after(&Attempt {
-                hook,
-                number,
-                of,
-                exit_code: outcome.exit_code,
-                success: outcome.success(),
-                timed_out: outcome.timed_out,
-                retry_in,
-            });
-        }
-        log.after(number);
-        let Some(wait) = retry_in else {
-            break (Ok(outcome), number);
-        };
-        if cancel.wait_for(wait) {
-            log.append(&format!(
-                "[{STOPPED_NOTE}, before attempt {}/{of}]",
-                number + 1
-            ));
-            break (Ok(outcome), number);
-        }
-    };
-    let duration = started.elapsed().unwrap_or_default();
-    let now = SystemTime::now();
-    let (run, mut note, recorded, phase1) = match result {
-        Ok(outcome) => {
-            // The signal that ended the session may reach the hook before the cancel does
-            // (the init signals every process); it was stopped all the same. So was a run
-            // whose wait for its next attempt the cancel ended.
-            let note = (outcome.cancelled || !outcome.success() && cancel.is_cancelled())
-                .then(|| STOPPED_NOTE.to_owned());
-            // The status shows the whole span, every attempt and the waits between them.
-            let outcome = RunOutcome {
-                duration,
-                ..outcome
-            };
-            let recorded = store.record(ctx, hook, &outcome, note.as_deref(), now);
-            (finished(ctx, hook, &outcome), note, recorded, Some(outcome))
-        }
-        Err(reason) => {
-            let recorded =
-                store.update(|s| s.entry(hook, ctx).record_unfinished(&reason, duration, now));
-            // Not `unfinished`: the log keeps the attempts that ran.
-            let run = FinishedRun {
-                exit_code: 1,
-                timed_out: None,
-                stdout: Vec::new(),
-                stderr: reason.clone().into_bytes(),
-                log_path: Some(ctx.log_path(&hook.id)),
-            };
-            (run, Some(reason), recorded, None)
-        }
-    };
-    status_error = status_error.or(recorded.err());
-    if let Some(e) = status_error {
-        let earlier = note.take().map_or(String::new(), |n| format!("{n}; "));
-        note = Some(format!("{earlier}not recorded: {e}"));
-    }
-    Done {
-        judgment: judge.judge(&run),
-        run,
-        produced: Vec::new(),
-        phase1,
-        session: Some((attempts, note)),
-    }
-}
-
 /// Records a run that failed before starting (a `when` error, an unknown name) and returns it
 /// as the judge sees it.
 fn record_refused(
@@ -921,7 +771,7 @@ fn run_files(payload: &Payload, dir: &Path, hook_id: &str) -> Result<RunFiles, F
 }
 
 /// Step 6: one run of the hook's action, its payload files in the state dir's `fire/`.
-fn run_once(
+pub(super) fn run_once(
     ctx: &Context,
     hook: &Hook,
     firing: &Firing,
@@ -1106,7 +956,7 @@ fn run_once(
 }
 
 /// The judge's view of a finished run.
-fn finished(ctx: &Context, hook: &Hook, outcome: &RunOutcome) -> FinishedRun {
+pub(super) fn finished(ctx: &Context, hook: &Hook, outcome: &RunOutcome) -> FinishedRun {
     let captured = outcome.captured.clone().unwrap_or_default();
     FinishedRun {
         exit_code: outcome.exit_code,

@@ -51,6 +51,7 @@
 //! [`DEFAULT_RETRIES`]: crate::policy::DEFAULT_RETRIES
 
 mod plan;
+#[cfg(test)]
 mod retry;
 mod state_dir;
 
@@ -63,8 +64,6 @@ use std::time::{Duration, SystemTime};
 use nix::unistd::Uid;
 
 pub use self::plan::{RootImages, SessionPlan};
-pub(crate) use self::retry::AttemptLog;
-pub use self::retry::{Attempt, Backoff};
 pub use self::state_dir::prepare_state_dir;
 use crate::account::Credentials;
 use crate::context::Context;
@@ -72,6 +71,7 @@ use crate::decision::Reply;
 use crate::discover::Discovery;
 use crate::event::Event;
 use crate::exec::{CancelToken, RunOutcome};
+pub use crate::fire::attempts::{Attempt, Backoff};
 use crate::fire::{Done, FireError, SessionStep, run_judged_with};
 use crate::firing::Firing;
 use crate::hook::{Hook, RunAs};
@@ -248,7 +248,9 @@ fn root_account() -> Credentials {
 /// A status that cannot be written does not stop the hooks; `on_finish` sees the run anyway and
 /// the returned runs carry the error in their note.
 ///
-/// The calling thread acts on the file system as `options.user` for the whole call (rule 5).
+/// Each hook runs through the event dispatcher's run step under the session's rules (the
+/// step's `SessionStep`). The calling thread acts on the file system as `options.user` for
+/// the whole call (rule 5).
 pub fn run_session(
     ctx: &Context,
     hooks: &[SessionHook],
