@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::{Done, finished, run_once};
-use crate::account::Credentials;
 use crate::context::Context;
 use crate::decision::{FinishedRun, Judge};
 use crate::exec::{CancelToken, RunOptions, RunOutcome};
@@ -16,7 +15,7 @@ use crate::firing::Firing;
 use crate::hook::{Hook, RunAs};
 use crate::payload::Payload;
 use crate::runner::Ran;
-use crate::session::{RootImages, STOPPED_NOTE, credentials_for};
+use crate::session::{STOPPED_NOTE, SessionOptions, credentials_for};
 use crate::status::StatusStore;
 
 /// The session runner's rules for a phase-1 hook with retries (crate::session rules 2, 3, 6):
@@ -24,20 +23,10 @@ use crate::status::StatusStore;
 /// with `backoff`, shows as running once, keeps every attempt in one log, and is recorded
 /// once; a cancel or a failed status write is carried on the result instead of ending it.
 pub(crate) struct SessionStep<'a> {
-    /// The account of `run_as: user` hooks when this process is root.
-    pub(crate) user: Option<&'a Credentials>,
-    /// What root hooks run from when this process is root.
-    pub(crate) root_images: &'a RootImages,
-    /// Prefix the hook's echoed output with its name.
-    pub(crate) echo: bool,
-    /// Time between SIGTERM and SIGKILL.
-    pub(crate) kill_grace: Option<Duration>,
+    /// The run user, sealed root images, echo, kill grace, backoff and after-attempt callback.
+    pub(crate) options: &'a SessionOptions,
     /// The most attempts: one, then the retries.
     pub(crate) attempts: u32,
-    /// The wait between attempts.
-    pub(crate) backoff: Backoff,
-    /// Called as each attempt that ran ends.
-    pub(crate) after_attempt: Option<fn(&Attempt<'_>)>,
 }
 
 impl SessionStep<'_> {
@@ -49,17 +38,17 @@ impl SessionStep<'_> {
         cancel: &CancelToken,
     ) -> Result<RunOptions, String> {
         let mut options = RunOptions {
-            credentials: credentials_for(hook.run_as, self.user),
+            credentials: credentials_for(hook.run_as, self.options.user.as_ref()),
             cancel: Some(cancel.clone()),
-            echo_prefix: self.echo.then(|| hook.name.clone()),
+            echo_prefix: self.options.echo.then(|| hook.name.clone()),
             ..RunOptions::default()
         };
-        if let Some(grace) = self.kill_grace {
+        if let Some(grace) = self.options.kill_grace {
             options.kill_grace = grace;
         }
         if hook.run_as == RunAs::Root && nix::unistd::Uid::effective().is_root() {
             // Every attempt runs these same bytes.
-            match self.root_images.get(&hook.id) {
+            match self.options.root_images.get(&hook.id) {
                 Some(Ok(image)) => options.sealed = Some(std::sync::Arc::clone(image)),
                 Some(Err(reason)) => return Err(reason.clone()),
                 None => {
@@ -108,8 +97,8 @@ pub(super) fn run_attempts(
         };
         let stopped = outcome.cancelled || cancel.is_cancelled();
         let retry_in = (!outcome.success() && !stopped && number < of)
-            .then(|| step.backoff.before(number + 1));
-        if let Some(after) = step.after_attempt {
+            .then(|| step.options.backoff.before(number + 1));
+        if let Some(after) = step.options.after_attempt {
             after(&Attempt {
                 hook,
                 number,

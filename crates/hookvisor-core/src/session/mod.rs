@@ -272,13 +272,8 @@ pub fn run_session(
             break;
         }
         let step = SessionStep {
-            user: options.user.as_ref(),
-            root_images: &options.root_images,
-            echo: options.echo,
-            kill_grace: options.kill_grace,
+            options,
             attempts: session_hook.attempts(),
-            backoff: options.backoff,
-            after_attempt: options.after_attempt,
         };
         let done = match &acting {
             Err(e) => Err(format!(
