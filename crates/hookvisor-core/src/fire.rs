@@ -11,8 +11,10 @@
 //!    shows as running, runs with the DISCOBOT_* variables and no event JSON, its output kept
 //!    as it came for its re-prompt, judged by its exit code alone), and whose report gives the
 //!    reply. Other phase-1 hooks
-//!    ([`Hook::phase1`]) are not run here: `session.start` and `commit.before` keep their
-//!    phase-1 runners, and firing one of those events runs only its event hooks. A **gate
+//!    ([`Hook::phase1`]) are not selected here: the session runner runs `session.start`'s
+//!    through this step under its own rules (`SessionStep`: retries with backoff, one record,
+//!    one log), the pre-commit runner `commit.before`'s, and firing one of those events runs
+//!    only its event hooks. A **gate
 //!    fails closed on a hook file that does not load** ([`Discovery::unloaded_gate`]): when a
 //!    file of the hooks directories may be a hook of this gate ([`Binds`]: its front matter
 //!    names the event, or does not parse, or the file cannot be read), the event blocks before
@@ -137,6 +139,8 @@
 /// `event: turn.end` hooks, run through this module's steps 5–8.
 pub mod evaluate;
 
+pub(crate) mod attempts;
+
 use std::ffi::OsString;
 use std::fs;
 use std::io;
@@ -146,6 +150,8 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value as Json, json};
 
+pub(crate) use self::attempts::SessionStep;
+use self::attempts::run_attempts;
 use self::evaluate::EvalError;
 use crate::context::Context;
 use crate::context_buffer::{ContextBuffer, ContextBufferError, MAX_CONTEXT_CHARS};
@@ -574,6 +580,9 @@ pub(crate) struct Done {
     /// A phase-1 hook's last run as phase 1 reports it (its output as it came, the last 64
     /// KiB, for the re-prompt and the commit's message); `None` for other hooks.
     pub(crate) phase1: Option<RunOutcome>,
+    /// Under [`SessionStep`]: the attempts made (0 when none could start) and why the run
+    /// ended when its exit code does not say (stopped, refused, not recorded).
+    pub(crate) session: Option<(u32, Option<String>)>,
 }
 
 /// Steps 5–7 for one hook: `None` when its `when` is false. A cancelled run is not recorded
@@ -585,6 +594,20 @@ pub(crate) fn run_judged(
     payload: &Payload,
     store: &StatusStore,
     cancel: &CancelToken,
+) -> Result<Option<Done>, FireError> {
+    run_judged_with(ctx, hook, firing, payload, store, cancel, None)
+}
+
+/// [`run_judged`], under the session's rules when `session` is given and the hook is a
+/// phase-1 script ([`SessionStep`]); then it always returns a result.
+pub(crate) fn run_judged_with(
+    ctx: &Context,
+    hook: &Hook,
+    firing: &Firing,
+    payload: &Payload,
+    store: &StatusStore,
+    cancel: &CancelToken,
+    session: Option<&SessionStep<'_>>,
 ) -> Result<Option<Done>, FireError> {
     // An unawaited hook runs after the decision went out: it is judged as a notice.
     let mut judge = Judge::new(
@@ -605,9 +628,15 @@ pub(crate) fn run_judged(
                 run,
                 produced: Vec::new(),
                 phase1: None,
+                session: None,
             }));
         }
         Refusal::Run => {}
+    }
+    if let Some(step) = session {
+        return Ok(Some(run_attempts(
+            ctx, hook, firing, payload, store, cancel, step, &judge,
+        )));
     }
     let mut retries_left = hook.spec.retries;
     loop {
@@ -619,7 +648,7 @@ pub(crate) fn run_judged(
         }
         let mut phase1 = None;
         let (run, deterministic, judged, produced) =
-            match run_once(ctx, hook, firing, payload, cancel)? {
+            match run_once(ctx, hook, firing, payload, cancel, None)? {
                 Ran::Finished(action) if action.outcome.cancelled => {
                     // A cancelled phase-1 run has no result: it is pending again.
                     if hook.phase1 {
@@ -665,6 +694,7 @@ pub(crate) fn run_judged(
             run,
             produced,
             phase1,
+            session: None,
         }));
     }
 }
@@ -741,12 +771,13 @@ fn run_files(payload: &Payload, dir: &Path, hook_id: &str) -> Result<RunFiles, F
 }
 
 /// Step 6: one run of the hook's action, its payload files in the state dir's `fire/`.
-fn run_once(
+pub(super) fn run_once(
     ctx: &Context,
     hook: &Hook,
     firing: &Firing,
     payload: &Payload,
     cancel: &CancelToken,
+    session: Option<&SessionStep<'_>>,
 ) -> Result<Ran, FireError> {
     // The git actions run git themselves (crate::git_action), with no payload files.
     if let Some(ran) = crate::runner::git::run(ctx, hook, payload, cancel)? {
@@ -768,9 +799,13 @@ fn run_once(
     // alone since the judge sees no stdout.
     if hook.phase1 {
         let files = firing.files.as_deref().unwrap_or_default();
-        let options = RunOptions {
-            cancel: Some(cancel.clone()),
-            ..RunOptions::default()
+        let options = match session.map(|step| step.run_options(hook, cancel)) {
+            Some(Ok(options)) => options,
+            Some(Err(reason)) => return Ok(Ran::Refused(reason)),
+            None => RunOptions {
+                cancel: Some(cancel.clone()),
+                ..RunOptions::default()
+            },
         };
         return Ok(Ran::Finished(run_hook(ctx, hook, files, &options)?.into()));
     }
@@ -921,7 +956,7 @@ fn run_once(
 }
 
 /// The judge's view of a finished run.
-fn finished(ctx: &Context, hook: &Hook, outcome: &RunOutcome) -> FinishedRun {
+pub(super) fn finished(ctx: &Context, hook: &Hook, outcome: &RunOutcome) -> FinishedRun {
     let captured = outcome.captured.clone().unwrap_or_default();
     FinishedRun {
         exit_code: outcome.exit_code,

@@ -51,6 +51,7 @@
 //! [`DEFAULT_RETRIES`]: crate::policy::DEFAULT_RETRIES
 
 mod plan;
+#[cfg(test)]
 mod retry;
 mod state_dir;
 
@@ -58,22 +59,20 @@ use std::fmt;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use nix::unistd::Uid;
 
 pub use self::plan::{RootImages, SessionPlan};
-use self::retry::attempt_until_done;
-pub use self::retry::{Attempt, Backoff};
 pub use self::state_dir::prepare_state_dir;
 use crate::account::Credentials;
 use crate::context::Context;
 use crate::decision::Reply;
 use crate::discover::Discovery;
 use crate::event::Event;
-use crate::exec::{CancelToken, RunOptions, RunOutcome};
-use crate::fire::FireError;
+use crate::exec::{CancelToken, RunOutcome};
+pub use crate::fire::attempts::{Attempt, Backoff};
+use crate::fire::{Done, FireError, SessionStep, run_judged_with};
 use crate::firing::Firing;
 use crate::hook::{Hook, RunAs};
 use crate::status::{RunResult, StatusError, StatusStore};
@@ -249,7 +248,9 @@ fn root_account() -> Credentials {
 /// A status that cannot be written does not stop the hooks; `on_finish` sees the run anyway and
 /// the returned runs carry the error in their note.
 ///
-/// The calling thread acts on the file system as `options.user` for the whole call (rule 5).
+/// Each hook runs through the event dispatcher's run step under the session's rules (the
+/// step's `SessionStep`). The calling thread acts on the file system as `options.user` for
+/// the whole call (rule 5).
 pub fn run_session(
     ctx: &Context,
     hooks: &[SessionHook],
@@ -260,103 +261,55 @@ pub fn run_session(
     // Without the run user's credentials nothing is written to the state dir, which the agent
     // can change: a root process never acts there as root (rule 5). The runs are reported,
     // refused, and not recorded.
-    let store = acting.is_ok().then(|| StatusStore::for_context(ctx));
+    let store = StatusStore::for_context(ctx);
+    let cancel = options.cancel.clone().unwrap_or_default();
+    let firing = Firing::new(Event::SessionStart);
+    let payload = crate::fire::payload(ctx, &firing, None);
     let mut runs = Vec::with_capacity(hooks.len());
     for session_hook in hooks {
         let hook = &session_hook.hook;
-        if cancelled(options) {
+        if cancel.is_cancelled() {
             break;
         }
-        let mut status_error = store.as_ref().and_then(|store| {
-            store
-                .update(|s| s.entry(hook, ctx).begin(SystemTime::now()))
-                .err()
-        });
-        let mut run_options = RunOptions {
-            credentials: credentials_for(hook.run_as, options.user.as_ref()),
-            cancel: options.cancel.clone(),
-            echo_prefix: options.echo.then(|| hook.name.clone()),
-            ..RunOptions::default()
+        let step = SessionStep {
+            options,
+            attempts: session_hook.attempts(),
         };
-        if let Some(grace) = options.kill_grace {
-            run_options.kill_grace = grace;
-        }
-        let refused = match &acting {
-            Err(e) => Some(format!(
+        let done = match &acting {
+            Err(e) => Err(format!(
                 "not run and not recorded: cannot act as the run user on the state dir: {e}"
             )),
-            Ok(_) if hook.run_as == RunAs::Root && Uid::effective().is_root() => {
-                match options.root_images.get(&hook.id) {
-                    // Every attempt runs these same bytes (rule 3).
-                    Some(Ok(image)) => {
-                        run_options.sealed = Some(Arc::clone(image));
-                        None
-                    }
-                    Some(Err(reason)) => Some(reason.clone()),
-                    None => Some(format!(
-                        "{}: not run: a root hook runs only from the bytes read when the \
-                         session started",
-                        hook.path.display()
-                    )),
-                }
-            }
-            Ok(_) => None,
+            Ok(_) => run_judged_with(ctx, hook, &firing, &payload, &store, &cancel, Some(&step))
+                .map_err(|e| e.to_string()),
         };
-        let started = SystemTime::now();
-        let (result, attempts) = match refused {
-            Some(reason) => (Err(reason), 0),
-            None => attempt_until_done(ctx, session_hook, &run_options, options),
-        };
-        let mut run = match &result {
-            Ok(outcome) => SessionRun {
+        let run = match done {
+            Ok(Some(Done {
+                phase1,
+                session: Some((attempts, note)),
+                ..
+            })) => SessionRun {
                 hook_id: hook.id.clone(),
                 hook_name: hook.name.clone(),
-                exit_code: Some(outcome.exit_code),
-                success: outcome.success(),
-                timed_out: outcome.timed_out,
-                // The signal that ended the session may reach the hook before the cancel
-                // does (the init signals every process); it was stopped all the same. So was
-                // a run whose wait for its next attempt the cancel ended.
-                note: (outcome.cancelled || !outcome.success() && cancelled(options))
-                    .then(|| STOPPED_NOTE.to_owned()),
+                exit_code: phase1.as_ref().map(|o| o.exit_code),
+                success: phase1.as_ref().is_some_and(RunOutcome::success),
+                timed_out: phase1.as_ref().is_some_and(|o| o.timed_out),
+                note,
                 log_path: ctx.log_path(&hook.id),
                 attempts,
             },
+            // Every session hook is a phase-1 script, which the step always runs.
+            Ok(_) => continue,
             Err(reason) => SessionRun {
                 hook_id: hook.id.clone(),
                 hook_name: hook.name.clone(),
                 exit_code: None,
                 success: false,
                 timed_out: false,
-                note: Some(reason.clone()),
+                note: Some(reason),
                 log_path: ctx.log_path(&hook.id),
-                attempts,
+                attempts: 0,
             },
         };
-        let duration = started.elapsed().unwrap_or_default();
-        let now = SystemTime::now();
-        let recorded = match (&store, result) {
-            (None, _) => Ok(()),
-            // The status shows the whole span, every attempt and the waits between them.
-            (Some(store), Ok(outcome)) => store.record(
-                ctx,
-                hook,
-                &RunOutcome {
-                    duration,
-                    ..outcome
-                },
-                run.note.as_deref(),
-                now,
-            ),
-            (Some(store), Err(reason)) => {
-                store.update(|s| s.entry(hook, ctx).record_unfinished(&reason, duration, now))
-            }
-        };
-        status_error = status_error.or(recorded.err());
-        if let Some(e) = status_error {
-            let note = run.note.take().map_or(String::new(), |n| format!("{n}; "));
-            run.note = Some(format!("{note}not recorded: {e}"));
-        }
         on_finish(&run);
         runs.push(run);
     }
@@ -405,13 +358,6 @@ pub fn fail_interrupted(
         }
     }
     Ok(failed)
-}
-
-fn cancelled(options: &SessionOptions) -> bool {
-    options
-        .cancel
-        .as_ref()
-        .is_some_and(CancelToken::is_cancelled)
 }
 
 /// Fires `session.start` for the event hooks of `discovery` whose `await` is `awaited` (rule
