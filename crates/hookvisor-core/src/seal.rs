@@ -220,3 +220,7 @@ fn memfd(id: &str) -> io::Result<OwnedFd> {
     }
     Err(io::Error::other("memfd_create refused every flag set"))
 }
+
+/// Sealed root hooks by id, or the reason one will not run (see `SessionPlan::root_images`).
+pub type RootImages =
+    std::collections::BTreeMap<String, Result<std::sync::Arc<SealedScript>, String>>;

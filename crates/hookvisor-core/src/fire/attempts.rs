@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::{Done, finished, run_once};
+use crate::account::Credentials;
 use crate::context::Context;
 use crate::decision::{FinishedRun, Judge};
 use crate::exec::{CancelToken, RunOptions, RunOutcome};
@@ -15,8 +16,66 @@ use crate::firing::Firing;
 use crate::hook::{Hook, RunAs};
 use crate::payload::Payload;
 use crate::runner::Ran;
-use crate::session::{STOPPED_NOTE, SessionOptions, credentials_for};
+use crate::seal::RootImages;
 use crate::status::StatusStore;
+
+/// The note of a hook stopped because the session ended under it.
+pub const STOPPED_NOTE: &str = "stopped before it finished: the session ended (the agent command exited or the container is stopping)";
+
+/// How [`run_session`](crate::session::run_session) runs the hooks. `SessionOptions::default()` runs them as the current
+/// user, with no way to stop them early, without echo, with the default [`Backoff`].
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// The account of `run_as: user` hooks when this process is root. `None`: the current user.
+    pub user: Option<Credentials>,
+    /// Stops the running hook and skips the rest; the stopped run is recorded with
+    /// [`STOPPED_NOTE`]. Default `None`.
+    pub cancel: Option<CancelToken>,
+    /// Copy each hook's output to our stderr as `[name] line`. Default false.
+    pub echo: bool,
+    /// Time between SIGTERM and SIGKILL when a hook is stopped. Default: the executor's.
+    pub kill_grace: Option<Duration>,
+    /// What root hooks run from when this process is root ([`SessionPlan::root_images`](crate::session::SessionPlan::root_images)); a
+    /// root hook missing here is not run. Default empty.
+    pub root_images: RootImages,
+    /// The wait between two attempts of a hook. Default [`Backoff::default`].
+    pub backoff: Backoff,
+    /// Called as each attempt that ran ends, before the wait, the next attempt or the record:
+    /// the init kills what the attempt left running here, and says when it tries again.
+    /// Default `None`.
+    pub after_attempt: Option<fn(&Attempt<'_>)>,
+}
+
+/// The credentials a hook runs with (rule 2): `None` keeps ours.
+///
+/// Only a root process switches: `run_as: user` to `user` when one is given, `run_as: root`
+/// to root's own account (a thread acting as the user must not lend the hook its file-system
+/// ids). A process that is not root never switches.
+pub fn credentials_for(run_as: RunAs, user: Option<&Credentials>) -> Option<Credentials> {
+    if !nix::unistd::Uid::effective().is_root() {
+        return None;
+    }
+    let user = user.filter(|u| u.uid != 0);
+    match run_as {
+        RunAs::Root => user.map(|_| root_account()),
+        RunAs::User => user.cloned(),
+    }
+}
+
+/// Root's account, for root hooks: its passwd entry when there is one.
+fn root_account() -> Credentials {
+    Credentials::from_name("root")
+        .ok()
+        .filter(|c| c.uid == 0)
+        .unwrap_or_else(|| Credentials {
+            user: "root".to_owned(),
+            uid: 0,
+            gid: 0,
+            groups: vec![0],
+            home: PathBuf::from("/root"),
+            shell: PathBuf::from("/bin/sh"),
+        })
+}
 
 /// The session runner's rules for a phase-1 hook with retries (crate::session rules 2, 3, 6):
 /// it runs as `user` (root hooks from their sealed image), is tried again after any failure

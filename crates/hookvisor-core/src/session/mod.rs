@@ -59,11 +59,9 @@ use std::fmt;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use nix::unistd::Uid;
-
-pub use self::plan::{RootImages, SessionPlan};
+pub use self::plan::SessionPlan;
 pub use self::state_dir::prepare_state_dir;
 use crate::account::Credentials;
 use crate::context::Context;
@@ -71,15 +69,13 @@ use crate::decision::Reply;
 use crate::discover::Discovery;
 use crate::event::Event;
 use crate::exec::{CancelToken, RunOutcome};
-pub use crate::fire::attempts::{Attempt, Backoff};
+pub use crate::fire::attempts::{Attempt, Backoff, STOPPED_NOTE, SessionOptions, credentials_for};
 use crate::fire::{Done, FireError, SessionStep, run_judged_with};
 use crate::firing::Firing;
-use crate::hook::{Hook, RunAs};
+use crate::hook::Hook;
+pub use crate::seal::RootImages;
 use crate::status::{RunResult, StatusError, StatusStore};
 use crate::user_fs::act_as;
-
-/// The note of a hook stopped because the session ended under it.
-pub const STOPPED_NOTE: &str = "stopped before it finished: the session ended (the agent command exited or the container is stopping)";
 
 /// A session hook, with what only session hooks have.
 #[derive(Debug, Clone)]
@@ -97,30 +93,6 @@ impl SessionHook {
     pub fn attempts(&self) -> u32 {
         self.retries.saturating_add(1)
     }
-}
-
-/// How [`run_session`] runs the hooks. `SessionOptions::default()` runs them as the current
-/// user, with no way to stop them early, without echo, with the default [`Backoff`].
-#[derive(Debug, Clone, Default)]
-pub struct SessionOptions {
-    /// The account of `run_as: user` hooks when this process is root. `None`: the current user.
-    pub user: Option<Credentials>,
-    /// Stops the running hook and skips the rest; the stopped run is recorded with
-    /// [`STOPPED_NOTE`]. Default `None`.
-    pub cancel: Option<CancelToken>,
-    /// Copy each hook's output to our stderr as `[name] line`. Default false.
-    pub echo: bool,
-    /// Time between SIGTERM and SIGKILL when a hook is stopped. Default: the executor's.
-    pub kill_grace: Option<Duration>,
-    /// What root hooks run from when this process is root ([`SessionPlan::root_images`]); a
-    /// root hook missing here is not run. Default empty.
-    pub root_images: RootImages,
-    /// The wait between two attempts of a hook. Default [`Backoff::default`].
-    pub backoff: Backoff,
-    /// Called as each attempt that ran ends, before the wait, the next attempt or the record:
-    /// the init kills what the attempt left running here, and says when it tries again.
-    /// Default `None`.
-    pub after_attempt: Option<fn(&Attempt<'_>)>,
 }
 
 /// What one session hook did.
@@ -208,37 +180,6 @@ impl From<StatusError> for SessionError {
     fn from(e: StatusError) -> SessionError {
         SessionError::Status(e)
     }
-}
-
-/// The credentials a hook runs with (rule 2): `None` keeps ours.
-///
-/// Only a root process switches: `run_as: user` to `user` when one is given, `run_as: root`
-/// to root's own account (a thread acting as the user must not lend the hook its file-system
-/// ids). A process that is not root never switches.
-pub fn credentials_for(run_as: RunAs, user: Option<&Credentials>) -> Option<Credentials> {
-    if !Uid::effective().is_root() {
-        return None;
-    }
-    let user = user.filter(|u| u.uid != 0);
-    match run_as {
-        RunAs::Root => user.map(|_| root_account()),
-        RunAs::User => user.cloned(),
-    }
-}
-
-/// Root's account, for root hooks: its passwd entry when there is one.
-fn root_account() -> Credentials {
-    Credentials::from_name("root")
-        .ok()
-        .filter(|c| c.uid == 0)
-        .unwrap_or_else(|| Credentials {
-            user: "root".to_owned(),
-            uid: 0,
-            gid: 0,
-            groups: vec![0],
-            home: PathBuf::from("/root"),
-            shell: PathBuf::from("/bin/sh"),
-        })
 }
 
 /// Runs `hooks` one after the other (rules 2-4, 6), each up to its retries, recording each
@@ -389,10 +330,14 @@ pub fn fire_session_start(
 mod tests {
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
+    use std::time::Duration;
+
+    use nix::unistd::Uid;
 
     use super::*;
     use crate::discover::discover;
     use crate::event::HookKind;
+    use crate::hook::RunAs;
     use crate::status::Status;
 
     /// A workspace with a hooks dir and a state dir, in a temporary directory.

@@ -1,7 +1,6 @@
 //! Which session hooks run before the agent command and which beside it, and the sealed bytes
 //! each root hook runs from (rules 1 and 2).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use nix::unistd::Uid;
@@ -12,6 +11,7 @@ use crate::discover::Discovery;
 use crate::event::Event;
 use crate::event::HookKind;
 use crate::hook::{Hook, RunAs};
+use crate::seal::RootImages;
 use crate::seal::{RootHooks, SealedScript};
 
 /// The session hooks of a workspace, split the way they run (rule 1 of the module docs).
@@ -34,9 +34,6 @@ pub struct SessionPlan {
     /// the background hooks.
     pub background_events: bool,
 }
-
-/// Sealed root hooks by id, or the reason one will not run (see [`SessionPlan::root_images`]).
-pub type RootImages = BTreeMap<String, Result<Arc<SealedScript>, String>>;
 
 impl SessionPlan {
     /// Picks the session hooks out of a discovery, keeping its order; every root hook runs
