@@ -336,6 +336,14 @@ pub(crate) fn fire_hooks(
             reply.context.push(drained.text);
         }
     }
+    // §1.6: what no prompt took ends with the session, written to its log, before the answer
+    // (serve answers here, and a next prompt may follow at once); the reply says how much,
+    // for a caller that tells its user (`loop`).
+    let ends_session = firing.event == Event::SessionEnd;
+    if ends_session {
+        let discarded = buffer.discard()?;
+        reply.phase1.insert("discarded".into(), discarded.into());
+    }
     decided(&reply);
     let decision = reply.decision.as_str();
     // The `post` pass learns what the `pre` pass did, as AutoAgent's executor tells
@@ -378,11 +386,12 @@ pub(crate) fn fire_hooks(
         buffer_all(&buffer, hook, take_context(hook, &mut done))?;
         reply.results.push(result_json(hook, firing, &done));
     }
-    if firing.event == Event::SessionEnd {
-        // §1.6: what no prompt took ends with the session, written to its log; the reply
-        // says how much, for a caller that tells its user (`loop`).
+    if ends_session {
+        // What the `post` hooks of `session.end` said has no prompt to go to either.
         let discarded = buffer.discard()?;
-        reply.phase1.insert("discarded".into(), discarded.into());
+        if let Some(count) = reply.phase1.get_mut("discarded") {
+            *count = (count.as_u64().unwrap_or(0) + discarded as u64).into();
+        }
     }
     Ok(reply)
 }

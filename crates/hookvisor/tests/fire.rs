@@ -1597,6 +1597,49 @@ fn session_end_discards_the_buffer_through_serve() {
     server.stop();
 }
 
+/// serve answers `session.end` when its `pre` pass ends: the buffer is emptied before that
+/// answer, so a prompt that follows it at once never gets the ended session's context, and what
+/// a `post` hook of `session.end` pipes afterwards is discarded too.
+#[test]
+fn serve_empties_the_buffer_before_it_answers_session_end() {
+    let ws = Workspace::new();
+    let gate = ws.base().join("gate");
+    common::gate(&gate);
+    yml(
+        &ws,
+        "err",
+        "event: error\npipe_output: true\nrun: echo left over",
+    );
+    yml(
+        &ws,
+        "last-words",
+        &format!(
+            "event: session.end\nphase: post\npipe_output: true\nrun: cat '{}' >/dev/null; echo said after the end",
+            gate.display()
+        ),
+    );
+    let server = common::serve::Server::tcp(&ws);
+    assert_eq!(server.post("/v1/events/error", "{}").status, 200);
+    assert_eq!(server.post("/v1/events/session.end", "{}").status, 200);
+    // The `post` hook still waits in its gate: whatever serve does with the next prompt.
+    let start = std::thread::scope(|scope| {
+        let addr = &server.addr;
+        let start = scope.spawn(move || {
+            common::serve::request(addr, "POST", "/v1/events/turn.start", &[], "{}").json()
+        });
+        common::open_gate(&gate);
+        start.join().unwrap()
+    });
+    assert_eq!(start["context"], serde_json::json!([]), "{start}");
+    common::wait_until("the post hook's output is discarded", || {
+        fs::read_to_string(ws.state_dir().join("output/session.log"))
+            .is_ok_and(|log| log.contains("said after the end"))
+    });
+    let start = server.post("/v1/events/turn.start", "{}").json();
+    assert_eq!(start["context"], serde_json::json!([]), "{start}");
+    server.stop();
+}
+
 /// A piped hook that failed or timed out reaches the agent announced, then its output, as
 /// iteratr and nyzhi tell their agents.
 #[test]
