@@ -88,9 +88,26 @@ fn adopted_runner(pid: i32) -> bool {
         (Ok(theirs), Ok(ours)) => theirs.dev() == ours.dev() && theirs.ino() == ours.ino(),
         _ => false,
     };
+    // The exact command line `runner::webhook::detached` gives it, not `--deliver` anywhere:
+    // the agent names its processes as it likes (`exec -a --deliver hookvisor run …`).
     same_exe
-        && std::fs::read(format!("/proc/{pid}/cmdline"))
-            .is_ok_and(|line| line.split(|&b| b == 0).any(|arg| arg == b"--deliver"))
+        && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| is_deliver_line(&line))
+}
+
+/// Whether `cmdline` (NUL-separated, as `/proc/PID/cmdline`) is `EXE --workspace W --state-dir S
+/// --session ID fire EVENT --deliver HOOK`, the detached runner's and nothing else.
+fn is_deliver_line(cmdline: &[u8]) -> bool {
+    let args: Vec<&[u8]> = cmdline
+        .strip_suffix(b"\0")
+        .unwrap_or(cmdline)
+        .split(|&b| b == 0)
+        .collect();
+    args.len() == 11
+        && args[1] == b"--workspace"
+        && args[3] == b"--state-dir"
+        && args[5] == b"--session"
+        && args[7] == b"fire"
+        && args[9] == b"--deliver"
 }
 
 /// Makes this process a child subreaper, so that what its hooks leave behind comes back to it.

@@ -1058,3 +1058,48 @@ fn the_sweep_spares_a_detached_run_the_agent_started() {
         f.ws.status()["hooks"]["slow"]["runCount"] == 1
     });
 }
+
+/// Only a real detached run is spared: a hookvisor the agent started with `--deliver` in its
+/// command line (here as its `argv[0]`) but running something else (an awaited `fire`, whose
+/// hook sleeps) is a leftover like any other, and so is what it runs.
+#[test]
+fn the_sweep_spares_no_hookvisor_that_only_says_deliver() {
+    let f = Fixture::new(Workspace::new());
+    let pid_file = f.ws.base().join("sleeper.pid");
+    f.hook(
+        "sleeper",
+        &format!(
+            "event: tool.after\ntimeout: 300\nrun: echo $$ > '{}.tmp' && mv '{0}.tmp' '{0}' && exec sleep 300",
+            pid_file.display()
+        ),
+    );
+    f.step(
+        "any",
+        &format!(
+            "env -u HOOKVISOR_RUN setsid bash -c 'exec -a --deliver \"$0\" fire tool.after' '{}' </dev/null >/dev/null 2>&1 &\n\
+             while [ ! -s '{}' ]; do sleep 0.05; done; touch \"$HOOKVISOR_DONE\"",
+            env!("CARGO_BIN_EXE_hookvisor"),
+            pid_file.display()
+        ),
+    );
+    let out = f.run(&["--prompt", "Task."]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    });
+    if alive {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(!alive, "the agent's process {pid} outlived the loop");
+}
