@@ -653,12 +653,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
             self.block_reason.take().as_deref(),
             task.as_deref().unwrap_or(&self.options.prompt),
         );
-        self.record.iterations = self.iteration;
-        self.write_record()?;
-        let run = self.run_agent(&text)?;
-        if run.cancelled || self.options.cancel.is_cancelled() {
-            return Err(Stop::Interrupted);
-        }
+        let run = self.prompt_agent(&text)?;
         if !run.success() {
             return self.agent_failed(&run);
         }
@@ -675,6 +670,17 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
                 Ok(Turn::End(Ending::Aborted))
             }
         }
+    }
+
+    /// The iteration recorded, then its agent run with `text`; an interrupt stops the loop.
+    fn prompt_agent(&mut self, text: &str) -> Result<RunOutcome, Stop> {
+        self.record.iterations = self.iteration;
+        self.write_record()?;
+        let run = self.run_agent(text)?;
+        if run.cancelled || self.options.cancel.is_cancelled() {
+            return Err(Stop::Interrupted);
+        }
+        Ok(run)
     }
 
     /// Rule 2: the agent of this iteration, with its prompt.
@@ -862,12 +868,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         self.note("final delivery");
         self.iteration += 1;
         let text = prompt::assemble(&context, self.block_reason.take().as_deref(), "");
-        self.record.iterations = self.iteration;
-        self.write_record()?;
-        let run = self.run_agent(&text)?;
-        if run.cancelled || self.options.cancel.is_cancelled() {
-            return Err(Stop::Interrupted);
-        }
+        let run = self.prompt_agent(&text)?;
         if !run.success() {
             self.note(&match run.timed_out {
                 true => "agent timed out".to_owned(),
