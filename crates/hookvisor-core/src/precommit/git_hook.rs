@@ -206,7 +206,12 @@ fi
     /// Installs the script in the git hooks dir of the repository containing `repo_dir`
     /// (rules 1 and 2). Running it again changes nothing.
     pub fn install(&self, repo_dir: &Path) -> Result<Installed, PreCommitError> {
-        let dir = git_hooks_dir(repo_dir)?;
+        self.install_in(&git_hooks_dir(repo_dir)?)
+    }
+
+    /// [`GitHook::install`] into the git hooks dir `dir`, already asked of git.
+    fn install_in(&self, dir: &Path) -> Result<Installed, PreCommitError> {
+        let dir = dir.to_owned();
         fs::create_dir_all(&dir).map_err(io_error(&dir, "create"))?;
         let _lock = lock_dir(&dir)?;
         let hook = dir.join(self.kind.name());
@@ -243,14 +248,19 @@ fi
         repo_dir: &Path,
         discovery: &Discovery,
     ) -> Result<Ensured, PreCommitError> {
-        let result = if self.kind.needed(discovery) {
-            self.install(repo_dir).map(Ensured::Installed)
-        } else {
-            uninstall_git_hook(repo_dir, self.kind).map(Ensured::Uninstalled)
-        };
-        match result {
+        match git_hooks_dir(repo_dir) {
+            Ok(dir) => self.ensure_in(&dir, discovery),
             Err(PreCommitError::NotARepository(_)) => Ok(Ensured::NotARepository),
-            other => other,
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`GitHook::ensure`] in the git hooks dir `dir`, already asked of git.
+    fn ensure_in(&self, dir: &Path, discovery: &Discovery) -> Result<Ensured, PreCommitError> {
+        if self.kind.needed(discovery) {
+            self.install_in(dir).map(Ensured::Installed)
+        } else {
+            uninstall_in(dir, self.kind).map(Ensured::Uninstalled)
         }
     }
 }
@@ -268,10 +278,18 @@ pub fn ensure_git_hooks(
         return Ok(None);
     }
     let hook = GitHook::for_context(ctx)?;
+    // One `git rev-parse` for both: this runs at every turn end.
+    let dir = match git_hooks_dir(&ctx.workspace) {
+        Ok(dir) => dir,
+        Err(PreCommitError::NotARepository(_)) => {
+            return Ok(Some([Ensured::NotARepository, Ensured::NotARepository]));
+        }
+        Err(e) => return Err(e),
+    };
     Ok(Some([
-        hook.clone().ensure(&ctx.workspace, discovery)?,
+        hook.clone().ensure_in(&dir, discovery)?,
         hook.kind(GitHookKind::PostCommit)
-            .ensure(&ctx.workspace, discovery)?,
+            .ensure_in(&dir, discovery)?,
     ]))
 }
 
@@ -281,12 +299,16 @@ pub fn uninstall_git_hook(
     repo_dir: &Path,
     kind: GitHookKind,
 ) -> Result<Uninstalled, PreCommitError> {
-    let dir = git_hooks_dir(repo_dir)?;
+    uninstall_in(&git_hooks_dir(repo_dir)?, kind)
+}
+
+/// [`uninstall_git_hook`] in the git hooks dir `dir`, already asked of git.
+fn uninstall_in(dir: &Path, kind: GitHookKind) -> Result<Uninstalled, PreCommitError> {
     let hook = dir.join(kind.name());
     if !dir.is_dir() {
         return Ok(Uninstalled::NotInstalled(hook));
     }
-    let _lock = lock_dir(&dir)?;
+    let _lock = lock_dir(dir)?;
     let original = dir.join(kind.original());
     match read_hook(&hook)? {
         Some(current) if is_ours(&current) => {
