@@ -1,10 +1,10 @@
-//! The agent adapters' and `fire`'s way to a running `hookvisor serve`: one blocking HTTP/1.1
-//! request, `POST /v1/turns/end` or `POST /v1/events/{event}`, over TCP or a Unix socket.
+//! The agent adapters' and `fire`'s way to a running `hookvisor serve`: one HTTP/1.1 request,
+//! `POST /v1/turns/end` or `POST /v1/events/{event}`, over TCP or a Unix socket.
 //!
-//! A Stop hook is a short-lived process that sends one request and waits for one answer, so
-//! blocking `std` sockets with httparse for the answer's head serve it better than an HTTP
-//! client stack: nothing to start, nothing to configure, and the adapter stays as quick to
-//! launch as the rest of the CLI.
+//! hyper's connection-level client speaks the protocol, on a current-thread tokio runtime built
+//! for the one request: no pool, no connector, nothing started beyond the socket, so the
+//! adapter stays as quick to launch as the rest of the CLI. The deadline bounds the whole
+//! exchange (connect, send, every byte of the answer), and a [`CancelToken`] ends it at once.
 //!
 //! `HOOKVISOR_URL` is `http://host:port[/prefix]` or `unix:/path/to.sock`; `HOOKVISOR_SOCKET`,
 //! when set, is the socket to reach it through (what `serve --socket PATH -- AGENT` gives the
@@ -12,19 +12,25 @@
 //! `Authorization: Bearer <token>`.
 
 use std::fmt;
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::os::unix::net::UnixStream;
+use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hookvisor_core::{EvalReport, Trigger};
+use http_body_util::{BodyExt, Limited};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_TYPE, HOST, USER_AGENT};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpStream, UnixStream};
+
+use hookvisor_core::{CancelToken, EvalReport, Trigger};
 
 /// How long connecting may take; the answer itself may take as long as the hooks run, which the
 /// agent's own hook timeout bounds.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// The largest header block or body accepted, so a confused peer cannot exhaust memory.
-const MAX_RESPONSE: u64 = 16 * 1024 * 1024;
+/// The largest body accepted, so a confused peer cannot exhaust memory (hyper bounds the head).
+const MAX_RESPONSE: usize = 16 * 1024 * 1024;
+/// How often a wait looks at its [`CancelToken`].
+const CANCEL_TICK: Duration = Duration::from_millis(20);
 
 /// Where the server listens, parsed from `HOOKVISOR_URL`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +89,15 @@ pub enum TurnClientError {
         /// The server's `{"error"}` text, or the start of its body.
         message: String,
     },
+    /// No whole answer came within the client's deadline ([`TurnClient::with_deadline`]).
+    Timeout {
+        /// The value of `HOOKVISOR_URL`.
+        url: String,
+        /// The deadline.
+        after: Duration,
+    },
+    /// The wait was cancelled ([`TurnClient::with_cancel`]): a signal came.
+    Cancelled,
     /// The server answered 200 with a body that is not the JSON this client asked for.
     Body {
         /// The value of `HOOKVISOR_URL`.
@@ -131,6 +146,15 @@ impl fmt::Display for TurnClientError {
                 f,
                 "the hookvisor server at {url} answered {code}: {message}"
             ),
+            TurnClientError::Timeout { url, after } => write!(
+                f,
+                "the hookvisor server at {url} did not answer within {} s; check the server's \
+                 log",
+                after.as_secs()
+            ),
+            TurnClientError::Cancelled => {
+                f.write_str("the wait for the hookvisor server was cancelled")
+            }
             TurnClientError::Body { url, source } => write!(
                 f,
                 "the hookvisor server at {url} sent an answer this client cannot read \
@@ -196,8 +220,10 @@ pub struct TurnClient {
     url: String,
     addr: ServerAddr,
     token: Option<String>,
-    /// How long the answer may take; `None` waits as long as the server takes.
+    /// How long the whole exchange may take; `None` waits as long as the server takes.
     deadline: Option<Duration>,
+    /// Ends the wait when cancelled.
+    cancel: Option<CancelToken>,
 }
 
 impl TurnClient {
@@ -216,6 +242,7 @@ impl TurnClient {
                 },
                 token: token.filter(|t| !t.is_empty()),
                 deadline: None,
+                cancel: None,
             }),
             Some(socket) => Err(TurnClientError::BadUrl {
                 url: socket,
@@ -232,13 +259,21 @@ impl TurnClient {
             addr: ServerAddr::parse(url)?,
             token: token.filter(|t| !t.is_empty()),
             deadline: None,
+            cancel: None,
         })
     }
 
-    /// Gives up on an answer that has not come within `deadline` (an [`TurnClientError::Io`]
-    /// that says it timed out): an adapter must answer before the agent kills it.
+    /// Gives up on an answer that has not wholly come within `deadline`, counted from the
+    /// connect ([`TurnClientError::Timeout`]): an adapter must answer before the agent kills it.
     pub fn with_deadline(mut self, deadline: Duration) -> TurnClient {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// Gives up at once when `cancel` is cancelled ([`TurnClientError::Cancelled`]): a signal
+    /// to an adapter is answered, never left waiting on the server.
+    pub fn with_cancel(mut self, cancel: CancelToken) -> TurnClient {
+        self.cancel = Some(cancel);
         self
     }
 
@@ -280,186 +315,160 @@ impl TurnClient {
         })
     }
 
-    /// Sends one request and returns the status code and the body.
+    /// Sends one request and returns the status code and the body, within the deadline and
+    /// until the cancel.
     fn post(&self, path: &str, body: &str) -> Result<(u16, Vec<u8>), TurnClientError> {
-        let (host, target) = match &self.addr {
-            ServerAddr::Tcp { authority, prefix } => {
-                (authority.as_str(), format!("{prefix}{path}"))
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|source| self.io_err(source))?;
+        runtime.block_on(async {
+            let exchange = async {
+                match self.deadline {
+                    Some(after) => tokio::time::timeout(after, self.exchange(path, body))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(TurnClientError::Timeout {
+                                url: self.url.clone(),
+                                after,
+                            })
+                        }),
+                    None => self.exchange(path, body).await,
+                }
+            };
+            tokio::select! {
+                answer = exchange => answer,
+                () = cancelled(self.cancel.as_ref()) => Err(TurnClientError::Cancelled),
             }
-            ServerAddr::Unix { .. } => ("localhost", path.to_owned()),
-        };
-        let mut request = format!(
-            "POST {target} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: hookvisor/{}\r\n\
-             Accept: application/json\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n",
-            env!("CARGO_PKG_VERSION"),
-            body.len()
-        );
-        if let Some(token) = &self.token {
-            request.push_str(&format!("Authorization: Bearer {token}\r\n"));
-        }
-        request.push_str("\r\n");
-        request.push_str(body);
+        })
+    }
 
-        let io_err = |source| TurnClientError::Io {
+    /// Connects, then sends the request and reads the answer.
+    async fn exchange(&self, path: &str, body: &str) -> Result<(u16, Vec<u8>), TurnClientError> {
+        let connect_err = |source| TurnClientError::Connect {
             url: self.url.clone(),
             source,
         };
         match &self.addr {
-            ServerAddr::Tcp { authority, .. } => {
-                let mut stream = self.connect_tcp(authority)?;
-                stream.set_read_timeout(self.deadline).map_err(io_err)?;
-                stream.write_all(request.as_bytes()).map_err(io_err)?;
-                read_response(&mut BufReader::new(stream), &self.url)
+            ServerAddr::Tcp { authority, prefix } => {
+                let stream = self.connect_tcp(authority).await?;
+                self.send(stream, authority, &format!("{prefix}{path}"), body)
+                    .await
             }
-            ServerAddr::Unix { path } => {
-                let mut stream =
-                    UnixStream::connect(path).map_err(|source| TurnClientError::Connect {
-                        url: self.url.clone(),
-                        source,
-                    })?;
-                stream.set_read_timeout(self.deadline).map_err(io_err)?;
-                stream.write_all(request.as_bytes()).map_err(io_err)?;
-                read_response(&mut BufReader::new(stream), &self.url)
+            ServerAddr::Unix { path: socket } => {
+                let stream = UnixStream::connect(socket).await.map_err(connect_err)?;
+                self.send(stream, "localhost", path, body).await
             }
         }
     }
 
-    fn connect_tcp(&self, authority: &str) -> Result<TcpStream, TurnClientError> {
+    /// The first address of `authority` that accepts within [`CONNECT_TIMEOUT`].
+    async fn connect_tcp(&self, authority: &str) -> Result<TcpStream, TurnClientError> {
         let connect_err = |source| TurnClientError::Connect {
             url: self.url.clone(),
             source,
         };
         let mut last = io::Error::new(io::ErrorKind::NotFound, "the host resolved to no address");
-        for addr in authority.to_socket_addrs().map_err(connect_err)? {
-            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-                Ok(stream) => return Ok(stream),
-                Err(e) => last = e,
+        for addr in tokio::net::lookup_host(authority)
+            .await
+            .map_err(connect_err)?
+        {
+            match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+                Ok(Ok(stream)) => return Ok(stream),
+                Ok(Err(e)) => last = e,
+                Err(_) => last = io::ErrorKind::TimedOut.into(),
             }
         }
         Err(connect_err(last))
     }
+
+    /// One `POST target` on a connected stream: the status and the whole body.
+    async fn send(
+        &self,
+        stream: impl AsyncRead + AsyncWrite + Send + Unpin + 'static,
+        host: &str,
+        target: &str,
+        body: &str,
+    ) -> Result<(u16, Vec<u8>), TurnClientError> {
+        // Title case: what curl and the old client sent, and what simple receivers look for.
+        let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+            .title_case_headers(true)
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| self.hyper_err(e))?;
+        // Drives the socket while the request and the answer go through `sender`; its own
+        // error comes back through them.
+        tokio::spawn(connection);
+        let mut request = hyper::Request::post(target)
+            .header(HOST, host)
+            .header(USER_AGENT, concat!("hookvisor/", env!("CARGO_PKG_VERSION")))
+            .header(ACCEPT, "application/json")
+            .header(CONTENT_TYPE, "application/json")
+            .header(CONNECTION, "close");
+        if let Some(token) = &self.token {
+            request = request.header(AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request
+            .body(body.to_owned())
+            .map_err(|e| self.protocol(format!("the request: {e}")))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| self.hyper_err(e))?;
+        let code = response.status().as_u16();
+        let body = Limited::new(response.into_body(), MAX_RESPONSE)
+            .collect()
+            .await
+            .map_err(|e| match e.downcast::<hyper::Error>() {
+                Ok(e) => self.hyper_err(*e),
+                // Only Limited's own error is not hyper's.
+                Err(e) => self.protocol(format!("the body: {e}")),
+            })?;
+        Ok((code, body.to_bytes().to_vec()))
+    }
+
+    fn io_err(&self, source: io::Error) -> TurnClientError {
+        TurnClientError::Io {
+            url: self.url.clone(),
+            source,
+        }
+    }
+
+    fn protocol(&self, why: String) -> TurnClientError {
+        TurnClientError::Protocol {
+            url: self.url.clone(),
+            why,
+        }
+    }
+
+    /// A socket's error as [`TurnClientError::Io`]; the rest (an answer that ends early or is
+    /// not HTTP/1.x) as [`TurnClientError::Protocol`].
+    fn hyper_err(&self, err: hyper::Error) -> TurnClientError {
+        use std::error::Error as _;
+        let io = err
+            .source()
+            .and_then(|source| source.downcast_ref::<io::Error>());
+        match io {
+            Some(io) if !err.is_incomplete_message() => {
+                self.io_err(io::Error::new(io.kind(), io.to_string()))
+            }
+            _ if err.is_incomplete_message() => {
+                self.protocol("the connection closed before a whole answer".into())
+            }
+            _ => self.protocol(err.to_string()),
+        }
+    }
 }
 
-/// The most header lines an answer may have; serve sends a handful.
-const MAX_HEADERS: usize = 64;
-
-/// Reads a status line, headers and a body (Content-Length, chunked, or up to EOF).
-fn read_response(reader: &mut impl BufRead, url: &str) -> Result<(u16, Vec<u8>), TurnClientError> {
-    let protocol = |why: String| TurnClientError::Protocol {
-        url: url.to_owned(),
-        why,
+/// Resolves when `cancel` is cancelled; never without one.
+async fn cancelled(cancel: Option<&CancelToken>) {
+    let Some(cancel) = cancel else {
+        return std::future::pending().await;
     };
-    let io_err = |source| TurnClientError::Io {
-        url: url.to_owned(),
-        source,
-    };
-    let mut reader = reader.take(MAX_RESPONSE);
-    let head = read_head(&mut reader).map_err(|e| match e {
-        HeadError::Io(source) => io_err(source),
-        HeadError::Protocol(why) => protocol(why),
-    })?;
-    let mut body = Vec::new();
-    if head.chunked {
-        loop {
-            let mut line = Vec::new();
-            reader.read_until(b'\n', &mut line).map_err(io_err)?;
-            let size = match httparse::parse_chunk_size(&line) {
-                Ok(httparse::Status::Complete((_, size))) => size,
-                _ => {
-                    return Err(protocol(format!(
-                        "chunk size '{}'",
-                        String::from_utf8_lossy(&line).trim_end()
-                    )));
-                }
-            };
-            if size == 0 {
-                break;
-            }
-            read_exactly(&mut reader, size, &mut body).map_err(io_err)?;
-            reader.read_until(b'\n', &mut Vec::new()).map_err(io_err)?;
-        }
-    } else if let Some(length) = head.length {
-        read_exactly(&mut reader, length, &mut body).map_err(io_err)?;
-    } else {
-        reader.read_to_end(&mut body).map_err(io_err)?;
+    while !cancel.is_cancelled() {
+        tokio::time::sleep(CANCEL_TICK).await;
     }
-    Ok((head.code, body))
-}
-
-/// What of a response head decides how to read the body.
-struct Head {
-    /// The status code.
-    code: u16,
-    /// `Content-Length`, when given.
-    length: Option<u64>,
-    /// Whether the body comes in chunks.
-    chunked: bool,
-}
-
-/// Why a response head could not be read.
-enum HeadError {
-    /// The connection broke.
-    Io(io::Error),
-    /// The bytes are not an HTTP/1.x response head.
-    Protocol(String),
-}
-
-/// Reads up to the blank line after the headers and parses them with httparse, leaving the
-/// body unread in `reader`.
-fn read_head(reader: &mut impl BufRead) -> Result<Head, HeadError> {
-    let mut raw = Vec::new();
-    loop {
-        let fresh = reader.fill_buf().map_err(HeadError::Io)?;
-        if fresh.is_empty() {
-            return Err(HeadError::Protocol("the headers end early".into()));
-        }
-        let fresh_len = fresh.len();
-        raw.extend_from_slice(fresh);
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut response = httparse::Response::new(&mut headers);
-        let head_len = match response.parse(&raw) {
-            Ok(httparse::Status::Complete(head_len)) => head_len,
-            Ok(httparse::Status::Partial) => {
-                reader.consume(fresh_len);
-                continue;
-            }
-            Err(e) => return Err(HeadError::Protocol(format!("response head: {e}"))),
-        };
-        // Only the head is consumed; what followed it in this read is the body's start.
-        reader.consume(fresh_len - (raw.len() - head_len));
-        let code = response.code.unwrap_or_default();
-        let mut head = Head {
-            code,
-            length: None,
-            chunked: false,
-        };
-        for header in response.headers.iter() {
-            let value = String::from_utf8_lossy(header.value);
-            let value = value.trim();
-            if header.name.eq_ignore_ascii_case("content-length") {
-                head.length = Some(
-                    value
-                        .parse::<u64>()
-                        .map_err(|_| HeadError::Protocol(format!("Content-Length '{value}'")))?,
-                );
-            } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
-                head.chunked = value.to_ascii_lowercase().contains("chunked");
-            }
-        }
-        return Ok(head);
-    }
-}
-
-fn read_exactly(reader: &mut impl Read, count: u64, into: &mut Vec<u8>) -> io::Result<()> {
-    let read = reader.take(count).read_to_end(into)?;
-    if (read as u64) < count {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("the body ended after {read} of {count} bytes"),
-        ));
-    }
-    Ok(())
 }
 
 /// The `error` field of a JSON error body, else the body's first line, kept short.
@@ -520,6 +529,32 @@ mod tests {
         }
     }
 
+    /// A server on loopback that takes one request (its body is `ping`), then sends `answer`
+    /// in pieces of `piece` bytes, `pause` apart, and closes.
+    fn answering(answer: &'static str, piece: usize, pause: Duration) -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0; 4096];
+            while !request.ends_with(b"ping") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            for part in answer.as_bytes().chunks(piece) {
+                if conn.write_all(part).and_then(|()| conn.flush()).is_err() {
+                    return;
+                }
+                std::thread::sleep(pause);
+            }
+        });
+        url
+    }
+
     #[test]
     fn reads_responses() {
         let cases: &[(&str, Option<(u16, &str)>)] = &[
@@ -544,15 +579,33 @@ mod tests {
         ];
         for (raw, want) in cases {
             let want = want.map(|(code, body)| (code, body.to_owned()));
-            // Small buffers split the head across reads, as a slow socket does.
-            for capacity in [1, 7, 4096] {
-                let mut reader = BufReader::with_capacity(capacity, raw.as_bytes());
-                let got = read_response(&mut reader, "http://x:1")
+            // Small pieces split the head across reads, as a slow socket does.
+            for piece in [1, 7, 4096] {
+                let url = answering(raw, piece, Duration::ZERO);
+                let got = TurnClient::new(&url, None)
+                    .unwrap()
+                    .post("/x", "ping")
                     .ok()
                     .map(|(code, body)| (code, String::from_utf8(body).unwrap()));
-                assert_eq!(got, want, "{raw:?} read {capacity} bytes at a time");
+                assert_eq!(got, want, "{raw:?} sent {piece} bytes at a time");
             }
         }
+    }
+
+    /// The deadline is the whole wait's: a server that trickles its answer a byte at a time,
+    /// each well within the deadline, is given up on when the deadline passes.
+    #[test]
+    fn a_trickled_answer_times_out_at_the_deadline() {
+        let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n{}";
+        let url = answering(answer, 1, Duration::from_millis(100));
+        let started = std::time::Instant::now();
+        let got = TurnClient::new(&url, None)
+            .unwrap()
+            .with_deadline(Duration::from_millis(500))
+            .post("/x", "ping");
+        let took = started.elapsed();
+        assert!(got.is_err(), "{got:?}");
+        assert!(took < Duration::from_secs(2), "gave up after {took:?}");
     }
 
     #[test]

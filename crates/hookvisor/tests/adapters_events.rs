@@ -1380,6 +1380,53 @@ fn a_signal_while_a_gate_waits_on_the_server_denies() {
     }
 }
 
+/// As in-process, a signal while a turn end waits on `hookvisor serve` cancels the wait and is
+/// answered at once (here a block, for `--fail-closed`), not after the server gives up.
+#[test]
+fn a_signal_while_a_turn_end_waits_on_the_server_is_answered() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let ws = Workspace::git();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude/stop.json");
+    let input = fs::read_to_string(fixture)
+        .unwrap()
+        .replace("@WORKSPACE@", ws.path().to_str().unwrap());
+    let mut child = ws
+        .hookvisor_command()
+        .args(["adapter", "claude", "--fail-closed"])
+        .env("HOOKVISOR_URL", &url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    // The server holds the request unanswered, and hangs up after a while (without that, an
+    // adapter deaf to the signal would wait for its deadline, 10 minutes).
+    let (mut conn, _) = silent.accept().unwrap();
+    let _ = conn.read(&mut [0; 4096]);
+    thread::spawn(move || {
+        thread::sleep(Duration::from_secs(5));
+        drop(conn);
+    });
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+    kill(pid, Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let reply: serde_json::Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("{e}: {:?} / {}", out.status, stderr(&out)));
+    assert_eq!(reply["decision"], "block", "{reply}");
+    let reason = reply["reason"].as_str().unwrap();
+    assert!(reason.contains("evaluation cancelled"), "{reason}");
+}
+
 /// EVENTS.md §1.3 `await: false` through an agent: Claude's PostToolUse is answered while
 /// the hook still runs, and the hook's run is recorded once it ends.
 #[test]

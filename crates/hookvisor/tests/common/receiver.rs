@@ -48,17 +48,16 @@ pub fn read_request(stream: &mut TcpStream) -> Vec<u8> {
         let n = stream.read(&mut chunk).unwrap();
         assert_ne!(n, 0, "the request ended early");
         raw.extend_from_slice(&chunk[..n]);
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut request = httparse::Request::new(&mut headers);
-        if let httparse::Status::Complete(len) = request.parse(&raw).unwrap() {
-            let length: usize = request
-                .headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                .map(|h| std::str::from_utf8(h.value).unwrap().parse().unwrap())
-                .unwrap_or(0);
-            if raw.len() >= len + length {
-                return raw[len..len + length].to_vec();
+        // The head's end, then its Content-Length: enough for the hookvisor's own requests.
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .map_or(0, |value| value.trim().parse().unwrap());
+            let start = end + 4;
+            if raw.len() >= start + length {
+                return raw[start..start + length].to_vec();
             }
         }
     }

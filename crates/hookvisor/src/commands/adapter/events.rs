@@ -24,8 +24,6 @@ use std::env;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::thread;
 use std::time::Duration;
 
 use hookvisor_core::context_buffer::ContextBuffer;
@@ -340,29 +338,13 @@ impl<'a> Fired<'a> {
             body.insert("session_id".into(), self.ctx.session_id.clone().into());
             body.insert("trigger".into(), self.trigger.into());
             body.insert("data".into(), Value::Object(data));
-            let client = client
+            // The deadline is the whole wait's, so the agent's own timeout never comes first; a
+            // signal ends the wait, judged as a failure.
+            let answer = client
                 .map_err(AdapterError::Server)?
-                .with_deadline(self.call.deadline);
-            let (sent, reply) = mpsc::channel();
-            let path = event.to_string();
-            thread::spawn(move || sent.send(client.fire_event(&path, &Value::Object(body))));
-            // The client's deadline is per read (a slow connect or a trickle adds up): this
-            // one is the whole wait's, so the agent's own timeout never comes first.
-            let until = std::time::Instant::now() + self.call.deadline;
-            let answer = loop {
-                match reply.recv_timeout(Duration::from_millis(50)) {
-                    Ok(answer) => break answer.map_err(AdapterError::Server)?,
-                    Err(mpsc::RecvTimeoutError::Timeout) if std::time::Instant::now() >= until => {
-                        return Err(AdapterError::Event(format!(
-                            "the hookvisor server did not answer within {} s",
-                            self.call.deadline.as_secs()
-                        )));
-                    }
-                    Err(mpsc::RecvTimeoutError::Timeout) if !self.call.cancel.is_cancelled() => {}
-                    // A signal, or a request thread that died: no answer, judged as a failure.
-                    _ => return Err(AdapterError::Eval(EvalError::Cancelled)),
-                }
-            };
+                .with_deadline(self.call.deadline)
+                .with_cancel(self.call.cancel.clone())
+                .fire_event(&event.to_string(), &Value::Object(body))?;
             return serde_json::from_value(answer).map_err(|e| {
                 AdapterError::Event(format!(
                     "the hookvisor server sent a reply this adapter cannot read ({e}); use the \

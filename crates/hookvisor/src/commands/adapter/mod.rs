@@ -104,6 +104,16 @@ impl fmt::Display for AdapterError {
     }
 }
 
+/// A signal during the wait is a cancel, as it is in-process.
+impl From<TurnClientError> for AdapterError {
+    fn from(err: TurnClientError) -> AdapterError {
+        match err {
+            TurnClientError::Cancelled => AdapterError::Eval(EvalError::Cancelled),
+            err => AdapterError::Server(err),
+        }
+    }
+}
+
 impl AdapterError {
     /// Whether the agent itself may have caused this error to switch the checks off: a second
     /// workspace of hooks made around its directory ([`ContextError::NestedWorkspaces`]). Such
@@ -173,9 +183,9 @@ fn end_turn(ctx: Context, args: &AdapterArgs, input: &TurnEnd) -> Result<TurnEnd
             .and_then(|client| {
                 client
                     .with_deadline(events::callback_cap(Some(Route::TurnEnd)))
+                    .with_cancel(cancel_on_signals())
                     .end_turn(trigger)
-            })
-            .map_err(AdapterError::Server)?,
+            })?,
         None => {
             // One reading of the hooks and hookvisor.yml for the turn (a broken file leaves
             // the defaults; `check` reports it).
