@@ -474,6 +474,9 @@ pub enum Command {
         #[arg(long, value_name = "WHICH", env = "HOOKVISOR_ROOT_HOOKS")]
         root_hooks: Option<String>,
     },
+    /// One pass of the session hooks as hookvisor-init runs them (started by the init).
+    #[command(name = "init-pass", hide = true)]
+    InitPass(InitPassArgs),
     /// Manage and run the git pre-commit hook.
     #[command(name = "pre-commit", subcommand)]
     PreCommit(PreCommitCommand),
@@ -937,4 +940,35 @@ mod tests {
             assert!(parse_adapter(&args).is_none(), "{line:?}");
         }
     }
+}
+
+/// `hookvisor init-pass`: what hookvisor-init asks of one of its passes.
+#[derive(Debug, Args)]
+pub struct InitPassArgs {
+    /// Which pass: the hooks before CMD starts, or those beside it.
+    pub pass: InitPass,
+    /// The account of CMD and `run_as: user` hooks, which the init (root) switches to.
+    #[arg(long, value_name = "USER[:GROUP]")]
+    pub user: Option<String>,
+    /// Which run_as: root hooks run: all, owned, none.
+    #[arg(long, value_name = "WHICH")]
+    pub root_hooks: Option<String>,
+    /// Seconds between a stopped hook's TERM and its KILL.
+    #[arg(long, value_name = "SECS")]
+    pub kill_grace: Option<f64>,
+    /// The init is PID 1 of a new container: nothing of the agent's runs yet.
+    #[arg(long)]
+    pub pid1: bool,
+    /// Record the pass's hooks still `running` as failed with this note, and run nothing.
+    #[arg(long, value_name = "NOTE")]
+    pub record_killed: Option<String>,
+}
+
+/// The two passes of hookvisor-init's session hooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InitPass {
+    /// The blocking hooks, every root hook and the awaited `session.start` hooks.
+    BeforeCmd,
+    /// The other session hooks and the unawaited `session.start` hooks.
+    BesideCmd,
 }

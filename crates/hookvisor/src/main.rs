@@ -47,7 +47,11 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     std_start_up();
     hookvisor_actions::install();
     let cli = Cli::parse_args();
-    log_to_stderr();
+    // A pass of the init speaks as the init: a warning of the core goes to stderr as
+    // `hookvisor-init: warning: …` when no subscriber listens (its argv[0] is the init's).
+    if !matches!(cli.command, Command::InitPass(_)) {
+        log_to_stderr();
+    }
     let exit = match run(cli) {
         Ok(exit) => exit,
         Err(err) => {
@@ -196,6 +200,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Session { user, root_hooks } => {
             commands::session::run(&globals, user.as_deref(), root_hooks.as_deref())
         }
+        Command::InitPass(args) => commands::init_pass::run(&globals, &args),
         Command::PreCommit(sub) => commands::precommit::run(
             &globals,
             hookvisor_core::precommit::GitHookKind::PreCommit,
