@@ -280,61 +280,6 @@ pub enum TimeoutUnit {
     Milliseconds,
 }
 
-/// Claude Code's tool names, per its tools reference (<https://code.claude.com/docs/en/hooks>).
-static CLAUDE_CANONICAL_TOOLS: [(&str, &str); 4] = [
-    ("Write", "write"),
-    ("Edit", "edit"),
-    ("MultiEdit", "edit"),
-    ("Bash", "bash"),
-];
-
-static CLAUDE_OTHER_TOOLS: [&str; 18] = [
-    "Read",
-    "Glob",
-    "Grep",
-    "LS",
-    "NotebookEdit",
-    "NotebookRead",
-    "WebFetch",
-    "WebSearch",
-    "Task",
-    "Agent",
-    "TodoWrite",
-    "BashOutput",
-    "KillShell",
-    "KillBash",
-    "ExitPlanMode",
-    "SlashCommand",
-    "Skill",
-    "AskUserQuestion",
-];
-
-/// Codex's tool names.
-static CODEX_CANONICAL_TOOLS: [(&str, &str); 2] =
-    [("apply_patch", "apply_patch"), ("shell", "bash")];
-
-static CODEX_OTHER_TOOLS: [&str; 2] = ["update_plan", "view_image"];
-
-/// Gemini CLI's tool names.
-static GEMINI_CANONICAL_TOOLS: [(&str, &str); 3] = [
-    ("write_file", "write"),
-    ("replace", "edit"),
-    ("run_shell_command", "bash"),
-];
-
-static GEMINI_OTHER_TOOLS: [&str; 10] = [
-    "read_file",
-    "read_many_files",
-    "list_directory",
-    "glob",
-    "search_file_content",
-    "grep_search",
-    "web_fetch",
-    "google_web_search",
-    "save_memory",
-    "write_todos",
-];
-
 static CLAUDE: Spec = Spec {
     name: "Claude Code",
     word: "claude",
@@ -356,8 +301,33 @@ static CLAUDE: Spec = Spec {
     },
     project_dir_var: Some("CLAUDE_PROJECT_DIR"),
     file_tools: &CLAUDE_FILE_TOOLS,
-    canonical_tools: &CLAUDE_CANONICAL_TOOLS,
-    other_tools: &CLAUDE_OTHER_TOOLS,
+    // Claude Code's tools reference (<https://code.claude.com/docs/en/hooks>).
+    canonical_tools: &[
+        ("Write", "write"),
+        ("Edit", "edit"),
+        ("MultiEdit", "edit"),
+        ("Bash", "bash"),
+    ],
+    other_tools: &[
+        "Read",
+        "Glob",
+        "Grep",
+        "LS",
+        "NotebookEdit",
+        "NotebookRead",
+        "WebFetch",
+        "WebSearch",
+        "Task",
+        "Agent",
+        "TodoWrite",
+        "BashOutput",
+        "KillShell",
+        "KillBash",
+        "ExitPlanMode",
+        "SlashCommand",
+        "Skill",
+        "AskUserQuestion",
+    ],
 };
 
 static CODEX: Spec = Spec {
@@ -381,8 +351,8 @@ static CODEX: Spec = Spec {
     },
     project_dir_var: None,
     file_tools: &CODEX_FILE_TOOLS,
-    canonical_tools: &CODEX_CANONICAL_TOOLS,
-    other_tools: &CODEX_OTHER_TOOLS,
+    canonical_tools: &[("apply_patch", "apply_patch"), ("shell", "bash")],
+    other_tools: &["update_plan", "view_image"],
 };
 
 static GEMINI: Spec = Spec {
@@ -406,8 +376,23 @@ static GEMINI: Spec = Spec {
     },
     project_dir_var: Some("GEMINI_PROJECT_DIR"),
     file_tools: &GEMINI_FILE_TOOLS,
-    canonical_tools: &GEMINI_CANONICAL_TOOLS,
-    other_tools: &GEMINI_OTHER_TOOLS,
+    canonical_tools: &[
+        ("write_file", "write"),
+        ("replace", "edit"),
+        ("run_shell_command", "bash"),
+    ],
+    other_tools: &[
+        "read_file",
+        "read_many_files",
+        "list_directory",
+        "glob",
+        "search_file_content",
+        "grep_search",
+        "web_fetch",
+        "google_web_search",
+        "save_memory",
+        "write_todos",
+    ],
 };
 
 impl Spec {
