@@ -95,7 +95,8 @@
 //!   works on ([`Context`]). [`policy`]: `phase`, `block_on`, `on_failure`, `on_timeout`,
 //!   `reason_from`. The built-in actions' specs: [`git_action`] (`git-commit`, `git-push`),
 //!   [`spawn`], [`webhook`] (with [`secrets`], the names a webhook may resolve). [`event`]: the
-//!   events, what a hook binds to and does ([`Event`], [`HookKind`]). [`hook`]: a loaded hook
+//!   events, what a hook binds to and does ([`Event`], [`HookKind`]). [`agents`]: the agents
+//!   hookvisor plugs into, one row of protocol differences each. [`hook`]: a loaded hook
 //!   and a file that does not load ([`Hook`], [`Problem`]).
 //! - **Reading hooks.** [`import`]: other tools' hook files read in place (iteratr, AutoAgent,
 //!   nyzhi, agent-pipelines); [`file_watch`] watches them for a server.
@@ -122,6 +123,7 @@
 pub mod account;
 /// `hookvisor loop`: a headless agent driven iteration by iteration (EVENTS.md §3.2).
 pub mod agent_loop;
+pub mod agents;
 pub mod change_watch;
 pub mod changes;
 pub mod config;

@@ -13,7 +13,6 @@
 // `unreachable_pub` to the library and the init).
 #![allow(unreachable_pub)]
 
-mod agents;
 mod cli;
 mod commands;
 mod error;
@@ -30,8 +29,9 @@ use std::os::fd::IntoRawFd;
 use nix::libc;
 use nix::sys::signal::{SigHandler, Signal, signal};
 
-use cli::{Agent, Cli, Command};
+use cli::{Cli, Command};
 use error::CliResult;
+use hookvisor_core::agents::Agent;
 
 /// The entry point the C runtime calls (see the `no_main` note above).
 // `no_mangle` is an unsafe attribute (the symbol could clash); this is the one C entry point.
