@@ -80,6 +80,7 @@
 //! use most; the rest is reached through its module.
 //!
 //! - **Foundations.** [`sys`]: the raw system calls, the only `unsafe` of the core.
+//!   [`procfs`]: the one reader of `/proc`.
 //!   [`account`]: the users and groups `--user` and `run_as` name ([`Credentials`]).
 //!   [`user_fs`]: file system work done with the run user's credentials. [`leftovers`]: what a
 //!   hook leaves running, found and killed. [`timestamp`]: RFC 3339 times as status.json writes
@@ -154,6 +155,7 @@ pub mod pattern;
 pub mod payload;
 pub mod policy;
 pub mod precommit;
+pub mod procfs;
 /// Values an action hands to the later hooks of its firing (EVENTS.md §4.1).
 pub mod produced;
 mod replace_order;

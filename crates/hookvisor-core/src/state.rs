@@ -90,6 +90,27 @@ impl StateDir {
     pub fn turn_log(&self) -> PathBuf {
         self.root.join("agent-turns.json")
     }
+
+    /// `fire/`, where the payload files of each hook run sit while it runs.
+    pub fn run_files_dir(&self) -> PathBuf {
+        self.root.join("fire")
+    }
+
+    /// `children/`, the state dirs of the child sessions this one started (spawned agents,
+    /// loops inside a loop).
+    pub fn children_dir(&self) -> PathBuf {
+        self.root.join("children")
+    }
+
+    /// `loop/`, the agent loop's directory (its prompt, context and logs).
+    pub fn loop_dir(&self) -> PathBuf {
+        self.root.join("loop")
+    }
+
+    /// `session.json`, the agent loop's record of its session.
+    pub fn session_record(&self) -> PathBuf {
+        self.root.join("session.json")
+    }
 }
 
 /// What a crash right after [`write_atomic`] may leave behind.

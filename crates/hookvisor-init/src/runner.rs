@@ -22,7 +22,7 @@ use hookvisor_core::decision::Decision;
 use hookvisor_core::session::{Attempt, RootImages, SessionHook, SessionOptions};
 use hookvisor_core::{CancelToken, Context, Credentials, Hook, fire_session_start, run_session};
 use nix::sys::signal::{SigSet, Signal};
-use nix::unistd::Pid;
+use nix::unistd::{Gid, Pid, Uid, setgid, setgroups, setuid};
 
 use crate::spawn;
 use crate::sweep;
@@ -160,7 +160,7 @@ fn fire_events(
     user: Option<&Credentials>,
     cancel: Option<CancelToken>,
 ) -> bool {
-    if nix::unistd::Uid::effective().is_root() {
+    if Uid::effective().is_root() {
         let Some(user) = user else {
             eprintln!(
                 "hookvisor-init: session.start event hooks not run: they never run as root, \
@@ -168,7 +168,12 @@ fn fire_events(
             );
             return false;
         };
-        if let Err(e) = hookvisor_core::sys::drop_credentials(&user.groups, user.gid, user.uid) {
+        let groups: Vec<Gid> = user.groups.iter().map(|&g| Gid::from_raw(g)).collect();
+        // Groups, gid, uid: each later step needs the privilege the earlier ones keep.
+        let dropped = setgroups(&groups)
+            .and_then(|()| setgid(Gid::from_raw(user.gid)))
+            .and_then(|()| setuid(Uid::from_raw(user.uid)));
+        if let Err(e) = dropped {
             eprintln!(
                 "hookvisor-init: session.start event hooks not run: cannot become {}: {e}",
                 user.user
