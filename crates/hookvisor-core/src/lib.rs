@@ -80,7 +80,7 @@
 //! use most; the rest is reached through its module.
 //!
 //! - **Foundations.** [`sys`]: the raw system calls, the only `unsafe` of the core.
-//!   [`procfs`]: the one reader of `/proc`.
+//!   [`procfs`]: the one reader of `/proc`. [`watch`]: every inotify watch.
 //!   [`account`]: the users and groups `--user` and `run_as` name ([`Credentials`]).
 //!   [`user_fs`]: file system work done with the run user's credentials. [`leftovers`]: what a
 //!   hook leaves running, found and killed. [`timestamp`]: RFC 3339 times as status.json writes
@@ -99,7 +99,7 @@
 //!   events, what a hook binds to and does ([`Event`], [`HookKind`]). [`hook`]: a loaded hook
 //!   and a file that does not load ([`Hook`], [`Problem`]).
 //! - **Reading hooks.** [`import`]: other tools' hook files read in place (iteratr, AutoAgent,
-//!   nyzhi, agent-pipelines); [`file_watch`] watches them for a server.
+//!   nyzhi, agent-pipelines); [`watch`] watches them for a server.
 //!   [`discover`](mod@discover): the hooks of `.discobot/hooks/`, the global hooks and the
 //!   imported ones, and the files that do not load ([`Discovery`]).
 //! - **Running and recording.** [`message`]: the re-prompt text of a failing hook.
@@ -108,7 +108,8 @@
 //!   timeout, process group, log. [`callback`]: the listener an awaited webhook waits on.
 //!   [`status`]: `status.json` ([`StatusStore`]). [`context_buffer`]: piped output for the next
 //!   turn. [`turns`]: who started each turn, for the loop guard ([`TurnLog`], [`Trigger`]).
-//!   [`changes`], [`change_watch`]: a workspace's dirty set, kept warm by inotify for a server.
+//!   [`changes`], [`watch::ChangeWatcher`]: a workspace's dirty set, kept warm by inotify for a
+//!   server.
 //!   [`firing`]: one event to fire ([`Firing`]). [`runner`]: the runners of the built-in
 //!   actions (`runner::git`, `runner::spawn`, `runner::webhook`).
 //! - **The pipeline.** [`fire`]: an event's hooks selected, run, judged, recorded, and the
@@ -126,7 +127,6 @@ pub mod agent_loop;
 // Documented by its own module doc: an outer line here would make rustdoc resolve the module
 // doc's links from the crate root.
 pub mod callback;
-pub mod change_watch;
 pub mod changes;
 pub mod config;
 pub mod context;
@@ -138,7 +138,6 @@ pub mod discover;
 /// The events hooks bind to and what a hook declares about its run (EVENTS.md §1.1–§1.3).
 pub mod event;
 pub mod exec;
-pub mod file_watch;
 /// The event dispatcher: an event's hooks selected, run, judged, and the reply (EVENTS.md §1.4).
 pub mod fire;
 pub mod firing;
@@ -173,6 +172,7 @@ pub mod timestamp;
 pub mod turns;
 mod untrusted;
 pub mod user_fs;
+pub mod watch;
 pub mod webhook;
 /// The `when:` condition language of hooks: parsed once, evaluated over typed variables.
 pub mod when;
