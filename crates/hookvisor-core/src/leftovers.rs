@@ -56,7 +56,7 @@ fn next_exec_pause(previous: Option<Duration>) -> Duration {
 }
 
 /// Children started to outlive the run that started them (the detached runner of an
-/// unawaited hook, `crate::runner::webhook`'s `detached` module), which [`kill_children`]
+/// unawaited hook, `crate::fire`'s `detached` module), which [`kill_children`]
 /// leaves alone, as it does the runners it adopts ([`adopted_runner`]).
 static SPARED: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
 
@@ -81,7 +81,7 @@ pub(crate) fn unspare(pid: u32) {
 /// records it, so a sweep spares it as it spares ours. Whoever starts one, it is hookvisor
 /// running a hook of the workspace, nothing else.
 fn adopted_runner(pid: i32) -> bool {
-    // The exact command line `runner::webhook::detached` gives it, not `--deliver` anywhere:
+    // The exact command line `fire`'s `detached` module gives it, not `--deliver` anywhere:
     // the agent names its processes as it likes (`exec -a --deliver hookvisor run …`).
     procfs::runs_our_exe(pid) && procfs::cmdline(pid).is_ok_and(|line| is_deliver_line(&line))
 }
@@ -298,7 +298,7 @@ fn carries(pid: i32, marker: &[u8]) -> Option<bool> {
 }
 
 /// What `/proc/<pid>/environ` says of a process.
-pub(crate) enum Environment {
+pub enum Environment {
     /// The environment its current program started with (empty if it was cleared).
     Read(Vec<u8>),
     /// In the middle of an exec: the new program has no environment yet; ask again.
@@ -315,7 +315,7 @@ pub(crate) enum Environment {
 /// shows the process is not mid-exec (after an exec it is never empty: the kernel gives an
 /// empty `argv` an `""`), the environment is read again, afresh. Zombies and kernel threads,
 /// which have neither, read as empty.
-pub(crate) fn environment(pid: i32) -> Environment {
+pub fn environment(pid: i32) -> Environment {
     settle_environment(pid, procfs::environ(pid))
 }
 

@@ -85,7 +85,7 @@
 //!   [`user_fs`]: file system work done with the run user's credentials. [`leftovers`]: what a
 //!   hook leaves running, found and killed. [`timestamp`]: RFC 3339 times as status.json writes
 //!   them. [`state`]: the name of every file in the state dir, and the one atomic writer (with
-//!   the private `untrusted`, opening files of a dir the agent can write, and `replace_order`).
+//!   [`untrusted`], opening files of a dir the agent can write, and `replace_order`).
 //!   [`git`]: running git with one environment and one reading of its failures. [`pattern`]: the
 //!   glob language of `pattern:`. [`frontmatter`]: finding and reading a file's front matter.
 //!   [`template`]: `${name}` in `run:` and `argv:`, injection-safe. [`when`]: the condition
@@ -105,13 +105,12 @@
 //! - **Running and recording.** [`message`]: the re-prompt text of a failing hook.
 //!   [`decision`]: one run judged, verdicts combined, the [`Reply`]. [`seal`]: a root hook's
 //!   program sealed in a memory file. [`exec`]: running one command: environment, credentials,
-//!   timeout, process group, log. [`callback`]: the listener an awaited webhook waits on.
+//!   timeout, process group, log.
 //!   [`status`]: `status.json` ([`StatusStore`]). [`context_buffer`]: piped output for the next
 //!   turn. [`turns`]: who started each turn, for the loop guard ([`TurnLog`], [`Trigger`]).
 //!   [`changes`], [`watch::ChangeWatcher`]: a workspace's dirty set, kept warm by inotify for a
-//!   server.
-//!   [`firing`]: one event to fire ([`Firing`]). [`runner`]: the runners of the built-in
-//!   actions (`runner::git`, `runner::spawn`, `runner::webhook`).
+//!   server. [`firing`]: one event to fire ([`Firing`]). [`runner`]: what the pipeline asks of
+//!   the runners of the built-in actions, which live in the crate `hookvisor-actions`.
 //! - **The pipeline.** [`fire`]: an event's hooks selected, run, judged, recorded, and the
 //!   reply; `fire::evaluate` is the end of a turn.
 //! - **Fronts in the core.** [`session`]: the session hooks run once when the container
@@ -124,9 +123,6 @@
 pub mod account;
 /// `hookvisor loop`: a headless agent driven iteration by iteration (EVENTS.md §3.2).
 pub mod agent_loop;
-// Documented by its own module doc: an outer line here would make rustdoc resolve the module
-// doc's links from the crate root.
-pub mod callback;
 pub mod changes;
 pub mod config;
 pub mod context;
@@ -170,7 +166,7 @@ pub mod sys;
 pub mod template;
 pub mod timestamp;
 pub mod turns;
-mod untrusted;
+pub mod untrusted;
 pub mod user_fs;
 pub mod watch;
 pub mod webhook;

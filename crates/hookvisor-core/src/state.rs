@@ -198,7 +198,7 @@ fn replace_file(
 
 /// All of `reader`, or `None` when it holds more than `limit` bytes: a state file anybody with
 /// the run user's uid can grow is read bounded, however large it gets.
-pub(crate) fn read_capped(reader: impl io::Read, limit: u64) -> io::Result<Option<Vec<u8>>> {
+pub fn read_capped(reader: impl io::Read, limit: u64) -> io::Result<Option<Vec<u8>>> {
     // Room for a usual state file at once: from empty, std reads a `Take` 32 bytes first and
     // then in doubling steps, seven reads for a 500-byte status.json.
     let mut bytes = Vec::with_capacity(limit.min(8192) as usize + 1);

@@ -113,13 +113,13 @@ fn run(config: Config) -> Result<i32, String> {
     //    ever runs beside the agent. A TERM meanwhile stops them, and the container stops
     //    without ever starting CMD.
     if let Some(ctx) = &ctx
-        && (!plan.blocking.is_empty() || plan.awaited_events)
+        && (!plan.blocking.is_empty() || plan.awaited_events || plan.background_events)
     {
         let root_images = std::mem::take(&mut plan.root_images);
         match runner::start(
             ctx,
             plan.blocking.clone(),
-            plan.awaited_events.then_some(true),
+            plan.awaited_events || plan.background_events,
             user.as_ref(),
             root_images,
             config.grace,
@@ -145,13 +145,13 @@ fn run(config: Config) -> Result<i32, String> {
             supervisor.adopt_cmd(pid);
             // 7. The other session hooks run in the background while CMD starts.
             if let Some(ctx) = &ctx
-                && (!plan.background.is_empty() || plan.background_events)
+                && !plan.background.is_empty()
             {
                 let no_root_hooks = Default::default();
                 match runner::start(
                     ctx,
                     plan.background.clone(),
-                    plan.background_events.then_some(false),
+                    false,
                     user.as_ref(),
                     no_root_hooks,
                     config.grace,

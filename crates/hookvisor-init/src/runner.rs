@@ -12,15 +12,16 @@
 //! as root, and nothing a user hook starts is left to interfere with its next attempt or with
 //! the root hooks after it.
 //!
-//! After its phase-1 hooks, a runner fires `session.start` for the event hooks of its pass
-//! (`await: true` in the one before CMD, the others in the background one): it first drops
-//! root for good, so those hooks, which cannot say `run_as`, are read and run as the user.
+//! After its phase-1 hooks, the runner before CMD becomes `hookvisor fire session.start` for
+//! the event hooks: it first drops root for good, so those hooks, which cannot say `run_as`,
+//! are read and run as the user, by the program that links their actions.
 
+use std::os::unix::process::CommandExt as _;
+use std::process::Command;
 use std::time::Duration;
 
-use hookvisor_core::decision::Decision;
 use hookvisor_core::session::{Attempt, RootImages, SessionHook, SessionOptions};
-use hookvisor_core::{CancelToken, Context, Credentials, Hook, fire_session_start, run_session};
+use hookvisor_core::{CancelToken, Context, Credentials, Hook, run_session};
 use nix::sys::signal::{SigSet, Signal};
 use nix::unistd::{Gid, Pid, Uid, setgid, setgroups, setuid};
 
@@ -40,14 +41,13 @@ pub(crate) struct Runner {
     pub hooks: Vec<Hook>,
 }
 
-/// Forks a runner for `hooks`, then, when `events` is `Some(awaited)`, for the `session.start`
-/// event hooks whose `await` is `awaited`. `grace` is the init's: a stopped hook gets half of
+/// Forks a runner for `hooks`, then, when `events`, for the `session.start` event hooks. `grace` is the init's: a stopped hook gets half of
 /// it between TERM and KILL, so that the runner has time to record it before the init kills
 /// the runner.
 pub(crate) fn start(
     ctx: &Context,
     hooks: Vec<SessionHook>,
-    events: Option<bool>,
+    events: bool,
     user: Option<&Credentials>,
     root_images: RootImages,
     grace: Duration,
@@ -67,12 +67,7 @@ pub(crate) fn start(
 }
 
 /// The runner process: exit status 0 when every hook succeeded, 1 otherwise.
-fn body(
-    ctx: &Context,
-    hooks: &[SessionHook],
-    events: Option<bool>,
-    mut options: SessionOptions,
-) -> i32 {
+fn body(ctx: &Context, hooks: &[SessionHook], events: bool, mut options: SessionOptions) -> i32 {
     let cancel = CancelToken::new();
     options.cancel = Some(cancel.clone());
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
@@ -118,12 +113,8 @@ fn body(
         );
     });
     let passed = runs.len() == hooks.len() && runs.iter().all(|r| r.success);
-    let events_passed = match events {
-        Some(awaited) if !cancel_requested(&options) => {
-            fire_events(ctx, awaited, options.user.as_ref(), options.cancel.clone())
-        }
-        _ => true,
-    };
+    let events_passed =
+        !events || cancel_requested(&options) || fire_events(ctx, options.user.as_ref());
     if passed && events_passed { 0 } else { 1 }
 }
 
@@ -151,15 +142,12 @@ fn cancel_requested(options: &SessionOptions) -> bool {
         .is_some_and(CancelToken::is_cancelled)
 }
 
-/// Drops root for good (to `user`), then fires `session.start` for the event hooks whose
-/// `await` is `awaited`; says on stderr what did not pass. Root without a user to become runs
-/// none of them: nothing declared them root.
-fn fire_events(
-    ctx: &Context,
-    awaited: bool,
-    user: Option<&Credentials>,
-    cancel: Option<CancelToken>,
-) -> bool {
+/// Drops root for good (to `user`), then becomes `hookvisor fire session.start`: the event
+/// hooks need the actions this program does not link (webhooks, spawns, git), and `fire` runs
+/// the awaited ones before it exits and detaches the others (EVENTS.md §1.3), so CMD waits
+/// for the first alone. Returns (false) only when it cannot; root without a user to become
+/// runs none of them: nothing declared them root.
+fn fire_events(ctx: &Context, user: Option<&Credentials>) -> bool {
     if Uid::effective().is_root() {
         let Some(user) = user else {
             eprintln!(
@@ -182,36 +170,31 @@ fn fire_events(
         }
         take_identity(user);
     }
-    // Read now, as the user: the workspace's hooks only, as for the phase-1 ones (the init
-    // reads no global hooks).
-    let discovery = hookvisor_core::discover(&ctx.hooks_dir());
-    match fire_session_start(ctx, &discovery, awaited, cancel) {
-        Ok(None) => true,
-        Ok(Some(reply)) if reply.decision == Decision::Allow => {
-            for result in reply.results.iter().filter(|r| r["success"] != true) {
-                eprintln!(
-                    "hookvisor-init: session.start hook \"{}\" failed (exit code {}); log: {}",
-                    result["hookId"].as_str().unwrap_or("?"),
-                    result["exitCode"],
-                    ctx.log_path(result["hookId"].as_str().unwrap_or("?"))
-                        .display()
-                );
-            }
-            reply.results.iter().all(|r| r["success"] == true)
-        }
-        Ok(Some(reply)) => {
-            eprintln!(
-                "hookvisor-init: session.start hooks: {}: {}",
-                reply.decision.as_str(),
-                hookvisor_core::message::sanitize(reply.reason.as_deref().unwrap_or(""))
-            );
-            false
-        }
+    let hookvisor = match std::env::current_exe() {
+        Ok(init) => init.with_file_name("hookvisor"),
         Err(e) => {
-            eprintln!("hookvisor-init: session.start event hooks: {e}");
-            false
+            eprintln!("hookvisor-init: session.start event hooks not run: {e}");
+            return false;
         }
-    }
+    };
+    let mut fire = Command::new(&hookvisor);
+    fire.arg("--workspace")
+        .arg(&ctx.workspace)
+        .arg("--state-dir")
+        .arg(&ctx.state_dir)
+        .arg("--session")
+        .arg(&ctx.session_id)
+        .args(["fire", "session.start"]);
+    // The runner took every signal blocked from the init; a program starts with none. A stop
+    // that arrives from here on ends the runner, which the init then records.
+    let _ = SigSet::all().thread_unblock();
+    let e = fire.exec();
+    eprintln!(
+        "hookvisor-init: session.start event hooks not run: cannot run {}: {e} (install \
+         hookvisor beside hookvisor-init)",
+        hookvisor.display()
+    );
+    false
 }
 
 /// After each attempt of a hook: kill what it left running, and say when it is tried again.

@@ -45,6 +45,7 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
         return 1;
     }
     std_start_up();
+    hookvisor_actions::install();
     let cli = Cli::parse_args();
     log_to_stderr();
     let exit = match run(cli) {

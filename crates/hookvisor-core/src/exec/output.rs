@@ -79,7 +79,7 @@ fn fresh_file(path: &Path, credentials: Option<&Credentials>) -> io::Result<File
 
 /// Writes a whole log that no process streams into (a refused run, an action's transcript)
 /// the way a run's log is made: replaced with `O_EXCL`, never through a link, mode 0644.
-pub(crate) fn write_whole_log(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub fn write_whole_log(path: &Path, bytes: &[u8]) -> io::Result<()> {
     fresh_file(path, None)?.write_all(bytes)
 }
 

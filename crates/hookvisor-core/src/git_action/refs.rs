@@ -9,7 +9,7 @@ const MAX_REF_BYTES: usize = 1024;
 
 /// Which field a value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RefKind {
+pub enum RefKind {
     /// `remote:`, the name of a configured remote.
     Remote,
     /// `branch:`, a local branch name.
@@ -54,7 +54,7 @@ fn shown(value: &str) -> String {
 
 /// Checks a value as written in the front matter: fully when it names no template variable,
 /// else only its start, the rest being known when the hook runs.
-pub(crate) fn check_literal(kind: RefKind, value: &str) -> Result<(), RefError> {
+pub fn check_literal(kind: RefKind, value: &str) -> Result<(), RefError> {
     if crate::template::references(value).is_empty() {
         check(kind, value)
     } else {
@@ -63,7 +63,7 @@ pub(crate) fn check_literal(kind: RefKind, value: &str) -> Result<(), RefError> 
 }
 
 /// Rule 6 in full: the value may be used as a `kind`.
-pub(crate) fn check(kind: RefKind, value: &str) -> Result<(), RefError> {
+pub fn check(kind: RefKind, value: &str) -> Result<(), RefError> {
     check_start(kind, value)?;
     let refuse = |reason| {
         Err(RefError {

@@ -82,7 +82,7 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
         return Ok(Exit::Ok);
     }
     if env::var_os(DETACHED_VAR).is_none() {
-        hookvisor_core::callback::cap_waits(callback_cap(route));
+        hookvisor_actions::callback::cap_waits(callback_cap(route));
     }
     let outcome = input.and_then(|(map, turn)| {
         let call = Call {

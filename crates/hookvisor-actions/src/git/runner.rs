@@ -7,12 +7,12 @@ use std::fs;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::context::Context;
-use crate::exec::{
+use hookvisor_core::context::Context;
+use hookvisor_core::exec::{
     CancelToken, Capture, Captured, ExecError, Invocation, RunOptions, RunOutcome, run_command,
 };
-use crate::git_action::KEPT_VARIABLES;
-use crate::hook::Hook;
+use hookvisor_core::git_action::KEPT_VARIABLES;
+use hookvisor_core::hook::Hook;
 
 /// Bytes of each stream of one git command kept in memory: git says what it did in a few
 /// lines, and the end of a refusing hook's output is what explains it.
@@ -265,7 +265,7 @@ impl<'a> Runner<'a> {
             self.append(b"\n");
         }
         let path = self.ctx.log_path(&self.hook.id);
-        crate::exec::write_whole_log(&path, &self.log)
+        hookvisor_core::exec::write_whole_log(&path, &self.log)
             .map_err(|source| ExecError::Log { path, source })?;
         let start = self.log.len().saturating_sub(TAIL);
         let tail = String::from_utf8_lossy(self.log.get(start..).unwrap_or_default()).into_owned();

@@ -10,10 +10,10 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hookvisor_core::CancelToken;
-use hookvisor_core::callback::{
+use hookvisor_actions::callback::{
     self, Answer, CallbackError, Listener, MAX_BODY, MAX_CONNECTIONS, Pending, Verdict, listener,
 };
+use hookvisor_core::CancelToken;
 use hookvisor_core::config::Callback;
 use serde_json::{Value as Json, json};
 

@@ -35,10 +35,10 @@ use nix::sys::stat::Mode;
 use serde::Serialize;
 
 use super::detached;
-use crate::context::Context;
-use crate::status::Status;
-use crate::timestamp::rfc3339;
-use crate::untrusted::not_ours;
+use hookvisor_core::context::Context;
+use hookvisor_core::status::Status;
+use hookvisor_core::timestamp::rfc3339;
+use hookvisor_core::untrusted::not_ours;
 
 /// The most children listed (rule 3).
 pub(crate) const MAX_LISTED: usize = 500;
@@ -342,7 +342,7 @@ fn open_file(dir: &OwnedFd, dir_path: &Path, name: &str) -> Result<File, Childre
 
 /// All of `file`, refused over `limit` bytes (rule 3).
 fn read_bounded(file: File, path: &Path, limit: u64) -> Result<Vec<u8>, ChildrenError> {
-    crate::state::read_capped(file, limit)
+    hookvisor_core::state::read_capped(file, limit)
         .map_err(|e| io_error(path, e))?
         .ok_or_else(|| ChildrenError::Unusable {
             path: path.to_owned(),
@@ -363,7 +363,7 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     use super::*;
-    use crate::status::HookStatus;
+    use hookvisor_core::status::HookStatus;
 
     fn ctx(dir: &Path) -> Context {
         Context {
@@ -374,7 +374,11 @@ mod tests {
     }
 
     fn spawn_entry(id: &str, event: &str) -> HookStatus {
-        let mut entry = HookStatus::new(id, id, crate::status::EntryType::Event(event.into()));
+        let mut entry = HookStatus::new(
+            id,
+            id,
+            hookvisor_core::status::EntryType::Event(event.into()),
+        );
         entry.event = Some(event.into());
         entry.action = Some("spawn".into());
         entry
@@ -411,7 +415,7 @@ mod tests {
             .insert("review-2".into(), spawn_entry("review-2", "task.complete"));
         status.hooks.insert(
             "plain".into(),
-            HookStatus::new("plain", "plain", crate::HookKind::File),
+            HookStatus::new("plain", "plain", hookvisor_core::HookKind::File),
         );
         let cases = [
             ("task.complete-0-review", Some("review")),

@@ -30,10 +30,10 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use super::child::remove_worktree;
-use crate::context::Context;
-use crate::exec::Invocation;
-use crate::hook::Hook;
-use crate::state::{Durability, write_atomic};
+use hookvisor_core::context::Context;
+use hookvisor_core::exec::Invocation;
+use hookvisor_core::hook::Hook;
+use hookvisor_core::state::{Durability, write_atomic};
 
 /// Time a detached child has after `session.end` to end on its own (EVENTS.md §4.4).
 pub(crate) const GRACE: Duration = Duration::from_secs(30);
@@ -261,22 +261,22 @@ fn is_child(entry: &Entry, children: &Path) -> bool {
         return false;
     }
     let dir = entry.dir.as_os_str().as_encoded_bytes();
-    match crate::leftovers::environment(entry.pid) {
-        crate::leftovers::Environment::Read(environ) => {
+    match hookvisor_core::leftovers::environment(entry.pid) {
+        hookvisor_core::leftovers::Environment::Read(environ) => {
             let mut wanted = b"HOOKVISOR_STATE_DIR=".to_vec();
             wanted.extend_from_slice(dir);
             environ
                 .split(|b| *b == 0)
                 .any(|var| var == wanted.as_slice())
         }
-        crate::leftovers::Environment::Unreadable => {
+        hookvisor_core::leftovers::Environment::Unreadable => {
             fs::read(format!("/proc/{}/cmdline", entry.pid)).is_ok_and(|cmdline| {
                 let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
                 args.windows(2)
                     .any(|w| w[0] == b"--state-dir" && w[1] == dir)
             })
         }
-        crate::leftovers::Environment::MidExec => false,
+        hookvisor_core::leftovers::Environment::MidExec => false,
     }
 }
 
