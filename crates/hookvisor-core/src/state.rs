@@ -35,9 +35,13 @@ impl StateDir {
         &self.root
     }
 
+    /// The name of [`StateDir::status`], for a caller that opens it relative to the state dir
+    /// it holds open.
+    pub const STATUS_FILE: &'static str = "status.json";
+
     /// `status.json`, the record of every hook's last run.
     pub fn status(&self) -> PathBuf {
-        self.root.join("status.json")
+        self.root.join(Self::STATUS_FILE)
     }
 
     /// `status.json.lock`, which writers of `status.json` hold.

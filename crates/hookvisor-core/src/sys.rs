@@ -109,21 +109,6 @@ pub fn kill(pid: pid_t, sig: c_int) -> io::Result<()> {
     check(unsafe { libc::kill(pid, sig) })
 }
 
-/// Makes this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): a process of the same uid
-/// without `CAP_SYS_PTRACE` can then neither read its memory (`/proc/PID/mem`, `ptrace`) nor
-/// get a core dump of it. An `execve` of a child resets the flag for the child.
-pub fn make_undumpable() -> io::Result<()> {
-    // SAFETY: PR_SET_DUMPABLE takes integer arguments only and touches no memory of ours.
-    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) })
-}
-
-/// Whether this process is dumpable (`prctl(PR_GET_DUMPABLE)`).
-pub fn dumpable() -> io::Result<bool> {
-    // SAFETY: PR_GET_DUMPABLE takes no pointer and returns the flag or -1.
-    let rc = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) };
-    check(rc).map(|()| rc != 0)
-}
-
 /// A pollable descriptor that becomes readable when `pid` exits, without reaping it.
 /// `None` on kernels without pidfd (< 5.3).
 pub fn pidfd_open(pid: pid_t) -> Option<OwnedFd> {
