@@ -76,14 +76,13 @@ impl Git {
     /// (those of a repository git runs a hook in): for a command that judges a value alone,
     /// such as `check-ref-format`. `None` when git cannot be run.
     pub(crate) fn accepts<S: AsRef<OsStr>>(&self, args: &[S]) -> Option<bool> {
-        let mut cmd = Command::new(&self.program);
+        let mut cmd = self.command(Path::new("/"), args);
         for (name, _) in std::env::vars_os() {
             if name.as_encoded_bytes().starts_with(b"GIT_") {
                 cmd.env_remove(name);
             }
         }
-        self.environment(&mut cmd, Path::new("/"), args)
-            .stdout(Stdio::null())
+        cmd.stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
             .ok()
@@ -93,24 +92,14 @@ impl Git {
     /// `git args` in `dir`, in the environment of the module docs.
     fn command<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> Command {
         let mut cmd = Command::new(&self.program);
-        self.environment(&mut cmd, dir, args);
-        cmd
-    }
-
-    /// Gives `cmd` the arguments, directory, environment and stdin of the module docs.
-    fn environment<'c, S: AsRef<OsStr>>(
-        &self,
-        cmd: &'c mut Command,
-        dir: &Path,
-        args: &[S],
-    ) -> &'c mut Command {
         cmd.args(args)
             .current_dir(dir)
             .env("LC_ALL", "C")
             .env_remove("LANGUAGE")
             .env("GIT_OPTIONAL_LOCKS", "0")
             .env("GIT_PAGER", "cat")
-            .stdin(Stdio::null())
+            .stdin(Stdio::null());
+        cmd
     }
 
     /// `git args (in dir)`, as the errors say it.

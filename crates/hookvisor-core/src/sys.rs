@@ -1,6 +1,12 @@
-//! The raw system calls of hookvisor, each written once: the only module of the core allowed
-//! `unsafe`, shared by the executor, the root-hook sealing, the leftover sweep, the PID-1 init
-//! and `hookvisor serve`.
+//! The raw system calls of hookvisor that nix does not offer, each written once: the only
+//! module of the core allowed `unsafe`, shared by the executor, the PID-1 init and `hookvisor
+//! serve`. What nix has (memfds and seals, credentials, process groups, signal masks,
+//! `prctl`) is called through nix where it is used.
+//!
+//! What is left: `waitpid` with the raw status (nix's `WaitStatus` cannot hold a death by a
+//! real-time signal), `kill` with a raw signal number, `pidfd_open`, `close_range`, the
+//! per-thread `setgroups`, `rt_sigaction` for glibc's reserved signals, `execveat` and
+//! `posix_spawn` with `addchdir_np`/`addclosefrom_np`.
 //!
 //! Everything here is a safe function over one or two system calls. The functions marked
 //! *async-signal-safe* make no allocation and take no lock, so they may run in a forked child
