@@ -8,7 +8,8 @@
 //!    survive, and a file that does not exist yet is seen when it, or a directory on its way,
 //!    is created. A file whose root does not exist is not watched. A tree
 //!    ([`WatchedFile::tree`]) is watched so while it does not exist, and then every directory
-//!    in it, one watch each, but those of its exceptions.
+//!    in it, one watch each, but those of its exceptions (links followed, each directory
+//!    once, 4096 at most).
 //! 2. **Changes only** (the `watch` module's rule 1).
 //! 3. **Called after following.** An event on a file's path, in a tree, or on a directory on
 //!    their way (or a lost queue) moves the watches first (a directory made or removed), then
@@ -84,6 +85,13 @@ impl WatchedFile {
         let mut next = 0;
         while let Some(dir) = dirs.get(next).cloned() {
             next += 1;
+            if dirs.len() >= MAX_TREE_DIRS {
+                tracing::warn!(
+                    "{} holds more than {MAX_TREE_DIRS} directories; the rest is not watched",
+                    self.path.display()
+                );
+                break;
+            }
             for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
                 let path = entry.path();
                 if path.is_dir()
@@ -148,6 +156,10 @@ impl Drop for FileWatch {
         }
     }
 }
+
+/// The most directories of one tree that are watched: the walk and the watches stay bounded
+/// even when a link in the tree leads to a large directory.
+const MAX_TREE_DIRS: usize = 4096;
 
 /// What the kernel is asked for (rule 2).
 const WATCH_MASK: AddWatchFlags = AddWatchFlags::IN_CREATE

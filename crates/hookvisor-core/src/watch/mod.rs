@@ -1,6 +1,6 @@
 //! Every file watch of hookvisor, on nix's inotify: named files and directory trees for a
 //! server ([`FileWatch`]), a workspace's dirty set kept warm ([`ChangeWatcher`]), and the
-//! closes of one open file that a waiter for `status.json`'s lock sleeps on ([`Closes`]).
+//! closes of one open file that a waiter for `status.json`'s lock sleeps on (`Closes`).
 //!
 //! The rules every watch here keeps:
 //!
