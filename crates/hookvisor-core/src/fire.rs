@@ -817,7 +817,7 @@ pub(super) fn run_once(
         };
         return Ok(Ran::Finished(run_hook(ctx, hook, files, &options)?.into()));
     }
-    let parent = ctx.state().root().join("fire");
+    let parent = ctx.state().run_files_dir();
     // The payload's files, removed when the run is over (dropping `files`). They sit directly
     // in `fire/` under a name unique to this run, so concurrent `fire`s share the directory:
     // a directory per run cost a `mkdir` and an `rmdir`, 0.3 ms each on ext4, more than the

@@ -80,6 +80,7 @@
 //! use most; the rest is reached through its module.
 //!
 //! - **Foundations.** [`sys`]: the raw system calls, the only `unsafe` of the core.
+//!   [`procfs`]: the one reader of `/proc`. [`watch`]: every inotify watch.
 //!   [`account`]: the users and groups `--user` and `run_as` name ([`Credentials`]).
 //!   [`user_fs`]: file system work done with the run user's credentials. [`leftovers`]: what a
 //!   hook leaves running, found and killed. [`timestamp`]: RFC 3339 times as status.json writes
@@ -99,7 +100,7 @@
 //!   hookvisor plugs into, one row of protocol differences each. [`hook`]: a loaded hook
 //!   and a file that does not load ([`Hook`], [`Problem`]).
 //! - **Reading hooks.** [`import`]: other tools' hook files read in place (iteratr, AutoAgent,
-//!   nyzhi, agent-pipelines); [`file_watch`] watches them for a server.
+//!   nyzhi, agent-pipelines); [`watch`] watches them for a server.
 //!   [`discover`](mod@discover): the hooks of `.discobot/hooks/`, the global hooks and the
 //!   imported ones, and the files that do not load ([`Discovery`]).
 //! - **Running and recording.** [`message`]: the re-prompt text of a failing hook.
@@ -108,9 +109,9 @@
 //!   timeout, process group, log.
 //!   [`status`]: `status.json` ([`StatusStore`]). [`context_buffer`]: piped output for the next
 //!   turn. [`turns`]: who started each turn, for the loop guard ([`TurnLog`], [`Trigger`]).
-//!   [`changes`], [`change_watch`]: a workspace's dirty set, kept warm by inotify for a server.
-//!   [`firing`]: one event to fire ([`Firing`]). [`runner`]: what the pipeline asks of the runners
-//!   of the built-in actions, which live in the crate `hookvisor-actions`.
+//!   [`changes`], [`watch::ChangeWatcher`]: a workspace's dirty set, kept warm by inotify for a
+//!   server. [`firing`]: one event to fire ([`Firing`]). [`runner`]: what the pipeline asks of
+//!   the runners of the built-in actions, which live in the crate `hookvisor-actions`.
 //! - **The pipeline.** [`fire`]: an event's hooks selected, run, judged, recorded, and the
 //!   reply; `fire::evaluate` is the end of a turn.
 //! - **Fronts in the core.** [`session`]: the session hooks run once when the container
@@ -124,7 +125,6 @@ pub mod account;
 /// `hookvisor loop`: a headless agent driven iteration by iteration (EVENTS.md §3.2).
 pub mod agent_loop;
 pub mod agents;
-pub mod change_watch;
 pub mod changes;
 pub mod config;
 pub mod context;
@@ -136,7 +136,6 @@ pub mod discover;
 /// The events hooks bind to and what a hook declares about its run (EVENTS.md §1.1–§1.3).
 pub mod event;
 pub mod exec;
-pub mod file_watch;
 /// The event dispatcher: an event's hooks selected, run, judged, and the reply (EVENTS.md §1.4).
 pub mod fire;
 pub mod firing;
@@ -153,6 +152,7 @@ pub mod pattern;
 pub mod payload;
 pub mod policy;
 pub mod precommit;
+pub mod procfs;
 /// Values an action hands to the later hooks of its firing (EVENTS.md §4.1).
 pub mod produced;
 mod replace_order;
@@ -170,6 +170,7 @@ pub mod timestamp;
 pub mod turns;
 pub mod untrusted;
 pub mod user_fs;
+pub mod watch;
 pub mod webhook;
 /// The `when:` condition language of hooks: parsed once, evaluated over typed variables.
 pub mod when;

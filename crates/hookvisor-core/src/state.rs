@@ -35,9 +35,13 @@ impl StateDir {
         &self.root
     }
 
+    /// The name of [`StateDir::status`], for a caller that opens it relative to the state dir
+    /// it holds open.
+    pub const STATUS_FILE: &'static str = "status.json";
+
     /// `status.json`, the record of every hook's last run.
     pub fn status(&self) -> PathBuf {
-        self.root.join("status.json")
+        self.root.join(Self::STATUS_FILE)
     }
 
     /// `status.json.lock`, which writers of `status.json` hold.
@@ -89,6 +93,27 @@ impl StateDir {
     /// `agent-turns.json`, the adapters' turn log.
     pub fn turn_log(&self) -> PathBuf {
         self.root.join("agent-turns.json")
+    }
+
+    /// `fire/`, where the payload files of each hook run sit while it runs.
+    pub fn run_files_dir(&self) -> PathBuf {
+        self.root.join("fire")
+    }
+
+    /// `children/`, the state dirs of the child sessions this one started (spawned agents,
+    /// loops inside a loop).
+    pub fn children_dir(&self) -> PathBuf {
+        self.root.join("children")
+    }
+
+    /// `loop/`, the agent loop's directory (its prompt, context and logs).
+    pub fn loop_dir(&self) -> PathBuf {
+        self.root.join("loop")
+    }
+
+    /// `session.json`, the agent loop's record of its session.
+    pub fn session_record(&self) -> PathBuf {
+        self.root.join("session.json")
     }
 }
 

@@ -35,7 +35,7 @@ use supervise::Supervisor;
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     // Before any secret exists: the agent runs as the user, and a descriptor on
     // /proc/PID/mem opened while we were dumpable stays valid.
-    if let Err(err) = hookvisor_core::sys::make_undumpable() {
+    if let Err(err) = nix::sys::prctl::set_dumpable(false) {
         eprintln!("hookvisor-init: cannot make this process non-dumpable: {err}");
         return 2;
     }

@@ -40,7 +40,7 @@ use hookvisor_core::agents::Agent;
 extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     // Before any secret exists (a callback token, secrets.env, a server's key): the agent runs
     // as our uid, and a descriptor on /proc/PID/mem opened while we were dumpable stays valid.
-    if let Err(err) = hookvisor_core::sys::make_undumpable() {
+    if let Err(err) = nix::sys::prctl::set_dumpable(false) {
         eprintln!("hookvisor: cannot make this process non-dumpable: {err}");
         return 1;
     }

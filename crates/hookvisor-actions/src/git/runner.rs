@@ -11,6 +11,7 @@ use hookvisor_core::context::Context;
 use hookvisor_core::exec::{
     CancelToken, Capture, Captured, ExecError, Invocation, RunOptions, RunOutcome, run_command,
 };
+use hookvisor_core::git::Git;
 use hookvisor_core::git_action::KEPT_VARIABLES;
 use hookvisor_core::hook::Hook;
 
@@ -95,7 +96,7 @@ impl<'a> Runner<'a> {
         session: &str,
         cancel: &'a CancelToken,
     ) -> Result<Runner<'a>, ExecError> {
-        let parent = ctx.state().root().join("fire");
+        let parent = ctx.state().run_files_dir();
         let scratch = fs::create_dir_all(&parent)
             .and_then(|()| {
                 tempfile::Builder::new()
@@ -144,13 +145,15 @@ impl<'a> Runner<'a> {
     }
 
     /// Runs `git ARGS` in the workspace with `stdin`, within what is left of the timeout, and
-    /// logs it.
+    /// logs it. The program is [`Git`]'s; the environment is rule 7's, not `Git`'s, since
+    /// these commands write (a commit, a push) and their hooks inherit it.
     pub(super) fn git<S: AsRef<OsStr>>(
         &mut self,
         args: &[S],
         stdin: Option<&[u8]>,
     ) -> Result<Step, ExecError> {
-        self.run("git".into(), "git", args, stdin)
+        let program = Git::default().program().to_owned();
+        self.run(program, "git", args, stdin)
     }
 
     /// Runs this hookvisor binary with `ARGS` as [`Runner::git`] runs git: what the generated

@@ -24,7 +24,7 @@ use hookvisor_core::produced::{Produced, ProducedName};
 use hookvisor_core::runner::{ActionRun, Ran};
 use hookvisor_core::spawn::pipeline::{self, PipelineSpec};
 use hookvisor_core::spawn::{MAX_SPAWN_DEPTH, Spawn, SpawnTarget, SpawnWorkspace};
-use hookvisor_core::state::{Durability, write_atomic};
+use hookvisor_core::state::{Durability, StateDir, write_atomic};
 use hookvisor_core::template::{self, TemplateError, Value};
 
 /// Bytes of each of the child's streams kept for the judge, as for a command.
@@ -215,7 +215,7 @@ fn spawn(
             format!(
                 "hookvisor: spawn: the pipeline child ended without done (exit {}); see {}",
                 code,
-                dir.join("status.json").display()
+                StateDir::new(&dir).status().display()
             ),
         );
     }
@@ -447,7 +447,8 @@ fn removed_variables() -> Vec<OsString> {
 /// Rule 2: makes `<state>/children/` (0700, ours, no symlink) and the first free child dir in
 /// it, 0700.
 fn child_dir(ctx: &Context, event: &str, iteration: &str, hook_id: &str) -> io::Result<PathBuf> {
-    let root = ctx.state().root().to_owned();
+    let state = ctx.state();
+    let root = state.root().to_owned();
     // The state dir itself is hookvisor's to make, as every run does.
     fs::create_dir_all(&root).map_err(|err| {
         io::Error::new(
@@ -455,7 +456,7 @@ fn child_dir(ctx: &Context, event: &str, iteration: &str, hook_id: &str) -> io::
             format!("cannot create {}: {err}", root.display()),
         )
     })?;
-    let children = root.join("children");
+    let children = state.children_dir();
     match fs::DirBuilder::new().mode(0o700).create(&children) {
         Err(err) if err.kind() != io::ErrorKind::AlreadyExists => {
             return Err(io::Error::new(

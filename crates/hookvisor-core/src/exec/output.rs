@@ -554,7 +554,7 @@ pub(super) mod tests {
         let f = fixture();
         fs::create_dir_all(&f.ctx.state_dir).unwrap();
         // A file where the output directory should be: fails even for root.
-        fs::write(f.ctx.state_dir.join("output"), "").unwrap();
+        fs::write(f.ctx.state().output_dir(), "").unwrap();
         let hook = f.hook("x", HookKind::Session, "exit 0");
         let err = run_hook(&f.ctx, &hook, &[], &RunOptions::default()).unwrap_err();
         let text = err.to_string();

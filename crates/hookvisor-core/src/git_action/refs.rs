@@ -1,7 +1,7 @@
 //! Rule 6 of the git actions: a remote or branch is refused unless git itself accepts it as
 //! one, and never when it could be read as an option or a forcing refspec.
 
-use std::process::{Command, Stdio};
+use crate::git::Git;
 
 /// The longest ref value checked; git's own refs are far shorter, and a longer one is no name
 /// anybody meant.
@@ -121,20 +121,10 @@ fn check_start(kind: RefKind, value: &str) -> Result<(), RefError> {
 /// Whether `git check-ref-format ARGS` succeeds; `None` when git cannot be run. It runs
 /// outside any repository and with no inherited git variables, so only the name is judged.
 fn git_accepts(args: &[String]) -> Option<bool> {
-    let mut cmd = Command::new("git");
-    cmd.arg("check-ref-format")
-        .args(args)
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .env("LC_ALL", "C");
-    for (name, _) in std::env::vars_os() {
-        if name.as_encoded_bytes().starts_with(b"GIT_") {
-            cmd.env_remove(name);
-        }
-    }
-    cmd.status().ok().map(|status| status.success())
+    let args: Vec<&str> = std::iter::once("check-ref-format")
+        .chain(args.iter().map(String::as_str))
+        .collect();
+    Git::default().accepts(&args)
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use hookvisor_core::user_fs::{act_as, agent_running};
 use hookvisor_core::{
     CancelToken, Context, Credentials, StatusStore, discover, fire_session_start, run_session,
 };
-use nix::unistd::Uid;
+use nix::unistd::{Gid, Uid, setgid, setgroups, setuid};
 
 use crate::cli::{InitPass, InitPassArgs};
 use crate::commands::Globals;
@@ -211,7 +211,12 @@ fn fire_events(
             );
             return false;
         };
-        if let Err(e) = hookvisor_core::sys::drop_credentials(&user.groups, user.gid, user.uid) {
+        let groups: Vec<Gid> = user.groups.iter().map(|&g| Gid::from_raw(g)).collect();
+        // Groups, gid, uid: each later step needs the privilege the earlier ones keep.
+        let dropped = setgroups(&groups)
+            .and_then(|()| setgid(Gid::from_raw(user.gid)))
+            .and_then(|()| setuid(Uid::from_raw(user.uid)));
+        if let Err(e) = dropped {
             eprintln!(
                 "hookvisor-init: session.start event hooks not run: cannot become {}: {e}",
                 user.user
