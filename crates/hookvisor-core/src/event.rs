@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::agents::Agent;
 use crate::policy::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::template::ShellTemplate;
 use crate::when::Condition;
@@ -102,28 +103,6 @@ impl FromStr for HookKind {
 pub struct UnknownKind {
     /// The value written.
     pub value: String,
-}
-
-/// An agent whose own events can be bound raw (`claude.PreCompact`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Agent {
-    /// Claude Code.
-    Claude,
-    /// OpenAI Codex CLI.
-    Codex,
-    /// Gemini CLI.
-    Gemini,
-}
-
-impl Agent {
-    /// The prefix of the agent's raw event names.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Agent::Claude => "claude",
-            Agent::Codex => "codex",
-            Agent::Gemini => "gemini",
-        }
-    }
 }
 
 /// An event a hook binds to: a canonical one of EVENTS.md §1.1, or an agent's own (rule 1).
@@ -299,12 +278,7 @@ impl FromStr for Event {
         }
         let unknown = || UnknownEvent { name: s.to_owned() };
         let (prefix, name) = s.split_once('.').ok_or_else(unknown)?;
-        let agent = match prefix {
-            "claude" => Agent::Claude,
-            "codex" => Agent::Codex,
-            "gemini" => Agent::Gemini,
-            _ => return Err(unknown()),
-        };
+        let agent = Agent::from_word(prefix).ok_or_else(unknown)?;
         let valid =
             !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
         if !valid {
@@ -430,70 +404,29 @@ impl ToolMatcher {
     }
 }
 
-/// The canonical tool names of EVENTS.md §5 rule 6 and each supported agent's names for them
-/// (Claude Code, Codex, Gemini CLI), so that a hook with `tool: bash` matches Claude's `Bash`
-/// and Gemini's `run_shell_command`. `git_commit` has no tool of its own: it is a shell call
-/// whose command is a `git commit` ([`ToolMatcher::matches_call`]).
-pub const CANONICAL_TOOLS: [(&str, &[&str]); 5] = [
-    ("write", &["Write", "write_file"]),
-    ("edit", &["Edit", "MultiEdit", "replace"]),
-    ("apply_patch", &["apply_patch"]),
-    ("bash", &["Bash", "shell", "run_shell_command"]),
-    ("git_commit", &[]),
-];
+/// The canonical tool names of EVENTS.md §5 rule 6; each agent's row spells them its own way
+/// ([`crate::agents::Spec::canonical_tools`]), so that a hook with `tool: bash` matches Claude's
+/// `Bash` and Gemini's `run_shell_command`. `git_commit` has no tool of its own: it is a shell
+/// call whose command is a `git commit` ([`ToolMatcher::matches_call`]).
+pub const CANONICAL_TOOLS: [&str; 5] = ["write", "edit", "apply_patch", "bash", "git_commit"];
 
 /// The canonical name of an agent's tool (`Bash` → `bash`); `None` for a tool without one.
 pub fn canonical_tool(agent_name: &str) -> Option<&'static str> {
-    CANONICAL_TOOLS
+    Agent::ALL
         .iter()
-        .find(|(_, names)| names.contains(&agent_name))
-        .map(|(canonical, _)| *canonical)
+        .find_map(|agent| agent.spec().canonical_tool(agent_name))
 }
 
 /// Whether some supported agent has a tool of this name, or it is a canonical one: `check`
 /// warns on a `tool:` name that is neither, since such a hook never runs.
 pub fn is_known_tool(name: &str) -> bool {
     name.starts_with("mcp__")
-        || CANONICAL_TOOLS
-            .iter()
-            .any(|(canonical, names)| *canonical == name || names.contains(&name))
-        || KNOWN_AGENT_TOOLS.contains(&name)
+        || CANONICAL_TOOLS.contains(&name)
+        || Agent::ALL.iter().any(|agent| {
+            let spec = agent.spec();
+            spec.canonical_tool(name).is_some() || spec.other_tools.contains(&name)
+        })
 }
-
-/// The agents' other built-in tools (Claude Code's tools reference, Codex's and Gemini CLI's
-/// tool names), for [`is_known_tool`].
-const KNOWN_AGENT_TOOLS: [&str; 30] = [
-    "Read",
-    "Glob",
-    "Grep",
-    "LS",
-    "NotebookEdit",
-    "NotebookRead",
-    "WebFetch",
-    "WebSearch",
-    "Task",
-    "Agent",
-    "TodoWrite",
-    "BashOutput",
-    "KillShell",
-    "KillBash",
-    "ExitPlanMode",
-    "SlashCommand",
-    "Skill",
-    "AskUserQuestion",
-    "update_plan",
-    "view_image",
-    "read_file",
-    "read_many_files",
-    "list_directory",
-    "glob",
-    "search_file_content",
-    "grep_search",
-    "web_fetch",
-    "google_web_search",
-    "save_memory",
-    "write_todos",
-];
 
 /// Whether a shell `command` runs `git commit` (as a whole command of a `;`, `&&`, `||` or `|`
 /// list, after `VAR=value` assignments and git's global options).

@@ -99,7 +99,7 @@
 //! and `eval` commands, the adapters, `loop`, the git hooks and `serve`'s turn end: callers
 //! that wait for [`fire`] to return) each one, but a spawn, which detaches its own child, is
 //! run by a detached `hookvisor fire --deliver` of this executable, which records the run when
-//! it ends (`crate::runner::webhook`'s `detached` module says who reaps what). Otherwise they
+//! it ends (the `detached` module says who reaps what). Otherwise they
 //! run in this process after the decision was handed over, before the `post` pass: `serve`'s
 //! other events answer first ([`fire_deciding`]), and the init runs them on a thread of its
 //! own. The detached run is [`deliver`]: that hook alone. The
@@ -135,6 +135,7 @@
 
 #![forbid(unsafe_code)]
 
+mod detached;
 /// The end-of-turn evaluation `turn.end` is handed to (step 1): the phase-1 file hooks with the
 /// `event: turn.end` hooks, run through this module's steps 5–8.
 pub mod evaluate;
@@ -266,8 +267,10 @@ pub(crate) fn fire_hooks(
         _ => firing,
     };
     // EVENTS.md §4.4: detached children of this state dir end with its session, first.
-    if firing.event == Event::SessionEnd {
-        crate::runner::spawn::stop_detached(ctx);
+    if firing.event == Event::SessionEnd
+        && let Some(runners) = crate::runner::installed()
+    {
+        runners.end_session(ctx);
     }
     let cancel = firing.cancel.clone().unwrap_or_default();
     let buffer = ContextBuffer::new(&ctx.state());
@@ -423,9 +426,8 @@ pub(crate) fn detach(
     if matches!(hook.spec.action, HookAction::Spawn(_)) {
         return false;
     }
-    let started = std::env::current_exe().and_then(|exe| {
-        crate::runner::webhook::deliver_detached(&exe, ctx, hook, firing, payload, decision)
-    });
+    let started = std::env::current_exe()
+        .and_then(|exe| detached::deliver_detached(&exe, ctx, hook, firing, payload, decision));
     match started {
         Ok(()) => true,
         Err(err) => {
@@ -788,20 +790,17 @@ pub(super) fn run_once(
     cancel: &CancelToken,
     session: Option<&SessionStep<'_>>,
 ) -> Result<Ran, FireError> {
-    // The git actions run git themselves (crate::git_action), with no payload files.
-    if let Some(ran) = crate::runner::git::run(ctx, hook, payload, cancel)? {
-        return Ok(match ran {
-            crate::runner::git::GitRun::Finished(outcome) => Ran::Finished(outcome.into()),
-            crate::runner::git::GitRun::Refused(message) => Ran::Refused(message),
-        });
-    }
-    // A spawn starts its child in a state dir of its own (crate::spawn).
-    if let Some(ran) = crate::runner::spawn::run(ctx, hook, payload, cancel)? {
-        return Ok(ran);
-    }
-    // A webhook sends its request from here, with no process (crate::webhook).
-    if let Some(ran) = crate::runner::webhook::run(ctx, hook, payload, cancel)? {
-        return Ok(ran);
+    // The built-in actions run in their own crate (crate::runner), with no payload files.
+    if !matches!(hook.spec.action, HookAction::Command(_)) {
+        let Some(runners) = crate::runner::installed() else {
+            return Ok(Ran::Refused(format!(
+                "this program cannot run `action: {}`; `hookvisor fire` runs it",
+                hook.spec.action.as_str()
+            )));
+        };
+        if let Some(ran) = runners.run(ctx, hook, payload, cancel)? {
+            return Ok(ran);
+        }
     }
     // A phase-1 script runs as phase 1 ran it: DISCOBOT_* variables, no event JSON, stdout
     // and stderr together (its re-prompt quotes them as they came), judged by its exit code
@@ -818,7 +817,7 @@ pub(super) fn run_once(
         };
         return Ok(Ran::Finished(run_hook(ctx, hook, files, &options)?.into()));
     }
-    let parent = ctx.state().root().join("fire");
+    let parent = ctx.state().run_files_dir();
     // The payload's files, removed when the run is over (dropping `files`). They sit directly
     // in `fire/` under a name unique to this run, so concurrent `fire`s share the directory:
     // a directory per run cost a `mkdir` and an `rmdir`, 0.3 ms each on ext4, more than the

@@ -54,14 +54,8 @@ impl Git {
 
     /// Starts `git args` in `dir`; [`RunningGit::wait`] returns what [`Git::output`] would.
     pub fn spawn<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> Result<RunningGit, GitError> {
-        let child = Command::new(&self.program)
-            .args(args)
-            .current_dir(dir)
-            .env("LC_ALL", "C")
-            .env_remove("LANGUAGE")
-            .env("GIT_OPTIONAL_LOCKS", "0")
-            .env("GIT_PAGER", "cat")
-            .stdin(Stdio::null())
+        let child = self
+            .command(dir, args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn();
@@ -76,6 +70,36 @@ impl Git {
                 source,
             }),
         }
+    }
+
+    /// Whether `git args` succeeds, run in `/` without the `GIT_*` variables it would inherit
+    /// (those of a repository git runs a hook in): for a command that judges a value alone,
+    /// such as `check-ref-format`. `None` when git cannot be run.
+    pub(crate) fn accepts<S: AsRef<OsStr>>(&self, args: &[S]) -> Option<bool> {
+        let mut cmd = self.command(Path::new("/"), args);
+        for (name, _) in std::env::vars_os() {
+            if name.as_encoded_bytes().starts_with(b"GIT_") {
+                cmd.env_remove(name);
+            }
+        }
+        cmd.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .ok()
+            .map(|status| status.success())
+    }
+
+    /// `git args` in `dir`, in the environment of the module docs.
+    fn command<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(args)
+            .current_dir(dir)
+            .env("LC_ALL", "C")
+            .env_remove("LANGUAGE")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .env("GIT_PAGER", "cat")
+            .stdin(Stdio::null());
+        cmd
     }
 
     /// `git args (in dir)`, as the errors say it.

@@ -23,10 +23,11 @@
 //! else when the session ends, or, under `hookvisor loop`, by [`kill_children`] between runs.
 
 use std::ffi::OsString;
-use std::fs;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::procfs;
 
 /// The variable that marks a run's processes.
 pub(crate) const RUN_MARKER_VARIABLE: &str = "HOOKVISOR_RUN";
@@ -55,7 +56,7 @@ fn next_exec_pause(previous: Option<Duration>) -> Duration {
 }
 
 /// Children started to outlive the run that started them (the detached runner of an
-/// unawaited hook, `crate::runner::webhook`'s `detached` module), which [`kill_children`]
+/// unawaited hook, `crate::fire`'s `detached` module), which [`kill_children`]
 /// leaves alone, as it does the runners it adopts ([`adopted_runner`]).
 static SPARED: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
 
@@ -80,18 +81,9 @@ pub(crate) fn unspare(pid: u32) {
 /// records it, so a sweep spares it as it spares ours. Whoever starts one, it is hookvisor
 /// running a hook of the workspace, nothing else.
 fn adopted_runner(pid: i32) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let same_exe = match (
-        std::fs::metadata(format!("/proc/{pid}/exe")),
-        std::fs::metadata("/proc/self/exe"),
-    ) {
-        (Ok(theirs), Ok(ours)) => theirs.dev() == ours.dev() && theirs.ino() == ours.ino(),
-        _ => false,
-    };
-    // The exact command line `runner::webhook::detached` gives it, not `--deliver` anywhere:
+    // The exact command line `fire`'s `detached` module gives it, not `--deliver` anywhere:
     // the agent names its processes as it likes (`exec -a --deliver hookvisor run …`).
-    same_exe
-        && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| is_deliver_line(&line))
+    procfs::runs_our_exe(pid) && procfs::cmdline(pid).is_ok_and(|line| is_deliver_line(&line))
 }
 
 /// Whether `cmdline` (NUL-separated, as `/proc/PID/cmdline`) is `EXE --workspace W --state-dir S
@@ -167,7 +159,7 @@ pub(crate) fn kill(marker: &str) -> usize {
         let candidates = if subreaper {
             own_descendants()
         } else {
-            every_process()
+            procfs::pids()
         };
         let mut marked = Vec::new();
         let mut unsure = false;
@@ -204,10 +196,10 @@ pub(crate) fn kill(marker: &str) -> usize {
         for &pid in &marked {
             // A child of ours cannot be reused before we reap it; another process could only
             // between the read of its environment and this call, a window no pid wraps around in.
-            let _ = crate::sys::kill(pid, libc::SIGKILL);
+            let _ = kill_pid(pid);
         }
         if subreaper {
-            let children = own_children();
+            let children = procfs::children(None);
             for pid in marked.iter().filter(|pid| children.contains(pid)) {
                 // Our own child: waiting for it by pid steals no one else's status.
                 let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(*pid), None);
@@ -229,7 +221,7 @@ pub fn kill_children() -> usize {
     let mut killed = std::collections::BTreeSet::new();
     for _ in 0..ROUNDS {
         let spared = SPARED.lock().map(|s| s.clone()).unwrap_or_default();
-        let children: Vec<i32> = own_children()
+        let children: Vec<i32> = procfs::children(None)
             .into_iter()
             .filter(|&p| p != me && !spared.contains(&p) && !adopted_runner(p))
             .collect();
@@ -238,7 +230,7 @@ pub fn kill_children() -> usize {
         }
         for &pid in &children {
             // Our own child: its pid cannot be reused before we reap it.
-            let _ = crate::sys::kill(pid, libc::SIGKILL);
+            let _ = kill_pid(pid);
         }
         for &pid in &children {
             let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
@@ -253,6 +245,14 @@ pub fn kill_children() -> usize {
         }
     }
     killed.len()
+}
+
+/// SIGKILL to `pid`.
+fn kill_pid(pid: i32) -> nix::Result<()> {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
 }
 
 /// Whether this process has no child at all, alive or dead: `waitid` on any child says
@@ -270,58 +270,20 @@ fn has_no_children() -> bool {
     ) == Err(nix::errno::Errno::ECHILD)
 }
 
-/// The children of every thread of this process (orphans may be re-parented to any of them).
-fn own_children() -> Vec<i32> {
-    let mut children = Vec::new();
-    let Ok(tasks) = fs::read_dir("/proc/self/task") else {
-        return children;
-    };
-    for task in tasks.flatten() {
-        if let Ok(text) = fs::read_to_string(task.path().join("children")) {
-            children.extend(
-                text.split_whitespace()
-                    .filter_map(|p| p.parse::<i32>().ok()),
-            );
-        }
-    }
-    children
-}
-
 /// The children of this process, theirs, and so on (bounded, as `/proc` can change under us).
 fn own_descendants() -> Vec<i32> {
-    let mut found = own_children();
+    let mut found = procfs::children(None);
     let mut next = 0;
     while next < found.len() && found.len() < 100_000 {
         let pid = found[next];
         next += 1;
-        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            if let Ok(text) = fs::read_to_string(task.path().join("children")) {
-                for child in text
-                    .split_whitespace()
-                    .filter_map(|p| p.parse::<i32>().ok())
-                {
-                    if !found.contains(&child) {
-                        found.push(child);
-                    }
-                }
+        for child in procfs::children(Some(pid)) {
+            if !found.contains(&child) {
+                found.push(child);
             }
         }
     }
     found
-}
-
-/// Every process this one can see.
-fn every_process() -> Vec<i32> {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .collect()
 }
 
 /// Whether `/proc/<pid>/environ` holds `marker` in a `HOOKVISOR_RUN` entry (one of its
@@ -336,7 +298,7 @@ fn carries(pid: i32, marker: &[u8]) -> Option<bool> {
 }
 
 /// What `/proc/<pid>/environ` says of a process.
-pub(crate) enum Environment {
+pub enum Environment {
     /// The environment its current program started with (empty if it was cleared).
     Read(Vec<u8>),
     /// In the middle of an exec: the new program has no environment yet; ask again.
@@ -353,17 +315,18 @@ pub(crate) enum Environment {
 /// shows the process is not mid-exec (after an exec it is never empty: the kernel gives an
 /// empty `argv` an `""`), the environment is read again, afresh. Zombies and kernel threads,
 /// which have neither, read as empty.
-pub(crate) fn environment(pid: i32) -> Environment {
-    settle_environment(pid, fs::read(format!("/proc/{pid}/environ")))
+pub fn environment(pid: i32) -> Environment {
+    settle_environment(pid, procfs::environ(pid))
 }
 
 /// [`environment`] given what a first read of the file returned.
 fn settle_environment(pid: i32, first_read: io::Result<Vec<u8>>) -> Environment {
     match first_read {
         Ok(environ) if !environ.is_empty() => Environment::Read(environ),
-        Ok(_) => match fs::read(format!("/proc/{pid}/cmdline")) {
-            Ok(cmdline) if !cmdline.is_empty() => fs::read(format!("/proc/{pid}/environ"))
-                .map_or(Environment::Unreadable, Environment::Read),
+        Ok(_) => match procfs::cmdline(pid) {
+            Ok(cmdline) if !cmdline.is_empty() => {
+                procfs::environ(pid).map_or(Environment::Unreadable, Environment::Read)
+            }
             Ok(_) if is_mid_exec(pid) => Environment::MidExec,
             Ok(_) => Environment::Read(Vec::new()),
             Err(_) => Environment::Unreadable,
@@ -375,28 +338,19 @@ fn settle_environment(pid: i32, first_read: io::Result<Vec<u8>>) -> Environment 
 /// Whether a process whose command line reads empty is in an exec: it is neither dead nor a
 /// kernel thread (which have none either).
 fn is_mid_exec(pid: i32) -> bool {
-    // As bytes: the command's name may be any bytes (the kernel cuts it at 15, perhaps in the
-    // middle of a character), and a name that is not UTF-8 must not make it read as dead.
-    fs::read(format!("/proc/{pid}/stat"))
-        .ok()
+    procfs::stat(pid)
         .and_then(|stat| mid_exec_by_stat(&stat))
         .unwrap_or(false)
 }
 
-/// [`is_mid_exec`] from the text of `/proc/<pid>/stat`: alive, and without `PF_KTHREAD` in its
-/// flags. Not "its parent is pid 2": in a PID namespace pid 2 is an ordinary process (the
-/// init's session runner, the parent of every leftover it adopts), and kthreadd is not there.
-fn mid_exec_by_stat(stat: &[u8]) -> Option<bool> {
+/// [`is_mid_exec`] from `/proc/<pid>/stat`: alive, and without `PF_KTHREAD` in its flags.
+/// Not "its parent is pid 2": in a PID namespace pid 2 is an ordinary process (the init's
+/// session runner, the parent of every leftover it adopts), and kthreadd is not there.
+fn mid_exec_by_stat(stat: &procfs::Stat) -> Option<bool> {
     const PF_KTHREAD: u64 = 0x0020_0000;
-    // After the command's `)`, the last in the line: state, ppid, pgrp, session, tty_nr,
-    // tpgid, flags, ... (all ASCII).
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let mut fields = std::str::from_utf8(stat.get(close + 2..)?)
-        .ok()?
-        .split_whitespace();
-    let state = fields.next()?;
-    let flags: u64 = fields.nth(5)?.parse().ok()?;
-    Some(!matches!(state, "Z" | "X") && flags & PF_KTHREAD == 0)
+    let state = stat.state()?;
+    let flags = stat.flags()?;
+    Some(!matches!(state, 'Z' | 'X') && flags & PF_KTHREAD == 0)
 }
 
 /// Whether an environment block (`NAME=value\0…`) has `marker` among the `:`-separated values
@@ -412,6 +366,12 @@ fn holds_marker(environ: &[u8], marker: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+
+    /// [`super::mid_exec_by_stat`] of the text of a `stat` file.
+    fn mid_exec_by_stat(stat: &[u8]) -> Option<bool> {
+        super::mid_exec_by_stat(&procfs::Stat::parse(stat)?)
+    }
 
     /// A process that keeps looking mid-exec for the whole patience (review of d9e6cf1: an
     /// unprivileged one can, with `prctl(PR_SET_MM_MAP)`) is looked at a few dozen times, where a

@@ -80,11 +80,12 @@
 //! use most; the rest is reached through its module.
 //!
 //! - **Foundations.** [`sys`]: the raw system calls, the only `unsafe` of the core.
+//!   [`procfs`]: the one reader of `/proc`. [`watch`]: every inotify watch.
 //!   [`account`]: the users and groups `--user` and `run_as` name ([`Credentials`]).
 //!   [`user_fs`]: file system work done with the run user's credentials. [`leftovers`]: what a
 //!   hook leaves running, found and killed. [`timestamp`]: RFC 3339 times as status.json writes
 //!   them. [`state`]: the name of every file in the state dir, and the one atomic writer (with
-//!   the private `untrusted`, opening files of a dir the agent can write, and `replace_order`).
+//!   [`untrusted`], opening files of a dir the agent can write, and `replace_order`).
 //!   [`git`]: running git with one environment and one reading of its failures. [`pattern`]: the
 //!   glob language of `pattern:`. [`frontmatter`]: finding and reading a file's front matter.
 //!   [`template`]: `${name}` in `run:` and `argv:`, injection-safe. [`when`]: the condition
@@ -95,21 +96,22 @@
 //!   works on ([`Context`]). [`policy`]: `phase`, `block_on`, `on_failure`, `on_timeout`,
 //!   `reason_from`. The built-in actions' specs: [`git_action`] (`git-commit`, `git-push`),
 //!   [`spawn`], [`webhook`] (with [`secrets`], the names a webhook may resolve). [`event`]: the
-//!   events, what a hook binds to and does ([`Event`], [`HookKind`]). [`hook`]: a loaded hook
+//!   events, what a hook binds to and does ([`Event`], [`HookKind`]). [`agents`]: the agents
+//!   hookvisor plugs into, one row of protocol differences each. [`hook`]: a loaded hook
 //!   and a file that does not load ([`Hook`], [`Problem`]).
 //! - **Reading hooks.** [`import`]: other tools' hook files read in place (iteratr, AutoAgent,
-//!   nyzhi, agent-pipelines); [`file_watch`] watches them for a server.
+//!   nyzhi, agent-pipelines); [`watch`] watches them for a server.
 //!   [`discover`](mod@discover): the hooks of `.discobot/hooks/`, the global hooks and the
 //!   imported ones, and the files that do not load ([`Discovery`]).
 //! - **Running and recording.** [`message`]: the re-prompt text of a failing hook.
 //!   [`decision`]: one run judged, verdicts combined, the [`Reply`]. [`seal`]: a root hook's
 //!   program sealed in a memory file. [`exec`]: running one command: environment, credentials,
-//!   timeout, process group, log. [`callback`]: the listener an awaited webhook waits on.
+//!   timeout, process group, log.
 //!   [`status`]: `status.json` ([`StatusStore`]). [`context_buffer`]: piped output for the next
 //!   turn. [`turns`]: who started each turn, for the loop guard ([`TurnLog`], [`Trigger`]).
-//!   [`changes`], [`change_watch`]: a workspace's dirty set, kept warm by inotify for a server.
-//!   [`firing`]: one event to fire ([`Firing`]). [`runner`]: the runners of the built-in
-//!   actions (`runner::git`, `runner::spawn`, `runner::webhook`).
+//!   [`changes`], [`watch::ChangeWatcher`]: a workspace's dirty set, kept warm by inotify for a
+//!   server. [`firing`]: one event to fire ([`Firing`]). [`runner`]: what the pipeline asks of
+//!   the runners of the built-in actions, which live in the crate `hookvisor-actions`.
 //! - **The pipeline.** [`fire`]: an event's hooks selected, run, judged, recorded, and the
 //!   reply; `fire::evaluate` is the end of a turn.
 //! - **Fronts in the core.** [`session`]: the session hooks run once when the container
@@ -122,10 +124,7 @@
 pub mod account;
 /// `hookvisor loop`: a headless agent driven iteration by iteration (EVENTS.md §3.2).
 pub mod agent_loop;
-// Documented by its own module doc: an outer line here would make rustdoc resolve the module
-// doc's links from the crate root.
-pub mod callback;
-pub mod change_watch;
+pub mod agents;
 pub mod changes;
 pub mod config;
 pub mod context;
@@ -137,7 +136,6 @@ pub mod discover;
 /// The events hooks bind to and what a hook declares about its run (EVENTS.md §1.1–§1.3).
 pub mod event;
 pub mod exec;
-pub mod file_watch;
 /// The event dispatcher: an event's hooks selected, run, judged, and the reply (EVENTS.md §1.4).
 pub mod fire;
 pub mod firing;
@@ -154,6 +152,7 @@ pub mod pattern;
 pub mod payload;
 pub mod policy;
 pub mod precommit;
+pub mod procfs;
 /// Values an action hands to the later hooks of its firing (EVENTS.md §4.1).
 pub mod produced;
 mod replace_order;
@@ -169,8 +168,9 @@ pub mod sys;
 pub mod template;
 pub mod timestamp;
 pub mod turns;
-mod untrusted;
+pub mod untrusted;
 pub mod user_fs;
+pub mod watch;
 pub mod webhook;
 /// The `when:` condition language of hooks: parsed once, evaluated over typed variables.
 pub mod when;

@@ -118,7 +118,6 @@ use nix::sys::stat::Mode;
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
-use crate::sys;
 use crate::template::{self, env_name, nul_env_name};
 use crate::timestamp::rfc3339_millis;
 use crate::when::{self, Lookup};
@@ -791,7 +790,7 @@ fn open_run_dir(dir: &Path) -> io::Result<OwnedFd> {
     // `setfsuid` with an id no user has changes nothing and reports the current one: the uid
     // the kernel checks file access with, which may differ from the effective uid when the
     // caller acts as the run user.
-    let fsuid = sys::setfsuid(u32::MAX);
+    let fsuid = nix::unistd::setfsuid(nix::unistd::Uid::from_raw(u32::MAX)).as_raw();
     if meta.uid() != fsuid {
         return Err(refuse(format!(
             "the run directory is owned by uid {}, not by uid {fsuid} we act as; make a fresh \

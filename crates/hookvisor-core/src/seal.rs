@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 
 use crate::account::Credentials;
 use crate::hook::Hook;
-use crate::sys;
 use crate::user_fs::first_reachable;
+use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+use nix::sys::memfd::{MFdFlags, memfd_create};
 
 /// The largest hook file that is sealed; a root hook is a script, not a toolchain.
 pub(crate) const SEAL_LIMIT: u64 = 64 * 1024 * 1024;
@@ -159,9 +160,11 @@ impl SealedScript {
         if copied != meta.len() {
             return Err(SealError::Changed { path });
         }
-        let seals =
-            libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
-        sys::add_seals(sealed.as_fd(), seals).map_err(io_error)?;
+        let seals = SealFlag::F_SEAL_SEAL
+            | SealFlag::F_SEAL_SHRINK
+            | SealFlag::F_SEAL_GROW
+            | SealFlag::F_SEAL_WRITE;
+        fcntl(sealed.as_fd(), FcntlArg::F_ADD_SEALS(seals)).map_err(|e| io_error(e.into()))?;
         // What was read must still say what discovery read: a root session hook.
         let mut head = Vec::new();
         sealed.seek(SeekFrom::Start(0)).map_err(io_error)?;
@@ -212,9 +215,9 @@ fn memfd(id: &str) -> io::Result<OwnedFd> {
         .unwrap_or_else(|_| c"hookvisor-root-hook".to_owned());
     let base = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
     for flags in [base | MFD_EXEC, base] {
-        match sys::memfd_create(&name, flags) {
+        match memfd_create(name.as_c_str(), MFdFlags::from_bits_retain(flags)) {
             Ok(fd) => return Ok(fd),
-            Err(err) if err.raw_os_error() != Some(libc::EINVAL) => return Err(err),
+            Err(err) if err != nix::errno::Errno::EINVAL => return Err(err.into()),
             Err(_) => {}
         }
     }

@@ -30,7 +30,7 @@ const MAX_BYTES: u64 = 1024 * 1024;
 
 /// The secrets of one file (rule 2), by name as written.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Secrets {
+pub struct Secrets {
     entries: Vec<(String, String)>,
 }
 
@@ -119,7 +119,7 @@ pub(crate) fn path() -> Option<PathBuf> {
 
 impl Secrets {
     /// Reads the file of rule 1 with every rule checked; empty when there is none.
-    pub(crate) fn load() -> Result<Secrets, SecretsError> {
+    pub fn load() -> Result<Secrets, SecretsError> {
         match path() {
             Some(path) => Secrets::load_from(&path),
             None => Ok(Secrets::default()),
@@ -127,7 +127,7 @@ impl Secrets {
     }
 
     /// Reads `path` with every rule checked; empty when it does not exist.
-    pub(crate) fn load_from(path: &Path) -> Result<Secrets, SecretsError> {
+    pub fn load_from(path: &Path) -> Result<Secrets, SecretsError> {
         let Some(text) = read(path, true)? else {
             return Ok(Secrets::default());
         };
@@ -152,7 +152,7 @@ impl Secrets {
 
     /// The value of `name`, case-insensitively (rule 4); a name given twice keeps the last
     /// line, as a shell sourcing the file would.
-    pub(crate) fn get(&self, name: &str) -> Option<&str> {
+    pub fn get(&self, name: &str) -> Option<&str> {
         self.entries
             .iter()
             .rev()
@@ -164,7 +164,7 @@ impl Secrets {
 /// Every name the file defines, for keeping them out of a child's environment (rule 5). Read
 /// leniently: a file refused by rule 3 or with a bad line still names what it would define, so
 /// nothing it holds can reach a child.
-pub(crate) fn names() -> Vec<String> {
+pub fn names() -> Vec<String> {
     path().map_or_else(Vec::new, |path| names_in(&path))
 }
 
@@ -258,6 +258,23 @@ fn entry(line: &str) -> Result<Option<(&str, &str)>, ()> {
         .filter(|_| value.len() >= 2)
         .unwrap_or(value);
     Ok(Some((name, unquoted)))
+}
+
+/// The value of `name` in hookvisor's own environment (rule 5): the usual upper-case
+/// spelling first, then any other case of it. Never a `HOOKVISOR_*` variable: those are
+/// hookvisor's own (its server's token among them), not secrets meant for a hook.
+pub fn environment_value(name: &str) -> Option<String> {
+    let upper = name.to_ascii_uppercase();
+    if upper.starts_with("HOOKVISOR_") {
+        return None;
+    }
+    std::env::var_os(&upper)
+        .or_else(|| {
+            std::env::vars_os()
+                .find(|(n, _)| n.to_string_lossy().eq_ignore_ascii_case(name))
+                .map(|(_, v)| v)
+        })
+        .map(|v| v.to_string_lossy().into_owned())
 }
 
 #[cfg(test)]

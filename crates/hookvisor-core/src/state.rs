@@ -35,9 +35,13 @@ impl StateDir {
         &self.root
     }
 
+    /// The name of [`StateDir::status`], for a caller that opens it relative to the state dir
+    /// it holds open.
+    pub const STATUS_FILE: &'static str = "status.json";
+
     /// `status.json`, the record of every hook's last run.
     pub fn status(&self) -> PathBuf {
-        self.root.join("status.json")
+        self.root.join(Self::STATUS_FILE)
     }
 
     /// `status.json.lock`, which writers of `status.json` hold.
@@ -89,6 +93,27 @@ impl StateDir {
     /// `agent-turns.json`, the adapters' turn log.
     pub fn turn_log(&self) -> PathBuf {
         self.root.join("agent-turns.json")
+    }
+
+    /// `fire/`, where the payload files of each hook run sit while it runs.
+    pub fn run_files_dir(&self) -> PathBuf {
+        self.root.join("fire")
+    }
+
+    /// `children/`, the state dirs of the child sessions this one started (spawned agents,
+    /// loops inside a loop).
+    pub fn children_dir(&self) -> PathBuf {
+        self.root.join("children")
+    }
+
+    /// `loop/`, the agent loop's directory (its prompt, context and logs).
+    pub fn loop_dir(&self) -> PathBuf {
+        self.root.join("loop")
+    }
+
+    /// `session.json`, the agent loop's record of its session.
+    pub fn session_record(&self) -> PathBuf {
+        self.root.join("session.json")
     }
 }
 
@@ -177,7 +202,7 @@ fn replace_file(
 
 /// All of `reader`, or `None` when it holds more than `limit` bytes: a state file anybody with
 /// the run user's uid can grow is read bounded, however large it gets.
-pub(crate) fn read_capped(reader: impl io::Read, limit: u64) -> io::Result<Option<Vec<u8>>> {
+pub fn read_capped(reader: impl io::Read, limit: u64) -> io::Result<Option<Vec<u8>>> {
     // Room for a usual state file at once: from empty, std reads a `Take` 32 bytes first and
     // then in doubling steps, seven reads for a 500-byte status.json.
     let mut bytes = Vec::with_capacity(limit.min(8192) as usize + 1);

@@ -1,6 +1,12 @@
-//! The raw system calls of hookvisor, each written once: the only module of the core allowed
-//! `unsafe`, shared by the executor, the root-hook sealing, the leftover sweep, the PID-1 init
-//! and `hookvisor serve`.
+//! The raw system calls of hookvisor that nix does not offer, each written once: the only
+//! module of the core allowed `unsafe`, shared by the executor, the PID-1 init and `hookvisor
+//! serve`. What nix has (memfds and seals, credentials, process groups, signal masks,
+//! `prctl`) is called through nix where it is used.
+//!
+//! What is left: `waitpid` with the raw status (nix's `WaitStatus` cannot hold a death by a
+//! real-time signal), `kill` with a raw signal number, `pidfd_open`, `close_range`, the
+//! per-thread `setgroups`, `rt_sigaction` for glibc's reserved signals, `execveat` and
+//! `posix_spawn` with `addchdir_np`/`addclosefrom_np`.
 //!
 //! Everything here is a safe function over one or two system calls. The functions marked
 //! *async-signal-safe* make no allocation and take no lock, so they may run in a forked child
@@ -14,7 +20,9 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus};
 
-use libc::{c_int, gid_t, pid_t, uid_t};
+use libc::{c_int, gid_t, pid_t};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+use nix::unistd::{Gid, Pid, Uid, getpgrp, isatty, setgid, setgroups, setpgid, setuid, tcsetpgrp};
 
 /// Linux's `_NSIG - 1`: the highest signal number whose disposition [`reset_all_signals`]
 /// resets.
@@ -107,21 +115,6 @@ pub fn kill(pid: pid_t, sig: c_int) -> io::Result<()> {
     check(unsafe { libc::kill(pid, sig) })
 }
 
-/// Makes this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): a process of the same uid
-/// without `CAP_SYS_PTRACE` can then neither read its memory (`/proc/PID/mem`, `ptrace`) nor
-/// get a core dump of it. An `execve` of a child resets the flag for the child.
-pub fn make_undumpable() -> io::Result<()> {
-    // SAFETY: PR_SET_DUMPABLE takes integer arguments only and touches no memory of ours.
-    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) })
-}
-
-/// Whether this process is dumpable (`prctl(PR_GET_DUMPABLE)`).
-pub fn dumpable() -> io::Result<bool> {
-    // SAFETY: PR_GET_DUMPABLE takes no pointer and returns the flag or -1.
-    let rc = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) };
-    check(rc).map(|()| rc != 0)
-}
-
 /// A pollable descriptor that becomes readable when `pid` exits, without reaping it.
 /// `None` on kernels without pidfd (< 5.3).
 pub fn pidfd_open(pid: pid_t) -> Option<OwnedFd> {
@@ -129,23 +122,6 @@ pub fn pidfd_open(pid: pid_t) -> Option<OwnedFd> {
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     // SAFETY: a non-negative result is a descriptor that nothing else owns.
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as c_int) })
-}
-
-/// `memfd_create(2)`: a new anonymous file.
-pub fn memfd_create(name: &CStr, flags: libc::c_uint) -> io::Result<OwnedFd> {
-    // SAFETY: memfd_create reads a NUL-terminated name and returns a new descriptor or -1.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Adds `seals` (`F_SEAL_*`) to a memfd.
-pub fn add_seals(fd: BorrowedFd<'_>, seals: c_int) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor the caller keeps alive for the call.
-    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) })
 }
 
 /// Maps a page of `fd` shared and writable, and unmaps it at once: whether a seal lets one be
@@ -198,20 +174,6 @@ pub fn reset_all_signals() {
     }
 }
 
-/// Empties the calling thread's signal mask. Async-signal-safe.
-pub fn unblock_all_signals() -> io::Result<()> {
-    // SAFETY: `empty` is initialised by sigemptyset before sigprocmask reads it.
-    unsafe {
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        check(libc::sigprocmask(
-            libc::SIG_SETMASK,
-            &empty,
-            std::ptr::null_mut(),
-        ))
-    }
-}
-
 /// Marks every descriptor above 2 close-on-exec, so nothing leaks into the program executed
 /// next. Async-signal-safe.
 ///
@@ -249,51 +211,25 @@ pub fn mark_cloexec_above_stdio() {
     }
 }
 
-/// Puts the calling process in a process group of its own. Async-signal-safe.
-pub fn own_process_group() -> io::Result<()> {
-    // SAFETY: setpgid takes plain integers.
-    check(unsafe { libc::setpgid(0, 0) })
-}
-
 /// Gives stdin's terminal to the calling process's group when stdin is a terminal; a terminal
 /// that refuses is no error. `block_ttou`: block SIGTTOU around the call, as a process in a
 /// background group must. Async-signal-safe.
 pub fn take_terminal(block_ttou: bool) -> io::Result<()> {
-    // SAFETY: isatty, getpgrp and tcsetpgrp take plain integers; the sigsets are initialised
-    // by sigemptyset (and sigprocmask) before they are read.
-    unsafe {
-        if libc::isatty(0) != 1 {
-            return Ok(());
-        }
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        if block_ttou {
-            let mut ttou: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut ttou);
-            libc::sigaddset(&mut ttou, libc::SIGTTOU);
-            check(libc::sigprocmask(libc::SIG_BLOCK, &ttou, &mut old))?;
-        }
-        libc::tcsetpgrp(0, libc::getpgrp());
-        if block_ttou {
-            check(libc::sigprocmask(
-                libc::SIG_SETMASK,
-                &old,
-                std::ptr::null_mut(),
-            ))?;
-        }
+    // SAFETY: fd 0 is only borrowed for the calls below; if it is closed, they fail.
+    let stdin = unsafe { BorrowedFd::borrow_raw(0) };
+    if !isatty(stdin).unwrap_or(false) {
+        return Ok(());
+    }
+    let mut old = SigSet::empty();
+    if block_ttou {
+        let ttou = SigSet::from(Signal::SIGTTOU);
+        sigprocmask(SigmaskHow::SIG_BLOCK, Some(&ttou), Some(&mut old))?;
+    }
+    let _ = tcsetpgrp(stdin, getpgrp());
+    if block_ttou {
+        sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old), None)?;
     }
     Ok(())
-}
-
-/// The credential drop of a child before exec: supplementary groups, gid, uid, in that order
-/// (each later step needs the privilege the earlier ones keep). Async-signal-safe.
-pub fn drop_credentials(groups: &[gid_t], gid: gid_t, uid: uid_t) -> io::Result<()> {
-    // SAFETY: setgroups reads `groups.len()` ids from a live slice; setgid and setuid take plain
-    // integers.
-    unsafe {
-        check(libc::setgroups(groups.len(), groups.as_ptr()))?;
-        check(libc::setgid(gid))?;
-        check(libc::setuid(uid))
-    }
 }
 
 /// `setgroups(2)` for the calling thread alone (the raw system call: glibc's `setgroups`
@@ -308,19 +244,6 @@ pub fn thread_setgroups(groups: &[gid_t]) -> io::Result<()> {
     }
 }
 
-/// `setfsuid(2)` for the calling thread; returns the previous id (never an error: `u32::MAX`
-/// changes nothing and reports the current one).
-pub fn setfsuid(uid: uid_t) -> uid_t {
-    // SAFETY: setfsuid takes a plain integer.
-    unsafe { libc::setfsuid(uid) as uid_t }
-}
-
-/// `setfsgid(2)` for the calling thread; as [`setfsuid`].
-pub fn setfsgid(gid: gid_t) -> gid_t {
-    // SAFETY: setfsgid takes a plain integer.
-    unsafe { libc::setfsgid(gid) as gid_t }
-}
-
 /// Everything a hook's child needs between `fork` and `execve`, prepared before the fork
 /// because nothing may be allocated after it.
 pub struct ExecArgs {
@@ -332,7 +255,7 @@ pub struct ExecArgs {
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
     /// `Some` when the credentials must be switched: groups, gid, uid.
-    switch: Option<(Vec<gid_t>, gid_t, uid_t)>,
+    switch: Option<(Vec<Gid>, Gid, Uid)>,
     /// A sealed memfd to execute instead of `program`; kept open across exec, since a script's
     /// interpreter opens it again as `/dev/fd/N`.
     sealed: Option<RawFd>,
@@ -353,7 +276,7 @@ impl ExecArgs {
         program: CString,
         args: A,
         env: E,
-        switch: Option<(Vec<gid_t>, gid_t, uid_t)>,
+        switch: Option<(Vec<Gid>, Gid, Uid)>,
     ) -> ExecArgs
     where
         A: Iterator<Item = &'a [u8]> + Clone,
@@ -430,13 +353,17 @@ pub fn prepare_exec(command: &mut Command, exec: ExecArgs) {
 }
 
 fn child_setup(exec: &ExecArgs) -> io::Result<()> {
-    own_process_group()?;
+    setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
     // The init blocks every signal and ignores some; a hook must start from defaults.
-    unblock_all_signals()?;
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
     reset_all_signals();
     mark_cloexec_above_stdio();
     if let Some((groups, gid, uid)) = &exec.switch {
-        drop_credentials(groups, *gid, *uid)?;
+        // Groups, gid, uid, in that order: each later step needs the privilege the earlier
+        // ones keep.
+        setgroups(groups)?;
+        setgid(*gid)?;
+        setuid(*uid)?;
     }
     // SAFETY: fcntl, execveat and execve are async-signal-safe; the pointers point into `exec`,
     // which outlives the calls, and the argument and environment arrays end with a null.

@@ -47,7 +47,7 @@ pub(crate) fn open_regular(path: &Path) -> io::Result<Result<File, String>> {
 ///
 /// A regular file with no link is fine: a reader may open `status.json` just before a writer
 /// renames a new one over it.
-pub(crate) fn not_ours(meta: &fs::Metadata) -> Option<String> {
+pub fn not_ours(meta: &fs::Metadata) -> Option<String> {
     let kind = meta.file_type();
     let what = if kind.is_file() {
         if meta.nlink() <= 1 {

@@ -18,7 +18,7 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use nix::unistd::Uid;
+use nix::unistd::{Gid, Uid, setfsgid, setfsuid};
 
 use crate::account::Credentials;
 use crate::sys;
@@ -50,11 +50,12 @@ pub fn act_as(user: Option<&Credentials>) -> io::Result<Option<ActingAs>> {
     let guard = ActingAs { groups, fsgid };
     // Groups first, in the order of a real switch.
     sys::thread_setgroups(&user.groups)?;
-    sys::setfsgid(user.gid);
-    sys::setfsuid(user.uid);
+    setfsgid(Gid::from_raw(user.gid));
+    setfsuid(Uid::from_raw(user.uid));
     // setfsuid and setfsgid report the previous id, never an error: ask again to be sure (an
     // invalid id, -1, changes nothing and returns the current one).
-    let (now_uid, now_gid) = (sys::setfsuid(u32::MAX), sys::setfsgid(u32::MAX));
+    let now_uid = setfsuid(Uid::from_raw(u32::MAX)).as_raw();
+    let now_gid = setfsgid(Gid::from_raw(u32::MAX)).as_raw();
     if now_uid != user.uid || now_gid != user.gid {
         drop(guard);
         return Err(io::Error::other(format!(
@@ -68,8 +69,8 @@ pub fn act_as(user: Option<&Credentials>) -> io::Result<Option<ActingAs>> {
 impl Drop for ActingAs {
     fn drop(&mut self) {
         // Restoring root's ids cannot fail while we are root.
-        sys::setfsuid(0);
-        sys::setfsgid(self.fsgid);
+        setfsuid(Uid::from_raw(0));
+        setfsgid(Gid::from_raw(self.fsgid));
         let _ = sys::thread_setgroups(&self.groups);
     }
 }
@@ -94,20 +95,9 @@ pub(crate) fn guarded_by_sticky(meta: &Metadata, user: &Credentials) -> bool {
 /// The pids of the processes running as `uid` (real, effective, saved or file-system id): the
 /// agent's, when `uid` is its user. Root hooks never run beside them.
 pub(crate) fn processes_of(uid: u32) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
-                status
-                    .lines()
-                    .find_map(|line| line.strip_prefix("Uid:"))
-                    .is_some_and(|ids| ids.split_whitespace().any(|id| id == uid.to_string()))
-            })
-        })
+    crate::procfs::pids()
+        .into_iter()
+        .filter(|&pid| crate::procfs::uids(pid).is_some_and(|ids| ids.contains(&uid)))
         .collect()
 }
 

@@ -5,8 +5,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use hookvisor_core::change_watch::{ChangeWatcher, ScanKind};
 use hookvisor_core::changes::{ChangeScan, FileState, ScanOptions, scan_with};
+use hookvisor_core::watch::{ChangeWatcher, ScanKind};
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
@@ -226,7 +226,7 @@ fn many_changes_fall_back_to_a_full_scan_with_the_same_answer() {
     // Written into a new directory, they would be one touched path: the directory.
     write(&ws, "gen/first.txt", "x\n");
     assert_eq!(pair.check("a new directory"), ScanKind::Touched);
-    for i in 0..hookvisor_core::change_watch::MAX_TOUCHED + 10 {
+    for i in 0..hookvisor_core::watch::MAX_TOUCHED + 10 {
         write(&ws, &format!("gen/f{i}.txt"), "x\n");
     }
     assert_eq!(pair.check("more paths than the bound"), ScanKind::Full);

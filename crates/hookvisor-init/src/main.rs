@@ -21,13 +21,11 @@ mod sweep;
 use std::ffi::OsString;
 use std::io::{self, Write};
 
-use hookvisor_core::seal::RootHooks;
-use hookvisor_core::session::{SessionPlan, prepare_state_dir};
-use hookvisor_core::user_fs::{act_as, agent_running};
-use hookvisor_core::{Context, ContextOverrides, Credentials, StatusStore, discover};
+use hookvisor_core::{Context, ContextOverrides, Credentials};
 use nix::unistd::Uid;
 
 use config::Config;
+use runner::{Pass, PassCommand};
 use supervise::Supervisor;
 
 /// The entry point the C runtime calls (see the `no_main` note above).
@@ -37,7 +35,7 @@ use supervise::Supervisor;
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     // Before any secret exists: the agent runs as the user, and a descriptor on
     // /proc/PID/mem opened while we were dumpable stays valid.
-    if let Err(err) = hookvisor_core::sys::make_undumpable() {
+    if let Err(err) = nix::sys::prctl::set_dumpable(false) {
         eprintln!("hookvisor-init: cannot make this process non-dumpable: {err}");
         return 2;
     }
@@ -90,40 +88,31 @@ fn run(config: Config) -> Result<i32, String> {
         }
     };
     // Without a hooks dir there is nothing to run or record, so CMD starts as cheaply as under
-    // tini; `hookvisor serve` creates and recovers the state dir itself when it starts.
-    let hooks = ctx.as_ref().filter(|ctx| ctx.hooks_dir().is_dir());
-    if let Some(ctx) = hooks
-        && let Err(e) = prepare_state_dir(ctx, user.as_ref())
-    {
-        warn(format_args!("{e}"));
-    }
-    let mut plan = hooks
-        .map(|ctx| prepare(ctx, config.root_hooks, user.as_ref()))
-        .unwrap_or_default();
+    // tini; `hookvisor serve` creates and recovers the state dir itself when it starts. With
+    // one, `hookvisor init-pass` runs each pass (runner.rs).
+    let passes = ctx
+        .as_ref()
+        .filter(|ctx| ctx.hooks_dir().is_dir())
+        .and_then(|ctx| {
+            let user = user.as_ref().and(config.user.as_deref());
+            PassCommand::new(
+                ctx,
+                user,
+                config.root_hooks.as_str(),
+                config.grace,
+                inherited,
+            )
+            .map_err(|e| warn(format_args!("session hooks skipped: {e}")))
+            .ok()
+        });
 
-    let mut supervisor = Supervisor::new(
-        blocked,
-        config.grace,
-        config.kill_group,
-        ctx.clone(),
-        user.clone(),
-    );
+    let mut supervisor = Supervisor::new(blocked, config.grace, config.kill_group, passes.clone());
 
     // 5. Blocking session hooks, and every root hook, finish before CMD starts: no root hook
     //    ever runs beside the agent. A TERM meanwhile stops them, and the container stops
     //    without ever starting CMD.
-    if let Some(ctx) = &ctx
-        && (!plan.blocking.is_empty() || plan.awaited_events)
-    {
-        let root_images = std::mem::take(&mut plan.root_images);
-        match runner::start(
-            ctx,
-            plan.blocking.clone(),
-            plan.awaited_events.then_some(true),
-            user.as_ref(),
-            root_images,
-            config.grace,
-        ) {
+    if let Some(passes) = &passes {
+        match passes.start(Pass::BeforeCmd) {
             Ok(runner) => {
                 let pid = runner.pid;
                 supervisor.adopt_runner(runner);
@@ -144,18 +133,8 @@ fn run(config: Config) -> Result<i32, String> {
         Ok(pid) => {
             supervisor.adopt_cmd(pid);
             // 7. The other session hooks run in the background while CMD starts.
-            if let Some(ctx) = &ctx
-                && (!plan.background.is_empty() || plan.background_events)
-            {
-                let no_root_hooks = Default::default();
-                match runner::start(
-                    ctx,
-                    plan.background.clone(),
-                    plan.background_events.then_some(false),
-                    user.as_ref(),
-                    no_root_hooks,
-                    config.grace,
-                ) {
+            if let Some(passes) = &passes {
+                match passes.start(Pass::BesideCmd) {
                     Ok(runner) => supervisor.adopt_runner(runner),
                     Err(e) => warn(format_args!("cannot start the session hooks: {e}")),
                 }
@@ -204,53 +183,6 @@ fn account(config: &Config) -> Result<Option<Credentials>, String> {
         ));
     }
     Ok(None)
-}
-
-/// Finds the session hooks, seals the root ones, reports the files that will not run, and
-/// recovers the records of runs a previous init left unfinished.
-fn prepare(ctx: &Context, policy: RootHooks, user: Option<&Credentials>) -> SessionPlan {
-    // The hooks dir is in the agent's workspace: it is read, root hooks included, with the
-    // user's credentials, so a link there to a root-only file reads nothing.
-    let acting = match act_as(user) {
-        Ok(acting) => acting,
-        Err(e) => {
-            warn(format_args!("session hooks skipped: {e}"));
-            return SessionPlan::default();
-        }
-    };
-    let discovery = discover(&ctx.hooks_dir());
-    for problem in &discovery.problems {
-        warn(format_args!("not run: {problem}"));
-    }
-    let mut plan = SessionPlan::with_policy(&discovery, policy, user);
-    drop(acting);
-    // As PID 1 of a new container nothing of the agent's runs yet; as a subreaper elsewhere
-    // the user may have processes, and root hooks never run beside them.
-    if std::process::id() != 1
-        && let Some(reason) = agent_running(user)
-    {
-        plan.refuse_root_hooks(&reason);
-    }
-    if plan.unprivileged_root_hooks() {
-        warn(format_args!(
-            "not running as root: run_as: root session hooks run unprivileged"
-        ));
-    }
-    for hook in &plan.promoted {
-        warn(format_args!(
-            "{}: run_as: root hooks run before CMD starts, blocking: false notwithstanding",
-            hook.path.display()
-        ));
-    }
-    let recovered = act_as(user).and_then(|_acting| {
-        StatusStore::for_context(ctx)
-            .recover_interrupted()
-            .map_err(std::io::Error::other)
-    });
-    if let Err(e) = recovered {
-        warn(format_args!("{e}"));
-    }
-    plan
 }
 
 /// The variables CMD gets on top of ours: the run user's identity, and where hookvisor state

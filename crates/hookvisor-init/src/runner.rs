@@ -1,259 +1,166 @@
-//! Session runners: forked copies of the init that run a list of session hooks through
-//! hookvisor-core and exit.
+//! Session runners: children of the init that run one pass of the session hooks by becoming
+//! `hookvisor init-pass PASS` (crates/hookvisor, `commands/init_pass.rs`), and exit.
 //!
-//! Hooks run in a child, never in the init itself, so the executor's `waitpid(hook)` and the
-//! init's `waitpid(-1)` live in different processes and can never steal each other's child.
-//! The init reaps a runner like any other child; a runner that is told to stop (SIGTERM or
-//! SIGINT) cancels its hook, records it as stopped, and exits.
+//! The hook model, the pipeline and the actions live in `hookvisor`, so PID 1 links none of
+//! them. Hooks run in a child, never in the init itself, so the executor's `waitpid(hook)` and
+//! the init's `waitpid(-1)` live in different processes and can never steal each other's
+//! child. The init reaps a runner like any other child, and TERM stops it: the pass cancels
+//! its hook, records it as stopped and exits. A runner killed before it could record is
+//! followed by a recorder, `hookvisor init-pass PASS --record-killed NOTE`.
 //!
-//! A runner is a child subreaper: what a hook leaves running (a daemon started with `setsid`,
-//! a double fork) comes back to it and is killed as soon as each attempt of the hook ends,
-//! before the next attempt or the next hook starts. So nothing a root hook starts outlives it
-//! as root, and nothing a user hook starts is left to interfere with its next attempt or with
-//! the root hooks after it.
-//!
-//! After its phase-1 hooks, a runner fires `session.start` for the event hooks of its pass
-//! (`await: true` in the one before CMD, the others in the background one): it first drops
-//! root for good, so those hooks, which cannot say `run_as`, are read and run as the user.
+//! Root runs `hookvisor` only when no account but root can change it or a directory above it
+//! (root never runs what the agent can change).
 
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
-use hookvisor_core::decision::Decision;
-use hookvisor_core::session::{Attempt, RootImages, SessionHook, SessionOptions};
-use hookvisor_core::{CancelToken, Context, Credentials, Hook, fire_session_start, run_session};
-use nix::sys::signal::{SigSet, Signal};
+use hookvisor_core::Context;
 use nix::unistd::Pid;
 
+use crate::signals::Inherited;
 use crate::spawn;
-use crate::sweep;
 
-/// How many sweeps of leftovers a runner makes before it gives up on a process that forks
-/// faster than it is killed (each sweep kills everything it found).
-const LEFTOVER_SWEEPS: usize = 100;
+/// A pass of the session hooks (`hookvisor init-pass`'s argument).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// The blocking hooks, the root hooks and the awaited `session.start` hooks.
+    BeforeCmd,
+    /// The others, beside CMD.
+    BesideCmd,
+}
+
+impl Pass {
+    fn as_str(self) -> &'static str {
+        match self {
+            Pass::BeforeCmd => "before-cmd",
+            Pass::BesideCmd => "beside-cmd",
+        }
+    }
+}
 
 /// A runner the init started and has not reaped yet.
 #[derive(Debug)]
 pub(crate) struct Runner {
     /// Its process id.
     pub pid: Pid,
-    /// The hooks it runs, to fix up their records if it dies before it can.
-    pub hooks: Vec<Hook>,
+    /// The pass it runs, to record its hooks if it dies before it can; `None` for a recorder.
+    pub pass: Option<Pass>,
 }
 
-/// Forks a runner for `hooks`, then, when `events` is `Some(awaited)`, for the `session.start`
-/// event hooks whose `await` is `awaited`. `grace` is the init's: a stopped hook gets half of
-/// it between TERM and KILL, so that the runner has time to record it before the init kills
-/// the runner.
-pub(crate) fn start(
-    ctx: &Context,
-    hooks: Vec<SessionHook>,
-    events: Option<bool>,
-    user: Option<&Credentials>,
-    root_images: RootImages,
-    grace: Duration,
-) -> std::io::Result<Runner> {
-    let options = SessionOptions {
-        user: user.cloned(),
-        cancel: None,
-        echo: true,
-        kill_grace: Some(grace / 2),
-        root_images,
-        after_attempt: Some(after_attempt),
-        ..SessionOptions::default()
-    };
-    let pid = spawn::fork_runner(|| body(ctx, &hooks, events, options))?;
-    let hooks = hooks.into_iter().map(|h| h.hook).collect();
-    Ok(Runner { pid, hooks })
+/// How the init starts `hookvisor init-pass`: the same for every pass of one container.
+#[derive(Clone)]
+pub(crate) struct PassCommand {
+    /// `hookvisor` beside the init, checked for a root run.
+    program: PathBuf,
+    /// The global options: the resolved context.
+    globals: Vec<OsString>,
+    /// The pass's own options after the pass name.
+    options: Vec<OsString>,
+    /// The signal state a program starts with.
+    inherited: Inherited,
 }
 
-/// The runner process: exit status 0 when every hook succeeded, 1 otherwise.
-fn body(
-    ctx: &Context,
-    hooks: &[SessionHook],
-    events: Option<bool>,
-    mut options: SessionOptions,
-) -> i32 {
-    let cancel = CancelToken::new();
-    options.cancel = Some(cancel.clone());
-    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-        eprintln!(
-            "hookvisor-init: warning: a session runner cannot become a subreaper ({e}); \
-             processes a hook leaves behind may outlive it"
-        );
-    }
-    // The runner inherited the init's mask, every signal blocked; this thread takes the two
-    // that mean "stop" and turns them into a cancel of the running hook.
-    let mut stop = SigSet::empty();
-    stop.add(Signal::SIGTERM);
-    stop.add(Signal::SIGINT);
-    std::thread::spawn(move || {
-        if stop.wait().is_ok() {
-            cancel.cancel();
-        }
-    });
-    let runs = run_session(ctx, hooks, &options, |run| {
-        if run.success {
-            // A success that could not be recorded (a full disk) still says so.
-            if let Some(note) = &run.note {
-                eprintln!(
-                    "hookvisor-init: session hook \"{}\" succeeded; {note}",
-                    run.hook_name
-                );
+impl PassCommand {
+    /// The command for `ctx`, or the one line that says why no session hook can run.
+    ///
+    /// `user` is the `--user` spec the init switches to (root only), `grace` the init's: a
+    /// stopped hook gets half of it between TERM and KILL, so that the pass has time to record
+    /// it before the init kills the pass.
+    pub(crate) fn new(
+        ctx: &Context,
+        user: Option<&str>,
+        root_hooks: &str,
+        grace: Duration,
+        inherited: Inherited,
+    ) -> Result<PassCommand, String> {
+        let program = std::env::current_exe()
+            .map_err(|e| format!("cannot find hookvisor-init's own path: {e}"))?
+            .with_file_name("hookvisor");
+        // Root never runs what another account can change (README "Running as root").
+        match hookvisor_core::user_fs::writable_by_others(&program) {
+            Ok(None) => {}
+            Ok(Some((at, _))) => {
+                return Err(format!(
+                    "{} can be changed by an account other than root; install hookvisor \
+                     root's and closed to others beside hookvisor-init",
+                    at.display()
+                ));
             }
-            return;
-        }
-        let how = how(run.exit_code, run.timed_out);
-        let attempts = match run.attempts {
-            0 | 1 => String::new(),
-            n => format!(" after {n} attempts"),
-        };
-        let note = run
-            .note
-            .as_deref()
-            .map_or(String::new(), |n| format!(" ({n})"));
-        eprintln!(
-            "hookvisor-init: session hook \"{}\" {how}{attempts}{note}; log: {}",
-            run.hook_name,
-            run.log_path.display()
-        );
-    });
-    let passed = runs.len() == hooks.len() && runs.iter().all(|r| r.success);
-    let events_passed = match events {
-        Some(awaited) if !cancel_requested(&options) => {
-            fire_events(ctx, awaited, options.user.as_ref(), options.cancel.clone())
-        }
-        _ => true,
-    };
-    if passed && events_passed { 0 } else { 1 }
-}
-
-/// Puts the user's identity in this process's environment, which the event hooks inherit, as
-/// phase-1 user hooks get it from the executor.
-#[allow(unsafe_code)]
-fn take_identity(user: &Credentials) {
-    for (name, value) in [
-        ("HOME", user.home.as_os_str()),
-        ("USER", user.user.as_ref()),
-        ("LOGNAME", user.user.as_ref()),
-        ("SHELL", user.shell.as_os_str()),
-    ] {
-        // SAFETY: the runner's only other thread waits for signals in sigwait and never reads
-        // the environment.
-        unsafe { std::env::set_var(name, value) };
-    }
-}
-
-/// Whether the runner was told to stop: then no event hook starts.
-fn cancel_requested(options: &SessionOptions) -> bool {
-    options
-        .cancel
-        .as_ref()
-        .is_some_and(CancelToken::is_cancelled)
-}
-
-/// Drops root for good (to `user`), then fires `session.start` for the event hooks whose
-/// `await` is `awaited`; says on stderr what did not pass. Root without a user to become runs
-/// none of them: nothing declared them root.
-fn fire_events(
-    ctx: &Context,
-    awaited: bool,
-    user: Option<&Credentials>,
-    cancel: Option<CancelToken>,
-) -> bool {
-    if nix::unistd::Uid::effective().is_root() {
-        let Some(user) = user else {
-            eprintln!(
-                "hookvisor-init: session.start event hooks not run: they never run as root, \
-                 and no --user names whom to run them as"
-            );
-            return false;
-        };
-        if let Err(e) = hookvisor_core::sys::drop_credentials(&user.groups, user.gid, user.uid) {
-            eprintln!(
-                "hookvisor-init: session.start event hooks not run: cannot become {}: {e}",
-                user.user
-            );
-            return false;
-        }
-        take_identity(user);
-    }
-    // Read now, as the user: the workspace's hooks only, as for the phase-1 ones (the init
-    // reads no global hooks).
-    let discovery = hookvisor_core::discover(&ctx.hooks_dir());
-    match fire_session_start(ctx, &discovery, awaited, cancel) {
-        Ok(None) => true,
-        Ok(Some(reply)) if reply.decision == Decision::Allow => {
-            for result in reply.results.iter().filter(|r| r["success"] != true) {
-                eprintln!(
-                    "hookvisor-init: session.start hook \"{}\" failed (exit code {}); log: {}",
-                    result["hookId"].as_str().unwrap_or("?"),
-                    result["exitCode"],
-                    ctx.log_path(result["hookId"].as_str().unwrap_or("?"))
-                        .display()
-                );
+            Err(e) => {
+                return Err(format!(
+                    "{}: {e}; install hookvisor beside hookvisor-init",
+                    program.display()
+                ));
             }
-            reply.results.iter().all(|r| r["success"] == true)
         }
-        Ok(Some(reply)) => {
+        let globals = vec![
+            "--workspace".into(),
+            ctx.workspace.clone().into(),
+            "--state-dir".into(),
+            ctx.state_dir.clone().into(),
+            "--session".into(),
+            ctx.session_id.clone().into(),
+        ];
+        let mut options: Vec<OsString> = vec![
+            "--root-hooks".into(),
+            root_hooks.into(),
+            "--kill-grace".into(),
+            (grace / 2).as_secs_f64().to_string().into(),
+        ];
+        if let Some(user) = user {
+            options.extend(["--user".into(), user.into()]);
+        }
+        if std::process::id() == 1 {
+            options.push("--pid1".into());
+        }
+        Ok(PassCommand {
+            program,
+            globals,
+            options,
+            inherited,
+        })
+    }
+
+    /// Starts `pass`.
+    pub(crate) fn start(&self, pass: Pass) -> std::io::Result<Runner> {
+        let pid = self.fork(pass, &[])?;
+        Ok(Runner {
+            pid,
+            pass: Some(pass),
+        })
+    }
+
+    /// Starts the recorder of a `pass` that was killed before it recorded its running hook.
+    pub(crate) fn record_killed(&self, pass: Pass, note: &str) -> std::io::Result<Runner> {
+        let pid = self.fork(pass, &["--record-killed".into(), note.into()])?;
+        Ok(Runner { pid, pass: None })
+    }
+
+    fn fork(&self, pass: Pass, extra: &[OsString]) -> std::io::Result<Pid> {
+        let mut command = Command::new(&self.program);
+        // The pass speaks as the init (its lines and warnings say `hookvisor-init:`).
+        command
+            .arg0("hookvisor-init")
+            .args(&self.globals)
+            .args(["init-pass", pass.as_str()])
+            .args(&self.options)
+            .args(extra);
+        let inherited = self.inherited;
+        spawn::fork_runner(move || {
+            // A program starts with the signal state the init was given, not the init's.
+            if let Err(e) = inherited.restore_in_child() {
+                eprintln!("hookvisor-init: session hooks not run: {e}");
+                return 1;
+            }
+            let e = command.exec();
             eprintln!(
-                "hookvisor-init: session.start hooks: {}: {}",
-                reply.decision.as_str(),
-                hookvisor_core::message::sanitize(reply.reason.as_deref().unwrap_or(""))
+                "hookvisor-init: session hooks not run: cannot run {}: {e}",
+                self.program.display()
             );
-            false
-        }
-        Err(e) => {
-            eprintln!("hookvisor-init: session.start event hooks: {e}");
-            false
-        }
+            1
+        })
     }
-}
-
-/// After each attempt of a hook: kill what it left running, and say when it is tried again.
-fn after_attempt(attempt: &Attempt<'_>) {
-    let name = &attempt.hook.name;
-    let killed = kill_leftovers();
-    if killed > 0 {
-        eprintln!(
-            "hookvisor-init: session hook \"{name}\" left {killed} process(es) running; killed"
-        );
-    }
-    if let Some(wait) = attempt.retry_in {
-        eprintln!(
-            "hookvisor-init: session hook \"{name}\" {} (attempt {}/{}); trying again in {}s",
-            how(Some(attempt.exit_code), attempt.timed_out),
-            attempt.number,
-            attempt.of,
-            wait.as_secs_f64()
-        );
-    }
-}
-
-/// How a run or an attempt failed, for the init's lines.
-fn how(exit_code: Option<i32>, timed_out: bool) -> String {
-    match (exit_code, timed_out) {
-        (_, true) => "timed out".to_owned(),
-        (Some(code), false) => format!("failed with exit code {code}"),
-        (None, false) => "could not run".to_owned(),
-    }
-}
-
-/// Kills every descendant of this runner (what the hook that just ended left behind) and reaps
-/// them; returns how many were found at first.
-///
-/// Never waits for a child that is still alive: a process forked between a sweep and its kill
-/// is caught by the next sweep, and a tree that outlives [`LEFTOVER_SWEEPS`] sweeps is left to
-/// the init's final stop rather than holding the runner forever.
-fn kill_leftovers() -> usize {
-    let mut found = None;
-    for _ in 0..LEFTOVER_SWEEPS {
-        let signalled = sweep::signal_all(libc::SIGKILL);
-        found.get_or_insert(signalled);
-        // Reap what is dead already: the killed, and orphans of the killed that came to us.
-        while let Ok(Some(_)) = hookvisor_core::sys::reap_any() {}
-        if signalled == 0 {
-            break;
-        }
-    }
-    found.unwrap_or(0)
 }

@@ -12,17 +12,18 @@ use std::mem::MaybeUninit;
 use std::time::Duration;
 
 use libc::c_int;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 
 /// Signals the kernel raises for a fault of the init itself; blocking them would hide the fault,
 /// so they keep their default action and are not forwarded (as in tini).
-const SYNCHRONOUS: [c_int; 7] = [
-    libc::SIGFPE,
-    libc::SIGILL,
-    libc::SIGSEGV,
-    libc::SIGBUS,
-    libc::SIGABRT,
-    libc::SIGTRAP,
-    libc::SIGSYS,
+const SYNCHRONOUS: [Signal; 7] = [
+    Signal::SIGFPE,
+    Signal::SIGILL,
+    Signal::SIGSEGV,
+    Signal::SIGBUS,
+    Signal::SIGABRT,
+    Signal::SIGTRAP,
+    Signal::SIGSYS,
 ];
 
 /// The two real-time signals the C library keeps for its threads (SIGCANCEL, SIGSETXID).
@@ -41,33 +42,26 @@ const RESERVED: [c_int; 2] = [32, 33];
 #[derive(Clone, Copy)]
 pub(crate) struct Inherited {
     /// The mask the init was started with.
-    mask: libc::sigset_t,
+    mask: SigSet,
     /// Whether SIGPIPE was ignored when the init started.
     pipe_ignored: bool,
 }
 
 /// The set the init blocks and waits on.
 pub(crate) struct Blocked {
-    set: libc::sigset_t,
+    set: SigSet,
 }
 
 /// Blocks every catchable, non-synchronous signal and returns what was there before.
 ///
 /// Must run before any child exists, so that no signal arrives while nobody waits for it.
 pub(crate) fn block_all() -> io::Result<(Blocked, Inherited)> {
-    let mut set = empty_set();
-    let mut old = empty_set();
-    // SAFETY: `set` and `old` are valid, initialised sigset_t values owned by this frame;
-    // sigfillset/sigdelset/sigprocmask only write to them.
-    unsafe {
-        libc::sigfillset(&mut set);
-        for sig in SYNCHRONOUS {
-            libc::sigdelset(&mut set, sig);
-        }
-        if libc::sigprocmask(libc::SIG_SETMASK, &set, &mut old) != 0 {
-            return Err(io::Error::last_os_error());
-        }
+    let mut set = SigSet::all();
+    for sig in SYNCHRONOUS {
+        set.remove(sig);
     }
+    let mut old = SigSet::empty();
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&set), Some(&mut old))?;
     let mut pipe = MaybeUninit::<libc::sigaction>::zeroed();
     // SAFETY: a null new action only queries; `pipe` is valid writable memory, and zeroed
     // memory is a valid sigaction if the query fails.
@@ -96,10 +90,10 @@ impl Blocked {
                     tv_nsec: timeout.subsec_nanos() as libc::c_long,
                 };
                 // SAFETY: `self.set` and `ts` are valid for the call; a null siginfo is allowed.
-                unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &ts) }
+                unsafe { libc::sigtimedwait(self.set.as_ref(), std::ptr::null_mut(), &ts) }
             }
             // SAFETY: as above.
-            None => unsafe { libc::sigwaitinfo(&self.set, std::ptr::null_mut()) },
+            None => unsafe { libc::sigwaitinfo(self.set.as_ref(), std::ptr::null_mut()) },
         };
         (sig > 0).then_some(sig)
     }
@@ -120,12 +114,12 @@ impl Inherited {
         for sig in RESERVED {
             hookvisor_core::sys::reset_signal(sig);
         }
-        // SAFETY: `self.mask` is a valid sigset_t copied from sigprocmask; sigprocmask is
-        // async-signal-safe.
-        if unsafe { libc::sigprocmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        // sigprocmask is async-signal-safe.
+        Ok(sigprocmask(
+            SigmaskHow::SIG_SETMASK,
+            Some(&self.mask),
+            None,
+        )?)
     }
 }
 
@@ -137,15 +131,6 @@ pub(crate) fn send(pid: i32, sig: c_int) -> io::Result<()> {
 /// True for the signals that ask the container to stop.
 pub(crate) fn is_shutdown(sig: c_int) -> bool {
     sig == libc::SIGTERM || sig == libc::SIGINT
-}
-
-fn empty_set() -> libc::sigset_t {
-    let mut set = MaybeUninit::<libc::sigset_t>::zeroed();
-    // SAFETY: sigemptyset initialises the set it is given.
-    unsafe {
-        libc::sigemptyset(set.as_mut_ptr());
-        set.assume_init()
-    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use hookvisor_core::{Credentials, sys};
-use nix::unistd::{ForkResult, Pid};
+use nix::unistd::{ForkResult, Gid, Pid, Uid, setgid, setgroups, setpgid, setuid};
 
 use crate::signals::Inherited;
 
@@ -35,11 +35,11 @@ pub(crate) fn command(
     // Everything the child needs is computed here, before fork: nothing below allocates.
     let ids = user.map(|c| {
         (
-            c.uid as libc::uid_t,
-            c.gid as libc::gid_t,
+            Uid::from_raw(c.uid),
+            Gid::from_raw(c.gid),
             c.groups
                 .iter()
-                .map(|&g| g as libc::gid_t)
+                .map(|&g| Gid::from_raw(g))
                 .collect::<Vec<_>>(),
         )
     });
@@ -49,12 +49,15 @@ pub(crate) fn command(
     unsafe {
         command.pre_exec(move || {
             // Its own group, so a terminal's job control and --kill-group address it alone.
-            sys::own_process_group()?;
+            setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
             // Signals are still blocked here, so the SIGTTOU a background group would get for
             // this is not delivered.
             sys::take_terminal(false)?;
             if let Some((uid, gid, groups)) = &ids {
-                sys::drop_credentials(groups, *gid, *uid)?;
+                // Groups, gid, uid: each later step needs the privilege the earlier ones keep.
+                setgroups(groups)?;
+                setgid(*gid)?;
+                setuid(*uid)?;
             }
             // Nothing the init inherited leaks into CMD.
             sys::mark_cloexec_above_stdio();

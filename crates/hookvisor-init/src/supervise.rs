@@ -6,14 +6,13 @@
 
 use std::time::{Duration, Instant};
 
-use hookvisor_core::session::fail_interrupted;
-use hookvisor_core::{Context, Credentials, sys};
+use hookvisor_core::sys;
 use libc::c_int;
 use nix::unistd::Pid;
 
-use crate::runner::Runner;
+use crate::runner::{PassCommand, Runner};
 use crate::signals::{self, Blocked};
-use crate::{spawn, sweep};
+use crate::sweep;
 
 /// How often the final SIGKILL is repeated while something is still alive: a process forked
 /// between two sweeps escapes one, never two.
@@ -28,10 +27,8 @@ pub(crate) struct Supervisor {
     signals: Blocked,
     grace: Duration,
     kill_group: bool,
-    /// Where the runners record their hooks, for the records of a killed runner.
-    ctx: Option<Context>,
-    /// The run user, whose credentials those records are written with.
-    user: Option<Credentials>,
+    /// How a runner is started, for the recorder of a killed one.
+    passes: Option<PassCommand>,
     /// CMD while it runs.
     cmd: Option<Pid>,
     /// CMD's exit status (128+n for signal n) once it is reaped.
@@ -57,15 +54,13 @@ impl Supervisor {
         signals: Blocked,
         grace: Duration,
         kill_group: bool,
-        ctx: Option<Context>,
-        user: Option<Credentials>,
+        passes: Option<PassCommand>,
     ) -> Self {
         Supervisor {
             signals,
             grace,
             kill_group,
-            ctx,
-            user,
+            passes,
             cmd: None,
             cmd_status: None,
             runners: Vec::new(),
@@ -227,36 +222,16 @@ impl Supervisor {
     /// the agent can hold the status lock, and PID 1 must never wait on anything the agent
     /// controls while it has signals to forward.
     fn runner_ended(&mut self, runner: Runner, killed: bool) {
-        let Some(ctx) = &self.ctx else {
+        let (Some(passes), Some(pass)) = (&self.passes, runner.pass) else {
             return;
         };
-        if runner.hooks.is_empty() {
-            return;
-        }
         let note = if killed {
             KILLED_NOTE
         } else {
             "the session runner exited before recording the hook"
         };
-        let user = self.user.as_ref();
-        let recorder = spawn::fork_runner(|| {
-            match fail_interrupted(ctx, &runner.hooks, note, user) {
-                Ok(ids) if !ids.is_empty() => {
-                    eprintln!(
-                        "hookvisor-init: session hook(s) {} recorded as failed: {note}",
-                        ids.join(", ")
-                    );
-                }
-                Ok(_) => {}
-                Err(e) => eprintln!("hookvisor-init: warning: {e}"),
-            }
-            0
-        });
-        match recorder {
-            Ok(pid) => self.adopt_runner(Runner {
-                pid,
-                hooks: Vec::new(),
-            }),
+        match passes.record_killed(pass, note) {
+            Ok(recorder) => self.adopt_runner(recorder),
             Err(e) => eprintln!("hookvisor-init: warning: cannot record the stopped hooks: {e}"),
         }
     }

@@ -3,8 +3,8 @@
 //! `kill(-1)` there would reach every process of the user on the machine.
 
 use std::collections::HashMap;
-use std::fs;
 
+use hookvisor_core::procfs;
 use libc::c_int;
 
 use crate::signals;
@@ -28,21 +28,8 @@ pub(crate) fn signal_all(sig: c_int) -> usize {
 /// Every live descendant of `root`, parents before children.
 fn descendants(root: i32) -> Vec<i32> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if let Some(ppid) = fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|stat| parent_of(&stat))
-        {
+    for pid in procfs::pids() {
+        if let Some(ppid) = procfs::stat(pid).and_then(|stat| stat.ppid()) {
             children.entry(ppid).or_default().push(pid);
         }
     }
@@ -57,19 +44,13 @@ fn descendants(root: i32) -> Vec<i32> {
     found
 }
 
-/// The parent pid from the text of `/proc/<pid>/stat`; the command name may hold spaces and
-/// parentheses, so the fields are counted from the last `)`.
-fn parent_of(stat: &str) -> Option<i32> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn parent_is_read_after_the_command_name() {
+        let parent_of = |stat: &str| procfs::Stat::parse(stat.as_bytes())?.ppid();
         for (stat, parent) in [
             ("12 (sh) S 7 12 12 0 -1", Some(7)),
             ("12 (a b) c) R 99 12 12 0", Some(99)),

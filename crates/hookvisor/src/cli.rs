@@ -4,12 +4,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use hookvisor_core::agents::Agent;
 use hookvisor_core::precommit::repository_top;
 use hookvisor_core::{Context, ContextError, ContextOverrides, Credentials};
 
 use crate::error::CliError;
-
-pub use crate::agents::Agent;
 
 /// Hook runtime for sandboxed AI coding agents.
 #[derive(Debug, Parser)]
@@ -58,10 +57,9 @@ impl Cli {
 /// must never exit 2 for an error of their own.
 fn is_agent_hook_line(args: &[OsString]) -> bool {
     args.iter().skip(1).any(|word| {
-        matches!(
-            word.to_str(),
-            Some("adapter" | "claude-stop" | "codex-stop" | "gemini-after-agent")
-        )
+        word.to_str().is_some_and(|word| {
+            word == "adapter" || Agent::ALL.iter().any(|a| a.spec().command == word)
+        })
     })
 }
 
@@ -166,7 +164,7 @@ fn parse_adapter(args: &[OsString]) -> Option<Cli> {
                     return None;
                 }
             } else {
-                let parsed = Agent::from_str(word, false).ok()?;
+                let parsed = Agent::from_word(word)?;
                 if agent.replace(parsed).is_some() {
                     return None;
                 }
@@ -225,17 +223,15 @@ pub struct GlobalArgs {
 
 /// The variables a context falls back to (DESIGN.md "Files and names"), read once.
 /// `HOOKVISOR_SESSION` is the session id `loop` gives its agent (EVENTS.md §5 rule 18).
-/// `CLAUDE_PROJECT_DIR` and `GEMINI_PROJECT_DIR` are the agents' start directories, which
-/// their hooks inherit (the adapters' workspace, [`Globals::agent_context`]).
-const CONTEXT_VARIABLES: [&str; 8] = [
+/// Beside them, each agent's `project_dir_var` (`CLAUDE_PROJECT_DIR`): its start directory,
+/// which its hooks inherit (the adapters' workspace, [`Globals::agent_context`]).
+const CONTEXT_VARIABLES: [&str; 6] = [
     "HOOKVISOR_SESSION",
     "DISCOBOT_WORKSPACE",
     "DISCOBOT_SESSION_ID",
     "SESSION_ID",
     "HOOKVISOR_STATE_DIR",
     "HOME",
-    "CLAUDE_PROJECT_DIR",
-    "GEMINI_PROJECT_DIR",
 ];
 
 impl GlobalArgs {
@@ -247,8 +243,10 @@ impl GlobalArgs {
 
     /// [`GlobalArgs::resolve`] over a given environment (the tests').
     pub fn resolve_with(self, var: impl Fn(&str) -> Option<OsString>) -> Globals {
+        let project_dirs = Agent::ALL.iter().filter_map(|a| a.spec().project_dir_var);
         let env = CONTEXT_VARIABLES
             .into_iter()
+            .chain(project_dirs)
             .filter_map(|name| var(name).filter(|v| !v.is_empty()).map(|v| (name, v)))
             .collect();
         Globals { args: self, env }
@@ -262,12 +260,12 @@ impl GlobalArgs {
 pub struct Globals {
     /// The options as given on the command line.
     pub args: GlobalArgs,
-    /// The non-empty [`CONTEXT_VARIABLES`].
+    /// The non-empty [`CONTEXT_VARIABLES`] and agents' project variables.
     env: Vec<(&'static str, OsString)>,
 }
 
 impl Globals {
-    /// A variable of [`CONTEXT_VARIABLES`], when set and not empty.
+    /// A variable of [`Globals::env`], when set and not empty.
     fn var(&self, name: &str) -> Option<OsString> {
         self.env
             .iter()
@@ -474,6 +472,9 @@ pub enum Command {
         #[arg(long, value_name = "WHICH", env = "HOOKVISOR_ROOT_HOOKS")]
         root_hooks: Option<String>,
     },
+    /// One pass of the session hooks as hookvisor-init runs them (started by the init).
+    #[command(name = "init-pass", hide = true)]
+    InitPass(InitPassArgs),
     /// Manage and run the git pre-commit hook.
     #[command(name = "pre-commit", subcommand)]
     PreCommit(PreCommitCommand),
@@ -691,17 +692,33 @@ pub struct AdapterArgs {
 #[derive(Debug, Args)]
 pub struct AgentAdapterArgs {
     /// The agent whose hook event is on stdin.
-    #[arg(value_enum)]
+    #[arg(value_parser = agent_parser())]
     pub agent: Agent,
     #[command(flatten)]
     pub adapter: AdapterArgs,
+}
+
+/// Reads an agent's word (`claude`); `--help` lists each with its settings file.
+fn agent_parser() -> impl clap::builder::TypedValueParser<Value = Agent> {
+    use clap::builder::TypedValueParser;
+
+    let words = Agent::ALL.map(|agent| {
+        let spec = agent.spec();
+        let help = format!(
+            "{} ({}/{})",
+            spec.name, spec.settings.dir, spec.settings.file
+        );
+        clap::builder::PossibleValue::new(spec.word).help(help)
+    });
+    clap::builder::PossibleValuesParser::new(words)
+        .map(|word: String| Agent::from_word(&word).expect("one of the listed words"))
 }
 
 /// Options of `install` and `uninstall`.
 #[derive(Debug, Args)]
 pub struct InstallArgs {
     /// The agent whose settings to change.
-    #[arg(value_enum)]
+    #[arg(value_parser = agent_parser())]
     pub agent: Agent,
     /// Change the user's settings instead of the workspace's.
     #[arg(long)]
@@ -937,4 +954,49 @@ mod tests {
             assert!(parse_adapter(&args).is_none(), "{line:?}");
         }
     }
+
+    #[test]
+    fn every_adapter_is_a_subcommand() {
+        use clap::CommandFactory;
+
+        let cli = Cli::command();
+        for agent in Agent::ALL {
+            let command = agent.spec().command;
+            assert!(
+                cli.find_subcommand(command).is_some(),
+                "{agent:?}: no `hookvisor {command}`"
+            );
+        }
+    }
+}
+
+/// `hookvisor init-pass`: what hookvisor-init asks of one of its passes.
+#[derive(Debug, Args)]
+pub struct InitPassArgs {
+    /// Which pass: the hooks before CMD starts, or those beside it.
+    pub pass: InitPass,
+    /// The account of CMD and `run_as: user` hooks, which the init (root) switches to.
+    #[arg(long, value_name = "USER[:GROUP]")]
+    pub user: Option<String>,
+    /// Which run_as: root hooks run: all, owned, none.
+    #[arg(long, value_name = "WHICH")]
+    pub root_hooks: Option<String>,
+    /// Seconds between a stopped hook's TERM and its KILL.
+    #[arg(long, value_name = "SECS")]
+    pub kill_grace: Option<f64>,
+    /// The init is PID 1 of a new container: nothing of the agent's runs yet.
+    #[arg(long)]
+    pub pid1: bool,
+    /// Record the pass's hooks still `running` as failed with this note, and run nothing.
+    #[arg(long, value_name = "NOTE")]
+    pub record_killed: Option<String>,
+}
+
+/// The two passes of hookvisor-init's session hooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InitPass {
+    /// The blocking hooks, every root hook and the awaited `session.start` hooks.
+    BeforeCmd,
+    /// The other session hooks and the unawaited `session.start` hooks.
+    BesideCmd,
 }

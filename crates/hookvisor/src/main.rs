@@ -13,7 +13,6 @@
 // `unreachable_pub` to the library and the init).
 #![allow(unreachable_pub)]
 
-mod agents;
 mod cli;
 mod commands;
 mod error;
@@ -30,8 +29,9 @@ use std::os::fd::IntoRawFd;
 use nix::libc;
 use nix::sys::signal::{SigHandler, Signal, signal};
 
-use cli::{Agent, Cli, Command};
+use cli::{Cli, Command};
 use error::CliResult;
+use hookvisor_core::agents::Agent;
 
 /// The entry point the C runtime calls (see the `no_main` note above).
 // `no_mangle` is an unsafe attribute (the symbol could clash); this is the one C entry point.
@@ -40,13 +40,18 @@ use error::CliResult;
 extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     // Before any secret exists (a callback token, secrets.env, a server's key): the agent runs
     // as our uid, and a descriptor on /proc/PID/mem opened while we were dumpable stays valid.
-    if let Err(err) = hookvisor_core::sys::make_undumpable() {
+    if let Err(err) = nix::sys::prctl::set_dumpable(false) {
         eprintln!("hookvisor: cannot make this process non-dumpable: {err}");
         return 1;
     }
     std_start_up();
+    hookvisor_actions::install();
     let cli = Cli::parse_args();
-    log_to_stderr();
+    // A pass of the init speaks as the init: a warning of the core goes to stderr as
+    // `hookvisor-init: warning: …` when no subscriber listens (its argv[0] is the init's).
+    if !matches!(cli.command, Command::InitPass(_)) {
+        log_to_stderr();
+    }
     let exit = match run(cli) {
         Ok(exit) => exit,
         Err(err) => {
@@ -195,6 +200,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Session { user, root_hooks } => {
             commands::session::run(&globals, user.as_deref(), root_hooks.as_deref())
         }
+        Command::InitPass(args) => commands::init_pass::run(&globals, &args),
         Command::PreCommit(sub) => commands::precommit::run(
             &globals,
             hookvisor_core::precommit::GitHookKind::PreCommit,

@@ -5,9 +5,10 @@ use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::LoopError;
+use crate::state::StateDir;
 
 /// The loop's directory, held open.
 #[derive(Debug)]
@@ -21,8 +22,9 @@ pub(crate) struct LoopDir {
 impl LoopDir {
     /// Makes `<state_dir>/loop` when missing and opens it; a symbolic link there, or a
     /// directory another user owns, is refused.
-    pub(crate) fn open(state_dir: &Path) -> Result<LoopDir, LoopError> {
-        let path = state_dir.join("loop");
+    pub(crate) fn open(state: &StateDir) -> Result<LoopDir, LoopError> {
+        let state_dir = state.root();
+        let path = state.loop_dir();
         let state = |source: io::Error| LoopError::State {
             path: path.clone(),
             source,

@@ -122,8 +122,8 @@ use crate::state::{Durability, write_atomic};
 use self::agent::{ERROR_LINES, Launch, agent_log, last_lines, launch};
 use self::loop_dir::LoopDir;
 pub use self::prompt::PROMPT_PLACEHOLDER;
+use self::record::SessionRecord;
 pub use self::record::new_session_id;
-use self::record::{SessionRecord, record_path};
 
 /// The loop's progress file, `${progress}` (rule 12): the agent's to write, made empty at the
 /// start.
@@ -458,7 +458,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         options: &'a LoopOptions,
         progress: P,
     ) -> Result<Driver<'a, P>, LoopError> {
-        let loop_dir = LoopDir::open(&ctx.state_dir)?;
+        let loop_dir = LoopDir::open(&ctx.state())?;
         let lock = lock_state(&loop_dir)?;
         remove_done(&loop_dir)?;
         make_progress(&loop_dir)?;
@@ -1008,7 +1008,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     }
 
     fn write_record(&self) -> Result<(), LoopError> {
-        let path = record_path(&self.ctx.state_dir);
+        let path = self.ctx.state().session_record();
         self.record
             .write(&path)
             .map_err(|source| LoopError::State { path, source })

@@ -3,7 +3,7 @@
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -39,11 +39,6 @@ impl SessionRecord {
         bytes.push(b'\n');
         write_atomic(path, &bytes, Durability::Whole)
     }
-}
-
-/// `<state>/session.json`.
-pub(crate) fn record_path(state_dir: &Path) -> PathBuf {
-    state_dir.join("session.json")
 }
 
 /// A new AutoAgent session id, `session-<unix ms>-<6 of [a-z0-9]>`. The six characters only

@@ -349,7 +349,7 @@ fn seconds(d: Duration) -> String {
 
 /// A reason as the model reads it, shrunk like a phase-1 re-prompt (`message`): inlined when
 /// short, else the last lines and the log's path; never more than `max` characters.
-pub(crate) fn shrink(text: &str, log: Option<&Path>, max: usize) -> String {
+pub fn shrink(text: &str, log: Option<&Path>, max: usize) -> String {
     let clean = sanitize(text);
     let text = clean.trim();
     let lines: Vec<&str> = text.lines().collect();

@@ -107,5 +107,5 @@ mod tests;
 
 pub use judge::{DEFAULT_MAX_REASON, FinishedRun, Judge, Judgment, Verdict};
 // Reasons an action judges itself (a webhook callback's rejection) shrink like the judge's.
-pub(crate) use judge::shrink;
+pub use judge::shrink;
 pub use outcome::{Decision, Outcome, Reply};

@@ -134,12 +134,12 @@ impl CancelToken {
 
     /// The read end of the token's pipe: readable once it is cancelled (also polled by the
     /// callback waits, beside their own pipe).
-    pub(crate) fn wake_fd(&self) -> Option<&OwnedFd> {
+    pub fn wake_fd(&self) -> Option<&OwnedFd> {
         self.inner.wake.as_ref().map(|(read, _)| read)
     }
 
     /// The `signalfd` of [`CancelToken::on_signals`]: readable when one of them is pending.
-    pub(crate) fn signal_fd(&self) -> Option<&SignalFd> {
+    pub fn signal_fd(&self) -> Option<&SignalFd> {
         self.inner.signals.as_ref()
     }
 }

@@ -49,7 +49,7 @@
 mod cancel;
 mod capture;
 mod output;
-pub(crate) use output::write_whole_log;
+pub use output::write_whole_log;
 mod spawn;
 mod stdin;
 mod supervise;
@@ -232,24 +232,24 @@ pub enum ExecError {
 
 /// One program to run, for [`run_command`]; [`run_hook`] builds it from a [`Hook`].
 #[derive(Debug, Clone)]
-pub(crate) struct Invocation {
+pub struct Invocation {
     /// The program: a path, or a bare name looked up in the child's `PATH`.
-    pub(crate) program: PathBuf,
+    pub program: PathBuf,
     /// Where the caller found a bare `program` already (its lookup in the same `PATH`), so
     /// that the run does not look again; `argv[0]` stays `program`. `None`: the run looks.
-    pub(crate) found: Option<PathBuf>,
+    pub found: Option<PathBuf>,
     /// Arguments after `argv[0]` (which is the program as given).
-    pub(crate) args: Vec<OsString>,
+    pub args: Vec<OsString>,
     /// Variables set over the inherited environment.
-    pub(crate) env: Vec<(OsString, OsString)>,
+    pub env: Vec<(OsString, OsString)>,
     /// Inherited variables the program must not see.
-    pub(crate) env_remove: Vec<OsString>,
+    pub env_remove: Vec<OsString>,
     /// Working directory.
-    pub(crate) cwd: PathBuf,
+    pub cwd: PathBuf,
     /// Where the output goes; created with its directories, overwritten.
-    pub(crate) log_path: PathBuf,
+    pub log_path: PathBuf,
     /// When the process group is stopped.
-    pub(crate) timeout: Duration,
+    pub timeout: Duration,
 }
 
 /// Runs one hook to the end as DESIGN.md "Running a hook" says, and returns what happened.
@@ -322,10 +322,7 @@ pub(crate) fn direct_exec_path(program: &Path) -> Option<PathBuf> {
 }
 
 /// Runs any program with the rules of this module (see the module documentation).
-pub(crate) fn run_command(
-    invocation: &Invocation,
-    options: &RunOptions,
-) -> Result<RunOutcome, ExecError> {
+pub fn run_command(invocation: &Invocation, options: &RunOptions) -> Result<RunOutcome, ExecError> {
     let start = Instant::now();
     // Before the log is made: a run that cannot get its input is not attempted at all.
     let stdin = match &options.stdin {

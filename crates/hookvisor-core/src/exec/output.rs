@@ -79,7 +79,7 @@ fn fresh_file(path: &Path, credentials: Option<&Credentials>) -> io::Result<File
 
 /// Writes a whole log that no process streams into (a refused run, an action's transcript)
 /// the way a run's log is made: replaced with `O_EXCL`, never through a link, mode 0644.
-pub(crate) fn write_whole_log(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub fn write_whole_log(path: &Path, bytes: &[u8]) -> io::Result<()> {
     fresh_file(path, None)?.write_all(bytes)
 }
 
@@ -554,7 +554,7 @@ pub(super) mod tests {
         let f = fixture();
         fs::create_dir_all(&f.ctx.state_dir).unwrap();
         // A file where the output directory should be: fails even for root.
-        fs::write(f.ctx.state_dir.join("output"), "").unwrap();
+        fs::write(f.ctx.state().output_dir(), "").unwrap();
         let hook = f.hook("x", HookKind::Session, "exit 0");
         let err = run_hook(&f.ctx, &hook, &[], &RunOptions::default()).unwrap_err();
         let text = err.to_string();

@@ -102,7 +102,10 @@ pub(super) fn exec_args(
     // Switching needs root; a non-root caller naming its own identity keeps it as is.
     let switch = credentials
         .filter(|c| euid.is_root() || c.uid != euid.as_raw() || c.gid != Gid::effective().as_raw())
-        .map(|c| (c.groups.clone(), c.gid, c.uid));
+        .map(|c| {
+            let groups = c.groups.iter().map(|&g| Gid::from_raw(g)).collect();
+            (groups, Gid::from_raw(c.gid), Uid::from_raw(c.uid))
+        });
     // A path with a NUL cannot name a file; the empty program fails the spawn with ENOENT.
     let program = CString::new(program.as_os_str().as_bytes()).unwrap_or_default();
     sys::ExecArgs::new(program, args, env, switch)

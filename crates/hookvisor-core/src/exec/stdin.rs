@@ -19,7 +19,8 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, OwnedFd};
 
 use super::ExecError;
-use crate::sys;
+use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+use nix::sys::memfd::{MFdFlags, memfd_create};
 
 /// A sealed memfd holding `bytes`, its offset at the start, for a child's stdin.
 pub(super) fn open_stdin(bytes: &[u8]) -> Result<OwnedFd, ExecError> {
@@ -29,14 +30,17 @@ pub(super) fn open_stdin(bytes: &[u8]) -> Result<OwnedFd, ExecError> {
 fn sealed(bytes: &[u8]) -> io::Result<OwnedFd> {
     // Close-on-exec: `spawn` dups it onto fd 0, which the child keeps, and no other child of
     // ours should inherit it.
-    let fd = sys::memfd_create(
+    let fd = memfd_create(
         c"hookvisor-stdin",
-        libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
     )?;
     let mut file = File::from(fd);
     file.write_all(bytes)?;
-    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
-    sys::add_seals(file.as_fd(), seals)?;
+    let seals = SealFlag::F_SEAL_SEAL
+        | SealFlag::F_SEAL_SHRINK
+        | SealFlag::F_SEAL_GROW
+        | SealFlag::F_SEAL_WRITE;
+    fcntl(file.as_fd(), FcntlArg::F_ADD_SEALS(seals))?;
     // The child shares this open file description, and so its offset: it must read from 0.
     file.seek(SeekFrom::Start(0))?;
     Ok(OwnedFd::from(file))
@@ -152,7 +156,7 @@ mod tests {
         }
         if let Ok(w) = OpenOptions::new().read(true).write(true).open(&fd0) {
             assert!(
-                sys::map_shared_writable(w.as_fd()).is_err(),
+                crate::sys::map_shared_writable(w.as_fd()).is_err(),
                 "a writable shared mapping was made"
             );
         }

@@ -201,21 +201,12 @@ mod tests {
 
     /// Live (not zombie) processes whose process group is `pgid`.
     fn live_members(pgid: i32) -> Vec<String> {
-        let mut found = Vec::new();
-        for entry in fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
-                continue;
-            };
-            // Fields after the parenthesised command: state, ppid, pgrp, ...
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-                continue;
-            };
-            let fields: Vec<&str> = rest.split(' ').collect();
-            if fields.len() > 2 && fields[2] == pgid.to_string() && fields[0] != "Z" {
-                found.push(stat.clone());
-            }
-        }
-        found
+        crate::procfs::pids()
+            .into_iter()
+            .filter_map(|pid| Some((pid, crate::procfs::stat(pid)?)))
+            .filter(|(_, stat)| stat.pgrp() == Some(pgid) && stat.state() != Some('Z'))
+            .map(|(pid, stat)| format!("{pid} {stat:?}"))
+            .collect()
     }
 
     /// Polls until no live process of the group is left, or fails after a deadline.
@@ -321,17 +312,14 @@ mod tests {
             .unwrap();
         // Killed before the run returned; it may take a moment to finish dying, and stays a
         // zombie until its new parent reaps it.
-        let state = |pid: i32| {
-            fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map(|stat| stat[stat.rfind(')').unwrap() + 2..].chars().next().unwrap())
-        };
+        let state = |pid: i32| crate::procfs::stat(pid).and_then(|stat| stat.state());
         let deadline = Instant::now() + Duration::from_secs(5);
-        while !matches!(state(daemon), Err(_) | Ok('Z')) && Instant::now() < deadline {
+        while !matches!(state(daemon), None | Some('Z')) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
         let last = state(daemon);
         let _ = nix::sys::signal::kill(Pid::from_raw(daemon), Signal::SIGKILL);
-        assert!(matches!(last, Err(_) | Ok('Z')), "daemon state {last:?}");
+        assert!(matches!(last, None | Some('Z')), "daemon state {last:?}");
         assert!(out.success(), "{out:?}");
         assert_eq!(
             out.tail,

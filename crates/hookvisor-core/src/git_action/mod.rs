@@ -52,7 +52,7 @@
 
 #![forbid(unsafe_code)]
 
-pub(crate) mod refs;
+pub mod refs;
 
 use serde_json::{Value as Json, json};
 

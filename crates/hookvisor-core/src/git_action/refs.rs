@@ -1,7 +1,7 @@
 //! Rule 6 of the git actions: a remote or branch is refused unless git itself accepts it as
 //! one, and never when it could be read as an option or a forcing refspec.
 
-use std::process::{Command, Stdio};
+use crate::git::Git;
 
 /// The longest ref value checked; git's own refs are far shorter, and a longer one is no name
 /// anybody meant.
@@ -9,7 +9,7 @@ const MAX_REF_BYTES: usize = 1024;
 
 /// Which field a value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RefKind {
+pub enum RefKind {
     /// `remote:`, the name of a configured remote.
     Remote,
     /// `branch:`, a local branch name.
@@ -54,7 +54,7 @@ fn shown(value: &str) -> String {
 
 /// Checks a value as written in the front matter: fully when it names no template variable,
 /// else only its start, the rest being known when the hook runs.
-pub(crate) fn check_literal(kind: RefKind, value: &str) -> Result<(), RefError> {
+pub fn check_literal(kind: RefKind, value: &str) -> Result<(), RefError> {
     if crate::template::references(value).is_empty() {
         check(kind, value)
     } else {
@@ -63,7 +63,7 @@ pub(crate) fn check_literal(kind: RefKind, value: &str) -> Result<(), RefError> 
 }
 
 /// Rule 6 in full: the value may be used as a `kind`.
-pub(crate) fn check(kind: RefKind, value: &str) -> Result<(), RefError> {
+pub fn check(kind: RefKind, value: &str) -> Result<(), RefError> {
     check_start(kind, value)?;
     let refuse = |reason| {
         Err(RefError {
@@ -121,20 +121,10 @@ fn check_start(kind: RefKind, value: &str) -> Result<(), RefError> {
 /// Whether `git check-ref-format ARGS` succeeds; `None` when git cannot be run. It runs
 /// outside any repository and with no inherited git variables, so only the name is judged.
 fn git_accepts(args: &[String]) -> Option<bool> {
-    let mut cmd = Command::new("git");
-    cmd.arg("check-ref-format")
-        .args(args)
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .env("LC_ALL", "C");
-    for (name, _) in std::env::vars_os() {
-        if name.as_encoded_bytes().starts_with(b"GIT_") {
-            cmd.env_remove(name);
-        }
-    }
-    cmd.status().ok().map(|status| status.success())
+    let args: Vec<&str> = std::iter::once("check-ref-format")
+        .chain(args.iter().map(String::as_str))
+        .collect();
+    Git::default().accepts(&args)
 }
 
 #[cfg(test)]

@@ -416,12 +416,12 @@ fn next_index(counts: &mut Vec<(String, usize)>, event: &str) -> usize {
 /// Every file of the other tools that discovery may read (rule 4), whether it exists or not,
 /// each under the directory it belongs to: what a server watches besides `.discobot`, so that an
 /// edit of one updates the hooks it shows (rule 7: read in place on every load).
-pub fn source_files(workspace: &Path, user: &UserDirs) -> Vec<crate::file_watch::WatchedFile> {
+pub fn source_files(workspace: &Path, user: &UserDirs) -> Vec<crate::watch::WatchedFile> {
     IMPORTED
         .into_iter()
         .flat_map(|source| files_of(source, workspace, user))
-        .map(|(path, is_user)| crate::file_watch::WatchedFile {
-            root: match is_user {
+        .map(|(path, is_user)| {
+            let root = match is_user {
                 false => workspace.to_owned(),
                 // The user's files are under the home directory or `$XDG_CONFIG_HOME`.
                 true => [user.home.as_deref(), user.config.as_deref()]
@@ -430,8 +430,8 @@ pub fn source_files(workspace: &Path, user: &UserDirs) -> Vec<crate::file_watch:
                     .find(|dir| path.starts_with(dir))
                     .unwrap_or(workspace)
                     .to_owned(),
-            },
-            path,
+            };
+            crate::watch::WatchedFile::file(path, root)
         })
         .collect()
 }

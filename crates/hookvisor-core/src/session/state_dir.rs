@@ -106,7 +106,7 @@ mod tests {
         for path in [
             ctx.status_path(),
             StatusStore::for_context(&ctx).lock_path(),
-            ctx.state_dir.join("output"),
+            ctx.state().output_dir(),
         ] {
             assert!(path.exists(), "{}", path.display());
         }

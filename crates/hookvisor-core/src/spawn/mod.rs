@@ -49,7 +49,7 @@
 
 #![forbid(unsafe_code)]
 
-pub(crate) mod pipeline;
+pub mod pipeline;
 
 use serde_json::{Value as Json, json};
 

@@ -124,12 +124,12 @@ impl PipelineSpec {
 }
 
 /// [`PipelineSpec::path_of`].
-pub(crate) fn path_of(workspace: &Path, name: &str) -> PathBuf {
+pub fn path_of(workspace: &Path, name: &str) -> PathBuf {
     PipelineSpec::path_of(workspace, name)
 }
 
 /// [`PipelineSpec::load`].
-pub(crate) fn load(path: &Path) -> Result<PipelineSpec, PipelineError> {
+pub fn load(path: &Path) -> Result<PipelineSpec, PipelineError> {
     use std::io::Read as _;
     let at = |line: usize, reason: String| PipelineError {
         path: path.to_owned(),

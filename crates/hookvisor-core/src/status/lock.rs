@@ -12,6 +12,7 @@ use super::StatusStore;
 use super::store::StatusError;
 use crate::state::{FILE_MODE, parent_dir};
 use crate::untrusted::{OPEN_FLAGS, move_aside, open_regular};
+use crate::watch::Closes;
 
 /// The longest pause between two tries of a lock someone holds.
 const LOCK_RETRY_MAX: Duration = Duration::from_millis(10);
@@ -141,42 +142,11 @@ fn lock_until(file: &File, deadline: Instant) -> io::Result<bool> {
             return Ok(false);
         }
         let pause = left.min(LOCK_RETRY_MAX);
-        match closes.get_or_insert_with(|| watch_closes(file)) {
-            Some(inotify) => wait_for_close(inotify, pause),
+        match closes.get_or_insert_with(|| Closes::of(file)) {
+            Some(closes) => closes.wait(pause),
             None => thread::sleep(pause),
         }
     }
-}
-
-/// An inotify instance reporting every close of `file`, or `None` without inotify (or /proc):
-/// then waiters only sleep.
-fn watch_closes(file: &File) -> Option<inotify::Inotify> {
-    use std::os::fd::AsRawFd;
-    let inotify = inotify::Inotify::init().ok()?;
-    // Through /proc, the watch is on the inode we opened, whatever the path names now.
-    inotify
-        .watches()
-        .add(
-            format!("/proc/self/fd/{}", file.as_raw_fd()),
-            inotify::WatchMask::CLOSE_WRITE | inotify::WatchMask::CLOSE_NOWRITE,
-        )
-        .ok()?;
-    Some(inotify)
-}
-
-/// Waits until `inotify` has events or `pause` has passed, and drops the events.
-fn wait_for_close(inotify: &mut inotify::Inotify, pause: Duration) {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    use std::os::fd::AsFd;
-    let timeout = PollTimeout::try_from(pause).unwrap_or(PollTimeout::MAX);
-    let mut fds = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
-    // An error (EINTR) only ends the pause early.
-    let _ = poll(&mut fds, timeout);
-    let mut buffer = [0u8; 1024];
-    while inotify
-        .read_events(&mut buffer)
-        .is_ok_and(|mut events| events.next().is_some())
-    {}
 }
 
 #[cfg(test)]

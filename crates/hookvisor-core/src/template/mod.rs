@@ -62,7 +62,7 @@ use std::fmt;
 
 mod argv;
 mod interpreter;
-pub(crate) mod names;
+pub mod names;
 mod shell;
 
 pub use argv::{Value, check_argv, expand_argv};

@@ -103,7 +103,7 @@ pub(crate) fn is_valid_name(name: &str) -> bool {
 
 /// A piece of a plain template text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Piece<'a> {
+pub enum Piece<'a> {
     /// Text kept as it is (including any `${` that starts no valid reference).
     Literal(&'a str),
     /// A reference, by its lower-cased name.
@@ -111,14 +111,14 @@ pub(crate) enum Piece<'a> {
 }
 
 /// Splits a plain text into literal runs and references.
-pub(crate) struct Pieces<'a> {
+pub struct Pieces<'a> {
     text: &'a str,
     pos: usize,
 }
 
 impl<'a> Pieces<'a> {
     /// Starts at the beginning of `text`.
-    pub(crate) fn new(text: &'a str) -> Self {
+    pub fn new(text: &'a str) -> Self {
         Pieces { text, pos: 0 }
     }
 }

@@ -72,15 +72,14 @@
 //!    firing. The wait's state goes to the hook's `callback` field in `status.json` (waiting,
 //!    answered, timed_out, revoked), never the URL.
 //!
-//! This file holds the fields (rule 1, the load half of 2 and 3); `url_policy` rule 3,
-//! `expand` rules 2, 4, 5 and 8, `deliver` rule 6, `run` one run with its log (rule 7),
-//! `secret_hosts` the host lists of rule 8 and `awaited` the callback wait (rule 9).
+//! This file holds the fields (rule 1, the load half of 2 and 3) and `url_policy` rule 3. The
+//! runner, in the crate `hookvisor-actions`, holds the rest: `expand` rules 2, 4, 5 and 8,
+//! `deliver` rule 6, `run` one run with its log (rule 7), `secret_hosts` the host lists of
+//! rule 8 and `awaited` the callback wait (rule 9).
 
 #![forbid(unsafe_code)]
 
-pub(crate) mod expand;
-mod secret_hosts;
-mod url_policy;
+pub mod url_policy;
 
 use std::time::Duration;
 
@@ -398,7 +397,7 @@ impl Webhook {
 }
 
 /// Rule 2 at load, and rule 3 on a written-out scheme and host.
-fn parse_url(text: &str) -> Result<UrlTemplate, WebhookFieldError> {
+pub fn parse_url(text: &str) -> Result<UrlTemplate, WebhookFieldError> {
     let text = text.trim();
     if let Some(name) = lone_reference(text) {
         return Ok(UrlTemplate::Whole(name));
@@ -429,7 +428,7 @@ fn parse_url(text: &str) -> Result<UrlTemplate, WebhookFieldError> {
 }
 
 /// The name of a text that is exactly one `${name}`.
-pub(crate) fn lone_reference(text: &str) -> Option<String> {
+pub fn lone_reference(text: &str) -> Option<String> {
     match crate::template::references(text).as_slice() {
         [name] if text.len() == name.len() + 3 && text.starts_with("${") && text.ends_with('}') => {
             Some(name.clone())
@@ -441,11 +440,11 @@ pub(crate) fn lone_reference(text: &str) -> Option<String> {
 /// Whether `secrets.env` or this process's environment defines `name` (case-insensitively), for
 /// `check`'s warning about names no webhook run can resolve. The file is read leniently here:
 /// a refused file is the run's error to report.
-pub(crate) fn is_defined_secret(name: &str) -> bool {
+pub fn is_defined_secret(name: &str) -> bool {
     crate::secrets::names()
         .iter()
         .any(|n| n.eq_ignore_ascii_case(name))
-        || expand::environment_value(name).is_some()
+        || crate::secrets::environment_value(name).is_some()
 }
 
 /// `headers:` from its JSON text: a mapping of token names to scalar values (rule 4).

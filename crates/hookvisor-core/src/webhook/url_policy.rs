@@ -40,7 +40,7 @@ pub enum UrlPolicyError {
 
 /// The byte offset where the authority of `text` ends (after `scheme://host:port`): the first
 /// `/`, `?` or `#` after `://`, else the end; `None` without `://`.
-pub(super) fn authority_end(text: &str) -> Option<usize> {
+pub fn authority_end(text: &str) -> Option<usize> {
     let start = text.find("://")? + 3;
     Some(
         text[start..]
@@ -66,7 +66,7 @@ pub(crate) fn check_literal(url: &Url) -> Result<(), UrlPolicyError> {
 
 /// [`check_literal`], and for `http://localhost` every address the name resolves to must be
 /// loopback: the name is only loopback by convention. Just before sending.
-pub(super) fn check_at_send(url: &Url) -> Result<(), UrlPolicyError> {
+pub fn check_at_send(url: &Url) -> Result<(), UrlPolicyError> {
     check_literal(url)?;
     if url.scheme() == "http"
         && let Some(Host::Domain(name)) = url.host()
@@ -88,7 +88,7 @@ pub(super) fn check_at_send(url: &Url) -> Result<(), UrlPolicyError> {
 
 /// Whether a host is loopback as written: `127.0.0.0/8`, `::1` (also as `::ffff:127.x`), or
 /// `localhost` (the URL parser lower-cases names).
-pub(super) fn is_loopback(host: &Host<&str>) -> bool {
+pub fn is_loopback(host: &Host<&str>) -> bool {
     match host {
         Host::Ipv4(ip) => ip.is_loopback(),
         Host::Ipv6(ip) => {

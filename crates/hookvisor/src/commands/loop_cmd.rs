@@ -37,8 +37,8 @@ pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
         && let Some(iteration) = enclosing_iteration()
     {
         ctx.state_dir = ctx
-            .state_dir
-            .join("children")
+            .state()
+            .children_dir()
             .join(format!("loop-{iteration}-{session}"));
     }
     super::refuse_others_state_dir(&ctx)?;
@@ -75,7 +75,7 @@ pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
             "hookvisor: loop ended ({}) after {} iteration(s); the agent's output is in {}",
             report.ending.as_str(),
             report.iterations,
-            ctx.state_dir.join("loop").display()
+            ctx.state().loop_dir().display()
         ),
         None => {}
     }

@@ -4,6 +4,7 @@ pub mod adapter;
 pub mod eval;
 pub mod fire;
 pub mod import;
+pub mod init_pass;
 pub mod install;
 pub mod list;
 pub mod loop_cmd;

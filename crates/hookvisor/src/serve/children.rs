@@ -1,12 +1,12 @@
 //! The spawned children of the server's state dir (EVENTS.md §4.4), read-only: the list, and
-//! each child's own `status.json`. The core reads them (`hookvisor_core::runner::spawn::list_children`), as
+//! each child's own `status.json`. The core reads them (`hookvisor_actions::spawn::list_children`), as
 //! everything under the state dir, as files the agent may have planted.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path as UrlPath, State};
-use hookvisor_core::runner::spawn::{ChildrenError, child_status, list_children};
+use hookvisor_actions::spawn::{ChildrenError, child_status, list_children};
 use serde_json::{Value, json};
 
 use super::AppState;

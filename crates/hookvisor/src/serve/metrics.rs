@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 
-use hookvisor_core::change_watch::ScanKind;
+use hookvisor_core::watch::ScanKind;
 use hookvisor_core::{Action, Discovery, EvalReport, RunResult, Status};
 
 /// Upper bounds of the duration buckets, in seconds: hooks take from milliseconds (a formatter)

@@ -385,7 +385,7 @@ impl AppState {
         let mut evaluator = self.evaluator.lock().expect("evaluator lock");
         if evaluator.watcher().is_none() {
             self.metrics
-                .record_scan(hookvisor_core::change_watch::ScanKind::Full);
+                .record_scan(hookvisor_core::watch::ScanKind::Full);
             return evaluator.end_turn_with(options, turn);
         }
         let report = evaluator.end_turn_with(options, turn)?;

@@ -76,7 +76,7 @@ pub enum ServerError {
     UnknownEvent(String),
     /// A child of the state dir cannot be read: a bad name 400, none 404, a file hookvisor
     /// did not make 403, the rest 500.
-    Child(hookvisor_core::runner::spawn::ChildrenError),
+    Child(hookvisor_actions::spawn::ChildrenError),
     /// The core failed (status.json unwritable, ...).
     Internal(String),
 }
@@ -148,7 +148,7 @@ impl IntoResponse for ServerError {
             ),
             ServerError::UnknownEvent(why) => (StatusCode::NOT_FOUND, why.clone()),
             ServerError::Child(err) => {
-                use hookvisor_core::runner::spawn::ChildrenError as E;
+                use hookvisor_actions::spawn::ChildrenError as E;
                 let status = match err {
                     E::BadName { .. } => StatusCode::BAD_REQUEST,
                     E::NotFound { .. } => StatusCode::NOT_FOUND,

@@ -239,32 +239,6 @@ mod tests {
         assert_eq!(f.runs(), ["ran"]);
     }
 
-    /// A spawn among the `turn.end` hooks hands its output to the hooks after it in the same
-    /// turn end, the `post` ones included (crate::produced rule 2).
-    #[test]
-    fn a_spawn_output_reaches_the_later_turn_end_hooks() {
-        let f = Fixture::new();
-        yml(
-            &f,
-            "a-spawn",
-            "event: turn.end\naction: spawn\n\
-             argv: [sh, -c, 'printf ''{\"verdict\":\"ok\"}'' > \"$HOOKVISOR_OUTPUT\"']",
-        );
-        yml(
-            &f,
-            "b-every",
-            "event: turn.end\nrun: 'echo every ${spawn_output.verdict} >> RUNS'",
-        );
-        yml(
-            &f,
-            "c-post",
-            "event: turn.end\nphase: post\nrun: 'echo post ${spawn_output} >> RUNS'",
-        );
-        let report = f.end_turn(Trigger::User, 3);
-        assert_eq!(report.action, Action::Pass, "{:?}", report.results);
-        assert_eq!(f.runs(), ["every ok", "post {\"verdict\":\"ok\"}"]);
-    }
-
     #[test]
     fn a_cancelled_event_hook_is_pending_again_and_not_recorded() {
         let f = Fixture::new();

@@ -57,7 +57,6 @@ use self::marker::EvalLock;
 pub use self::report::{Action, EvalReport, HookResult};
 use self::run::run_now;
 use self::turn::evaluate_scan;
-use crate::change_watch::{ChangeWatcher, ScanKind};
 use crate::changes::{self, ChangeScan, ScanOptions};
 use crate::context::Context;
 use crate::discover::{Discovery, discover_workspace};
@@ -68,6 +67,7 @@ use crate::firing::Firing;
 use crate::hook::Hook;
 use crate::status::StatusError;
 use crate::turns::Trigger;
+use crate::watch::{ChangeWatcher, ScanKind};
 
 /// Options of one evaluation.
 #[derive(Debug, Clone)]

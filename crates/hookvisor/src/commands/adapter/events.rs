@@ -1,6 +1,6 @@
 //! `hookvisor adapter claude|codex|gemini`: every hook event of an agent, dispatched on its
 //! `hook_event_name` to the canonical event of EVENTS.md §3.1 (the agent's routes in
-//! [`crate::agents`]), the answer in the agent's own protocol ([`super::protocol`]).
+//! [`hookvisor_core::agents`]), the answer in the agent's own protocol ([`super::protocol`]).
 //!
 //! - Stop/SubagentStop/AfterAgent: the turn end of the old adapters ([`super`]), unchanged,
 //!   then `session.stop` when it passed (§1.1 footnote ²); a `session.stop` block is recorded
@@ -26,9 +26,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use hookvisor_core::agents::{Agent, Route};
 use hookvisor_core::context_buffer::ContextBuffer;
 use hookvisor_core::decision::{Decision, Reply};
-use hookvisor_core::event::{Agent as RawAgent, Event as CoreEvent};
+use hookvisor_core::event::Event as CoreEvent;
 use hookvisor_core::fire::fire;
 use hookvisor_core::firing::Firing;
 use hookvisor_core::{CancelToken, Context, Discovery, EvalError, TurnLog, discover_workspace};
@@ -37,7 +38,6 @@ use serde_json::{Map, Value};
 use super::protocol::{Decided, Said, say};
 use super::tools::{Touched, event_data};
 use super::{AdapterError, MAX_INPUT, TurnEnd, Verdict, context, end_turn};
-use crate::agents::{Agent, Route};
 use crate::cli::AdapterArgs;
 use crate::commands::Globals;
 use crate::commands::install::{EVENT_TIMEOUT_SECS, route_timeout_secs};
@@ -80,7 +80,7 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
         return Ok(Exit::Ok);
     }
     if env::var_os(DETACHED_VAR).is_none() {
-        hookvisor_core::callback::cap_waits(callback_cap(route));
+        hookvisor_actions::callback::cap_waits(callback_cap(route));
     }
     let outcome = input.and_then(|(map, turn)| {
         let call = Call {
@@ -96,7 +96,7 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
         call.answer(route, &bytes)
     });
     let said = match outcome {
-        Ok(decided) => say(agent, &name, route, &decided),
+        Ok(decided) => say(&agent.spec().answers, &name, route, &decided),
         // Before the cancel's arm: a signal (which the agent's uid can send) must not turn a
         // fail-closed gate into "allow".
         Err(err) if fails_closed(route, args) || (err.hides_checks() && can_block(route)) => {
@@ -114,7 +114,7 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
                 )),
                 context: Vec::new(),
             };
-            say(agent, &name, route, &decided)
+            say(&agent.spec().answers, &name, route, &decided)
         }
         Err(AdapterError::Eval(EvalError::Cancelled)) => {
             eprintln!("hookvisor: {}", EvalError::Cancelled);
@@ -219,7 +219,7 @@ impl Call<'_> {
         let data = event_data(self.input, &touched);
         let event = match route {
             None => {
-                let raw = format!("{}.{}", raw_agent(self.agent).as_str(), self.name);
+                let raw = format!("{}.{}", self.agent.as_str(), self.name);
                 raw.parse::<CoreEvent>()
                     .map_err(|e| AdapterError::Event(e.to_string()))?
             }
@@ -228,7 +228,8 @@ impl Call<'_> {
                 detach(bytes)?;
                 return Ok(Decided::default());
             }
-            Some(route) => canonical(route),
+            // The first event a route fires is its canonical one (`TurnEnd`, two, is above).
+            Some(route) => route.fires()[0].clone(),
         };
         if route == Some(Route::TurnStart) {
             // Never blocks the prompt: the loop guard only loses one count.
@@ -399,32 +400,6 @@ fn decided(reply: &Reply) -> Decided {
         decision: reply.decision,
         reason: reply.reason.clone(),
         context: reply.context.clone(),
-    }
-}
-
-/// The canonical event of a route (not `TurnEnd`, which is two).
-fn canonical(route: Route) -> CoreEvent {
-    match route {
-        Route::SessionStart => CoreEvent::SessionStart,
-        Route::TurnStart => CoreEvent::TurnStart,
-        Route::ToolBefore => CoreEvent::ToolBefore,
-        Route::ToolAfter => CoreEvent::ToolAfter,
-        Route::ToolFailed => CoreEvent::ToolFailed,
-        Route::Error => CoreEvent::Error,
-        Route::TurnEnd => CoreEvent::TurnEnd,
-        Route::TaskStart => CoreEvent::TaskStart,
-        Route::TaskComplete => CoreEvent::TaskComplete,
-        Route::TeamIdle => CoreEvent::TeamIdle,
-        Route::SessionEnd => CoreEvent::SessionEnd,
-    }
-}
-
-/// The core's name of the agent, for raw events.
-fn raw_agent(agent: Agent) -> RawAgent {
-    match agent {
-        Agent::Claude => RawAgent::Claude,
-        Agent::Codex => RawAgent::Codex,
-        Agent::Gemini => RawAgent::Gemini,
     }
 }
 

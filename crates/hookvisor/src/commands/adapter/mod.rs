@@ -1,5 +1,5 @@
 //! The agents' turn end, shared by every adapter name (`adapter AGENT` and its aliases). Each
-//! agent's events and decision word are its row of the agent table ([`crate::agents`]).
+//! agent's events and decision word are its row of the agent table ([`hookvisor_core::agents`]).
 //!
 //! Each reads the agent's hook JSON on stdin, evaluates the file hooks (in-process, or through
 //! `hookvisor serve` when `HOOKVISOR_URL` is set) and answers in the one form that makes the
@@ -35,13 +35,13 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+use hookvisor_core::agents::{Route, Spec};
 use hookvisor_core::turns::{Answer, TurnLogError};
 use hookvisor_core::{
     Action, Context, ContextError, EvalError, EvalOptions, EvalReport, Evaluator, TurnLog,
 };
 use serde::Deserialize;
 
-use crate::agents::{Route, Spec};
 use crate::cli::AdapterArgs;
 use crate::commands::Globals;
 use crate::interrupt::cancel_on_signals;
@@ -359,7 +359,7 @@ mod tests {
             }
         };
         let globals = |args: GlobalArgs, env| args.resolve_with(env_with(env));
-        let claude = crate::agents::Agent::Claude.spec();
+        let claude = hookvisor_core::agents::Agent::Claude.spec();
         let ctx = context(
             &globals(GlobalArgs::default(), &[("HOME", "/h")]),
             claude,

@@ -1,7 +1,7 @@
 //! What `hookvisor adapter` prints for a decision: each agent's own protocol (EVENTS.md §3.1),
 //! nothing else. Allow prints nothing (exit 0); every other answer is one JSON line on stdout
 //! and exit 0, except the events whose block the agents take only as exit 2 with the reason
-//! on stderr.
+//! on stderr. Where the agents differ is each one's row ([`Answers`]).
 //!
 //! Sources, per agent:
 //! - Claude Code, <https://code.claude.com/docs/en/hooks> ("Hook output", "Decision
@@ -20,7 +20,7 @@
 use hookvisor_core::decision::Decision;
 use serde_json::{Map, Value, json};
 
-use crate::agents::{Agent, Route};
+use hookvisor_core::agents::{Answers, Route};
 
 /// The reason of a block that came without one: the agents show an empty reason as nothing.
 pub(super) const NO_REASON: &str =
@@ -57,8 +57,9 @@ pub(super) fn answers_context(route: Option<Route>) -> bool {
     )
 }
 
-/// The answer to `agent`'s event `event` (`route` `None`: fired raw).
-pub(super) fn say(agent: Agent, event: &str, route: Option<Route>, decided: &Decided) -> Said {
+/// The answer to an event `event` of the agent that reads `answers` (`route` `None`: fired
+/// raw).
+pub(super) fn say(answers: &Answers, event: &str, route: Option<Route>, decided: &Decided) -> Said {
     let reason = decided
         .reason
         .as_deref()
@@ -89,26 +90,25 @@ pub(super) fn say(agent: Agent, event: &str, route: Option<Route>, decided: &Dec
             stdout: with_context(context),
             ..Said::default()
         },
-        Decision::Abort if agent == Agent::Codex && route == Some(Route::ToolBefore) => {
+        Decision::Abort if answers.abort_tool_as_deny && route == Some(Route::ToolBefore) => {
             stdout(deny_tool(event, &reason))
         }
         Decision::Abort => stdout(json!({"continue": false, "stopReason": reason})),
-        Decision::Block => match (agent, route) {
-            (Agent::Gemini, Some(Route::TurnStart | Route::ToolBefore | Route::TurnEnd)) => {
-                stdout(json!({"decision": "deny", "reason": reason}))
+        Decision::Block => match route {
+            Some(Route::ToolBefore) if !answers.deny_tool_by_decision => {
+                stdout(deny_tool(event, &reason))
             }
-            (Agent::Gemini, Some(Route::ToolAfter)) => {
+            Some(Route::TurnStart | Route::ToolBefore | Route::TurnEnd) => {
+                stdout(json!({"decision": answers.block, "reason": reason}))
+            }
+            Some(Route::ToolAfter) if answers.after_tool_block_as_context => {
                 let text = match context {
                     Some(c) => format!("{reason}\n\n{c}"),
                     None => reason,
                 };
                 stdout(with_context(Some(text)).unwrap_or_default())
             }
-            (_, Some(Route::ToolBefore)) => stdout(deny_tool(event, &reason)),
-            (_, Some(Route::TurnStart | Route::TurnEnd)) => {
-                stdout(json!({"decision": "block", "reason": reason}))
-            }
-            (_, Some(Route::ToolAfter)) => {
+            Some(Route::ToolAfter) => {
                 let mut out = json!({"decision": "block", "reason": reason});
                 if let Some(Value::Object(extra)) = with_context(context) {
                     out.as_object_mut().expect("an object").extend(extra);
@@ -125,7 +125,7 @@ pub(super) fn say(agent: Agent, event: &str, route: Option<Route>, decided: &Dec
     }
 }
 
-/// PreToolUse's deny (Claude Code, Codex).
+/// PreToolUse's deny (Claude Code, Codex: [`Answers::deny_tool_by_decision`] false).
 fn deny_tool(event: &str, reason: &str) -> Value {
     json!({"hookSpecificOutput": {
         "hookEventName": event,
@@ -137,6 +137,7 @@ fn deny_tool(event: &str, reason: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hookvisor_core::agents::Agent;
 
     fn decided(decision: Decision, reason: &str, context: &[&str]) -> Decided {
         Decided {
@@ -225,7 +226,12 @@ mod tests {
             (Agent::Claude, "PreCompact", None, Block, "", 2),
         ];
         for (agent, event, route, decision, want, exit) in cases {
-            let said = say(*agent, event, *route, &decided(*decision, "no", &[]));
+            let said = say(
+                &agent.spec().answers,
+                event,
+                *route,
+                &decided(*decision, "no", &[]),
+            );
             let got = said.stdout.map(|v| v.to_string()).unwrap_or_default();
             assert_eq!(got, *want, "{agent:?} {event} {decision:?}");
             assert_eq!(said.exit, *exit, "{agent:?} {event} {decision:?}");
@@ -235,17 +241,13 @@ mod tests {
     #[test]
     fn context_goes_back_only_where_the_agent_takes_it() {
         let ctx = decided(Decision::Allow, "", &["a", "b"]);
-        let said = say(
-            Agent::Claude,
-            "SessionStart",
-            Some(Route::SessionStart),
-            &ctx,
-        );
+        let claude = &Agent::Claude.spec().answers;
+        let said = say(claude, "SessionStart", Some(Route::SessionStart), &ctx);
         assert_eq!(
             said.stdout.unwrap().to_string(),
             r#"{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":"a\n\nb"}}"#
         );
-        let said = say(Agent::Claude, "PreToolUse", Some(Route::ToolBefore), &ctx);
+        let said = say(claude, "PreToolUse", Some(Route::ToolBefore), &ctx);
         assert_eq!(said, Said::default());
         let blank = Decided {
             decision: Decision::Block,
@@ -253,7 +255,7 @@ mod tests {
             context: vec![],
         };
         let said = say(
-            Agent::Codex,
+            &Agent::Codex.spec().answers,
             "UserPromptSubmit",
             Some(Route::TurnStart),
             &blank,

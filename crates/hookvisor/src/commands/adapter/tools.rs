@@ -3,7 +3,7 @@
 //! hook's `pattern:` selects by them) and `file`, and `tool.after` fires one `file.edited` per
 //! path inside the workspace (§1.1 footnote ¹).
 //!
-//! Where each agent names the paths is its row of the agent table ([`crate::agents`],
+//! Where each agent names the paths is its row of the agent table ([`hookvisor_core::agents`],
 //! `file_tools`); a tool named in `file_tools` of hookvisor.yml names its path in
 //! `tool_input.file_path`, else `path`. A relative path is taken from the event's `cwd` (where
 //! the agent applies it: Codex's patch paths are relative to the call's working directory),
@@ -17,10 +17,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use hookvisor_core::agents::{Spec, ToolPaths};
 use hookvisor_core::event::canonical_tool;
 use serde_json::{Map, Value};
-
-use crate::agents::{Spec, ToolPaths};
 
 /// The most paths one call may name: past it the files are unknown (a gate runs), and no
 /// `file.edited` fires, rather than an unbounded number of events.
@@ -273,7 +272,7 @@ fn normal(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agents::Agent;
+    use hookvisor_core::agents::Agent;
     use serde_json::json;
 
     /// What a call touches, as (the files, or None for unknown).

@@ -5,7 +5,7 @@
 //! git hooks in place when its hooks need them (`commit.before`, `commit.after`).
 //!
 //! The file, the events, the adapter and the timeout unit are the agent's row of the agent
-//! table ([`crate::agents`]), which the adapter reads too. The turn-end events get a
+//! table ([`hookvisor_core::agents`]), which the adapter reads too. The turn-end events get a
 //! [`TIMEOUT_SECS`] timeout, the session end (handed on at once) a [`PROMPT_TIMEOUT_SECS`]
 //! one, the others [`EVENT_TIMEOUT_SECS`].
 //!
@@ -22,6 +22,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use hookvisor_core::agents::{Agent, Route, Spec};
 use hookvisor_core::event::Event as CoreEvent;
 use hookvisor_core::{Discovery, Hook};
 use serde_json::{Map, Value};
@@ -33,7 +34,6 @@ use self::settings::{
     Loaded, SettingsError, add_entry, back_up, is_ours, load, load_bounded, remove_entries,
     resolve_symlink, write_atomic,
 };
-use crate::agents::{Agent, Route, Spec};
 use crate::cli::InstallArgs;
 use crate::commands::Globals;
 use crate::error::{CliError, CliResult, Exit};
@@ -89,7 +89,7 @@ impl Target {
     fn with_raw_events(mut self, discovery: &Discovery) -> Target {
         for hook in discovery.event_hooks() {
             if let CoreEvent::Raw { agent, name } = &hook.spec.event
-                && agent.as_str() == agent_word(self.agent)
+                && *agent == self.agent
                 && self.spec.route(name).is_none()
                 && !self.raw.contains(name)
             {
@@ -111,7 +111,7 @@ impl Target {
 
     /// The adapter's subcommand words: `adapter claude`.
     fn subcommand(&self) -> String {
-        format!("adapter {}", agent_word(self.agent))
+        format!("adapter {}", self.spec.word)
     }
 
     /// What marks an entry as ours: today's adapter, or the old turn-end alias (which a
@@ -174,15 +174,6 @@ impl Target {
             changed |= add_entry(settings, name, &ours, &entry)?;
         }
         Ok(changed)
-    }
-}
-
-/// The agent's word on the command line (`claude`).
-fn agent_word(agent: Agent) -> &'static str {
-    match agent {
-        Agent::Claude => "claude",
-        Agent::Codex => "codex",
-        Agent::Gemini => "gemini",
     }
 }
 
@@ -252,13 +243,20 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
             path.display()
         )?;
     }
-    if args.agent == Agent::Codex {
+    if target.spec.needs_trust {
         let cwd = if args.user_level {
             path.parent().unwrap_or(Path::new("/")).to_owned()
         } else {
             workspace.clone()
         };
-        report_codex_trust(&mut out, &cwd, &path, &command, args.user_level)?;
+        report_codex_trust(
+            &mut out,
+            target.spec,
+            &cwd,
+            &path,
+            &command,
+            args.user_level,
+        )?;
     }
     Ok(Exit::Ok)
 }
@@ -267,6 +265,7 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
 /// exact steps: Codex skips an untrusted hook without a word.
 fn report_codex_trust(
     out: &mut impl Write,
+    codex: &Spec,
     cwd: &Path,
     settings: &Path,
     command: &str,
@@ -293,7 +292,6 @@ fn report_codex_trust(
             writeln!(out, "hookvisor could not record Codex's trust: {why}")?;
         }
     }
-    let codex = Agent::Codex.spec();
     let codex_home = codex
         .user_dir(|name| env::var_os(name))
         .unwrap_or_else(|| Path::new("~").join(codex.settings.dir));
@@ -411,22 +409,15 @@ fn bound_events(agent: Agent, workspace: &Path) -> Option<Vec<String>> {
 /// before the hook was added), and, once some agent is installed, an event only agents fire
 /// that no installed agent's row maps.
 pub fn unfired_hooks<'a>(workspace: &Path, discovery: &'a Discovery) -> Vec<(&'a Hook, String)> {
-    use clap::ValueEnum;
-    let installed: Vec<(Agent, Vec<String>)> = Agent::value_variants()
-        .iter()
-        .filter_map(|agent| Some((*agent, bound_events(*agent, workspace)?)))
+    let installed: Vec<(Agent, Vec<String>)> = Agent::ALL
+        .into_iter()
+        .filter_map(|agent| Some((agent, bound_events(agent, workspace)?)))
         .collect();
     let mut warnings = Vec::new();
     for hook in discovery.event_hooks() {
         let event = &hook.spec.event;
         if let CoreEvent::Raw { agent, name } = event {
-            let Some(agent) = Agent::value_variants()
-                .iter()
-                .find(|a| agent_word(**a) == agent.as_str())
-            else {
-                continue;
-            };
-            let word = agent_word(*agent);
+            let word = agent.as_str();
             let agent_name = agent.spec().name;
             match installed.iter().find(|(a, _)| a == agent) {
                 None => warnings.push((
@@ -459,7 +450,7 @@ pub fn unfired_hooks<'a>(workspace: &Path, discovery: &'a Discovery) -> Vec<(&'a
         });
         if !fired {
             let names: Vec<&str> = installed.iter().map(|(a, _)| a.spec().name).collect();
-            let can: Vec<&str> = Agent::value_variants()
+            let can: Vec<&str> = Agent::ALL
                 .iter()
                 .filter(|a| {
                     a.spec()
@@ -467,7 +458,7 @@ pub fn unfired_hooks<'a>(workspace: &Path, discovery: &'a Discovery) -> Vec<(&'a
                         .iter()
                         .any(|(_, r)| r.fires().contains(event))
                 })
-                .map(|a| agent_word(*a))
+                .map(|a| a.as_str())
                 .collect();
             warnings.push((
                 hook,
@@ -577,14 +568,12 @@ mod tests {
     /// adapter answers, and each event the adapter answers is written, once, as ours.
     #[test]
     fn installs_exactly_the_events_the_adapter_answers() {
-        use clap::ValueEnum;
-
         let mut names: Vec<&str> = ["Notification", "PreCompact", "BeforeModel"].into();
-        for agent in Agent::value_variants() {
+        for agent in Agent::ALL {
             names.extend(agent.spec().routes.iter().map(|(name, _)| *name));
         }
-        for agent in Agent::value_variants() {
-            let target = Target::new(*agent, false, Path::new("/w")).unwrap();
+        for agent in Agent::ALL {
+            let target = Target::new(agent, false, Path::new("/w")).unwrap();
             let command = format!("/usr/bin/hookvisor {}", target.subcommand());
             let mut settings = Value::Object(Map::new());
             assert!(target.add_entries(&mut settings, &command).unwrap());

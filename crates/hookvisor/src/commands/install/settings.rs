@@ -446,8 +446,8 @@ pub(super) fn write_atomic(path: &Path, settings: &Value) -> Result<(), Settings
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agents::{Agent, Route};
     use crate::commands::install::Target;
+    use hookvisor_core::agents::{Agent, Route};
     use serde_json::{Value, json};
 
     const CMD: &str = "/usr/bin/hookvisor claude-stop";

@@ -1,4 +1,4 @@
-//! The runner of `action: spawn`, whose fields and rules are [`crate::spawn`]'s: `child` makes
+//! The runner of `action: spawn`, whose fields and rules are [`hookvisor_core::spawn`]'s: `child` makes
 //! and runs one child (rules 2 to 7), `detached` keeps the unawaited ones (rule 8), and
 //! `listing` reads the children back for a dashboard.
 

@@ -1,4 +1,4 @@
-//! The runner of `git-commit` and `git-push`, whose fields and rules are [`crate::git_action`]'s:
+//! The runner of `git-commit` and `git-push`, whose fields and rules are [`hookvisor_core::git_action`]'s:
 //! `runner` runs the git steps (rules 7, 8), and `actions` is the order of each action's steps
 //! (rules 3 to 5).
 

@@ -10,22 +10,22 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as Json;
 
 use super::detached;
-use crate::context::Context;
-use crate::decision::Verdict;
-use crate::event::HookAction;
-use crate::exec::{
+use hookvisor_core::context::Context;
+use hookvisor_core::decision::Verdict;
+use hookvisor_core::event::HookAction;
+use hookvisor_core::exec::{
     CancelToken, Capture, Captured, ExecError, Invocation, RunOptions, RunOutcome, run_command,
 };
-use crate::git::Git;
-use crate::hook::Hook;
-use crate::payload::Payload;
-use crate::policy::OnTimeout;
-use crate::produced::{Produced, ProducedName};
-use crate::runner::{ActionRun, Ran};
-use crate::spawn::pipeline::{self, PipelineSpec};
-use crate::spawn::{MAX_SPAWN_DEPTH, Spawn, SpawnTarget, SpawnWorkspace};
-use crate::state::{Durability, write_atomic};
-use crate::template::{self, TemplateError, Value};
+use hookvisor_core::git::Git;
+use hookvisor_core::hook::Hook;
+use hookvisor_core::payload::Payload;
+use hookvisor_core::policy::OnTimeout;
+use hookvisor_core::produced::{Produced, ProducedName};
+use hookvisor_core::runner::{ActionRun, Ran};
+use hookvisor_core::spawn::pipeline::{self, PipelineSpec};
+use hookvisor_core::spawn::{MAX_SPAWN_DEPTH, Spawn, SpawnTarget, SpawnWorkspace};
+use hookvisor_core::state::{Durability, StateDir, write_atomic};
+use hookvisor_core::template::{self, TemplateError, Value};
 
 /// Bytes of each of the child's streams kept for the judge, as for a command.
 const CAPTURE_LIMIT: usize = 64 * 1024;
@@ -193,7 +193,7 @@ fn spawn(
     let mut produced = Vec::new();
     if outcome.exit_code == 0 {
         match check_output(&output_path) {
-            // crate::produced rule 1: a success hands its output to the later hooks.
+            // hookvisor_core::produced rule 1: a success hands its output to the later hooks.
             Ok(Some(text)) => produced.push(Produced {
                 name: ProducedName::SpawnOutput,
                 value: text,
@@ -215,7 +215,7 @@ fn spawn(
             format!(
                 "hookvisor: spawn: the pipeline child ended without done (exit {}); see {}",
                 code,
-                dir.join("status.json").display()
+                StateDir::new(&dir).status().display()
             ),
         );
     }
@@ -380,11 +380,11 @@ fn expand_inputs(
         {
             let path: Vec<&str> = name.split('.').collect();
             return match payload.lookup(&path) {
-                Some(crate::when::Value::Json(json)) => Ok(json),
-                Some(crate::when::Value::Text(text)) if name == "iteration" => {
+                Some(hookvisor_core::when::Value::Json(json)) => Ok(json),
+                Some(hookvisor_core::when::Value::Text(text)) if name == "iteration" => {
                     Ok(text.parse::<u64>().map_or(Json::String(text), Json::from))
                 }
-                Some(crate::when::Value::Text(text)) => Ok(Json::String(text)),
+                Some(hookvisor_core::when::Value::Text(text)) => Ok(Json::String(text)),
                 None => Err(unknown(name)),
             };
         }
@@ -431,7 +431,7 @@ fn refusal(field: &str, err: &TemplateError) -> String {
 
 /// Rule 4: every variable of ours the child must not see.
 fn removed_variables() -> Vec<OsString> {
-    let secrets = crate::secrets::names();
+    let secrets = hookvisor_core::secrets::names();
     std::env::vars_os()
         .map(|(name, _)| name)
         .filter(|name| {
@@ -447,7 +447,8 @@ fn removed_variables() -> Vec<OsString> {
 /// Rule 2: makes `<state>/children/` (0700, ours, no symlink) and the first free child dir in
 /// it, 0700.
 fn child_dir(ctx: &Context, event: &str, iteration: &str, hook_id: &str) -> io::Result<PathBuf> {
-    let root = ctx.state().root().to_owned();
+    let state = ctx.state();
+    let root = state.root().to_owned();
     // The state dir itself is hookvisor's to make, as every run does.
     fs::create_dir_all(&root).map_err(|err| {
         io::Error::new(
@@ -455,7 +456,7 @@ fn child_dir(ctx: &Context, event: &str, iteration: &str, hook_id: &str) -> io::
             format!("cannot create {}: {err}", root.display()),
         )
     })?;
-    let children = root.join("children");
+    let children = state.children_dir();
     match fs::DirBuilder::new().mode(0o700).create(&children) {
         Err(err) if err.kind() != io::ErrorKind::AlreadyExists => {
             return Err(io::Error::new(
@@ -524,7 +525,7 @@ fn check_output(path: &Path) -> Result<Option<String>, String> {
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(format!("spawn: cannot read {}: {err}", path.display())),
     };
-    let bytes = match crate::state::read_capped(file, MAX_OUTPUT_BYTES) {
+    let bytes = match hookvisor_core::state::read_capped(file, MAX_OUTPUT_BYTES) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => {
             return Err(format!(
@@ -599,7 +600,8 @@ fn outcome(
     let path = ctx.log_path(&hook.id);
     let mut text = stdout.clone();
     text.extend_from_slice(&stderr);
-    crate::exec::write_whole_log(&path, &text).map_err(|source| ExecError::Log { path, source })?;
+    hookvisor_core::exec::write_whole_log(&path, &text)
+        .map_err(|source| ExecError::Log { path, source })?;
     Ok(RunOutcome {
         exit_code,
         tail: String::from_utf8_lossy(&text).into_owned(),

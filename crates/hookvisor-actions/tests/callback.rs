@@ -10,10 +10,10 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hookvisor_core::CancelToken;
-use hookvisor_core::callback::{
+use hookvisor_actions::callback::{
     self, Answer, CallbackError, Listener, MAX_BODY, MAX_CONNECTIONS, Pending, Verdict, listener,
 };
+use hookvisor_core::CancelToken;
 use hookvisor_core::config::Callback;
 use serde_json::{Value as Json, json};
 
@@ -568,7 +568,7 @@ fn the_listener_threads_block_every_signal() {
 #[test]
 fn a_process_that_registers_a_wait_is_not_dumpable() {
     let pending = shared().register().unwrap();
-    assert!(!hookvisor_core::sys::dumpable().unwrap());
+    assert!(!nix::sys::prctl::get_dumpable().unwrap());
     // Root has CAP_SYS_PTRACE, which the flag does not stop: the flag alone is checked then.
     if nix::unistd::geteuid().is_root() {
         return;

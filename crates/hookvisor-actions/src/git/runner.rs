@@ -7,12 +7,13 @@ use std::fs;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::context::Context;
-use crate::exec::{
+use hookvisor_core::context::Context;
+use hookvisor_core::exec::{
     CancelToken, Capture, Captured, ExecError, Invocation, RunOptions, RunOutcome, run_command,
 };
-use crate::git_action::KEPT_VARIABLES;
-use crate::hook::Hook;
+use hookvisor_core::git::Git;
+use hookvisor_core::git_action::KEPT_VARIABLES;
+use hookvisor_core::hook::Hook;
 
 /// Bytes of each stream of one git command kept in memory: git says what it did in a few
 /// lines, and the end of a refusing hook's output is what explains it.
@@ -95,7 +96,7 @@ impl<'a> Runner<'a> {
         session: &str,
         cancel: &'a CancelToken,
     ) -> Result<Runner<'a>, ExecError> {
-        let parent = ctx.state().root().join("fire");
+        let parent = ctx.state().run_files_dir();
         let scratch = fs::create_dir_all(&parent)
             .and_then(|()| {
                 tempfile::Builder::new()
@@ -144,13 +145,15 @@ impl<'a> Runner<'a> {
     }
 
     /// Runs `git ARGS` in the workspace with `stdin`, within what is left of the timeout, and
-    /// logs it.
+    /// logs it. The program is [`Git`]'s; the environment is rule 7's, not `Git`'s, since
+    /// these commands write (a commit, a push) and their hooks inherit it.
     pub(super) fn git<S: AsRef<OsStr>>(
         &mut self,
         args: &[S],
         stdin: Option<&[u8]>,
     ) -> Result<Step, ExecError> {
-        self.run("git".into(), "git", args, stdin)
+        let program = Git::default().program().to_owned();
+        self.run(program, "git", args, stdin)
     }
 
     /// Runs this hookvisor binary with `ARGS` as [`Runner::git`] runs git: what the generated
@@ -265,7 +268,7 @@ impl<'a> Runner<'a> {
             self.append(b"\n");
         }
         let path = self.ctx.log_path(&self.hook.id);
-        crate::exec::write_whole_log(&path, &self.log)
+        hookvisor_core::exec::write_whole_log(&path, &self.log)
             .map_err(|source| ExecError::Log { path, source })?;
         let start = self.log.len().saturating_sub(TAIL);
         let tail = String::from_utf8_lossy(self.log.get(start..).unwrap_or_default()).into_owned();

@@ -30,10 +30,11 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use super::child::remove_worktree;
-use crate::context::Context;
-use crate::exec::Invocation;
-use crate::hook::Hook;
-use crate::state::{Durability, write_atomic};
+use hookvisor_core::context::Context;
+use hookvisor_core::exec::Invocation;
+use hookvisor_core::hook::Hook;
+use hookvisor_core::procfs;
+use hookvisor_core::state::{Durability, write_atomic};
 
 /// Time a detached child has after `session.end` to end on its own (EVENTS.md §4.4).
 pub(crate) const GRACE: Duration = Duration::from_secs(30);
@@ -70,7 +71,7 @@ pub(super) struct Entry {
 
 /// `<state>/children`, where the record lives.
 fn children_dir(ctx: &Context) -> PathBuf {
-    ctx.state().root().join("children")
+    ctx.state().children_dir()
 }
 
 /// Starts `invocation` detached, its output in `<dir>/child.log`, and records it; the pid.
@@ -261,42 +262,34 @@ fn is_child(entry: &Entry, children: &Path) -> bool {
         return false;
     }
     let dir = entry.dir.as_os_str().as_encoded_bytes();
-    match crate::leftovers::environment(entry.pid) {
-        crate::leftovers::Environment::Read(environ) => {
+    match hookvisor_core::leftovers::environment(entry.pid) {
+        hookvisor_core::leftovers::Environment::Read(environ) => {
             let mut wanted = b"HOOKVISOR_STATE_DIR=".to_vec();
             wanted.extend_from_slice(dir);
             environ
                 .split(|b| *b == 0)
                 .any(|var| var == wanted.as_slice())
         }
-        crate::leftovers::Environment::Unreadable => {
-            fs::read(format!("/proc/{}/cmdline", entry.pid)).is_ok_and(|cmdline| {
+        hookvisor_core::leftovers::Environment::Unreadable => {
+            procfs::cmdline(entry.pid).is_ok_and(|cmdline| {
                 let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
                 args.windows(2)
                     .any(|w| w[0] == b"--state-dir" && w[1] == dir)
             })
         }
-        crate::leftovers::Environment::MidExec => false,
+        hookvisor_core::leftovers::Environment::MidExec => false,
     }
 }
 
 /// The real uid of `pid` (`/proc/<pid>/status`, readable whatever its dumpable flag).
 fn real_uid(pid: i32) -> Option<u32> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let ids = status.lines().find_map(|line| line.strip_prefix("Uid:"))?;
-    ids.split_whitespace().next()?.parse().ok()
+    procfs::uids(pid)?.first().copied()
 }
 
 /// `/proc/<pid>/stat`: the state letter and field 22, the start time.
 fn stat(pid: u32) -> Option<(char, u64)> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: the fields start after the last ')'.
-    let rest = text.get(text.rfind(')')? + 1..)?;
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    // Field 3 was `state`; field 22 is 19 further.
-    let ticks = fields.nth(18)?.parse().ok()?;
-    Some((state, ticks))
+    let stat = procfs::stat(i32::try_from(pid).ok()?)?;
+    Some((stat.state()?, stat.start_ticks()?))
 }
 
 /// The start time of `pid`, in clock ticks since boot.

@@ -7,8 +7,8 @@ use std::time::Duration;
 use ureq::http;
 use ureq::tls::{RootCerts, TlsConfig};
 
-use crate::exec::CancelToken;
-use crate::webhook::expand::Request;
+use super::expand::Request;
+use hookvisor_core::exec::CancelToken;
 
 /// The waits before the second, third and fourth attempts (EVENTS.md §5 rule 22).
 const BACKOFF: [Duration; 3] = [

@@ -1,6 +1,7 @@
-//! The agents hookvisor plugs into, one row each: what `install` writes into an agent's settings
-//! and what the agent's adapter then expects to read come from the same row, so the two cannot
-//! disagree.
+//! The agents hookvisor plugs into, one row each: everything that differs between their hook
+//! protocols. `install` writes an agent's settings from its row, the adapter reads the agent's
+//! events and answers it from the same row, and a raw event (`claude.PreCompact`) and a tool
+//! name (`Bash` → `bash`) are read through it, so none of them can disagree.
 //!
 //! | agent | adapter (old alias) | settings (workspace, or home with `--user-level`) | turn end | timeout |
 //! |---|---|---|---|---|
@@ -13,9 +14,12 @@
 //!
 //! Each row also names the variable holding the agent's start directory (`CLAUDE_PROJECT_DIR`,
 //! `GEMINI_PROJECT_DIR`; none for Codex), where the adapter looks for the workspace after
-//! `--workspace`, and the agent's file tools with where their `tool_input` names the paths
+//! `--workspace`; the agent's file tools with where their `tool_input` names the paths
 //! (Claude Code `Write`/`Edit`/`MultiEdit` `file_path`, `NotebookEdit` `notebook_path`; Gemini
-//! CLI `write_file`/`replace` `file_path`; Codex `apply_patch`, a patch in `command`).
+//! CLI `write_file`/`replace` `file_path`; Codex `apply_patch`, a patch in `command`); its
+//! spellings of the canonical tools (EVENTS.md §5 rule 6) and its other built-in tools; how it
+//! reads a block ([`Answers`]: Gemini CLI's `deny`, Codex's tool gate that ignores
+//! `continue: false`); and whether it runs hooks only once trusted (Codex).
 //!
 //! All three agents read hooks in the same shape, `{"hooks":
 //! {"<Event>": [{"hooks": [{"type": "command", "command": ..., "timeout": ...}]}]}}`; Gemini
@@ -24,11 +28,10 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use clap::ValueEnum;
-use hookvisor_core::event::Event as CoreEvent;
+use crate::event::Event as CoreEvent;
 
-/// Agents with a turn-end hook.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// An agent hookvisor plugs into; its facts are its row, [`Agent::spec`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Agent {
     /// Claude Code (.claude/settings.json).
     Claude,
@@ -39,6 +42,9 @@ pub enum Agent {
 }
 
 impl Agent {
+    /// Every agent, in the order of the table.
+    pub const ALL: [Agent; 3] = [Agent::Claude, Agent::Codex, Agent::Gemini];
+
     /// The agent's row of the table.
     pub fn spec(self) -> &'static Spec {
         match self {
@@ -47,6 +53,17 @@ impl Agent {
             Agent::Gemini => &GEMINI,
         }
     }
+
+    /// The agent's word: on the command line (`adapter claude`) and as the prefix of its raw
+    /// event names (`claude.PreCompact`).
+    pub fn as_str(self) -> &'static str {
+        self.spec().word
+    }
+
+    /// The agent whose word is `word`.
+    pub fn from_word(word: &str) -> Option<Agent> {
+        Agent::ALL.into_iter().find(|a| a.as_str() == word)
+    }
 }
 
 /// How hookvisor meets one agent; the module docs show every row.
@@ -54,13 +71,11 @@ impl Agent {
 pub struct Spec {
     /// The agent's name, for messages.
     pub name: &'static str,
+    /// The agent's word ([`Agent::as_str`]).
+    pub word: &'static str,
     /// The old turn-end subcommand, an alias of `hookvisor adapter AGENT` that `install`
     /// upgrades in place.
     pub command: &'static str,
-    /// The event that ends the agent's turn.
-    pub stop: &'static str,
-    /// The event that ends a subagent's turn, for agents that have subagents.
-    pub subagent_stop: Option<&'static str>,
     /// Where the agent reads its hooks.
     pub settings: Settings,
     /// The unit of a hook's `timeout`.
@@ -68,9 +83,14 @@ pub struct Spec {
     /// Whether hook entries carry a `name` and a `description` (Gemini CLI's
     /// `/hooks enable|disable <name>`).
     pub named_hooks: bool,
+    /// Whether the agent runs a hook only once the user trusts it, and skips it silently until
+    /// then (Codex; `install` records the trust through `codex app-server`).
+    pub needs_trust: bool,
     /// Every event `hookvisor adapter` answers for the agent and what it fires (EVENTS.md
     /// §3.1); `install` registers all of them (§5 rule 17).
     pub routes: &'static [(&'static str, Route)],
+    /// How the agent reads a block and an abort.
+    pub answers: Answers,
     /// The variable in which the agent tells its hooks the directory it was started in (the
     /// project); the adapter's workspace after `--workspace`.
     pub project_dir_var: Option<&'static str>,
@@ -78,6 +98,29 @@ pub struct Spec {
     /// `tool.before`/`tool.after` carry them as `files` (so `pattern:` selects), and
     /// `tool.after` fires `file.edited` for each.
     pub file_tools: &'static [(&'static str, ToolPaths)],
+    /// The agent's spellings of the canonical tools (EVENTS.md §5 rule 6), as `(the agent's
+    /// name, the canonical one)`: a hook with `tool: bash` matches Claude Code's `Bash`.
+    pub canonical_tools: &'static [(&'static str, &'static str)],
+    /// The agent's other built-in tools, which `check` knows as tool names.
+    pub other_tools: &'static [&'static str],
+}
+
+/// How an agent reads a hook's block or abort, where the agents differ (EVENTS.md §3.1; the
+/// adapter's `protocol` module has the shapes they share and the sources).
+#[derive(Debug)]
+pub struct Answers {
+    /// The `decision` word that blocks a prompt or a turn end: `block`, Gemini CLI's `deny`.
+    pub block: &'static str,
+    /// Whether a tool gate is denied by that same `decision` (Gemini CLI) rather than by
+    /// `hookSpecificOutput.permissionDecision: "deny"`.
+    pub deny_tool_by_decision: bool,
+    /// Whether a block after a tool goes to the model as `additionalContext` beside the tool's
+    /// result (Gemini CLI, where a `deny` would replace the result) rather than as
+    /// `decision: "block"`.
+    pub after_tool_block_as_context: bool,
+    /// Whether an abort of a tool gate is sent as a deny: Codex's PreToolUse rejects
+    /// `continue: false` and then runs the tool.
+    pub abort_tool_as_deny: bool,
 }
 
 /// Where a file tool's `tool_input` names the paths it writes.
@@ -239,9 +282,8 @@ pub enum TimeoutUnit {
 
 static CLAUDE: Spec = Spec {
     name: "Claude Code",
+    word: "claude",
     command: "claude-stop",
-    stop: "Stop",
-    subagent_stop: Some("SubagentStop"),
     settings: Settings {
         dir: ".claude",
         file: "settings.json",
@@ -249,16 +291,49 @@ static CLAUDE: Spec = Spec {
     },
     timeout_unit: TimeoutUnit::Seconds,
     named_hooks: false,
+    needs_trust: false,
     routes: &CLAUDE_ROUTES,
+    answers: Answers {
+        block: "block",
+        deny_tool_by_decision: false,
+        after_tool_block_as_context: false,
+        abort_tool_as_deny: false,
+    },
     project_dir_var: Some("CLAUDE_PROJECT_DIR"),
     file_tools: &CLAUDE_FILE_TOOLS,
+    // Claude Code's tools reference (<https://code.claude.com/docs/en/hooks>).
+    canonical_tools: &[
+        ("Write", "write"),
+        ("Edit", "edit"),
+        ("MultiEdit", "edit"),
+        ("Bash", "bash"),
+    ],
+    other_tools: &[
+        "Read",
+        "Glob",
+        "Grep",
+        "LS",
+        "NotebookEdit",
+        "NotebookRead",
+        "WebFetch",
+        "WebSearch",
+        "Task",
+        "Agent",
+        "TodoWrite",
+        "BashOutput",
+        "KillShell",
+        "KillBash",
+        "ExitPlanMode",
+        "SlashCommand",
+        "Skill",
+        "AskUserQuestion",
+    ],
 };
 
 static CODEX: Spec = Spec {
     name: "Codex",
+    word: "codex",
     command: "codex-stop",
-    stop: "Stop",
-    subagent_stop: Some("SubagentStop"),
     settings: Settings {
         dir: ".codex",
         file: "hooks.json",
@@ -266,16 +341,24 @@ static CODEX: Spec = Spec {
     },
     timeout_unit: TimeoutUnit::Seconds,
     named_hooks: false,
+    needs_trust: true,
     routes: &CODEX_ROUTES,
+    answers: Answers {
+        block: "block",
+        deny_tool_by_decision: false,
+        after_tool_block_as_context: false,
+        abort_tool_as_deny: true,
+    },
     project_dir_var: None,
     file_tools: &CODEX_FILE_TOOLS,
+    canonical_tools: &[("apply_patch", "apply_patch"), ("shell", "bash")],
+    other_tools: &["update_plan", "view_image"],
 };
 
 static GEMINI: Spec = Spec {
     name: "Gemini CLI",
+    word: "gemini",
     command: "gemini-after-agent",
-    stop: "AfterAgent",
-    subagent_stop: None,
     settings: Settings {
         dir: ".gemini",
         file: "settings.json",
@@ -283,15 +366,50 @@ static GEMINI: Spec = Spec {
     },
     timeout_unit: TimeoutUnit::Milliseconds,
     named_hooks: true,
+    needs_trust: false,
     routes: &GEMINI_ROUTES,
+    answers: Answers {
+        block: "deny",
+        deny_tool_by_decision: true,
+        after_tool_block_as_context: true,
+        abort_tool_as_deny: false,
+    },
     project_dir_var: Some("GEMINI_PROJECT_DIR"),
     file_tools: &GEMINI_FILE_TOOLS,
+    canonical_tools: &[
+        ("write_file", "write"),
+        ("replace", "edit"),
+        ("run_shell_command", "bash"),
+    ],
+    other_tools: &[
+        "read_file",
+        "read_many_files",
+        "list_directory",
+        "glob",
+        "search_file_content",
+        "grep_search",
+        "web_fetch",
+        "google_web_search",
+        "save_memory",
+        "write_todos",
+    ],
 };
 
 impl Spec {
     /// The turn-end events: the agent's, then a subagent's.
     pub fn stop_events(&self) -> impl Iterator<Item = &'static str> + use<> {
-        [Some(self.stop), self.subagent_stop].into_iter().flatten()
+        self.routes
+            .iter()
+            .filter(|(_, route)| *route == Route::TurnEnd)
+            .map(|(name, _)| *name)
+    }
+
+    /// The canonical name of the agent's tool `name` (`Bash` → `bash`).
+    pub fn canonical_tool(&self, name: &str) -> Option<&'static str> {
+        self.canonical_tools
+            .iter()
+            .find(|(tool, _)| *tool == name)
+            .map(|(_, canonical)| *canonical)
     }
 
     /// Where the agent's tool `name` names the files it writes; `None` for a tool that
@@ -360,21 +478,6 @@ impl TimeoutUnit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
-
-    use crate::cli::Cli;
-
-    #[test]
-    fn every_adapter_is_a_subcommand() {
-        let cli = Cli::command();
-        for agent in Agent::value_variants() {
-            let command = agent.spec().command;
-            assert!(
-                cli.find_subcommand(command).is_some(),
-                "{agent:?}: no `hookvisor {command}`"
-            );
-        }
-    }
 
     #[test]
     fn settings_paths() {
@@ -457,7 +560,7 @@ mod tests {
 
     #[test]
     fn routes_are_unique_and_hold_the_turn_end_and_prompt_events() {
-        for agent in Agent::value_variants() {
+        for agent in Agent::ALL {
             let spec = agent.spec();
             let mut names: Vec<&str> = spec.routes.iter().map(|(name, _)| *name).collect();
             names.sort_unstable();
@@ -468,5 +571,9 @@ mod tests {
             }
             assert_eq!(spec.route("PreCompact"), None, "{agent:?}");
         }
+        let stops = |agent: Agent| agent.spec().stop_events().collect::<Vec<_>>();
+        assert_eq!(stops(Agent::Claude), ["Stop", "SubagentStop"]);
+        assert_eq!(stops(Agent::Codex), ["Stop", "SubagentStop"]);
+        assert_eq!(stops(Agent::Gemini), ["AfterAgent"]);
     }
 }

@@ -6,16 +6,16 @@ use std::io::Read as _;
 use std::path::Path;
 
 use super::runner::Runner;
-use crate::context::Context;
-use crate::discover::discover_workspace;
-use crate::event::HookAction;
-use crate::exec::{CancelToken, ExecError, RunOutcome};
-use crate::git::MANAGED_MARKER;
-use crate::git_action::refs::{RefKind, check};
-use crate::git_action::{AddMode, GitCommit, GitPush};
-use crate::hook::Hook;
-use crate::payload::Payload;
-use crate::template::{self, TemplateError, Value};
+use hookvisor_core::context::Context;
+use hookvisor_core::discover::discover_workspace;
+use hookvisor_core::event::HookAction;
+use hookvisor_core::exec::{CancelToken, ExecError, RunOutcome};
+use hookvisor_core::git::MANAGED_MARKER;
+use hookvisor_core::git_action::refs::{RefKind, check};
+use hookvisor_core::git_action::{AddMode, GitCommit, GitPush};
+use hookvisor_core::hook::Hook;
+use hookvisor_core::payload::Payload;
+use hookvisor_core::template::{self, TemplateError, Value};
 
 /// How a git action's run ended, as the dispatcher records it.
 pub(crate) enum GitRun {
@@ -77,7 +77,7 @@ fn commit(
     let discovery = discover_workspace(ctx);
     // Rule 3: the gates run only through the installed git hook; a commit without it would
     // pass them silently.
-    if !action.no_verify && crate::discover::has_commit_hooks(&discovery) {
+    if !action.no_verify && hookvisor_core::discover::has_commit_hooks(&discovery) {
         let hook = git.git(&["rev-parse", "--git-path", "hooks/pre-commit"], None)?;
         if !hook.ok() {
             return Ok(GitRun::Finished(git.failed(
@@ -141,7 +141,7 @@ fn commit(
     }
     // Rule 9: `commit.after` fires once per commit, from the post-commit git hook when ours is
     // installed (git ran it above, even with no_verify), else from here, by the same command.
-    if crate::discover::has_commit_after_hooks(&discovery) {
+    if hookvisor_core::discover::has_commit_after_hooks(&discovery) {
         let hook = git.git(&["rev-parse", "--git-path", "hooks/post-commit"], None)?;
         if !(hook.ok() && is_managed(&ctx.workspace.join(hook.stdout()))) {
             // A notice: its failure is in the log, never the action's.

@@ -66,8 +66,8 @@ use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, SigmaskHow};
 
-use crate::config::Callback;
-use crate::exec::CancelToken;
+use hookvisor_core::config::Callback;
+use hookvisor_core::exec::CancelToken;
 
 use self::token::{Token, TokenHash};
 use self::waits::Waits;
@@ -272,15 +272,15 @@ impl Listener {
 
     /// A new wait with a fresh token; its [`Pending::url`] is the `${callback_url}` to send.
     ///
-    /// First it makes the process non-dumpable (see [`crate::sys::make_undumpable`]), before
-    /// the token exists: the agent runs as the same uid, and without that (on a host without
-    /// Yama's ptrace scope) it could read the token from `/proc/PID/mem` and approve itself.
+    /// First it makes the process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`), before the token
+    /// exists: the agent runs as the same uid, and without that (on a host without Yama's
+    /// ptrace scope) it could read the token from `/proc/PID/mem` and approve itself.
     /// The binaries do so as the first thing of `main` (a descriptor opened earlier would stay
     /// valid); this call is for other users of the library, and repeats harmlessly.
     pub fn register(&self) -> Result<Pending, CallbackError> {
-        crate::sys::make_undumpable().map_err(|source| CallbackError::Resource {
+        nix::sys::prctl::set_dumpable(false).map_err(|e| CallbackError::Resource {
             what: "make the process non-dumpable",
-            source,
+            source: e.into(),
         })?;
         let token = Token::new().map_err(CallbackError::Random)?;
         let (wake_read, wake) =

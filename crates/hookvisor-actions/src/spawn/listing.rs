@@ -35,10 +35,11 @@ use nix::sys::stat::Mode;
 use serde::Serialize;
 
 use super::detached;
-use crate::context::Context;
-use crate::status::Status;
-use crate::timestamp::rfc3339;
-use crate::untrusted::not_ours;
+use hookvisor_core::context::Context;
+use hookvisor_core::state::StateDir;
+use hookvisor_core::status::Status;
+use hookvisor_core::timestamp::rfc3339;
+use hookvisor_core::untrusted::not_ours;
 
 /// The most children listed (rule 3).
 pub(crate) const MAX_LISTED: usize = 500;
@@ -169,12 +170,12 @@ pub fn list_children(ctx: &Context, status: &Status) -> Result<Vec<ChildInfo>, C
             .metadata()
             .ok()
             .map(|m| SystemTime::UNIX_EPOCH + Duration::from_secs(m.mtime().max(0) as u64));
-        let has_status = open_file(&dir, &root.join(&name), "status.json").is_ok();
+        let has_status = open_file(&dir, &root.join(&name), StateDir::STATUS_FILE).is_ok();
         found.push((modified, name, has_status));
     }
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     found.truncate(MAX_LISTED);
-    let children_dir = ctx.state().root().join("children");
+    let children_dir = ctx.state().children_dir();
     Ok(found
         .into_iter()
         .map(|(modified, name, has_status)| {
@@ -212,15 +213,15 @@ pub fn child_status(ctx: &Context, name: &str) -> Result<Status, ChildrenError> 
     let root = children_path(ctx);
     let children = open_dir(None, &root)?;
     let dir = open_dir(Some(&children), Path::new(name))?;
-    let path = root.join(name).join("status.json");
-    let file = open_file(&dir, &root.join(name), "status.json")?;
+    let path = root.join(name).join(StateDir::STATUS_FILE);
+    let file = open_file(&dir, &root.join(name), StateDir::STATUS_FILE)?;
     let bytes = read_bounded(file, &path, MAX_STATUS_BYTES)?;
     Status::from_json(&bytes).map_err(|source| ChildrenError::Parse { path, source })
 }
 
 /// `<state>/children`.
 fn children_path(ctx: &Context) -> PathBuf {
-    ctx.state().root().join("children")
+    ctx.state().children_dir()
 }
 
 /// Rule 4: the spawn hook of `status` whose child dirs are named like `name`.
@@ -342,7 +343,7 @@ fn open_file(dir: &OwnedFd, dir_path: &Path, name: &str) -> Result<File, Childre
 
 /// All of `file`, refused over `limit` bytes (rule 3).
 fn read_bounded(file: File, path: &Path, limit: u64) -> Result<Vec<u8>, ChildrenError> {
-    crate::state::read_capped(file, limit)
+    hookvisor_core::state::read_capped(file, limit)
         .map_err(|e| io_error(path, e))?
         .ok_or_else(|| ChildrenError::Unusable {
             path: path.to_owned(),
@@ -363,7 +364,7 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     use super::*;
-    use crate::status::HookStatus;
+    use hookvisor_core::status::HookStatus;
 
     fn ctx(dir: &Path) -> Context {
         Context {
@@ -374,7 +375,11 @@ mod tests {
     }
 
     fn spawn_entry(id: &str, event: &str) -> HookStatus {
-        let mut entry = HookStatus::new(id, id, crate::status::EntryType::Event(event.into()));
+        let mut entry = HookStatus::new(
+            id,
+            id,
+            hookvisor_core::status::EntryType::Event(event.into()),
+        );
         entry.event = Some(event.into());
         entry.action = Some("spawn".into());
         entry
@@ -411,7 +416,7 @@ mod tests {
             .insert("review-2".into(), spawn_entry("review-2", "task.complete"));
         status.hooks.insert(
             "plain".into(),
-            HookStatus::new("plain", "plain", crate::HookKind::File),
+            HookStatus::new("plain", "plain", hookvisor_core::HookKind::File),
         );
         let cases = [
             ("task.complete-0-review", Some("review")),
@@ -437,7 +442,7 @@ mod tests {
             [],
             "no children/ yet"
         );
-        let children = ctx.state().root().join("children");
+        let children = ctx.state().children_dir();
         fs::create_dir_all(children.join("task.complete-0-a")).unwrap();
         fs::write(
             children.join("task.complete-0-a/status.json"),

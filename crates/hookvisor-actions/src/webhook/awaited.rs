@@ -7,19 +7,19 @@ use serde_json::json;
 
 use super::run::{Sent, send};
 use crate::callback::{self, Answer, Pending, Verdict as CallbackVerdict};
-use crate::config::{Callback, Config};
-use crate::context::Context;
-use crate::decision::{DEFAULT_MAX_REASON, Verdict};
-use crate::exec::{CancelToken, Captured, ExecError, RunOutcome};
-use crate::hook::Hook;
-use crate::payload::Payload;
-use crate::policy::OnTimeout;
-use crate::produced::{Produced, ProducedName};
-use crate::runner::ActionRun;
-use crate::runner::Ran;
-use crate::state::Durability;
-use crate::status::{CallbackState, CallbackWait, StatusStore};
-use crate::webhook::Webhook;
+use hookvisor_core::config::{Callback, Config};
+use hookvisor_core::context::Context;
+use hookvisor_core::decision::{DEFAULT_MAX_REASON, Verdict};
+use hookvisor_core::exec::{CancelToken, Captured, ExecError, RunOutcome};
+use hookvisor_core::hook::Hook;
+use hookvisor_core::payload::Payload;
+use hookvisor_core::policy::OnTimeout;
+use hookvisor_core::produced::{Produced, ProducedName};
+use hookvisor_core::runner::ActionRun;
+use hookvisor_core::runner::Ran;
+use hookvisor_core::state::Durability;
+use hookvisor_core::status::{CallbackState, CallbackWait, StatusStore};
+use hookvisor_core::webhook::Webhook;
 
 /// Runs an awaited webhook: registers its callback, sends it, waits the hook's `timeout`.
 ///
@@ -61,7 +61,7 @@ pub(super) fn run(
     let limit = wait_limit(hook.timeout, callback::wait_cap());
     // A timeout too far out for the clock (the parser bounds it; this is the last guard) is
     // shown as the furthest the clock can say rather than a panic after the message went out.
-    let timeout_at = crate::timestamp::rfc3339(since.checked_add(limit).unwrap_or(since));
+    let timeout_at = hookvisor_core::timestamp::rfc3339(since.checked_add(limit).unwrap_or(since));
     mark(
         &store,
         ctx,
@@ -133,7 +133,11 @@ fn unstarted(
         ..Captured::default()
     });
     let verdict = Verdict::Abort {
-        reason: crate::decision::shrink(&reason, Some(&ctx.log_path(&hook.id)), DEFAULT_MAX_REASON),
+        reason: hookvisor_core::decision::shrink(
+            &reason,
+            Some(&ctx.log_path(&hook.id)),
+            DEFAULT_MAX_REASON,
+        ),
     };
     Ok(Ran::Finished(ActionRun {
         outcome: sent.finish(ctx, hook)?,
@@ -217,7 +221,7 @@ fn judged(
                     sent.outcome.exit_code = 1;
                     stderr = format!("{reason}\n").into_bytes();
                     verdict = Some(Verdict::Abort {
-                        reason: crate::decision::shrink(
+                        reason: hookvisor_core::decision::shrink(
                             &reason,
                             Some(&ctx.log_path(&hook.id)),
                             DEFAULT_MAX_REASON,
@@ -287,7 +291,7 @@ fn mark(
 ) {
     let wait = CallbackWait {
         state,
-        since: crate::timestamp::rfc3339(since),
+        since: hookvisor_core::timestamp::rfc3339(since),
         timeout_at: timeout_at.to_owned(),
     };
     if let Err(err) = store.update(|status| status.entry(hook, ctx).callback = Some(wait)) {

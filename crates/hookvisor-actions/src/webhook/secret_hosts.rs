@@ -5,7 +5,7 @@
 
 use url::{Host, Url};
 
-use super::url_policy;
+use hookvisor_core::webhook::url_policy;
 
 /// One entry of a `NAME_HOSTS` list.
 #[derive(Debug, PartialEq, Eq)]

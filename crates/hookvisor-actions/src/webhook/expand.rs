@@ -8,13 +8,13 @@ use serde_json::Value as Json;
 use url::Url;
 
 use super::secret_hosts::{self, Refusal};
-use super::url_policy::{self, UrlPolicyError};
-use super::{Method, UrlTemplate, Webhook, lone_reference};
-use crate::payload::{Payload, is_known_name};
-use crate::secrets::{Secrets, SecretsError};
-use crate::template::Value;
-use crate::template::names::{Piece, Pieces};
-use crate::when;
+use hookvisor_core::payload::{Payload, is_known_name};
+use hookvisor_core::secrets::{Secrets, SecretsError};
+use hookvisor_core::template::Value;
+use hookvisor_core::template::names::{Piece, Pieces};
+use hookvisor_core::webhook::url_policy::{self, UrlPolicyError};
+use hookvisor_core::webhook::{Method, UrlTemplate, Webhook, lone_reference};
+use hookvisor_core::when;
 
 /// What a placeholder after the host may leave unencoded: RFC 3986's unreserved characters.
 const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
@@ -226,8 +226,8 @@ impl Names<'_> {
                     true,
                 ),
                 None => (
-                    environment_value(name),
-                    environment_value(&hosts_name),
+                    hookvisor_core::secrets::environment_value(name),
+                    hookvisor_core::secrets::environment_value(&hosts_name),
                     false,
                 ),
             };
@@ -472,23 +472,6 @@ pub(crate) fn expand(
     })
 }
 
-/// The value of `name` in hookvisor's own environment (rule 5): the usual upper-case
-/// spelling first, then any other case of it. Never a `HOOKVISOR_*` variable: those are
-/// hookvisor's own (its server's token among them), not secrets meant for a hook.
-pub(crate) fn environment_value(name: &str) -> Option<String> {
-    let upper = name.to_ascii_uppercase();
-    if upper.starts_with("HOOKVISOR_") {
-        return None;
-    }
-    std::env::var_os(&upper)
-        .or_else(|| {
-            std::env::vars_os()
-                .find(|(n, _)| n.to_string_lossy().eq_ignore_ascii_case(name))
-                .map(|(_, v)| v)
-        })
-        .map(|v| v.to_string_lossy().into_owned())
-}
-
 /// The run's error for a secret `refusal` keeps from `url`, with the line that allows it.
 fn host_refused(used: &Used, refusal: Refusal, url: &Url) -> ExpandError {
     let list = format!("{}_HOSTS", used.name.to_ascii_uppercase());
@@ -601,7 +584,7 @@ mod tests {
 
     fn webhook(url: &str, headers: &[(&str, &str)], body: Option<Json>) -> Webhook {
         Webhook {
-            url: super::super::parse_url(url).unwrap(),
+            url: hookvisor_core::webhook::parse_url(url).unwrap(),
             method: Method::Post,
             headers: headers
                 .iter()
@@ -609,7 +592,7 @@ mod tests {
                 .collect(),
             body,
             callback_port: None,
-            on_timeout: crate::policy::OnTimeout::Abort,
+            on_timeout: hookvisor_core::policy::OnTimeout::Abort,
         }
     }
 

@@ -6,13 +6,15 @@ use serde_json::Value as Json;
 
 use super::deliver::{self, DELIVERY_HEADER, Delivery, status_line};
 use crate::callback::Pending;
-use crate::context::Context;
-use crate::event::HookAction;
-use crate::exec::{CancelToken, Captured, ExecError, RunOutcome};
-use crate::hook::Hook;
-use crate::payload::Payload;
-use crate::runner::Ran;
-use crate::webhook::{UrlTemplate, Webhook, expand};
+use hookvisor_core::context::Context;
+use hookvisor_core::event::HookAction;
+use hookvisor_core::exec::{CancelToken, Captured, ExecError, RunOutcome};
+use hookvisor_core::hook::Hook;
+use hookvisor_core::payload::Payload;
+use hookvisor_core::runner::Ran;
+use hookvisor_core::webhook::{UrlTemplate, Webhook};
+
+use super::expand;
 
 /// Each attempt's limit (EVENTS.md §4.3, §5 rule 22).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -57,7 +59,7 @@ impl Sent {
     /// Writes the log and hands the outcome on.
     pub(super) fn finish(mut self, ctx: &Context, hook: &Hook) -> Result<RunOutcome, ExecError> {
         let path = ctx.log_path(&hook.id);
-        crate::exec::write_whole_log(&path, &self.log)
+        hookvisor_core::exec::write_whole_log(&path, &self.log)
             .map_err(|source| ExecError::Log { path, source })?;
         self.outcome.tail = String::from_utf8_lossy(&self.log).into_owned();
         self.outcome.output_bytes = self.log.len() as u64;

@@ -7,12 +7,9 @@
 //! 1. The cutoff is taken first; then a *cookie* file is created in a watched directory and the
 //!    scan waits for its event (watchman's sync). inotify delivers the events of one instance in
 //!    order, so every change made before the cutoff has been seen by then.
-//! 2. The kernel is asked only for events that change files: creations, deletions, writes,
-//!    attribute changes, moves. Not opens, reads or closes, so a `git status` (or anything else
-//!    that reads the workspace) costs the watcher nothing. That is why inotify is driven directly
-//!    (the `inotify` crate) and not through `notify`, whose mask always includes `IN_OPEN`: with
-//!    it, each `git status` of a 100k-file repository queued a thousand events and took 10 %
-//!    longer while the server watched (BENCHMARKS.md, case 2).
+//! 2. The kernel is asked only for events that change files (the `watch` module's rule 1): not
+//!    opens, reads or closes, so a `git status` (or anything else that reads the workspace)
+//!    costs the watcher nothing.
 //! 3. Every directory of the workspace that `git status` could report from is watched, one
 //!    non-recursive watch each: the directories the `.gitignore`-aware walk enters, plus those
 //!    holding tracked files that are ignored. `.git` is never watched; the state dir is watched
@@ -40,7 +37,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
+use nix::errno::Errno;
+use nix::sys::inotify::{AddWatchFlags, Inotify, WatchDescriptor};
 
 use crate::changes::{ChangeScan, ChangesError, ScanOptions, Timestamp, git_walk, rescan, scan_at};
 
@@ -56,18 +54,16 @@ const COOKIE_PREFIX: &str = ".hookvisor-cookie-";
 
 /// Rule 2: what changes files, and nothing that only reads them. `EXCL_UNLINK`: no events for
 /// files already unlinked; `ONLYDIR`: a path that is no longer a directory is not watched.
-fn watch_mask() -> WatchMask {
-    WatchMask::CREATE
-        | WatchMask::DELETE
-        | WatchMask::MODIFY
-        | WatchMask::ATTRIB
-        | WatchMask::MOVED_FROM
-        | WatchMask::MOVED_TO
-        | WatchMask::MOVE_SELF
-        | WatchMask::DONT_FOLLOW
-        | WatchMask::EXCL_UNLINK
-        | WatchMask::ONLYDIR
-}
+const WATCH_MASK: AddWatchFlags = AddWatchFlags::IN_CREATE
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_MODIFY)
+    .union(AddWatchFlags::IN_ATTRIB)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_MOVE_SELF)
+    .union(AddWatchFlags::IN_DONT_FOLLOW)
+    .union(super::IN_EXCL_UNLINK)
+    .union(AddWatchFlags::IN_ONLYDIR);
 
 /// How a scan was answered, for logs, metrics and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +133,7 @@ struct Shared {
 
 /// One inotify instance: its watches, and the thread that reads its events.
 struct Reader {
-    watches: Watches,
+    inotify: Arc<Inotify>,
     shared: Arc<Shared>,
     /// The cookie dir's watch: removing it wakes the reader to stop.
     cookie_watch: WatchDescriptor,
@@ -147,7 +143,7 @@ impl Drop for Reader {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         // Its IN_IGNORED event wakes the reader, which then closes the instance.
-        let _ = self.watches.remove(self.cookie_watch.clone());
+        let _ = self.inotify.rm_watch(self.cookie_watch);
     }
 }
 
@@ -440,13 +436,12 @@ impl ChangeWatcher {
 impl Reader {
     /// A new inotify instance watching `cookie_dir`, and its reader thread.
     fn start(workspace: &Path, cookie_dir: &Path, excluded: Vec<PathBuf>) -> io::Result<Reader> {
-        let inotify = Inotify::init()?;
-        let mut watches = inotify.watches();
+        let inotify = Arc::new(super::instance(false)?);
         let shared = Arc::new(Shared::default());
         let cookie_watch = {
             let mut seen = shared.lock();
-            let wd = watches.add(cookie_dir, watch_mask())?;
-            seen.dirs.insert(wd.clone(), cookie_dir.to_path_buf());
+            let wd = inotify.add_watch(cookie_dir, WATCH_MASK)?;
+            seen.dirs.insert(wd, cookie_dir.to_path_buf());
             wd
         };
         let events = Events {
@@ -455,11 +450,12 @@ impl Reader {
             cookie_dir: cookie_dir.to_path_buf(),
             excluded,
         };
+        let reading = inotify.clone();
         std::thread::Builder::new()
             .name("hv-inotify".to_owned())
-            .spawn(move || events.read(inotify))?;
+            .spawn(move || events.read(&reading))?;
         Ok(Reader {
-            watches,
+            inotify,
             shared,
             cookie_watch,
         })
@@ -469,7 +465,7 @@ impl Reader {
     /// event of the new watch can be read before its directory is known.
     fn watch(&mut self, dir: &Path) -> io::Result<()> {
         let mut seen = self.shared.lock();
-        let wd = self.watches.add(dir, watch_mask())?;
+        let wd = self.inotify.add_watch(dir, WATCH_MASK)?;
         seen.dirs.insert(wd, dir.to_path_buf());
         Ok(())
     }
@@ -484,10 +480,9 @@ struct Events {
 }
 
 impl Events {
-    fn read(self, mut inotify: Inotify) {
-        let mut buffer = vec![0u8; 64 * 1024];
+    fn read(self, inotify: &Inotify) {
         loop {
-            let events = inotify.read_events_blocking(&mut buffer);
+            let events = inotify.read_events();
             let mut seen = self.shared.lock();
             if self.shared.stop.load(Ordering::SeqCst) {
                 return;
@@ -495,10 +490,10 @@ impl Events {
             match events {
                 Ok(events) => {
                     for event in events {
-                        self.record(&mut seen, event.wd, event.mask, event.name);
+                        self.record(&mut seen, event.wd, event.mask, event.name.as_deref());
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(Errno::EINTR) => {}
                 Err(e) => {
                     seen.pending.distrust = Some(format!("reading file events: {e}"));
                     seen.pending.rewatch = true;
@@ -509,12 +504,18 @@ impl Events {
         }
     }
 
-    fn record(&self, seen: &mut Seen, wd: WatchDescriptor, mask: EventMask, name: Option<&OsStr>) {
-        if mask.contains(EventMask::Q_OVERFLOW) {
+    fn record(
+        &self,
+        seen: &mut Seen,
+        wd: WatchDescriptor,
+        mask: AddWatchFlags,
+        name: Option<&OsStr>,
+    ) {
+        if mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
             seen.pending.distrust = Some("the kernel's event queue overflowed".to_owned());
             return;
         }
-        if mask.contains(EventMask::IGNORED) {
+        if mask.contains(AddWatchFlags::IN_IGNORED) {
             seen.dirs.remove(&wd);
             return;
         }
@@ -525,7 +526,7 @@ impl Events {
             Some(name) => dir.join(name),
             None => dir.clone(),
         };
-        if mask.contains(EventMask::MOVE_SELF) {
+        if mask.contains(AddWatchFlags::IN_MOVE_SELF) {
             // Rule 5: this directory and its watches now answer to another name.
             seen.pending.distrust = Some(format!("{} was moved", path.display()));
             seen.pending.rewatch = true;
@@ -547,8 +548,8 @@ impl Events {
         {
             return;
         }
-        let is_dir = mask.contains(EventMask::ISDIR);
-        if is_dir && mask.contains(EventMask::MOVED_FROM) {
+        let is_dir = mask.contains(AddWatchFlags::IN_ISDIR);
+        if is_dir && mask.contains(AddWatchFlags::IN_MOVED_FROM) {
             // Rule 5: the watches below it keep the old names.
             seen.pending.distrust = Some(format!("{} was moved", rel.display()));
             seen.pending.rewatch = true;
@@ -557,7 +558,7 @@ impl Events {
             seen.pending.distrust = Some(format!("{} changed", rel.display()));
             seen.pending.rewatch = true;
         }
-        if is_dir && mask.intersects(EventMask::CREATE | EventMask::MOVED_TO) {
+        if is_dir && mask.intersects(AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO) {
             if seen.pending.new_dirs.len() < MAX_TOUCHED {
                 seen.pending.new_dirs.insert(path.clone());
             } else {
