@@ -59,21 +59,23 @@ fn read_answer(mut stream: TcpStream) -> (u16, String) {
     stream
         .read_to_end(&mut raw)
         .expect("read the answer to its end");
-    let mut headers = [httparse::EMPTY_HEADER; 16];
-    let mut response = httparse::Response::new(&mut headers);
-    let httparse::Status::Complete(len) = response.parse(&raw).expect("an HTTP answer") else {
-        panic!("a partial answer: {}", String::from_utf8_lossy(&raw));
-    };
-    let connection = response
-        .headers
-        .iter()
-        .find(|h| h.name.eq_ignore_ascii_case("connection"))
-        .map(|h| h.value);
-    assert_eq!(connection, Some(&b"close"[..]), "every answer closes");
-    (
-        response.code.unwrap(),
-        String::from_utf8(raw[len..].to_vec()).unwrap(),
-    )
+    let text = String::from_utf8(raw).expect("a UTF-8 answer");
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("a partial answer: {text}"));
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|line| line.strip_prefix("HTTP/1.1 "))
+        .and_then(|rest| rest.get(..3))
+        .unwrap_or_else(|| panic!("an HTTP answer: {text}"));
+    let connection = lines.find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("connection")
+            .then(|| value.trim().to_owned())
+    });
+    assert_eq!(connection.as_deref(), Some("close"), "every answer closes");
+    (status.parse().unwrap(), body.to_owned())
 }
 
 /// The path of a wait's URL, `/cb/<token>`.
@@ -582,4 +584,90 @@ fn a_process_that_registers_a_wait_is_not_dumpable() {
     let said = String::from_utf8_lossy(&reader.stderr);
     assert!(said.contains("Permission denied"), "{said}");
     drop(pending);
+}
+
+/// Sends `raw` and closes the sending side; the status of the answer, or `None` when the
+/// listener closed without one.
+fn send_raw(addr: SocketAddr, raw: &[u8]) -> Option<u16> {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.write_all(raw).unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    answer.get(9..12).map(|status| status.parse().unwrap())
+}
+
+/// Rule 4's bounds on what a request may be, each refused without taking the wait: too large
+/// a head or too many headers, a malformed one, a body past its limit or of two lengths, one
+/// that ends early; a client that says nothing is closed unanswered.
+#[test]
+fn malformed_and_oversized_requests_are_refused_by_table() {
+    let pending = shared().register().unwrap();
+    let addr = shared().local_addr();
+    let target = path(&pending);
+    let big = format!(
+        "GET {target}?{} HTTP/1.1\r\n\r\n",
+        "a".repeat(callback::MAX_HEAD)
+    );
+    let headers = (0..=32)
+        .map(|i| format!("X-{i}: y\r\n"))
+        .collect::<String>();
+    let many = format!("GET {target} HTTP/1.1\r\n{headers}\r\n");
+    let over = format!(
+        "POST {target} HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+        MAX_BODY + 1
+    );
+    let two = format!("POST {target} HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab");
+    let negative = format!("POST {target} HTTP/1.1\r\nContent-Length: -1\r\n\r\n");
+    let huge = format!("POST {target} HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n");
+    let half_body = format!("POST {target} HTTP/1.1\r\nContent-Length: 9\r\n\r\nhalf");
+    let cases: [(&[u8], Option<u16>); 9] = [
+        (big.as_bytes(), Some(431)),
+        (many.as_bytes(), Some(431)),
+        (over.as_bytes(), Some(413)),
+        (two.as_bytes(), Some(400)),
+        (negative.as_bytes(), Some(400)),
+        (huge.as_bytes(), Some(400)),
+        (half_body.as_bytes(), Some(400)),
+        (b"\x00\x01junk\r\n\r\n", Some(400)),
+        (b"", None),
+    ];
+    for (raw, want) in cases {
+        assert_eq!(
+            send_raw(addr, raw),
+            want,
+            "{}",
+            String::from_utf8_lossy(&raw[..raw.len().min(80)])
+        );
+    }
+    assert_eq!(get(&pending, "?action=approve").0, 200);
+    assert_eq!(
+        taken(pending.wait(FOREVER, &CancelToken::new())).verdict,
+        Verdict::Success
+    );
+}
+
+/// A client that stops within its head gives its place back after the head timeout, closed
+/// unanswered.
+#[test]
+fn a_client_that_stops_within_its_head_is_closed_after_the_head_timeout() {
+    let mut stream = TcpStream::connect(shared().local_addr()).unwrap();
+    stream.write_all(b"GET /cb/x HTTP/1.1\r\n").unwrap();
+    let started = Instant::now();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    let took = started.elapsed();
+    assert!(
+        took >= callback::HEAD_TIMEOUT - Duration::from_millis(100)
+            && took < callback::READ_TIMEOUT,
+        "closed after {took:?}"
+    );
 }

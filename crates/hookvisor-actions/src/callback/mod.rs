@@ -18,12 +18,13 @@
 //!    as is one after the wait timed out, was cancelled or was dropped; an unknown token is
 //!    404. The last [`REVOKED_KEPT`] ended tokens are remembered for their 410; older ones
 //!    fall back to 404. A token never appears in a log line or an error.
-//! 4. **Bounded requests**, parsed by `httparse`: a head of at most [`MAX_HEAD`] bytes (else
-//!    431), a body of at most [`MAX_BODY`] bytes announced by `Content-Length` (larger: 413;
-//!    `Transfer-Encoding`: 411), the head within [`HEAD_TIMEOUT`] (a connection that sent
-//!    nothing by then is closed unanswered), the whole request within [`READ_TIMEOUT`] (else
-//!    408), at most [`MAX_CONNECTIONS`] connections served at once (more: 503), and
-//!    `Connection: close` after every answer. A refused request never takes the wait.
+//! 4. **Bounded requests**, read by hyper's HTTP/1 server: a head of at most [`MAX_HEAD`]
+//!    bytes and 32 headers (else 431; a malformed one is 400), a body of at most [`MAX_BODY`]
+//!    bytes announced by `Content-Length` (larger: 413; `Transfer-Encoding`: 411), the head
+//!    within [`HEAD_TIMEOUT`] (a connection that has not sent it by then is closed
+//!    unanswered), the whole request within [`READ_TIMEOUT`] (else 408), at most
+//!    [`MAX_CONNECTIONS`] connections served at once (more: 503), and `Connection: close`
+//!    after every answer. A refused request never takes the wait.
 //! 5. **The answer**, read strictly so that nothing but a plain answer takes the wait:
 //!    `action` and `message` come from the query (`?action=approve`), from an
 //!    `application/json` body that is one object with each key once (no BOM), or from an
@@ -43,14 +44,13 @@
 //!    them all, and their senders then get 404.
 //!
 //! This file holds the listener and the waits' public face; `token` makes and hashes tokens,
-//! `waits` is the table requests and waits meet in (rules 3 and 6), `request` reads one
-//! request (rule 4), `answer` reads what it says (rule 5) and `server` accepts connections
-//! and routes them (rules 2 and 4).
+//! `waits` is the table requests and waits meet in (rules 3 and 6), `answer` reads what a
+//! request says (rule 5) and `server` accepts connections, bounds them and routes their
+//! requests (rules 2 and 4), on a current-thread tokio runtime of the listener's own thread.
 
 #![forbid(unsafe_code)]
 
 mod answer;
-mod request;
 mod server;
 mod token;
 mod waits;
@@ -193,8 +193,8 @@ pub struct Listener {
     /// The base of `${callback_url}`, without a trailing `/`.
     base: RwLock<String>,
     waits: Arc<Waits>,
-    /// Written on drop to stop the accepting thread.
-    stop: OwnedFd,
+    /// Dropped to stop the accepting thread.
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
     accepting: Option<JoinHandle<()>>,
 }
 
@@ -212,7 +212,7 @@ impl std::fmt::Debug for Listener {
 
 impl Listener {
     /// Binds 127.0.0.1 on `config.port` (ephemeral when unset or 0) and starts accepting.
-    /// Dropping it stops accepting; connections being served finish on their own.
+    /// Dropping it stops accepting, and ends the connections being served.
     pub fn bind(config: &Callback) -> Result<Listener, CallbackError> {
         let port = config.port.unwrap_or(0);
         let socket = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).map_err(|source| {
@@ -229,25 +229,23 @@ impl Listener {
         socket
             .set_nonblocking(true)
             .map_err(resource("make the socket non-blocking"))?;
-        let (stop_read, stop) =
-            nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| {
-                CallbackError::Resource {
-                    what: "make a pipe",
-                    source: e.into(),
-                }
-            })?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(resource("start a runtime"))?;
+        let (stop, stopped) = tokio::sync::oneshot::channel();
         let waits = Arc::new(Waits::default());
-        // The listener's threads (the accepting one and, inheriting from it, every connection's)
-        // start with every signal blocked, so a SIGINT or SIGTERM meant for the command's
-        // `CancelToken::on_signals` is never taken by them with its default action when the
-        // listener starts before that token. Blocked here and restored, rather than in the new
+        // The listener's thread (it serves every connection) starts with every signal blocked,
+        // so a SIGINT or SIGTERM meant for the command's `CancelToken::on_signals` is never
+        // taken by it with its default action when the listener starts before that token. Blocked here and restored, rather than in the new
         // thread, so no signal falls between its start and its mask.
         let mask = SigSet::all().thread_swap_mask(SigmaskHow::SIG_SETMASK);
         let accepting = std::thread::Builder::new()
             .name("hookvisor-callback".into())
             .spawn({
                 let waits = Arc::clone(&waits);
-                move || server::accept(socket, waits, stop_read)
+                move || runtime.block_on(server::accept(socket, waits, stopped))
             });
         if let Ok(old) = mask {
             let _ = old.thread_set_mask();
@@ -258,7 +256,7 @@ impl Listener {
             addr,
             base: RwLock::new(String::new()),
             waits,
-            stop,
+            stop: Some(stop),
             accepting: Some(accepting),
         };
         listener.set_public_url(config.public_url.as_deref());
@@ -314,8 +312,7 @@ impl Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        // One byte makes the pipe readable for good; EAGAIN would mean it already is.
-        let _ = nix::unistd::write(&self.stop, b"x");
+        drop(self.stop.take());
         if let Some(accepting) = self.accepting.take() {
             let _ = accepting.join();
         }

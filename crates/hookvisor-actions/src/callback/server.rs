@@ -1,162 +1,174 @@
-//! Accepting connections and routing each one's single request (rules 2 and 4).
+//! Serving the two routes over hyper (rules 2 and 4): a current-thread tokio runtime on the
+//! listener's own thread accepts connections, at most [`MAX_CONNECTIONS`] at once, and hyper's
+//! HTTP/1 server reads each one's single request within the bounds before [`respond`] routes it
+//! and offers it to the wait.
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::fd::{AsFd, OwnedFd};
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{CACHE_CONTROL, CONNECTION, CONTENT_TYPE, HeaderValue, TRANSFER_ENCODING};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, oneshot};
 
-use super::request::{self, Refusal};
 use super::token::{self, TokenHash};
 use super::waits::{Offer, Waits};
-use super::{HEAD_TIMEOUT, MAX_CONNECTIONS, READ_TIMEOUT, answer};
+use super::{HEAD_TIMEOUT, MAX_BODY, MAX_CONNECTIONS, MAX_HEAD, READ_TIMEOUT, answer};
 
-/// How long an answer may take to write, and how long unread request bytes are drained after
-/// it (so closing does not reset the connection before the client has read the answer).
+/// The most headers a request may have; more is 431 like an oversized head.
+const MAX_HEADERS: usize = 32;
+
+/// How long unread request bytes are drained after an answer (so closing does not reset the
+/// connection before the client has read the answer), and at most how many.
 const LINGER: Duration = Duration::from_secs(2);
-
-/// The most unread bytes drained after an answer.
 const LINGER_BYTES: usize = 256 * 1024;
 
 /// How often the listener warns that it refused connections: a flood of them, which the agent
 /// can make, must not flood the log as well.
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
-/// Accepts connections until `stop` becomes readable, each served on a thread of its own, at
-/// most [`MAX_CONNECTIONS`] at once.
-pub(super) fn accept(socket: TcpListener, waits: Arc<Waits>, stop: OwnedFd) {
-    let serving = Arc::new(AtomicUsize::new(0));
+/// The answer to a connection past [`MAX_CONNECTIONS`], written as it is accepted, before any
+/// request: reading one would hold the place the limit keeps free.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\
+    cache-control: no-store\r\nconnection: close\r\n\r\n";
+
+/// Accepts connections on `socket` until `stop` fires (or its sender is dropped), each served
+/// by a task of its own, at most [`MAX_CONNECTIONS`] at once.
+pub(super) async fn accept(
+    socket: std::net::TcpListener,
+    waits: Arc<Waits>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let socket = match TcpListener::from_std(socket) {
+        Ok(socket) => socket,
+        Err(err) => {
+            tracing::error!("callback listener stopped: {err}");
+            return;
+        }
+    };
+    let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut refusals = Refusals::default();
     loop {
-        let mut fds = [
-            PollFd::new(socket.as_fd(), PollFlags::POLLIN),
-            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
-        ];
-        if let Err(err) = poll(&mut fds, PollTimeout::NONE) {
-            if err == nix::errno::Errno::EINTR {
-                continue;
-            }
-            tracing::error!("callback listener stopped: poll failed: {err}");
-            return;
-        }
-        if fds[1].any().unwrap_or(false) {
-            return;
-        }
-        let stream = match socket.accept() {
-            Ok((stream, _)) => stream,
-            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(err) => {
-                // EMFILE and the like pass; the connection waits in the backlog meanwhile.
-                tracing::warn!("callback listener: accept failed: {err}");
-                std::thread::sleep(Duration::from_millis(100));
-                continue;
-            }
+        let stream = tokio::select! {
+            _ = &mut stop => return,
+            accepted = socket.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    // EMFILE and the like pass; the connection waits in the backlog meanwhile.
+                    tracing::warn!("callback listener: accept failed: {err}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
         };
-        // Counted here, before the thread starts, so the bound holds however threads are
-        // scheduled.
-        if serving.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            serving.fetch_sub(1, Ordering::SeqCst);
+        let Ok(place) = Arc::clone(&places).try_acquire_owned() else {
             if let Some(refused) = refusals.refused(Instant::now()) {
                 tracing::warn!(
                     "callback listener: {MAX_CONNECTIONS} connections busy, {refused} refused \
                      (503) since the last warning"
                 );
             }
-            // Written from this thread, so without the drain: lingering here would stall
-            // accepting for everyone. A fresh socket's buffer takes the few bytes at once.
-            let _ = write_reply(&stream, &Reply::status(503));
+            // A fresh socket's buffer takes the few bytes at once; no linger, which would
+            // hold a place after all.
+            let _ = stream.try_write(BUSY);
             continue;
-        }
-        let slot = Slot(Arc::clone(&serving));
+        };
         let waits = Arc::clone(&waits);
-        let started = std::thread::Builder::new()
-            .name("hookvisor-callback-conn".into())
-            .spawn(move || {
-                let _slot = slot;
-                serve(stream, &waits);
-            });
-        if let Err(err) = started {
-            // The closure, the stream and its slot are dropped with the error.
-            tracing::warn!("callback listener: cannot start a thread: {err}");
-        }
+        tokio::spawn(async move {
+            serve(stream, waits).await;
+            drop(place);
+        });
     }
 }
 
-/// The connections refused for want of a place, warned about at most every [`WARN_EVERY`].
-#[derive(Default)]
-struct Refusals {
-    /// When the last warning was given.
-    warned: Option<Instant>,
-    /// Refusals since then.
-    since: u64,
+/// Serves the one request of `stream`: its head within [`HEAD_TIMEOUT`] (a connection that
+/// has not sent it by then is closed unanswered), the whole within [`READ_TIMEOUT`].
+async fn serve(stream: TcpStream, waits: Arc<Waits>) {
+    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
+    let service = hyper::service::service_fn(move |request| {
+        let waits = Arc::clone(&waits);
+        async move { Ok::<_, Infallible>(respond(request, &waits, deadline).await) }
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_header_size(MAX_HEAD)
+        .max_headers(MAX_HEADERS)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(Lingering::new(stream)), service);
+    // The answer and its linger after the read's deadline; a client that reads nothing is
+    // dropped then.
+    let _ = tokio::time::timeout_at(deadline + 2 * LINGER, connection).await;
 }
 
-impl Refusals {
-    /// Counts one refusal at `now`; the number to warn about when a warning is due.
-    fn refused(&mut self, now: Instant) -> Option<u64> {
-        self.since += 1;
-        match self.warned {
-            Some(warned) if now.saturating_duration_since(warned) < WARN_EVERY => None,
-            _ => {
-                self.warned = Some(now);
-                Some(std::mem::take(&mut self.since))
-            }
-        }
-    }
-}
-
-/// One connection's place among the [`MAX_CONNECTIONS`], given back when it ends.
-struct Slot(Arc<AtomicUsize>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Reads one request, answers it, closes.
-fn serve(mut stream: TcpStream, waits: &Waits) {
-    let deadline = Instant::now() + READ_TIMEOUT;
-    let reply = match respond(&mut stream, waits, deadline) {
-        Ok(reply) => reply,
-        Err(Refusal::Status(status)) => Reply::status(status),
-        Err(Refusal::Gone) => return,
+/// The reply to `request`: routed first, so any other path is 404 before its body is read;
+/// then its body read whole; then offered to the wait.
+async fn respond(
+    request: Request<Incoming>,
+    waits: &Waits,
+    deadline: tokio::time::Instant,
+) -> Response<String> {
+    // Only the origin form (`/cb/…`): a request naming a scheme or host is no route.
+    let uri = request.uri();
+    let target = match (uri.scheme(), uri.path_and_query()) {
+        (None, Some(target)) => target.as_str(),
+        _ => "",
     };
-    let _ = answer_with(stream, &reply);
-}
-
-/// The reply to the request on `stream`: routed first, so any other path is 404 before its
-/// body is read; then read whole; then offered to the wait.
-fn respond(stream: &mut TcpStream, waits: &Waits, deadline: Instant) -> Result<Reply, Refusal> {
-    let head = request::read_head(stream, deadline.min(Instant::now() + HEAD_TIMEOUT))?;
-    let Some((hash, query)) = route(&head.method, &head.target) else {
-        return Ok(Reply::status(404));
+    let Some((hash, query)) = route(request.method().as_str(), target) else {
+        return reply(StatusCode::NOT_FOUND, String::new());
     };
-    let content_type = head.content_type.clone();
-    let body = request::read_body(stream, head, deadline)?;
+    if request.headers().contains_key(TRANSFER_ENCODING) {
+        return reply(StatusCode::LENGTH_REQUIRED, String::new());
+    }
+    if request
+        .body()
+        .size_hint()
+        .exact()
+        .is_some_and(|length| length > MAX_BODY as u64)
+    {
+        return reply(StatusCode::PAYLOAD_TOO_LARGE, String::new());
+    }
+    let content_type = request
+        .headers()
+        .get(CONTENT_TYPE)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
+    let body = Limited::new(request.into_body(), MAX_BODY).collect();
+    let body = match tokio::time::timeout_at(deadline, body).await {
+        Ok(Ok(body)) => body.to_bytes(),
+        Err(_) => return reply(StatusCode::REQUEST_TIMEOUT, String::new()),
+        // It ended before its Content-Length.
+        Ok(Err(_)) => return reply(StatusCode::BAD_REQUEST, String::new()),
+    };
     let said = answer::read(&query, content_type.as_deref(), &body);
     let verdict = said.as_ref().ok().map(|r| r.verdict);
-    Ok(match waits.offer(hash, said) {
+    match waits.offer(hash, said) {
         Offer::Taken => {
             tracing::info!("callback {hash:?} answered: {verdict:?}");
-            Reply::json(200, r#"{"ok":true}"#.into())
+            reply(StatusCode::OK, r#"{"ok":true}"#.into())
         }
         Offer::Gone => {
             tracing::info!("callback {hash:?}: refused a request for an ended wait");
-            Reply::json(
-                410,
+            reply(
+                StatusCode::GONE,
                 error_body("this callback was answered already or has expired"),
             )
         }
-        Offer::Unknown => Reply::status(404),
+        Offer::Unknown => reply(StatusCode::NOT_FOUND, String::new()),
         Offer::Refused(refused) => {
             tracing::info!("callback {hash:?}: refused a request: {refused}");
-            Reply::json(refused.status, error_body(&refused.reason))
+            let status = StatusCode::from_u16(refused.status).unwrap_or(StatusCode::BAD_REQUEST);
+            reply(status, error_body(&refused.reason))
         }
-    })
+    }
 }
 
 /// The token hash and query of the two routes (rule 2); `None` for anything else.
@@ -186,78 +198,104 @@ fn error_body(reason: &str) -> String {
     serde_json::json!({"ok": false, "error": reason}).to_string()
 }
 
-/// A status and an optional JSON body.
-struct Reply {
-    status: u16,
-    body: String,
+/// `status` with `body` (JSON when not empty, else no information beyond the status), never
+/// cached, and the connection closed after it.
+fn reply(status: StatusCode, body: String) -> Response<String> {
+    let mut response = Response::new(String::new());
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    if !body.is_empty() {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    *response.body_mut() = body;
+    response
 }
 
-impl Reply {
-    /// A status with no body: no information beyond it.
-    fn status(status: u16) -> Reply {
-        Reply {
-            status,
-            body: String::new(),
-        }
-    }
+/// The connections refused for want of a place, warned about at most every [`WARN_EVERY`].
+#[derive(Default)]
+struct Refusals {
+    /// When the last warning was given.
+    warned: Option<Instant>,
+    /// Refusals since then.
+    since: u64,
+}
 
-    fn json(status: u16, body: String) -> Reply {
-        Reply { status, body }
+impl Refusals {
+    /// Counts one refusal at `now`; the number to warn about when a warning is due.
+    fn refused(&mut self, now: Instant) -> Option<u64> {
+        self.since += 1;
+        match self.warned {
+            Some(warned) if now.saturating_duration_since(warned) < WARN_EVERY => None,
+            _ => {
+                self.warned = Some(now);
+                Some(std::mem::take(&mut self.since))
+            }
+        }
     }
 }
 
-/// Writes `reply` with `Connection: close`, then closes gracefully: unread request bytes are
-/// drained for a moment, since closing a socket with unread data resets the connection, which
-/// can throw away the answer before the client reads it (a 413 after a large body).
-fn answer_with(mut stream: TcpStream, reply: &Reply) -> std::io::Result<()> {
-    write_reply(&stream, reply)?;
-    stream.shutdown(Shutdown::Write)?;
-    let until = Instant::now() + LINGER;
-    let mut drained = 0;
-    let mut sink = [0u8; 8192];
-    while drained < LINGER_BYTES {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        stream.set_read_timeout(Some(left))?;
-        match stream.read(&mut sink) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => drained += n,
-        }
-    }
-    Ok(())
+/// A connection that closes gracefully: when hyper shuts it down after the answer, unread
+/// request bytes are drained for a moment, since closing a socket with unread data resets the
+/// connection, which can throw away the answer before the client reads it (a 413 after a
+/// large body).
+struct Lingering {
+    stream: TcpStream,
+    /// Once the write side is shut: when draining ends, and how much was drained.
+    draining: Option<(Pin<Box<tokio::time::Sleep>>, usize)>,
 }
 
-/// Writes `reply` whole, within [`LINGER`].
-fn write_reply(mut stream: &TcpStream, reply: &Reply) -> std::io::Result<()> {
-    let reason = match reply.status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        408 => "Request Timeout",
-        410 => "Gone",
-        411 => "Length Required",
-        413 => "Content Too Large",
-        415 => "Unsupported Media Type",
-        431 => "Request Header Fields Too Large",
-        503 => "Service Unavailable",
-        _ => "",
-    };
-    let content_type = if reply.body.is_empty() {
-        ""
-    } else {
-        "Content-Type: application/json\r\n"
-    };
-    let text = format!(
-        "HTTP/1.1 {} {reason}\r\n{content_type}Content-Length: {}\r\nCache-Control: no-store\r\n\
-         Connection: close\r\n\r\n{}",
-        reply.status,
-        reply.body.len(),
-        reply.body
-    );
-    stream.set_write_timeout(Some(LINGER))?;
-    stream.write_all(text.as_bytes())
+impl Lingering {
+    fn new(stream: TcpStream) -> Lingering {
+        Lingering {
+            stream,
+            draining: None,
+        }
+    }
+}
+
+impl AsyncRead for Lingering {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Lingering {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.draining.is_none() {
+            ready!(Pin::new(&mut this.stream).poll_shutdown(cx))?;
+            this.draining = Some((Box::pin(tokio::time::sleep(LINGER)), 0));
+        }
+        let (until, drained) = this.draining.as_mut().expect("set above");
+        let mut sink = [0u8; 8192];
+        while *drained < LINGER_BYTES && until.as_mut().poll(cx).is_pending() {
+            let mut buf = ReadBuf::new(&mut sink);
+            match ready!(Pin::new(&mut this.stream).poll_read(cx, &mut buf)) {
+                Ok(()) if !buf.filled().is_empty() => *drained += buf.filled().len(),
+                // The client closed its side, or the socket failed: nothing left to wait for.
+                _ => break,
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
 }
 
 #[cfg(test)]
