@@ -238,8 +238,9 @@ impl Listener {
         let waits = Arc::new(Waits::default());
         // The listener's thread (it serves every connection) starts with every signal blocked,
         // so a SIGINT or SIGTERM meant for the command's `CancelToken::on_signals` is never
-        // taken by it with its default action when the listener starts before that token. Blocked here and restored, rather than in the new
-        // thread, so no signal falls between its start and its mask.
+        // taken by it with its default action when the listener starts before that token.
+        // Blocked here and restored, rather than in the new thread, so no signal falls between
+        // its start and its mask.
         let mask = SigSet::all().thread_swap_mask(SigmaskHow::SIG_SETMASK);
         let accepting = std::thread::Builder::new()
             .name("hookvisor-callback".into())
