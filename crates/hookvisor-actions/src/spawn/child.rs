@@ -303,15 +303,11 @@ impl Target {
 }
 
 /// The `hookvisor` executable a pipeline child runs `loop` with: this process's own, unless
-/// this is the init (`hookvisor-init`, which has no `loop`) or its file is gone (replaced by an
-/// upgrade); then `hookvisor` beside it, then `hookvisor` on `PATH`.
+/// its file is gone (replaced by an upgrade); then `hookvisor` beside it, then on `PATH`.
 fn hookvisor_exe() -> Result<PathBuf, String> {
     let current = std::env::current_exe().ok();
     if let Some(exe) = &current {
-        let is_init = exe
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("hookvisor-init"));
-        if !is_init && exe.is_file() {
+        if exe.is_file() {
             return Ok(exe.clone());
         }
         if let Some(beside) = exe.parent().map(|d| d.join("hookvisor"))
@@ -327,7 +323,7 @@ fn hookvisor_exe() -> Result<PathBuf, String> {
         .find(|candidate| candidate.is_file())
         .ok_or_else(|| {
             "spawn: cannot find the hookvisor executable to run the pipeline's loop; put \
-             hookvisor on PATH or beside hookvisor-init"
+             hookvisor on PATH"
                 .to_owned()
         })
 }

@@ -59,8 +59,9 @@
 //!    `host:port`. Hosts compare after the URL parser's normalisation. A url that is one
 //!    secret is exempt for its own value, not for any other secret it carries.
 //! 9. **Awaited** (`awaited`, §4.3, §5 rule 22). A webhook naming `${callback_url}` first
-//!    registers a wait on the process's [`crate::callback`] listener (port: `callback_port`,
-//!    else `callback.port` of `.discobot/hookvisor.yml`, else ephemeral), sends with that URL,
+//!    registers a wait on the process's `callback` listener (crate `hookvisor-actions`; port:
+//!    `callback_port`, else `callback.port` of `.discobot/hookvisor.yml`, else ephemeral),
+//!    sends with that URL,
 //!    and, once delivered, waits up to its `timeout` (each send attempt keeps its own 30 s). A
 //!    delivery that fails awaits nothing and is judged like any failure. The callback's
 //!    `approve`/`continue`/`none` is a success; `block` is a block with its `message`, said to

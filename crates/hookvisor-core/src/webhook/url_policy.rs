@@ -50,7 +50,7 @@ pub fn authority_end(text: &str) -> Option<usize> {
 }
 
 /// Checks the scheme and host as written, with no name resolved: at load and at send.
-pub(crate) fn check_literal(url: &Url) -> Result<(), UrlPolicyError> {
+pub fn check_literal(url: &Url) -> Result<(), UrlPolicyError> {
     let host = url.host().ok_or(UrlPolicyError::NoHost)?;
     match url.scheme() {
         "https" => Ok(()),
