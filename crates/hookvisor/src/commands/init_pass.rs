@@ -38,6 +38,9 @@ pub fn run(globals: &Globals, args: &InitPassArgs) -> CliResult {
     // It is the init's runner, and is named so in `ps` and /proc (argv[0] is the init's too).
     let _ = nix::sys::prctl::set_name(c"hookvisor-init");
     let before = args.pass == InitPass::BeforeCmd;
+    // The pass before CMD prepares the state dir and says what will not run; a recorder only
+    // records.
+    let announce = before && args.record_killed.is_none();
     let policy = match &args.root_hooks {
         Some(text) => RootHooks::parse(text).map_err(CliError::usage)?,
         None => RootHooks::All,
@@ -48,13 +51,13 @@ pub fn run(globals: &Globals, args: &InitPassArgs) -> CliResult {
         _ => None,
     };
     let ctx = globals.context_as(user.as_ref())?;
-    if before && let Err(e) = prepare_state_dir(&ctx, user.as_ref()) {
+    if announce && let Err(e) = prepare_state_dir(&ctx, user.as_ref()) {
         warn(format_args!("{e}"));
     }
-    let Some(mut plan) = plan(&ctx, policy, user.as_ref(), before) else {
+    let Some(mut plan) = plan(&ctx, policy, user.as_ref(), announce) else {
         return Ok(Exit::Failed);
     };
-    if before && !args.pid1 {
+    if announce && !args.pid1 {
         // As PID 1 of a new container nothing of the agent's runs yet; as a subreaper
         // elsewhere the user may have processes, and root hooks never run beside them.
         if let Some(reason) = agent_running(user.as_ref()) {
@@ -104,13 +107,13 @@ pub fn run(globals: &Globals, args: &InitPassArgs) -> CliResult {
     })
 }
 
-/// Finds the session hooks, seals the root ones and, before CMD, reports the files that will
-/// not run and recovers the records of runs a previous init left unfinished.
+/// Finds the session hooks, seals the root ones and, when `announce`, reports the files that
+/// will not run and recovers the records of runs a previous init left unfinished.
 fn plan(
     ctx: &Context,
     policy: RootHooks,
     user: Option<&Credentials>,
-    before: bool,
+    announce: bool,
 ) -> Option<SessionPlan> {
     // The hooks dir is in the agent's workspace: it is read, root hooks included, with the
     // user's credentials, so a link there to a root-only file reads nothing.
@@ -125,7 +128,7 @@ fn plan(
     let discovery = discover(&ctx.hooks_dir());
     let plan = SessionPlan::with_policy(&discovery, policy, user);
     drop(acting);
-    if !before {
+    if !announce {
         return Some(plan);
     }
     for problem in &discovery.problems {
