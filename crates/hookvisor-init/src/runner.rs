@@ -150,6 +150,9 @@ impl PassCommand {
                 eprintln!("hookvisor-init: session hooks not run: {e}");
                 return 1;
             }
+            // Nothing the init inherited reaches the pass, nor the agent's code it starts as
+            // the user (a spawn's argv), as nothing reaches CMD.
+            hookvisor_core::sys::mark_cloexec_above_stdio();
             let e = command.exec();
             eprintln!(
                 "hookvisor-init: session hooks not run: cannot run {}: {e}",

@@ -561,3 +561,40 @@ fn a_session_start_event_hook_keeps_nothing_of_root() {
         assert_eq!(field(caps), ["0000000000000000"], "{caps}: {status}");
     }
 }
+
+/// A descriptor the init inherited (root's: here `/etc/shadow`, as a runtime might leak one)
+/// reaches no code of the agent's: not through `hookvisor init-pass`, whose unawaited
+/// `session.start` spawn starts the workspace's argv, as the user, as a detached child.
+#[test]
+fn no_descriptor_the_init_inherited_reaches_a_spawned_child() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    let seen = w.ws.join("fds");
+    fs::write(
+        w.ws.join(".discobot/hooks/20-spawn.yml"),
+        format!(
+            "---\nevent: session.start\nawait: false\naction: spawn\nargv: [sh, -c, 'ls /proc/self/fd > {0}.tmp; mv {0}.tmp {0}']\n---\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    give_to_test_user(&w.ws);
+    let script = format!("until [ -e {} ]; do sleep 0.01; done", seen.display());
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"exec 7</etc/shadow; exec "$@""#)
+        .arg("sh")
+        .arg("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child", INIT])
+        .args(w.args(&[
+            "--user", "hv-test", "--", "timeout", "20", "sh", "-c", &script,
+        ]))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // Its stdin, stdout (the file), stderr (its log), and `ls`'s handle on the directory.
+    assert_eq!(fs::read_to_string(&seen).unwrap(), "0\n1\n2\n3\n", "{err}");
+}
