@@ -216,14 +216,31 @@ pub(crate) fn kill(marker: &str) -> usize {
 /// there were. Only for a process that runs one thing at a time and calls this between runs:
 /// then every child it still has is a leftover, whatever its environment says (one that
 /// cleared it or left the group escapes the marker search, not this). Zombies are reaped too.
+/// The detached runners of unawaited hooks are spared ([`spare`], [`adopted_runner`]).
 pub fn kill_children() -> usize {
+    kill_children_sparing(true)
+}
+
+/// [`kill_children`] sparing nothing: for a root process between session hooks (the init's
+/// pass), which starts no detached runner, so a child that passes for one (the same
+/// executable, the same command line) is a leftover of a user hook like any other, and would
+/// run the agent's code beside the root hooks after it.
+pub fn kill_every_child() -> usize {
+    kill_children_sparing(false)
+}
+
+fn kill_children_sparing(runners: bool) -> usize {
     let me = std::process::id() as i32;
     let mut killed = std::collections::BTreeSet::new();
     for _ in 0..ROUNDS {
-        let spared = SPARED.lock().map(|s| s.clone()).unwrap_or_default();
+        let spared = if runners {
+            SPARED.lock().map(|s| s.clone()).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let children: Vec<i32> = procfs::children(None)
             .into_iter()
-            .filter(|&p| p != me && !spared.contains(&p) && !adopted_runner(p))
+            .filter(|&p| p != me && !(runners && (spared.contains(&p) || adopted_runner(p))))
             .collect();
         if children.is_empty() {
             break;

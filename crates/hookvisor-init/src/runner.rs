@@ -11,7 +11,7 @@
 //! Root runs `hookvisor` only when no account but root can change it or a directory above it
 //! (root never runs what the agent can change).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::Command;
@@ -97,21 +97,16 @@ impl PassCommand {
             }
         }
         let globals = vec![
-            "--workspace".into(),
-            ctx.workspace.clone().into(),
-            "--state-dir".into(),
-            ctx.state_dir.clone().into(),
-            "--session".into(),
-            ctx.session_id.clone().into(),
+            option("--workspace", &ctx.workspace),
+            option("--state-dir", &ctx.state_dir),
+            option("--session", &ctx.session_id),
         ];
-        let mut options: Vec<OsString> = vec![
-            "--root-hooks".into(),
-            root_hooks.into(),
-            "--kill-grace".into(),
-            (grace / 2).as_secs_f64().to_string().into(),
+        let mut options = vec![
+            option("--root-hooks", root_hooks),
+            option("--kill-grace", (grace / 2).as_secs_f64().to_string()),
         ];
         if let Some(user) = user {
-            options.extend(["--user".into(), user.into()]);
+            options.push(option("--user", user));
         }
         if std::process::id() == 1 {
             options.push("--pid1".into());
@@ -135,7 +130,7 @@ impl PassCommand {
 
     /// Starts the recorder of a `pass` that was killed before it recorded its running hook.
     pub(crate) fn record_killed(&self, pass: Pass, note: &str) -> std::io::Result<Runner> {
-        let pid = self.fork(pass, &["--record-killed".into(), note.into()])?;
+        let pid = self.fork(pass, &[option("--record-killed", note)])?;
         Ok(Runner { pid, pass: None })
     }
 
@@ -155,6 +150,9 @@ impl PassCommand {
                 eprintln!("hookvisor-init: session hooks not run: {e}");
                 return 1;
             }
+            // Nothing the init inherited reaches the pass, nor the agent's code it starts as
+            // the user (a spawn's argv), as nothing reaches CMD.
+            hookvisor_core::sys::mark_cloexec_above_stdio();
             let e = command.exec();
             eprintln!(
                 "hookvisor-init: session hooks not run: cannot run {}: {e}",
@@ -163,4 +161,13 @@ impl PassCommand {
             1
         })
     }
+}
+
+/// `--name=value` as one word: a value that starts with `-` (a session id may) is never taken
+/// for an option of its own.
+fn option(name: &str, value: impl AsRef<OsStr>) -> OsString {
+    let mut word = OsString::from(name);
+    word.push("=");
+    word.push(value);
+    word
 }

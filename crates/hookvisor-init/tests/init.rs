@@ -425,6 +425,48 @@ fn hooks_run_in_order_blocking_first_and_failures_do_not_stop_the_rest() {
     }
 }
 
+/// A session id is any plain name, one that starts with `-` too (as the sandbox's
+/// `$DISCOBOT_SESSION_ID` may): `hookvisor init-pass` gets each value as a value, never as an
+/// option, so the hooks of such a session run and are recorded like any other's.
+#[test]
+fn a_session_id_starting_with_a_dash_still_runs_the_hooks() {
+    if !namespaces() {
+        return;
+    }
+    let w = Workspace::new();
+    w.hook("10-before.sh", "# blocking: true\n", "echo before");
+    w.hook("20-beside.sh", "", "echo beside");
+    let status = w.state.join("status.json");
+    let script = format!(
+        "until grep -A6 '\"20-beside\": {{' {} 2>/dev/null | grep -q success; do sleep 0.01; done",
+        status.display()
+    );
+    let out = pid1(&[
+        "--workspace",
+        w.ws.to_str().unwrap(),
+        "--state-dir",
+        w.state.to_str().unwrap(),
+        "--",
+        "timeout",
+        "20",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .env("DISCOBOT_SESSION_ID", "-x")
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for id in ["10-before", "20-beside"] {
+        assert_eq!(
+            w.status()["hooks"][id]["lastResult"],
+            "success",
+            "{id}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn invalid_run_as_is_reported_and_never_run() {
     if !namespaces() {

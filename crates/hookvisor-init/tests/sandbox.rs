@@ -561,3 +561,98 @@ fn a_session_start_event_hook_keeps_nothing_of_root() {
         assert_eq!(field(caps), ["0000000000000000"], "{caps}: {status}");
     }
 }
+
+/// A descriptor the init inherited (root's: here `/etc/shadow`, as a runtime might leak one)
+/// reaches no code of the agent's: not through `hookvisor init-pass`, whose unawaited
+/// `session.start` spawn starts the workspace's argv, as the user, as a detached child.
+#[test]
+fn no_descriptor_the_init_inherited_reaches_a_spawned_child() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    let seen = w.ws.join("fds");
+    fs::write(
+        w.ws.join(".discobot/hooks/20-spawn.yml"),
+        format!(
+            "---\nevent: session.start\nawait: false\naction: spawn\nargv: [sh, -c, 'ls /proc/self/fd > {0}.tmp; mv {0}.tmp {0}']\n---\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    give_to_test_user(&w.ws);
+    let script = format!("until [ -e {} ]; do sleep 0.01; done", seen.display());
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"exec 7</etc/shadow; exec "$@""#)
+        .arg("sh")
+        .arg("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child", INIT])
+        .args(w.args(&[
+            "--user", "hv-test", "--", "timeout", "20", "sh", "-c", &script,
+        ]))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // Its stdin, stdout (the file), stderr (its log), and `ls`'s handle on the directory.
+    assert_eq!(fs::read_to_string(&seen).unwrap(), "0\n1\n2\n3\n", "{err}");
+}
+
+/// A user hook leaves behind what passes for hookvisor's detached runner of an unawaited hook
+/// (the very executable, `… fire EVENT --deliver HOOK`, out of the hook's group and without
+/// its run marker), which runs a hook of the workspace as the agent. The pass kills it with
+/// the rest of the hook's leftovers: no code of the agent's runs beside the root hook after it.
+#[test]
+fn a_user_hook_cannot_leave_a_deliver_runner_beside_a_root_hook() {
+    if !namespaces() || !ensure_test_user() {
+        return;
+    }
+    let w = Workspace::new();
+    let hookvisor = Path::new(INIT).with_file_name("hookvisor");
+    let ticks = w.ws.join("ticks");
+    let event = w.ws.join("event.json");
+    let seen = w.path("seen");
+    fs::write(&event, "{}").unwrap();
+    fs::write(
+        w.ws.join(".discobot/hooks/loop.yml"),
+        format!(
+            "---\nevent: task.complete\nawait: false\ntimeout: 60\nrun: 'while :; do echo >> {}; sleep 0.01; done'\n---\n",
+            ticks.display()
+        ),
+    )
+    .unwrap();
+    w.hook(
+        "10-user.sh",
+        "# blocking: true\n",
+        &format!(
+            "env -u HOOKVISOR_RUN setsid {} --workspace {} --state-dir {} --session test \
+             fire task.complete --deliver loop < {} > /dev/null 2>&1 &\n\
+             until [ -s {t} ]; do sleep 0.01; done",
+            hookvisor.display(),
+            w.ws.display(),
+            w.state.display(),
+            event.display(),
+            t = ticks.display()
+        ),
+    );
+    w.hook(
+        "20-root.sh",
+        "# blocking: true\n# run_as: root\n# retries: 0\n",
+        &format!(
+            "a=$(wc -l < {t}); sleep 0.3; b=$(wc -l < {t}); echo $a $b > {}",
+            seen.display(),
+            t = ticks.display()
+        ),
+    );
+    give_to_test_user(&w.ws);
+    let (code, _, err) = run(&w.args(&["--user", "hv-test", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    let seen = fs::read_to_string(&seen).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let counts: Vec<&str> = seen.split_whitespace().collect();
+    assert_eq!(counts.len(), 2, "{seen}");
+    assert_eq!(
+        counts[0], counts[1],
+        "the agent's loop ran beside the root hook: {err}"
+    );
+}

@@ -277,7 +277,8 @@ fn take_identity(user: &Credentials) {
 /// After each attempt of a hook: kill what it left running, and say when it is tried again.
 fn after_attempt(attempt: &Attempt<'_>) {
     let name = &attempt.hook.name;
-    let killed = hookvisor_core::leftovers::kill_children();
+    // Everything: a user hook's child that passes for a detached runner is the agent's.
+    let killed = hookvisor_core::leftovers::kill_every_child();
     if killed > 0 {
         eprintln!(
             "hookvisor-init: session hook \"{name}\" left {killed} process(es) running; killed"
