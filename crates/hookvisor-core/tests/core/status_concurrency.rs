@@ -151,7 +151,12 @@ fn spawn_worker_with(
     status: &Path,
     vars: &[(&str, String)],
 ) -> Worker {
-    cmd.args(["--exact", "worker_entry", "--nocapture", "--test-threads=1"])
+    // The test's name in this binary: its module path without the crate's name.
+    let entry = format!(
+        "{}::worker_entry",
+        module_path!().split_once("::").unwrap().1
+    );
+    cmd.args(["--exact", &entry, "--nocapture", "--test-threads=1"])
         .env(WORKER_VAR, mode)
         .env(STATUS_VAR, status)
         .stdin(Stdio::null())

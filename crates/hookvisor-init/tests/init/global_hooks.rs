@@ -5,7 +5,7 @@
 //!
 //! Needs root (PID namespaces, `useradd`); with CI=true a test that cannot run fails.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -17,7 +17,7 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt, lchown};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 use common::*;
 

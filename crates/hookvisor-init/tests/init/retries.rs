@@ -9,7 +9,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 
 use common::*;
 

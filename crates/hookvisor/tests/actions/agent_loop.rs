@@ -2,7 +2,7 @@
 //! driving a scripted `/bin/sh` fake agent (`fixtures/loop/agent.sh`) through real hooks, with
 //! every prompt, exit code, `session.json` and, after SIGINT, `/proc` checked.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::Read;

@@ -3,7 +3,7 @@
 //! over real TCP, as a person approving in a chat would; the fire (or `serve`) waits for it and
 //! decides.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::{Read, Write};

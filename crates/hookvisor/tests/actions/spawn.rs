@@ -1,7 +1,7 @@
 //! `action: spawn` (EVENTS.md §4.4, §5 rule 23) fired through the real `hookvisor fire`: real
 //! child processes, a real `hookvisor loop` driving a fake agent, real git worktrees.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::{Read as _, Write as _};

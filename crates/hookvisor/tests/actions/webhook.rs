@@ -2,7 +2,7 @@
 //! `hookvisor fire`, delivering to receivers each test runs on 127.0.0.1: plain HTTP from a
 //! `TcpListener` thread, and HTTPS through rustls with a CA the test makes.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::{BufRead as _, BufReader, Read, Write};

@@ -2,7 +2,7 @@
 //! the built `hookvisor`, and each refusal as a `file:line: reason; fix` problem of `check`
 //! and `list`, with global hooks off while the file is broken.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::symlink;

@@ -2,7 +2,7 @@
 //! built binary on real git repositories (and a workspace without git), with status.json, the
 //! logs and the re-prompt checked after every turn.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;

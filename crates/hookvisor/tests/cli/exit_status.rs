@@ -1,7 +1,7 @@
 //! End-to-end tests of the exit statuses of DESIGN.md: 2 only for usage and configuration
 //! errors, 1 when hookvisor fails at its work (a file it cannot write is not the user's typo).
 
-mod common;
+use crate::common;
 
 use std::fs;
 

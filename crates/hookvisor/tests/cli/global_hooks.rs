@@ -3,7 +3,7 @@
 //! `fire` on a real git repository, turned off by `.discobot/hookvisor.yml`, listed with their
 //! path, and never run as root.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -2,7 +2,7 @@
 //! hold other settings and hooks, run twice, corrupt, commented, symlinked; and the command
 //! written, run through a shell as the agents run it.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

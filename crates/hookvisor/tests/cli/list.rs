@@ -1,7 +1,7 @@
 //! End-to-end tests of `hookvisor list [--json]` and `hookvisor check`: the JSON shape of
 //! DESIGN.md, the exit statuses, and every file that will not run named with its reason.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;

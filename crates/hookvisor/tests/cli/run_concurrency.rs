@@ -1,7 +1,7 @@
 //! Many `hookvisor run` processes at once against one state dir: no update of status.json is
 //! lost, and a reader that never takes the lock never parses a torn file.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::process::Child;

@@ -2,7 +2,7 @@
 //! which it skips (`no_main`, see main.rs): SIGPIPE ignored in hookvisor and not in its hooks,
 //! closed standard descriptors opened on /dev/null.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::process::Command;

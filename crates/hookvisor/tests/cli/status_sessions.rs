@@ -1,7 +1,7 @@
 //! `hookvisor status` after agent sessions: the adapters keep each agent session's state under
 //! `~/.discobot/<agent session>/hooks`, and plain `status` in the workspace finds them.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::Write;

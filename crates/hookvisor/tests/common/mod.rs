@@ -282,12 +282,12 @@ pub fn json_of(output: &Output) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{e}: {}\nstderr: {}", stdout(output), stderr(output)))
 }
 
-/// `hookvisor serve` under test and a small HTTP client (tests/serve.rs, tests/dashboard.rs).
+/// `hookvisor serve` under test and a small HTTP client (tests/serve/serve.rs, tests/serve/dashboard.rs).
 pub mod fake_agent;
-/// A webhook receiver that answers its callback URL (tests/callback.rs, tests/import_loop.rs).
+/// A webhook receiver that answers its callback URL (tests/actions/callback.rs, tests/import/import_loop.rs).
 pub mod receiver;
 pub mod serve;
-/// A probe of an `await: false` hook (tests/commit_after.rs, tests/eval.rs).
+/// A probe of an `await: false` hook (tests/git/commit_after.rs, tests/cli/eval.rs).
 pub mod unawaited;
 
 /// Creates the test user `hv-test` once (safely when tests race) and returns a guard that keeps

@@ -1,5 +1,5 @@
 //! A webhook receiver on 127.0.0.1 that answers the `${callback_url}` it was sent over real
-//! TCP, as a person approving in a chat would (tests/callback.rs, tests/import_loop.rs).
+//! TCP, as a person approving in a chat would (tests/actions/callback.rs, tests/import/import_loop.rs).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

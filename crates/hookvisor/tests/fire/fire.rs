@@ -2,7 +2,7 @@
 //! binary firing events at real `/bin/sh` hooks, with exit codes, the reply, the context
 //! buffer and status.json checked, and twenty `fire` processes at once.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::Write;

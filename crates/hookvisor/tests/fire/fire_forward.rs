@@ -2,7 +2,7 @@
 //! running `hookvisor serve`, over loopback TCP or its Unix socket, and the CLI prints the
 //! server's reply and exits by its decision as if it had run the hooks itself.
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 

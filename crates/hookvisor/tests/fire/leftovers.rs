@@ -1,7 +1,7 @@
 //! What a hook leaves running (a `setsid` daemon, out of its process group) is killed when the
 //! hook ends, for every way a hook runs: `hookvisor run`, a real `git commit`, and `serve`.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! the agent sets `stop_hook_active`. Each agent is played with its prompt event installed
 //! (what `hookvisor install` registers) and without it (settings from before).
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::Write;

@@ -1,6 +1,6 @@
 //! `hookvisor session`: the session hooks without the init.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

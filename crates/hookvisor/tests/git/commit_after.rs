@@ -3,7 +3,7 @@
 //! pre-commit one) or, without it, by the `git-commit` action; AutoAgent's `PostGitCommit`
 //! hooks with it. A notice: nothing it does fails the commit.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

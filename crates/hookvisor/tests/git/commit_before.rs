@@ -2,7 +2,7 @@
 //! `event: commit.before`): a declarative `.yml` gate runs after the phase-1 pre-commit hooks,
 //! sees the staged files, and refuses the commit with its reason.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

@@ -1,7 +1,7 @@
 //! `action: git-commit` and `action: git-push` (EVENTS.md §1.2, §4.1 rule 4, §5 rule 24) fired
 //! through the real `hookvisor fire`, on real repositories and a local bare remote.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -1,6 +1,6 @@
 //! `hookvisor pre-commit install|uninstall|run` through real `git commit`s.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 use std::fs;

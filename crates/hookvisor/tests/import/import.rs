@@ -2,7 +2,7 @@
 //! reference document's example in its own file name, fired as hookvisor fires events, with
 //! hostile values that must stay one argument and never become shell text.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::Write;
@@ -56,7 +56,8 @@ fn fixture(name: &str) -> Value {
 }
 
 /// reference/iteratr-hooks.md, "Config Format", as its document writes it.
-const ITERATR: &str = include_str!("../../hookvisor-core/src/import/reference/iteratr.hooks.yml");
+const ITERATR: &str =
+    include_str!("../../../hookvisor-core/src/import/reference/iteratr.hooks.yml");
 
 /// iteratr's `on_task_complete` gets `{{task_id}}` as one argument however hostile, and its
 /// piped output reaches the next turn, as iteratr's pending buffer did.
@@ -379,7 +380,7 @@ fn the_loop_owner_runs_its_own_hooks() {
 
 /// reference/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`.
 const CHECK_TODOS: &str =
-    include_str!("../../hookvisor-core/src/import/reference/check-incomplete-todos.sh");
+    include_str!("../../../hookvisor-core/src/import/reference/check-incomplete-todos.sh");
 
 /// AutoAgent's `Stop` hook (EVENTS.md §5 rule 13: `session.stop`, pre): its JSON decision
 /// keeps the session going while TODO.md has open items, and lets it stop once none is left.
@@ -793,7 +794,7 @@ fn pipelines_human_approval_gate_waits_for_its_callback() {
     let ws = Workspace::new();
     ws.write(
         "pipeline.yaml",
-        include_str!("../../hookvisor-core/src/import/reference/pipelines.approval-gate.yaml"),
+        include_str!("../../../hookvisor-core/src/import/reference/pipelines.approval-gate.yaml"),
     );
     let fire = |button: usize, stage: &str| {
         let (port, received) = pipelines_receiver(move |body| {

@@ -3,7 +3,7 @@
 //! printed as golden files, written, their files left with everything but the converted
 //! entries, and each hook run exactly once by `fire` afterwards.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;
@@ -11,11 +11,12 @@ use std::path::Path;
 use common::{Workspace, code, stderr, stdout};
 
 /// reference/iteratr-hooks.md, "Config Format", as its document writes it.
-const ITERATR: &str = include_str!("../../hookvisor-core/src/import/reference/iteratr.hooks.yml");
+const ITERATR: &str =
+    include_str!("../../../hookvisor-core/src/import/reference/iteratr.hooks.yml");
 
 /// reference/autoagent-hooks-design.md, "Configuration Structure".
 const AUTOAGENT: &str =
-    include_str!("../../hookvisor-core/src/import/reference/autoagent.config.json");
+    include_str!("../../../hookvisor-core/src/import/reference/autoagent.config.json");
 
 /// reference/nyzhi-hooks.md, "Configuration", between the settings of a real config.
 const NYZHI: &str = r#"# nyzhi, project settings

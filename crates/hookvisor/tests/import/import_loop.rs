@@ -3,7 +3,7 @@
 //! `fixtures/loop/agent.sh` (no LLM), in a real git repository where they commit, and `serve`'s
 //! dashboard following edits of those files.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::time::Instant;
@@ -17,7 +17,7 @@ use common::fake_agent::FakeAgent as Fixture;
 /// reference/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`, as its
 /// document writes it.
 const CHECK_TODOS: &str =
-    include_str!("../../hookvisor-core/src/import/reference/check-incomplete-todos.sh");
+    include_str!("../../../hookvisor-core/src/import/reference/check-incomplete-todos.sh");
 
 /// AutoAgent's Stop hook keeps `loop` going while TODO.md has open items: the agent says it is
 /// done after checking off one of two, is sent back with the hook's reason, and the loop ends

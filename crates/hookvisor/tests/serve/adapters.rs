@@ -3,7 +3,7 @@
 //! for `HOOKVISOR_URL` a minimal HTTP server on loopback or a Unix socket standing in for
 //! `hookvisor serve`.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -3,7 +3,7 @@
 //! (tests/fixtures/<agent>/), a real hook of the canonical event that allows, blocks, aborts or
 //! adds context, and the exact stdout and exit status the agent's protocol expects.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::{Read, Write};

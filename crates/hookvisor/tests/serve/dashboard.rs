@@ -6,7 +6,7 @@
 //! and prints a note elsewhere. It leaves `target/dashboard.png` and `target/dashboard-events.png`
 //! behind for people to look at.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;

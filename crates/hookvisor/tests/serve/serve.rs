@@ -4,7 +4,7 @@
 // Test-only raw calls (pre_exec, kill); the product's unsafe lives in hookvisor-core's sys.rs.
 #![allow(unsafe_code)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

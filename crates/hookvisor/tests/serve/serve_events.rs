@@ -2,7 +2,7 @@
 //! on a loopback port, declarative event hooks run by `/bin/sh`, replies, refusals and the
 //! `event.decided` server-sent event.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::{Read, Write};
