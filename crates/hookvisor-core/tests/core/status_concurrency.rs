@@ -430,30 +430,6 @@ fn a_writer_killed_mid_write_leaves_a_whole_file_and_no_stale_lock() {
     assert!(status.hooks["big"].run_count >= 3);
 }
 
-/// Creates `hv-test` (and `hv-test-extra`, as the exec tests expect) once, safely when several
-/// test binaries do it at once. False when not root outside CI; in CI, not root is a failure.
-fn ensure_test_user() -> bool {
-    if !nix::unistd::Uid::effective().is_root() {
-        assert!(
-            env::var_os("CI").is_none_or(|v| v != "true"),
-            "CI=true but not root: cannot create the user hv-test"
-        );
-        eprintln!("note: not root, skipping the run-user test");
-        return false;
-    }
-    let lock = fs::File::create("/tmp/hookvisor-test-user.lock").unwrap();
-    lock.lock().unwrap();
-    for cmd in [
-        "getent group hv-test-extra >/dev/null || groupadd hv-test-extra",
-        "id hv-test >/dev/null 2>&1 || useradd --create-home --groups hv-test-extra hv-test",
-        "id -nG hv-test | grep -qw hv-test-extra || usermod -aG hv-test-extra hv-test",
-    ] {
-        let status = Command::new("/bin/sh").args(["-c", cmd]).status().unwrap();
-        assert!(status.success(), "{cmd}: {status}");
-    }
-    true
-}
-
 /// The init writes status.json as root before handing the state dir to the run user: the
 /// user's server must still be able to lock and update it (root's lock file is not writable
 /// by the user, root's status.json is replaced, not written in place).
@@ -462,7 +438,7 @@ fn the_run_user_updates_a_status_root_wrote() {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
 
-    if !ensure_test_user() {
+    if hookvisor_testkit::ensure_test_user().is_none() {
         return;
     }
     let user = nix::unistd::User::from_name("hv-test").unwrap().unwrap();

@@ -42,7 +42,7 @@ impl Drop for Cleanup {
 
 #[test]
 fn the_init_never_runs_a_global_hook_and_never_as_root() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let w = Workspace::new();

@@ -37,7 +37,7 @@ struct Outcome {
 /// put something hostile in the state dir (owned by `hv-test`, as in a real container).
 /// `None` when the test cannot run here.
 fn run_after(plant: impl FnOnce(&Path)) -> Option<Outcome> {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return None;
     }
     let user = nix::unistd::User::from_name("hv-test").unwrap().unwrap();

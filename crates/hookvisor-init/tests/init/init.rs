@@ -453,7 +453,7 @@ fn invalid_run_as_is_reported_and_never_run() {
 
 #[test]
 fn hooks_and_cmd_run_as_root_or_as_the_user() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let user = nix::unistd::User::from_name("hv-test").unwrap().unwrap();
@@ -521,7 +521,7 @@ fn hooks_and_cmd_run_as_root_or_as_the_user() {
 /// hook as a root session hook and must run it, not refuse it as changed after it was read.
 #[test]
 fn an_event_session_start_root_hook_without_type_runs_as_root() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let w = Workspace::new();
@@ -630,7 +630,7 @@ fn term_during_a_blocking_hook_stops_it_and_never_starts_cmd() {
 
 #[test]
 fn without_root_everything_runs_unprivileged_with_one_warning() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let user = nix::unistd::User::from_name("hv-test").unwrap().unwrap();
@@ -677,7 +677,7 @@ fn without_root_everything_runs_unprivileged_with_one_warning() {
 
 #[test]
 fn an_unknown_user_is_a_usage_error_naming_it() {
-    if !ensure_test_user() {
+    if ensure_test_user().is_none() {
         return;
     }
     let out = Command::new(INIT)

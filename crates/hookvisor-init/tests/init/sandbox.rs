@@ -76,7 +76,7 @@ fn run(args: &[&str]) -> (i32, String, String) {
 /// started, so CMD could rewrite it first. It now runs before CMD.
 #[test]
 fn cmd_cannot_swap_a_root_hook_that_is_not_blocking() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let w = Workspace::new();
@@ -111,7 +111,7 @@ fn cmd_cannot_swap_a_root_hook_that_is_not_blocking() {
 /// hook starts, so it cannot rewrite anything later.
 #[test]
 fn a_root_hook_runs_the_bytes_read_at_start_and_user_leftovers_are_killed() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let w = Workspace::new();
@@ -164,7 +164,7 @@ fn a_root_hook_runs_the_bytes_read_at_start_and_user_leftovers_are_killed() {
 /// directory above it; `none` runs none. Either way the refusal is recorded.
 #[test]
 fn root_hooks_policy_owned_and_none() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let w = Workspace::new();
@@ -205,7 +205,7 @@ fn root_hooks_policy_owned_and_none() {
 /// links CMD had put on its path. Nothing is chowned now.
 #[test]
 fn no_chown_follows_a_link_cmd_put_on_the_state_path() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let w = Workspace::new();
@@ -254,7 +254,7 @@ fn no_chown_follows_a_link_cmd_put_on_the_state_path() {
 /// both (and give the log to the user).
 #[test]
 fn root_writes_nothing_through_links_planted_in_the_state_dir() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let w = Workspace::new();
@@ -281,7 +281,7 @@ fn root_writes_nothing_through_links_planted_in_the_state_dir() {
 /// nor for status.json (the whole state dir).
 #[test]
 fn root_makes_no_directory_through_a_dangling_link_planted_for_a_missing_one() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let (uid, gid) = test_user();
@@ -309,7 +309,7 @@ fn root_makes_no_directory_through_a_dangling_link_planted_for_a_missing_one() {
 /// it, keep its unknown fields and write them into a status.json the agent can read.
 #[test]
 fn root_reads_nothing_through_a_status_link() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let w = Workspace::new();
@@ -391,7 +391,7 @@ fn a_success_that_cannot_be_recorded_is_reported() {
 /// the lock, and so stopped forwarding signals: TERM never reached CMD, which never let go.
 #[test]
 fn pid1_keeps_forwarding_signals_while_the_agent_holds_the_status_lock() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let w = Workspace::new();
@@ -436,7 +436,7 @@ fn pid1_keeps_forwarding_signals_while_the_agent_holds_the_status_lock() {
 /// front matter error. It reads the hooks dir with the user's credentials now.
 #[test]
 fn a_hook_linked_to_a_root_only_file_reveals_nothing() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let w = Workspace::new();
@@ -460,7 +460,7 @@ fn a_hook_linked_to_a_root_only_file_reveals_nothing() {
 /// problem and does not run at all.
 #[test]
 fn session_start_event_hooks_run_as_the_user_and_never_as_root() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let w = Workspace::new();
@@ -528,7 +528,7 @@ fn session_start_event_hooks_run_as_the_user_and_never_as_root() {
 /// capability, not even a permitted or ambient one it could raise.
 #[test]
 fn a_session_start_event_hook_keeps_nothing_of_root() {
-    if !namespaces() || !ensure_test_user() {
+    if !namespaces() || ensure_test_user().is_none() {
         return;
     }
     let w = Workspace::new();
