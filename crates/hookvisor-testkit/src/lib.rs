@@ -1,6 +1,6 @@
 //! The one home of the helpers that the tests of several hookvisor crates share (issue 30): the
 //! real test user `hv-test`, CI's rule that a test which cannot run fails instead of skipping,
-//! and waiting on an event instead of sleeping. A dev-dependency only, never published; it
+//! waiting on an event instead of sleeping, and the one HTTP receiver ([`http`]). A dev-dependency only, never published; it
 //! depends on no hookvisor crate, so the core's own unit tests can use it too.
 //!
 //! ```no_run
@@ -10,6 +10,8 @@
 //! let user = hookvisor_testkit::test_user();
 //! # let _ = user;
 //! ```
+
+pub mod http;
 
 use std::fs;
 use std::path::Path;

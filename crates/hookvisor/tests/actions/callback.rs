@@ -14,9 +14,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use common::receiver::{call_back, read_request, receiver};
 use common::serve::{DEADLINE, Server, request};
 use common::{Workspace, json_of};
+use hookvisor_testkit::http::{call_back, read_request, receiver};
 use serde_json::Value as Json;
 
 /// `.discobot/hooks/NAME.yml`: an awaited webhook on `tool.before` (a gate) to `port`, sending

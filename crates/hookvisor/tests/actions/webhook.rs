@@ -5,144 +5,15 @@
 use crate::common;
 
 use std::fs;
-use std::io::{BufRead as _, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc;
 
 use common::{Workspace, check, code, json_of, stdout};
+use hookvisor_testkit::http::{Answer, Receiver, read_request};
 use serde_json::{Value, json};
-
-/// One request a receiver took.
-#[derive(Debug)]
-struct Received {
-    method: String,
-    path: String,
-    /// Lower-cased names.
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Received {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
-    }
-}
-
-/// An answer: status, extra header lines, body. Status 0 answers nothing and holds the
-/// connection open.
-type Answer = (u16, String, String);
-
-/// A receiver on 127.0.0.1: answers its connections with `answers` in turn (the last one
-/// again for any more), and hands every request it took to [`Receiver::taken`].
-struct Receiver {
-    url: String,
-    requests: mpsc::Receiver<Received>,
-}
-
-impl Receiver {
-    fn start(answers: Vec<Answer>) -> Receiver {
-        Receiver::start_with(answers, |stream| Box::new(stream))
-    }
-
-    /// A receiver whose connections go through `wrap` (TLS).
-    fn start_with(
-        answers: Vec<Answer>,
-        wrap: impl Fn(TcpStream) -> Box<dyn ReadWrite> + Send + 'static,
-    ) -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (tx, rx) = mpsc::channel();
-        // Lives as long as the test process: it blocks in `accept` once the test is done.
-        std::thread::spawn(move || {
-            let mut held = Vec::new();
-            for (n, stream) in listener.incoming().enumerate() {
-                let Ok(stream) = stream else { continue };
-                let mut stream = wrap(stream);
-                let Some(request) = read_request(&mut *stream) else {
-                    continue;
-                };
-                let (status, extra, body) = answers[n.min(answers.len() - 1)].clone();
-                // Handed over before the reply: once `fire` has its answer, it may return and
-                // the test look at what was taken before this thread runs again.
-                if tx.send(request).is_err() {
-                    return;
-                }
-                if status == 0 {
-                    held.push(stream);
-                    continue;
-                }
-                let reply = format!(
-                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(reply.as_bytes());
-                let _ = stream.flush();
-            }
-        });
-        Receiver {
-            url: format!("http://127.0.0.1:{port}"),
-            requests: rx,
-        }
-    }
-
-    /// `127.0.0.1:PORT`, as a `NAME_HOSTS` entry names it.
-    fn host(&self) -> &str {
-        self.url.trim_start_matches("http://")
-    }
-
-    /// The requests taken so far. `fire` waits for its webhook, so after it returns every
-    /// attempt has been answered and handed over.
-    fn taken(&self) -> Vec<Received> {
-        self.requests.try_iter().collect()
-    }
-}
-
-trait ReadWrite: Read + Write {}
-impl<T: Read + Write> ReadWrite for T {}
-
-/// One HTTP/1.1 request with a `Content-Length` body; `None` when the client went away.
-fn read_request(stream: &mut dyn ReadWrite) -> Option<Received> {
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    reader.read_line(&mut line).ok()?;
-    let mut parts = line.split_whitespace();
-    let method = parts.next()?.to_owned();
-    let path = parts.next()?.to_owned();
-    let mut headers = Vec::new();
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).ok()?;
-        let line = line.trim_end_matches(['\r', '\n']);
-        if line.is_empty() {
-            break;
-        }
-        let (name, value) = line.split_once(':')?;
-        headers.push((name.to_ascii_lowercase(), value.trim().to_owned()));
-    }
-    let length = headers
-        .iter()
-        .find(|(n, _)| n == "content-length")
-        .map_or(0, |(_, v)| v.parse::<usize>().unwrap());
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
-    Some(Received {
-        method,
-        path,
-        headers,
-        body,
-    })
-}
 
 fn ok() -> Answer {
     (200, String::new(), "thanks".to_owned())

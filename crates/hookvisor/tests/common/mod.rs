@@ -284,8 +284,6 @@ pub fn json_of(output: &Output) -> serde_json::Value {
 
 /// `hookvisor serve` under test and a small HTTP client (tests/serve/serve.rs, tests/serve/dashboard.rs).
 pub mod fake_agent;
-/// A webhook receiver that answers its callback URL (tests/actions/callback.rs, tests/import/import_loop.rs).
-pub mod receiver;
 pub mod serve;
 /// A probe of an `await: false` hook (tests/git/commit_after.rs, tests/cli/eval.rs).
 pub mod unawaited;

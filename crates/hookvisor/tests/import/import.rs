@@ -773,14 +773,14 @@ fn pipelines_receiver(
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let handle = std::thread::spawn(move || {
-        let (mut stream, _) = listener.accept().unwrap();
-        let body = common::receiver::read_request(&mut stream);
+        let (mut stream, request) = hookvisor_testkit::http::accept_request(&listener);
+        let body = request.body;
         stream
             .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             .unwrap();
         drop(stream);
         let body: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(common::receiver::call_back(&pick(&body), ""), 200);
+        assert_eq!(hookvisor_testkit::http::call_back(&pick(&body), ""), 200);
         body
     });
     (port, handle)

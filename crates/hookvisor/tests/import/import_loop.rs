@@ -382,7 +382,7 @@ fn nyzhis_comma_listed_tool_names_each_match_under_loop() {
 /// named, `on_session_complete` told `aborted`.
 #[test]
 fn agent_pipelines_stages_spawn_and_a_rejected_approval_run_as_its_document_says() {
-    use common::receiver::{call_back, receiver};
+    use hookvisor_testkit::http::{call_back, receiver};
     let f = Fixture::new(Workspace::new());
     let (port, received) = receiver(|url| {
         assert_eq!(
