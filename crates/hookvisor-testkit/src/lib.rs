@@ -15,7 +15,7 @@ pub mod http;
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -88,4 +88,31 @@ pub fn open_gate(path: &Path) {
             .open(path)
             .is_ok()
     });
+}
+
+/// Runs git in `dir` with a fixed identity, `main` as the first branch and no signing, whatever
+/// the caller's configuration says; panics with its stderr on failure.
+pub fn git(dir: &Path, args: &[&str]) -> Output {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs (apt-get install git)");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }

@@ -7,29 +7,7 @@ use std::process::Command;
 
 use hookvisor_core::change_watch::{ChangeWatcher, ScanKind};
 use hookvisor_core::changes::{ChangeScan, FileState, ScanOptions, scan_with};
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git runs (apt-get install git)");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use hookvisor_testkit::git;
 
 fn write(root: &Path, rel: &str, text: &str) {
     let path = root.join(rel);
@@ -329,7 +307,9 @@ fn random_edits_agree_with_full_scans() {
                 5 => {
                     let _ = fs::remove_dir_all(ws.join(dirs[3 + rng.below(2)]));
                 }
-                _ => git(&ws, &["add", "-A"]),
+                _ => {
+                    git(&ws, &["add", "-A"]);
+                }
             }
         }
         pair.check(&format!("round {round}"));
