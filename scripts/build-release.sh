@@ -25,6 +25,12 @@
 # A first argument `init` builds the init alone (the init's tests/account.rs needs no more).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Run from a test (the init's tests/account.rs), this inherits the variables cargo sets for that
+# test; ring's build script is rerun when CARGO_PKG_NAME changes, so the release build it made
+# would be stale for the next caller (container-smoke.sh) and everything above ring built twice.
+while read -r var; do
+  unset "$var"
+done < <(compgen -e | grep -E '^CARGO_(PKG_|MANIFEST_|CRATE_|BIN_|PRIMARY_PACKAGE|TARGET_TMPDIR)' || true)
 init_only=false
 if [ "${1:-}" = init ]; then
   init_only=true
