@@ -22,8 +22,22 @@
 # Cargo has no per-package target feature on stable (a global crt-static breaks proc-macros),
 # so `cargo rustc` passes it to each final link only. Needs glibc's static library (Debian:
 # libc6-dev, part of build-essential). Extra arguments go to both cargo commands (e.g. --locked).
+# A first argument `init` builds the init alone (the init's tests/account.rs needs no more).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo rustc --release --quiet -p hookvisor --bin hookvisor "$@" -- \
-  -C target-feature=+crt-static -C relocation-model=static
+# Run from a test (the init's tests/account.rs), this inherits the variables cargo sets for that
+# test; ring's build script is rerun when CARGO_PKG_NAME changes, so the release build it made
+# would be stale for the next caller (container-smoke.sh) and everything above ring built twice.
+while read -r var; do
+  unset "$var"
+done < <(compgen -e | grep -E '^CARGO_(PKG_|MANIFEST_|CRATE_|BIN_|PRIMARY_PACKAGE|TARGET_TMPDIR)' || true)
+init_only=false
+if [ "${1:-}" = init ]; then
+  init_only=true
+  shift
+fi
+if [ "$init_only" = false ]; then
+  cargo rustc --release --quiet -p hookvisor --bin hookvisor "$@" -- \
+    -C target-feature=+crt-static -C relocation-model=static
+fi
 cargo rustc --release --quiet -p hookvisor-init --bin hookvisor-init "$@" -- -C target-feature=+crt-static

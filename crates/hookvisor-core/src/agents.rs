@@ -28,8 +28,6 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::event::Event as CoreEvent;
-
 /// An agent hookvisor plugs into; its facts are its row, [`Agent::spec`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Agent {
@@ -173,23 +171,6 @@ pub enum Route {
 }
 
 impl Route {
-    /// The canonical events the adapter fires for this route (EVENTS.md §3.1).
-    pub fn fires(self) -> &'static [CoreEvent] {
-        match self {
-            Route::SessionStart => &[CoreEvent::SessionStart],
-            Route::TurnStart => &[CoreEvent::TurnStart],
-            Route::ToolBefore => &[CoreEvent::ToolBefore],
-            Route::ToolAfter => &[CoreEvent::ToolAfter, CoreEvent::FileEdited],
-            Route::ToolFailed => &[CoreEvent::ToolFailed],
-            Route::Error => &[CoreEvent::Error],
-            Route::TurnEnd => &[CoreEvent::TurnEnd, CoreEvent::SessionStop],
-            Route::TaskStart => &[CoreEvent::TaskStart],
-            Route::TaskComplete => &[CoreEvent::TaskComplete],
-            Route::TeamIdle => &[CoreEvent::TeamIdle],
-            Route::SessionEnd => &[CoreEvent::SessionEnd],
-        }
-    }
-
     /// Whether `hookvisor loop` fires this event itself around each agent run (EVENTS.md
     /// §3.2), so an adapter under the loop answers it with nothing: otherwise `session.start`
     /// and `session.end` would fire once per iteration's agent process, and `turn.start`,

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agents::Agent;
+use crate::agents::{Agent, Route};
 use crate::policy::{BlockOn, OnFailure, Phase, ReasonFrom};
 use crate::template::ShellTemplate;
 use crate::when::Condition;
@@ -674,6 +674,27 @@ impl EventSpec {
             stdin: crate::payload::StdinDialect::Canonical,
             env: crate::payload::EnvDialect::Canonical,
             declared: false,
+        }
+    }
+}
+
+/// What each agent route fires: here, beside the events, so that `agents` (the agents' rows)
+/// uses no module above it.
+impl Route {
+    /// The canonical events the adapter fires for this route (EVENTS.md §3.1).
+    pub fn fires(self) -> &'static [Event] {
+        match self {
+            Route::SessionStart => &[Event::SessionStart],
+            Route::TurnStart => &[Event::TurnStart],
+            Route::ToolBefore => &[Event::ToolBefore],
+            Route::ToolAfter => &[Event::ToolAfter, Event::FileEdited],
+            Route::ToolFailed => &[Event::ToolFailed],
+            Route::Error => &[Event::Error],
+            Route::TurnEnd => &[Event::TurnEnd, Event::SessionStop],
+            Route::TaskStart => &[Event::TaskStart],
+            Route::TaskComplete => &[Event::TaskComplete],
+            Route::TeamIdle => &[Event::TeamIdle],
+            Route::SessionEnd => &[Event::SessionEnd],
         }
     }
 }

@@ -216,7 +216,7 @@ pub(crate) fn kill(marker: &str) -> usize {
 /// there were. Only for a process that runs one thing at a time and calls this between runs:
 /// then every child it still has is a leftover, whatever its environment says (one that
 /// cleared it or left the group escapes the marker search, not this). Zombies are reaped too.
-/// The detached runners of unawaited hooks are spared ([`spare`], [`adopted_runner`]).
+/// The detached runners of unawaited hooks are spared (`spare`, `adopted_runner`).
 pub fn kill_children() -> usize {
     kill_children_sparing(true)
 }

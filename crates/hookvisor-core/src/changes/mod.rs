@@ -525,33 +525,8 @@ enum Observed {
 mod tests {
     use super::*;
     use std::process::Command;
-    use std::process::Output;
 
-    /// Runs git in `dir` with a fixed identity; panics with its stderr on failure.
-    pub(super) fn git(dir: &Path, args: &[&str]) -> Output {
-        let out = Command::new("git")
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "-c",
-                "init.defaultBranch=main",
-                "-c",
-                "commit.gpgsign=false",
-            ])
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("git runs");
-        assert!(
-            out.status.success(),
-            "git {args:?} in {}: {}",
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    }
+    pub(super) use hookvisor_testkit::git;
 
     pub(super) fn has_git() -> bool {
         let found = Command::new("git").arg("--version").output().is_ok();

@@ -195,7 +195,7 @@ pub(super) fn spawn(
 
 #[cfg(test)]
 pub(super) mod tests {
-    use std::fs::{self, File};
+    use std::fs;
     use std::os::unix::fs::PermissionsExt;
 
     use nix::fcntl::OFlag;
@@ -207,9 +207,7 @@ pub(super) mod tests {
     use crate::exec::{RunOptions, run_hook};
     use crate::hook::Hook;
 
-    pub(in crate::exec) fn in_ci() -> bool {
-        std::env::var_os("CI").is_some_and(|v| v == "true")
-    }
+    pub(in crate::exec) use hookvisor_testkit::ensure_test_user;
 
     #[test]
     fn spawn_failures_are_126_or_127_with_the_reason_logged() {
@@ -321,37 +319,9 @@ pub(super) mod tests {
         );
     }
 
-    /// Creates `hv-test` with the supplementary group `hv-test-extra` once, safely when several
-    /// tests (or test binaries) do it at the same time. False when not root and not in CI.
-    pub(in crate::exec) fn ensure_test_user() -> bool {
-        if !Uid::effective().is_root() {
-            assert!(
-                !in_ci(),
-                "CI=true but not root: cannot create the user hv-test"
-            );
-            eprintln!("note: not root, skipping the credentials test");
-            return false;
-        }
-        let lock = File::create("/tmp/hookvisor-test-user.lock").unwrap();
-        let _lock = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
-            .map_err(|(_, e)| e)
-            .unwrap();
-        let sh = |cmd: &str| {
-            let status = std::process::Command::new("/bin/sh")
-                .args(["-c", cmd])
-                .status()
-                .unwrap_or_else(|e| panic!("{cmd}: {e}"));
-            assert!(status.success(), "{cmd}: {status}");
-        };
-        sh("getent group hv-test-extra >/dev/null || groupadd hv-test-extra");
-        sh("id hv-test >/dev/null 2>&1 || useradd --create-home --groups hv-test-extra hv-test");
-        sh("id -nG hv-test | grep -qw hv-test-extra || usermod -aG hv-test-extra hv-test");
-        true
-    }
-
     #[test]
     fn credentials_are_applied() {
-        if !ensure_test_user() {
+        if ensure_test_user().is_none() {
             return;
         }
         let creds = Credentials::from_name("hv-test").unwrap();

@@ -176,7 +176,7 @@ mod tests {
     /// A root run as another user reads the bytes through the descriptor it inherits.
     #[test]
     fn a_root_run_as_another_user_reads_its_stdin() {
-        if !ensure_test_user() {
+        if ensure_test_user().is_none() {
             return;
         }
         let creds = Credentials::from_name("hv-test").unwrap();

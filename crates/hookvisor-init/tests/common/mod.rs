@@ -23,9 +23,9 @@ pub const INIT: &str = env!("CARGO_BIN_EXE_hookvisor-init");
 /// Long enough for a loaded CI machine, short enough that a hang fails instead of stalling.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
-pub fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| v == "true")
-}
+// The test kit's helpers, where the tests of this crate look for them; each binary uses a part.
+#[allow(unused_imports)]
+pub use hookvisor_testkit::{ensure_test_user, in_ci};
 
 /// Whether PID namespaces work here: root (or CI, where their absence is a failure).
 pub fn namespaces() -> bool {
@@ -249,28 +249,4 @@ impl Workspace {
     pub fn log(&self, id: &str) -> String {
         fs::read_to_string(self.state.join("output").join(format!("{id}.log"))).unwrap()
     }
-}
-
-/// Creates `hv-test` with the supplementary group `hv-test-extra` once, safely when several
-/// tests or test binaries do it at once. Needs root: false outside CI, a failure in CI.
-pub fn ensure_test_user() -> bool {
-    if !nix::unistd::Uid::effective().is_root() {
-        assert!(
-            !in_ci(),
-            "CI=true but not root: cannot create the user hv-test"
-        );
-        eprintln!("note: not root; test skipped");
-        return false;
-    }
-    let lock = fs::File::create("/tmp/hookvisor-test-user.lock").unwrap();
-    lock.lock().unwrap();
-    for cmd in [
-        "getent group hv-test-extra >/dev/null || groupadd hv-test-extra",
-        "id hv-test >/dev/null 2>&1 || useradd --create-home --groups hv-test-extra hv-test",
-        "id -nG hv-test | grep -qw hv-test-extra || usermod -aG hv-test-extra hv-test",
-    ] {
-        let status = Command::new("/bin/sh").args(["-c", cmd]).status().unwrap();
-        assert!(status.success(), "{cmd}: {status}");
-    }
-    true
 }

@@ -1,5 +1,5 @@
 //! The router called directly with `tower::ServiceExt::oneshot` (axum's testing example); the
-//! same routes over real sockets are in `tests/serve.rs`.
+//! same routes over real sockets are in `tests/serve/serve.rs`.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

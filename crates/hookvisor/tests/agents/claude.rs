@@ -6,8 +6,8 @@ use std::process::Output;
 use crate::common::Workspace;
 use crate::model::{Last, ModelServer, Reply, SUBTASK, Script};
 use crate::{
-    PROMPT, agent_workspace, client_command, clients, notes, shown, status_json, status_text,
-    turn_sessions,
+    PROMPT, agent_workspace, client_command, clients, fixed_after_one_re_prompt, notes, shown,
+    status_json, status_text, three_re_prompts_then_stopped, turn_sessions,
 };
 
 /// Runs `claude -p` on the task against a model server with `script`.
@@ -66,16 +66,9 @@ fn claude_fixes_after_one_re_prompt() {
     let Some((ws, server, output)) = run(Script::FixesAtOnce) else {
         return;
     };
-    let log = server.summary();
-    assert!(output.status.success(), "{}\n{log}", shown(&output));
-    assert_eq!(server.attempts(), ["1/3"], "{log}");
-    assert_eq!(notes(&ws), "good notes\n");
-    let last = server.task().pop().expect("task requests");
-    assert_eq!(last.reply, Some(Reply::Say("done")), "{log}");
+    let status = fixed_after_one_re_prompt(&ws, &server, &output);
     // The session's runs, found by a plain `hookvisor status`.
-    let status = status_json(&ws);
     assert_eq!(status["hooks"]["lint"]["runCount"], 2, "{status}");
-    assert_eq!(status["hooks"]["lint"]["lastResult"], "success", "{status}");
     assert!(
         status_text(&ws).starts_with("session "),
         "{}",
@@ -94,22 +87,8 @@ fn claude_never_fixing_gets_three_re_prompts_then_stops() {
     let Some((ws, server, output)) = run(Script::NeverFixes) else {
         return;
     };
-    let log = server.summary();
-    assert!(output.status.success(), "{}\n{log}", shown(&output));
-    assert_eq!(server.attempts(), ["1/3", "2/3", "3/3"], "{log}");
-    // Four turns (the user's and three re-prompted), each a tool call and a "done": nothing
-    // was asked after the guard gave up.
-    let task = server.task();
-    assert_eq!(task.len(), 8, "{log}");
-    assert_eq!(task[7].reply, Some(Reply::Say("done")), "{log}");
-    assert_eq!(notes(&ws), "bad notes 3\n");
-    let status = status_json(&ws);
+    let status = three_re_prompts_then_stopped(&ws, &server, &output);
     assert_eq!(status["hooks"]["lint"]["lastResult"], "failure", "{status}");
-    assert_eq!(
-        status["pendingHooks"],
-        serde_json::json!(["lint"]),
-        "{status}"
-    );
     // The prompt event ran once, for the task: no re-prompt was taken for a user's message.
     let sessions = turn_sessions(&ws);
     assert_eq!(sessions.len(), 1, "{sessions:?}");

@@ -8,10 +8,10 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::common::{Workspace, check};
-use crate::model::{ModelServer, Reply, Script};
+use crate::model::{ModelServer, Script};
 use crate::{
-    PROMPT, client_command, clients, lint_workspace, notes, plain, shown, status_json,
-    turn_sessions,
+    PROMPT, client_command, clients, fixed_after_one_re_prompt, lint_workspace, plain, shown,
+    three_re_prompts_then_stopped, turn_sessions,
 };
 
 /// Runs `codex exec` on the task against a model server with `script`; also returns what
@@ -91,14 +91,7 @@ fn codex_fixes_after_one_re_prompt() {
         return;
     };
     trusted(&said, &ws.base().join("home/.codex"));
-    let log = server.summary();
-    assert!(output.status.success(), "{}\n{log}", shown(&output));
-    assert_eq!(server.attempts(), ["1/3"], "{log}");
-    assert_eq!(notes(&ws), "good notes\n");
-    let last = server.task().pop().expect("task requests");
-    assert_eq!(last.reply, Some(Reply::Say("done")), "{log}");
-    let status = status_json(&ws);
-    assert_eq!(status["hooks"]["lint"]["lastResult"], "success", "{status}");
+    fixed_after_one_re_prompt(&ws, &server, &output);
 }
 
 #[test]
@@ -106,19 +99,7 @@ fn codex_never_fixing_gets_three_re_prompts_then_stops() {
     let Some((ws, server, output, _)) = run(Script::NeverFixes) else {
         return;
     };
-    let log = server.summary();
-    assert!(output.status.success(), "{}\n{log}", shown(&output));
-    assert_eq!(server.attempts(), ["1/3", "2/3", "3/3"], "{log}");
-    let task = server.task();
-    assert_eq!(task.len(), 8, "{log}");
-    assert_eq!(task[7].reply, Some(Reply::Say("done")), "{log}");
-    assert_eq!(notes(&ws), "bad notes 3\n");
-    let status = status_json(&ws);
-    assert_eq!(
-        status["pendingHooks"],
-        serde_json::json!(["lint"]),
-        "{status}"
-    );
+    three_re_prompts_then_stopped(&ws, &server, &output);
     // The prompt event ran once, for the task: no re-prompt was taken for a user's message.
     let sessions = turn_sessions(&ws);
     assert_eq!(sessions.len(), 1, "{sessions:?}");

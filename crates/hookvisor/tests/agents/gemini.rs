@@ -4,9 +4,10 @@ use std::fs;
 use std::process::Output;
 
 use crate::common::Workspace;
-use crate::model::{Last, ModelServer, Reply, Script};
+use crate::model::{Last, ModelServer, Script};
 use crate::{
-    PROMPT, agent_workspace, client_command, clients, notes, shown, status_json, turn_sessions,
+    PROMPT, agent_workspace, client_command, clients, fixed_after_one_re_prompt, shown,
+    three_re_prompts_then_stopped, turn_sessions,
 };
 
 /// Runs `gemini -p` on the task against a model server with `script`.
@@ -57,14 +58,7 @@ fn gemini_fixes_after_one_re_prompt() {
     let Some((ws, server, output)) = run(Script::FixesAtOnce) else {
         return;
     };
-    let log = server.summary();
-    assert!(output.status.success(), "{}\n{log}", shown(&output));
-    assert_eq!(server.attempts(), ["1/3"], "{log}");
-    assert_eq!(notes(&ws), "good notes\n");
-    let last = server.task().pop().expect("task requests");
-    assert_eq!(last.reply, Some(Reply::Say("done")), "{log}");
-    let status = status_json(&ws);
-    assert_eq!(status["hooks"]["lint"]["lastResult"], "success", "{status}");
+    fixed_after_one_re_prompt(&ws, &server, &output);
 }
 
 /// The bug: Gemini CLI sends `stop_hook_active: false` after a re-prompted turn in
@@ -74,19 +68,7 @@ fn gemini_never_fixing_gets_exactly_three_re_prompts_then_stops() {
     let Some((ws, server, output)) = run(Script::NeverFixes) else {
         return;
     };
-    let log = server.summary();
-    assert!(output.status.success(), "{}\n{log}", shown(&output));
-    assert_eq!(server.attempts(), ["1/3", "2/3", "3/3"], "{log}");
-    let task = server.task();
-    assert_eq!(task.len(), 8, "{log}");
-    assert_eq!(task[7].reply, Some(Reply::Say("done")), "{log}");
-    assert_eq!(notes(&ws), "bad notes 3\n");
-    let status = status_json(&ws);
-    assert_eq!(
-        status["pendingHooks"],
-        serde_json::json!(["lint"]),
-        "{status}"
-    );
+    three_re_prompts_then_stopped(&ws, &server, &output);
     // BeforeAgent fired for the task and for each re-prompt; only the task was a user's.
     let sessions = turn_sessions(&ws);
     let session = sessions.values().next().expect("a session");

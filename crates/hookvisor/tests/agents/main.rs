@@ -27,6 +27,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{Workspace, check};
+use model::{ModelServer, Reply};
 use serde_json::Value;
 
 /// The prompt every client gets; the scripted model acts on its marker.
@@ -121,4 +122,42 @@ pub fn turn_sessions(ws: &Workspace) -> serde_json::Map<String, Value> {
         }
     }
     sessions
+}
+
+/// What every client's run of `Script::FixesAtOnce` shows: one re-prompt, the fix, a last
+/// "done", and a lint that passed. The status, for the client's own checks.
+pub fn fixed_after_one_re_prompt(ws: &Workspace, server: &ModelServer, output: &Output) -> Value {
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(output));
+    assert_eq!(server.attempts(), ["1/3"], "{log}");
+    assert_eq!(notes(ws), "good notes\n");
+    let last = server.task().pop().expect("task requests");
+    assert_eq!(last.reply, Some(Reply::Say("done")), "{log}");
+    let status = status_json(ws);
+    assert_eq!(status["hooks"]["lint"]["lastResult"], "success", "{status}");
+    status
+}
+
+/// What every client's run of `Script::NeverFixes` shows: exactly three re-prompts, then four
+/// turns (the user's and three re-prompted), each a tool call and a "done": nothing was asked
+/// after the guard gave up, and lint is still pending. The status, for the client's own checks.
+pub fn three_re_prompts_then_stopped(
+    ws: &Workspace,
+    server: &ModelServer,
+    output: &Output,
+) -> Value {
+    let log = server.summary();
+    assert!(output.status.success(), "{}\n{log}", shown(output));
+    assert_eq!(server.attempts(), ["1/3", "2/3", "3/3"], "{log}");
+    let task = server.task();
+    assert_eq!(task.len(), 8, "{log}");
+    assert_eq!(task[7].reply, Some(Reply::Say("done")), "{log}");
+    assert_eq!(notes(ws), "bad notes 3\n");
+    let status = status_json(ws);
+    assert_eq!(
+        status["pendingHooks"],
+        serde_json::json!(["lint"]),
+        "{status}"
+    );
+    status
 }

@@ -282,78 +282,12 @@ pub fn json_of(output: &Output) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{e}: {}\nstderr: {}", stdout(output), stderr(output)))
 }
 
-/// `hookvisor serve` under test and a small HTTP client (tests/serve.rs, tests/dashboard.rs).
+/// `hookvisor serve` under test and a small HTTP client (tests/serve/serve.rs, tests/serve/dashboard.rs).
 pub mod fake_agent;
-/// A webhook receiver that answers its callback URL (tests/callback.rs, tests/import_loop.rs).
-pub mod receiver;
 pub mod serve;
-/// A probe of an `await: false` hook (tests/commit_after.rs, tests/eval.rs).
+/// A probe of an `await: false` hook (tests/git/commit_after.rs, tests/cli/eval.rs).
 pub mod unawaited;
 
-/// Creates the test user `hv-test` once (safely when tests race) and returns a guard that keeps
-/// the other tests of this file from running processes as hv-test meanwhile (a root hook is
-/// refused while any exists). Needs root: `None` outside CI, a failure with CI=true.
-pub fn ensure_test_user() -> Option<std::sync::MutexGuard<'static, ()>> {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    if !nix::unistd::Uid::effective().is_root() {
-        assert!(
-            std::env::var_os("CI").is_none_or(|v| v != "true"),
-            "CI=true but not root: cannot run hooks as hv-test"
-        );
-        eprintln!("note: not root; test skipped");
-        return None;
-    }
-    let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let lock = fs::File::create("/tmp/hookvisor-test-user.lock").unwrap();
-    lock.lock().unwrap();
-    for cmd in [
-        "getent group hv-test-extra >/dev/null || groupadd hv-test-extra",
-        "id hv-test >/dev/null 2>&1 || useradd --create-home --groups hv-test-extra hv-test",
-        "id -nG hv-test | grep -qw hv-test-extra || usermod -aG hv-test-extra hv-test",
-    ] {
-        let status = std::process::Command::new("/bin/sh")
-            .args(["-c", cmd])
-            .status()
-            .unwrap();
-        assert!(status.success(), "{cmd}: {status}");
-    }
-    Some(guard)
-}
-
-/// The test user's passwd entry ([`ensure_test_user`] made it).
-pub fn test_user() -> nix::unistd::User {
-    nix::unistd::User::from_name("hv-test")
-        .unwrap()
-        .expect("hv-test exists")
-}
-
-/// Waits until `done` holds, looking every 20 ms, for at most a minute (a loaded machine);
-/// panics naming `what`. For what happens after a command returned (a detached run's record).
-pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !done() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting: {what}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-/// A named pipe: a hook that runs `cat GATE` waits in it until [`open_gate`] lets it go.
-pub fn gate(path: &Path) {
-    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-}
-
-/// Lets the hook waiting in the gate `path` go: waits until it reads (an open for writing
-/// without blocking fails until a reader is there), then closes, which is its end of file.
-pub fn open_gate(path: &Path) {
-    use std::os::unix::fs::OpenOptionsExt;
-    wait_until("a hook reads the gate", || {
-        fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-            .open(path)
-            .is_ok()
-    });
-}
+// The test kit's helpers, where the tests of this crate look for them; each binary uses a part.
+#[allow(unused_imports)]
+pub use hookvisor_testkit::{ensure_test_user, gate, open_gate, test_user, wait_until};
