@@ -197,8 +197,24 @@ pub struct Workspace {
     pub state: PathBuf,
 }
 
+/// Builds `hookvisor` beside the init once per test run: the init runs its session hooks
+/// through it (`hookvisor init-pass`), and `cargo test -p hookvisor-init` alone builds only
+/// the init, which would test whatever `hookvisor` an earlier build left there.
+pub fn build_hookvisor() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "hookvisor", "--bin", "hookvisor"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "cargo build -p hookvisor failed");
+    });
+}
+
 impl Workspace {
     pub fn new() -> Workspace {
+        build_hookvisor();
         let temp = tempfile::tempdir().unwrap();
         let root = temp.path().to_owned();
         fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
