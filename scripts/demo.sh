@@ -66,4 +66,4 @@ if $serve; then
   step "hookvisor serve: dashboard at http://127.0.0.1:7433/ (Ctrl-C to stop)"
   exec "$hv" serve
 fi
-echo "see it live: $hv --workspace $ws serve, then open http://127.0.0.1:7433/"
+echo "see it live: $hv --workspace $ws --state-dir $HOOKVISOR_STATE_DIR serve, then open http://127.0.0.1:7433/"
