@@ -1,4 +1,4 @@
-//! The runners of hookvisor's built-in actions (EVENTS.md §4): `webhook` sends a request and
+//! The runners of hookvisor's built-in actions (docs/EVENTS.md §4): `webhook` sends a request and
 //! may await its answer on the [`callback`] listener, `spawn` starts a child loop, `git` runs
 //! `git-commit` and `git-push`. Their fields and rules are the core's ([`hookvisor_core::webhook`],
 //! [`hookvisor_core::spawn`], [`hookvisor_core::git_action`]); the core's pipeline calls them

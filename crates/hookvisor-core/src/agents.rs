@@ -9,7 +9,7 @@
 //! | Codex | `adapter codex` (`codex-stop`) | `.codex/hooks.json` (`$CODEX_HOME/hooks.json` at user level) | `Stop`, `SubagentStop` | seconds |
 //! | Gemini CLI | `adapter gemini` (`gemini-after-agent`) | `.gemini/settings.json` | `AfterAgent` | milliseconds |
 //!
-//! The old turn-end command of each row is an alias of `adapter AGENT` (EVENTS.md §3.1): the
+//! The old turn-end command of each row is an alias of `adapter AGENT` (docs/EVENTS.md §3.1): the
 //! same code answers every event through either name.
 //!
 //! Each row also names the variable holding the agent's start directory (`CLAUDE_PROJECT_DIR`,
@@ -17,7 +17,7 @@
 //! `--workspace`; the agent's file tools with where their `tool_input` names the paths
 //! (Claude Code `Write`/`Edit`/`MultiEdit` `file_path`, `NotebookEdit` `notebook_path`; Gemini
 //! CLI `write_file`/`replace` `file_path`; Codex `apply_patch`, a patch in `command`); its
-//! spellings of the canonical tools (EVENTS.md §5 rule 6) and its other built-in tools; how it
+//! spellings of the canonical tools (docs/EVENTS.md §5 rule 6) and its other built-in tools; how it
 //! reads a block ([`Answers`]: Gemini CLI's `deny`, Codex's tool gate that ignores
 //! `continue: false`); and whether it runs hooks only once trusted (Codex).
 //!
@@ -84,7 +84,7 @@ pub struct Spec {
     /// Whether the agent runs a hook only once the user trusts it, and skips it silently until
     /// then (Codex; `install` records the trust through `codex app-server`).
     pub needs_trust: bool,
-    /// Every event `hookvisor adapter` answers for the agent and what it fires (EVENTS.md
+    /// Every event `hookvisor adapter` answers for the agent and what it fires (docs/EVENTS.md
     /// §3.1); `install` registers all of them (§5 rule 17).
     pub routes: &'static [(&'static str, Route)],
     /// How the agent reads a block and an abort.
@@ -96,14 +96,14 @@ pub struct Spec {
     /// `tool.before`/`tool.after` carry them as `files` (so `pattern:` selects), and
     /// `tool.after` fires `file.edited` for each.
     pub file_tools: &'static [(&'static str, ToolPaths)],
-    /// The agent's spellings of the canonical tools (EVENTS.md §5 rule 6), as `(the agent's
+    /// The agent's spellings of the canonical tools (docs/EVENTS.md §5 rule 6), as `(the agent's
     /// name, the canonical one)`: a hook with `tool: bash` matches Claude Code's `Bash`.
     pub canonical_tools: &'static [(&'static str, &'static str)],
     /// The agent's other built-in tools, which `check` knows as tool names.
     pub other_tools: &'static [&'static str],
 }
 
-/// How an agent reads a hook's block or abort, where the agents differ (EVENTS.md §3.1; the
+/// How an agent reads a hook's block or abort, where the agents differ (docs/EVENTS.md §3.1; the
 /// adapter's `protocol` module has the shapes they share and the sources).
 #[derive(Debug)]
 pub struct Answers {
@@ -143,7 +143,7 @@ pub struct Settings {
     pub user_dir_var: Option<&'static str>,
 }
 
-/// What `hookvisor adapter` fires for one of an agent's events (EVENTS.md §1.1, §3.1).
+/// What `hookvisor adapter` fires for one of an agent's events (docs/EVENTS.md §1.1, §3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
     /// `session.start`; its context and the buffer become `additionalContext`.
@@ -171,7 +171,7 @@ pub enum Route {
 }
 
 impl Route {
-    /// Whether `hookvisor loop` fires this event itself around each agent run (EVENTS.md
+    /// Whether `hookvisor loop` fires this event itself around each agent run (docs/EVENTS.md
     /// §3.2), so an adapter under the loop answers it with nothing: otherwise `session.start`
     /// and `session.end` would fire once per iteration's agent process, and `turn.start`,
     /// `turn.end`, `session.stop` and `error` twice per iteration.
@@ -204,7 +204,7 @@ static CLAUDE_ROUTES: [(&str, Route); 12] = [
     ("SessionEnd", Route::SessionEnd),
 ];
 
-/// Codex's subset (EVENTS.md §5 rule 17), per openai/codex `codex-rs/hooks/src/events/`
+/// Codex's subset (docs/EVENTS.md §5 rule 17), per openai/codex `codex-rs/hooks/src/events/`
 /// (`session_start.rs`, `user_prompt_submit.rs`, `pre_tool_use.rs`, `post_tool_use.rs`,
 /// `stop.rs`, `subagent_stop.rs`; Codex 0.169 also sends `SessionEnd`, after flushing the
 /// transcript). Its other events (`PreCompact`, `PermissionRequest`, …) bind raw.

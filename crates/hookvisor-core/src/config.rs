@@ -1,8 +1,8 @@
-//! `.discobot/hookvisor.yml`: the workspace's settings of hookvisor itself (EVENTS.md §2.1, §5
+//! `.discobot/hookvisor.yml`: the workspace's settings of hookvisor itself (docs/EVENTS.md §2.1, §5
 //! rule 7). The file is optional; every key is.
 //!
 //! ```yaml
-//! max_retries: 5            # the loop guard's limit (DESIGN.md, evaluation step 5)
+//! max_retries: 5            # the loop guard's limit (docs/DESIGN.md, evaluation step 5)
 //! sources: [discobot]       # or `auto` (the default): which hooks are read
 //! disable_global_hooks: true
 //! callback: {port: 0, public_url: "https://hooks.example.com"}
@@ -65,9 +65,9 @@ pub struct Config {
     pub sources: Sources,
     /// Turns global hooks off. Default false.
     pub disable_global_hooks: bool,
-    /// Where webhook callbacks are taken (EVENTS.md §4.3). Default: neither set.
+    /// Where webhook callbacks are taken (docs/EVENTS.md §4.3). Default: neither set.
     pub callback: Callback,
-    /// Tools that write files, besides the known ones (EVENTS.md §1.1, `file.edited`). Default
+    /// Tools that write files, besides the known ones (docs/EVENTS.md §1.1, `file.edited`). Default
     /// none.
     pub file_tools: Vec<String>,
 }
@@ -75,14 +75,14 @@ pub struct Config {
 /// `sources:` of the configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Sources {
-    /// Every source found (EVENTS.md §2.2). The default.
+    /// Every source found (docs/EVENTS.md §2.2). The default.
     #[default]
     Auto,
     /// Only the sources named, in the file's order.
     Only(Vec<Source>),
 }
 
-/// A source of hooks, in the order their hooks run (EVENTS.md §5 rule 7).
+/// A source of hooks, in the order their hooks run (docs/EVENTS.md §5 rule 7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Source {
     /// `.discobot/hooks` of the workspace.

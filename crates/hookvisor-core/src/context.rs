@@ -1,6 +1,6 @@
 //! The three things every command works on: the workspace, the session id and the state dir.
 //!
-//! Resolution order (DESIGN.md, "Files and names"):
+//! Resolution order (docs/DESIGN.md, "Files and names"):
 //! - workspace: `--workspace`, else `$DISCOBOT_WORKSPACE`, else the current directory;
 //! - session id: `--session`, else `$DISCOBOT_SESSION_ID`, else `$SESSION_ID`, else `default`;
 //! - state dir: `--state-dir`, else `$HOOKVISOR_STATE_DIR`, else

@@ -1,4 +1,4 @@
-//! The context buffer (EVENTS.md §1.6, §5 rule 5): a FIFO of raw text that hooks with
+//! The context buffer (docs/EVENTS.md §1.6, §5 rule 5): a FIFO of raw text that hooks with
 //! `pipe_output` leave for the model, kept in `<state>/context.json` until `turn.start` drains
 //! it into the prompt or `additionalContext`, or `session.end` discards it.
 //!
@@ -77,7 +77,7 @@ use crate::status::{StatusError, StatusStore};
 use crate::timestamp::rfc3339_millis;
 use crate::untrusted::{OPEN_FLAGS, move_aside, open_regular};
 
-/// The most characters a drain delivers: Claude's cap on `additionalContext` (EVENTS.md §1.6).
+/// The most characters a drain delivers: Claude's cap on `additionalContext` (docs/EVENTS.md §1.6).
 pub const MAX_CONTEXT_CHARS: usize = 10_000;
 
 /// The largest `context.json` read (rule 3) or made by an append (rule 4), in bytes.

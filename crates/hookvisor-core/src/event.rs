@@ -1,4 +1,4 @@
-//! The events hooks bind to and what a hook declares about its run (EVENTS.md §1.1–§1.3, §2.1,
+//! The events hooks bind to and what a hook declares about its run (docs/EVENTS.md §1.1–§1.3, §2.1,
 //! §5 rules 6, 8, 9, 15).
 //!
 //! The rules, written once here:
@@ -105,7 +105,7 @@ pub struct UnknownKind {
     pub value: String,
 }
 
-/// An event a hook binds to: a canonical one of EVENTS.md §1.1, or an agent's own (rule 1).
+/// An event a hook binds to: a canonical one of docs/EVENTS.md §1.1, or an agent's own (rule 1).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Event {
     /// The session starts (phase 1: `type: session`).
@@ -149,7 +149,7 @@ pub enum Event {
     },
 }
 
-/// The canonical names, in the order of EVENTS.md §1.1, with their gate flag.
+/// The canonical names, in the order of docs/EVENTS.md §1.1, with their gate flag.
 const CANONICAL: [(&str, bool); 16] = [
     ("session.start", false),
     ("turn.start", true),
@@ -170,7 +170,7 @@ const CANONICAL: [(&str, bool); 16] = [
 ];
 
 impl Event {
-    /// Every canonical event, in the order of EVENTS.md §1.1.
+    /// Every canonical event, in the order of docs/EVENTS.md §1.1.
     pub const ALL: [Event; 16] = [
         Event::SessionStart,
         Event::TurnStart,
@@ -404,7 +404,7 @@ impl ToolMatcher {
     }
 }
 
-/// The canonical tool names of EVENTS.md §5 rule 6; each agent's row spells them its own way
+/// The canonical tool names of docs/EVENTS.md §5 rule 6; each agent's row spells them its own way
 /// ([`crate::agents::Spec::canonical_tools`]), so that a hook with `tool: bash` matches Claude's
 /// `Bash` and Gemini's `run_shell_command`. `git_commit` has no tool of its own: it is a shell
 /// call whose command is a `git commit` ([`ToolMatcher::matches_call`]).
@@ -489,7 +489,7 @@ impl fmt::Display for ToolMatcher {
     }
 }
 
-/// Where a hook's output goes besides the log (`pipe_output`, EVENTS.md §1.3, §1.6).
+/// Where a hook's output goes besides the log (`pipe_output`, docs/EVENTS.md §1.3, §1.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PipeOutput {
     /// Nowhere else (the default).
@@ -528,13 +528,13 @@ pub enum Command {
 pub enum HookAction {
     /// A command: a script, an argv or a `run:` text.
     Command(Command),
-    /// `action: git-commit` (EVENTS.md §1.2, §5 rule 24).
+    /// `action: git-commit` (docs/EVENTS.md §1.2, §5 rule 24).
     GitCommit(crate::git_action::GitCommit),
-    /// `action: git-push` (EVENTS.md §1.2).
+    /// `action: git-push` (docs/EVENTS.md §1.2).
     GitPush(crate::git_action::GitPush),
-    /// `action: spawn` (EVENTS.md §4.4, §5 rule 23).
+    /// `action: spawn` (docs/EVENTS.md §4.4, §5 rule 23).
     Spawn(crate::spawn::Spawn),
-    /// `action: webhook` (EVENTS.md §4.3, §5 rules 20, 22).
+    /// `action: webhook` (docs/EVENTS.md §4.3, §5 rules 20, 22).
     Webhook(crate::webhook::Webhook),
 }
 
@@ -589,7 +589,7 @@ fn sorted_keys(value: &serde_json::Value) -> serde_json::Value {
 }
 
 /// What a hook's front matter says about its event and how its result is judged
-/// (EVENTS.md §1.3), defaults applied.
+/// (docs/EVENTS.md §1.3), defaults applied.
 #[derive(Debug, Clone)]
 pub struct EventSpec {
     /// The event it binds to: `event:`, else the event of its `type`.
@@ -618,10 +618,10 @@ pub struct EventSpec {
     /// `action:` and its fields; default the hook's own script.
     pub action: HookAction,
     /// Which JSON the hook reads on stdin; default the event JSON (an AutoAgent import: its
-    /// own, EVENTS.md §2.2).
+    /// own, docs/EVENTS.md §2.2).
     pub stdin: crate::payload::StdinDialect,
     /// Which names the hook's environment has besides hookvisor's; default none (an
-    /// agent-pipelines import: its own, EVENTS.md §2.2).
+    /// agent-pipelines import: its own, docs/EVENTS.md §2.2).
     pub env: crate::payload::EnvDialect,
     /// Whether the front matter names any field of the event model (`event:` or a field of
     /// §1.3), or the hook is a declarative file: `list` shows the event fields of such hooks
@@ -643,10 +643,10 @@ impl EventSpec {
     }
 }
 
-/// The default `retries` of a hook that is not a session hook (EVENTS.md §1.3).
+/// The default `retries` of a hook that is not a session hook (docs/EVENTS.md §1.3).
 pub(crate) const DEFAULT_EVENT_RETRIES: u32 = 3;
 
-/// The default `retry_delay` (EVENTS.md §1.3).
+/// The default `retry_delay` (docs/EVENTS.md §1.3).
 pub(crate) const DEFAULT_RETRY_DELAY: Duration = Duration::from_secs(5);
 
 impl EventSpec {
@@ -681,7 +681,7 @@ impl EventSpec {
 /// What each agent route fires: here, beside the events, so that `agents` (the agents' rows)
 /// uses no module above it.
 impl Route {
-    /// The canonical events the adapter fires for this route (EVENTS.md §3.1).
+    /// The canonical events the adapter fires for this route (docs/EVENTS.md §3.1).
     pub fn fires(self) -> &'static [Event] {
         match self {
             Route::SessionStart => &[Event::SessionStart],

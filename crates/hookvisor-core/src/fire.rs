@@ -1,5 +1,5 @@
 //! The event dispatcher: one event fired, its hooks selected, run in order and judged, and the
-//! reply (EVENTS.md §1.4, §1.6, §3, §5 rules 1, 4, 5, 6, 15, 19, 20).
+//! reply (docs/EVENTS.md §1.4, §1.6, §3, §5 rules 1, 4, 5, 6, 15, 19, 20).
 //!
 //! [`fire`] follows these steps, written once here:
 //!
@@ -228,7 +228,7 @@ pub fn fire(ctx: &Context, discovery: &Discovery, firing: &Firing) -> Result<Rep
     fire_deciding(ctx, discovery, firing, |_| {})
 }
 
-/// [`fire`], handing the reply to `decided` the moment the `pre` pass ends (EVENTS.md §3: the
+/// [`fire`], handing the reply to `decided` the moment the `pre` pass ends (docs/EVENTS.md §3: the
 /// caller answers then, and the `post` hooks run after), and returning it with the `post`
 /// runs' results added. A `post` hook cannot change the decision, so a server may answer
 /// before it runs; a cancel during the `post` pass stops it and keeps the decision.
@@ -266,7 +266,7 @@ pub(crate) fn fire_hooks(
         }
         _ => firing,
     };
-    // EVENTS.md §4.4: detached children of this state dir end with its session, first.
+    // docs/EVENTS.md §4.4: detached children of this state dir end with its session, first.
     if firing.event == Event::SessionEnd
         && let Some(runners) = crate::runner::installed()
     {

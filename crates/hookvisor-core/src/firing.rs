@@ -9,7 +9,7 @@ use crate::config::DEFAULT_MAX_RETRIES;
 use crate::event::Event;
 use crate::exec::CancelToken;
 
-/// One event to fire: what happened, and the variables its hooks see (EVENTS.md §5 rule 19).
+/// One event to fire: what happened, and the variables its hooks see (docs/EVENTS.md §5 rule 19).
 #[derive(Debug, Clone)]
 pub struct Firing {
     /// The event.
@@ -29,7 +29,7 @@ pub struct Firing {
     /// Stops a running hook and a retry wait when cancelled.
     pub cancel: Option<CancelToken>,
     /// Hook-triggered re-prompts allowed per user turn, for the loop guard of `turn.end` and
-    /// `session.stop` (DESIGN.md's `max_retries`). Default: 3.
+    /// `session.stop` (docs/DESIGN.md's `max_retries`). Default: 3.
     pub max_attempts: u32,
     /// The caller's own count of hook-triggered turns in a row, bounding `status.json`'s for
     /// the loop guard ([`EvalOptions::hook_turns`]). Default: none.

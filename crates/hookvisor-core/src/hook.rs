@@ -58,13 +58,13 @@ impl FromStr for RunAs {
     }
 }
 
-/// Where a hook was found (EVENTS.md §5 rule 7); workspace hooks run before global ones.
+/// Where a hook was found (docs/EVENTS.md §5 rule 7); workspace hooks run before global ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Origin {
     /// `.discobot/hooks` of the workspace. The default.
     #[default]
     Workspace,
-    /// An entry of another tool's hook file, read in place (EVENTS.md §2.2): its id starts
+    /// An entry of another tool's hook file, read in place (docs/EVENTS.md §2.2): its id starts
     /// with the source's name (`iteratr:post_iteration:0`).
     Imported {
         /// The tool whose file it is.
@@ -86,7 +86,7 @@ pub enum Origin {
 /// [`Hook::spec`] holds the event binding (`event`, `phase`, `tool`, [`Hook::pattern`],
 /// `when`), the action (plain data) and the policy (`await`, `block_on`, `on_failure`,
 /// `retries`, [`Hook::timeout`], `pipe_output`, [`Hook::run_as`]). discobot's kinds are event
-/// bindings (EVENTS.md §2.1): `file` is `turn.end` with a pattern, `session` the container's
+/// bindings (docs/EVENTS.md §2.1): `file` is `turn.end` with a pattern, `session` the container's
 /// `session.start`, `pre-commit` `commit.before`; `kind` is the event's phase-1 kind (else
 /// [`HookKind::Session`] as a stand-in), for `status.json` and `DISCOBOT_HOOK_TYPE`.
 ///
@@ -139,7 +139,7 @@ impl Hook {
             .unwrap_or_default()
     }
 
-    /// Where the hook is declared, `relative/path:line` (EVENTS.md §5 rule 10): the hooks dir
+    /// Where the hook is declared, `relative/path:line` (docs/EVENTS.md §5 rule 10): the hooks dir
     /// relative to the workspace, and line 1, where both a script and a declarative file start;
     /// a global hook's absolute path, since it is in no workspace. An imported hook names its
     /// entry's first line in the other tool's file, relative to the workspace unless it is the
@@ -186,7 +186,7 @@ pub struct Problem {
     pub path: PathBuf,
     /// What is wrong and how to fix it.
     pub kind: ProblemKind,
-    /// The 1-based line of the file it is on (EVENTS.md §5 rule 10): the line the kind names,
+    /// The 1-based line of the file it is on (docs/EVENTS.md §5 rule 10): the line the kind names,
     /// else the line of the field at fault, else the file's first line; `None` when the file
     /// could not be read or the problem is its name's.
     pub line: Option<usize>,
@@ -291,7 +291,7 @@ impl Problem {
     }
 
     /// Where the problem is as `relative/path[:line]` from `workspace`, as a hook's
-    /// [`Hook::source`] (EVENTS.md §5 rule 10); a file outside it (a user's) keeps its path.
+    /// [`Hook::source`] (docs/EVENTS.md §5 rule 10); a file outside it (a user's) keeps its path.
     pub fn source(&self, workspace: &Path) -> String {
         let path = self.path.strip_prefix(workspace).unwrap_or(&self.path);
         match self.line {
@@ -483,18 +483,18 @@ pub enum ProblemKind {
         yaml: Option<String>,
     },
     /// A warning: a `${name}` in `run`/`argv` that hookvisor sets for no event, or not for the
-    /// hook's (`crate::payload::provides`, EVENTS.md §4.1 rule 5): it must come in the event's
+    /// hook's (`crate::payload::provides`, docs/EVENTS.md §4.1 rule 5): it must come in the event's
     /// data, or each run fails.
     #[error(
         "${{{name}}} is no variable hookvisor sets for this hook's event; unless every firing \
-         passes it in its data, the run fails: check the name (EVENTS.md §4.1)"
+         passes it in its data, the run fails: check the name (docs/EVENTS.md §4.1)"
     )]
     UnknownVariable {
         /// The name as referenced.
         name: String,
     },
     /// A warning: a `${name}` in a webhook's url, headers or body that hookvisor sets for no
-    /// event and that neither `secrets.env` nor this environment defines (EVENTS.md §5 rule 20).
+    /// event and that neither `secrets.env` nor this environment defines (docs/EVENTS.md §5 rule 20).
     #[error(
         "${{{name}}} is no variable hookvisor sets, and neither ~/.config/hookvisor/secrets.env \
          nor this environment defines {upper}; unless every firing passes it in its data, the \
@@ -507,7 +507,7 @@ pub enum ProblemKind {
         upper: String,
     },
     /// A warning: a `tool:` name that no supported agent's tool has and that is no canonical
-    /// name (EVENTS.md §5 rule 6): no call would match it.
+    /// name (docs/EVENTS.md §5 rule 6): no call would match it.
     #[error(
         "tool: '{name}' is no tool of Claude Code, Codex or Gemini CLI and no canonical name \
          (bash, write, edit, apply_patch, git_commit), so no call matches it: check the name"
@@ -517,7 +517,7 @@ pub enum ProblemKind {
         name: String,
     },
     /// A warning: a hook that would block tool calls named `git_commit`, which the name
-    /// cannot hold (EVENTS.md §5 rule 6 reads the common spelling only).
+    /// cannot hold (docs/EVENTS.md §5 rule 6 reads the common spelling only).
     #[error(
         "tool: git_commit matches only the common spelling of a shell 'git commit'; \
          'command git commit', 'sh -c \"git commit\"', 'env X=1 git commit' or an alias pass \
@@ -589,7 +589,7 @@ pub enum ProblemKind {
         /// What it takes.
         expected: &'static str,
     },
-    /// `tool` is a regex that does not compile (EVENTS.md §5 rule 6).
+    /// `tool` is a regex that does not compile (docs/EVENTS.md §5 rule 6).
     #[error("{error}")]
     InvalidTool {
         /// 1-based line of the field.
@@ -597,7 +597,7 @@ pub enum ProblemKind {
         /// The value and what the compiler said.
         error: crate::event::InvalidToolMatcher,
     },
-    /// `when` does not parse (EVENTS.md §4.2); the error says where in the condition.
+    /// `when` does not parse (docs/EVENTS.md §4.2); the error says where in the condition.
     #[error("{error}")]
     InvalidWhen {
         /// 1-based line of the field.
@@ -605,7 +605,7 @@ pub enum ProblemKind {
         /// The parser's error, which starts with `when:`.
         error: WhenError,
     },
-    /// `run` cannot be made injection-safe (EVENTS.md §4.1 rule 1); lines and columns are
+    /// `run` cannot be made injection-safe (docs/EVENTS.md §4.1 rule 1); lines and columns are
     /// within the `run` text.
     #[error("run: {error}")]
     InvalidRun {
@@ -628,7 +628,7 @@ pub enum ProblemKind {
         /// 1-based line of the second of them.
         line: usize,
     },
-    /// A field of `action: git-commit` or `git-push` is refused (EVENTS.md §1.2, §4.1 rule 4).
+    /// A field of `action: git-commit` or `git-push` is refused (docs/EVENTS.md §1.2, §4.1 rule 4).
     #[error("{error}")]
     InvalidGitAction {
         /// 1-based line of the field.
@@ -636,7 +636,7 @@ pub enum ProblemKind {
         /// What is wrong and the fix.
         error: crate::git_action::GitFieldError,
     },
-    /// A field of `action: spawn` is refused (EVENTS.md §4.4).
+    /// A field of `action: spawn` is refused (docs/EVENTS.md §4.4).
     #[error("{error}")]
     InvalidSpawnAction {
         /// 1-based line of the field.
@@ -644,7 +644,7 @@ pub enum ProblemKind {
         /// What is wrong and the fix.
         error: crate::spawn::SpawnFieldError,
     },
-    /// A field of `action: webhook` is refused (EVENTS.md §4.1 rule 3, §4.3).
+    /// A field of `action: webhook` is refused (docs/EVENTS.md §4.1 rule 3, §4.3).
     #[error("{error}")]
     InvalidWebhookAction {
         /// 1-based line of the field.
@@ -652,7 +652,7 @@ pub enum ProblemKind {
         /// What is wrong and the fix.
         error: crate::webhook::WebhookFieldError,
     },
-    /// `action` names a model-driven action, which hookvisor does not run (EVENTS.md §1.2).
+    /// `action` names a model-driven action, which hookvisor does not run (docs/EVENTS.md §1.2).
     #[error(
         "action '{action}' is unsupported: hookvisor runs no prompt or agent hooks; write the \
          check as a command"
@@ -671,7 +671,7 @@ pub enum ProblemKind {
         /// The value as written.
         value: String,
     },
-    /// An executable script carries `run` or `argv` (EVENTS.md §5 rule 9): which would run?
+    /// An executable script carries `run` or `argv` (docs/EVENTS.md §5 rule 9): which would run?
     #[error(
         "an executable script with '{key}': a script runs itself; drop '{key}', or make the \
          file a non-executable .yml of front matter only"
@@ -688,7 +688,7 @@ pub enum ProblemKind {
     /// A declarative `.yml` hook has neither `event` nor `type`.
     #[error("missing 'event'; add one such as 'event: turn.end'")]
     MissingEvent,
-    /// `run_as: root` on a hook of the event model: `run_as` is a phase-1 field (EVENTS.md
+    /// `run_as: root` on a hook of the event model: `run_as` is a phase-1 field (docs/EVENTS.md
     /// §1.3), and only the init runs phase-1 session hooks as root, before the agent starts,
     /// from bytes it sealed (README, Security).
     #[error(
@@ -704,7 +704,7 @@ pub enum ProblemKind {
     },
     /// `blocking` on a hook of the event model: it is phase 1's session field ("the agent waits
     /// for it"), and on an event hook it could mean `await` or AutoAgent's "may block"
-    /// (EVENTS.md §1.5), which fail differently when the hook crashes.
+    /// (docs/EVENTS.md §1.5), which fail differently when the hook crashes.
     #[error(
         "'blocking' is for phase-1 session hooks (an executable script with 'type: session' \
          and no event fields); on this {event} hook say what it means: 'await: true' (the \
@@ -733,7 +733,7 @@ pub enum ProblemKind {
         line: usize,
     },
     /// An entry of another tool's hook file that is not run, or is run otherwise than it may
-    /// seem, or the whole file when it does not parse (EVENTS.md §2.2): the message says which
+    /// seem, or the whole file when it does not parse (docs/EVENTS.md §2.2): the message says which
     /// and the fix.
     #[error("{message}")]
     Import {
@@ -784,7 +784,7 @@ impl ProblemKind {
     }
 
     /// The front matter field at fault, for a kind whose text names no line: its line is the
-    /// problem's (EVENTS.md §5 rule 10).
+    /// problem's (docs/EVENTS.md §5 rule 10).
     pub fn field(&self) -> Option<&str> {
         Some(match self {
             ProblemKind::NoValue { key } | ProblemKind::InvalidBool { key, .. } => key,
@@ -814,7 +814,7 @@ impl ProblemKind {
 }
 
 /// Extensions stripped from a file name to make its id (case-insensitive, one only).
-/// `yml` and `yaml` name declarative hooks (EVENTS.md §2.1); phase 1 never ran such files.
+/// `yml` and `yaml` name declarative hooks (docs/EVENTS.md §2.1); phase 1 never ran such files.
 const SCRIPT_EXTENSIONS: [&str; 11] = [
     "sh", "bash", "zsh", "py", "js", "ts", "rb", "pl", "php", "yml", "yaml",
 ];

@@ -2,12 +2,12 @@
 //! agents: finding the hooks of a workspace and of other tools' files, running them when an
 //! event fires, judging and recording every run in `status.json`, and the reply to the agent.
 //! It has no HTTP and no command-line parsing; the binaries are thin shells over it. The code
-//! cites its contract as `DESIGN.md` (phase 1) and `EVENTS.md §…` (the event model): both are
+//! cites its contract as `docs/DESIGN.md` (phase 1) and `docs/EVENTS.md §…` (the event model): both are
 //! in the repository, `docs/DESIGN.md` and `docs/EVENTS.md`.
 //!
 //! # The centre: [`fire::fire`]
 //!
-//! Every hook runs because an event fired (EVENTS.md §1). [`fire::fire`] takes a [`Firing`] (the
+//! Every hook runs because an event fired (docs/EVENTS.md §1). [`fire::fire`] takes a [`Firing`] (the
 //! [`Event`], its data, who fired it), selects the event's hooks from a [`Discovery`], runs them
 //! in order, judges each run, records it and returns the [`Reply`]: the [`Decision`], its
 //! reason, the context for the agent. Its steps are written once, in the module doc of
@@ -122,38 +122,38 @@
 #![deny(missing_docs)]
 
 pub mod account;
-/// `hookvisor loop`: a headless agent driven iteration by iteration (EVENTS.md §3.2).
+/// `hookvisor loop`: a headless agent driven iteration by iteration (docs/EVENTS.md §3.2).
 pub mod agent_loop;
 pub mod agents;
 pub mod changes;
 pub mod config;
 pub mod context;
-/// The context buffer: piped hook output waiting for the next turn (EVENTS.md §1.6).
+/// The context buffer: piped hook output waiting for the next turn (docs/EVENTS.md §1.6).
 pub mod context_buffer;
-/// The blocking protocol: one run judged, verdicts combined, the reply (EVENTS.md §1.4, §1.5, §5).
+/// The blocking protocol: one run judged, verdicts combined, the reply (docs/EVENTS.md §1.4, §1.5, §5).
 pub mod decision;
 pub mod discover;
-/// The events hooks bind to and what a hook declares about its run (EVENTS.md §1.1–§1.3).
+/// The events hooks bind to and what a hook declares about its run (docs/EVENTS.md §1.1–§1.3).
 pub mod event;
 pub mod exec;
-/// The event dispatcher: an event's hooks selected, run, judged, and the reply (EVENTS.md §1.4).
+/// The event dispatcher: an event's hooks selected, run, judged, and the reply (docs/EVENTS.md §1.4).
 pub mod fire;
 pub mod firing;
 pub mod frontmatter;
 pub mod git;
 pub mod git_action;
 pub mod hook;
-/// Other tools' hook files read in place: iteratr, AutoAgent, nyzhi (EVENTS.md §2.2).
+/// Other tools' hook files read in place: iteratr, AutoAgent, nyzhi (docs/EVENTS.md §2.2).
 pub mod import;
 pub mod leftovers;
 pub mod message;
 pub mod pattern;
-/// The event JSON and environment a hook of the event model receives (EVENTS.md §4.1).
+/// The event JSON and environment a hook of the event model receives (docs/EVENTS.md §4.1).
 pub mod payload;
 pub mod policy;
 pub mod precommit;
 pub mod procfs;
-/// Values an action hands to the later hooks of its firing (EVENTS.md §4.1).
+/// Values an action hands to the later hooks of its firing (docs/EVENTS.md §4.1).
 pub mod produced;
 mod replace_order;
 pub mod runner;
@@ -164,7 +164,7 @@ pub mod spawn;
 pub mod state;
 pub mod status;
 pub mod sys;
-/// `${name}` template variables in `run:` and `argv:`, injection-safe (EVENTS.md §4.1).
+/// `${name}` template variables in `run:` and `argv:`, injection-safe (docs/EVENTS.md §4.1).
 pub mod template;
 pub mod timestamp;
 pub mod turns;

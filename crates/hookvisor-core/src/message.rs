@@ -1,6 +1,6 @@
 //! The re-prompt: the text the model reads when a file hook fails.
 //!
-//! The seed format (DESIGN.md), kept by discobot-compatible dashboards and agents:
+//! The seed format (docs/DESIGN.md), kept by discobot-compatible dashboards and agents:
 //!
 //! ```text
 //! [Discobot Hook Failed] "Go format check" (pattern: *.go)

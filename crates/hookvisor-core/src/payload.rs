@@ -1,4 +1,4 @@
-//! What a hook of the event model receives (EVENTS.md §4.1 "Transport", §5 rule 19): the event
+//! What a hook of the event model receives (docs/EVENTS.md §4.1 "Transport", §5 rule 19): the event
 //! JSON on stdin, the same JSON in a file, and every template variable in the environment.
 //!
 //! # The event JSON
@@ -156,7 +156,7 @@ const RESERVED: [&str; 9] = [
     "data",
 ];
 
-/// Every variable name hookvisor itself sets for some event (EVENTS.md §4.1 and §5 rules 14,
+/// Every variable name hookvisor itself sets for some event (docs/EVENTS.md §4.1 and §5 rules 14,
 /// 16); any other name must come in the event's `data`. `check` warns on a `${name}` whose
 /// first segment is none of these (§4.1 rule 5).
 const KNOWN_NAMES: [&str; 31] = [
@@ -194,13 +194,13 @@ const KNOWN_NAMES: [&str; 31] = [
 ];
 
 /// Whether hookvisor sets `name` (its first segment, case-insensitively) for some event: the
-/// names of EVENTS.md §4.1 and the agent-pipelines ones of §5 rule 14.
+/// names of docs/EVENTS.md §4.1 and the agent-pipelines ones of §5 rule 14.
 pub fn is_known_name(name: &str) -> bool {
     let first = name.split('.').next().unwrap_or(name).to_ascii_lowercase();
     KNOWN_NAMES.contains(&first.as_str())
 }
 
-/// The events of a `hookvisor loop` (EVENTS.md §3.2), which alone set its variables.
+/// The events of a `hookvisor loop` (docs/EVENTS.md §3.2), which alone set its variables.
 const LOOP_EVENTS: [&str; 7] = [
     "session.start",
     "turn.start",
@@ -211,7 +211,7 @@ const LOOP_EVENTS: [&str; 7] = [
     "session.end",
 ];
 
-/// Names some events only set (EVENTS.md §4.1 "per event", §5 rule 14): the name and those
+/// Names some events only set (docs/EVENTS.md §4.1 "per event", §5 rule 14): the name and those
 /// events. A name not here is set for every event (or none: [`is_known_name`]).
 const PER_EVENT: [(&str, &[&str]); 10] = [
     // `file.edited` carries its `tool.after`'s data.
@@ -236,7 +236,7 @@ const PER_EVENT: [(&str, &[&str]); 10] = [
 /// Whether hookvisor sets `name` (its first segment, case-insensitively) for `event` (its
 /// canonical name) on some front: a known name ([`is_known_name`]) that is not one only other
 /// events set (`PER_EVENT`). An agent's raw event (`claude.PreCompact`) may carry any. The
-/// one rule of `check`'s warning about a `${name}` a hook's runs would fail on (EVENTS.md §4.1
+/// one rule of `check`'s warning about a `${name}` a hook's runs would fail on (docs/EVENTS.md §4.1
 /// rule 5).
 pub fn provides(event: &str, name: &str) -> bool {
     let first = name.split('.').next().unwrap_or(name).to_ascii_lowercase();
@@ -249,7 +249,7 @@ pub fn provides(event: &str, name: &str) -> bool {
         .is_none_or(|(_, events)| events.contains(&event))
 }
 
-/// Which JSON a hook reads on stdin (EVENTS.md §4.1 "Transport": "canonical or source
+/// Which JSON a hook reads on stdin (docs/EVENTS.md §4.1 "Transport": "canonical or source
 /// dialect"): scripts written for another tool read that tool's shape.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum StdinDialect {
@@ -263,7 +263,7 @@ pub enum StdinDialect {
     },
 }
 
-/// Which names a hook's environment has besides hookvisor's own (EVENTS.md §2.2: an
+/// Which names a hook's environment has besides hookvisor's own (docs/EVENTS.md §2.2: an
 /// agent-pipelines import's "names exported"): scripts written for another tool read its names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EnvDialect {
@@ -276,7 +276,7 @@ pub enum EnvDialect {
 }
 
 /// agent-pipelines' variables and the template names they are (its "Environment Variables"
-/// table; EVENTS.md §5 rule 14): `${CHANGED_FILES}` of its files is `${files}` here.
+/// table; docs/EVENTS.md §5 rule 14): `${CHANGED_FILES}` of its files is `${files}` here.
 pub const PIPELINES_NAMES: [(&str, &str); 17] = [
     ("SESSION", "session"),
     ("STAGE", "stage"),

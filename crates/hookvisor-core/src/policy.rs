@@ -1,4 +1,4 @@
-//! What a hook's front matter says about blocking and failure (EVENTS.md §1.3): the words
+//! What a hook's front matter says about blocking and failure (docs/EVENTS.md §1.3): the words
 //! `phase`, `block_on`, `on_failure`, `on_timeout` (awaited spawns and webhooks) and
 //! `reason_from` ([`Phase`], [`BlockOn`], [`OnFailure`], [`OnTimeout`], [`ReasonFrom`]), parsed
 //! with `FromStr` and written with `as_str`, and the retries a session hook gets by default.

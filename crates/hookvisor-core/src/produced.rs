@@ -1,4 +1,4 @@
-//! Values an action hands to the later hooks of the same firing (EVENTS.md §4.1 "from earlier
+//! Values an action hands to the later hooks of the same firing (docs/EVENTS.md §4.1 "from earlier
 //! actions": `spawn_output`, `hook_response`).
 //!
 //! The rules, written once here:
@@ -35,7 +35,7 @@ use crate::payload::Payload;
 /// The variable of rule 5.
 const LAST_HOOK_STATUS: &str = "last_hook_status";
 
-/// The name of a value an action produces (EVENTS.md §4.1).
+/// The name of a value an action produces (docs/EVENTS.md §4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ProducedName {

@@ -1,5 +1,5 @@
 //! `~/.config/hookvisor/secrets.env`: the values a webhook's url, headers and body may name
-//! without the event supplying them (EVENTS.md §4.1 rule 6, §5 rule 20).
+//! without the event supplying them (docs/EVENTS.md §4.1 rule 6, §5 rule 20).
 //!
 //! The rules, written once here:
 //!

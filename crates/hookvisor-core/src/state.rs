@@ -18,7 +18,7 @@ pub(crate) const FILE_MODE: u32 = 0o644;
 /// Temp files of [`write_atomic`] end so, after `.<name>.XXXXXX`: hidden, and recognisable.
 pub(crate) const TEMP_SUFFIX: &str = ".tmp";
 
-/// A session's state dir and the names of the files in it (DESIGN.md, "State dir").
+/// A session's state dir and the names of the files in it (docs/DESIGN.md, "State dir").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateDir {
     root: PathBuf,
@@ -85,7 +85,7 @@ impl StateDir {
         &self.root
     }
 
-    /// `context.json`, the context buffer's FIFO of piped hook output (EVENTS.md §1.6).
+    /// `context.json`, the context buffer's FIFO of piped hook output (docs/EVENTS.md §1.6).
     pub fn context_buffer(&self) -> PathBuf {
         self.root.join("context.json")
     }

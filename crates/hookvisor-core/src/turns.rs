@@ -54,7 +54,7 @@ pub enum Trigger {
     /// A re-prompt from a failing hook: the loop guard counts it.
     Hook,
     /// `hookvisor loop`: the loop has its own limits, so the guard neither counts the turn nor
-    /// stops a re-prompt (EVENTS.md §3.2).
+    /// stops a re-prompt (docs/EVENTS.md §3.2).
     Loop,
 }
 

@@ -1,4 +1,4 @@
-//! The command line of `hookvisor`, as DESIGN.md states it.
+//! The command line of `hookvisor`, as docs/DESIGN.md states it.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -42,7 +42,7 @@ impl Cli {
             Ok(cli) => cli,
             // clap exits 2 on a refused line, and 2 is "block" to every agent: a bad option
             // or `$HOOKVISOR_MAX_RETRIES` in an agent's hook would deny each tool call and
-            // re-prompt each stop without end. An adapter fails open instead (EVENTS.md §3.1).
+            // re-prompt each stop without end. An adapter fails open instead (docs/EVENTS.md §3.1).
             Err(err) if hook_command && err.use_stderr() => {
                 let _ = err.print();
                 eprintln!("hookvisor: the hook command above was refused; failing open");
@@ -221,8 +221,8 @@ pub struct GlobalArgs {
     pub session: Option<String>,
 }
 
-/// The variables a context falls back to (DESIGN.md "Files and names"), read once.
-/// `HOOKVISOR_SESSION` is the session id `loop` gives its agent (EVENTS.md §5 rule 18).
+/// The variables a context falls back to (docs/DESIGN.md "Files and names"), read once.
+/// `HOOKVISOR_SESSION` is the session id `loop` gives its agent (docs/EVENTS.md §5 rule 18).
 /// Beside them, each agent's `project_dir_var` (`CLAUDE_PROJECT_DIR`): its start directory,
 /// which its hooks inherit (the adapters' workspace, [`Globals::agent_context`]).
 const CONTEXT_VARIABLES: [&str; 6] = [
@@ -516,7 +516,7 @@ pub enum Command {
     Import(ImportArgs),
 }
 
-/// Options of `import` (EVENTS.md §2.2, §5 rule 11).
+/// Options of `import` (docs/EVENTS.md §2.2, §5 rule 11).
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("mode").required(true).args(["print", "write"]))]
 pub struct ImportArgs {
@@ -549,7 +549,7 @@ pub struct EvalArgs {
     pub max_retries: Option<u32>,
 }
 
-/// Options of `fire` (EVENTS.md §3, §5 rule 15); `--session` is the global option.
+/// Options of `fire` (docs/EVENTS.md §3, §5 rule 15); `--session` is the global option.
 #[derive(Debug, Args)]
 pub struct FireArgs {
     /// The event: a canonical name (`tool.before`) or an agent's own (`claude.PreCompact`).
@@ -568,7 +568,7 @@ pub struct FireArgs {
     #[arg(long, env = "HOOKVISOR_MAX_RETRIES")]
     pub max_retries: Option<u32>,
     /// Internal: deliver this unawaited webhook, the event JSON of its firing on stdin (the
-    /// detached child a `fire` leaves it to; EVENTS.md §4.3).
+    /// detached child a `fire` leaves it to; docs/EVENTS.md §4.3).
     #[arg(long, value_name = "HOOK", hide = true, conflicts_with = "data")]
     pub deliver: Option<String>,
 }
@@ -606,7 +606,7 @@ pub enum Trigger {
     Loop,
 }
 
-/// Options of `loop` (EVENTS.md §3.2).
+/// Options of `loop` (docs/EVENTS.md §3.2).
 #[derive(Debug, Args)]
 pub struct LoopArgs {
     /// The task prompt, after the context and the last block reason.

@@ -1,6 +1,6 @@
 //! The one error type of the binary: a line to print and an exit status.
 //!
-//! DESIGN.md's statuses: 0 ok, 1 a hook failed or a check found problems, 2 a usage or
+//! docs/DESIGN.md's statuses: 0 ok, 1 a hook failed or a check found problems, 2 a usage or
 //! configuration error. It names no status of its own for hookvisor failing at its work (a
 //! file that cannot be written, git failing, status.json unreadable), so those exit 1: never 2,
 //! which tells the caller to fix the command line or the configuration. Each error type says

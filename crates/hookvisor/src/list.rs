@@ -26,7 +26,7 @@ pub(crate) fn write_problems(out: &mut impl Write, discovery: &Discovery) -> io:
 }
 
 /// The event fields of an event-model hook on one line, under its row of `list`: its source,
-/// then each field as its front matter spells it (EVENTS.md §5 rule 10's fields, for people).
+/// then each field as its front matter spells it (docs/EVENTS.md §5 rule 10's fields, for people).
 /// `tool` and `when` appear only when set.
 pub(crate) fn event_line(hook: &Hook) -> String {
     let spec = &hook.spec;
@@ -73,7 +73,7 @@ fn one_line(text: &str) -> String {
         .collect()
 }
 
-/// One `source: NAME used|skipped (where or why)` line per source of hooks (EVENTS.md §2.2),
+/// One `source: NAME used|skipped (where or why)` line per source of hooks (docs/EVENTS.md §2.2),
 /// when there is more than phase 1's `.discobot/hooks` to say: a `hookvisor.yml`, a global
 /// hooks directory, or another tool's hook file.
 pub(crate) fn write_sources(
@@ -86,7 +86,7 @@ pub(crate) fn write_sources(
         .sources
         .iter()
         .any(|s| s.source == Source::Global && s.dir.as_deref().is_some_and(|d| d.is_dir()));
-    // Another tool's file found (EVENTS.md §2.2): say whether it was read.
+    // Another tool's file found (docs/EVENTS.md §2.2): say whether it was read.
     let imported = discovery
         .sources
         .iter()
@@ -99,7 +99,7 @@ pub(crate) fn write_sources(
     Ok(())
 }
 
-/// The JSON of `list --json` (DESIGN.md), also served by the HTTP API. Paths are shown lossily
+/// The JSON of `list --json` (docs/DESIGN.md), also served by the HTTP API. Paths are shown lossily
 /// (U+FFFD for bytes that are not UTF-8): a name that is not UTF-8 is itself a listed problem,
 /// and `Path`'s own `Serialize` would fail on it.
 pub fn list_json(discovery: &Discovery, workspace: &Path) -> Value {
@@ -115,7 +115,7 @@ pub fn list_json(discovery: &Discovery, workspace: &Path) -> Value {
     })
 }
 
-/// The `type` shown: the phase-1 kind, else the event (EVENTS.md §2.1, as status.json).
+/// The `type` shown: the phase-1 kind, else the event (docs/EVENTS.md §2.1, as status.json).
 pub(crate) fn type_of(hook: &Hook) -> String {
     match hook.spec.event.phase1_kind() {
         Some(kind) => kind.as_str().to_owned(),
@@ -141,7 +141,7 @@ fn hook_json(hook: &Hook) -> Value {
     if spec.event == Event::SessionStart {
         json["retries"] = json!(spec.retries);
     }
-    // Every hook shows its event fields (EVENTS.md §5 rule 10), phase-1 hooks included, so
+    // Every hook shows its event fields (docs/EVENTS.md §5 rule 10), phase-1 hooks included, so
     // that a dashboard finds a `type: file` hook among the `turn.end` hooks.
     json["event"] = json!(spec.event.to_string());
     json["phase"] = json!(spec.phase.as_str());
@@ -175,7 +175,7 @@ fn problem_json(problem: &Problem, workspace: &Path) -> Value {
     if let Some(line) = problem.line {
         json["line"] = json!(line);
     }
-    // Another tool's file says where as its hooks do (EVENTS.md §5 rule 10).
+    // Another tool's file says where as its hooks do (docs/EVENTS.md §5 rule 10).
     if matches!(problem.kind, ProblemKind::Import { .. }) {
         json["source"] = json!(problem.source(workspace));
     }

@@ -215,7 +215,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Adapter(args) => {
             commands::adapter::events::run(&globals, args.agent, &args.adapter)
         }
-        // The old names (EVENTS.md §3.1): aliases of `adapter AGENT`, every event included.
+        // The old names (docs/EVENTS.md §3.1): aliases of `adapter AGENT`, every event included.
         Command::ClaudeStop(args) => commands::adapter::events::run(&globals, Agent::Claude, &args),
         Command::CodexStop(args) => commands::adapter::events::run(&globals, Agent::Codex, &args),
         Command::GeminiAfterAgent(args) => {

@@ -284,7 +284,7 @@ impl TurnClient {
     }
 
     /// `POST /v1/events/{event}` with `body` (`{session_id?, trigger, data}`): the server fires
-    /// the event and answers its reply (EVENTS.md §3, §5 rule 4), here as JSON. A 400 or 404
+    /// the event and answers its reply (docs/EVENTS.md §3, §5 rule 4), here as JSON. A 400 or 404
     /// comes back as [`TurnClientError::Status`], for the caller to treat as a usage error.
     pub fn fire_event(
         &self,

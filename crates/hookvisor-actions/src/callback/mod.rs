@@ -1,4 +1,4 @@
-//! The callback listener an awaited webhook waits on (EVENTS.md §4.3, §5 rule 22): a person or
+//! The callback listener an awaited webhook waits on (docs/EVENTS.md §4.3, §5 rule 22): a person or
 //! a service answers a hook by requesting the one-use `${callback_url}` the webhook sent out.
 //!
 //! The rules, written once here:
@@ -75,7 +75,7 @@ use self::waits::Waits;
 /// The longest request head taken, request line and headers (rule 4).
 pub const MAX_HEAD: usize = 8 * 1024;
 
-/// The largest request body taken (rule 4; EVENTS.md §4.3).
+/// The largest request body taken (rule 4; docs/EVENTS.md §4.3).
 pub const MAX_BODY: usize = 64 * 1024;
 
 /// How long one connection may take to send its whole request (rule 4).

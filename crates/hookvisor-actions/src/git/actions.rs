@@ -283,7 +283,7 @@ fn checked(kind: RefKind, text: &str, payload: &Payload) -> Result<String, Strin
     Ok(value)
 }
 
-/// The refusal for a template that does not expand: an unknown name (EVENTS.md §5 rule 20:
+/// The refusal for a template that does not expand: an unknown name (docs/EVENTS.md §5 rule 20:
 /// never an empty value).
 fn refusal(action: &str, field: &str, err: &TemplateError) -> String {
     match err {

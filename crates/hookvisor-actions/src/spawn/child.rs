@@ -405,7 +405,7 @@ fn expand_inputs(
         .collect()
 }
 
-/// The refusal for an unknown name (EVENTS.md §5 rule 20: never an empty value).
+/// The refusal for an unknown name (docs/EVENTS.md §5 rule 20: never an empty value).
 fn unknown(name: &str) -> String {
     format!(
         "spawn: inputs: ${{{name}}} is no template variable of this event; fix the name or pass \

@@ -36,7 +36,7 @@ use hookvisor_core::hook::Hook;
 use hookvisor_core::procfs;
 use hookvisor_core::state::{Durability, write_atomic};
 
-/// Time a detached child has after `session.end` to end on its own (EVENTS.md §4.4).
+/// Time a detached child has after `session.end` to end on its own (docs/EVENTS.md §4.4).
 pub(crate) const GRACE: Duration = Duration::from_secs(30);
 
 /// Time between SIGTERM and SIGKILL.

@@ -25,7 +25,7 @@ use hookvisor_core::webhook::Webhook;
 ///
 /// A wait that cannot start (the listener or the token cannot be made, the request cannot be
 /// expanded or is not delivered after its retries) has no answer, and is judged as a timeout
-/// by `on_timeout` (EVENTS.md §4.3): under `abort`, the default, the event is aborted whatever
+/// by `on_timeout` (docs/EVENTS.md §4.3): under `abort`, the default, the event is aborted whatever
 /// `on_failure` and `block_on` say, since the agent can make a request fail (a long or
 /// multi-line value, a squatted `callback_port`, a parallel call on the same port) and a gate
 /// that asks someone must not open because asking failed.
@@ -212,7 +212,7 @@ fn judged(
                         .to_string()
                         .into_bytes();
                 }
-                // An abort whatever `on_failure` says (EVENTS.md §4.3), so the action's own.
+                // An abort whatever `on_failure` says (docs/EVENTS.md §4.3), so the action's own.
                 CallbackVerdict::Abort => {
                     let reason = match response.message {
                         Some(message) => format!("the webhook's callback rejected it: {message}"),

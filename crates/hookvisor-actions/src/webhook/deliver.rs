@@ -10,7 +10,7 @@ use ureq::tls::{RootCerts, TlsConfig};
 use super::expand::Request;
 use hookvisor_core::exec::CancelToken;
 
-/// The waits before the second, third and fourth attempts (EVENTS.md §5 rule 22).
+/// The waits before the second, third and fourth attempts (docs/EVENTS.md §5 rule 22).
 const BACKOFF: [Duration; 3] = [
     Duration::from_secs(1),
     Duration::from_secs(2),

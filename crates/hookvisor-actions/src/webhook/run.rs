@@ -16,7 +16,7 @@ use hookvisor_core::webhook::{UrlTemplate, Webhook};
 
 use super::expand;
 
-/// Each attempt's limit (EVENTS.md §4.3, §5 rule 22).
+/// Each attempt's limit (docs/EVENTS.md §4.3, §5 rule 22).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Every secret form is masked, however short (an `ab` garbles the text, but leaking it would

@@ -1,5 +1,5 @@
 //! `hookvisor loop`: a headless agent driven iteration by iteration, with the events of
-//! EVENTS.md §3.2 fired around it (§5 rules 5, 12, 18).
+//! docs/EVENTS.md §3.2 fired around it (§5 rules 5, 12, 18).
 //!
 //! [`run_loop`] follows these rules, written once here:
 //!
@@ -34,7 +34,7 @@
 //!    path: create it when done), `HOOKVISOR_STATE_DIR` and `DISCOBOT_WORKSPACE`, so that a
 //!    `hookvisor fire task.complete` the agent runs lands in this loop's state dir and runs the
 //!    workspace's hooks, and `HOOKVISOR_LOOP_OWNER` (the owner, whose own hook file every
-//!    discovery of the loop and of its agent then leaves to it, EVENTS.md §5 rule 12); `HOOKVISOR_URL`, `HOOKVISOR_SOCKET` and `HOOKVISOR_TOKEN` are removed
+//!    discovery of the loop and of its agent then leaves to it, docs/EVENTS.md §5 rule 12); `HOOKVISOR_URL`, `HOOKVISOR_SOCKET` and `HOOKVISOR_TOKEN` are removed
 //!    (the loop hosts no server, and a server's would take the agent's events elsewhere).
 //! 7. **Limit**: after [`LoopOptions::max_iterations`] iterations without done, the loop ends
 //!    ([`Ending::MaxIterations`]); a block in the last one is delivered by rule 8 and
@@ -55,7 +55,7 @@
 //!    the loop), after every agent, `--until` and event every child the process still has is
 //!    killed and reaped: what a run left behind, in its group or not, marked or not, never
 //!    reaches the next step, and no zombie piles up; the detached runners of unawaited hooks
-//!    (EVENTS.md §1.3, `crate::fire`) are spared: they outlive the step on purpose, and a
+//!    (docs/EVENTS.md §1.3, `crate::fire`) are spared: they outlive the step on purpose, and a
 //!    thread of this process reaps each.
 //! 11. **Pipeline.** With [`LoopOptions::pipeline`] (`--pipeline`, a pipeline file of
 //!    `crate::spawn`'s format) the hooks that run are that file's and the current stage's own
@@ -66,7 +66,7 @@
 //!    then per stage rules 2 to 7, its final delivery and `stage.complete`, the done file
 //!    removed between stages. An abort of `stage.complete` (a rejected approval) ends the loop
 //!    [`Ending::Aborted`] with its reason; the last stage's ending is the loop's.
-//! 12. **Variables** of every event of the loop (agent-pipelines' names, EVENTS.md §5 rule 14):
+//! 12. **Variables** of every event of the loop (agent-pipelines' names, docs/EVENTS.md §5 rule 14):
 //!    `${max_iterations}` (the stage's), `${next_stage}` (empty in the last stage),
 //!    `${progress}` (`<state>/loop/progress.md`, made empty at the start, the agent's to
 //!    write), `${status}` (`<state>/status.json`) and `${ctx}` (`<state>/loop/context.json`:
@@ -132,7 +132,7 @@ const PROGRESS_FILE: &str = "progress.md";
 /// `${ctx}` (rule 12): the loop's state as JSON, written before each event.
 const CONTEXT_FILE: &str = "context.json";
 
-/// Iterations a loop runs at most unless told otherwise (EVENTS.md §3.2).
+/// Iterations a loop runs at most unless told otherwise (docs/EVENTS.md §3.2).
 pub const DEFAULT_MAX_ITERATIONS: u64 = 20;
 
 /// Bytes a `{prompt}` argument may have: one argument of `execve` is at most 128 KiB
@@ -790,7 +790,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
 
     /// Rule 8 (and 9): `session.end`, the record.
     fn finish(mut self, ending: Ending) -> Result<LoopReport, LoopError> {
-        // `session.end` discards what no turn took (EVENTS.md §1.6), in its session log.
+        // `session.end` discards what no turn took (docs/EVENTS.md §1.6), in its session log.
         let fired = self.session_end(ending.as_str());
         let recorded = self.finish_record(ending.as_str());
         // The first failure is the one to report; a later one is a consequence or beside it.
@@ -889,7 +889,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
         }
     }
 
-    /// Fires `event` with `data` on a fresh discovery (hooks are read in place, EVENTS.md
+    /// Fires `event` with `data` on a fresh discovery (hooks are read in place, docs/EVENTS.md
     /// §2.2: the agent may have changed them since the last event).
     fn fire(&self, event: Event, data: Map<String, Json>) -> Result<Reply, Stop> {
         let mut firing = self.firing(event.clone());
@@ -971,7 +971,7 @@ impl<'a, P: FnMut(&Progress)> Driver<'a, P> {
     fn firing(&self, event: Event) -> Firing {
         let mut firing = Firing::new(event);
         firing.trigger = "loop".to_owned();
-        // An unawaited hook never holds an iteration (EVENTS.md §1.3).
+        // An unawaited hook never holds an iteration (docs/EVENTS.md §1.3).
         firing.detach_unawaited = true;
         firing.iteration = (self.iteration > 0).then_some(self.iteration);
         firing.stage = self.stage.as_ref().map(|s| s.name.clone());

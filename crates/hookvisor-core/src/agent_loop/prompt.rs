@@ -1,4 +1,4 @@
-//! The prompt of one iteration, and how it reaches the agent (EVENTS.md §3.2, rule 5 of the
+//! The prompt of one iteration, and how it reaches the agent (docs/EVENTS.md §3.2, rule 5 of the
 //! [loop's rules](super)).
 
 use std::ffi::{OsStr, OsString};

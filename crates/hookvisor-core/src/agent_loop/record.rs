@@ -1,4 +1,4 @@
-//! `<state>/session.json`: AutoAgent's session record of one loop (EVENTS.md §3.2, §5 rule 18).
+//! `<state>/session.json`: AutoAgent's session record of one loop (docs/EVENTS.md §3.2, §5 rule 18).
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};

@@ -1,5 +1,5 @@
 //! What changed in a workspace: its dirty set, when each dirty file last changed, and which
-//! files were deleted since when (DESIGN.md, "End-of-turn evaluation", step 1).
+//! files were deleted since when (docs/DESIGN.md, "End-of-turn evaluation", step 1).
 //!
 //! The rules, written once here:
 //!

@@ -1,4 +1,4 @@
-//! One finished run judged by the table of EVENTS.md §1.5 and §5 rules 1–3 (see the module
+//! One finished run judged by the table of docs/EVENTS.md §1.5 and §5 rules 1–3 (see the module
 //! documentation of `decision` for the rules as implemented).
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! The blocking protocol (EVENTS.md §1.4, §1.5, §5 rules 1–4): how one finished run of a hook
+//! The blocking protocol (docs/EVENTS.md §1.4, §1.5, §5 rules 1–4): how one finished run of a hook
 //! is judged, how the verdicts of an event's hooks combine, and the reply that reports them.
 //!
 //! # The words (§1.3)
@@ -23,7 +23,7 @@
 //! A `when` that cannot be evaluated, or a command that cannot take the event's values, is a
 //! run that failed before it started ([`Judge::judge_refused`]): a hook that can block blocks
 //! on it whatever its `block_on`,
-//! which judges only the hook's own exit (EVENTS.md: on a gate, what hookvisor cannot do
+//! which judges only the hook's own exit (docs/EVENTS.md: on a gate, what hookvisor cannot do
 //! blocks); elsewhere it is a failure like any other.
 //!
 //! `on_failure` gives [`Verdict::Abort`] for `abort` and `[retry, abort]`, and

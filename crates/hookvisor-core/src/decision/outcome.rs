@@ -1,4 +1,4 @@
-//! The verdicts of an event's hooks combined (EVENTS.md §1.4) and the reply (§5 rule 4).
+//! The verdicts of an event's hooks combined (docs/EVENTS.md §1.4) and the reply (§5 rule 4).
 
 use serde::{Deserialize, Serialize};
 
@@ -89,7 +89,7 @@ impl Outcome {
     }
 
     /// Lets a block through: the loop guard of `turn.end`/`session.stop` ran out, so the agent
-    /// may stop although a hook blocked (DESIGN.md's `gave_up`). An abort stays.
+    /// may stop although a hook blocked (docs/DESIGN.md's `gave_up`). An abort stays.
     pub fn give_up(&mut self) {
         if self.decision == Decision::Block {
             self.decision = Decision::Allow;
@@ -153,14 +153,14 @@ pub struct Reply {
     pub max_attempts: Option<u32>,
     /// Fields of one event, inline beside the others: for `turn.end`, those of phase 1's eval
     /// JSON the reply lacks (`action`, `message`, `pending`, `problems`); for `session.end`,
-    /// `discarded`, the context entries no prompt took (EVENTS.md §1.6); empty for others.
+    /// `discarded`, the context entries no prompt took (docs/EVENTS.md §1.6); empty for others.
     #[serde(flatten)]
     pub phase1: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Reply {
     /// Whether the loop guard gave up on this `session.stop` (or `turn.end`): a hook blocked,
-    /// and the block was let through because the re-prompts ran out (DESIGN.md's `gave_up`).
+    /// and the block was let through because the re-prompts ran out (docs/DESIGN.md's `gave_up`).
     /// The caller remembers it until the user's next prompt, so that later stops stay allowed.
     pub fn gave_up(&self) -> bool {
         self.decision == Decision::Allow && self.results.iter().any(|r| r["blocked"] == true)

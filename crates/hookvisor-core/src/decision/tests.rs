@@ -1,4 +1,4 @@
-//! The table of EVENTS.md §1.5, judged from made-up results and from real `/bin/sh` runs, and
+//! The table of docs/EVENTS.md §1.5, judged from made-up results and from real `/bin/sh` runs, and
 //! the combination and reply of §1.4 and §5 rule 4.
 
 use std::fs;

@@ -81,7 +81,7 @@ pub(super) struct Loaded {
     pub(super) retries: Option<u32>,
 }
 
-/// The fields of the event model (EVENTS.md §1.3, §1.2) that the phase-1 runners do not honour:
+/// The fields of the event model (docs/EVENTS.md §1.3, §1.2) that the phase-1 runners do not honour:
 /// a hook that sets one is an event hook only.
 pub(super) const EVENT_FIELDS: [&str; 14] = [
     "stdin",
@@ -145,12 +145,12 @@ impl<'a> Front<'a> {
     }
 }
 
-/// Turns front matter into a hook, applying the defaults of DESIGN.md and EVENTS.md §1.3.
+/// Turns front matter into a hook, applying the defaults of docs/DESIGN.md and docs/EVENTS.md §1.3.
 ///
 /// `name` and `description` are free text: trimmed, and empty means absent. Every other field
 /// is taken as written (front matter rules 6 and 7) and must have a value when it is given: an
 /// odd value is a problem, never a default, and only `run_as: root` gives root. `declarative`
-/// says the file is a non-executable `.yml` of front matter only (EVENTS.md §2.1), which must
+/// says the file is a non-executable `.yml` of front matter only (docs/EVENTS.md §2.1), which must
 /// say what to run; an executable script must not (§5 rule 9).
 pub(super) fn hook_from_fields(
     id: String,
@@ -224,7 +224,7 @@ pub(super) fn hook_from_fields(
         && spec.event.phase1_kind().is_some()
         && (spec.event != Event::TurnEnd || pattern.is_some())
         && !EVENT_FIELDS.iter().any(|key| front.has(key));
-    // `blocking` is phase 1's "the agent waits for it" (EVENTS.md §1.5: one word, one meaning);
+    // `blocking` is phase 1's "the agent waits for it" (docs/EVENTS.md §1.5: one word, one meaning);
     // on an event hook it read as AutoAgent's "may block" and failed open, so it is refused.
     if !phase1 && front.has("blocking") {
         return Err(ProblemKind::BlockingOutsideSession {
@@ -261,7 +261,7 @@ pub(super) fn hook_from_fields(
     Ok(Loaded { hook, retries })
 }
 
-/// The timeout of a command hook whose event has no phase-1 kind (EVENTS.md §1.3).
+/// The timeout of a command hook whose event has no phase-1 kind (docs/EVENTS.md §1.3).
 const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The §1.3 fields of a hook of `event`, each checked, with their defaults.
@@ -463,7 +463,7 @@ fn event_spec(
 }
 
 /// What a command hook runs: its script, or for a declarative hook its `run` or `argv`
-/// (EVENTS.md §1.2, §5 rule 9).
+/// (docs/EVENTS.md §1.2, §5 rule 9).
 fn command(front: Front<'_>, declarative: bool) -> Result<Command, ProblemKind> {
     if !declarative {
         return match ["run", "argv"].into_iter().find(|key| front.has(key)) {
@@ -1335,7 +1335,7 @@ mod tests {
         );
     }
 
-    /// Declarative hooks (EVENTS.md §2.1, §5 rule 9): a non-executable `.yml` of front
+    /// Declarative hooks (docs/EVENTS.md §2.1, §5 rule 9): a non-executable `.yml` of front
     /// matter only, running its `run:` or `argv:`.
     #[test]
     fn declarative_yml_hooks() {
@@ -1487,7 +1487,7 @@ mod tests {
     }
 
     /// A declarative `run:` hook's rewritten script runs in a real sh, and a value that looks
-    /// like shell stays text (EVENTS.md §4.1 rule 1).
+    /// like shell stays text (docs/EVENTS.md §4.1 rule 1).
     #[test]
     fn a_declarative_run_script_runs_in_sh_with_values_as_text() {
         let (hook, _) = load(

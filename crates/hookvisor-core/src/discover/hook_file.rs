@@ -182,7 +182,7 @@ fn is_yaml(name: &str) -> bool {
         .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case("yml") || ext.eq_ignore_ascii_case("yaml"))
 }
 
-/// A declarative hook (EVENTS.md §2.1): a non-executable `.yml` whose whole content is one
+/// A declarative hook (docs/EVENTS.md §2.1): a non-executable `.yml` whose whole content is one
 /// `---` front matter block, saying with `run` or `argv` what to run.
 fn read_declarative(
     id: String,
@@ -212,7 +212,7 @@ fn read_declarative(
 }
 
 /// The line of a hook file whose head is `text` that `kind`, naming none itself, is on
-/// (EVENTS.md §5 rule 10): the field at fault; the front matter's first line for a field that
+/// (docs/EVENTS.md §5 rule 10): the field at fault; the front matter's first line for a field that
 /// is missing or a block that does not read; else the file's first line. `None` for a problem
 /// of the file's name, which is on no line.
 fn line_of(kind: &ProblemKind, text: &str) -> Option<usize> {

@@ -1,7 +1,7 @@
 //! Finding the hooks of a workspace: every top-level, non-hidden file of `.discobot/hooks/` is
 //! either a [`Hook`] or a [`Problem`] that says why it will not run. Nothing is dropped silently.
 //!
-//! A hook is an executable script with front matter, or (EVENTS.md §2.1, §5 rule 9) a
+//! A hook is an executable script with front matter, or (docs/EVENTS.md §2.1, §5 rule 9) a
 //! *declarative* hook: a non-executable `.yml`/`.yaml` file that is one `---` front matter block
 //! and nothing else, running its `run:` (`sh -c`) or `argv:` (no shell). An executable script
 //! that carries `run:` or `argv:` is a problem, since either could be what runs. Every hook, of
@@ -13,7 +13,7 @@
 //!
 //! [`discover_workspace`] is what the commands call: it reads `.discobot/hookvisor.yml`
 //! ([`Config`], with its rules), then `.discobot/hooks`, then hookvisor's **global hooks**
-//! (EVENTS.md §2.1, §5 rule 7), and puts them together in that order, so that global hooks run
+//! (docs/EVENTS.md §2.1, §5 rule 7), and puts them together in that order, so that global hooks run
 //! after the workspace's in every runner (session, file, pre-commit, events). Rules of global
 //! hooks, written once here:
 //!
@@ -110,7 +110,7 @@ const KNOWN_FIELDS: [&str;
 /// The result of scanning a hooks directory.
 #[derive(Debug, Clone, Default)]
 pub struct Discovery {
-    /// Every hook, in the order they run (EVENTS.md §1.4): `.discobot/hooks` by file name, the
+    /// Every hook, in the order they run (docs/EVENTS.md §1.4): `.discobot/hooks` by file name, the
     /// other tools' files in the order of §5 rule 7, then the global hooks by file name.
     pub hooks: Vec<Hook>,
     /// Files that will not run, with the reason, in file-name order.
@@ -377,7 +377,7 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                     lines,
                 } = read;
                 let mut warn = |kind: ProblemKind| {
-                    // On the field's line, else the file's first (EVENTS.md §5 rule 10).
+                    // On the field's line, else the file's first (docs/EVENTS.md §5 rule 10).
                     let line = kind.line().or_else(|| {
                         let key = kind.field()?;
                         lines.get(key).copied()
@@ -439,7 +439,7 @@ fn discover_dir(hooks_dir: &Path, origin: Origin) -> Discovery {
                 unknown.dedup();
                 for name in unknown {
                     match &hook.spec.action {
-                        // A webhook's other names are secrets (EVENTS.md §5 rule 20).
+                        // A webhook's other names are secrets (docs/EVENTS.md §5 rule 20).
                         HookAction::Webhook(_) if crate::webhook::is_defined_secret(&name) => {}
                         HookAction::Webhook(_) => warn(ProblemKind::UnknownWebhookName {
                             upper: name.to_ascii_uppercase(),

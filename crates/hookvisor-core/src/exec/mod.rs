@@ -1,5 +1,5 @@
 //! Running one hook: environment, working directory, credentials, timeout, process group and the
-//! output log (DESIGN.md, "Running a hook").
+//! output log (docs/DESIGN.md, "Running a hook").
 //!
 //! [`run_hook`] is the whole contract for one hook; `run_command` is the same machinery for any
 //! program. Both are synchronous and single-threaded: one `poll` waits on the output pipes, the
@@ -11,7 +11,7 @@
 //! 1. The program is executed directly (no shell, not even glibc's fallback for files without a
 //!    `#!` line) with stdin on `/dev/null` and stdout and stderr on one pipe, so output keeps the
 //!    order it was written in ([`Capture::Merged`]). [`RunOptions::stdin`] gives it bytes as
-//!    stdin instead (EVENTS.md §4.1, "Transport": the event JSON), in a sealed memory file made
+//!    stdin instead (docs/EVENTS.md §4.1, "Transport": the event JSON), in a sealed memory file made
 //!    before the fork, which no other process can change, and which has no path for the agent to
 //!    swap; when it cannot be made, that is an [`ExecError::Stdin`] and nothing runs. The child
 //!    gets its own process group, an empty signal mask, default signal dispositions, no
@@ -30,7 +30,7 @@
 //! 5. Exit codes: the child's own; 128+n for death by signal n; 127 when the program or its
 //!    interpreter does not exist; 126 for any other failure to start, with the reason in the log.
 //! 6. [`Capture::Separate`] puts stdout and stderr on two pipes, polled together, and keeps what
-//!    each stream carried in [`RunOutcome::captured`] (EVENTS.md §1.5: a decision is "stdout one
+//!    each stream carried in [`RunOutcome::captured`] (docs/EVENTS.md §1.5: a decision is "stdout one
 //!    JSON object", a reason is "stderr, else stdout"): the *first* `limit` bytes of stdout, since
 //!    a JSON decision is only useful whole, and the *last* `limit` bytes of stderr, since the end
 //!    of an error is what explains it. The log, the tail and the echo still get every byte of both
@@ -252,7 +252,7 @@ pub struct Invocation {
     pub timeout: Duration,
 }
 
-/// Runs one hook to the end as DESIGN.md "Running a hook" says, and returns what happened.
+/// Runs one hook to the end as docs/DESIGN.md "Running a hook" says, and returns what happened.
 ///
 /// The environment is ours plus `DISCOBOT_HOOK_TYPE`, `DISCOBOT_SESSION_ID`,
 /// `DISCOBOT_WORKSPACE` and `HOOKVISOR_HOOK_ID`; file and pre-commit hooks also get `files` as

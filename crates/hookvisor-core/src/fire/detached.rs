@@ -1,4 +1,4 @@
-//! An unawaited hook (`await: false`, EVENTS.md §1.3) of a firing whose caller does not wait
+//! An unawaited hook (`await: false`, docs/EVENTS.md §1.3) of a firing whose caller does not wait
 //! for it (`Firing::detach_unawaited`: `fire`, `eval`, an adapter, `loop`, a git hook,
 //! `serve`'s turn end): a webhook, a
 //! command or a git action is run by a detached child, so an agent waiting for the caller

@@ -1,4 +1,4 @@
-//! The built-in git actions (EVENTS.md §1.2, §4.1 rule 4, §5 rule 24): `action: git-commit`
+//! The built-in git actions (docs/EVENTS.md §1.2, §4.1 rule 4, §5 rule 24): `action: git-commit`
 //! commits the workspace, `action: git-push` pushes one branch, with no script in between.
 //!
 //! The rules, written once here:
@@ -14,7 +14,7 @@
 //! 3. **Gates run once.** The `commit.before` gates run through the git hook hookvisor
 //!    installed, inside `git commit`; the action never fires `commit.before` itself, so no gate
 //!    runs twice, and `no_verify` skips them as it skips any git hook. A gate's refusal is a
-//!    failed run whose output is git's, judged like any failure (EVENTS.md §1.5). When the
+//!    failed run whose output is git's, judged like any failure (docs/EVENTS.md §1.5). When the
 //!    workspace has gates but the git hook is not hookvisor's, nothing is committed: the gates
 //!    would be passed silently (`pre-commit install`, `eval` and `serve` install it).
 //! 4. **Nothing to commit is success**: when the index matches `HEAD` after the `add` step,

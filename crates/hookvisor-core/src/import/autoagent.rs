@@ -1,5 +1,5 @@
-//! AutoAgent's `hooks` of `.autoagent/config.json` (reference/autoagent-hooks-design.md), read
-//! by the table of EVENTS.md §2.2 and §5 rule 13.
+//! AutoAgent's `hooks` of `.autoagent/config.json` (docs/upstream/autoagent-hooks-design.md), read
+//! by the table of docs/EVENTS.md §2.2 and §5 rule 13.
 //!
 //! | AutoAgent | event | phase | `block_on` |
 //! |---|---|---|---|
@@ -349,7 +349,7 @@ mod tests {
     use super::*;
     use crate::import::tests::{golden, notes};
 
-    /// reference/autoagent-hooks-design.md, "Configuration Structure".
+    /// docs/upstream/autoagent-hooks-design.md, "Configuration Structure".
     const CONFIGURATION: &str = include_str!("reference/autoagent.config.json");
 
     /// The fields every AutoAgent hook shares, as the golden files write them.

@@ -1,7 +1,7 @@
 //! A source's command text made a `run:` script (the module's rule 3): its placeholders become
 //! template references, and the shell's own `${VAR}` stops looking like one.
 //!
-//! In `run:`, `${name}` is always hookvisor's (EVENTS.md §5 rule 20), but in the other tools'
+//! In `run:`, `${name}` is always hookvisor's (docs/EVENTS.md §5 rule 20), but in the other tools'
 //! commands it is the shell's (`echo ${HOME}`). So, outside single quotes, a shell `${VAR}` of a
 //! plain name becomes `$VAR` (followed by `""` when a name character comes next, so that the
 //! name does not grow: `${VAR}x` → `$VAR""x`, one word as before); inside single quotes, where
@@ -9,7 +9,7 @@
 //! left for the `run:` parser, which refuses it with its column: it has no equivalent without
 //! braces, and guessing one would change what the command does.
 //!
-//! A placeholder inside single quotes is written as EVENTS.md §4.1 rule 1 says, `'…'${x}'…'`
+//! A placeholder inside single quotes is written as docs/EVENTS.md §4.1 rule 1 says, `'…'${x}'…'`
 //! (the quotes closed around the reference, which the `run:` parser then quotes), so that the
 //! value is one literal piece of that quoted text, as the source's substitution made it. The
 //! names so placed are reported apart: if that quoted text is a script another program parses

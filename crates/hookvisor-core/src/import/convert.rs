@@ -1,4 +1,4 @@
-//! `hookvisor import [SOURCE] --print|--write` (EVENTS.md §2.2, §5 rule 11): the other tools'
+//! `hookvisor import [SOURCE] --print|--write` (docs/EVENTS.md §2.2, §5 rule 11): the other tools'
 //! entries made declarative hook files, and taken out of their files, so that each runs once.
 //! The rules, written once here:
 //!

@@ -1,4 +1,4 @@
-//! Cutting converted entries out of another tool's file (`hookvisor import --write`, EVENTS.md
+//! Cutting converted entries out of another tool's file (`hookvisor import --write`, docs/EVENTS.md
 //! §5 rule 11), everything else kept as written. The rules, one per format (the file's
 //! extension says which):
 //!

@@ -1,4 +1,4 @@
-//! iteratr's `.iteratr.hooks.yml` (reference/iteratr-hooks.md), read by the table of EVENTS.md
+//! iteratr's `.iteratr.hooks.yml` (docs/upstream/iteratr-hooks.md), read by the table of docs/EVENTS.md
 //! §2.2: `command` → `run`, `{{session}}`…`{{error}}` → references, 30 s, `block_on: never`,
 //! `pipe_output` as written (default `false`, v2).
 //!
@@ -222,7 +222,7 @@ mod tests {
     use super::*;
     use crate::import::tests::{golden, notes};
 
-    /// reference/iteratr-hooks.md, "Config Format".
+    /// docs/upstream/iteratr-hooks.md, "Config Format".
     const CONFIG_FORMAT: &str = include_str!("reference/iteratr.hooks.yml");
 
     /// Every field of one iteratr entry, as the golden files write them.
@@ -281,7 +281,7 @@ mod tests {
         assert_eq!(golden(&imported), want);
     }
 
-    /// reference/iteratr-hooks.md, "Migration Guide": v1's file warns, v2's does not.
+    /// docs/upstream/iteratr-hooks.md, "Migration Guide": v1's file warns, v2's does not.
     #[test]
     fn the_migration_guide_examples() {
         let v1 = "hooks:\n  pre_iteration:\n    - command: \"golangci-lint run ./...\"\n      timeout: 30\n";

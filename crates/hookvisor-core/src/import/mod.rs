@@ -1,4 +1,4 @@
-//! Other tools' hook files, read in place on every load (EVENTS.md §2.2, §5 rules 7, 12, 13,
+//! Other tools' hook files, read in place on every load (docs/EVENTS.md §2.2, §5 rules 7, 12, 13,
 //! 17): iteratr's `.iteratr.hooks.yml`, AutoAgent's `.autoagent/config.json`, nyzhi's
 //! `[[agent.hooks]]` and agent-pipelines' `hooks:`, each entry mapped onto the event model so that it runs under hookvisor as
 //! it ran in its own tool, with no converted copy to go stale.

@@ -1,5 +1,5 @@
-//! nyzhi's `[[agent.hooks]]` of `config.toml` (reference/nyzhi-hooks.md), read by the table of
-//! EVENTS.md §2.2 and §5 rules 7 and 17: `{file}` → `${file}`, `tool_name` → `tool`, 30 s,
+//! nyzhi's `[[agent.hooks]]` of `config.toml` (docs/upstream/nyzhi-hooks.md), read by the table of
+//! docs/EVENTS.md §2.2 and §5 rules 7 and 17: `{file}` → `${file}`, `tool_name` → `tool`, 30 s,
 //! `block = true` → `block_on: failure`, else `never` with `pipe_output: failure`; team events
 //! `exit2`; reasons stderr first.
 //!
@@ -146,7 +146,7 @@ fn entry_hook(
             )),
         }
     };
-    // A model-driven hook is refused whole (EVENTS.md §1.2), before its other keys (`prompt`,
+    // A model-driven hook is refused whole (docs/EVENTS.md §1.2), before its other keys (`prompt`,
     // `model`) are warned about as unknown, and before a missing `command` is.
     match string("hook_type")? {
         None | Some("command") => {}
@@ -385,7 +385,7 @@ mod tests {
         golden(&imported)
     }
 
-    /// reference/nyzhi-hooks.md, "Configuration".
+    /// docs/upstream/nyzhi-hooks.md, "Configuration".
     #[test]
     fn the_configuration_example() {
         let text = "[[agent.hooks]]\nevent = \"after_edit\"\ncommand = \"cargo fmt -- {file}\"\npattern = \"*.rs\"\ntimeout = 30\n\n[[agent.hooks]]\nevent = \"after_turn\"\ncommand = \"cargo clippy --all -- -D warnings\"\ntimeout = 60\n";
@@ -415,7 +415,7 @@ mod tests {
         assert_eq!(one(text), want);
     }
 
-    /// reference/nyzhi-hooks.md, "Placeholders", "Blocking Hooks" and "Examples".
+    /// docs/upstream/nyzhi-hooks.md, "Placeholders", "Blocking Hooks" and "Examples".
     #[test]
     fn every_other_example() {
         let hook = |body: &str| format!("[[agent.hooks]]\n{body}");
@@ -553,7 +553,7 @@ mod tests {
     }
 
     /// nyzhi's `hook_type = "prompt"`/`"agent"` (its config's key; "reserved for future use")
-    /// is reported unsupported, not as a hook without a command (EVENTS.md §1.2).
+    /// is reported unsupported, not as a hook without a command (docs/EVENTS.md §1.2).
     #[test]
     fn prompt_and_agent_hooks_are_unsupported() {
         let text = "[[agent.hooks]]\nevent = \"after_turn\"\nhook_type = \"prompt\"\nprompt = \"Review the diff\"\n\n[[agent.hooks]]\nevent = \"after_turn\"\nhook_type = \"agent\"\ninstructions = \"Review\"\nmodel = \"m\"\n\n[[agent.hooks]]\nevent = \"after_turn\"\nhook_type = \"llm\"\ncommand = \"x\"\n";

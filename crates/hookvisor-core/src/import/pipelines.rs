@@ -1,5 +1,5 @@
-//! agent-pipelines' `hooks:` (reference/agent-pipelines-unified-hooks.md), read by the table of
-//! EVENTS.md §2.2 and §5 rules 7 and 14 from a pipeline's `pipeline.yaml`, a stage's
+//! agent-pipelines' `hooks:` (docs/upstream/agent-pipelines-unified-hooks.md), read by the table of
+//! docs/EVENTS.md §2.2 and §5 rules 7 and 14 from a pipeline's `pipeline.yaml`, a stage's
 //! `loop.yaml` and the user's `~/.config/agent-pipelines/hooks.yaml` (under `loop --pipeline`:
 //! that file and its current stage's, see `crate::agent_loop`'s rule 11).
 //!
@@ -26,7 +26,7 @@
 //! ([`EnvDialect::Pipelines`]), for the scripts that read `$ITERATION`. Another `${VAR}` is the
 //! shell's in a command (`$VAR`), and a secret in a webhook (`secrets.env`, then the
 //! environment), as there. Callbacks take an ephemeral port unless `callback_port` is given
-//! (EVENTS.md §1.5: 8765 for every session would collide).
+//! (docs/EVENTS.md §1.5: 8765 for every session would collide).
 //!
 //! `disable_global_hooks: true` in `pipeline.yaml` or `loop.yaml` turns off both global kinds:
 //! the user's `hooks.yaml` and hookvisor's global hooks (rule 7). What hookvisor cannot run as

@@ -21,7 +21,7 @@
 //!    with those files, or every hook without a pattern with all staged files; it stops at the
 //!    first failure, whose exit code becomes the commit's. Unstaged work is never touched.
 //! 6. `HOOKVISOR_SKIP=1` skips every hook; `HOOKVISOR_SKIP=id1,id2` skips those hooks.
-//! 7. Hooks of the event model bound to `commit.before` (EVENTS.md §2.1: `type: pre-commit` ≡
+//! 7. Hooks of the event model bound to `commit.before` (docs/EVENTS.md §2.1: `type: pre-commit` ≡
 //!    `event: commit.before`; a declarative `.yml`, or a script with `when`, `block_on`, …) run
 //!    after the phase-1 hooks passed, through the event dispatcher, with the staged files as the
 //!    event's `files` (so `pattern:` selects on them): a block or an abort refuses the commit
@@ -350,7 +350,7 @@ pub fn run_pre_commit(
     }
     let mut firing = Firing::new(Event::CommitBefore);
     firing.files = Some(staged);
-    // `git commit` waits for this process: an unawaited hook goes on without it (EVENTS.md §1.3).
+    // `git commit` waits for this process: an unawaited hook goes on without it (docs/EVENTS.md §1.3).
     firing.detach_unawaited = true;
     let reply = fire(ctx, &gates_to_run, &firing)?;
     on_event(PreCommitEvent::Decided(&reply));

@@ -46,7 +46,7 @@ pub fn run_post_commit(
         ],
     )?;
     let mut firing = Firing::new(Event::CommitAfter);
-    // `git commit` waits for this process: an unawaited hook goes on without it (EVENTS.md
+    // `git commit` waits for this process: an unawaited hook goes on without it (docs/EVENTS.md
     // §1.3, on any path).
     firing.detach_unawaited = true;
     firing.data.insert(

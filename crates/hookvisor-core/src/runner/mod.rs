@@ -26,7 +26,7 @@ pub trait ActionRunners: Sync {
         cancel: &CancelToken,
     ) -> Result<Option<Ran>, ExecError>;
 
-    /// EVENTS.md §4.4: the detached children of `ctx`'s state dir end with its session.
+    /// docs/EVENTS.md §4.4: the detached children of `ctx`'s state dir end with its session.
     fn end_session(&self, ctx: &Context);
 }
 

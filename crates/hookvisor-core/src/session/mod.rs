@@ -36,7 +36,7 @@
 //!    before the second) has the plain output. While an attempt runs, the log holds that
 //!    attempt's output; the earlier ones are put back in front of it when it ends.
 //!
-//! 7. Hooks of the event model bound to `session.start` (EVENTS.md §2.1: `type: session` ≡
+//! 7. Hooks of the event model bound to `session.start` (docs/EVENTS.md §2.1: `type: session` ≡
 //!    `event: session.start`; a declarative `.yml`, or a script using `when`, `await`, …) are
 //!    fired through the event dispatcher after the phase-1 hooks of the same pass: the `await:
 //!    true` ones before the agent starts, the others beside it ([`fire_session_start`]). They

@@ -1,4 +1,4 @@
-//! The `spawn` action (EVENTS.md §1.2, §4.4, §5 rule 23): a hook that starts a child, either a
+//! The `spawn` action (docs/EVENTS.md §1.2, §4.4, §5 rule 23): a hook that starts a child, either a
 //! whole `hookvisor loop` described by a pipeline file or a plain program, in a state dir of its
 //! own.
 //!
@@ -60,7 +60,7 @@ pub use self::pipeline::{PipelineError, PipelineSpec};
 /// The deepest child allowed (rule 5).
 pub const MAX_SPAWN_DEPTH: u32 = 3;
 
-/// The timeout of a spawn hook without `timeout:` (EVENTS.md §1.3).
+/// The timeout of a spawn hook without `timeout:` (docs/EVENTS.md §1.3).
 pub const DEFAULT_SPAWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The front matter fields of `action: spawn`, besides `argv`. Known to `check`, and like the

@@ -1,4 +1,4 @@
-//! Pipeline files (EVENTS.md §4.4, §5 rules 18 and 23): `.discobot/pipelines/NAME.yml`, the loop a
+//! Pipeline files (docs/EVENTS.md §4.4, §5 rules 18 and 23): `.discobot/pipelines/NAME.yml`, the loop a
 //! `pipeline:` spawn runs, or any file `hookvisor loop --pipeline` names. Read strictly (an
 //! unknown key, a wrong type, anchors or a repeated key are errors naming the file and line):
 //!
@@ -7,7 +7,7 @@
 //! prompt: Review the last commit     # the task prompt (`loop --prompt`)
 //! max_iterations: 3                  # `loop --max-iterations` (default: the loop's 20)
 //! until: test -f REVIEW.md           # `loop --until`, a `sh -c` string
-//! # agent-pipelines' own keys (reference/agent-pipelines-unified-hooks.md):
+//! # agent-pipelines' own keys (docs/upstream/agent-pipelines-unified-hooks.md):
 //! name: full-workflow
 //! description: Plan, then work
 //! stages:                            # run in order, each `loop --stage NAME`

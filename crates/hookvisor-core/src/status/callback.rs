@@ -1,5 +1,5 @@
 //! The `callback` field of a hook's status entry: where an awaited webhook stands with its
-//! callback (EVENTS.md §4.3), for dashboards ("waiting for approval since …").
+//! callback (docs/EVENTS.md §4.3), for dashboards ("waiting for approval since …").
 //!
 //! The contract, for the writer (the callback listener) and every reader:
 //!

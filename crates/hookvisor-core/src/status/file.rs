@@ -130,7 +130,7 @@ mod tests {
     use crate::status::RunResult;
     use crate::status::tests::{at, context, hook};
 
-    /// DESIGN.md's example with values filled in, as discobot would write it.
+    /// docs/DESIGN.md's example with values filled in, as discobot would write it.
     const DESIGN_EXAMPLE: &str = r#"{
   "hooks": {
     "go-fmt": {

@@ -1,7 +1,7 @@
 //! The `status.json` store: what every hook did last, which file hooks are pending, and the
 //! loop-guard counter, shared by the init, the server, the CLI and the pre-commit path.
 //!
-//! The schema is discobot's (DESIGN.md, "status.json"), so its dashboards keep working. The rules
+//! The schema is discobot's (docs/DESIGN.md, "status.json"), so its dashboards keep working. The rules
 //! every writer follows live here, once:
 //!
 //! 1. Writers serialise on an exclusive `flock` of `status.json.lock`, a file that is never
@@ -76,7 +76,7 @@ pub struct Status {
     /// When the last end-of-turn evaluation finished (RFC 3339); written as `""` while unset,
     /// as discobot does, whose readers expect a string.
     pub last_evaluated_at: Option<String>,
-    /// Loop guard: turns in a row started by a hook re-prompt (DESIGN.md, evaluation step 5).
+    /// Loop guard: turns in a row started by a hook re-prompt (docs/DESIGN.md, evaluation step 5).
     pub consecutive_hook_turns: u32,
     /// Top-level fields this version does not know, written back unchanged.
     pub extra: Map<String, Value>,
@@ -95,7 +95,7 @@ pub struct HookStatus {
     /// Its display name at the last recording.
     #[serde(default)]
     pub hook_name: String,
-    /// Its `type`: the phase-1 kind, else the event (EVENTS.md §2.1).
+    /// Its `type`: the phase-1 kind, else the event (docs/EVENTS.md §2.1).
     #[serde(rename = "type")]
     pub kind: EntryType,
     /// When the last run started (RFC 3339); `None` before the first run.
@@ -129,7 +129,7 @@ pub struct HookStatus {
     /// end of the session, refused, interrupted); discobot's dashboards ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// The event of an event-model hook (EVENTS.md §2.1); absent for phase-1 hook files.
+    /// The event of an event-model hook (docs/EVENTS.md §2.1); absent for phase-1 hook files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<String>,
     /// Where an event-model hook is declared, `relative/path:line` (§5 rule 10); absent for
@@ -148,7 +148,7 @@ pub struct HookStatus {
     pub extra: Map<String, Value>,
 }
 
-/// The `type` of a status entry (EVENTS.md §2.1): the phase-1 kind of a hook whose event has
+/// The `type` of a status entry (docs/EVENTS.md §2.1): the phase-1 kind of a hook whose event has
 /// one (so phase-1 entries read exactly as discobot's), else the event's name.
 ///
 /// Any phase-1 kind or any name [`Event`] parses is read, raw agent events included; an entry
@@ -352,7 +352,7 @@ impl HookStatus {
         }
     }
 
-    /// Sets the `type` and the event fields from `hook` (EVENTS.md §2.1): `event`, `source` and
+    /// Sets the `type` and the event fields from `hook` (docs/EVENTS.md §2.1): `event`, `source` and
     /// `action` for a hook of the event model (one whose front matter uses it, see
     /// [`EventSpec::declared`](crate::event::EventSpec::declared)), none for a phase-1 hook
     /// file, whose entry stays field for field what discobot writes.
@@ -368,7 +368,7 @@ impl HookStatus {
         } else {
             (None, None, None)
         };
-        // A global hook is in no workspace: every runner records where it is (EVENTS.md §2.1).
+        // A global hook is in no workspace: every runner records where it is (docs/EVENTS.md §2.1).
         if hook.origin == crate::hook::Origin::Global {
             self.source = Some(hook.source());
         }

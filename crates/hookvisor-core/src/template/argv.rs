@@ -1,4 +1,4 @@
-//! `argv:` expansion (EVENTS.md §4.1 rule 2, §5 rule 20): no shell, so a value can only ever
+//! `argv:` expansion (docs/EVENTS.md §4.1 rule 2, §5 rule 20): no shell, so a value can only ever
 //! be (part of) one argument.
 
 use std::ffi::OsString;
@@ -18,7 +18,7 @@ pub enum Value {
 
 /// Expands the placeholders of an `argv:` list into the arguments of one run.
 ///
-/// Rules (EVENTS.md §4.1 rule 2, §5 rule 20):
+/// Rules (docs/EVENTS.md §4.1 rule 2, §5 rule 20):
 ///
 /// 1. A placeholder expands within its element and never splits it: `--msg=${x}` stays one
 ///    argument whatever `x` holds (blanks, quotes, `$(…)`, newlines, any bytes).

@@ -1,4 +1,4 @@
-//! Template variables (EVENTS.md §4.1 rules 1, 2 and 5; §5 rules 19 and 20): `${name}`
+//! Template variables (docs/EVENTS.md §4.1 rules 1, 2 and 5; §5 rules 19 and 20): `${name}`
 //! references in `run:` scripts and `argv:` lists, made safe so that no value ever becomes
 //! shell text.
 //!

@@ -1,8 +1,8 @@
 //! Template names: the `${name}` reference parser and the environment variable of a name
-//! (EVENTS.md §4.1, §5 rule 19).
+//! (docs/EVENTS.md §4.1, §5 rule 19).
 
 /// The environment variable that carries a name's value: `HOOKVISOR_` + the name upper-cased
-/// with dots → `_` (`a.b` → `HOOKVISOR_A_B`, EVENTS.md §5 rule 19).
+/// with dots → `_` (`a.b` → `HOOKVISOR_A_B`, docs/EVENTS.md §5 rule 19).
 ///
 /// `name` is a reference name as [`references`] returns it; any byte outside `[A-Za-z0-9_]`
 /// (only `.` in a valid name) becomes `_` so the result is always a valid variable name.
@@ -20,7 +20,7 @@ pub fn env_name(name: &str) -> String {
 }
 
 /// The environment variable naming the NUL-separated file of a list value:
-/// [`env_name`] + `_NUL` (EVENTS.md §4.1 "Transport").
+/// [`env_name`] + `_NUL` (docs/EVENTS.md §4.1 "Transport").
 pub fn nul_env_name(name: &str) -> String {
     let mut out = env_name(name);
     out.push_str("_NUL");

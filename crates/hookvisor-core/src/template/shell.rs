@@ -1,5 +1,5 @@
 //! The `run:` lexer: rewrites each `${name}` of a `sh -c` script by its quoting context, or
-//! refuses the script (EVENTS.md §4.1 rule 1, §5 rule 20), also where a program the script
+//! refuses the script (docs/EVENTS.md §4.1 rule 1, §5 rule 20), also where a program the script
 //! runs would parse the value again as code. The rules are in the doc of [`ShellTemplate`].
 
 use super::interpreter::{self, CODE_VARIABLES, Interpreter};
@@ -8,7 +8,7 @@ use super::{RefusedContext, TemplateError};
 
 /// A `run:` script whose placeholders were rewritten into references to environment variables.
 ///
-/// Rules (EVENTS.md §4.1 rule 1, §5 rules 19 and 20), written once here:
+/// Rules (docs/EVENTS.md §4.1 rule 1, §5 rules 19 and 20), written once here:
 ///
 /// 1. `${name}` (grammar in the [module doc](super)) is always a template reference,
 ///    `$NAME` always the shell's. A `${` that starts no valid name (`${VAR:-x}`, `${#x}`,
@@ -17,7 +17,7 @@ use super::{RefusedContext, TemplateError};
 /// 2. Each placeholder becomes a variable [`env_name`](super::env_name) names, quoted so the
 ///    shell expands it exactly once into exactly one word: unquoted → `"$HOOKVISOR_X"`, inside
 ///    `"…"` → `${HOOKVISOR_X}`. Inside an unquoted `$(…)` that contains no quotes it is
-///    rewritten as unquoted. **Deviation from EVENTS.md §4.1 rule 1**, which rewrites a
+///    rewritten as unquoted. **Deviation from docs/EVENTS.md §4.1 rule 1**, which rewrites a
 ///    placeholder inside `'…'` to `'"$HOOKVISOR_X"'`: here that is a load error, because
 ///    single-quoted text is usually another program's (`sh -c 'echo ${x}'`, `xargs sh -c`,
 ///    `awk 'BEGIN{print "${x}"}'`), which would parse the spliced value again and run it.

@@ -1,4 +1,4 @@
-//! The `webhook` action (EVENTS.md §1.2, §4.1 rule 3, §4.3, §5 rules 20 and 22): an HTTP
+//! The `webhook` action (docs/EVENTS.md §1.2, §4.1 rule 3, §4.3, §5 rules 20 and 22): an HTTP
 //! request built from templates, sent under one delivery id with retries.
 //!
 //! The rules, written once here:
@@ -90,10 +90,10 @@ use crate::policy::OnTimeout;
 
 pub use self::url_policy::UrlPolicyError;
 
-/// The timeout of a webhook hook without `timeout:` (EVENTS.md §1.3).
+/// The timeout of a webhook hook without `timeout:` (docs/EVENTS.md §1.3).
 pub const DEFAULT_WEBHOOK_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The timeout of a webhook awaiting a callback without `timeout:` (EVENTS.md §1.3).
+/// The timeout of a webhook awaiting a callback without `timeout:` (docs/EVENTS.md §1.3).
 pub const DEFAULT_CALLBACK_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// The front matter fields of `action: webhook`. Known to `check`, and like the other actions'
@@ -382,7 +382,7 @@ impl Webhook {
         names
     }
 
-    /// Whether it waits for a callback: it names `${callback_url}` (EVENTS.md §4.3).
+    /// Whether it waits for a callback: it names `${callback_url}` (docs/EVENTS.md §4.3).
     pub fn awaits_callback(&self) -> bool {
         self.references().iter().any(|n| n == "callback_url")
     }

@@ -213,7 +213,7 @@ fn typed_json(json: serde_json::Value) -> Result<Typed<'static>, &'static str> {
     match json {
         serde_json::Value::Bool(b) => Ok(Typed::Bool(b)),
         // Canonical integer text is the integer, as in a plain-text variable: agents and
-        // adapters send numbers as strings (EVENTS.md §4.2, settled). `"true"` stays a string.
+        // adapters send numbers as strings (docs/EVENTS.md §4.2, settled). `"true"` stays a string.
         serde_json::Value::String(s) => Ok(match canonical_int(&s) {
             Some(n) => Typed::Int(n),
             None => Typed::Str(Cow::Owned(s)),

@@ -1,4 +1,4 @@
-//! The `when:` condition language of a hook (EVENTS.md §4.2, §5 rule 21).
+//! The `when:` condition language of a hook (docs/EVENTS.md §4.2, §5 rule 21).
 //!
 //! A condition is parsed **once**, from the literal text of the hook file, into a syntax tree;
 //! variables then supply typed values to that tree and are never spliced into the text. (Systems
@@ -40,7 +40,7 @@
 //! 3. A JSON variable ([`Value::Json`], as `${a.b}` reads): a number that fits i64 is an
 //!    integer, a bool a boolean, a string of canonical i64 text (as in rule 2) an integer, any
 //!    other string a string (`"true"` included): agents send numbers as strings, and the
-//!    contract settles that `${n} > 9` holds for `"n": "10"` (EVENTS.md §4.2). Floats (`1.0`
+//!    contract settles that `${n} > 9` holds for `"n": "10"` (docs/EVENTS.md §4.2). Floats (`1.0`
 //!    included), numbers beyond i64, `null`, arrays and objects are type errors (§5 rule 21).
 //! 4. `==` and `!=` compare numerically when both sides are integers, else they compare the text
 //!    forms (`5`, `true`, the string itself): `${n} == '5'` holds when `n` is `5`.

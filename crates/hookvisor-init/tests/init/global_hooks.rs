@@ -1,4 +1,4 @@
-//! The init and global hooks (EVENTS.md §2.1): the global hooks directory is the user's, which
+//! The init and global hooks (docs/EVENTS.md §2.1): the global hooks directory is the user's, which
 //! the agent can write, so the init never reads it; a `run_as: root` hook there must never run
 //! as root, whichever way the directory is named (the user's home, `$XDG_CONFIG_HOME`,
 //! `$HOOKVISOR_GLOBAL_HOOKS` in the init's environment).

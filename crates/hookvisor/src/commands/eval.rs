@@ -42,7 +42,7 @@ pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
             };
             super::precommit::ensure_installed(&ctx, &discovery);
             // Rule 8, `eval` ≡ `fire turn.end`: this process exits with the report, and an
-            // unawaited hook goes on without it (EVENTS.md §1.3).
+            // unawaited hook goes on without it (docs/EVENTS.md §1.3).
             let mut turn = Firing::new(Event::TurnEnd);
             turn.trigger = trigger.as_str().to_owned();
             turn.detach_unawaited = true;
@@ -72,7 +72,7 @@ fn print_report(report: &EvalReport, json: bool) -> io::Result<()> {
         writeln!(out, "{message}")?;
     }
     if let Some(reason) = &report.abort {
-        // An `event: turn.end` hook with `on_failure: abort` (EVENTS.md §1.4): no re-prompt.
+        // An `event: turn.end` hook with `on_failure: abort` (docs/EVENTS.md §1.4): no re-prompt.
         eprintln!("hookvisor: a turn.end hook aborted: {reason}");
         return Ok(());
     }

@@ -1,4 +1,4 @@
-//! `fire`: one event fired from the command line (EVENTS.md §3 "CLI", §5 rule 15).
+//! `fire`: one event fired from the command line (docs/EVENTS.md §3 "CLI", §5 rule 15).
 //!
 //! The hooks run in this process, on this context; or, when `HOOKVISOR_URL` is set and neither
 //! `--workspace` nor `--state-dir` is given, in the running `serve` (§3), which then sees the
@@ -92,7 +92,7 @@ fn firing_cancel(firing: &mut Firing) {
     firing.cancel = Some(CancelToken::on_signals(&signals).unwrap_or_else(|_| cancel_on_signals()));
 }
 
-/// `--deliver`: the firing as its event JSON on stdin says (EVENTS.md §5 rule 19): data,
+/// `--deliver`: the firing as its event JSON on stdin says (docs/EVENTS.md §5 rule 19): data,
 /// trigger, iteration, stage and files; and beside them the `decision` a `post` hook sees,
 /// the caller's `vars` and the `pipeline` files the hooks were read from.
 fn delivered_firing(mut firing: Firing) -> Result<(Firing, Option<String>), CliError> {

@@ -1,4 +1,4 @@
-//! `loop`: drives a headless agent (EVENTS.md §3.2); the driver is hookvisor-core's
+//! `loop`: drives a headless agent (docs/EVENTS.md §3.2); the driver is hookvisor-core's
 //! `agent_loop`, this is its arguments, its signals and its progress line.
 
 use std::fs;
@@ -156,7 +156,7 @@ fn options(args: &LoopArgs) -> Result<LoopOptions, CliError> {
     Ok(options)
 }
 
-/// `--pipeline FILE|NAME` (EVENTS.md §5 rule 18): the file's hooks and stages, and its
+/// `--pipeline FILE|NAME` (docs/EVENTS.md §5 rule 18): the file's hooks and stages, and its
 /// prompt and `until` where the command line gives none. A file that cannot be used is a
 /// usage error naming its line.
 fn pipeline_options(

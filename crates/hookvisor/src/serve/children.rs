@@ -1,4 +1,4 @@
-//! The spawned children of the server's state dir (EVENTS.md §4.4), read-only: the list, and
+//! The spawned children of the server's state dir (docs/EVENTS.md §4.4), read-only: the list, and
 //! each child's own `status.json`. The core reads them (`hookvisor_actions::spawn::list_children`), as
 //! everything under the state dir, as files the agent may have planted.
 

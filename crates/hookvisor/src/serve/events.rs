@@ -90,7 +90,7 @@ pub enum Event {
         /// What it waits for: "an evaluation" or "a run of 'ID'".
         behind: String,
     },
-    /// An event fired through `POST /v1/events/{event}` was decided (EVENTS.md §3).
+    /// An event fired through `POST /v1/events/{event}` was decided (docs/EVENTS.md §3).
     #[serde(rename = "event.decided")]
     Decided {
         /// The canonical event name.

@@ -8,7 +8,7 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-/// The default `--listen` address (DESIGN.md).
+/// The default `--listen` address (docs/DESIGN.md).
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7433";
 
 /// A resolved listening address.

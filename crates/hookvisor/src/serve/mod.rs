@@ -13,7 +13,7 @@
 //! Concurrent requests that judge the same state wait for each other instead of being refused,
 //! since a refusal reaches an agent as "no hook answered", which lets the call through:
 //!
-//! - The gates of one session (EVENTS.md §5 rule 4) run one at a time, the others waiting in
+//! - The gates of one session (docs/EVENTS.md §5 rule 4) run one at a time, the others waiting in
 //!   arrival order: the agents run the tool calls of one reply at once, and a second gate
 //!   must judge the state the first one leaves. At most [`MAX_QUEUED_GATES`] wait per session
 //!   and none longer than [`GATE_WAIT`]; beyond either the answer is 503 naming the limit. A
@@ -544,7 +544,7 @@ impl AppState {
         }
     }
 
-    /// Takes the gate of `session` (EVENTS.md §5 rule 4), waiting in arrival order while
+    /// Takes the gate of `session` (docs/EVENTS.md §5 rule 4), waiting in arrival order while
     /// another gate of the session runs; refused when too many wait or the wait is too long
     /// (module docs). The gate is released when the guard drops, however the firing ends.
     async fn begin_gate(self: &Arc<Self>, session: String) -> Result<GateGuard, ServerError> {
@@ -608,7 +608,7 @@ fn sync_precommit(ctx: &Context, discovery: &Discovery) {
     }
 }
 
-/// The router: every route of DESIGN.md "HTTP API" over `state`, for a server listening where
+/// The router: every route of docs/DESIGN.md "HTTP API" over `state`, for a server listening where
 /// `guard` says.
 pub fn app(state: Arc<AppState>, guard: Guard) -> Router {
     Router::new()

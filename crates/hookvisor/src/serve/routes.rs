@@ -90,7 +90,7 @@ impl IntoResponse for ServerError {
             ),
             ServerError::NoRoute(path) => (
                 StatusCode::NOT_FOUND,
-                format!("no route {path}; see DESIGN.md \"HTTP API\""),
+                format!("no route {path}; see docs/DESIGN.md \"HTTP API\""),
             ),
             ServerError::Unauthorized => (
                 StatusCode::UNAUTHORIZED,
@@ -273,7 +273,7 @@ fn user() -> Trigger {
 }
 
 /// `POST /v1/turns/end` `{"trigger":"user|hook|loop"}`: the end-of-turn evaluation, as eval
-/// JSON; the same hooks and status records as `POST /v1/events/turn.end` (EVENTS.md §3).
+/// JSON; the same hooks and status records as `POST /v1/events/turn.end` (docs/EVENTS.md §3).
 pub async fn turn_end(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Value>> {
     let trigger = parse_turn(&body)?;
     let mut turn = Firing::new(HookEvent::TurnEnd);
@@ -288,7 +288,7 @@ pub async fn turn_end(State(state): State<Arc<AppState>>, body: Bytes) -> Result
 /// when one is running, its outcome (a `/v1/turns/start` cancels it): see the module docs of
 /// [`super`].
 async fn end_turn(state: &Arc<AppState>, mut turn: Firing) -> Result<EvalReport> {
-    // The reply waits for the evaluation: an unawaited hook runs apart (EVENTS.md §1.3).
+    // The reply waits for the evaluation: an unawaited hook runs apart (docs/EVENTS.md §1.3).
     turn.detach_unawaited = true;
     let (job, cancel) = match state.begin_turn().await {
         TurnSlot::Run(job, cancel) => (job, cancel),
@@ -339,7 +339,7 @@ pub async fn turn_start(State(state): State<Arc<AppState>>, body: Bytes) -> Resu
     Ok(Json(json!({ "cancelled": cancelled })))
 }
 
-/// What `POST /v1/events/{event}` takes: every field optional (EVENTS.md §3, §5 rule 4).
+/// What `POST /v1/events/{event}` takes: every field optional (docs/EVENTS.md §3, §5 rule 4).
 #[derive(Debug, Default, PartialEq)]
 struct EventBody {
     session_id: Option<String>,
@@ -388,7 +388,7 @@ fn parse_event_body(body: &[u8]) -> Result<EventBody> {
 }
 
 /// `POST /v1/events/{event}` `{session_id?, trigger?, data?}`: fires the event's hooks on a fresh
-/// discovery and answers with the reply (EVENTS.md §3, §5 rule 4); a block is 200 too.
+/// discovery and answers with the reply (docs/EVENTS.md §3, §5 rule 4); a block is 200 too.
 pub async fn fire_event(
     State(state): State<Arc<AppState>>,
     UrlPath(name): UrlPath<String>,
@@ -402,7 +402,7 @@ pub async fn fire_event(
     let body = parse_event_body(&body)?;
     if event == HookEvent::TurnStart {
         // A prompt arrived: the evaluation of the previous turn judges stale work, as on
-        // `/v1/turns/start` (EVENTS.md §3.1: UserPromptSubmit cancels eval).
+        // `/v1/turns/start` (docs/EVENTS.md §3.1: UserPromptSubmit cancels eval).
         state.cancel(|kind| *kind == JobKind::Evaluation).await;
     }
     let gate = if event.is_gate() {

@@ -1,4 +1,4 @@
-//! End-to-end tests of `hookvisor loop` (EVENTS.md §3.2, §5 rules 5, 12, 18): the built binary
+//! End-to-end tests of `hookvisor loop` (docs/EVENTS.md §3.2, §5 rules 5, 12, 18): the built binary
 //! driving a scripted `/bin/sh` fake agent (`fixtures/loop/agent.sh`) through real hooks, with
 //! every prompt, exit code, `session.json` and, after SIGINT, `/proc` checked.
 
@@ -999,7 +999,7 @@ fn stage_complete_fires_after_done_or_the_limit_only() {
     assert!(stage_lines(&[], Some("exit 1"), false).is_empty());
 }
 
-/// EVENTS.md §1.3 `await: false`: an iteration never waits for such a hook (nor does the
+/// docs/EVENTS.md §1.3 `await: false`: an iteration never waits for such a hook (nor does the
 /// sweep of leftovers between iterations kill it); its run is recorded when it ends.
 #[test]
 fn an_unawaited_hook_never_holds_an_iteration() {

@@ -1,4 +1,4 @@
-//! Awaited webhooks (EVENTS.md §4.3, §5 rule 22) through the real `hookvisor fire`: the
+//! Awaited webhooks (docs/EVENTS.md §4.3, §5 rule 22) through the real `hookvisor fire`: the
 //! webhook reaches a receiver on 127.0.0.1, which answers the `${callback_url}` it was sent
 //! over real TCP, as a person approving in a chat would; the fire (or `serve`) waits for it and
 //! decides.
@@ -467,7 +467,7 @@ fn said_to_claude(out: &Output) -> Json {
 fn a_signal_during_an_adapters_wait_never_lets_the_tool_through() {
     let ws = Workspace::new();
     let out = adapter_terminated_while_waiting(&ws, "", &[]);
-    // An abort stops Claude (EVENTS.md §3.1), the tool included.
+    // An abort stops Claude (docs/EVENTS.md §3.1), the tool included.
     let reply = said_to_claude(&out);
     assert_eq!(reply["continue"], false, "{reply}");
     assert!(

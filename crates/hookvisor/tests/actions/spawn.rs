@@ -1,4 +1,4 @@
-//! `action: spawn` (EVENTS.md §4.4, §5 rule 23) fired through the real `hookvisor fire`: real
+//! `action: spawn` (docs/EVENTS.md §4.4, §5 rule 23) fired through the real `hookvisor fire`: real
 //! child processes, a real `hookvisor loop` driving a fake agent, real git worktrees.
 
 use crate::common;
@@ -649,7 +649,7 @@ fn on_timeout_abort_aborts_a_notice_and_is_not_retried() {
     assert_eq!(fs::read_to_string(&runs).unwrap(), "run\n", "run once");
 }
 
-/// EVENTS.md §4.1/§4.4: a later hook of the same firing reads the child's `output.json` as
+/// docs/EVENTS.md §4.1/§4.4: a later hook of the same firing reads the child's `output.json` as
 /// `${spawn_output}` (its text exactly) and `${spawn_output.verdict}` (inside it), through
 /// `run:` and `argv:`; a hook before the spawn has no such variable.
 #[test]

@@ -1,4 +1,4 @@
-//! `action: webhook` (EVENTS.md §4.1 rule 3, §4.3, §5 rules 20 and 22) fired through the real
+//! `action: webhook` (docs/EVENTS.md §4.1 rule 3, §4.3, §5 rules 20 and 22) fired through the real
 //! `hookvisor fire`, delivering to receivers each test runs on 127.0.0.1: plain HTTP from a
 //! `TcpListener` thread, and HTTPS through rustls with a CA the test makes.
 
@@ -856,7 +856,7 @@ fn processes_with(words: &[&str]) -> Vec<i32> {
         .collect()
 }
 
-/// EVENTS.md §4.3: `fire` exits with its decision and leaves an unawaited webhook to a
+/// docs/EVENTS.md §4.3: `fire` exits with its decision and leaves an unawaited webhook to a
 /// detached child, which delivers and records the run; the agent never waits for the receiver.
 #[test]
 fn an_unawaited_webhook_is_delivered_by_a_detached_child_after_fire_exits() {

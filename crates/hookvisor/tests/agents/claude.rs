@@ -204,7 +204,7 @@ fn claude_user_prompt_submit_context_reaches_the_model() {
     assert!(first.body.to_string().contains(CONTEXT), "{}", first.body);
 }
 
-/// EVENTS.md §5 rule 17: a `tool.after` hook's piped output reaches the model in
+/// docs/EVENTS.md §5 rule 17: a `tool.after` hook's piped output reaches the model in
 /// PostToolUse's own `additionalContext`: in the request right after the tool's result, once.
 #[test]
 fn claude_post_tool_use_piped_context_reaches_the_next_request() {
@@ -228,7 +228,7 @@ fn claude_post_tool_use_piped_context_reaches_the_next_request() {
     assert_eq!(body.matches(PIPED).count(), 1, "{body}");
 }
 
-/// EVENTS.md §1.3: an `await: false` hook never holds the tool call. The hook waits on a gate
+/// docs/EVENTS.md §1.3: an `await: false` hook never holds the tool call. The hook waits on a gate
 /// the test opens only after Claude Code has exited: had its PostToolUse waited for the hook,
 /// the run would end at the hook's own timeout and be recorded before the gate opened.
 #[test]

@@ -75,7 +75,7 @@ fn gemini_never_fixing_gets_exactly_three_re_prompts_then_stops() {
     assert_eq!(session["prompts"], 1, "{session}");
 }
 
-/// EVENTS.md §5 rule 17: a `tool.after` hook's piped output reaches the model through
+/// docs/EVENTS.md §5 rule 17: a `tool.after` hook's piped output reaches the model through
 /// AfterTool's `additionalContext`, in the request right after the tool's result, once.
 #[test]
 fn gemini_after_tool_piped_context_reaches_the_next_request() {

@@ -1,4 +1,4 @@
-//! End-to-end tests of `.discobot/hookvisor.yml` (EVENTS.md §2.1): each key's effect through
+//! End-to-end tests of `.discobot/hookvisor.yml` (docs/EVENTS.md §2.1): each key's effect through
 //! the built `hookvisor`, and each refusal as a `file:line: reason; fix` problem of `check`
 //! and `list`, with global hooks off while the file is broken.
 

@@ -17,7 +17,7 @@ use common::{Workspace, tick};
 use hookvisor_core::timestamp::parse_rfc3339;
 use serde_json::{Value, json};
 
-/// Keys of `eval --json` (DESIGN.md, "End-of-turn evaluation").
+/// Keys of `eval --json` (docs/DESIGN.md, "End-of-turn evaluation").
 const REPORT_KEYS: &[&str] = &[
     "action",
     "message",
@@ -46,7 +46,7 @@ fn code(output: &Output) -> i32 {
         .unwrap_or_else(|| panic!("killed by a signal: {}", output.status))
 }
 
-/// Runs `hookvisor eval --json <args>`, checks the report has exactly DESIGN.md's keys and that
+/// Runs `hookvisor eval --json <args>`, checks the report has exactly docs/DESIGN.md's keys and that
 /// the exit status agrees with the action (0 only on `pass`), and returns the parsed report.
 fn eval_json(ws: &Workspace, args: &[&str]) -> Value {
     eval_json_env(ws, args, &[])
@@ -1653,7 +1653,7 @@ fn a_corrupt_change_journal_is_said_on_stderr() {
     assert!(!common::stderr(&out).contains("corrupt"), "filtered out");
 }
 
-/// EVENTS.md §5 rule 8: `eval` runs the `event: turn.end` hooks too, and keeps its own JSON
+/// docs/EVENTS.md §5 rule 8: `eval` runs the `event: turn.end` hooks too, and keeps its own JSON
 /// shape and exit codes for them; an abort is `failed` with one line saying why.
 #[test]
 fn eval_runs_event_turn_end_hooks_in_its_own_shape() {
@@ -1690,7 +1690,7 @@ fn eval_runs_event_turn_end_hooks_in_its_own_shape() {
     );
 }
 
-/// `eval` is `fire turn.end` (EVENTS.md §5 rule 8): an unawaited `event: turn.end` hook without
+/// `eval` is `fire turn.end` (docs/EVENTS.md §5 rule 8): an unawaited `event: turn.end` hook without
 /// a pattern runs detached there too, so the evaluation answers while it still runs.
 #[test]
 fn eval_does_not_wait_for_an_unawaited_turn_end_hook() {

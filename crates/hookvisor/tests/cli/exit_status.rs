@@ -1,4 +1,4 @@
-//! End-to-end tests of the exit statuses of DESIGN.md: 2 only for usage and configuration
+//! End-to-end tests of the exit statuses of docs/DESIGN.md: 2 only for usage and configuration
 //! errors, 1 when hookvisor fails at its work (a file it cannot write is not the user's typo).
 
 use crate::common;

@@ -1,4 +1,4 @@
-//! End-to-end tests of global hooks (EVENTS.md §2.1, §5 rule 7): `~/.config/hookvisor/hooks`
+//! End-to-end tests of global hooks (docs/EVENTS.md §2.1, §5 rule 7): `~/.config/hookvisor/hooks`
 //! of the private home, run by the built `hookvisor` after the workspace's hooks in `eval` and
 //! `fire` on a real git repository, turned off by `.discobot/hookvisor.yml`, listed with their
 //! path, and never run as root.

@@ -19,7 +19,7 @@ struct Agent {
     file: &'static str,
     events: &'static [&'static str],
     timeout: u64,
-    /// How many events `install` registers (EVENTS.md §5 rule 17: all the adapter answers).
+    /// How many events `install` registers (docs/EVENTS.md §5 rule 17: all the adapter answers).
     all: usize,
     /// The event that announces a user's prompt, and its timeout.
     prompt_event: &'static str,
@@ -711,7 +711,7 @@ fn a_link_out_of_the_workspace_is_refused_and_its_target_left_alone() {
     assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
 }
 
-/// `install` binds every event a hook of the workspace needs (EVENTS.md §3 "CLI"): an agent's
+/// `install` binds every event a hook of the workspace needs (docs/EVENTS.md §3 "CLI"): an agent's
 /// raw event (`claude.PreCompact`), which the adapter then fires, and Codex's `SessionEnd`
 /// for `session.end`; a raw event of another agent is not written.
 #[test]

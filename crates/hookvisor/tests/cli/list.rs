@@ -1,5 +1,5 @@
 //! End-to-end tests of `hookvisor list [--json]` and `hookvisor check`: the JSON shape of
-//! DESIGN.md, the exit statuses, and every file that will not run named with its reason.
+//! docs/DESIGN.md, the exit statuses, and every file that will not run named with its reason.
 
 use crate::common;
 
@@ -14,7 +14,7 @@ use std::process::Output;
 use common::Workspace;
 use serde_json::{Value, json};
 
-/// Keys of each hook of `list --json`: DESIGN.md's, plus `description`.
+/// Keys of each hook of `list --json`: docs/DESIGN.md's, plus `description`.
 const HOOK_KEYS: &[&str] = &[
     "id",
     "name",
@@ -37,7 +37,7 @@ const HOOK_KEYS: &[&str] = &[
     "onFailure",
 ];
 
-/// `hook` with the event fields of a phase-1 script (EVENTS.md §5 rule 10): `event`, its
+/// `hook` with the event fields of a phase-1 script (docs/EVENTS.md §5 rule 10): `event`, its
 /// `await` and `blockOn`, the rest their defaults.
 fn with_event(mut hook: Value, event: &str, await_: bool, block_on: &str) -> Value {
     let name = Path::new(hook["path"].as_str().unwrap())
@@ -478,7 +478,7 @@ fn a_workspace_path_that_is_not_utf8_lists_its_hooks() {
     );
 }
 
-/// EVENTS.md §5 rule 10: hooks of the event model carry `event`, `phase`, `action`, `source`,
+/// docs/EVENTS.md §5 rule 10: hooks of the event model carry `event`, `phase`, `action`, `source`,
 /// `tool`, `when`, `await`, `blockOn` and `onFailure` beside the phase-1 fields; a declarative
 /// `.yml` hook is listed; a phase-1 hook beside them keeps its JSON; a problem with a known
 /// line prints as `file:line: reason`.
@@ -542,7 +542,7 @@ fn event_hooks_list_their_event_fields_and_problems_their_line() {
     );
 }
 
-/// EVENTS.md §5 rule 10, settled for phase 1 too: every hook of `list --json` has its event
+/// docs/EVENTS.md §5 rule 10, settled for phase 1 too: every hook of `list --json` has its event
 /// fields, so a dashboard finds phase-1 file hooks among the `turn.end` hooks; and a problem of
 /// a discobot-format file names its line (`path:line`), the field's line when a field is at
 /// fault, else the file's first line.
@@ -659,7 +659,7 @@ fn list_shows_each_event_hook_on_a_line_of_its_own_and_problems_with_their_line(
     assert_eq!(stdout(&check), format!("{}\n", lines[6]));
 }
 
-/// EVENTS.md §2.1 end to end: an event hook fired by `hookvisor fire` is recorded with its
+/// docs/EVENTS.md §2.1 end to end: an event hook fired by `hookvisor fire` is recorded with its
 /// event as `type` and its `event`, `source` and `action`; a phase-1 hook run by `hookvisor run`
 /// beside it has exactly discobot's fields; `status` shows both, and so does the file after a
 /// later writer read and rewrote it.
@@ -729,7 +729,7 @@ fn status_records_an_event_hook_by_its_event_and_a_phase1_hook_as_before() {
     assert_eq!(ws.status()["hooks"]["guard"]["runCount"], 1);
 }
 
-/// EVENTS.md §4.1 rule 5: `check` warns on a `${name}` hookvisor sets for no event (a typo
+/// docs/EVENTS.md §4.1 rule 5: `check` warns on a `${name}` hookvisor sets for no event (a typo
 /// fails every run), in `run:` and `argv:`, and says nothing of the names it sets.
 #[test]
 fn check_warns_on_a_variable_hookvisor_never_sets() {

@@ -32,7 +32,7 @@ const LEAKY_VARIABLES: &[&str] = &[
     "HOOKVISOR_MAX_RETRIES",
     // Global hooks: the private home's directory, never the caller's.
     "HOOKVISOR_GLOBAL_HOOKS",
-    // The loop's owner leaves its tool's hook file unread (EVENTS.md §5 rule 12).
+    // The loop's owner leaves its tool's hook file unread (docs/EVENTS.md §5 rule 12).
     "HOOKVISOR_LOOP_OWNER",
     "XDG_CONFIG_HOME",
     "GIT_DIR",

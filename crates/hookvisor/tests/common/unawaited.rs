@@ -1,4 +1,4 @@
-//! A probe of an `await: false` hook (EVENTS.md §1.3: it never holds the reply, on any path):
+//! A probe of an `await: false` hook (docs/EVENTS.md §1.3: it never holds the reply, on any path):
 //! the hook holds the FIFO `go` open (read-write, so the open does not wait), says it started
 //! through another, then waits for a line the test writes to `go` only after the command it
 //! was fired from returned. A command that waited for it would have seen it killed at its

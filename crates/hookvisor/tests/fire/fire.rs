@@ -1,4 +1,4 @@
-//! End-to-end tests of `hookvisor fire` (EVENTS.md §3 "CLI", §5 rules 4, 5, 15, 19): the built
+//! End-to-end tests of `hookvisor fire` (docs/EVENTS.md §3 "CLI", §5 rules 4, 5, 15, 19): the built
 //! binary firing events at real `/bin/sh` hooks, with exit codes, the reply, the context
 //! buffer and status.json checked, and twenty `fire` processes at once.
 
@@ -372,7 +372,7 @@ fn when_true_runs_false_skips_and_an_error_fails() {
 
 #[test]
 fn canonical_integer_text_from_event_data_compares_as_an_integer() {
-    // The contract's settled question (EVENTS.md §4.2): `"10"` in the data is the integer 10,
+    // The contract's settled question (docs/EVENTS.md §4.2): `"10"` in the data is the integer 10,
     // as the same text is in a template variable; `"010"` is no canonical integer's text.
     let ws = Workspace::new();
     yml(
@@ -437,7 +437,7 @@ fn a_when_the_model_cannot_let_be_evaluated_blocks_a_gate() {
         assert!(reason.contains(error), "{input}: {reason}");
         assert_eq!(ws.status()["hooks"]["limit"]["lastResult"], "failure");
     }
-    // tool.after is a gate too (EVENTS.md §1.1): its block is feedback to the model, the
+    // tool.after is a gate too (docs/EVENTS.md §1.1): its block is feedback to the model, the
     // call having run, and the error reaches the model that way.
     yml(&ws, "limit", &format!("event: tool.after\n{LIMIT_GUARD}"));
     let data = r#"{"tool_name":"Read","tool_input":{"limit":"05000"}}"#;
@@ -773,7 +773,7 @@ fn a_plain_run_execs_its_program_and_anything_else_goes_through_sh() {
     assert!(log.contains("no-such-program-anywhere: not found"), "{log}");
 }
 
-// turn.end ≡ eval (EVENTS.md §5 rule 8, §1.4, §3): the phase-1 evaluation and the event hooks
+// turn.end ≡ eval (docs/EVENTS.md §5 rule 8, §1.4, §3): the phase-1 evaluation and the event hooks
 // of turn.end, in a real git repository. Hooks trace outside the workspace, so that tracing a
 // run is no change of the work tree.
 
@@ -894,7 +894,7 @@ fn a_turn_end_hook_with_a_pattern_runs_on_its_changes_and_one_without_every_turn
     assert_eq!(ws.status()["pendingHooks"], serde_json::json!([]));
 }
 
-/// EVENTS.md §1.4, settled: a pattern-less `turn.end` hook runs in file-name order with the
+/// docs/EVENTS.md §1.4, settled: a pattern-less `turn.end` hook runs in file-name order with the
 /// file hooks (not after all of them), so one named before a failing file hook runs before the
 /// re-prompt, and one named after it does not (the first block ends the pre pass).
 #[test]
@@ -1232,7 +1232,7 @@ fn a_gate_hook_that_cannot_be_loaded_blocks_its_event() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
 
-/// `blocking` is phase 1's session field (EVENTS.md §1.5: one word, one meaning). On an event
+/// `blocking` is phase 1's session field (docs/EVENTS.md §1.5: one word, one meaning). On an event
 /// hook it once meant `await` and let a crashing gate through; now the file is refused, naming
 /// the line and the two fields that say what was meant, and the gate fails closed on it.
 #[test]
@@ -1495,7 +1495,7 @@ fn recorded_after_the_reply(ws: &Workspace, gate: &std::path::Path) {
     assert_eq!(slow["lastResult"], "success", "{slow}");
 }
 
-/// EVENTS.md §1.3 `await: false`: the reply of `fire` never waits for a command hook marked
+/// docs/EVENTS.md §1.3 `await: false`: the reply of `fire` never waits for a command hook marked
 /// so; a detached process runs it and records it.
 #[test]
 fn an_unawaited_command_hook_never_holds_the_reply_of_fire() {

@@ -1,4 +1,4 @@
-//! `hookvisor fire` with `HOOKVISOR_URL` set (EVENTS.md §3 "CLI"): the event is fired in the
+//! `hookvisor fire` with `HOOKVISOR_URL` set (docs/EVENTS.md §3 "CLI"): the event is fired in the
 //! running `hookvisor serve`, over loopback TCP or its Unix socket, and the CLI prints the
 //! server's reply and exits by its decision as if it had run the hooks itself.
 

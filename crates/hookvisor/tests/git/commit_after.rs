@@ -1,4 +1,4 @@
-//! `commit.after` (EVENTS.md §1.1; precommit rule 8, git_action rule 9): fired once after every
+//! `commit.after` (docs/EVENTS.md §1.1; precommit rule 8, git_action rule 9): fired once after every
 //! commit in the workspace, through the generated post-commit git hook (chained like the
 //! pre-commit one) or, without it, by the `git-commit` action; AutoAgent's `PostGitCommit`
 //! hooks with it. A notice: nothing it does fails the commit.
@@ -170,7 +170,7 @@ fn an_agents_turn_end_installs_the_post_commit_hook() {
     assert!(git_hook.contains("# discobot:managed"), "{git_hook}");
 }
 
-/// An `await: false` hook never holds the reply, on any path (EVENTS.md §1.3): a `commit.after`
+/// An `await: false` hook never holds the reply, on any path (docs/EVENTS.md §1.3): a `commit.after`
 /// one, or a `commit.before` one (a notice there too), runs detached, so the commit returns
 /// while it still runs.
 #[test]

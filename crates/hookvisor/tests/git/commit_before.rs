@@ -1,4 +1,4 @@
-//! `commit.before` event hooks inside real `git commit`s (EVENTS.md §2.1: `type: pre-commit` ≡
+//! `commit.before` event hooks inside real `git commit`s (docs/EVENTS.md §2.1: `type: pre-commit` ≡
 //! `event: commit.before`): a declarative `.yml` gate runs after the phase-1 pre-commit hooks,
 //! sees the staged files, and refuses the commit with its reason.
 

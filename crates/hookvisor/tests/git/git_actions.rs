@@ -1,4 +1,4 @@
-//! `action: git-commit` and `action: git-push` (EVENTS.md §1.2, §4.1 rule 4, §5 rule 24) fired
+//! `action: git-commit` and `action: git-push` (docs/EVENTS.md §1.2, §4.1 rule 4, §5 rule 24) fired
 //! through the real `hookvisor fire`, on real repositories and a local bare remote.
 
 use crate::common;
@@ -458,7 +458,7 @@ fn git_fields_on_a_script_are_refused_or_leave_a_phase1_hook_as_it_was() {
     let lint = hooks.iter().find(|h| h["id"] == "lint").unwrap();
     assert_eq!(lint["type"], "file", "{lint}");
     // Its action is its script, with no git field (`list --json` gives every hook its event
-    // fields, EVENTS.md §5 rule 10).
+    // fields, docs/EVENTS.md §5 rule 10).
     assert_eq!(lint["action"], "command", "{lint}");
     assert!(lint.get("branch").is_none(), "{lint}");
     let problems = list["problems"].to_string();

@@ -1,4 +1,4 @@
-//! Other tools' hook files read in place (EVENTS.md §2.2), through the built binary: each
+//! Other tools' hook files read in place (docs/EVENTS.md §2.2), through the built binary: each
 //! reference document's example in its own file name, fired as hookvisor fires events, with
 //! hostile values that must stay one argument and never become shell text.
 
@@ -55,7 +55,7 @@ fn fixture(name: &str) -> Value {
     serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// reference/iteratr-hooks.md, "Config Format", as its document writes it.
+/// docs/upstream/iteratr-hooks.md, "Config Format", as its document writes it.
 const ITERATR: &str =
     include_str!("../../../hookvisor-core/src/import/reference/iteratr.hooks.yml");
 
@@ -88,7 +88,7 @@ fn iteratr_task_ids_stay_one_argument_and_pipe_to_the_next_turn() {
     let context = turn["context"].to_string();
     assert!(context.contains(&format!("validated {id}")), "{turn}");
 
-    // `list --json` shows the entry where it is written (EVENTS.md §5 rule 10).
+    // `list --json` shows the entry where it is written (docs/EVENTS.md §5 rule 10).
     let list: Value = serde_json::from_slice(&ws.hookvisor(&["list", "--json"]).stdout).unwrap();
     let hook = list["hooks"]
         .as_array()
@@ -212,7 +212,7 @@ fn nyzhi_blocking_pre_tool_git_commit_denies_claudes_commit() {
     assert_eq!((code(&out), stdout(&out)), (0, String::new()));
 }
 
-/// reference/autoagent-hooks-design.md, `.autoagent/hooks/validate-execution.sh`.
+/// docs/upstream/autoagent-hooks-design.md, `.autoagent/hooks/validate-execution.sh`.
 const VALIDATE: &str = r#"#!/bin/bash
 # Validates execution output before marking complete
 
@@ -378,11 +378,11 @@ fn the_loop_owner_runs_its_own_hooks() {
     );
 }
 
-/// reference/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`.
+/// docs/upstream/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`.
 const CHECK_TODOS: &str =
     include_str!("../../../hookvisor-core/src/import/reference/check-incomplete-todos.sh");
 
-/// AutoAgent's `Stop` hook (EVENTS.md §5 rule 13: `session.stop`, pre): its JSON decision
+/// AutoAgent's `Stop` hook (docs/EVENTS.md §5 rule 13: `session.stop`, pre): its JSON decision
 /// keeps the session going while TODO.md has open items, and lets it stop once none is left.
 #[test]
 fn autoagent_stop_hook_blocks_while_todos_are_open() {
@@ -409,7 +409,7 @@ fn autoagent_stop_hook_blocks_while_todos_are_open() {
 }
 
 /// AutoAgent throws when `PreExecutionStart` blocks, so `PostExecutionStart` never runs then
-/// (EVENTS.md §2.2: `when: ${decision} == 'allow'`); it runs when execution starts.
+/// (docs/EVENTS.md §2.2: `when: ${decision} == 'allow'`); it runs when execution starts.
 #[test]
 fn autoagent_post_execution_start_runs_only_when_started() {
     let ws = Workspace::new();
@@ -611,7 +611,7 @@ fn pipelines_last_hook_status_follows_the_previous_action() {
 }
 
 /// `disable_global_hooks: true` in a pipeline's file turns off both global kinds: the user's
-/// agent-pipelines `hooks.yaml` and hookvisor's global hooks (EVENTS.md §5 rule 7).
+/// agent-pipelines `hooks.yaml` and hookvisor's global hooks (docs/EVENTS.md §5 rule 7).
 #[test]
 fn pipelines_disable_global_hooks_turns_off_both_global_kinds() {
     let ws = Workspace::new();
@@ -691,7 +691,7 @@ fn pipelines_spawn_every_tenth_iteration_runs_on_10_not_9() {
         "pipelines:on_iteration_complete:0"
     );
     assert_eq!(ten["results"][0]["exitCode"], 0, "{ten}");
-    // Inputs keep their JSON types (EVENTS.md §5 rule 23): the iteration is a number.
+    // Inputs keep their JSON types (docs/EVENTS.md §5 rule 23): the iteration is a number.
     let inputs: Value = serde_json::from_str(&fs::read_to_string(&marker).unwrap()).unwrap();
     assert_eq!(inputs, json!({ "iteration": 10 }));
 }

@@ -1,4 +1,4 @@
-//! `hookvisor import [SOURCE] --print|--write` (EVENTS.md §2.2, §5 rule 11) through the built
+//! `hookvisor import [SOURCE] --print|--write` (docs/EVENTS.md §2.2, §5 rule 11) through the built
 //! binary, on real temporary workspaces with a private HOME: the reference documents' examples
 //! printed as golden files, written, their files left with everything but the converted
 //! entries, and each hook run exactly once by `fire` afterwards.
@@ -10,15 +10,15 @@ use std::path::Path;
 
 use common::{Workspace, code, stderr, stdout};
 
-/// reference/iteratr-hooks.md, "Config Format", as its document writes it.
+/// docs/upstream/iteratr-hooks.md, "Config Format", as its document writes it.
 const ITERATR: &str =
     include_str!("../../../hookvisor-core/src/import/reference/iteratr.hooks.yml");
 
-/// reference/autoagent-hooks-design.md, "Configuration Structure".
+/// docs/upstream/autoagent-hooks-design.md, "Configuration Structure".
 const AUTOAGENT: &str =
     include_str!("../../../hookvisor-core/src/import/reference/autoagent.config.json");
 
-/// reference/nyzhi-hooks.md, "Configuration", between the settings of a real config.
+/// docs/upstream/nyzhi-hooks.md, "Configuration", between the settings of a real config.
 const NYZHI: &str = r#"# nyzhi, project settings
 [agent]
 model = "claude-sonnet"  # the default model

@@ -1,4 +1,4 @@
-//! Other tools' hook files read in place (EVENTS.md §2.2) proved end to end: each reference
+//! Other tools' hook files read in place (docs/EVENTS.md §2.2) proved end to end: each reference
 //! document's own hooks under `hookvisor loop` driving the scripted fake agent of
 //! `fixtures/loop/agent.sh` (no LLM), in a real git repository where they commit, and `serve`'s
 //! dashboard following edits of those files.
@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use common::fake_agent::FakeAgent as Fixture;
 
-/// reference/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`, as its
+/// docs/upstream/autoagent-hooks-design.md, `.autoagent/hooks/check-incomplete-todos.sh`, as its
 /// document writes it.
 const CHECK_TODOS: &str =
     include_str!("../../../hookvisor-core/src/import/reference/check-incomplete-todos.sh");
@@ -372,7 +372,7 @@ fn nyzhis_comma_listed_tool_names_each_match_under_loop() {
     assert_eq!(fired.matches("run the tests first").count(), 2, "{fired}");
 }
 
-/// agent-pipelines (reference/agent-pipelines-unified-hooks.md) under `loop --pipeline FILE`:
+/// agent-pipelines (docs/upstream/agent-pipelines-unified-hooks.md) under `loop --pipeline FILE`:
 /// its two stages run in order, each with the pipeline's hooks and its own `loop.yaml`'s;
 /// `on_session_start` fires once; the variables it defines are set (`${MAX_ITERATIONS}` the
 /// stage's `runs`, `${NEXT_STAGE}`, the paths `${PROGRESS}`, `${STATUS}`, `${CTX}`, and
@@ -493,7 +493,7 @@ hooks:
     );
 }
 
-/// AutoAgent with twelve `PreExecutionEnd` hooks (reference/autoagent-hooks-design.md): under
+/// AutoAgent with twelve `PreExecutionEnd` hooks (docs/upstream/autoagent-hooks-design.md): under
 /// `loop`, the agent's `fire task.complete` runs them in the file's order, the last one's exit
 /// 2 blocking with its stderr; moved over by `import`, the files sort, and run, in that order
 /// (`-00 … -11`, never `-0 -1 -10 -11 -2`).

@@ -366,7 +366,7 @@ fn an_unusable_state_dir_fails_open_or_closed() {
     }
 }
 
-/// The old name is an alias of `adapter claude` (EVENTS.md §3.1): a tool event is answered
+/// The old name is an alias of `adapter claude` (docs/EVENTS.md §3.1): a tool event is answered
 /// as the adapter answers it, here with no `tool.before` hook, by nothing.
 #[test]
 fn an_old_name_answers_a_tool_event_as_the_adapter() {

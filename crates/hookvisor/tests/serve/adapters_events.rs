@@ -1,5 +1,5 @@
 //! `hookvisor adapter claude|codex|gemini` through the built binary, one row per agent event of
-//! EVENTS.md §3.1: a fixture shaped as the agent's hooks reference documents its input
+//! docs/EVENTS.md §3.1: a fixture shaped as the agent's hooks reference documents its input
 //! (tests/fixtures/<agent>/), a real hook of the canonical event that allows, blocks, aborts or
 //! adds context, and the exact stdout and exit status the agent's protocol expects.
 
@@ -77,7 +77,7 @@ const CONTEXT: &str = "run: |\n  echo '{\"additionalContext\": \"ctx\"}'\n";
 /// `session.start` hook is not by default: an unawaited one's output reaches the next prompt.
 const PIPED: &str = "await: true\npipe_output: true\nrun: echo ctx\n";
 
-/// Whether `event` is a notice (EVENTS.md §1.1): its hooks neither block nor abort.
+/// Whether `event` is a notice (docs/EVENTS.md §1.1): its hooks neither block nor abort.
 fn notice(event: &str) -> bool {
     matches!(
         event,
@@ -458,7 +458,7 @@ fn a_file_tool_call_prints_no_warning() {
     }
 }
 
-/// The old turn-end commands are aliases of `adapter AGENT` (EVENTS.md §3.1): through each,
+/// The old turn-end commands are aliases of `adapter AGENT` (docs/EVENTS.md §3.1): through each,
 /// the stop fires `session.stop` and the prompt `turn.start`, as through the new name.
 #[test]
 fn the_old_adapter_names_fire_every_event() {
@@ -1427,7 +1427,7 @@ fn a_signal_while_a_turn_end_waits_on_the_server_is_answered() {
     assert!(reason.contains("evaluation cancelled"), "{reason}");
 }
 
-/// EVENTS.md §1.3 `await: false` through an agent: Claude's PostToolUse is answered while
+/// docs/EVENTS.md §1.3 `await: false` through an agent: Claude's PostToolUse is answered while
 /// the hook still runs, and the hook's run is recorded once it ends.
 #[test]
 fn an_unawaited_hook_never_holds_claudes_tool_call() {

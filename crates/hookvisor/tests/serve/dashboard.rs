@@ -653,7 +653,7 @@ fn set_callback(ws: &Workspace, state: hookvisor_core::status::CallbackState) {
         .unwrap();
 }
 
-/// EVENTS.md §4.3/§4.4 on the page: a webhook waiting for its callback says so (and when it
+/// docs/EVENTS.md §4.3/§4.4 on the page: a webhook waiting for its callback says so (and when it
 /// times out), live as the wait ends; a spawn hook lists its children, and the link of one
 /// opens the child's own status on the page.
 #[tokio::test]

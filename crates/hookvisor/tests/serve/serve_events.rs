@@ -1,4 +1,4 @@
-//! `POST /v1/events/{event}` end to end (EVENTS.md §3, §5 rule 4): the built `hookvisor serve`
+//! `POST /v1/events/{event}` end to end (docs/EVENTS.md §3, §5 rule 4): the built `hookvisor serve`
 //! on a loopback port, declarative event hooks run by `/bin/sh`, replies, refusals and the
 //! `event.decided` server-sent event.
 
@@ -381,7 +381,7 @@ fn a_session_queue_is_bounded_and_a_client_that_leaves_frees_its_place() {
     server.stop();
 }
 
-/// EVENTS.md §3: `/v1/turns/end` ≡ `/v1/events/turn.end`: the same evaluation (pending set,
+/// docs/EVENTS.md §3: `/v1/turns/end` ≡ `/v1/events/turn.end`: the same evaluation (pending set,
 /// loop guard, status records) answering in its own shape, which stays the eval JSON.
 #[test]
 fn turns_end_and_events_turn_end_are_one_evaluation() {
@@ -481,7 +481,7 @@ fn turns_end_and_events_turn_end_are_one_evaluation() {
     assert_eq!(looped.json()["attempt"], 2, "a loop turn leaves the count");
 }
 
-/// EVENTS.md §3: the reply goes out when the `pre` pass ends; a `post` hook runs after it, sees
+/// docs/EVENTS.md §3: the reply goes out when the `pre` pass ends; a `post` hook runs after it, sees
 /// the decision, and does not hold the session's next gate.
 #[test]
 fn the_reply_leaves_when_the_pre_pass_ends_and_post_hooks_run_after_it() {

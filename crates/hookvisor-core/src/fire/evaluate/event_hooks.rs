@@ -1,4 +1,4 @@
-//! The `event: turn.end` hooks of an evaluation (EVENTS.md §5 rule 8): which of them join the
+//! The `event: turn.end` hooks of an evaluation (docs/EVENTS.md §5 rule 8): which of them join the
 //! file hooks' pending set, which run at every turn end, and one run of such a hook through the
 //! event dispatcher's runner (`when`, `run:`/`argv:`, retries, judgment, `pipe_output`).
 
@@ -25,11 +25,11 @@ pub(super) struct TurnHook<'a> {
     /// The hook.
     pub(super) hook: &'a Hook,
     /// True for an `event: turn.end` hook without a pattern: it keeps no pending set and runs
-    /// at every turn end on the files that changed in the turn (EVENTS.md §5 rule 8).
+    /// at every turn end on the files that changed in the turn (docs/EVENTS.md §5 rule 8).
     pub(super) every_turn: bool,
 }
 
-/// The hooks of the turn end's `pre` pass in their one order (EVENTS.md §1.4): the phase-1
+/// The hooks of the turn end's `pre` pass in their one order (docs/EVENTS.md §1.4): the phase-1
 /// file hooks and the `pre` `event: turn.end` hooks, with or without a pattern, by file name,
 /// the workspace's first, then the other tools' (in the order they were read), then the
 /// global ones.
@@ -80,7 +80,7 @@ pub(super) fn run(
     firing.cancel = options.cancel.clone();
     let cancel = options.cancel.clone().unwrap_or_default();
     let payload = earlier.apply(fire::payload(ctx, &firing, decision));
-    // EVENTS.md §1.3: an unawaited hook without a pending set never holds the turn end; the
+    // docs/EVENTS.md §1.3: an unawaited hook without a pending set never holds the turn end; the
     // dispatcher's rule (`fire::detach`) runs it apart, as for every event.
     if !hook.spec.await_
         && hook.pattern.is_none()

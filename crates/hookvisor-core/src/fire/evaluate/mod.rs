@@ -1,6 +1,6 @@
 //! End-of-turn evaluation of file hooks and of the `event: turn.end` hooks.
 //!
-//! The steps, written once here (DESIGN.md, "End-of-turn evaluation"):
+//! The steps, written once here (docs/DESIGN.md, "End-of-turn evaluation"):
 //!
 //! 1. The cutoff `t0` is taken before scanning. Changed files are the dirty files (see
 //!    [`crate::changes::scan`]) whose mtime or ctime is at or after the previous evaluation's cutoff, plus
@@ -26,9 +26,9 @@
 //!    older than the turn: it is reported, never re-prompted. The re-prompt names the files
 //!    before a failing hook's message, if there is one.
 //!
-//! 8. `eval` ≡ `fire turn.end` (EVENTS.md §5 rule 8). The `pre` `event: turn.end` hooks with a
+//! 8. `eval` ≡ `fire turn.end` (docs/EVENTS.md §5 rule 8). The `pre` `event: turn.end` hooks with a
 //!    `pattern` are file hooks of steps 2–4, taken with the phase-1 ones in file-name order;
-//!    those without a pattern run at every turn end in that same order (EVENTS.md §1.4,
+//!    those without a pattern run at every turn end in that same order (docs/EVENTS.md §1.4,
 //!    settled), on the files changed in the turn, while no failure stopped the evaluation (so
 //!    one named before a failing file hook runs, one named after it does not); `post` hooks
 //!    run last, see `${decision}`
@@ -248,7 +248,7 @@ impl Evaluator {
     }
 }
 
-/// `fire turn.end` (EVENTS.md §5 rule 8): one evaluation on `discovery` with a full scan, under
+/// `fire turn.end` (docs/EVENTS.md §5 rule 8): one evaluation on `discovery` with a full scan, under
 /// the evaluation lock, its options taken from the firing.
 pub(crate) fn end_turn_once(
     ctx: &Context,

@@ -48,7 +48,7 @@ fn lossy<S: Serializer>(paths: &[PathBuf], serializer: S) -> Result<S::Ok, S::Er
     serializer.collect_seq(paths.iter().map(|p| p.to_string_lossy()))
 }
 
-/// The outcome of an evaluation, serialised as DESIGN.md's eval JSON.
+/// The outcome of an evaluation, serialised as docs/DESIGN.md's eval JSON.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EvalReport {
@@ -100,7 +100,7 @@ impl EvalReport {
         }
     }
 
-    /// The reply of `fire turn.end` and `POST /v1/events/turn.end` (EVENTS.md §5 rule 4):
+    /// The reply of `fire turn.end` and `POST /v1/events/turn.end` (docs/EVENTS.md §5 rule 4):
     /// `reason` is the re-prompt on block, `attempt`/`maxAttempts` the loop guard's, each
     /// result has `blocked`, and the eval JSON's `action`, `message`, `pending` and `problems`
     /// come along (§1.4: `turn.end` keeps phase 1's action).

@@ -176,7 +176,7 @@ pub(super) fn evaluate_scan(
 }
 
 /// Whether the loop guard lets a failure re-prompt: within `max_retries` hook-triggered turns,
-/// or always in a `loop` (EVENTS.md §3.2).
+/// or always in a `loop` (docs/EVENTS.md §3.2).
 fn guard_allows(options: &EvalOptions, attempt: u32) -> bool {
     options.trigger == Trigger::Loop || attempt <= options.max_retries
 }
@@ -279,7 +279,7 @@ struct PrePass<'a> {
 }
 
 /// Steps 3 and 4: runs the pending hooks and the pattern-less `turn.end` hooks in their one
-/// order (EVENTS.md §1.4), stopping at the first failure, and records the outcome in `report`;
+/// order (docs/EVENTS.md §1.4), stopping at the first failure, and records the outcome in `report`;
 /// a failure re-prompts while `report.attempt` is within `max_retries` (step 5).
 ///
 /// `status` is the one the evaluation loaded, replaced by what each write returns, instead of

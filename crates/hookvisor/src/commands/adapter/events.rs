@@ -1,5 +1,5 @@
 //! `hookvisor adapter claude|codex|gemini`: every hook event of an agent, dispatched on its
-//! `hook_event_name` to the canonical event of EVENTS.md §3.1 (the agent's routes in
+//! `hook_event_name` to the canonical event of docs/EVENTS.md §3.1 (the agent's routes in
 //! [`hookvisor_core::agents`]), the answer in the agent's own protocol ([`super::protocol`]).
 //!
 //! - Stop/SubagentStop/AfterAgent: the turn end of the old adapters ([`super`]), unchanged,
@@ -142,7 +142,7 @@ pub fn run(globals: &Globals, agent: Agent, args: &AdapterArgs) -> CliResult {
     })
 }
 
-/// How long before the agent's own hook timeout a callback wait ends (EVENTS.md §4.3).
+/// How long before the agent's own hook timeout a callback wait ends (docs/EVENTS.md §4.3).
 const CALLBACK_MARGIN: Duration = Duration::from_secs(10);
 
 /// The longest a callback wait lasts when the agent runs this hook: the timeout `install`
@@ -157,7 +157,7 @@ pub(super) fn callback_cap(route: Option<Route>) -> Duration {
 }
 
 /// Whether this agent runs under `hookvisor loop`, which sets `HOOKVISOR_LOOP=1` in its
-/// environment and fires the session and turn events itself (EVENTS.md §3.2).
+/// environment and fires the session and turn events itself (docs/EVENTS.md §3.2).
 pub(crate) fn under_loop() -> bool {
     env::var_os("HOOKVISOR_LOOP").is_some_and(|v| v == "1")
 }

@@ -27,7 +27,7 @@
 //!
 //! The `adapter` command ([`events`]) answers every event of the agents, and uses this
 //! module's turn end for `Stop`/`AfterAgent`. The old commands `claude-stop`, `codex-stop` and
-//! `gemini-after-agent` are aliases of it (EVENTS.md §3.1): `main` sends them to the same
+//! `gemini-after-agent` are aliases of it (docs/EVENTS.md §3.1): `main` sends them to the same
 //! [`events::run`], so every event fires through either name.
 
 use std::env;

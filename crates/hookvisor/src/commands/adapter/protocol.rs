@@ -1,4 +1,4 @@
-//! What `hookvisor adapter` prints for a decision: each agent's own protocol (EVENTS.md §3.1),
+//! What `hookvisor adapter` prints for a decision: each agent's own protocol (docs/EVENTS.md §3.1),
 //! nothing else. Allow prints nothing (exit 0); every other answer is one JSON line on stdout
 //! and exit 0, except the events whose block the agents take only as exit 2 with the reason
 //! on stderr. Where the agents differ is each one's row ([`Answers`]).

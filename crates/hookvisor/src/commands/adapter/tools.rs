@@ -1,4 +1,4 @@
-//! The agent fields of a tool event as the hooks see them (EVENTS.md §5 rules 6 and 16), and
+//! The agent fields of a tool event as the hooks see them (docs/EVENTS.md §5 rules 6 and 16), and
 //! the files a tool call touches: `tool.before` and `tool.after` carry them as `files` (so a
 //! hook's `pattern:` selects by them) and `file`, and `tool.after` fires one `file.edited` per
 //! path inside the workspace (§1.1 footnote ¹).

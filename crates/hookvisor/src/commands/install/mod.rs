@@ -1,5 +1,5 @@
 //! `install` and `uninstall`: put `hookvisor adapter AGENT` into an agent's settings for every
-//! event the adapter answers (EVENTS.md §5 rule 17) and every raw event of the agent a hook of
+//! event the adapter answers (docs/EVENTS.md §5 rule 17) and every raw event of the agent a hook of
 //! the workspace binds (`event: claude.PreCompact` → `PreCompact`), or take it out, leaving
 //! every other setting and hook as it was. In a workspace, `install` also puts the generated
 //! git hooks in place when its hooks need them (`commit.before`, `commit.after`).
