@@ -47,6 +47,16 @@ else
   echo "test.sh: npm is missing: the real-client suite (tests/agents) will skip"
 fi
 
+# mdBook, which builds the book under docs/, at a pinned version, built once into the same cache
+# (about a minute on 2 cores; no server or watcher features).
+mdbook_version=0.5.4
+mdbook_dir="${HOOKVISOR_CACHE:-/var/cache/hookvisor-test}/mdbook-$mdbook_version"
+if [ ! -x "$mdbook_dir/bin/mdbook" ]; then
+  echo "== cargo install mdbook $mdbook_version into $mdbook_dir"
+  cargo install mdbook --locked --quiet --no-default-features --version "$mdbook_version" \
+    --root "$mdbook_dir"
+fi
+
 echo "== module cycles (each crate's top-level modules form a map, no cycle)"
 python3 scripts/module-cycles.py
 echo "== cargo fmt --check"
@@ -55,6 +65,8 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo doc -D warnings (private items too)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items --quiet
+echo "== mdbook build docs (the book; cargo test runs its examples: tests/cli/docs.rs)"
+"$mdbook_dir/bin/mdbook" build docs 2>&1 | { grep -v "^ INFO" || true; }
 echo "== cargo test"
 cargo test --workspace --no-fail-fast
 echo "== container smoke test (hookvisor-init as PID 1 in a Debian root)"

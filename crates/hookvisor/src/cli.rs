@@ -504,7 +504,8 @@ pub enum Command {
     /// The state dir is keyed by the agent's session_id unless --session, $DISCOBOT_SESSION_ID,
     /// $SESSION_ID or --state-dir say otherwise.
     GeminiAfterAgent(AdapterArgs),
-    /// Add hookvisor's turn-end and prompt hooks to an agent's settings.
+    /// Add `hookvisor adapter AGENT` to an agent's settings on every event the adapter
+    /// answers (turn end, prompt, tools, session) and the agent's own events hooks name.
     Install(InstallArgs),
     /// Remove hookvisor's hooks from an agent's settings.
     Uninstall(InstallArgs),
@@ -520,8 +521,8 @@ pub enum Command {
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("mode").required(true).args(["print", "write"]))]
 pub struct ImportArgs {
-    /// iteratr, autoagent, nyzhi, or one of their files [default: every tool's workspace
-    /// file that `sources` reads].
+    /// iteratr, autoagent, nyzhi, pipelines (agent-pipelines), or one of their files
+    /// [default: every tool's workspace file that `sources` reads].
     #[arg(value_name = "SOURCE")]
     pub source: Option<String>,
     /// Print each new file as `==> PATH <==` and its content; change nothing.

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cli_reference;
 mod global_hooks;
 mod hostile_state;
 mod init;

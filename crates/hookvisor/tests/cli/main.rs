@@ -1,4 +1,5 @@
-//! The command line: config, eval, list, install, global hooks, exit statuses, start-up.
+//! The command line: config, eval, list, install, global hooks, exit statuses, start-up, and
+//! the book's examples and CLI reference.
 //! One test binary per area (issue 30): each module is a former test file.
 
 // A test crate: `pub` in its modules is their interface to each other.
@@ -9,6 +10,7 @@ mod common;
 
 mod bench_scratch;
 mod config;
+mod docs;
 mod eval;
 mod exit_status;
 mod global_hooks;
