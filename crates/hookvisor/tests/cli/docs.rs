@@ -25,12 +25,12 @@ use hookvisor_testkit::git;
 use snapbox::report::Palette;
 use snapbox::{Assert, Data, Redactions};
 
-/// The repository's root.
+/// The repository's root, or `HOOKVISOR_DOCS_ROOT`: another checkout's book, checked with this
+/// build (for writing the book in a worktree without building there).
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
+    let root = std::env::var_os("HOOKVISOR_DOCS_ROOT").map(PathBuf::from);
+    let root = root.unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
+    root.canonicalize().unwrap()
 }
 
 /// The pages whose examples run: the README and the book's own chapters (the contract and
