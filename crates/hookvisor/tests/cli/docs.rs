@@ -333,7 +333,8 @@ fn the_cli_reference_is_the_binarys_help() {
 }
 
 /// Every markdown file of the repository that links elsewhere in it: the targets exist, and no
-/// file, comment or script points outside the clone (`../shared/…` was the old contract's home).
+/// file, comment or script points outside the clone (the old contract lived in a sibling `shared`
+/// directory).
 #[test]
 fn links_and_citations_stay_inside_the_repository() {
     let root = root();
@@ -351,10 +352,10 @@ fn links_and_citations_stay_inside_the_repository() {
             continue;
         };
         let name = file.strip_prefix(&root).unwrap().display().to_string();
-        if text.contains("../shared/") && !name.starts_with("docs/upstream/") {
+        if text.contains(concat!("../", "shared/")) && !name.starts_with("docs/upstream/") {
             let _ = writeln!(
                 failures,
-                "{name}: points at ../shared/, outside the repository"
+                "{name}: points into ../shared, outside the repository"
             );
         }
         if name.ends_with(".md") {
@@ -399,7 +400,7 @@ fn relative_links(text: &str) -> Vec<(usize, String)> {
 }
 
 /// The `docs/….md` paths the comments of a source file or script cite (`docs/EVENTS.md §4.1`);
-/// test data in strings (`docs/a.md`) is not a citation.
+/// test data in strings (a made-up `docs` page) is not a citation.
 fn cited_docs(text: &str) -> Vec<String> {
     let mut found = Vec::new();
     for line in text.lines() {
