@@ -51,6 +51,7 @@ agent() {
   echo "passed"
 
   step "git commit with a FIXME in src/: the pre-commit hook blocks it"
+  echo "(hookvisor installed .git/hooks/pre-commit at start: the workspace has a pre-commit hook)"
   echo "FIXME: later" >>src/app.txt
   git add -A
   if commit "with a FIXME"; then fail "the commit went through"; fi
