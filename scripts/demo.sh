@@ -5,12 +5,12 @@
 #
 # It builds hookvisor, copies examples/sample-workspace into a fresh git repository and starts
 # hookvisor-init there as PID 1 of a new PID namespace: `unshare --pid` as root; anyone else
-# gets a user namespace of their own (`unshare --map-current-user`, which Debian and Fedora
-# allow; Ubuntu 24.04 needs `sysctl kernel.apparmor_restrict_unprivileged_userns=0`). The init
-# runs the session hooks, then its CMD: `hookvisor serve` supervising a scripted agent (this
-# script with --agent) that plays one Claude Code turn: an edit that fails a file hook, the
-# re-prompt, the fix, a commit the pre-commit hook blocks, the clean commit. The dashboard then
-# shows those runs until Ctrl-C (default http://127.0.0.1:7433/; --port N to change it).
+# gets a user namespace of their own (`unshare --map-current-user`), which needs unprivileged
+# user namespaces (Debian's default; where they are off, as on Ubuntu 24.04, use sudo).
+# The init runs the session hooks, then its CMD: `hookvisor serve` supervising a scripted
+# agent (this script with --agent) that plays one Claude Code turn: an edit that fails a file
+# hook, the re-prompt, the fix, a commit the pre-commit hook blocks, the clean commit. The
+# dashboard then shows those runs until Ctrl-C (http://127.0.0.1:7433/; --port N changes it).
 # --no-serve ends after the turn instead, exiting 0 only if every step went as expected.
 # --bin-dir DIR uses hookvisor and hookvisor-init from DIR instead of building them.
 set -euo pipefail
@@ -85,12 +85,16 @@ while [ $# -gt 0 ]; do
     --no-serve) serve=false ;;
     --port) port=$2; shift ;;
     --bin-dir) bin=$2; shift ;;
+    -h|--help) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "usage: $0 [--no-serve] [--port N] [--bin-dir DIR]" >&2; exit 2 ;;
   esac
   shift
 done
 here=$(cd "$(dirname "$0")/.." && pwd)
-need() { command -v "$1" >/dev/null || { echo "demo: '$1' is missing; install it (Debian: apt-get install $2)"; exit 2; }; }
+need() {
+  command -v "$1" >/dev/null ||
+    { echo "demo: '$1' is missing; install it (Debian: apt-get install $2)"; exit 2; }
+}
 need git git
 need unshare util-linux
 need ps procps
@@ -128,7 +132,8 @@ hookvisor list
 if $serve; then mode=serve; else mode=once port=0; fi
 if [ "$(id -u)" = 0 ]; then ns=(unshare --pid --fork --mount-proc --kill-child)
 else ns=(unshare --map-current-user --pid --fork --mount-proc --kill-child); fi
-"${ns[@]}" true || fail "cannot make a PID namespace with '${ns[*]}': see the top of $0"
+"${ns[@]}" true ||
+  fail "'${ns[*]}' failed: run the demo as root, or allow unprivileged user namespaces"
 
 step "hookvisor-init as PID 1 ($(id -un)): session hooks, then hookvisor serve -- the agent"
 # exec: nothing waits here to be killed alone; unshare's --kill-child takes the namespace down
