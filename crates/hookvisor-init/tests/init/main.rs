@@ -8,6 +8,7 @@
 mod common;
 
 mod cli_reference;
+mod demo;
 mod global_hooks;
 mod hostile_state;
 mod init;
