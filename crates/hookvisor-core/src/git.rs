@@ -21,6 +21,31 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 /// The line that marks a git hook as hookvisor's (the generated pre-commit hook): only a hook carrying it is overwritten or removed.
 pub const MANAGED_MARKER: &str = "# discobot:managed";
 
+/// The variables that make git trust the repository at `dir` (`safe.directory`, in git's command
+/// scope, which it honours like the global config), added after the `GIT_CONFIG_COUNT` entries
+/// `env` already holds. For the run user's processes only: a workspace another uid owns (a
+/// container's volume) is the user's to work in, while root's git keeps refusing it, which is
+/// what keeps the agent's `.git/config` (`core.fsmonitor`, `core.hooksPath`) from running as root.
+pub fn trust_env(dir: &Path, env: &[(OsString, OsString)]) -> [(OsString, OsString); 3] {
+    let count = env
+        .iter()
+        .rev()
+        .find(|(name, _)| name == "GIT_CONFIG_COUNT")
+        .and_then(|(_, value)| value.to_str()?.parse::<u32>().ok())
+        .unwrap_or(0);
+    [
+        (
+            format!("GIT_CONFIG_KEY_{count}").into(),
+            "safe.directory".into(),
+        ),
+        (
+            format!("GIT_CONFIG_VALUE_{count}").into(),
+            dir.as_os_str().to_owned(),
+        ),
+        ("GIT_CONFIG_COUNT".into(), (count + 1).to_string().into()),
+    ]
+}
+
 /// The git program and the environment it runs in (module docs). Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Git {

@@ -20,6 +20,7 @@ mod sweep;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
 
 use hookvisor_core::{Context, ContextOverrides, Credentials};
 use nix::unistd::Uid;
@@ -196,6 +197,21 @@ fn cmd_env(ctx: Option<&Context>, user: Option<&Credentials>) -> Vec<(OsString, 
         env.push(("SHELL".into(), u.shell.clone().into()));
     }
     if let Some(ctx) = ctx {
+        if user.is_some() || !Uid::effective().is_root() {
+            // CMD's git works in the workspace whoever owns it; root's keeps refusing
+            // a workspace it does not own (`hookvisor_core::git::trust_env`).
+            let ours: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+            env.extend(hookvisor_core::git::trust_env(&ctx.workspace, &ours));
+        } else if let Ok(meta) = std::fs::metadata(&ctx.workspace) {
+            if meta.uid() != 0 {
+                warn(format_args!(
+                    "{} belongs to uid {}, and CMD runs as root: git refuses it (\"dubious \
+                     ownership\"); run CMD as that account with --user",
+                    ctx.workspace.display(),
+                    meta.uid()
+                ));
+            }
+        }
         env.push(("DISCOBOT_WORKSPACE".into(), ctx.workspace.clone().into()));
         env.push(("DISCOBOT_SESSION_ID".into(), ctx.session_id.clone().into()));
         env.push(("HOOKVISOR_STATE_DIR".into(), ctx.state_dir.clone().into()));

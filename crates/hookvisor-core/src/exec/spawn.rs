@@ -42,6 +42,13 @@ pub(super) fn child_env(
     for (name, value) in &options.extra_env {
         set(name.clone(), value.clone());
     }
+    if options.credentials.as_ref().is_some_and(|c| c.uid != 0) {
+        // The user's git works in the hook's workspace whoever owns it; never root's
+        // (`git::trust_env`).
+        let trust = crate::git::trust_env(&invocation.cwd, &env);
+        env.retain(|(name, _)| name != "GIT_CONFIG_COUNT");
+        env.extend(trust);
+    }
     env
 }
 

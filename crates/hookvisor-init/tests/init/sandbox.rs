@@ -656,3 +656,57 @@ fn a_user_hook_cannot_leave_a_deliver_runner_beside_a_root_hook() {
         "the agent's loop ran beside the root hook: {err}"
     );
 }
+
+/// Issue 31: a workspace another uid owns (a container's volume) is the user's to work in with
+/// git (CMD, `hookvisor eval`, a user hook), through `safe.directory` in their environment
+/// only; root's git keeps refusing a workspace the user owns, so the agent's `.git/config`
+/// never runs as root.
+#[test]
+fn the_users_git_trusts_the_workspace_and_roots_does_not() {
+    if !namespaces() || ensure_test_user().is_none() {
+        return;
+    }
+    let hookvisor = Path::new(env!("CARGO_BIN_EXE_hookvisor-init")).with_file_name("hookvisor");
+    // Root's repository, open to the user: their git refused it before.
+    let w = Workspace::new();
+    hookvisor_testkit::git(&w.ws, &["init", "-q"]);
+    fs::set_permissions(&w.ws, fs::Permissions::from_mode(0o777)).unwrap();
+    w.hook(
+        "10-user.sh",
+        "# blocking: true\n",
+        "git status --porcelain >/dev/null && echo user-git-ok",
+    );
+    let script = format!(
+        "cd {} && git status --porcelain >/dev/null && echo cmd-git-ok && {} eval && echo eval-ok",
+        w.ws.display(),
+        hookvisor.display()
+    );
+    let (code, out, err) = run(&w.args(&["--user", "hv-test", "--", "sh", "-c", &script]));
+    assert_eq!(code, 0, "stdout {out}; stderr {err}");
+    assert!(
+        out.contains("cmd-git-ok") && out.contains("eval-ok"),
+        "{out} {err}"
+    );
+    assert!(
+        w.log("10-user").contains("user-git-ok"),
+        "{}",
+        w.log("10-user")
+    );
+
+    // The user's repository: a root hook's git still refuses it.
+    let w = Workspace::new();
+    hookvisor_testkit::git(&w.ws, &["init", "-q"]);
+    w.hook(
+        "10-root.sh",
+        "# blocking: true\n# run_as: root\n",
+        "git status --porcelain && echo root-git-ran",
+    );
+    give_to_test_user(&w.ws);
+    let (code, _, err) = run(&w.args(&["--user", "hv-test", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+    let log = w.log("10-root");
+    assert!(
+        !log.contains("root-git-ran") && log.contains("dubious ownership"),
+        "{log}"
+    );
+}

@@ -226,7 +226,7 @@ fn fire_events(
             );
             return false;
         }
-        take_identity(user);
+        take_identity(user, &ctx.workspace);
     }
     // Read now, as the user: the workspace's hooks only, as for the phase-1 ones.
     let discovery = discover(&ctx.hooks_dir());
@@ -259,15 +259,24 @@ fn fire_events(
 }
 
 /// Puts the user's identity in this process's environment, which the event hooks inherit, as
-/// phase-1 user hooks get it from the executor.
+/// phase-1 user hooks get it from the executor; with it git's trust of the workspace, which
+/// the user may not own (`hookvisor_core::git::trust_env`).
 #[allow(unsafe_code)]
-fn take_identity(user: &Credentials) {
-    for (name, value) in [
+fn take_identity(user: &Credentials, workspace: &std::path::Path) {
+    let ours: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
+    let trust = hookvisor_core::git::trust_env(workspace, &ours);
+    let identity = [
         ("HOME", user.home.as_os_str()),
         ("USER", user.user.as_ref()),
         ("LOGNAME", user.user.as_ref()),
         ("SHELL", user.shell.as_os_str()),
-    ] {
+    ];
+    let trust = trust.iter().map(|(n, v)| (n.as_os_str(), v.as_os_str()));
+    for (name, value) in identity
+        .into_iter()
+        .map(|(n, v)| (n.as_ref(), v))
+        .chain(trust)
+    {
         // SAFETY: the only other thread of this process waits for signals in sigwait and
         // never reads the environment.
         unsafe { std::env::set_var(name, value) };
