@@ -202,15 +202,15 @@ fn cmd_env(ctx: Option<&Context>, user: Option<&Credentials>) -> Vec<(OsString, 
             // a workspace it does not own (`hookvisor_core::git::trust_env`).
             let ours: Vec<(OsString, OsString)> = std::env::vars_os().collect();
             env.extend(hookvisor_core::git::trust_env(&ctx.workspace, &ours));
-        } else if let Ok(meta) = std::fs::metadata(&ctx.workspace) {
-            if meta.uid() != 0 {
-                warn(format_args!(
-                    "{} belongs to uid {}, and CMD runs as root: git refuses it (\"dubious \
-                     ownership\"); run CMD as that account with --user",
-                    ctx.workspace.display(),
-                    meta.uid()
-                ));
-            }
+        } else if let Ok(meta) = std::fs::metadata(&ctx.workspace)
+            && meta.uid() != 0
+        {
+            warn(format_args!(
+                "{} belongs to uid {}, and CMD runs as root: git refuses it (\"dubious \
+                 ownership\"); run CMD as that account with --user",
+                ctx.workspace.display(),
+                meta.uid()
+            ));
         }
         env.push(("DISCOBOT_WORKSPACE".into(), ctx.workspace.clone().into()));
         env.push(("DISCOBOT_SESSION_ID".into(), ctx.session_id.clone().into()));
