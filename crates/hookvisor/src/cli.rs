@@ -671,6 +671,11 @@ pub struct ServeArgs {
     /// .discobot/hookvisor.yml, else 3].
     #[arg(long, env = "HOOKVISOR_MAX_RETRIES")]
     pub max_retries: Option<u32>,
+    /// Install this agent's adapter first, in the user's settings for this workspace (`install
+    /// AGENT --user-level --workspace DIR`), so the agent started here runs the hooks; a
+    /// container's way to set up its agent. Repeat it, or separate agents with commas.
+    #[arg(long, value_name = "AGENT", value_parser = agent_parser(), value_delimiter = ',', env = "HOOKVISOR_INSTALL")]
+    pub install: Vec<Agent>,
     /// The agent command to supervise.
     #[arg(last = true, value_name = "AGENT_CMD")]
     pub agent: Vec<std::ffi::OsString>,

@@ -1,8 +1,13 @@
 //! `serve`: HTTP API, dashboard, agent supervision (the server itself is in [`crate::serve`]).
 
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use hookvisor_core::agents::Agent;
+
 use crate::cli::ServeArgs;
 use crate::commands::Globals;
-use crate::error::{CliResult, Exit};
+use crate::error::{CliError, CliResult, Exit};
 use crate::serve::{self, Config, Listen};
 
 /// `hookvisor serve [--listen ADDR | --socket PATH] [--allow-remote] [-- AGENT_CMD...]`.
@@ -18,6 +23,12 @@ pub fn run(globals: &Globals, args: ServeArgs) -> CliResult {
     )?;
     let ctx = globals.context()?;
     super::refuse_others_state_dir(&ctx)?;
+    // The adapters first, so the agent reads them when it starts; in the settings of whoever
+    // runs serve (a container's home), never in the repository's files. A child `install`,
+    // whose report goes to stderr: serve's stdout starts with its `listening on` line.
+    for agent in &args.install {
+        install_adapter(*agent, &ctx.workspace)?;
+    }
     // Read once: the server's loop guard keeps the limit it started with.
     let max_retries = hookvisor_core::Config::load(&ctx.workspace)
         .ok()
@@ -36,4 +47,24 @@ pub fn run(globals: &Globals, args: ServeArgs) -> CliResult {
         0 => Exit::Ok,
         code => Exit::Status(code),
     })
+}
+
+/// `hookvisor --workspace WORKSPACE install AGENT --user-level`, its output on our stderr.
+fn install_adapter(agent: Agent, workspace: &Path) -> Result<(), CliError> {
+    let failed = |why: String| CliError::usage(format!("--install {}: {why}", agent.spec().word));
+    let exe = std::env::current_exe().map_err(|e| failed(e.to_string()))?;
+    let status = Command::new(exe)
+        .arg("--workspace")
+        .arg(workspace)
+        .args(["install", agent.spec().word, "--user-level"])
+        .stdin(Stdio::null())
+        .stdout(std::io::stderr())
+        .status()
+        .map_err(|e| failed(e.to_string()))?;
+    if !status.success() {
+        return Err(failed(format!(
+            "`hookvisor install` failed ({status}); see above"
+        )));
+    }
+    Ok(())
 }

@@ -1060,6 +1060,21 @@ exit 1"#;
     assert_eq!(server.wait().code(), Some(7));
 }
 
+/// Issue 31: `--install` (a container's CMD) puts the adapters in the user's settings before
+/// the agent starts, pinned to this workspace, and writes nothing into the repository.
+#[test]
+fn install_puts_the_adapters_in_the_users_settings_before_the_agent_starts() {
+    let ws = workspace();
+    let script = format!(
+        "grep -q 'adapter claude --workspace {ws}' \"$HOME/.claude/settings.json\" && \
+         grep -q 'adapter gemini --workspace {ws}' \"$HOME/.gemini/settings.json\" && \
+         ! test -e {ws}/.claude && exit 7; exit 1",
+        ws = ws.path().display()
+    );
+    let mut server = agent(&ws, &["--install", "claude,gemini"], &script);
+    assert_eq!(server.wait().code(), Some(7));
+}
+
 #[test]
 fn an_agent_killed_by_a_signal_gives_128_plus_n() {
     let ws = workspace();
