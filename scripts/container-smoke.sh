@@ -3,12 +3,18 @@
 # does, built from Linux namespaces by hand.
 #
 #   1. a Debian root filesystem (debootstrap --variant=minbase), cached between runs;
-#   2. the release binaries and examples/sample-workspace copied into a fresh copy of it, and
-#      the image's unprivileged user `agent` created in it;
+#   2. the release binaries copied into a fresh copy of it (git installed), the image's user
+#      `agent` and its /run/hookvisor made as the Dockerfile makes them, and
+#      examples/sample-workspace as /workspace: a git repository another uid owns (a volume
+#      from the host), which agent may write through its group;
 #   3. hookvisor-init started as PID 1 in new PID, mount, UTS and IPC namespaces, chrooted,
-#      with /proc of its own, running `hookvisor serve` as `agent` (the image's ENTRYPOINT+CMD);
-#   4. checks: the session hooks ran and were recorded (status.json, logs, the uid inside),
-#      the supervisor started as `agent` and answers, and SIGTERM shuts everything down cleanly.
+#      with /proc of its own, running the image's ENTRYPOINT and CMD (`hookvisor serve` on the
+#      socket /run/hookvisor/serve.sock) as pod.yaml extends them: HOOKVISOR_INSTALL=claude and
+#      an agent command, here a script that uses git and `hookvisor eval` in the workspace;
+#   4. checks: the session hooks ran and were recorded (status.json, logs, the uid inside), the
+#      agent's git and eval worked in the other uid's workspace, Claude Code's adapter was
+#      installed in agent's settings, the supervisor runs as `agent` and answers on the socket,
+#      and SIGTERM shuts everything down cleanly.
 #
 # Needs root, debootstrap, util-linux (unshare, mount), curl (optional: the HTTP check) and the
 # Debian mirror of /etc/apt/sources.list*. Environment:
@@ -44,14 +50,14 @@ detect_mirror
 
 # 1. The root filesystem, built once and kept: only a complete one is ever renamed into place.
 cache=${HOOKVISOR_ROOTFS_CACHE:-/var/cache/hookvisor-rootfs}
-base="$cache/$suite-minbase"
+base="$cache/$suite-minbase-git"
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
 if [ ! -e "$base/.hookvisor-complete" ]; then
   say "building the $suite root filesystem from $mirror (once; cached in $base)"
   rm -rf "$base.partial"
-  debootstrap --variant=minbase --include=passwd "$suite" "$base.partial" "$mirror" \
+  debootstrap --variant=minbase --include=passwd,git "$suite" "$base.partial" "$mirror" \
     >"$cache/debootstrap.log" 2>&1 || die "debootstrap failed; see $cache/debootstrap.log"
   touch "$base.partial/.hookvisor-complete"
   rm -rf "$base"
@@ -85,6 +91,9 @@ fi
 
 install -m 0755 "$target/hookvisor" "$target/hookvisor-init" "$root/usr/local/bin/"
 cp -a examples/sample-workspace "$root/workspace"
+chroot "$root" git -C /workspace init -q
+chroot "$root" git -C /workspace -c user.name=host -c user.email=host@example.com add -A
+chroot "$root" git -C /workspace -c user.name=host -c user.email=host@example.com commit -qm sample
 # One more session hook, as root and in the background: the uid and PID 1 seen from inside.
 cat >"$root/workspace/.discobot/hooks/90-smoke-root.sh" <<'EOF'
 #!/bin/sh
@@ -97,18 +106,37 @@ echo "uid=$(id -u)"
 echo "pid1=$(tr '\0' ' ' < /proc/1/cmdline)"
 EOF
 chmod 0755 "$root/workspace/.discobot/hooks/90-smoke-root.sh"
-chroot "$root" /bin/sh -c 'id agent >/dev/null 2>&1 || useradd --create-home --shell /bin/bash agent'
+chroot "$root" /bin/sh -c 'id agent >/dev/null 2>&1 || useradd --create-home --uid 1000 --shell /bin/bash agent'
+chroot "$root" install -d -o agent -g agent -m 0700 /run/hookvisor
 agent_uid=$(chroot "$root" id -u agent)
+# The workspace belongs to uid 4242 (the host's user); agent writes it through its group.
+chroot "$root" /bin/sh -c 'chown -R 4242:agent /workspace && chmod -R g+rwX /workspace'
+# The agent of pod.yaml's CMD, as a script: what it prints is checked below.
+cat >"$root/usr/local/bin/smoke-agent" <<'AGENT'
+#!/bin/sh
+cd /workspace || exit 1
+git status --porcelain >/dev/null && echo "agent: git status ok"
+printf 'clean line\n' >> README.md
+hookvisor eval --trigger user && echo "agent: eval ok"
+grep -q "hookvisor adapter claude --workspace /workspace" "$HOME/.claude/settings.json" &&
+  echo "agent: claude adapter installed"
+echo "agent: done"
+trap 'exit 0' TERM
+while :; do sleep 1 & wait $!; done
+AGENT
+chmod 0755 "$root/usr/local/bin/smoke-agent"
 [ -c "$root/dev/null" ] || { rm -f "$root/dev/null"; mknod -m 0666 "$root/dev/null" c 1 3; }
 
 # 3. PID 1 in fresh namespaces: ENTRYPOINT ["hookvisor-init", "--user", "agent", "--"] with
-#    CMD ["hookvisor", "serve"], a clean environment as an image would give.
+#    the image's CMD plus pod.yaml's --install and agent, a clean environment as an image gives.
 say "starting hookvisor-init as PID 1"
 unshare --pid --fork --mount --uts --ipc --mount-proc="$root/proc" --kill-child \
   chroot "$root" /usr/bin/env -i \
   PATH=/usr/local/bin:/usr/bin:/bin HOME=/root \
   DISCOBOT_WORKSPACE=/workspace DISCOBOT_SESSION_ID=smoke HOOKVISOR_GRACE=5 \
-  /usr/local/bin/hookvisor-init --user agent -- hookvisor serve --socket /tmp/hookvisor.sock \
+  HOOKVISOR_INSTALL=claude \
+  /usr/local/bin/hookvisor-init --user agent -- \
+  hookvisor serve --socket /run/hookvisor/serve.sock -- smoke-agent \
   >"$work/output" 2>&1 &
 runner_pid=$!
 
@@ -153,19 +181,26 @@ pid=$(init_pid)
 serve_running() {
   local child
   for child in $(pgrep -P "$pid"); do
-    [ "$(tr '\0' ' ' <"/proc/$child/cmdline" 2>/dev/null)" = "hookvisor serve --socket /tmp/hookvisor.sock " ] &&
+    [ "$(tr '\0' ' ' <"/proc/$child/cmdline" 2>/dev/null)" = "hookvisor serve --socket /run/hookvisor/serve.sock -- smoke-agent " ] &&
       [ "$(awk '/^Uid:/ {print $2}' "/proc/$child/status")" = "$agent_uid" ] && return 0
   done
   return 1
 }
 wait_for 30 serve_running || { show_output; die "hookvisor serve is not running as agent under the init"; }
 if command -v curl >/dev/null; then
-  healthy() { curl -fsS --unix-socket "$root/tmp/hookvisor.sock" http://hookvisor/healthz >/dev/null 2>&1; }
+  healthy() { curl -fsS --unix-socket "$root/run/hookvisor/serve.sock" http://hookvisor/healthz >/dev/null 2>&1; }
   wait_for 30 healthy || { show_output; die "hookvisor serve does not answer /healthz"; }
   say "hookvisor serve runs as agent and answers /healthz"
 else
   say "hookvisor serve runs as agent (no curl: HTTP check skipped)"
 fi
+
+agent_done() { grep -qx "agent: done" "$work/output"; }
+wait_for 30 agent_done || { show_output; die "the agent did not finish its checks"; }
+for line in "agent: git status ok" "agent: eval ok" "agent: claude adapter installed"; do
+  grep -qx "$line" "$work/output" || { show_output; die "missing: $line"; }
+done
+say "agent's git and eval work in uid 4242's workspace; the claude adapter is installed"
 
 say "sending SIGTERM to PID 1"
 kill -TERM "$pid"
