@@ -25,15 +25,20 @@ pub const MANAGED_MARKER: &str = "# discobot:managed";
 /// scope, which it honours like the global config), added after the `GIT_CONFIG_COUNT` entries
 /// `env` already holds. For the run user's processes only: a workspace another uid owns (a
 /// container's volume) is the user's to work in, while root's git keeps refusing it, which is
-/// what keeps the agent's `.git/config` (`core.fsmonitor`, `core.hooksPath`) from running as root.
-pub fn trust_env(dir: &Path, env: &[(OsString, OsString)]) -> [(OsString, OsString); 3] {
+/// what keeps the agent's `.git/config` (`core.fsmonitor`, `core.hooksPath`) from running as root
+/// (git checks only the owner: a root-owned workspace the agent can write is not covered).
+pub fn trust_env(dir: &Path, env: &[(OsString, OsString)]) -> Vec<(OsString, OsString)> {
     let count = env
         .iter()
         .rev()
         .find(|(name, _)| name == "GIT_CONFIG_COUNT")
         .and_then(|(_, value)| value.to_str()?.parse::<u32>().ok())
         .unwrap_or(0);
-    [
+    // A count at its limit takes no more: the user's git refuses as before, nothing wraps.
+    let Some(next) = count.checked_add(1) else {
+        return Vec::new();
+    };
+    vec![
         (
             format!("GIT_CONFIG_KEY_{count}").into(),
             "safe.directory".into(),
@@ -42,7 +47,7 @@ pub fn trust_env(dir: &Path, env: &[(OsString, OsString)]) -> [(OsString, OsStri
             format!("GIT_CONFIG_VALUE_{count}").into(),
             dir.as_os_str().to_owned(),
         ),
-        ("GIT_CONFIG_COUNT".into(), (count + 1).to_string().into()),
+        ("GIT_CONFIG_COUNT".into(), next.to_string().into()),
     ]
 }
 

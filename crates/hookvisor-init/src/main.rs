@@ -197,7 +197,8 @@ fn cmd_env(ctx: Option<&Context>, user: Option<&Credentials>) -> Vec<(OsString, 
         env.push(("SHELL".into(), u.shell.clone().into()));
     }
     if let Some(ctx) = ctx {
-        if user.is_some() || !Uid::effective().is_root() {
+        // `--user root` is root: no trust for it either.
+        if user.map_or(!Uid::effective().is_root(), |u| u.uid != 0) {
             // CMD's git works in the workspace whoever owns it; root's keeps refusing
             // a workspace it does not own (`hookvisor_core::git::trust_env`).
             let ours: Vec<(OsString, OsString)> = std::env::vars_os().collect();

@@ -46,8 +46,10 @@ pub(super) fn child_env(
         // The user's git works in the hook's workspace whoever owns it; never root's
         // (`git::trust_env`).
         let trust = crate::git::trust_env(&invocation.cwd, &env);
-        env.retain(|(name, _)| name != "GIT_CONFIG_COUNT");
-        env.extend(trust);
+        if !trust.is_empty() {
+            env.retain(|(name, _)| name != "GIT_CONFIG_COUNT");
+            env.extend(trust);
+        }
     }
     env
 }

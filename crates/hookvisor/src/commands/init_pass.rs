@@ -264,7 +264,10 @@ fn fire_events(
 #[allow(unsafe_code)]
 fn take_identity(user: &Credentials, workspace: &std::path::Path) {
     let ours: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
-    let trust = hookvisor_core::git::trust_env(workspace, &ours);
+    let trust = match user.uid {
+        0 => Vec::new(),
+        _ => hookvisor_core::git::trust_env(workspace, &ours),
+    };
     let identity = [
         ("HOME", user.home.as_os_str()),
         ("USER", user.user.as_ref()),

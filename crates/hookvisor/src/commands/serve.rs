@@ -26,6 +26,14 @@ pub fn run(globals: &Globals, args: ServeArgs) -> CliResult {
     // The adapters first, so the agent reads them when it starts; in the settings of whoever
     // runs serve (a container's home), never in the repository's files. A child `install`,
     // whose report goes to stderr: serve's stdout starts with its `listening on` line.
+    // As root it would write settings through whatever HOME says, which may be a directory
+    // the agent can change: fail closed, the init runs serve as the user.
+    if !args.install.is_empty() && nix::unistd::Uid::effective().is_root() {
+        return Err(CliError::usage(
+            "--install as root: run serve as the agent's user (hookvisor-init --user USER), or \
+             run `hookvisor install AGENT` yourself",
+        ));
+    }
     for agent in &args.install {
         install_adapter(*agent, &ctx.workspace)?;
     }

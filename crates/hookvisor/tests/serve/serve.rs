@@ -1071,6 +1071,18 @@ fn install_puts_the_adapters_in_the_users_settings_before_the_agent_starts() {
          ! test -e {ws}/.claude && exit 7; exit 1",
         ws = ws.path().display()
     );
+    if nix::unistd::Uid::effective().is_root() {
+        // Root would write through a HOME the agent may control: refused (scripts/
+        // container-smoke.sh runs it as the image's user and checks the settings).
+        let out = ws
+            .hookvisor_command()
+            .args(["serve", "--install", "claude", "--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--install as root"));
+        return;
+    }
     let mut server = agent(&ws, &["--install", "claude,gemini"], &script);
     assert_eq!(server.wait().code(), Some(7));
 }
