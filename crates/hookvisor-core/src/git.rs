@@ -422,4 +422,27 @@ mod tests {
         assert!(text.contains("fatal: Needed a single revision"), "{text}");
         assert!(!text.contains('\n'), "{text}");
     }
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs
+            .iter()
+            .map(|(n, v)| ((*n).into(), (*v).into()))
+            .collect()
+    }
+
+    #[test]
+    fn trust_is_appended_after_the_entries_the_environment_has() {
+        let trust = trust_env(Path::new("/w"), &env(&[("GIT_CONFIG_COUNT", "2")]));
+        assert_eq!(
+            trust,
+            env(&[
+                ("GIT_CONFIG_KEY_2", "safe.directory"),
+                ("GIT_CONFIG_VALUE_2", "/w"),
+                ("GIT_CONFIG_COUNT", "3")
+            ])
+        );
+        let fresh = trust_env(Path::new("/w"), &env(&[("GIT_CONFIG_COUNT", "x")]));
+        assert_eq!(fresh[0].0, "GIT_CONFIG_KEY_0");
+        assert!(trust_env(Path::new("/w"), &env(&[("GIT_CONFIG_COUNT", "4294967295")])).is_empty());
+    }
 }

@@ -24,34 +24,34 @@ pub(super) fn child_env(
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
         .filter(|(name, _)| !invocation.env_remove.contains(name))
         .collect();
-    let mut set = |name: OsString, value: OsString| {
-        match env.iter_mut().find(|(n, _)| *n == name) {
-            Some(slot) => slot.1 = value,
-            None => env.push((name, value)),
-        };
-    };
     for (name, value) in &invocation.env {
-        set(name.clone(), value.clone());
+        set(&mut env, name.clone(), value.clone());
     }
     if let Some(c) = &options.credentials {
-        set("HOME".into(), c.home.clone().into());
-        set("USER".into(), c.user.clone().into());
-        set("LOGNAME".into(), c.user.clone().into());
-        set("SHELL".into(), c.shell.clone().into());
+        set(&mut env, "HOME".into(), c.home.clone().into());
+        set(&mut env, "USER".into(), c.user.clone().into());
+        set(&mut env, "LOGNAME".into(), c.user.clone().into());
+        set(&mut env, "SHELL".into(), c.shell.clone().into());
     }
     for (name, value) in &options.extra_env {
-        set(name.clone(), value.clone());
+        set(&mut env, name.clone(), value.clone());
     }
     if options.credentials.as_ref().is_some_and(|c| c.uid != 0) {
         // The user's git works in the hook's workspace whoever owns it; never root's
         // (`git::trust_env`).
-        let trust = crate::git::trust_env(&invocation.cwd, &env);
-        if !trust.is_empty() {
-            env.retain(|(name, _)| name != "GIT_CONFIG_COUNT");
-            env.extend(trust);
+        for (name, value) in crate::git::trust_env(&invocation.cwd, &env) {
+            set(&mut env, name, value);
         }
     }
     env
+}
+
+/// Sets one variable of `env`, replacing the one of that name: each name appears once.
+fn set(env: &mut Vec<(OsString, OsString)>, name: OsString, value: OsString) {
+    match env.iter_mut().find(|(n, _)| *n == name) {
+        Some(slot) => slot.1 = value,
+        None => env.push((name, value)),
+    }
 }
 
 /// A bare program name is looked up in the child's `PATH` before the fork, because the child
