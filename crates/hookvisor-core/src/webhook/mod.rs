@@ -63,7 +63,9 @@
 //!    `callback_port`, else `callback.port` of `.discobot/hookvisor.yml`, else ephemeral),
 //!    sends with that URL,
 //!    and, once delivered, waits up to its `timeout` (each send attempt keeps its own 30 s). A
-//!    delivery that fails awaits nothing and is judged like any failure. The callback's
+//!    wait that cannot start (no listener, a request that cannot be expanded or delivered) is
+//!    judged as a timeout, so under `on_timeout: abort` asking that failed never opens a gate
+//!    (the agent can make a request fail). The callback's
 //!    `approve`/`continue`/`none` is a success; `block` is a block with its `message`, said to
 //!    the judge as `{"decision":"block"}` so only a `pre` hook of a gate blocks and a notice's
 //!    block is logged and ignored; `reject`/`abort`/`deny` fails the run and aborts the event
