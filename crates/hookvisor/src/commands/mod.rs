@@ -17,27 +17,46 @@ pub use crate::cli::Globals;
 
 /// Refuses a run as root whose state dir (or a directory on the way to it) another account
 /// can write: root would create, unlink and rename there names the agent points anywhere
-/// with a link. `session --user` acts there with the user's credentials instead.
-pub fn refuse_others_state_dir(
+/// with a link. `session --user` acts there with the user's credentials instead. Refuses as
+/// well a workspace whose repository another account can change (`hookvisor_core::git`
+/// rule 4): each git call would refuse it anyway, and saying so at the start gives the one
+/// exit status of a configuration error (2), which a gate's caller reads as "blocked".
+pub fn refuse_what_others_can_change(
     ctx: &hookvisor_core::Context,
 ) -> Result<(), crate::error::CliError> {
     use crate::error::CliError;
+    let who = |owner: Option<u32>| {
+        owner.map_or_else(|| "a group or everyone".to_owned(), |u| format!("uid {u}"))
+    };
     match hookvisor_core::user_fs::writable_by_others(&ctx.state_dir) {
-        Ok(None) => Ok(()),
+        Ok(None) => {}
         Ok(Some((path, owner))) => {
-            let who =
-                owner.map_or_else(|| "a group or everyone".to_owned(), |u| format!("uid {u}"));
-            Err(CliError::usage(format!(
-                "refusing to run as root with the state dir {}: {} can be changed by {who}; run \
+            return Err(CliError::usage(format!(
+                "refusing to run as root with the state dir {}: {} can be changed by {}; run \
                  this command as the user who owns it, or give --state-dir a directory only \
                  root can write",
                 ctx.state_dir.display(),
-                path.display()
-            )))
+                path.display(),
+                who(owner)
+            )));
         }
-        Err(err) => Err(CliError::failed(format!(
-            "cannot check who can write the state dir {}: {err}",
-            ctx.state_dir.display()
-        ))),
+        Err(err) => {
+            return Err(CliError::failed(format!(
+                "cannot check who can write the state dir {}: {err}",
+                ctx.state_dir.display()
+            )));
+        }
+    }
+    match hookvisor_core::git::exposed(&ctx.workspace) {
+        Ok(None) => Ok(()),
+        Ok(Some((path, owner))) => Err(CliError::usage(hookvisor_core::git::GitError::Exposed {
+            dir: ctx.workspace.clone(),
+            path,
+            owner,
+        })),
+        Err(source) => Err(CliError::usage(hookvisor_core::git::GitError::Unchecked {
+            dir: ctx.workspace.clone(),
+            source,
+        })),
     }
 }

@@ -1704,3 +1704,95 @@ fn eval_does_not_wait_for_an_unawaited_turn_end_hook() {
     assert_eq!(code(&out), 0, "{}", common::stderr(&out));
     assert_eq!(probe.still_running("eval"), "turn.end\n");
 }
+
+/// A committed repository made as Kubernetes' `fsGroup` leaves a volume: root's, with the group
+/// of `hv-test` given write access (to everything when `whole`, else only to `.git`), in which
+/// the agent (hv-test) has set `core.fsmonitor` to its own script, which writes who ran it to a
+/// marker only root could create; then a file of the turn changed. Returns the workspace, the
+/// marker and the test user's turn; `None` without the test user.
+fn fs_group_repository_with_a_planted_fsmonitor(
+    whole: bool,
+) -> Option<(Workspace, PathBuf, std::sync::MutexGuard<'static, ()>)> {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let turn = common::ensure_test_user()?;
+    let user = common::test_user();
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.stage("a.txt", "good\n");
+    common::check(ws.commit("one"), "commit");
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let opened = if whole {
+        ws.path().to_owned()
+    } else {
+        ws.path().join(".git")
+    };
+    for (program, arg) in [("chgrp", "hv-test"), ("chmod", "g+w")] {
+        let status = std::process::Command::new(program)
+            .args(["-R", arg])
+            .arg(&opened)
+            .status()
+            .unwrap();
+        assert!(status.success(), "{program}");
+    }
+    let marker = ws.base().join("fsmonitor-ran");
+    let script = opened.join("fsmonitor.sh");
+    let plant = format!(
+        "printf '#!/bin/sh\\nid -u > {marker}\\n' > {script} && chmod 755 {script} && \
+         printf '[core]\\n\\tfsmonitor = {script}\\n' >> {config}",
+        marker = marker.display(),
+        script = script.display(),
+        config = ws.path().join(".git/config").display(),
+    );
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", &plant])
+        .uid(user.uid.as_raw())
+        .gid(user.gid.as_raw())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    edit(&ws, "b.txt", "bad\n");
+    Some((ws, marker, turn))
+}
+
+/// Root's `eval`, `fire turn.end` and `run` never run git in a workspace that is root's but
+/// the agent's group can write (`fsGroup`): git's `safe.directory` looks only at the owner, so
+/// the agent's `core.fsmonitor` ran as root. Each refuses in one line (exit 2) naming the
+/// workspace and the fix, and the agent's script never runs.
+#[test]
+fn root_runs_no_git_in_a_workspace_the_agents_group_can_write() {
+    for whole in [true, false] {
+        let Some((ws, marker, _turn)) = fs_group_repository_with_a_planted_fsmonitor(whole) else {
+            return;
+        };
+        for args in [&["eval"][..], &["fire", "turn.end"], &["run", "check"]] {
+            let out = ws.hookvisor(args);
+            let err = common::stderr(&out);
+            assert!(
+                !marker.exists(),
+                "{args:?} (whole {whole}): root ran the agent's fsmonitor; {err}"
+            );
+            assert_eq!(code(&out), 2, "{args:?} (whole {whole}): {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.contains(&format!(
+                    "refusing to run git as root in {}",
+                    ws.path().display()
+                )) && err.contains("run this as the user who owns the workspace"),
+                "{err}"
+            );
+        }
+    }
+}
+
+/// The other side: CI runs as root with its workspace in the sticky `/tmp` (the test's own
+/// temp dirs are such), and with `.git` only root can write, root's git runs as before.
+#[test]
+fn root_runs_git_in_a_workspace_only_root_can_write_under_tmp() {
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    edit(&ws, "a.txt", "bad\n");
+    let report = eval_json(&ws, &[]);
+    assert_eq!(report["action"], "reprompt");
+    assert_eq!(report["results"][0]["files"], json!(["a.txt"]));
+}
