@@ -175,8 +175,11 @@ impl Git {
 /// The paths: `dir` and every directory above it (the work tree's top is one of them); every
 /// `.git` from `dir` up (git takes the first that is a repository; each is checked), the git
 /// dir a gitfile names, the common dir `commondir` names, and their `config` and
-/// `config.worktree`; `GIT_DIR`, `GIT_WORK_TREE` and `GIT_COMMON_DIR` when set. A few dozen
-/// `stat`s, only as root: far below the cost of starting git.
+/// `config.worktree`; `GIT_DIR`, `GIT_WORK_TREE` and `GIT_COMMON_DIR` when set.
+///
+/// Only root pays, at every call: no verdict is kept, so a directory opened while the process
+/// runs is refused from then on. That is a few dozen `stat`s, 0.14 ms in a debug build
+/// against 1.4 ms to start `git rev-parse` (a root `eval` runs git once or twice).
 pub fn exposed(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
     if !nix::unistd::Uid::effective().is_root() {
         return Ok(None);
