@@ -91,22 +91,7 @@ impl Git {
     /// Starts `git args` in `dir`; [`RunningGit::wait`] returns what [`Git::output`] would.
     /// As root, refuses a repository another account can change (module rule 4).
     pub fn spawn<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> Result<RunningGit, GitError> {
-        match exposed(dir) {
-            Ok(None) => {}
-            Ok(Some((path, owner))) => {
-                return Err(GitError::Exposed {
-                    dir: dir.to_owned(),
-                    path,
-                    owner,
-                });
-            }
-            Err(source) => {
-                return Err(GitError::Unchecked {
-                    dir: dir.to_owned(),
-                    source,
-                });
-            }
-        }
+        may_run_in(dir)?;
         let child = self
             .command(dir, args)
             .stdout(Stdio::piped())
@@ -248,6 +233,24 @@ pub fn exposed(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
         }
     }
     Ok(None)
+}
+
+/// `Ok` when git may run in `dir`; as root, [`GitError::Exposed`] (or
+/// [`GitError::Unchecked`]) for a repository another account can change (module rule 4). For
+/// the git commands that do not go through [`Git::spawn`] (the git actions' runner).
+pub fn may_run_in(dir: &Path) -> Result<(), GitError> {
+    match exposed(dir) {
+        Ok(None) => Ok(()),
+        Ok(Some((path, owner))) => Err(GitError::Exposed {
+            dir: dir.to_owned(),
+            path,
+            owner,
+        }),
+        Err(source) => Err(GitError::Unchecked {
+            dir: dir.to_owned(),
+            source,
+        }),
+    }
 }
 
 /// The first line of the small file at `path` (a gitfile, `commondir`), `None` when there is

@@ -47,16 +47,5 @@ pub fn refuse_what_others_can_change(
             )));
         }
     }
-    match hookvisor_core::git::exposed(&ctx.workspace) {
-        Ok(None) => Ok(()),
-        Ok(Some((path, owner))) => Err(CliError::usage(hookvisor_core::git::GitError::Exposed {
-            dir: ctx.workspace.clone(),
-            path,
-            owner,
-        })),
-        Err(source) => Err(CliError::usage(hookvisor_core::git::GitError::Unchecked {
-            dir: ctx.workspace.clone(),
-            source,
-        })),
-    }
+    hookvisor_core::git::may_run_in(&ctx.workspace).map_err(CliError::usage)
 }
