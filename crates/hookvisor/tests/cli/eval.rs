@@ -1778,7 +1778,7 @@ fn root_runs_no_git_in_a_workspace_the_agents_group_can_write() {
                 err.contains(&format!(
                     "refusing to run git as root in {}",
                     ws.path().display()
-                )) && err.contains("run this as the user who owns the workspace"),
+                )) && err.contains("run this as the user who owns it"),
                 "{err}"
             );
         }
@@ -1795,4 +1795,48 @@ fn root_runs_git_in_a_workspace_only_root_can_write_under_tmp() {
     let report = eval_json(&ws, &[]);
     assert_eq!(report["action"], "reprompt");
     assert_eq!(report["results"][0]["files"], json!(["a.txt"]));
+}
+
+/// The same attack through git's global config: root runs `eval` in its own workspace with
+/// `HOME` the user's (`sudo -E`, a container's shared home), where the agent wrote a
+/// `.gitconfig` naming its `core.fsmonitor`. Root refuses (exit 2, one line naming the file)
+/// and the script never runs.
+#[test]
+fn root_runs_no_git_with_a_home_the_agent_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let Some(_turn) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.stage("a.txt", "good\n");
+    common::check(ws.commit("one"), "commit");
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let home = ws.base().join("home");
+    std::os::unix::fs::chown(&home, Some(user.uid.as_raw()), Some(user.gid.as_raw())).unwrap();
+    let marker = ws.base().join("fsmonitor-ran");
+    let script = home.join("fsmonitor.sh");
+    let plant = format!(
+        "printf '#!/bin/sh\\nid -u > {marker}\\n' > {script} && chmod 755 {script} && \
+         printf '[core]\\n\\tfsmonitor = {script}\\n' > {home}/.gitconfig",
+        marker = marker.display(),
+        script = script.display(),
+        home = home.display(),
+    );
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", &plant])
+        .uid(user.uid.as_raw())
+        .gid(user.gid.as_raw())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    edit(&ws, "b.txt", "bad\n");
+    let out = ws.hookvisor(&["eval"]);
+    let err = common::stderr(&out);
+    assert!(!marker.exists(), "root ran the agent's fsmonitor; {err}");
+    assert_eq!(code(&out), 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&home.display().to_string()), "{err}");
 }
