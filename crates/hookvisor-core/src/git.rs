@@ -172,6 +172,9 @@ pub fn exposed(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
     if !nix::unistd::Uid::effective().is_root() {
         return Ok(None);
     }
+    // Each path is judged before anything is read from it: a FIFO the agent put in a
+    // `commondir` would hang the read.
+    let judge = |path: &Path| crate::user_fs::writable_by_others(path);
     let dir = std::path::absolute(dir)?;
     let mut git_dirs: Vec<PathBuf> = Vec::new();
     let mut paths = vec![dir.clone()];
@@ -189,6 +192,12 @@ pub fn exposed(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
             }
         }
     }
+    paths.extend(user_and_system_config(&dir));
+    for path in &paths {
+        if let Some(found) = judge(path)? {
+            return Ok(Some(found));
+        }
+    }
     // What discovery may take on the way up: a `.git`, or the directory itself when it looks
     // like a bare repository (a `HEAD` in it).
     for at in dir.ancestors() {
@@ -200,46 +209,48 @@ pub fn exposed(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
             git_dirs.push(at.to_owned());
         }
     }
-    paths.extend(user_and_system_config(&dir));
     for git_dir in git_dirs {
-        paths.push(git_dir.clone());
+        if let Some(found) = judge(&git_dir)? {
+            return Ok(Some(found));
+        }
         // A gitfile names the git dir; git follows no further gitfile from there.
         let git_dir = if git_dir.is_file() {
-            match first_line(&git_dir)?
+            let Some(target) = first_line(&git_dir)?
                 .as_deref()
                 .and_then(|l| l.strip_prefix("gitdir:"))
-            {
-                Some(target) => {
-                    let target = git_dir
+                .map(|target| {
+                    git_dir
                         .parent()
                         .unwrap_or(Path::new("/"))
-                        .join(target.trim());
-                    paths.push(target.clone());
-                    target
-                }
-                None => continue,
+                        .join(target.trim())
+                })
+            else {
+                continue;
+            };
+            if let Some(found) = judge(&target)? {
+                return Ok(Some(found));
             }
+            target
         } else {
             git_dir
         };
         let mut dirs = vec![git_dir.clone()];
         if let Some(common) = first_line(&git_dir.join("commondir"))? {
             let common = git_dir.join(common.trim());
-            paths.push(common.clone());
+            if let Some(found) = judge(&common)? {
+                return Ok(Some(found));
+            }
             dirs.push(common);
         }
         for d in dirs {
-            paths.extend(
-                ["config", "config.worktree"]
-                    .map(|name| d.join(name))
-                    .into_iter()
-                    .filter(|file| fs::symlink_metadata(file).is_ok()),
-            );
-        }
-    }
-    for path in paths {
-        if let Some(found) = crate::user_fs::writable_by_others(&path)? {
-            return Ok(Some(found));
+            for name in ["config", "config.worktree"] {
+                let file = d.join(name);
+                if fs::symlink_metadata(&file).is_ok()
+                    && let Some(found) = judge(&file)?
+                {
+                    return Ok(Some(found));
+                }
+            }
         }
     }
     Ok(None)
@@ -295,9 +306,14 @@ pub fn may_run_in(dir: &Path) -> Result<(), GitError> {
 }
 
 /// The first line of the small file at `path` (a gitfile, `commondir`), `None` when there is
-/// no such file.
+/// no such regular file. Opened without blocking, so a FIFO there cannot hang root.
 fn first_line(path: &Path) -> io::Result<Option<String>> {
-    let file = match fs::File::open(path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path);
+    let file = match opened {
         Ok(file) => file,
         Err(e)
             if matches!(
@@ -309,6 +325,9 @@ fn first_line(path: &Path) -> io::Result<Option<String>> {
         }
         Err(e) => return Err(e),
     };
+    if !file.metadata()?.is_file() {
+        return Ok(None);
+    }
     let mut text = String::new();
     file.take(4096).read_to_string(&mut text)?;
     Ok(text.lines().next().map(str::to_owned))
@@ -659,7 +678,11 @@ mod tests {
         refused(dir);
         mode(dir, 0o700);
         mode(&dir.join(".git"), 0o777);
+        // The agent's FIFO as `commondir` is never opened: `.git` is judged first.
+        let fifo = dir.join(".git/commondir");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
         refused(&dir.join(".git"));
+        fs::remove_file(&fifo).unwrap();
         mode(&dir.join(".git"), 0o755);
         mode(&dir.join(".git/config"), 0o666);
         refused(&dir.join(".git/config"));
