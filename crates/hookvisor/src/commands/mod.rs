@@ -25,19 +25,17 @@ pub fn refuse_what_others_can_change(
     ctx: &hookvisor_core::Context,
 ) -> Result<(), crate::error::CliError> {
     use crate::error::CliError;
-    let who = |owner: Option<u32>| {
-        owner.map_or_else(|| "a group or everyone".to_owned(), |u| format!("uid {u}"))
-    };
     match hookvisor_core::user_fs::writable_by_others(&ctx.state_dir) {
         Ok(None) => {}
         Ok(Some((path, owner))) => {
+            let who =
+                owner.map_or_else(|| "a group or everyone".to_owned(), |u| format!("uid {u}"));
             return Err(CliError::usage(format!(
-                "refusing to run as root with the state dir {}: {} can be changed by {}; run \
+                "refusing to run as root with the state dir {}: {} can be changed by {who}; run \
                  this command as the user who owns it, or give --state-dir a directory only \
                  root can write",
                 ctx.state_dir.display(),
-                path.display(),
-                who(owner)
+                path.display()
             )));
         }
         Err(err) => {
