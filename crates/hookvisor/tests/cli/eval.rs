@@ -1713,6 +1713,18 @@ fn eval_does_not_wait_for_an_unawaited_turn_end_hook() {
 fn fs_group_repository_with_a_planted_fsmonitor(
     whole: bool,
 ) -> Option<(Workspace, PathBuf, std::sync::MutexGuard<'static, ()>)> {
+    repository_with_a_planted_fsmonitor(
+        whole,
+        &[&["chgrp", "-R", "hv-test"], &["chmod", "-R", "g+w"]],
+    )
+}
+
+/// [`fs_group_repository_with_a_planted_fsmonitor`], with `grant` (a command given the path
+/// as its last argument) opening the workspace (or `.git`) to the agent.
+fn repository_with_a_planted_fsmonitor(
+    whole: bool,
+    grant: &[&[&str]],
+) -> Option<(Workspace, PathBuf, std::sync::MutexGuard<'static, ()>)> {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
     let turn = common::ensure_test_user()?;
@@ -1727,13 +1739,13 @@ fn fs_group_repository_with_a_planted_fsmonitor(
     } else {
         ws.path().join(".git")
     };
-    for (program, arg) in [("chgrp", "hv-test"), ("chmod", "g+w")] {
-        let status = std::process::Command::new(program)
-            .args(["-R", arg])
+    for command in grant {
+        let status = std::process::Command::new(command[0])
+            .args(&command[1..])
             .arg(&opened)
             .status()
-            .unwrap();
-        assert!(status.success(), "{program}");
+            .unwrap_or_else(|e| panic!("{}: {e}", command[0]));
+        assert!(status.success(), "{command:?}");
     }
     let marker = ws.base().join("fsmonitor-ran");
     let script = opened.join("fsmonitor.sh");
@@ -1839,4 +1851,31 @@ fn root_runs_no_git_with_a_home_the_agent_can_write() {
     assert_eq!(code(&out), 2, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains(&home.display().to_string()), "{err}");
+}
+
+/// The same attack where a POSIX ACL, not the mode, lets the agent write (`setfacl -m
+/// u:hv-test:rwx`, as a volume's provisioner may do): the mode then shows only the root group
+/// and the mask, which the check read as root's alone, and root ran the agent's fsmonitor.
+#[test]
+fn root_runs_no_git_in_a_workspace_an_acl_lets_the_agent_write() {
+    for whole in [true, false] {
+        let acl = "u:hv-test:rwx,d:u:hv-test:rwx";
+        let Some((ws, marker, _turn)) =
+            repository_with_a_planted_fsmonitor(whole, &[&["setfacl", "-R", "-m", acl]])
+        else {
+            return;
+        };
+        let out = ws.hookvisor(&["eval"]);
+        let err = common::stderr(&out);
+        assert!(
+            !marker.exists(),
+            "(whole {whole}): root ran the agent's fsmonitor; {err}"
+        );
+        assert_eq!(code(&out), 2, "(whole {whole}): {err}");
+        let uid = format!("can be changed by uid {}", common::test_user().uid);
+        assert!(
+            err.contains("refusing to run git as root in") && err.contains(&uid),
+            "{err}"
+        );
+    }
 }
