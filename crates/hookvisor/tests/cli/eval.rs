@@ -1879,3 +1879,64 @@ fn root_runs_no_git_in_a_workspace_an_acl_lets_the_agent_write() {
         );
     }
 }
+
+/// Attack: the workspace and its `.git` are root's alone, but its hooks are the agent's (a
+/// `COPY --chown` that left only the top directory root's; a hook file of an earlier run):
+/// the agent rewrites `check.sh`, and root's `eval`, `fire turn.end` and `run` ran it as
+/// root. Each refuses (exit 2, one line naming the hook) and the agent's script never runs,
+/// whether the agent owns the hooks directory or only the file.
+#[test]
+fn root_runs_no_hook_the_agent_can_change() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let Some(_turn) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    for owned in [".discobot", ".discobot/hooks/check.sh"] {
+        let ws = Workspace::git();
+        let hook = ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+        ws.stage("a.txt", "good\n");
+        common::check(ws.commit("one"), "commit");
+        fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+        let chown = std::process::Command::new("chown")
+            .args(["-R", &format!("{}:{}", user.uid, user.gid)])
+            .arg(ws.path().join(owned))
+            .status()
+            .unwrap();
+        assert!(chown.success());
+        let marker = ws.base().join("hook-ran");
+        let body = format!(
+            "#!/bin/sh\n#---\n# type: file\n# pattern: '*.txt'\n#---\nid -u > {}\n",
+            marker.display()
+        );
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", "cat > \"$0\"", hook.to_str().unwrap()])
+            .stdin(std::process::Stdio::piped())
+            .uid(user.uid.as_raw())
+            .gid(user.gid.as_raw())
+            .spawn()
+            .and_then(|mut child| {
+                child.stdin.take().unwrap().write_all(body.as_bytes())?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        edit(&ws, "b.txt", "bad\n");
+        for args in [&["eval"][..], &["fire", "turn.end"], &["run", "check"]] {
+            let out = ws.hookvisor(args);
+            let err = common::stderr(&out);
+            assert!(
+                !marker.exists(),
+                "{args:?} ({owned}): root ran the agent's hook; {err}"
+            );
+            assert_eq!(code(&out), 2, "{args:?} ({owned}): {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.contains(&hook.display().to_string())
+                    && err.contains(&format!("uid {}", user.uid)),
+                "{err}"
+            );
+        }
+    }
+}
