@@ -159,8 +159,9 @@ impl Git {
 ///
 /// The paths: `dir` and every directory above it (the work tree's top is one of them); every
 /// `.git` from `dir` up (git takes the first that is a repository; each is checked), the git
-/// dir a gitfile names, the common dir `commondir` names, and their `config` and
-/// `config.worktree` (a directory with a `HEAD` is taken for a bare repository); `GIT_DIR`,
+/// dir a gitfile names, the common dir `commondir` names, and their `config`,
+/// `config.worktree` and `hooks` with each file in it (a directory with a `HEAD` is taken for
+/// a bare repository); `GIT_DIR`,
 /// `GIT_WORK_TREE` and `GIT_COMMON_DIR` when set; and the user's and system's config files
 /// ([`user_and_system_config`]).
 ///
@@ -249,6 +250,21 @@ pub fn exposed(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
                     && let Some(found) = judge(&file)?
                 {
                     return Ok(Some(found));
+                }
+            }
+            // The hooks git runs (a commit's `pre-commit`): the directory, then each of its
+            // files, which can be another account's in a directory only root can write.
+            let hooks = d.join("hooks");
+            if fs::symlink_metadata(&hooks).is_ok() {
+                if let Some(found) = judge(&hooks)? {
+                    return Ok(Some(found));
+                }
+                if hooks.is_dir() {
+                    for entry in fs::read_dir(&hooks)? {
+                        if let Some(found) = judge(&entry?.path())? {
+                            return Ok(Some(found));
+                        }
+                    }
                 }
             }
         }
