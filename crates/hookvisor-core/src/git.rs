@@ -236,7 +236,14 @@ pub fn exposed(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
             git_dir
         };
         let mut dirs = vec![git_dir.clone()];
-        if let Some(common) = first_line(&git_dir.join("commondir"))? {
+        // The file too, not only what it names now: its owner could rewrite it after the check.
+        let commondir = git_dir.join("commondir");
+        if fs::symlink_metadata(&commondir).is_ok()
+            && let Some(found) = judge(&commondir)?
+        {
+            return Ok(Some(found));
+        }
+        if let Some(common) = first_line(&commondir)? {
             let common = git_dir.join(common.trim());
             if let Some(found) = judge(&common)? {
                 return Ok(Some(found));

@@ -1940,3 +1940,35 @@ fn root_runs_no_hook_the_agent_can_change() {
         }
     }
 }
+
+/// Attack: the repository is root's alone but for `.git/commondir`, a file the agent owns
+/// (an earlier run's). Its content was read and the directory it named judged, but the file
+/// was not: the agent could point it at a common dir of its own (with its config) between
+/// root's check and git's read. Root refuses (exit 2, one line naming the file) while the file
+/// still names the repository's own `.git`.
+#[test]
+fn root_runs_no_git_with_a_commondir_the_agent_owns() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(_turn) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.stage("a.txt", "good\n");
+    common::check(ws.commit("one"), "commit");
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let commondir = ws.path().join(".git/commondir");
+    fs::write(
+        &commondir,
+        format!("{}\n", ws.path().join(".git").display()),
+    )
+    .unwrap();
+    std::os::unix::fs::chown(&commondir, Some(user.uid.as_raw()), Some(user.gid.as_raw())).unwrap();
+    edit(&ws, "b.txt", "bad\n");
+    let out = ws.hookvisor(&["eval"]);
+    let err = common::stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&commondir.display().to_string()), "{err}");
+}
