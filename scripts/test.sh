@@ -8,9 +8,10 @@ cd "$(dirname "$0")/.."
 # libnss-systemd: its NSS module is what a static glibc crashes on (tests/account.rs of the init);
 # binutils: nm, to check that no passwd or group lookup is linked into the shipped init;
 # locales: the de_DE source a test compiles to make git speak German (LC_ALL=C must win);
-# python3: scripts/module-cycles.py.
+# python3: scripts/module-cycles.py;
+# acl: setfacl, for the ACL that root's git check must read (tests/cli/eval.rs).
 packages=(git util-linux passwd procps curl debootstrap chromium chromium-driver libc6-dev
-  libnss-systemd binutils locales python3)
+  libnss-systemd binutils locales python3 acl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

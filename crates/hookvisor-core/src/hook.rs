@@ -689,12 +689,12 @@ pub enum ProblemKind {
     #[error("missing 'event'; add one such as 'event: turn.end'")]
     MissingEvent,
     /// `run_as: root` on a hook of the event model: `run_as` is a phase-1 field (docs/EVENTS.md
-    /// §1.3), and only the init runs phase-1 session hooks as root, before the agent starts,
-    /// from bytes it sealed (README, Security).
+    /// §1.3), accepted on the phase-1 session, file and pre-commit scripts; the init runs the
+    /// session ones as root, before the agent starts, from bytes it sealed (README, Security).
     #[error(
-        "run_as: root is for phase-1 session hooks (an executable script with 'type: session' \
-         and no event fields), which the init runs before the agent; this {event} hook runs \
-         as the user: drop 'run_as' or make it such a script"
+        "run_as: root is for phase-1 hooks (an executable script with 'type: session', 'type: \
+         file' or 'type: pre-commit' and no event fields); this {event} hook runs as the user: \
+         drop 'run_as' or make it such a script"
     )]
     RootOutsideSession {
         /// 1-based line of `run_as`.

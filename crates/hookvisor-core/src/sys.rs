@@ -6,7 +6,7 @@
 //! What is left: `waitpid` with the raw status (nix's `WaitStatus` cannot hold a death by a
 //! real-time signal), `kill` with a raw signal number, `pidfd_open`, `close_range`, the
 //! per-thread `setgroups`, `rt_sigaction` for glibc's reserved signals, `execveat` and
-//! `posix_spawn` with `addchdir_np`/`addclosefrom_np`.
+//! `posix_spawn` with `addchdir_np`/`addclosefrom_np`, and `getxattr` for a POSIX ACL.
 //!
 //! Everything here is a safe function over one or two system calls. The functions marked
 //! *async-signal-safe* make no allocation and take no lock, so they may run in a forked child
@@ -242,6 +242,36 @@ pub fn thread_setgroups(groups: &[gid_t]) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// The POSIX access ACL of `path` (links followed) as the kernel stores it, the
+/// `system.posix_acl_access` attribute; `None` when it has none or the file system keeps no
+/// extended attributes (the mode then says all).
+pub fn posix_acl_access(path: &std::path::Path) -> io::Result<Option<Vec<u8>>> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let name = c"system.posix_acl_access";
+    // An ACL holds a header and eight bytes an entry; 64 KiB is the kernel's most for any value.
+    let mut value = vec![0u8; 65536];
+    // SAFETY: two NUL-terminated strings and a live buffer of `value.len()` bytes.
+    let n = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            value.as_mut_ptr().cast(),
+            value.len(),
+        )
+    };
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::ENODATA | libc::EOPNOTSUPP) => Ok(None),
+            _ => Err(err),
+        };
+    }
+    value.truncate(n as usize);
+    Ok(Some(value))
 }
 
 /// Everything a hook's child needs between `fork` and `execve`, prepared before the fork

@@ -150,8 +150,48 @@ fn open_to_others(meta: &Metadata) -> bool {
     meta.uid() != 0 || mode & 0o002 != 0 || (mode & 0o020 != 0 && meta.gid() != 0)
 }
 
+/// Who other than root may write `path` (whose metadata is `meta`), if anyone: the owner's
+/// uid, or `None` for a group or everyone. Besides the mode, its POSIX ACL: a named user or
+/// group given write (`setfacl -m u:agent:rwx`) shows in the mode only as the mask of a file
+/// the root group owns, which [`open_to_others`] reads as root's alone.
+fn writer_other_than_root(path: &Path, meta: &Metadata) -> io::Result<Option<Option<u32>>> {
+    if open_to_others(meta) {
+        return Ok(Some((meta.uid() != 0).then_some(meta.uid())));
+    }
+    let Some(acl) = crate::sys::posix_acl_access(path)? else {
+        return Ok(None);
+    };
+    // The kernel's layout (linux/posix_acl_xattr.h): a version, then (tag, perm, id) entries.
+    const USER: u16 = 0x02;
+    const GROUP: u16 = 0x08;
+    const MASK: u16 = 0x10;
+    const WRITE: u16 = 0x02;
+    let entries: Vec<(u16, u16, u32)> = acl
+        .get(4..)
+        .unwrap_or_default()
+        .chunks_exact(8)
+        .map(|e| {
+            (
+                u16::from_le_bytes([e[0], e[1]]),
+                u16::from_le_bytes([e[2], e[3]]),
+                u32::from_le_bytes([e[4], e[5], e[6], e[7]]),
+            )
+        })
+        .collect();
+    if entries
+        .iter()
+        .any(|&(tag, perm, _)| tag == MASK && perm & WRITE == 0)
+    {
+        return Ok(None);
+    }
+    Ok(entries.iter().find_map(|&(tag, perm, id)| {
+        (perm & WRITE != 0 && id != 0 && (tag == USER || tag == GROUP))
+            .then_some((tag == USER).then_some(id))
+    }))
+}
+
 /// For a root process: the first name on the way from `/` to the directory `dir` (itself
-/// included) that an account other than root could change, and that account's uid (the
+/// included) that an account other than root could change (by its mode or its POSIX ACL), and that account's uid (the
 /// owner's, or `None` for "a group or everyone"). `Ok(None)` when only root can, or when this
 /// process is not root (it then has nothing another account could borrow). The part of `dir`
 /// that does not exist yet is root's to make, under a parent checked like the rest; links on
@@ -171,24 +211,23 @@ pub fn writable_by_others(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>
     }
     let resolved = existing.canonicalize()?;
     for candidate in [existing.as_path(), resolved.as_path()] {
-        let mut parent: Option<Metadata> = None;
+        // The directory above (links followed) and who other than root may write it.
+        let mut parent: Option<(Metadata, Option<Option<u32>>)> = None;
         let mut at = PathBuf::new();
         for component in candidate.components() {
             at.push(component);
             let meta = std::fs::symlink_metadata(&at)?;
-            if let Some(parent) = &parent
-                && open_to_others(parent)
+            if let Some((parent, Some(writer))) = &parent
                 && !(parent.mode() & 0o1000 != 0 && parent.uid() == 0 && meta.uid() == 0)
             {
-                return Ok(Some((at, (parent.uid() != 0).then_some(parent.uid()))));
+                return Ok(Some((at, *writer)));
             }
-            parent = Some(std::fs::metadata(&at)?);
+            let meta = std::fs::metadata(&at)?;
+            let writer = writer_other_than_root(&at, &meta)?;
+            parent = Some((meta, writer));
         }
-        if let Some(meta) = parent.filter(open_to_others) {
-            return Ok(Some((
-                candidate.to_owned(),
-                (meta.uid() != 0).then_some(meta.uid()),
-            )));
+        if let Some((_, Some(writer))) = parent {
+            return Ok(Some((candidate.to_owned(), writer)));
         }
     }
     Ok(None)

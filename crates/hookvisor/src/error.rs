@@ -118,14 +118,15 @@ impl From<AccountError> for CliError {
     }
 }
 
-/// Outside a repository, or a foreign hook that would be lost: the user picks another
-/// directory or moves a file. git failing or a file that cannot be written is a failure.
+/// Outside a repository, a foreign hook that would be lost, or root in a repository another
+/// account can change: the user picks another directory, moves a file or runs it as the
+/// user. git failing or a file that cannot be written is a failure.
 impl From<PreCommitError> for CliError {
     fn from(err: PreCommitError) -> CliError {
         match err {
-            PreCommitError::NotARepository(_) | PreCommitError::OriginalExists { .. } => {
-                CliError::usage(err)
-            }
+            PreCommitError::NotARepository(_)
+            | PreCommitError::OriginalExists { .. }
+            | PreCommitError::Refused(_) => CliError::usage(err),
             _ => CliError::failed(err),
         }
     }

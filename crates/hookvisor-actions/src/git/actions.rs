@@ -66,6 +66,9 @@ fn commit(
                 .to_owned(),
         ));
     }
+    if let Err(err) = hookvisor_core::git::may_run_in(&ctx.workspace) {
+        return Ok(GitRun::Refused(format!("git-commit: {err}")));
+    }
     let mut git = Runner::new(ctx, hook, session, cancel)?;
     let top = git.git(&["rev-parse", "--show-toplevel"], None)?;
     if !top.ok() {
@@ -172,6 +175,9 @@ fn push(
         },
         None => None,
     };
+    if let Err(err) = hookvisor_core::git::may_run_in(&ctx.workspace) {
+        return Ok(GitRun::Refused(format!("git-push: {err}")));
+    }
     let mut git = Runner::new(ctx, hook, session, cancel)?;
     // Rule 5: a name git does not know would be read as a path or URL.
     let remotes = git.git(&["remote"], None)?;

@@ -114,6 +114,9 @@ fn run_git(
         Err(GitError::Missing { command, source }) => {
             Err(ChangesError::GitSpawn { command, source })
         }
+        Err(err @ (GitError::Exposed { .. } | GitError::Unchecked { .. })) => {
+            Err(ChangesError::Refused(err))
+        }
         Err(GitError::Failed {
             command,
             status,

@@ -272,6 +272,10 @@ pub enum ChangesError {
         /// What the system said.
         source: io::Error,
     },
+    /// Root does not run git in a repository another account can change (`crate::git`
+    /// rule 4); nor does it walk instead, which would hide the refusal.
+    #[error(transparent)]
+    Refused(crate::git::GitError),
     /// git ran and failed, or printed what it should not.
     #[error("`{command}` failed: {message}; fix the repository (run the command to see all)")]
     Git {

@@ -1108,17 +1108,17 @@ mod tests {
             ),
             (
                 "event: tool.before\nrun_as: root",
-                "h.sh:4: run_as: root is for phase-1 session hooks (an executable script with \
-                 'type: session' and no event fields), which the init runs before the agent; \
-                 this tool.before hook runs as the user: drop 'run_as' or make it such a script",
+                "h.sh:4: run_as: root is for phase-1 hooks (an executable script with 'type: \
+                 session', 'type: file' or 'type: pre-commit' and no event fields); this \
+                 tool.before hook runs as the user: drop 'run_as' or make it such a script",
             ),
             (
                 "event: session.start\nrun_as: root\nawait: true",
-                "h.sh:4: run_as: root is for phase-1 session hooks",
+                "h.sh:4: run_as: root is for phase-1 hooks (",
             ),
             (
                 "event: session.start\nwhen: ${x} == 1\nrun_as: root",
-                "h.sh:5: run_as: root is for phase-1 session hooks",
+                "h.sh:5: run_as: root is for phase-1 hooks (",
             ),
         ];
         let mut wrong = Vec::new();

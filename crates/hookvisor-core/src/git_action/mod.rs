@@ -36,7 +36,8 @@
 //!    `GIT_CONFIG_*` inherited from a hook context cannot point it at another repository or
 //!    turn the gates off; it adds `LC_ALL=C` (git's messages are read), no terminal prompt, no
 //!    pager or editor, and the state dir and session, so the installed git hook records its
-//!    gates where the firing does.
+//!    gates where the firing does. As root it refuses, before any step, a repository another
+//!    account can change ([`crate::git::may_run_in`]).
 //! 8. **One log.** The run's log holds each git command and its output; its stdout says what
 //!    was done (`committed <sha>`, `nothing to commit`, `pushed …`), and a failure ends with a
 //!    line naming the git command that failed.

@@ -90,6 +90,9 @@ pub enum PreCommitError {
         .0.display()
     )]
     NotARepository(PathBuf),
+    /// Root does not run git in a repository another account can change (`crate::git` rule 4).
+    #[error(transparent)]
+    Refused(GitError),
     /// A git command failed.
     #[error("`git {args}` failed in {}: {message}", dir.display())]
     Git {
@@ -383,6 +386,9 @@ fn from_git(dir: &Path, args: &[&str], error: GitError) -> PreCommitError {
             }
         }
         GitError::Missing { source, .. } => PreCommitError::GitMissing(source),
+        err @ (GitError::Exposed { .. } | GitError::Unchecked { .. }) => {
+            PreCommitError::Refused(err)
+        }
         GitError::NotARepository { .. } => PreCommitError::NotARepository(dir.to_owned()),
         GitError::Failed { stderr, .. } => PreCommitError::Git {
             dir: dir.to_owned(),

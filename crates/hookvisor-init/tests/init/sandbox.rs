@@ -513,7 +513,7 @@ fn session_start_event_hooks_run_as_the_user_and_never_as_root() {
     assert_eq!(fs::read_to_string(&background).unwrap(), format!("{uid}\n"));
     assert!(!rooted.exists(), "a run_as: root event hook ran: {err}");
     assert!(
-        err.contains("40-rooted.yml:3: run_as: root is for phase-1 session hooks"),
+        err.contains("40-rooted.yml:3: run_as: root is for phase-1 hooks ("),
         "{err}"
     );
     assert_eq!(w.log("10-root"), "0\n");

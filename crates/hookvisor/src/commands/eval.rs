@@ -32,7 +32,7 @@ pub fn run(globals: &Globals, args: &EvalArgs) -> CliResult {
         Some(client) => client.and_then(|client| client.end_turn(trigger))?,
         None => {
             let ctx = globals.context()?;
-            super::refuse_others_state_dir(&ctx)?;
+            super::refuse_what_others_can_change(&ctx)?;
             let discovery = discover_workspace(&ctx);
             let options = EvalOptions {
                 trigger,
@@ -111,7 +111,7 @@ pub fn warn_problems(report: &EvalReport) {
 /// `hookvisor run ID`: runs one hook of any type now and records it.
 pub fn run_one(globals: &Globals, id: &str, json: bool) -> CliResult {
     let ctx = globals.context()?;
-    super::refuse_others_state_dir(&ctx)?;
+    super::refuse_what_others_can_change(&ctx)?;
     let discovery = discover_workspace(&ctx);
     // A hook of the event model runs when its event fires: it has a payload and a decision.
     if let Some(hook) = discovery.event_hooks().find(|h| h.id == id) {

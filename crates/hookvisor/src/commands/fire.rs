@@ -40,7 +40,7 @@ pub fn run(globals: &Globals, args: &FireArgs) -> CliResult {
         return forward(&client?, globals, args, &event, data);
     }
     let ctx = globals.context()?;
-    super::refuse_others_state_dir(&ctx)?;
+    super::refuse_what_others_can_change(&ctx)?;
     let mut firing = Firing::new(event);
     firing.data = data;
     firing.trigger = args.trigger.as_str().to_owned();

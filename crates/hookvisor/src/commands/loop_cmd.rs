@@ -41,7 +41,7 @@ pub fn run(globals: &Globals, args: &LoopArgs) -> CliResult {
             .children_dir()
             .join(format!("loop-{iteration}-{session}"));
     }
-    super::refuse_others_state_dir(&ctx)?;
+    super::refuse_what_others_can_change(&ctx)?;
     if let Some(pipeline) = &args.pipeline {
         pipeline_options(&mut options, &ctx.workspace, pipeline, args)?;
     }

@@ -84,7 +84,7 @@ fn uninstall(globals: &Globals, kind: GitHookKind) -> CliResult {
 /// made, so it always exits 0; what failed is said on stderr.
 fn run_after(globals: &Globals) -> CliResult {
     let fired = globals.commit_context().and_then(|ctx| {
-        super::refuse_others_state_dir(&ctx)?;
+        super::refuse_what_others_can_change(&ctx)?;
         let reply = run_post_commit(&ctx, &PreCommitSkip::from_env())?;
         Ok((ctx, reply))
     });
@@ -108,7 +108,7 @@ fn run_after(globals: &Globals) -> CliResult {
 /// What the git hook calls, in the context of the commit ([`Globals::commit_context`]).
 fn run_hooks(globals: &Globals) -> CliResult {
     let ctx = globals.commit_context()?;
-    super::refuse_others_state_dir(&ctx)?;
+    super::refuse_what_others_can_change(&ctx)?;
     // Buffered, and flushed once per event: one write per line, not one per piece of it.
     let mut err = io::BufWriter::new(io::stderr().lock());
     let report = run_pre_commit(&ctx, &PreCommitSkip::from_env(), |event| {

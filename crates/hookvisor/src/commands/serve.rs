@@ -22,7 +22,7 @@ pub fn run(globals: &Globals, args: ServeArgs) -> CliResult {
         token.is_some(),
     )?;
     let ctx = globals.context()?;
-    super::refuse_others_state_dir(&ctx)?;
+    super::refuse_what_others_can_change(&ctx)?;
     // The adapters first, so the agent reads them when it starts; in the settings of whoever
     // runs serve (a container's home), never in the repository's files. A child `install`,
     // whose report goes to stderr: serve's stdout starts with its `listening on` line.

@@ -1704,3 +1704,271 @@ fn eval_does_not_wait_for_an_unawaited_turn_end_hook() {
     assert_eq!(code(&out), 0, "{}", common::stderr(&out));
     assert_eq!(probe.still_running("eval"), "turn.end\n");
 }
+
+/// A committed repository made as Kubernetes' `fsGroup` leaves a volume: root's, with the group
+/// of `hv-test` given write access (to everything when `whole`, else only to `.git`), in which
+/// the agent (hv-test) has set `core.fsmonitor` to its own script, which writes who ran it to a
+/// marker only root could create; then a file of the turn changed. Returns the workspace, the
+/// marker and the test user's turn; `None` without the test user.
+fn fs_group_repository_with_a_planted_fsmonitor(
+    whole: bool,
+) -> Option<(Workspace, PathBuf, std::sync::MutexGuard<'static, ()>)> {
+    repository_with_a_planted_fsmonitor(
+        whole,
+        &[&["chgrp", "-R", "hv-test"], &["chmod", "-R", "g+w"]],
+    )
+}
+
+/// [`fs_group_repository_with_a_planted_fsmonitor`], with `grant` (a command given the path
+/// as its last argument) opening the workspace (or `.git`) to the agent.
+fn repository_with_a_planted_fsmonitor(
+    whole: bool,
+    grant: &[&[&str]],
+) -> Option<(Workspace, PathBuf, std::sync::MutexGuard<'static, ()>)> {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let turn = common::ensure_test_user()?;
+    let user = common::test_user();
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.stage("a.txt", "good\n");
+    common::check(ws.commit("one"), "commit");
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let opened = if whole {
+        ws.path().to_owned()
+    } else {
+        ws.path().join(".git")
+    };
+    for command in grant {
+        let status = std::process::Command::new(command[0])
+            .args(&command[1..])
+            .arg(&opened)
+            .status()
+            .unwrap_or_else(|e| panic!("{}: {e}", command[0]));
+        assert!(status.success(), "{command:?}");
+    }
+    let marker = ws.base().join("fsmonitor-ran");
+    let script = opened.join("fsmonitor.sh");
+    let plant = format!(
+        "printf '#!/bin/sh\\nid -u > {marker}\\n' > {script} && chmod 755 {script} && \
+         printf '[core]\\n\\tfsmonitor = {script}\\n' >> {config}",
+        marker = marker.display(),
+        script = script.display(),
+        config = ws.path().join(".git/config").display(),
+    );
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", &plant])
+        .uid(user.uid.as_raw())
+        .gid(user.gid.as_raw())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    edit(&ws, "b.txt", "bad\n");
+    Some((ws, marker, turn))
+}
+
+/// Root's `eval`, `fire turn.end` and `run` never run git in a workspace that is root's but
+/// the agent's group can write (`fsGroup`): git's `safe.directory` looks only at the owner, so
+/// the agent's `core.fsmonitor` ran as root. Each refuses in one line (exit 2) naming the
+/// workspace and the fix, and the agent's script never runs.
+#[test]
+fn root_runs_no_git_in_a_workspace_the_agents_group_can_write() {
+    for whole in [true, false] {
+        let Some((ws, marker, _turn)) = fs_group_repository_with_a_planted_fsmonitor(whole) else {
+            return;
+        };
+        for args in [&["eval"][..], &["fire", "turn.end"], &["run", "check"]] {
+            let out = ws.hookvisor(args);
+            let err = common::stderr(&out);
+            assert!(
+                !marker.exists(),
+                "{args:?} (whole {whole}): root ran the agent's fsmonitor; {err}"
+            );
+            assert_eq!(code(&out), 2, "{args:?} (whole {whole}): {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.contains(&format!(
+                    "refusing to run git as root in {}",
+                    ws.path().display()
+                )) && err.contains("run this as the user who owns it"),
+                "{err}"
+            );
+        }
+    }
+}
+
+/// The other side: CI runs as root with its workspace in the sticky `/tmp` (the test's own
+/// temp dirs are such), and with `.git` only root can write, root's git runs as before.
+#[test]
+fn root_runs_git_in_a_workspace_only_root_can_write_under_tmp() {
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    edit(&ws, "a.txt", "bad\n");
+    let report = eval_json(&ws, &[]);
+    assert_eq!(report["action"], "reprompt");
+    assert_eq!(report["results"][0]["files"], json!(["a.txt"]));
+}
+
+/// The same attack through git's global config: root runs `eval` in its own workspace with
+/// `HOME` the user's (`sudo -E`, a container's shared home), where the agent wrote a
+/// `.gitconfig` naming its `core.fsmonitor`. Root refuses (exit 2, one line naming the file)
+/// and the script never runs.
+#[test]
+fn root_runs_no_git_with_a_home_the_agent_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let Some(_turn) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.stage("a.txt", "good\n");
+    common::check(ws.commit("one"), "commit");
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let home = ws.base().join("home");
+    std::os::unix::fs::chown(&home, Some(user.uid.as_raw()), Some(user.gid.as_raw())).unwrap();
+    let marker = ws.base().join("fsmonitor-ran");
+    let script = home.join("fsmonitor.sh");
+    let plant = format!(
+        "printf '#!/bin/sh\\nid -u > {marker}\\n' > {script} && chmod 755 {script} && \
+         printf '[core]\\n\\tfsmonitor = {script}\\n' > {home}/.gitconfig",
+        marker = marker.display(),
+        script = script.display(),
+        home = home.display(),
+    );
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", &plant])
+        .uid(user.uid.as_raw())
+        .gid(user.gid.as_raw())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    edit(&ws, "b.txt", "bad\n");
+    let out = ws.hookvisor(&["eval"]);
+    let err = common::stderr(&out);
+    assert!(!marker.exists(), "root ran the agent's fsmonitor; {err}");
+    assert_eq!(code(&out), 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&home.display().to_string()), "{err}");
+}
+
+/// The same attack where a POSIX ACL, not the mode, lets the agent write (`setfacl -m
+/// u:hv-test:rwx`, as a volume's provisioner may do): the mode then shows only the root group
+/// and the mask, which the check read as root's alone, and root ran the agent's fsmonitor.
+#[test]
+fn root_runs_no_git_in_a_workspace_an_acl_lets_the_agent_write() {
+    for whole in [true, false] {
+        let acl = "u:hv-test:rwx,d:u:hv-test:rwx";
+        let Some((ws, marker, _turn)) =
+            repository_with_a_planted_fsmonitor(whole, &[&["setfacl", "-R", "-m", acl]])
+        else {
+            return;
+        };
+        let out = ws.hookvisor(&["eval"]);
+        let err = common::stderr(&out);
+        assert!(
+            !marker.exists(),
+            "(whole {whole}): root ran the agent's fsmonitor; {err}"
+        );
+        assert_eq!(code(&out), 2, "(whole {whole}): {err}");
+        let uid = format!("can be changed by uid {}", common::test_user().uid);
+        assert!(
+            err.contains("refusing to run git as root in") && err.contains(&uid),
+            "{err}"
+        );
+    }
+}
+
+/// Attack: the workspace and its `.git` are root's alone, but its hooks are the agent's (a
+/// `COPY --chown` that left only the top directory root's; a hook file of an earlier run):
+/// the agent rewrites `check.sh`, and root's `eval`, `fire turn.end` and `run` ran it as
+/// root. Each refuses (exit 2, one line naming the hook) and the agent's script never runs,
+/// whether the agent owns the hooks directory or only the file.
+#[test]
+fn root_runs_no_hook_the_agent_can_change() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let Some(_turn) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    for owned in [".discobot", ".discobot/hooks/check.sh"] {
+        let ws = Workspace::git();
+        let hook = ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+        ws.stage("a.txt", "good\n");
+        common::check(ws.commit("one"), "commit");
+        fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+        let chown = std::process::Command::new("chown")
+            .args(["-R", &format!("{}:{}", user.uid, user.gid)])
+            .arg(ws.path().join(owned))
+            .status()
+            .unwrap();
+        assert!(chown.success());
+        let marker = ws.base().join("hook-ran");
+        let body = format!(
+            "#!/bin/sh\n#---\n# type: file\n# pattern: '*.txt'\n#---\nid -u > {}\n",
+            marker.display()
+        );
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", "cat > \"$0\"", hook.to_str().unwrap()])
+            .stdin(std::process::Stdio::piped())
+            .uid(user.uid.as_raw())
+            .gid(user.gid.as_raw())
+            .spawn()
+            .and_then(|mut child| {
+                child.stdin.take().unwrap().write_all(body.as_bytes())?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        edit(&ws, "b.txt", "bad\n");
+        for args in [&["eval"][..], &["fire", "turn.end"], &["run", "check"]] {
+            let out = ws.hookvisor(args);
+            let err = common::stderr(&out);
+            assert!(
+                !marker.exists(),
+                "{args:?} ({owned}): root ran the agent's hook; {err}"
+            );
+            assert_eq!(code(&out), 2, "{args:?} ({owned}): {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.contains(&hook.display().to_string())
+                    && err.contains(&format!("uid {}", user.uid)),
+                "{err}"
+            );
+        }
+    }
+}
+
+/// Attack: the repository is root's alone but for `.git/commondir`, a file the agent owns
+/// (an earlier run's). Its content was read and the directory it named judged, but the file
+/// was not: the agent could point it at a common dir of its own (with its config) between
+/// root's check and git's read. Root refuses (exit 2, one line naming the file) while the file
+/// still names the repository's own `.git`.
+#[test]
+fn root_runs_no_git_with_a_commondir_the_agent_owns() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(_turn) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.stage("a.txt", "good\n");
+    common::check(ws.commit("one"), "commit");
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let commondir = ws.path().join(".git/commondir");
+    fs::write(
+        &commondir,
+        format!("{}\n", ws.path().join(".git").display()),
+    )
+    .unwrap();
+    std::os::unix::fs::chown(&commondir, Some(user.uid.as_raw()), Some(user.gid.as_raw())).unwrap();
+    edit(&ws, "b.txt", "bad\n");
+    let out = ws.hookvisor(&["eval"]);
+    let err = common::stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&commondir.display().to_string()), "{err}");
+}

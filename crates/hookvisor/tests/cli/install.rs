@@ -882,3 +882,55 @@ fn check_is_not_stalled_by_a_fifo_planted_as_the_settings() {
         );
     }
 }
+
+/// Attack: root runs `install --user-level` for the user's HOME (owned by hv-test), whose
+/// settings file the agent made a link to a file only root can write. Root never follows it:
+/// it refuses in one line (exit 2) naming the directory and the fix, and the root file and
+/// its directory are as they were. `uninstall` likewise.
+#[test]
+fn root_follows_no_link_in_a_home_another_account_can_change() {
+    let Some(_one_at_a_time) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    let ws = Workspace::new();
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let root_only = ws.base().join("root-only");
+    fs::create_dir(&root_only).unwrap();
+    let secret = root_only.join("shadow");
+    fs::write(&secret, "root:!:20000::::::\n").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::set_permissions(&root_only, fs::Permissions::from_mode(0o700)).unwrap();
+    let home = ws.base().join("home");
+    fs::create_dir_all(home.join(".claude")).unwrap();
+    std::os::unix::fs::symlink(&secret, home.join(CLAUDE.file)).unwrap();
+    let chown = Command::new("chown")
+        .args(["-hR", &format!("{}:{}", user.uid, user.gid)])
+        .arg(&home)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+
+    for out in [
+        install(&ws, &["claude", "--user-level"]),
+        uninstall(&ws, &["claude", "--user-level"]),
+    ] {
+        let err = stderr(&out);
+        assert_eq!(
+            fs::read_to_string(&secret).unwrap(),
+            "root:!:20000::::::\n",
+            "{err}"
+        );
+        let names: Vec<_> = fs::read_dir(&root_only)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["shadow"], "{err}");
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&home.display().to_string()) && err.contains("as that user"),
+            "{err}"
+        );
+    }
+}

@@ -515,3 +515,62 @@ fn a_push_to_a_remote_the_repository_does_not_have_is_refused() {
         .unwrap();
     assert!(!pushed.status.success(), "nothing reached the path");
 }
+
+/// Attack: the repository is root's alone but for `.git/hooks`, which is the agent's (made in
+/// an earlier run); the agent puts its `pre-commit` there. Root's `fire` of a `git-commit`
+/// action ran it as root. Root now refuses (exit 2, one line naming `.git/hooks`): nothing is
+/// committed and the agent's hook never runs. A hook file the agent owns in a hooks directory
+/// only root can write is refused alike.
+#[test]
+fn root_runs_no_git_hook_the_agent_can_change() {
+    use std::os::unix::process::CommandExt;
+    let Some(_turn) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    for owned in ["hooks", "hooks/pre-commit"] {
+        let ws = repo("commit", "action: git-commit\nmessage: done\n");
+        ws.stage(
+            ".discobot/hooks/commit.yml",
+            &fs::read_to_string(ws.path().join(".discobot/hooks/commit.yml")).unwrap(),
+        );
+        check(ws.commit("hooks"), "commit the hook");
+        fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+        let pre_commit = ws.path().join(".git/hooks/pre-commit");
+        fs::write(&pre_commit, "").unwrap();
+        let chown = std::process::Command::new("chown")
+            .args(["-R", &format!("{}:{}", user.uid, user.gid)])
+            .arg(ws.path().join(".git").join(owned))
+            .status()
+            .unwrap();
+        assert!(chown.success());
+        let marker = ws.base().join("git-hook-ran");
+        let plant = format!(
+            "printf '#!/bin/sh\\nid -u > {}\\n' > {hook} && chmod 755 {hook}",
+            marker.display(),
+            hook = pre_commit.display()
+        );
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", &plant])
+            .uid(user.uid.as_raw())
+            .gid(user.gid.as_raw())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        ws.write("new.txt", "new\n");
+        let before = head(&ws);
+        let out = ws.hookvisor(&["fire", "task.complete", "--data", "{}"]);
+        let err = stderr(&out);
+        assert!(
+            !marker.exists(),
+            "({owned}): root ran the agent's git hook; {err}"
+        );
+        assert_eq!(head(&ws), before, "({owned}): {err}");
+        assert_eq!(code(&out), 2, "({owned}): {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&ws.path().join(".git/hooks").display().to_string()),
+            "{err}"
+        );
+    }
+}

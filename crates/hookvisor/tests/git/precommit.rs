@@ -741,8 +741,8 @@ fn names_in(dir: &Path) -> Vec<std::ffi::OsString> {
 
 /// Attack: the agent owns the workspace and makes `.git/hooks` a link to a directory only root
 /// can write; root then runs `fire turn.end` (which installs the git hook when commit hooks
-/// exist). Root writes nothing there: it never installs the hook in a workspace another account
-/// can change (the user's own `serve` or `fire` does).
+/// exist). Root writes nothing there: it refuses (exit 2) a workspace another account can
+/// change, where it would run git too (the user's own `serve` or `fire` installs the hook).
 #[test]
 fn root_installs_no_git_hook_through_a_link_the_agent_planted() {
     let Some((ws, root_only, _one_at_a_time)) = agent_workspace_linking_hooks_to_root_only() else {
@@ -756,21 +756,31 @@ fn root_installs_no_git_hook_through_a_link_the_agent_planted() {
         .unwrap();
     let names = names_in(&root_only);
     assert!(names.is_empty(), "{names:?}; {}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
 /// The same attack on `serve` run as root (with a state dir only root can write, which it
-/// accepts): it syncs the git hooks when it starts and whenever the hooks change, and writes
-/// nothing through the agent's link either.
+/// accepts): it would sync the git hooks when it starts and whenever the hooks change. It
+/// refuses to start in a workspace another account can change (exit 2, one line), and writes
+/// nothing through the agent's link.
 #[test]
 fn root_serve_installs_no_git_hook_through_a_link_the_agent_planted() {
     let Some((ws, root_only, _one_at_a_time)) = agent_workspace_linking_hooks_to_root_only() else {
         return;
     };
-    let server =
-        common::serve::Server::start(&ws, &["--listen", "127.0.0.1:0"], &TRUST_EVERY_REPOSITORY);
-    // Listening comes after the start's sync; a status read makes sure it is done.
-    let _ = server.get("/hooks/status");
-    server.stop();
+    let out = ws
+        .hookvisor_command()
+        .envs(TRUST_EVERY_REPOSITORY)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("refusing to run git as root in"),
+        "{}",
+        stderr(&out)
+    );
     let names = names_in(&root_only);
     assert!(names.is_empty(), "{names:?}");
 }

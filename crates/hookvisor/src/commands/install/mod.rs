@@ -9,10 +9,15 @@
 //! [`TIMEOUT_SECS`] timeout, the session end (handed on at once) a [`PROMPT_TIMEOUT_SECS`]
 //! one, the others [`EVENT_TIMEOUT_SECS`].
 //!
-//! An entry is ours when its command mentions `hookvisor` and `adapter AGENT`, or the old
-//! turn-end alias (`claude-stop`), which a re-install so upgrades; installing replaces ours in
+//! An entry is ours when its command is exactly the shape `install` writes
+//! (`settings::is_ours`): one program whose file name is `hookvisor`, then `adapter AGENT` or
+//! the old turn-end alias (`claude-stop`, which a re-install so upgrades), then only the
+//! options `install` repeats; a user's wrapper (`audit.sh && hookvisor adapter claude`) is
+//! theirs and left alone. Installing replaces ours in
 //! place (or appends one group), so running it twice changes nothing. The file is written atomically, through a symlink to its target. A file that is not
-//! JSON is moved to `<file>.bak-<time>` first, never overwritten.
+//! JSON is moved to `<file>.bak-<time>` first, never overwritten. Run as root, it refuses a
+//! settings file another account can change (a user's home): root never follows the links
+//! there; the user installs there as itself.
 //!
 //! This file is the command: what each agent gets and what is printed. Reading the settings file
 //! and editing its hooks entries is `settings`; Codex's hook trust is `codex_trust`.
@@ -478,7 +483,32 @@ pub fn unfired_hooks<'a>(workspace: &Path, discovery: &'a Discovery) -> Vec<(&'a
 /// user's settings; but a workspace's settings file, or its directory (`.claude`), that leads
 /// out of the workspace is refused. The agent can write the workspace, and such a link would
 /// make the user's `install` overwrite a file of the agent's choosing (`~/.bashrc`).
+///
+/// Root refuses, before it reads or follows anything, a settings file that another account
+/// could change (the file, a link on the way, or a directory above it, as
+/// `user_fs::writable_by_others` judges): a user's `~/.claude/settings.json` linked to
+/// `/etc/shadow` would have been rewritten. The owner installs there, as itself.
 fn settings_path(path: &Path, user_level: bool, workspace: &Path) -> Result<PathBuf, CliError> {
+    match hookvisor_core::user_fs::writable_by_others(path) {
+        Ok(None) => {}
+        Ok(Some((open, owner))) => {
+            let who =
+                owner.map_or_else(|| "a group or everyone".to_owned(), |u| format!("uid {u}"));
+            return Err(CliError::usage(format!(
+                "refusing to write {} as root: {} can be changed by {who}, and root would \
+                 follow its links; run this command as that user (e.g. `runuser -u USER -- \
+                 hookvisor install ...`)",
+                path.display(),
+                open.display()
+            )));
+        }
+        Err(err) => {
+            return Err(CliError::failed(format!(
+                "cannot check who can change {}: {err}",
+                path.display()
+            )));
+        }
+    }
     let resolved = resolve_symlink(path);
     if user_level {
         return Ok(resolved);
