@@ -25,6 +25,8 @@
 //!    a file). Without inotify (no watches left), every scan is a full one.
 //! 6. Whatever the path, the answer is the one `crate::changes::scan_at` would give: a touched-only
 //!    scan is `crate::changes::rescan` of the previous result.
+//! 7. Every touched path is also journaled for git's fsmonitor hook ([`ChangeFeed`], whose
+//!    module docs give its rules); the reader watches a new directory as soon as it sees it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -40,6 +42,7 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, Inotify, WatchDescriptor};
 
+use super::feed::{ChangeFeed, Feed};
 use crate::changes::{ChangeScan, ChangesError, ScanOptions, Timestamp, git_walk, rescan, scan_at};
 
 /// More touched paths than this between two scans make the next scan a full one: the list is
@@ -89,6 +92,8 @@ pub struct ChangeWatcher {
     git: Option<GitDirs>,
     previous: Option<(ChangeScan, Option<Fingerprint>)>,
     cookies: u64,
+    /// The journal of touched paths for git's fsmonitor hook (rule 7).
+    feed: Arc<Feed>,
 }
 
 impl std::fmt::Debug for ChangeWatcher {
@@ -189,7 +194,9 @@ impl ChangeWatcher {
                 p.canonicalize().unwrap_or(p)
             })
             .collect();
+        let feed = Arc::new(Feed::new(&cookie_dir));
         let mut watcher = ChangeWatcher {
+            feed,
             // Found by `rewatch`, like everything else that a restart renews.
             git: None,
             workspace,
@@ -203,6 +210,36 @@ impl ChangeWatcher {
         };
         watcher.rewatch();
         Ok(watcher)
+    }
+
+    /// The paths changed since a token, for git's fsmonitor hook; queries on it need no lock
+    /// of this watcher.
+    pub fn feed(&self) -> ChangeFeed {
+        ChangeFeed(self.feed.clone())
+    }
+
+    /// Makes the watches again if the reader asked for it (a moved directory, a changed
+    /// `.gitignore`), keeping what the next scan must know; the fsmonitor journal answers
+    /// "everything" until then.
+    pub fn keep_watching(&mut self) {
+        let Some(shared) = self.watcher.as_ref().map(|r| r.shared.clone()) else {
+            return;
+        };
+        if !shared.lock().pending.rewatch {
+            return;
+        }
+        let mut pending = std::mem::take(&mut shared.lock().pending);
+        self.rewatch();
+        pending.rewatch = false;
+        if let Some(reader) = &self.watcher {
+            let mut seen = reader.shared.lock();
+            let fresh = std::mem::take(&mut seen.pending);
+            pending.touched.extend(fresh.touched);
+            pending.new_dirs.extend(fresh.new_dirs);
+            pending.distrust = pending.distrust.or(fresh.distrust);
+            pending.rewatch |= fresh.rewatch;
+            seen.pending = pending;
+        }
     }
 
     /// Whether inotify is in use (`false`: every scan is a full one).
@@ -326,12 +363,18 @@ impl ChangeWatcher {
     fn rewatch(&mut self) {
         // Dropping the old reader stops its thread and closes its instance.
         self.watcher = None;
+        self.feed.stop();
         self.git = self
             .options
             .use_git
             .then(|| GitDirs::find(&self.workspace, &self.options))
             .flatten();
-        match Reader::start(&self.workspace, &self.cookie_dir, self.excluded.clone()) {
+        match Reader::start(
+            &self.workspace,
+            &self.cookie_dir,
+            self.excluded.clone(),
+            self.feed.clone(),
+        ) {
             Ok(reader) => self.watcher = Some(reader),
             Err(e) => {
                 tracing::warn!("cannot watch files ({e}); every turn scans the whole workspace");
@@ -347,6 +390,11 @@ impl ChangeWatcher {
                 return;
             }
         }
+        let exact = self
+            .git
+            .as_ref()
+            .is_some_and(|git| git.toplevel == self.workspace);
+        self.feed.start(exact);
     }
 
     /// Watches `dir` and every directory under it the walk enters (rule 2, 3).
@@ -378,27 +426,11 @@ impl ChangeWatcher {
 
     /// The directories at and under `root` that the `.gitignore`-aware walk enters.
     fn walk_dirs(&self, root: &Path) -> Vec<PathBuf> {
-        git_walk(root, self.excluded.clone())
-            .build()
-            .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_some_and(|t| t.is_dir()))
-            .map(ignore::DirEntry::into_path)
-            .collect()
+        walk_dirs(root, &self.excluded)
     }
 
-    /// Whether the walk of `dir`'s parent would skip `dir` (ignored, excluded or `.git`).
     fn is_ignored_dir(&self, dir: &Path) -> bool {
-        let Some(parent) = dir.parent() else {
-            return false;
-        };
-        if !dir.starts_with(&self.workspace) || dir == self.workspace {
-            return false;
-        }
-        !git_walk(parent, self.excluded.clone())
-            .max_depth(Some(1))
-            .build()
-            .filter_map(Result::ok)
-            .any(|e| e.path() == dir)
+        is_ignored_dir(&self.workspace, &self.excluded, dir)
     }
 
     /// The directories holding tracked files that `.gitignore` would skip (rule 2): a change
@@ -433,9 +465,39 @@ impl ChangeWatcher {
     }
 }
 
+/// The directories at and under `root` that the `.gitignore`-aware walk enters.
+fn walk_dirs(root: &Path, excluded: &[PathBuf]) -> Vec<PathBuf> {
+    git_walk(root, excluded.to_vec())
+        .build()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_some_and(|t| t.is_dir()))
+        .map(ignore::DirEntry::into_path)
+        .collect()
+}
+
+/// Whether the walk of `dir`'s parent would skip `dir` (ignored, excluded or `.git`).
+fn is_ignored_dir(workspace: &Path, excluded: &[PathBuf], dir: &Path) -> bool {
+    let Some(parent) = dir.parent() else {
+        return false;
+    };
+    if !dir.starts_with(workspace) || dir == workspace {
+        return false;
+    }
+    !git_walk(parent, excluded.to_vec())
+        .max_depth(Some(1))
+        .build()
+        .filter_map(Result::ok)
+        .any(|e| e.path() == dir)
+}
+
 impl Reader {
     /// A new inotify instance watching `cookie_dir`, and its reader thread.
-    fn start(workspace: &Path, cookie_dir: &Path, excluded: Vec<PathBuf>) -> io::Result<Reader> {
+    fn start(
+        workspace: &Path,
+        cookie_dir: &Path,
+        excluded: Vec<PathBuf>,
+        feed: Arc<Feed>,
+    ) -> io::Result<Reader> {
         let inotify = Arc::new(super::instance(false)?);
         let shared = Arc::new(Shared::default());
         let cookie_watch = {
@@ -449,6 +511,7 @@ impl Reader {
             workspace: workspace.to_path_buf(),
             cookie_dir: cookie_dir.to_path_buf(),
             excluded,
+            feed,
         };
         let reading = inotify.clone();
         std::thread::Builder::new()
@@ -477,6 +540,7 @@ struct Events {
     workspace: PathBuf,
     cookie_dir: PathBuf,
     excluded: Vec<PathBuf>,
+    feed: Arc<Feed>,
 }
 
 impl Events {
@@ -490,13 +554,20 @@ impl Events {
             match events {
                 Ok(events) => {
                     for event in events {
-                        self.record(&mut seen, event.wd, event.mask, event.name.as_deref());
+                        self.record(
+                            inotify,
+                            &mut seen,
+                            event.wd,
+                            event.mask,
+                            event.name.as_deref(),
+                        );
                     }
                 }
                 Err(Errno::EINTR) => {}
                 Err(e) => {
                     seen.pending.distrust = Some(format!("reading file events: {e}"));
                     seen.pending.rewatch = true;
+                    self.feed.stop();
                     return;
                 }
             }
@@ -506,6 +577,7 @@ impl Events {
 
     fn record(
         &self,
+        inotify: &Inotify,
         seen: &mut Seen,
         wd: WatchDescriptor,
         mask: AddWatchFlags,
@@ -513,6 +585,7 @@ impl Events {
     ) {
         if mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
             seen.pending.distrust = Some("the kernel's event queue overflowed".to_owned());
+            self.feed.reset();
             return;
         }
         if mask.contains(AddWatchFlags::IN_IGNORED) {
@@ -530,11 +603,14 @@ impl Events {
             // Rule 5: this directory and its watches now answer to another name.
             seen.pending.distrust = Some(format!("{} was moved", path.display()));
             seen.pending.rewatch = true;
+            self.feed.stop();
             return;
         }
         if path.parent() == Some(self.cookie_dir.as_path()) {
             if let Some(n) = cookie_number(&path) {
                 seen.cookie = seen.cookie.max(n);
+            } else if let Some(name) = path.file_name().and_then(OsStr::to_str) {
+                self.feed.cookie_seen(name);
             }
             return;
         }
@@ -553,22 +629,31 @@ impl Events {
             // Rule 5: the watches below it keep the old names.
             seen.pending.distrust = Some(format!("{} was moved", rel.display()));
             seen.pending.rewatch = true;
+            self.feed.stop();
         }
         if path.file_name().is_some_and(|n| n == ".gitignore") {
             seen.pending.distrust = Some(format!("{} changed", rel.display()));
             seen.pending.rewatch = true;
+            // The set of watched directories may change with it.
+            self.feed.stop();
         }
+        let mut journaled = rel.as_os_str().as_bytes().to_vec();
         if is_dir && mask.intersects(AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO) {
             if seen.pending.new_dirs.len() < MAX_TOUCHED {
                 seen.pending.new_dirs.insert(path.clone());
+                // Rule 7: watched now, and journaled whole.
+                self.watch_new_tree(inotify, seen, &path);
+                journaled.push(b'/');
             } else {
                 // Bounded like `touched`: past this, watching everything again is cheaper.
                 seen.pending.rewatch = true;
                 seen.pending
                     .distrust
                     .get_or_insert_with(|| format!("more than {MAX_TOUCHED} directories created"));
+                self.feed.stop();
             }
         }
+        self.feed.push(journaled);
         if seen.pending.touched.len() >= MAX_TOUCHED {
             seen.pending
                 .distrust
@@ -576,6 +661,30 @@ impl Events {
             return;
         }
         seen.pending.touched.insert(rel);
+    }
+}
+
+impl Events {
+    /// Watches `dir` and every directory under it that the walk enters, unless the walk skips
+    /// `dir` itself; a watch that cannot be added makes the watches be made again.
+    fn watch_new_tree(&self, inotify: &Inotify, seen: &mut Seen, dir: &Path) {
+        if is_ignored_dir(&self.workspace, &self.excluded, dir) {
+            return;
+        }
+        for d in walk_dirs(dir, &self.excluded) {
+            match inotify.add_watch(&d, WATCH_MASK) {
+                Ok(wd) => {
+                    seen.dirs.insert(wd, d);
+                }
+                Err(Errno::ENOENT | Errno::ENOTDIR) => {}
+                Err(e) => {
+                    seen.pending.distrust = Some(format!("cannot watch {} ({e})", d.display()));
+                    seen.pending.rewatch = true;
+                    self.feed.stop();
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -593,6 +702,8 @@ fn cookie_number(path: &Path) -> Option<u64> {
 struct GitDirs {
     git_dir: PathBuf,
     common_dir: PathBuf,
+    /// The root of the work tree (canonical), which git's fsmonitor paths are relative to.
+    toplevel: PathBuf,
 }
 
 /// A cheap summary of `HEAD`, the refs, the index and `info/exclude`: equal summaries mean git
@@ -617,13 +728,25 @@ impl GitDirs {
             .git
             .output(
                 workspace,
-                &["rev-parse", "--absolute-git-dir", "--git-common-dir"],
+                &[
+                    "rev-parse",
+                    "--absolute-git-dir",
+                    "--git-common-dir",
+                    "--show-toplevel",
+                ],
             )
             .ok()?;
         let text = String::from_utf8(out).ok()?;
         let mut lines = text.lines();
         let git_dir = PathBuf::from(lines.next()?);
         let common = PathBuf::from(lines.next()?);
+        let toplevel = lines
+            .next()
+            .map(|t| {
+                let t = PathBuf::from(t);
+                t.canonicalize().unwrap_or(t)
+            })
+            .unwrap_or_default();
         let common_dir = if common.is_absolute() {
             common
         } else {
@@ -632,6 +755,7 @@ impl GitDirs {
         Some(GitDirs {
             git_dir,
             common_dir,
+            toplevel,
         })
     }
 
