@@ -96,6 +96,12 @@ pub struct ChangeWatcher {
     feed: Arc<Feed>,
 }
 
+/// git's index as a stamp, `None` when there is none or no git.
+fn index_stamp(git: Option<&GitDirs>) -> Option<FileStamp> {
+    let m = fs::metadata(git?.git_dir.join("index")).ok()?;
+    Some((m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
+}
+
 impl std::fmt::Debug for ChangeWatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChangeWatcher")
@@ -226,6 +232,7 @@ impl ChangeWatcher {
             return;
         };
         if !shared.lock().pending.rewatch {
+            self.watch_new_tracked();
             return;
         }
         let mut pending = std::mem::take(&mut shared.lock().pending);
@@ -240,6 +247,36 @@ impl ChangeWatcher {
             pending.rewatch |= fresh.rewatch;
             seen.pending = pending;
         }
+    }
+
+    /// A changed index may track files in directories `.gitignore` skips, which rule 3 watches:
+    /// watches those not watched yet, and journals them whole (the fsmonitor journal answers
+    /// "everything" while the index differs from the one last looked at).
+    fn watch_new_tracked(&mut self) {
+        let stamp = index_stamp(self.git.as_ref());
+        if self.feed.index_checked() == stamp {
+            return;
+        }
+        let watched: std::collections::HashSet<PathBuf> = match &self.watcher {
+            Some(reader) => reader.shared.lock().dirs.values().cloned().collect(),
+            None => return,
+        };
+        for dir in self.ignored_tracked_dirs() {
+            if watched.contains(&dir) {
+                continue;
+            }
+            if let Err(e) = self.watch_one(&dir) {
+                tracing::warn!("{e}");
+                self.feed.stop();
+                return;
+            }
+            if let Ok(rel) = dir.strip_prefix(&self.workspace) {
+                let mut path = rel.as_os_str().as_bytes().to_vec();
+                path.push(b'/');
+                self.feed.push(path);
+            }
+        }
+        self.feed.set_index_checked(stamp);
     }
 
     /// Whether inotify is in use (`false`: every scan is a full one).
@@ -381,6 +418,7 @@ impl ChangeWatcher {
                 return;
             }
         }
+        let index = index_stamp(self.git.as_ref());
         let mut dirs = self.walk_dirs(&self.workspace);
         dirs.extend(self.ignored_tracked_dirs());
         for dir in dirs {
@@ -394,7 +432,9 @@ impl ChangeWatcher {
             .git
             .as_ref()
             .is_some_and(|git| git.toplevel == self.workspace);
-        self.feed.start(exact);
+        let index_path = self.git.as_ref().map(|git| git.git_dir.join("index"));
+        self.feed.start(exact, index_path);
+        self.feed.set_index_checked(index);
     }
 
     /// Watches `dir` and every directory under it the walk enters (rule 2, 3).

@@ -13,7 +13,9 @@
 //!    (a lost queue, a moved directory, a changed `.gitignore`, watches that must be made
 //!    again: [`ChangeFeed::reset`] makes earlier tokens unknown); while the watches are not
 //!    all in place; when the workspace is not the root of its git work tree; when the sync
-//!    cookie did not come back.
+//!    cookie did not come back; while git's index differs from the one whose tracked files in
+//!    ignored directories were last looked for (the change watcher's rule 3 watches those
+//!    directories; a `git add -f` can add one).
 //! 3. A change made before git asked is in the answer: the query writes a cookie and waits for
 //!    its event (the change watcher's rule 1), and reads the journal only then.
 //! 4. A directory created (or moved in) is watched by the reader as soon as it is seen, with
@@ -100,6 +102,19 @@ struct FeedState {
     entries: VecDeque<(u64, Vec<u8>)>,
     /// The highest query cookie seen.
     cookie: u64,
+    /// git's index, and its stamp when the watched directories were last made to cover its
+    /// tracked files.
+    index: Option<PathBuf>,
+    index_checked: Option<IndexStamp>,
+}
+
+/// Size, mtime (seconds, nanoseconds) and inode of git's index.
+pub(super) type IndexStamp = (u64, i64, i64, u64);
+
+fn stamp_of(path: &Path) -> Option<IndexStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(path).ok()?;
+    Some((m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
 }
 
 impl Feed {
@@ -148,12 +163,23 @@ impl Feed {
         self.reset();
     }
 
-    /// Every watch is in place (again); `exact`: the workspace is its work tree's root.
-    pub(super) fn start(&self, exact: bool) {
+    /// Every watch is in place (again); `exact`: the workspace is its work tree's root, whose
+    /// git index is `index`.
+    pub(super) fn start(&self, exact: bool, index: Option<PathBuf>) {
         self.reset();
         let mut state = self.lock();
         state.live = true;
         state.exact = exact;
+        state.index = index;
+    }
+
+    /// The index stamp the watches were last made to cover.
+    pub(super) fn index_checked(&self) -> Option<IndexStamp> {
+        self.lock().index_checked
+    }
+
+    pub(super) fn set_index_checked(&self, stamp: Option<IndexStamp>) {
+        self.lock().index_checked = stamp;
     }
 
     /// A query cookie came back.
@@ -215,7 +241,8 @@ impl ChangeFeed {
         let synced = feed.sync();
         let state = feed.lock();
         let now = feed.token(state.next);
-        if !(synced && state.live && state.exact) {
+        let index_now = state.index.as_deref().and_then(stamp_of);
+        if !(synced && state.live && state.exact && index_now == state.index_checked) {
             return FsmonitorAnswer::everything(now);
         }
         let known = token
@@ -247,7 +274,7 @@ mod tests {
 
     fn live(tmp: &Path) -> ChangeFeed {
         let feed = Feed::new(tmp);
-        feed.start(true);
+        feed.start(true, None);
         ChangeFeed(Arc::new(feed))
     }
 
