@@ -686,6 +686,8 @@ pub struct ServeArgs {
     /// Install this agent's adapter first, in the user's settings for this workspace (`install
     /// AGENT --user-level --workspace DIR`), so the agent started here runs the hooks; a
     /// container's way to set up its agent. Repeat it, or separate agents with commas.
+    /// `git-fsmonitor` sets the user's git config so that the agent's git asks this server what
+    /// changed (`install git-fsmonitor --user-level`).
     #[arg(long, value_name = "AGENT", value_parser = target_parser(), value_delimiter = ',', env = "HOOKVISOR_INSTALL")]
     pub install: Vec<InstallTarget>,
     /// The agent command to supervise.

@@ -55,13 +55,14 @@ pub fn run(globals: &Globals, args: ServeArgs) -> CliResult {
     })
 }
 
-/// `hookvisor --workspace WORKSPACE install AGENT --user-level` (`install git-fsmonitor`, in the
-/// repository's config), its output on our stderr.
+/// `hookvisor --workspace WORKSPACE install AGENT --user-level` (`git-fsmonitor` too: in the
+/// user's git config, not the repository's), its output on our stderr.
 fn install_adapter(target: InstallTarget, workspace: &Path) -> Result<(), CliError> {
-    let args: &[&str] = match target {
-        InstallTarget::Agent(agent) => &["install", agent.spec().word, "--user-level"],
-        InstallTarget::GitFsmonitor => &["install", GIT_FSMONITOR],
+    let word = match target {
+        InstallTarget::Agent(agent) => agent.spec().word,
+        InstallTarget::GitFsmonitor => GIT_FSMONITOR,
     };
+    let args = ["install", word, "--user-level"];
     let failed = |why: String| CliError::usage(format!("--install {}: {why}", args[1]));
     let exe = std::env::current_exe().map_err(|e| failed(e.to_string()))?;
     let status = Command::new(exe)

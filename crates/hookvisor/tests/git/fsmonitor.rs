@@ -200,6 +200,28 @@ fn install_sets_git_fsmonitor_and_uninstall_puts_back_what_was_there() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
 
+/// What `serve --install git-fsmonitor` runs (a container's setup): the user's git config, so
+/// nothing lands in the repository.
+#[test]
+fn user_level_install_writes_the_users_git_config_not_the_repositorys() {
+    let ws = Workspace::git();
+    check(
+        ws.hookvisor(&["install", "git-fsmonitor", "--user-level"]),
+        "install --user-level",
+    );
+    let gitconfig = ws.base().join("home/.gitconfig");
+    let text = fs::read_to_string(&gitconfig).unwrap();
+    assert!(text.contains(" git-fsmonitor"), "{text}");
+    assert!(text.contains("fsmonitorHookVersion = 2"), "{text}");
+    assert_eq!(config(&ws, "core.fsmonitor"), None);
+    check(
+        ws.hookvisor(&["uninstall", "git-fsmonitor", "--user-level"]),
+        "uninstall --user-level",
+    );
+    let text = fs::read_to_string(&gitconfig).unwrap();
+    assert!(!text.contains("fsmonitor"), "{text}");
+}
+
 #[test]
 fn the_hook_answers_everything_when_no_server_answers() {
     let ws = Workspace::git();
@@ -542,8 +564,9 @@ fn git_status_through_serve_matches_a_full_check_after_random_changes() {
         // Most answers come from the journal (a moved directory, a `.gitignore` edit, a
         // restart or a changed index with `git add -f` each cost one "everything").
         assert!(
-            trivial < STEPS * 2,
-            "seed {seed}: every answer was everything: {log:?}"
+            trivial <= STEPS,
+            "seed {seed}: {trivial} of {} answers were everything: {log:?}",
+            STEPS * 2
         );
     }
 }

@@ -1,15 +1,16 @@
 //! `install git-fsmonitor` and `uninstall git-fsmonitor`: git's `core.fsmonitor` answered by
 //! `hookvisor serve` (docs/guide/git.md).
 //!
-//! Install sets, in the workspace repository's own config (`.git/config`), `core.fsmonitor`
-//! to `<this binary> git-fsmonitor` (git runs it through the shell with `2 TOKEN`),
-//! `core.fsmonitorHookVersion` to 2 and `core.untrackedCache` to true, and remembers under
-//! `hookvisor.fsmonitor.<name>` what each key was before (`unset`, or `was:<value>`), for the
-//! keys it changed only. Uninstall puts back those keys that still hold what install set, and
-//! touches nothing else. Both can run twice.
+//! Install sets, in the workspace repository's own config (`.git/config`; with `--user-level`
+//! the user's, `~/.gitconfig`, as a container's setup does), `core.fsmonitor` to `<this binary>
+//! git-fsmonitor` (git runs it through the shell with `2 TOKEN`), `core.fsmonitorHookVersion` to
+//! 2 and `core.untrackedCache` to true, and remembers under `hookvisor.fsmonitor.<name>` what
+//! each key was before (`unset`, or `was:<value>`), for the keys it changed only. Uninstall
+//! puts back those keys that still hold what install set, and touches nothing else. Both can
+//! run twice.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use hookvisor_core::git::Git;
 
@@ -42,26 +43,54 @@ fn is_our_hook(value: &str) -> bool {
     value.contains("hookvisor") && value.ends_with(&format!(" {HOOK_SUBCOMMAND}"))
 }
 
-/// The repository's own value of `key`, if it has one.
-fn get(git: &Git, dir: &Path, key: &str) -> Option<String> {
-    let out = git.output(dir, &["config", "--local", "--get", key]).ok()?;
-    Some(
-        String::from_utf8_lossy(&out)
-            .trim_end_matches('\n')
-            .to_owned(),
-    )
+/// One config file (the repository's or the user's), and git to read and write it.
+struct Config {
+    git: Git,
+    dir: PathBuf,
+    /// `--local` or `--global`.
+    scope: &'static str,
 }
 
-fn set(git: &Git, dir: &Path, key: &str, value: &str) -> Result<(), CliError> {
-    git.output(dir, &["config", "--local", key, value])
-        .map(drop)
-        .map_err(CliError::failed)
-}
+impl Config {
+    /// The workspace's repository config, or with `user_level` the user's.
+    fn new(globals: &Globals, user_level: bool) -> Result<Config, CliError> {
+        let git = Git::default();
+        if user_level {
+            return Ok(Config {
+                git,
+                dir: std::env::current_dir()?,
+                scope: "--global",
+            });
+        }
+        let dir = work_tree(globals, &git)?;
+        Ok(Config {
+            git,
+            dir,
+            scope: "--local",
+        })
+    }
 
-fn unset(git: &Git, dir: &Path, key: &str) -> Result<(), CliError> {
-    git.output(dir, &["config", "--local", "--unset-all", key])
-        .map(drop)
-        .map_err(CliError::failed)
+    /// The value of `key` in this file, if it has one.
+    fn get(&self, key: &str) -> Option<String> {
+        let out = self
+            .git
+            .output(&self.dir, &["config", self.scope, "--get", key])
+            .ok()?;
+        Some(
+            String::from_utf8_lossy(&out)
+                .trim_end_matches('\n')
+                .to_owned(),
+        )
+    }
+
+    fn run(&self, args: &[&str]) -> Result<(), CliError> {
+        let mut all = vec!["config", self.scope];
+        all.extend_from_slice(args);
+        self.git
+            .output(&self.dir, &all)
+            .map(drop)
+            .map_err(CliError::failed)
+    }
 }
 
 /// The workspace, which must be the root of its git work tree: git's fsmonitor paths are
@@ -85,29 +114,28 @@ fn work_tree(globals: &Globals, git: &Git) -> Result<PathBuf, CliError> {
     Ok(workspace)
 }
 
-/// `hookvisor install git-fsmonitor`.
-pub fn install(globals: &Globals) -> CliResult {
-    let git = Git::default();
-    let dir = work_tree(globals, &git)?;
+/// `hookvisor install git-fsmonitor [--user-level]`.
+pub fn install(globals: &Globals, user_level: bool) -> CliResult {
+    let config = Config::new(globals, user_level)?;
     let exe = std::env::current_exe()
         .map_err(|e| CliError::usage(format!("cannot tell where this hookvisor binary is: {e}")))?;
     let command = format!("{} {HOOK_SUBCOMMAND}", shell_quote(&exe.to_string_lossy()));
     let mut out = std::io::stdout().lock();
     for (key, name, value) in settings(&command) {
-        let current = get(&git, &dir, key);
+        let current = config.get(key);
         if current.as_deref() == Some(value.as_str()) {
             writeln!(out, "{key} is already {value}")?;
             continue;
         }
         let record = format!("{RECORD}.{name}");
         // A re-install (a moved binary) keeps what the first install found.
-        if get(&git, &dir, &record).is_none() {
+        if config.get(&record).is_none() {
             let was = current
                 .as_deref()
                 .map_or("unset".to_owned(), |v| format!("was:{v}"));
-            set(&git, &dir, &record, &was)?;
+            config.run(&[&record, &was])?;
         }
-        set(&git, &dir, key, &value)?;
+        config.run(&[key, &value])?;
         writeln!(out, "set {key} = {value}")?;
     }
     writeln!(
@@ -118,37 +146,35 @@ pub fn install(globals: &Globals) -> CliResult {
     Ok(Exit::Ok)
 }
 
-/// `hookvisor uninstall git-fsmonitor`.
-pub fn uninstall(globals: &Globals) -> CliResult {
-    let git = Git::default();
-    let dir = work_tree(globals, &git)?;
+/// `hookvisor uninstall git-fsmonitor [--user-level]`.
+pub fn uninstall(globals: &Globals, user_level: bool) -> CliResult {
+    let config = Config::new(globals, user_level)?;
     let mut out = std::io::stdout().lock();
     let mut restored = 0;
     for (key, name, value) in settings("") {
         let record = format!("{RECORD}.{name}");
-        let Some(was) = get(&git, &dir, &record) else {
+        let Some(was) = config.get(&record) else {
             continue;
         };
-        let current = get(&git, &dir, key);
-        let ours = match current.as_deref() {
+        let ours = match config.get(key).as_deref() {
             Some(v) if key == "core.fsmonitor" => is_our_hook(v),
             Some(v) => v == value,
             None => false,
         };
         if ours {
             match was.strip_prefix("was:") {
-                Some(previous) => set(&git, &dir, key, previous)?,
-                None => unset(&git, &dir, key)?,
+                Some(previous) => config.run(&[key, previous])?,
+                None => config.run(&["--unset-all", key])?,
             }
             writeln!(out, "restored {key}")?;
             restored += 1;
         } else {
             writeln!(out, "{key} was changed since install; left as it is")?;
         }
-        unset(&git, &dir, &record)?;
+        config.run(&["--unset-all", &record])?;
     }
     // Empty now; absent when nothing was installed.
-    let _ = git.output(&dir, &["config", "--local", "--remove-section", RECORD]);
+    let _ = config.run(&["--remove-section", RECORD]);
     if restored == 0 {
         writeln!(out, "nothing of install git-fsmonitor to remove")?;
     }

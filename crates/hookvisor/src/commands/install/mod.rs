@@ -184,7 +184,7 @@ pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
         InstallTarget::Agent(agent) => agent,
         InstallTarget::GitFsmonitor => {
             refuse_agent_options(args)?;
-            return git_fsmonitor::install(globals);
+            return git_fsmonitor::install(globals, args.user_level);
         }
     };
     let workspace = workspace(globals, args)?;
@@ -338,7 +338,7 @@ pub fn uninstall(globals: &Globals, args: &InstallArgs) -> CliResult {
         InstallTarget::Agent(agent) => agent,
         InstallTarget::GitFsmonitor => {
             refuse_agent_options(args)?;
-            return git_fsmonitor::uninstall(globals);
+            return git_fsmonitor::uninstall(globals, args.user_level);
         }
     };
     let workspace = workspace(globals, args)?;
@@ -514,12 +514,11 @@ fn settings_path(path: &Path, user_level: bool, workspace: &Path) -> Result<Path
     Ok(resolved)
 }
 
-/// `git-fsmonitor` is the repository's config: the adapter's options do not apply.
+/// `git-fsmonitor` is git's config: the adapter's --fail-closed does not apply.
 fn refuse_agent_options(args: &InstallArgs) -> Result<(), CliError> {
-    if args.user_level || args.fail_closed {
+    if args.fail_closed {
         return Err(CliError::usage(
-            "git-fsmonitor is set in the workspace's .git/config: drop --user-level and \
-             --fail-closed",
+            "git-fsmonitor sets git's config, not an adapter: drop --fail-closed",
         ));
     }
     Ok(())
