@@ -505,9 +505,11 @@ pub enum Command {
     /// $SESSION_ID or --state-dir say otherwise.
     GeminiAfterAgent(AdapterArgs),
     /// Add `hookvisor adapter AGENT` to an agent's settings on every event the adapter
-    /// answers (turn end, prompt, tools, session) and the agent's own events hooks name.
+    /// answers (turn end, prompt, tools, session) and the agent's own events hooks name;
+    /// `install git-fsmonitor` makes git ask `serve` what changed (`core.fsmonitor`).
     Install(InstallArgs),
-    /// Remove hookvisor's hooks from an agent's settings.
+    /// Remove hookvisor's hooks from an agent's settings (`git-fsmonitor`: put back the git
+    /// config `install` changed).
     Uninstall(InstallArgs),
     /// Git's fsmonitor hook (what `install git-fsmonitor` sets `core.fsmonitor` to): prints the
     /// paths changed since TOKEN as the server of `$HOOKVISOR_URL` saw them, or "everything"
