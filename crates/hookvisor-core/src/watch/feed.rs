@@ -99,6 +99,8 @@ struct FeedState {
     next: u64,
     /// Tokens below this are unknown (rule 2).
     floor: u64,
+    /// The highest token given: a path journaled again since is journaled once.
+    given: u64,
     entries: VecDeque<(u64, Vec<u8>)>,
     /// The highest query cookie seen.
     cookie: u64,
@@ -138,6 +140,13 @@ impl Feed {
     /// Journals `path` (relative, a directory ending in `/`).
     pub(super) fn push(&self, path: Vec<u8>) {
         let mut state = self.lock();
+        // A file written in many pieces: no token falls between its events.
+        if let Some((last, same)) = state.entries.back()
+            && *last >= state.given
+            && *same == path
+        {
+            return;
+        }
         let n = state.next;
         state.next += 1;
         state.entries.push_back((n, path));
@@ -239,7 +248,8 @@ impl ChangeFeed {
     pub fn since(&self, token: &str) -> FsmonitorAnswer {
         let feed = &self.0;
         let synced = feed.sync();
-        let state = feed.lock();
+        let mut state = feed.lock();
+        state.given = state.next;
         let now = feed.token(state.next);
         let index_now = state.index.as_deref().and_then(stamp_of);
         if !(synced && state.live && state.exact && index_now == state.index_checked) {
@@ -308,6 +318,27 @@ mod tests {
         cookie(5);
         let other = format!("hookvisor:1-2:{}", feed.0.lock().next);
         assert_eq!(feed.since(&other).paths, None, "another instance");
+    }
+
+    #[test]
+    fn a_path_journaled_again_after_a_token_was_given_is_in_the_next_answer() {
+        let tmp = tempfile::tempdir().unwrap();
+        let feed = live(tmp.path());
+        let cookie = |n: u64| {
+            feed.0
+                .cookie_seen(&format!("{COOKIE_PREFIX}{}-{n}", std::process::id()))
+        };
+        cookie(1);
+        let first = feed.since("none");
+        feed.0.push(b"x".to_vec());
+        feed.0.push(b"x".to_vec());
+        assert_eq!(feed.0.lock().entries.len(), 1, "journaled once");
+        cookie(2);
+        let second = feed.since(&first.token);
+        assert_eq!(second.paths, Some(vec![b"x".to_vec()]));
+        feed.0.push(b"x".to_vec());
+        cookie(3);
+        assert_eq!(feed.since(&second.token).paths, Some(vec![b"x".to_vec()]));
     }
 
     #[test]
