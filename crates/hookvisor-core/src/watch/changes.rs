@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, Inotify, WatchDescriptor};
 
-use super::feed::{ChangeFeed, Feed};
+use super::feed::{self, ChangeFeed, Feed};
 use crate::changes::{ChangeScan, ChangesError, ScanOptions, Timestamp, git_walk, rescan, scan_at};
 
 /// More touched paths than this between two scans make the next scan a full one: the list is
@@ -96,10 +96,13 @@ pub struct ChangeWatcher {
     feed: Arc<Feed>,
 }
 
-/// git's index as a stamp, `None` when there is none or no git.
-fn index_stamp(git: Option<&GitDirs>) -> Option<FileStamp> {
-    let m = fs::metadata(git?.git_dir.join("index")).ok()?;
-    Some((m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
+/// git's index and `info/exclude`, whose changes can change what must be watched (rule 3).
+fn git_files(git: Option<&GitDirs>) -> Option<[PathBuf; 2]> {
+    let git = git?;
+    Some([
+        git.git_dir.join("index"),
+        git.common_dir.join("info").join("exclude"),
+    ])
 }
 
 impl std::fmt::Debug for ChangeWatcher {
@@ -231,8 +234,11 @@ impl ChangeWatcher {
         let Some(shared) = self.watcher.as_ref().map(|r| r.shared.clone()) else {
             return;
         };
-        if !shared.lock().pending.rewatch {
-            self.watch_new_tracked();
+        let now = feed::stamps(git_files(self.git.as_ref()).as_ref());
+        // Other excludes: other directories to watch.
+        let excludes_changed = now[1] != self.feed.checked()[1];
+        if !shared.lock().pending.rewatch && !excludes_changed {
+            self.watch_new_tracked(now);
             return;
         }
         let mut pending = std::mem::take(&mut shared.lock().pending);
@@ -252,9 +258,8 @@ impl ChangeWatcher {
     /// A changed index may track files in directories `.gitignore` skips, which rule 3 watches:
     /// watches those not watched yet, and journals them whole (the fsmonitor journal answers
     /// "everything" while the index differs from the one last looked at).
-    fn watch_new_tracked(&mut self) {
-        let stamp = index_stamp(self.git.as_ref());
-        if self.feed.index_checked() == stamp {
+    fn watch_new_tracked(&mut self, now: feed::GitStamps) {
+        if self.feed.checked() == now {
             return;
         }
         let watched: std::collections::HashSet<PathBuf> = match &self.watcher {
@@ -276,7 +281,7 @@ impl ChangeWatcher {
                 self.feed.push(path);
             }
         }
-        self.feed.set_index_checked(stamp);
+        self.feed.set_checked(now);
     }
 
     /// Whether inotify is in use (`false`: every scan is a full one).
@@ -418,7 +423,9 @@ impl ChangeWatcher {
                 return;
             }
         }
-        let index = index_stamp(self.git.as_ref());
+        let files = git_files(self.git.as_ref());
+        // Taken first: a change during the walk makes the next query look again.
+        let checked = feed::stamps(files.as_ref());
         let mut dirs = self.walk_dirs(&self.workspace);
         dirs.extend(self.ignored_tracked_dirs());
         for dir in dirs {
@@ -432,9 +439,7 @@ impl ChangeWatcher {
             .git
             .as_ref()
             .is_some_and(|git| git.toplevel == self.workspace);
-        let index_path = self.git.as_ref().map(|git| git.git_dir.join("index"));
-        self.feed.start(exact, index_path);
-        self.feed.set_index_checked(index);
+        self.feed.start(exact, files, checked);
     }
 
     /// Watches `dir` and every directory under it the walk enters (rule 2, 3).

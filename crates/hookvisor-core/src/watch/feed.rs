@@ -13,9 +13,10 @@
 //!    (a lost queue, a moved directory, a changed `.gitignore`, watches that must be made
 //!    again: [`ChangeFeed::reset`] makes earlier tokens unknown); while the watches are not
 //!    all in place; when the workspace is not the root of its git work tree; when the sync
-//!    cookie did not come back; while git's index differs from the one whose tracked files in
-//!    ignored directories were last looked for (the change watcher's rule 3 watches those
-//!    directories; a `git add -f` can add one).
+//!    cookie did not come back; while git's index or `info/exclude` differs from the one the
+//!    watches were last made for (the change watcher's rule 3 watches the directories of
+//!    tracked files `.gitignore` skips, which a `git add -f` can add, and the directories the
+//!    excludes leave to git).
 //! 3. A change made before git asked is in the answer: the query writes a cookie and waits for
 //!    its event (the change watcher's rule 1), and reads the journal only then.
 //! 4. A directory created (or moved in) is watched by the reader as soon as it is seen, with
@@ -104,19 +105,30 @@ struct FeedState {
     entries: VecDeque<(u64, Vec<u8>)>,
     /// The highest query cookie seen.
     cookie: u64,
-    /// git's index, and its stamp when the watched directories were last made to cover its
-    /// tracked files.
-    index: Option<PathBuf>,
-    index_checked: Option<IndexStamp>,
+    /// git's index and `info/exclude`, and their stamps when the watches were last made to
+    /// cover them.
+    git_files: Option<[PathBuf; 2]>,
+    checked: GitStamps,
 }
 
-/// Size, mtime (seconds, nanoseconds) and inode of git's index.
-pub(super) type IndexStamp = (u64, i64, i64, u64);
+/// Size, mtime (seconds, nanoseconds) and inode of a file.
+pub(super) type Stamp = (u64, i64, i64, u64);
 
-fn stamp_of(path: &Path) -> Option<IndexStamp> {
+/// The stamps of git's index and `info/exclude` (`None`: absent).
+pub(super) type GitStamps = [Option<Stamp>; 2];
+
+/// `path`'s stamp, `None` when it does not exist.
+pub(super) fn stamp_of(path: &Path) -> Option<Stamp> {
     use std::os::unix::fs::MetadataExt;
     let m = fs::metadata(path).ok()?;
     Some((m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
+}
+
+/// The stamps of `files` now.
+pub(super) fn stamps(files: Option<&[PathBuf; 2]>) -> GitStamps {
+    files.map_or([None, None], |[index, exclude]| {
+        [stamp_of(index), stamp_of(exclude)]
+    })
 }
 
 impl Feed {
@@ -172,23 +184,24 @@ impl Feed {
         self.reset();
     }
 
-    /// Every watch is in place (again); `exact`: the workspace is its work tree's root, whose
-    /// git index is `index`.
-    pub(super) fn start(&self, exact: bool, index: Option<PathBuf>) {
+    /// Every watch is in place (again), made for `checked` of `git_files` (the index and
+    /// `info/exclude`); `exact`: the workspace is its work tree's root.
+    pub(super) fn start(&self, exact: bool, git_files: Option<[PathBuf; 2]>, checked: GitStamps) {
         self.reset();
         let mut state = self.lock();
         state.live = true;
         state.exact = exact;
-        state.index = index;
+        state.git_files = git_files;
+        state.checked = checked;
     }
 
-    /// The index stamp the watches were last made to cover.
-    pub(super) fn index_checked(&self) -> Option<IndexStamp> {
-        self.lock().index_checked
+    /// The stamps of git's files the watches were last made for.
+    pub(super) fn checked(&self) -> GitStamps {
+        self.lock().checked
     }
 
-    pub(super) fn set_index_checked(&self, stamp: Option<IndexStamp>) {
-        self.lock().index_checked = stamp;
+    pub(super) fn set_checked(&self, checked: GitStamps) {
+        self.lock().checked = checked;
     }
 
     /// A query cookie came back.
@@ -251,8 +264,8 @@ impl ChangeFeed {
         let mut state = feed.lock();
         state.given = state.next;
         let now = feed.token(state.next);
-        let index_now = state.index.as_deref().and_then(stamp_of);
-        if !(synced && state.live && state.exact && index_now == state.index_checked) {
+        let git_now = stamps(state.git_files.as_ref());
+        if !(synced && state.live && state.exact && git_now == state.checked) {
             return FsmonitorAnswer::everything(now);
         }
         let known = token
@@ -284,7 +297,7 @@ mod tests {
 
     fn live(tmp: &Path) -> ChangeFeed {
         let feed = Feed::new(tmp);
-        feed.start(true, None);
+        feed.start(true, None, [None, None]);
         ChangeFeed(Arc::new(feed))
     }
 

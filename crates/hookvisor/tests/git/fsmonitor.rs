@@ -290,6 +290,17 @@ fn git_status_through_serve_sees_every_change_t7519() {
             r.git_ok(&["status", "--porcelain"]);
             r.ws.write("build/out", "changed\n");
         }),
+        ("a directory excluded by info/exclude", &|r| {
+            r.ws.write(".git/info/exclude", "x/\n");
+            r.ws.write("x/f", "f\n");
+        }),
+        ("no longer excluded, then tracked", &|r| {
+            r.ws.write(".git/info/exclude", "");
+            r.git_ok(&["add", "x"]);
+        }),
+        ("a change in the directory no longer excluded", &|r| {
+            r.ws.write("x/f", "changed\n");
+        }),
         ("move a directory", &|r| {
             fs::rename(r.ws.path().join("d"), r.ws.path().join("d2")).unwrap();
         }),
