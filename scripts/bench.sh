@@ -329,7 +329,8 @@ fi
 if wants 9; then
 	# git asks the server what changed (`install git-fsmonitor`'s settings, given with -c) and
 	# keeps its token and untracked cache in an index of its own, so the repository's index and
-	# config, which the other cases use, stay as they are.
+	# config, which the other cases use, stay as they are (a change to the index is made to
+	# both).
 	dir=$(repo 100000)
 	state=$(fresh_state fsmonitor)
 	sock=$scratch/runs/fsmonitor.sock
@@ -339,7 +340,9 @@ if wants 9; then
 	serve_pid=$!
 	pids+=("$serve_pid")
 	export HOOKVISOR_URL=http://localhost HOOKVISOR_SOCKET=$sock
-	# Until the watcher is up the hook answers "/" (everything); wait for an answer from it.
+	# Until the watcher is up the hook answers "/" (everything); wait for an answer from it,
+	# asked in the work tree as git asks.
+	pushd "$dir" >/dev/null
 	token=none
 	for _ in $(seq 600); do
 		answer=$("$hv" git-fsmonitor 2 "$token" | tr '\0' '\n')
@@ -347,6 +350,7 @@ if wants 9; then
 		[ "$(sed -n 2p <<<"$answer")" != / ] && break
 		sleep 0.05
 	done
+	popd >/dev/null
 	[ "$(sed -n 2p <<<"$answer")" != / ] || die "serve's fsmonitor never answered; see $scratch/runs/serve9.log"
 	index=$scratch/runs/fsmonitor.index
 	cp "$dir/.git/index" "$index"
@@ -362,7 +366,8 @@ if wants 9; then
 	(cd "$dir" && eval "$touch_ten" && same_status "10 files changed")
 	(cd "$dir" && echo new >new-file.txt && mkdir -p new-dir/sub && echo x >new-dir/sub/x.txt && same_status "new files" &&
 		rm -r new-file.txt new-dir && same_status "new files removed" &&
-		git rm -q --cached d0000/f001.txt && same_status "a file unstaged" && git reset -q && same_status "reset")
+		both() { git "$@" && eval "$fsm_git" '"$@"'; } &&
+		both rm -q --cached d0000/f001.txt && same_status "a file unstaged" && both reset -q && same_status "reset")
 	say "case 9: 10 files changed before every run"
 	(cd "$dir" && bench fsmonitor-ten --prepare "$touch_ten" "$fsm_status" "git status --porcelain")
 	row "9 git status through serve's fsmonitor, 10 files changed, 100k (vs git status)" "$(median fsmonitor-ten 0)" "$(median fsmonitor-ten 1)" "<=0.25"

@@ -12,7 +12,8 @@
 //!    costs the watcher nothing.
 //! 3. Every directory of the workspace that `git status` could report from is watched, one
 //!    non-recursive watch each: the directories the `.gitignore`-aware walk enters, plus those
-//!    holding tracked files that are ignored. `.git` is never watched; the state dir is watched
+//!    holding tracked files that are ignored (looked for under the directories the walk
+//!    skipped, and only there: `git ls-files` is not run when it skipped none). `.git` is never watched; the state dir is watched
 //!    only for the cookies.
 //! 4. A path event marks that path (file or directory) *touched*. A new directory is watched
 //!    when the scan finds it, and stays touched until then, so what was written in it before
@@ -135,6 +136,9 @@ struct Seen {
     cookie: u64,
     /// The directory of each watch, to name the paths of its events.
     dirs: HashMap<WatchDescriptor, PathBuf>,
+    /// The directories the walk skips (ignored), whose tracked files are looked for when the
+    /// index changes (rule 3).
+    ignored_roots: BTreeSet<PathBuf>,
 }
 
 #[derive(Debug, Default)]
@@ -262,11 +266,17 @@ impl ChangeWatcher {
         if self.feed.checked() == now {
             return;
         }
-        let watched: std::collections::HashSet<PathBuf> = match &self.watcher {
-            Some(reader) => reader.shared.lock().dirs.values().cloned().collect(),
+        let (watched, roots): (std::collections::HashSet<PathBuf>, _) = match &self.watcher {
+            Some(reader) => {
+                let seen = reader.shared.lock();
+                (
+                    seen.dirs.values().cloned().collect(),
+                    seen.ignored_roots.clone(),
+                )
+            }
             None => return,
         };
-        for dir in self.ignored_tracked_dirs() {
+        for dir in self.ignored_tracked_dirs(&roots) {
             if watched.contains(&dir) {
                 continue;
             }
@@ -427,7 +437,11 @@ impl ChangeWatcher {
         // Taken first: a change during the walk makes the next query look again.
         let checked = feed::stamps(files.as_ref());
         let mut dirs = self.walk_dirs(&self.workspace);
-        dirs.extend(self.ignored_tracked_dirs());
+        let roots = skipped_dirs(&dirs, &self.excluded);
+        dirs.extend(self.ignored_tracked_dirs(&roots));
+        if let Some(reader) = &self.watcher {
+            reader.shared.lock().ignored_roots = roots;
+        }
         for dir in dirs {
             if let Err(e) = self.watch_one(&dir) {
                 tracing::warn!("{e}; every turn scans the whole workspace");
@@ -479,21 +493,34 @@ impl ChangeWatcher {
     }
 
     /// The directories holding tracked files that `.gitignore` would skip (rule 2): a change
-    /// there is still a change to git.
-    fn ignored_tracked_dirs(&self) -> BTreeSet<PathBuf> {
-        if self.git.is_none() {
+    /// there is still a change to git. Only the tracked files under `roots`, the directories
+    /// the walk skipped, can be there: none, no git to ask.
+    fn ignored_tracked_dirs(&self, roots: &BTreeSet<PathBuf>) -> BTreeSet<PathBuf> {
+        if self.git.is_none() || roots.is_empty() {
             return BTreeSet::new();
         }
-        let out = self.options.git.output(
-            &self.workspace,
-            &[
-                "ls-files",
-                "-z",
-                "--cached",
-                "--ignored",
-                "--exclude-standard",
-            ],
-        );
+        let mut args: Vec<std::ffi::OsString> = [
+            "ls-files",
+            "-z",
+            "--cached",
+            "--ignored",
+            "--exclude-standard",
+        ]
+        .map(Into::into)
+        .to_vec();
+        // A long list costs more to match than the whole index.
+        if roots.len() <= 256 {
+            args.push("--".into());
+            for root in roots {
+                let Ok(rel) = root.strip_prefix(&self.workspace) else {
+                    continue;
+                };
+                let mut spec = std::ffi::OsString::from(":(top,literal)");
+                spec.push(rel);
+                args.push(spec);
+            }
+        }
+        let out = self.options.git.output(&self.workspace, &args);
         let Ok(out) = out else {
             return BTreeSet::new();
         };
@@ -518,6 +545,29 @@ fn walk_dirs(root: &Path, excluded: &[PathBuf]) -> Vec<PathBuf> {
         .filter(|e| e.file_type().is_some_and(|t| t.is_dir()))
         .map(ignore::DirEntry::into_path)
         .collect()
+}
+
+/// The directories in `walked` (the walk's) that the walk skipped: ignored ones, not `.git`
+/// nor `excluded`.
+fn skipped_dirs(walked: &[PathBuf], excluded: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let entered: std::collections::HashSet<&Path> = walked.iter().map(PathBuf::as_path).collect();
+    let mut skipped = BTreeSet::new();
+    for dir in walked {
+        let Ok(entries) = fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir())
+                && entry.file_name() != ".git"
+                && !entered.contains(path.as_path())
+                && !excluded.iter().any(|ex| path.starts_with(ex))
+            {
+                skipped.insert(path);
+            }
+        }
+    }
+    skipped
 }
 
 /// Whether the walk of `dir`'s parent would skip `dir` (ignored, excluded or `.git`).
@@ -714,9 +764,17 @@ impl Events {
     /// `dir` itself; a watch that cannot be added makes the watches be made again.
     fn watch_new_tree(&self, inotify: &Inotify, seen: &mut Seen, dir: &Path) {
         if is_ignored_dir(&self.workspace, &self.excluded, dir) {
+            if dir.file_name().is_some_and(|n| n != ".git")
+                && !self.excluded.iter().any(|ex| dir.starts_with(ex))
+            {
+                seen.ignored_roots.insert(dir.to_path_buf());
+            }
             return;
         }
-        for d in walk_dirs(dir, &self.excluded) {
+        let walked = walk_dirs(dir, &self.excluded);
+        seen.ignored_roots
+            .extend(skipped_dirs(&walked, &self.excluded));
+        for d in walked {
             match inotify.add_watch(&d, WATCH_MASK) {
                 Ok(wd) => {
                     seen.dirs.insert(wd, d);
