@@ -13,8 +13,8 @@
 //! 3. Every directory of the workspace that `git status` could report from is watched, one
 //!    non-recursive watch each: the directories the `.gitignore`-aware walk enters, plus those
 //!    holding tracked files that are ignored (looked for under the directories the walk
-//!    skipped, and only there: `git ls-files` is not run when it skipped none). `.git` is never watched; the state dir is watched
-//!    only for the cookies.
+//!    skipped, and only there: `git ls-files` is not run when it skipped none). `.git` is
+//!    never watched; the state dir is watched only for the cookies.
 //! 4. A path event marks that path (file or directory) *touched*. A new directory is watched
 //!    when the scan finds it, and stays touched until then, so what was written in it before
 //!    its watch is covered by the scan of the whole directory.
@@ -499,17 +499,13 @@ impl ChangeWatcher {
         if self.git.is_none() || roots.is_empty() {
             return BTreeSet::new();
         }
-        let mut args: Vec<std::ffi::OsString> = [
-            "ls-files",
-            "-z",
-            "--cached",
-            "--ignored",
-            "--exclude-standard",
-        ]
-        .map(Into::into)
-        .to_vec();
-        // A long list costs more to match than the whole index.
-        if roots.len() <= 256 {
+        let mut args: Vec<std::ffi::OsString> =
+            vec!["ls-files".into(), "-z".into(), "--cached".into()];
+        // Every tracked file under the roots; a long list costs more to match than asking
+        // git which tracked files it ignores.
+        if roots.len() > 256 {
+            args.extend(["--ignored".into(), "--exclude-standard".into()]);
+        } else {
             args.push("--".into());
             for root in roots {
                 let Ok(rel) = root.strip_prefix(&self.workspace) else {
