@@ -352,7 +352,12 @@ pub async fn fsmonitor(State(state): State<Arc<AppState>>, body: Bytes) -> Resul
     let query: Query = serde_json::from_slice(&body).map_err(|e| {
         ServerError::BadRequest(format!("bad body: expected {{\"token\": \"...\"}} ({e})"))
     })?;
-    let answer = blocking(move || state.fsmonitor_since(&query.token, &query.work_tree)).await?;
+    let answer = blocking(move || {
+        let answer = state.fsmonitor_since(&query.token, &query.work_tree);
+        state.metrics.record_fsmonitor(answer.paths.is_none());
+        answer
+    })
+    .await?;
     Ok((
         [(header::CONTENT_TYPE, "application/octet-stream")],
         answer.to_hook_output(),

@@ -319,6 +319,28 @@ fn git_status_through_serve_sees_every_change_t7519() {
         "{trivial} of {} answers were everything",
         2 * (steps.len() + 1)
     );
+    // The server counts them the same way.
+    let metrics = request(
+        &repo.server.as_ref().unwrap().addr,
+        "GET",
+        "/metrics",
+        &[],
+        "",
+    )
+    .body;
+    let count = |kind: &str| -> usize {
+        let line = format!("hookvisor_fsmonitor_answers_total{{kind=\"{kind}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {line} in {metrics}"))
+    };
+    assert!(
+        count("paths") >= 2 * (steps.len() + 1) - trivial,
+        "{metrics}"
+    );
+    assert!(count("everything") >= trivial, "{metrics}");
 }
 
 #[test]
