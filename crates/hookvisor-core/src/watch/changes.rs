@@ -21,8 +21,8 @@
 //! 5. The watcher is not trusted, and the next scan is a full one, when: it starts; the kernel's
 //!    queue overflowed; reading events failed or a watch could not be added; a `.gitignore`
 //!    changed; a directory was moved (the watches below it keep the old names); the cookie did not come
-//!    back in time; more than [`MAX_TOUCHED`] paths were touched; or git's `HEAD`, refs, index or
-//!    `info/exclude` changed (a commit, `git add`, a reset change the dirty set without touching
+//!    back in time; more than [`MAX_TOUCHED`] paths were touched; or git's `HEAD`, refs, index
+//!    entries or `info/exclude` changed (a commit, `git add`, a reset change the dirty set without touching
 //!    a file). Without inotify (no watches left), every scan is a full one.
 //! 6. Whatever the path, the answer is the one `crate::changes::scan_at` would give: a touched-only
 //!    scan is `crate::changes::rescan` of the previous result.
@@ -326,7 +326,11 @@ impl ChangeWatcher {
                 }
             }
         }
-        let fingerprint = self.git.as_ref().map(GitDirs::fingerprint);
+        let (git, workspace) = (&self.options.git, &self.workspace);
+        let fingerprint = self
+            .git
+            .as_mut()
+            .map(|dirs| dirs.fingerprint(git, workspace));
         let previous = match self.previous.take() {
             None => {
                 distrust.get_or_insert_with(|| "first scan".to_owned());
@@ -803,6 +807,22 @@ struct GitDirs {
     common_dir: PathBuf,
     /// The root of the work tree (canonical), which git's fsmonitor paths are relative to.
     toplevel: PathBuf,
+    /// Keys of this process's own for the index summaries, which nobody can aim a collision at.
+    keys: std::hash::RandomState,
+    /// The index's stamp and its entries' summary when last summed up.
+    last_index: Option<(FileStamp, u64)>,
+}
+
+/// The index as it decides the dirty set: its entries (mode, object, stage, name, the
+/// assume-unchanged and skip-worktree bits), not the file. git rewrites the file without
+/// changing them (its stat cache, the untracked cache and fsmonitor token of every `git status`
+/// through an fsmonitor), which must not cost the next turn a full scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum IndexSummary {
+    /// A keyed hash of `git ls-files -z --stage -v`.
+    Entries(u64),
+    /// The file's stamp, when git could not list the entries (`None`: no index).
+    File(Option<FileStamp>),
 }
 
 /// A cheap summary of `HEAD`, the refs, the index and `info/exclude`: equal summaries mean git
@@ -813,9 +833,10 @@ struct Fingerprint {
     head: Vec<u8>,
     /// The loose ref `HEAD` names, when there is one.
     target: Option<Vec<u8>>,
-    /// Size, mtime and inode of the index, `packed-refs`, `reftable/tables.list` and
-    /// `info/exclude` (`None`: absent).
-    stamps: [Option<FileStamp>; 4],
+    index: IndexSummary,
+    /// Size, mtime and inode of `packed-refs`, `reftable/tables.list` and `info/exclude`
+    /// (`None`: absent).
+    stamps: [Option<FileStamp>; 3],
 }
 
 /// What `fs::metadata` says changed about a file: size, mtime (seconds, nanoseconds), inode.
@@ -855,14 +876,40 @@ impl GitDirs {
             git_dir,
             common_dir,
             toplevel,
+            keys: std::hash::RandomState::new(),
+            last_index: None,
         })
     }
 
-    fn fingerprint(&self) -> Fingerprint {
-        let stat = |p: PathBuf| -> Option<FileStamp> {
-            let m = fs::metadata(p).ok()?;
-            Some((m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
+    /// The index's entries summed up (git run in `workspace`) when its file changed since the
+    /// last time, else the last summary.
+    fn index_summary(&mut self, git: &crate::git::Git, workspace: &Path) -> IndexSummary {
+        use std::hash::{BuildHasher, Hasher};
+        let Some(stamp) = stat(self.git_dir.join("index")) else {
+            self.last_index = None;
+            return IndexSummary::File(None);
         };
+        if let Some((last, sum)) = self.last_index
+            && last == stamp
+        {
+            return IndexSummary::Entries(sum);
+        }
+        match git.output(workspace, &["ls-files", "-z", "--stage", "-v"]) {
+            Ok(out) => {
+                let mut hasher = self.keys.build_hasher();
+                hasher.write(&out);
+                let sum = hasher.finish();
+                self.last_index = Some((stamp, sum));
+                IndexSummary::Entries(sum)
+            }
+            Err(_) => {
+                self.last_index = None;
+                IndexSummary::File(Some(stamp))
+            }
+        }
+    }
+
+    fn fingerprint(&mut self, git: &crate::git::Git, workspace: &Path) -> Fingerprint {
         let head = fs::read(self.git_dir.join("HEAD")).unwrap_or_default();
         let target = std::str::from_utf8(&head)
             .ok()
@@ -870,8 +917,8 @@ impl GitDirs {
             .map(str::trim)
             .and_then(|r| read_ref(&self.common_dir, &self.git_dir, r));
         Fingerprint {
+            index: self.index_summary(git, workspace),
             stamps: [
-                stat(self.git_dir.join("index")),
                 stat(self.common_dir.join("packed-refs")),
                 stat(self.common_dir.join("reftable").join("tables.list")),
                 stat(self.common_dir.join("info").join("exclude")),
@@ -880,6 +927,12 @@ impl GitDirs {
             target,
         }
     }
+}
+
+/// `path`'s stamp, `None` when it does not exist.
+fn stat(path: PathBuf) -> Option<FileStamp> {
+    let m = fs::metadata(path).ok()?;
+    Some((m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
 }
 
 /// The contents of a loose ref, if there is one (a packed one is in `packed-refs`'s stat).
@@ -893,6 +946,50 @@ fn read_ref(common_dir: &Path, git_dir: &Path, name: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// A `git status` through an fsmonitor rewrites the index after every change (its token,
+    /// its untracked cache): the entries are what count, not the file.
+    #[test]
+    fn an_index_rewritten_with_the_same_entries_is_no_reason_for_a_full_scan() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .current_dir(&ws)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        git(&["init", "-q"]);
+        fs::write(ws.join("a"), "a").unwrap();
+        git(&["add", "a"]);
+        git(&["commit", "-qm", "a"]);
+        let mut watcher = ChangeWatcher::start(
+            &ws,
+            &tmp.path().join("journal"),
+            ScanOptions::new(),
+            &tmp.path().join("cookies"),
+        )
+        .unwrap();
+        assert_eq!(watcher.scan().unwrap().1, ScanKind::Full);
+        assert_eq!(watcher.scan().unwrap().1, ScanKind::Unchanged);
+        // The same entries in a new file: an untracked cache added.
+        let before = fs::metadata(ws.join(".git/index")).unwrap().ino();
+        git(&["update-index", "--untracked-cache"]);
+        assert_ne!(fs::metadata(ws.join(".git/index")).unwrap().ino(), before);
+        assert_eq!(watcher.scan().unwrap().1, ScanKind::Unchanged);
+        // Other entries: a full scan.
+        fs::write(ws.join("a"), "b").unwrap();
+        git(&["add", "a"]);
+        let (scan, kind) = watcher.scan().unwrap();
+        assert_eq!(kind, ScanKind::Full);
+        assert_eq!(scan.files.len(), 1, "{:?}", scan.files);
+    }
 
     #[test]
     fn a_queue_overflow_makes_the_next_scan_a_full_one() {
