@@ -29,14 +29,14 @@ for arg in "$@"; do
 	case $arg in
 	--quick) runs=10 warmup=2 ;;
 	-h | --help) usage ;;
-	[1-8]) cases+=("$arg") ;;
+	[1-9]) cases+=("$arg") ;;
 	*)
-		echo "bench.sh: unknown argument '$arg'; pass --quick and/or case numbers 1-8" >&2
+		echo "bench.sh: unknown argument '$arg'; pass --quick and/or case numbers 1-9" >&2
 		exit 2
 		;;
 	esac
 done
-[ ${#cases[@]} -gt 0 ] || cases=(1 2 3 4 5 6 7 8)
+[ ${#cases[@]} -gt 0 ] || cases=(1 2 3 4 5 6 7 8 9)
 wants() { [[ " ${cases[*]} " == *" $1 "* ]]; }
 
 say() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -322,6 +322,74 @@ if wants 2; then
 	git -C "$dir" checkout -q -- .
 	kill "$serve_pid"
 	wait "$serve_pid" 2>/dev/null || true
+fi
+
+# --- 9. git status through serve's fsmonitor, 100k files ------------------------------------
+
+if wants 9; then
+	# git asks the server what changed (`install git-fsmonitor`'s settings, given with -c) and
+	# keeps its token and untracked cache in an index of its own, so the repository's index and
+	# config, which the other cases use, stay as they are (a change to the index is made to
+	# both).
+	dir=$(repo 100000)
+	state=$(fresh_state fsmonitor)
+	sock=$scratch/runs/fsmonitor.sock
+	rm -f "$sock"
+	say "case 9: serve on $sock, git status through its fsmonitor, 100k files"
+	"$hv" --workspace "$dir" --state-dir "$state" serve --socket "$sock" >"$scratch/runs/serve9.log" 2>&1 &
+	serve_pid=$!
+	pids+=("$serve_pid")
+	export HOOKVISOR_URL=http://localhost HOOKVISOR_SOCKET=$sock
+	# Until the watcher is up the hook answers "/" (everything); wait for an answer from it,
+	# asked in the work tree as git asks.
+	pushd "$dir" >/dev/null
+	token=none
+	for _ in $(seq 600); do
+		answer=$("$hv" git-fsmonitor 2 "$token" | tr '\0' '\n')
+		token=$(head -n 1 <<<"$answer")
+		[ "$(sed -n 2p <<<"$answer")" != / ] && break
+		sleep 0.05
+	done
+	popd >/dev/null
+	[ "$(sed -n 2p <<<"$answer")" != / ] || die "serve's fsmonitor never answered; see $scratch/runs/serve9.log"
+	index=$scratch/runs/fsmonitor.index
+	cp "$dir/.git/index" "$index"
+	fsm_git="env GIT_INDEX_FILE=$index git -c 'core.fsmonitor=$hv git-fsmonitor' -c core.fsmonitorHookVersion=2 -c core.untrackedCache=true"
+	fsm_status="$fsm_git status --porcelain"
+	same_status() { [ "$(eval "$fsm_status")" = "$(git -C "$dir" status --porcelain)" ] || die "git status through the fsmonitor differs ($1)"; }
+	(cd "$dir" && same_status "nothing changed" && same_status "nothing changed, again")
+	metric9() { curl -sf --unix-socket "$sock" http://localhost/metrics | awk -v m="$1" '$1 == m { print $2 }'; }
+	answered='hookvisor_fsmonitor_answers_total{kind="paths"}'
+	paths_before=$(metric9 "$answered")
+	(cd "$dir" && bench fsmonitor "$fsm_status" "git status --porcelain" "$hv eval")
+	# Honest numbers: the statuses above must have been answered from the journal.
+	paths_after=$(metric9 "$answered")
+	[ "$((paths_after - paths_before))" -ge "$runs" ] ||
+		die "serve answered only $((paths_after - paths_before)) fsmonitor queries from its journal; see $scratch/runs/serve9.log"
+	row "9 git status through serve's fsmonitor, nothing changed, 100k (vs git status)" "$(median fsmonitor 0)" "$(median fsmonitor 1)" "<=0.25"
+	row "9 hookvisor eval while serve runs (through it), nothing changed, 100k (vs git status)" "$(median fsmonitor 2)" "$(median fsmonitor 1)" "<=0.5"
+
+	touch_ten="python3 -c 'import time; t=str(time.time()); [open(\"$dir/d%04d/f000.txt\" % d, \"a\").write(t) for d in range(10)]'"
+	(cd "$dir" && eval "$touch_ten" && same_status "10 files changed")
+	(cd "$dir" && echo new >new-file.txt && mkdir -p new-dir/sub && echo x >new-dir/sub/x.txt && same_status "new files" &&
+		rm -r new-file.txt new-dir && same_status "new files removed" &&
+		both() { git "$@" && eval "$fsm_git" '"$@"'; } &&
+		both rm -q --cached d0000/f001.txt && same_status "a file unstaged" && both reset -q && same_status "reset")
+	say "case 9: 10 files changed before every run"
+	(cd "$dir" && bench fsmonitor-ten --prepare "$touch_ten" "$fsm_status" "git status --porcelain")
+	# Information: every change makes git write its whole index (the untracked cache changed),
+	# which plain git status does not (BENCHMARKS.md, case 9).
+	row "9 git status through serve's fsmonitor, 10 files changed, 100k (vs git status)" "$(median fsmonitor-ten 0)" "$(median fsmonitor-ten 1)" "-"
+	git -C "$dir" checkout -q -- .
+	kill "$serve_pid"
+	wait "$serve_pid" 2>/dev/null || true
+
+	# No server: the hook answers "/" and git checks everything, as without the fsmonitor.
+	unset HOOKVISOR_URL HOOKVISOR_SOCKET
+	(cd "$dir" && same_status "no server")
+	say "case 9: the same settings with no server running"
+	(cd "$dir" && bench fsmonitor-none "$fsm_status" "git status --porcelain")
+	row "9 git status with the fsmonitor set, no server, 100k (vs git status)" "$(median fsmonitor-none 0)" "$(median fsmonitor-none 1)" "<=1.05"
 fi
 
 # --- 3. git commit with one no-op pre-commit hook ----------------------------------------------

@@ -9,12 +9,13 @@
 #      from the host), which agent may write through its group;
 #   3. hookvisor-init started as PID 1 in new PID, mount, UTS and IPC namespaces, chrooted,
 #      with /proc of its own, running the image's ENTRYPOINT and CMD (`hookvisor serve` on the
-#      socket /run/hookvisor/serve.sock) as pod.yaml extends them: HOOKVISOR_INSTALL=claude and
-#      an agent command, here a script that uses git and `hookvisor eval` in the workspace;
+#      socket /run/hookvisor/serve.sock) as pod.yaml extends them:
+#      HOOKVISOR_INSTALL=claude,git-fsmonitor and an agent command, here a script that uses git
+#      and `hookvisor eval` in the workspace;
 #   4. checks: the session hooks ran and were recorded (status.json, logs, the uid inside), the
 #      agent's git and eval worked in the other uid's workspace, Claude Code's adapter was
-#      installed in agent's settings, the supervisor runs as `agent` and answers on the socket,
-#      and SIGTERM shuts everything down cleanly.
+#      installed in agent's settings and git-fsmonitor in its git config, the supervisor runs
+#      as `agent` and answers on the socket, and SIGTERM shuts everything down cleanly.
 #
 # Needs root, debootstrap, util-linux (unshare, mount), curl (optional: the HTTP check) and the
 # Debian mirror of /etc/apt/sources.list*. Environment:
@@ -120,6 +121,8 @@ printf 'clean line\n' >> README.md
 hookvisor eval --trigger user && echo "agent: eval ok"
 grep -q "hookvisor adapter claude --workspace /workspace" "$HOME/.claude/settings.json" &&
   echo "agent: claude adapter installed"
+git config --global --get core.fsmonitor | grep -q ' git-fsmonitor$' &&
+  git status --porcelain >/dev/null && echo "agent: git fsmonitor installed"
 echo "agent: done"
 trap 'exit 0' TERM
 while :; do sleep 1 & wait $!; done
@@ -134,7 +137,7 @@ unshare --pid --fork --mount --uts --ipc --mount-proc="$root/proc" --kill-child 
   chroot "$root" /usr/bin/env -i \
   PATH=/usr/local/bin:/usr/bin:/bin HOME=/root \
   DISCOBOT_WORKSPACE=/workspace DISCOBOT_SESSION_ID=smoke HOOKVISOR_GRACE=5 \
-  HOOKVISOR_INSTALL=claude \
+  HOOKVISOR_INSTALL=claude,git-fsmonitor \
   /usr/local/bin/hookvisor-init --user agent -- \
   hookvisor serve --socket /run/hookvisor/serve.sock -- smoke-agent \
   >"$work/output" 2>&1 &
@@ -197,7 +200,8 @@ fi
 
 agent_done() { grep -qx "agent: done" "$work/output"; }
 wait_for 30 agent_done || { show_output; die "the agent did not finish its checks"; }
-for line in "agent: git status ok" "agent: eval ok" "agent: claude adapter installed"; do
+for line in "agent: git status ok" "agent: eval ok" "agent: claude adapter installed" \
+  "agent: git fsmonitor installed"; do
   grep -qx "$line" "$work/output" || { show_output; die "missing: $line"; }
 done
 say "agent's git and eval work in uid 4242's workspace; the claude adapter is installed"

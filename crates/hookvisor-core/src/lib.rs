@@ -110,7 +110,8 @@
 //!   [`status`]: `status.json` ([`StatusStore`]). [`context_buffer`]: piped output for the next
 //!   turn. [`turns`]: who started each turn, for the loop guard ([`TurnLog`], [`Trigger`]).
 //!   [`changes`], [`watch::ChangeWatcher`]: a workspace's dirty set, kept warm by inotify for a
-//!   server. [`firing`]: one event to fire ([`Firing`]). [`runner`]: what the pipeline asks of
+//!   server, and its journal of changed paths for git's fsmonitor hook ([`watch::ChangeFeed`]).
+//!   [`firing`]: one event to fire ([`Firing`]). [`runner`]: what the pipeline asks of
 //!   the runners of the built-in actions, which live in the crate `hookvisor-actions`.
 //! - **The pipeline.** [`fire`]: an event's hooks selected, run, judged, recorded, and the
 //!   reply; `fire::evaluate` is the end of a turn.

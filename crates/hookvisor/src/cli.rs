@@ -505,10 +505,24 @@ pub enum Command {
     /// $SESSION_ID or --state-dir say otherwise.
     GeminiAfterAgent(AdapterArgs),
     /// Add `hookvisor adapter AGENT` to an agent's settings on every event the adapter
-    /// answers (turn end, prompt, tools, session) and the agent's own events hooks name.
+    /// answers (turn end, prompt, tools, session) and the agent's own events hooks name;
+    /// `install git-fsmonitor` makes git ask `serve` what changed (`core.fsmonitor`).
     Install(InstallArgs),
-    /// Remove hookvisor's hooks from an agent's settings.
+    /// Remove hookvisor's hooks from an agent's settings (`git-fsmonitor`: put back the git
+    /// config `install` changed).
     Uninstall(InstallArgs),
+    /// Git's fsmonitor hook (what `install git-fsmonitor` sets `core.fsmonitor` to): prints the
+    /// paths changed since TOKEN as the server of `$HOOKVISOR_URL` saw them, or "everything"
+    /// (`/`) when no server of this work tree answers.
+    GitFsmonitor {
+        /// The hook protocol version git asks for; only 2 is answered (any other fails, and
+        /// git then checks everything).
+        #[arg(value_name = "VERSION")]
+        protocol: u32,
+        /// The token of git's last answer.
+        #[arg(default_value = "")]
+        token: String,
+    },
     /// Drive a headless agent: run it iteration by iteration with the loop's events around
     /// it (exit 0 done, 1 limit, block or failures, 3 abort, 130/143 interrupted).
     Loop(LoopArgs),
@@ -674,8 +688,10 @@ pub struct ServeArgs {
     /// Install this agent's adapter first, in the user's settings for this workspace (`install
     /// AGENT --user-level --workspace DIR`), so the agent started here runs the hooks; a
     /// container's way to set up its agent. Repeat it, or separate agents with commas.
-    #[arg(long, value_name = "AGENT", value_parser = agent_parser(), value_delimiter = ',', env = "HOOKVISOR_INSTALL")]
-    pub install: Vec<Agent>,
+    /// `git-fsmonitor` sets the user's git config so that the agent's git asks this server what
+    /// changed (`install git-fsmonitor --user-level`).
+    #[arg(long, value_name = "AGENT", value_parser = target_parser(), value_delimiter = ',', env = "HOOKVISOR_INSTALL")]
+    pub install: Vec<InstallTarget>,
     /// The agent command to supervise.
     #[arg(last = true, value_name = "AGENT_CMD")]
     pub agent: Vec<std::ffi::OsString>,
@@ -720,12 +736,48 @@ fn agent_parser() -> impl clap::builder::TypedValueParser<Value = Agent> {
         .map(|word: String| Agent::from_word(&word).expect("one of the listed words"))
 }
 
+/// What `install` sets up: an agent's adapter, or git's fsmonitor hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstallTarget {
+    /// The adapter in this agent's settings.
+    Agent(Agent),
+    /// `core.fsmonitor` of the workspace's git repository (docs/guide/git.md).
+    GitFsmonitor,
+}
+
+/// The word of `install git-fsmonitor`.
+pub const GIT_FSMONITOR: &str = "git-fsmonitor";
+
+/// Reads an agent's word or `git-fsmonitor`; `--help` lists each.
+fn target_parser() -> impl clap::builder::TypedValueParser<Value = InstallTarget> {
+    use clap::builder::TypedValueParser;
+
+    let mut words: Vec<clap::builder::PossibleValue> = Agent::ALL
+        .map(|agent| {
+            let spec = agent.spec();
+            let help = format!(
+                "{} ({}/{})",
+                spec.name, spec.settings.dir, spec.settings.file
+            );
+            clap::builder::PossibleValue::new(spec.word).help(help)
+        })
+        .into_iter()
+        .collect();
+    words.push(
+        clap::builder::PossibleValue::new(GIT_FSMONITOR)
+            .help("git's core.fsmonitor, answered by `hookvisor serve` (.git/config)"),
+    );
+    clap::builder::PossibleValuesParser::new(words).map(|word: String| {
+        Agent::from_word(&word).map_or(InstallTarget::GitFsmonitor, InstallTarget::Agent)
+    })
+}
+
 /// Options of `install` and `uninstall`.
 #[derive(Debug, Args)]
 pub struct InstallArgs {
-    /// The agent whose settings to change.
-    #[arg(value_parser = agent_parser())]
-    pub agent: Agent,
+    /// The agent whose settings to change, or `git-fsmonitor`.
+    #[arg(value_parser = target_parser())]
+    pub agent: InstallTarget,
     /// Change the user's settings instead of the workspace's.
     #[arg(long)]
     pub user_level: bool,

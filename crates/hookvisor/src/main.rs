@@ -224,6 +224,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Install(args) => commands::install::install(&globals, &args),
         Command::Import(args) => commands::import::run(&globals, &args),
         Command::Uninstall(args) => commands::install::uninstall(&globals, &args),
+        Command::GitFsmonitor { protocol, token } => commands::git_fsmonitor::run(protocol, &token),
         Command::Loop(args) => commands::loop_cmd::run(&globals, &args),
     }
 }

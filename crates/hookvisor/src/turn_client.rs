@@ -294,6 +294,26 @@ impl TurnClient {
         self.post_json(&format!("/v1/events/{event}"), &body.to_string())
     }
 
+    /// `POST /v1/fsmonitor {"token": ..., "work_tree": ...}`: what git's fsmonitor hook
+    /// (version 2) prints for `token` in `work_tree`, as the server answers it.
+    pub fn fsmonitor(
+        &self,
+        token: &str,
+        work_tree: &std::path::Path,
+    ) -> Result<Vec<u8>, TurnClientError> {
+        let body = serde_json::json!({ "token": token, "work_tree": work_tree.to_string_lossy() })
+            .to_string();
+        let (code, body) = self.post("/v1/fsmonitor", &body)?;
+        if code != 200 {
+            return Err(TurnClientError::Status {
+                url: self.url.clone(),
+                code,
+                message: error_text(&body),
+            });
+        }
+        Ok(body)
+    }
+
     /// Sends one request and reads a 200 answer's JSON body; any other status is an error
     /// carrying the server's message.
     fn post_json<T: serde::de::DeserializeOwned>(

@@ -12,19 +12,22 @@
 //!    costs the watcher nothing.
 //! 3. Every directory of the workspace that `git status` could report from is watched, one
 //!    non-recursive watch each: the directories the `.gitignore`-aware walk enters, plus those
-//!    holding tracked files that are ignored. `.git` is never watched; the state dir is watched
-//!    only for the cookies.
+//!    holding tracked files that are ignored (looked for under the directories the walk
+//!    skipped, and only there: `git ls-files` is not run when it skipped none). `.git` is
+//!    never watched; the state dir is watched only for the cookies.
 //! 4. A path event marks that path (file or directory) *touched*. A new directory is watched
 //!    when the scan finds it, and stays touched until then, so what was written in it before
 //!    its watch is covered by the scan of the whole directory.
 //! 5. The watcher is not trusted, and the next scan is a full one, when: it starts; the kernel's
 //!    queue overflowed; reading events failed or a watch could not be added; a `.gitignore`
 //!    changed; a directory was moved (the watches below it keep the old names); the cookie did not come
-//!    back in time; more than [`MAX_TOUCHED`] paths were touched; or git's `HEAD`, refs, index or
-//!    `info/exclude` changed (a commit, `git add`, a reset change the dirty set without touching
+//!    back in time; more than [`MAX_TOUCHED`] paths were touched; or git's `HEAD`, refs, index
+//!    entries or `info/exclude` changed (a commit, `git add`, a reset change the dirty set without touching
 //!    a file). Without inotify (no watches left), every scan is a full one.
 //! 6. Whatever the path, the answer is the one `crate::changes::scan_at` would give: a touched-only
 //!    scan is `crate::changes::rescan` of the previous result.
+//! 7. Every touched path is also journaled for git's fsmonitor hook ([`ChangeFeed`], whose
+//!    module docs give its rules); the reader watches a new directory as soon as it sees it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -40,6 +43,7 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, Inotify, WatchDescriptor};
 
+use super::feed::{self, ChangeFeed, Feed};
 use crate::changes::{ChangeScan, ChangesError, ScanOptions, Timestamp, git_walk, rescan, scan_at};
 
 /// More touched paths than this between two scans make the next scan a full one: the list is
@@ -89,6 +93,17 @@ pub struct ChangeWatcher {
     git: Option<GitDirs>,
     previous: Option<(ChangeScan, Option<Fingerprint>)>,
     cookies: u64,
+    /// The journal of touched paths for git's fsmonitor hook (rule 7).
+    feed: Arc<Feed>,
+}
+
+/// git's index and `info/exclude`, whose changes can change what must be watched (rule 3).
+fn git_files(git: Option<&GitDirs>) -> Option<[PathBuf; 2]> {
+    let git = git?;
+    Some([
+        git.git_dir.join("index"),
+        git.common_dir.join("info").join("exclude"),
+    ])
 }
 
 impl std::fmt::Debug for ChangeWatcher {
@@ -121,6 +136,9 @@ struct Seen {
     cookie: u64,
     /// The directory of each watch, to name the paths of its events.
     dirs: HashMap<WatchDescriptor, PathBuf>,
+    /// The directories the walk skips (ignored), whose tracked files are looked for when the
+    /// index changes (rule 3).
+    ignored_roots: BTreeSet<PathBuf>,
 }
 
 #[derive(Debug, Default)]
@@ -189,7 +207,9 @@ impl ChangeWatcher {
                 p.canonicalize().unwrap_or(p)
             })
             .collect();
+        let feed = Arc::new(Feed::new(&cookie_dir));
         let mut watcher = ChangeWatcher {
+            feed,
             // Found by `rewatch`, like everything else that a restart renews.
             git: None,
             workspace,
@@ -203,6 +223,75 @@ impl ChangeWatcher {
         };
         watcher.rewatch();
         Ok(watcher)
+    }
+
+    /// The paths changed since a token, for git's fsmonitor hook; queries on it need no lock
+    /// of this watcher.
+    pub fn feed(&self) -> ChangeFeed {
+        ChangeFeed(self.feed.clone())
+    }
+
+    /// Makes the watches again if the reader asked for it (a moved directory, a changed
+    /// `.gitignore`), keeping what the next scan must know; the fsmonitor journal answers
+    /// "everything" until then.
+    pub fn keep_watching(&mut self) {
+        let Some(shared) = self.watcher.as_ref().map(|r| r.shared.clone()) else {
+            return;
+        };
+        let now = feed::stamps(git_files(self.git.as_ref()).as_ref());
+        // Other excludes: other directories to watch.
+        let excludes_changed = now[1] != self.feed.checked()[1];
+        if !shared.lock().pending.rewatch && !excludes_changed {
+            self.watch_new_tracked(now);
+            return;
+        }
+        let mut pending = std::mem::take(&mut shared.lock().pending);
+        self.rewatch();
+        pending.rewatch = false;
+        if let Some(reader) = &self.watcher {
+            let mut seen = reader.shared.lock();
+            let fresh = std::mem::take(&mut seen.pending);
+            pending.touched.extend(fresh.touched);
+            pending.new_dirs.extend(fresh.new_dirs);
+            pending.distrust = pending.distrust.or(fresh.distrust);
+            pending.rewatch |= fresh.rewatch;
+            seen.pending = pending;
+        }
+    }
+
+    /// A changed index may track files in directories `.gitignore` skips, which rule 3 watches:
+    /// watches those not watched yet, and journals them whole (the fsmonitor journal answers
+    /// "everything" while the index differs from the one last looked at).
+    fn watch_new_tracked(&mut self, now: feed::GitStamps) {
+        if self.feed.checked() == now {
+            return;
+        }
+        let (watched, roots): (std::collections::HashSet<PathBuf>, _) = match &self.watcher {
+            Some(reader) => {
+                let seen = reader.shared.lock();
+                (
+                    seen.dirs.values().cloned().collect(),
+                    seen.ignored_roots.clone(),
+                )
+            }
+            None => return,
+        };
+        for dir in self.ignored_tracked_dirs(&roots) {
+            if watched.contains(&dir) {
+                continue;
+            }
+            if let Err(e) = self.watch_one(&dir) {
+                tracing::warn!("{e}");
+                self.feed.stop();
+                return;
+            }
+            if let Ok(rel) = dir.strip_prefix(&self.workspace) {
+                let mut path = rel.as_os_str().as_bytes().to_vec();
+                path.push(b'/');
+                self.feed.push(path);
+            }
+        }
+        self.feed.set_checked(now);
     }
 
     /// Whether inotify is in use (`false`: every scan is a full one).
@@ -237,7 +326,11 @@ impl ChangeWatcher {
                 }
             }
         }
-        let fingerprint = self.git.as_ref().map(GitDirs::fingerprint);
+        let (git, workspace) = (&self.options.git, &self.workspace);
+        let fingerprint = self
+            .git
+            .as_mut()
+            .map(|dirs| dirs.fingerprint(git, workspace));
         let previous = match self.previous.take() {
             None => {
                 distrust.get_or_insert_with(|| "first scan".to_owned());
@@ -326,20 +419,33 @@ impl ChangeWatcher {
     fn rewatch(&mut self) {
         // Dropping the old reader stops its thread and closes its instance.
         self.watcher = None;
+        self.feed.stop();
         self.git = self
             .options
             .use_git
             .then(|| GitDirs::find(&self.workspace, &self.options))
             .flatten();
-        match Reader::start(&self.workspace, &self.cookie_dir, self.excluded.clone()) {
+        match Reader::start(
+            &self.workspace,
+            &self.cookie_dir,
+            self.excluded.clone(),
+            self.feed.clone(),
+        ) {
             Ok(reader) => self.watcher = Some(reader),
             Err(e) => {
                 tracing::warn!("cannot watch files ({e}); every turn scans the whole workspace");
                 return;
             }
         }
+        let files = git_files(self.git.as_ref());
+        // Taken first: a change during the walk makes the next query look again.
+        let checked = feed::stamps(files.as_ref());
         let mut dirs = self.walk_dirs(&self.workspace);
-        dirs.extend(self.ignored_tracked_dirs());
+        let roots = skipped_dirs(&dirs, &self.excluded);
+        dirs.extend(self.ignored_tracked_dirs(&roots));
+        if let Some(reader) = &self.watcher {
+            reader.shared.lock().ignored_roots = roots;
+        }
         for dir in dirs {
             if let Err(e) = self.watch_one(&dir) {
                 tracing::warn!("{e}; every turn scans the whole workspace");
@@ -347,6 +453,11 @@ impl ChangeWatcher {
                 return;
             }
         }
+        let exact = self
+            .git
+            .as_ref()
+            .is_some_and(|git| git.toplevel == self.workspace);
+        self.feed.start(exact, files, checked);
     }
 
     /// Watches `dir` and every directory under it the walk enters (rule 2, 3).
@@ -378,45 +489,38 @@ impl ChangeWatcher {
 
     /// The directories at and under `root` that the `.gitignore`-aware walk enters.
     fn walk_dirs(&self, root: &Path) -> Vec<PathBuf> {
-        git_walk(root, self.excluded.clone())
-            .build()
-            .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_some_and(|t| t.is_dir()))
-            .map(ignore::DirEntry::into_path)
-            .collect()
+        walk_dirs(root, &self.excluded)
     }
 
-    /// Whether the walk of `dir`'s parent would skip `dir` (ignored, excluded or `.git`).
     fn is_ignored_dir(&self, dir: &Path) -> bool {
-        let Some(parent) = dir.parent() else {
-            return false;
-        };
-        if !dir.starts_with(&self.workspace) || dir == self.workspace {
-            return false;
-        }
-        !git_walk(parent, self.excluded.clone())
-            .max_depth(Some(1))
-            .build()
-            .filter_map(Result::ok)
-            .any(|e| e.path() == dir)
+        is_ignored_dir(&self.workspace, &self.excluded, dir)
     }
 
     /// The directories holding tracked files that `.gitignore` would skip (rule 2): a change
-    /// there is still a change to git.
-    fn ignored_tracked_dirs(&self) -> BTreeSet<PathBuf> {
-        if self.git.is_none() {
+    /// there is still a change to git. Only the tracked files under `roots`, the directories
+    /// the walk skipped, can be there: none, no git to ask.
+    fn ignored_tracked_dirs(&self, roots: &BTreeSet<PathBuf>) -> BTreeSet<PathBuf> {
+        if self.git.is_none() || roots.is_empty() {
             return BTreeSet::new();
         }
-        let out = self.options.git.output(
-            &self.workspace,
-            &[
-                "ls-files",
-                "-z",
-                "--cached",
-                "--ignored",
-                "--exclude-standard",
-            ],
-        );
+        let mut args: Vec<std::ffi::OsString> =
+            vec!["ls-files".into(), "-z".into(), "--cached".into()];
+        // Every tracked file under the roots; a long list costs more to match than asking
+        // git which tracked files it ignores.
+        if roots.len() > 256 {
+            args.extend(["--ignored".into(), "--exclude-standard".into()]);
+        } else {
+            args.push("--".into());
+            for root in roots {
+                let Ok(rel) = root.strip_prefix(&self.workspace) else {
+                    continue;
+                };
+                let mut spec = std::ffi::OsString::from(":(top,literal)");
+                spec.push(rel);
+                args.push(spec);
+            }
+        }
+        let out = self.options.git.output(&self.workspace, &args);
         let Ok(out) = out else {
             return BTreeSet::new();
         };
@@ -433,9 +537,62 @@ impl ChangeWatcher {
     }
 }
 
+/// The directories at and under `root` that the `.gitignore`-aware walk enters.
+fn walk_dirs(root: &Path, excluded: &[PathBuf]) -> Vec<PathBuf> {
+    git_walk(root, excluded.to_vec())
+        .build()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_some_and(|t| t.is_dir()))
+        .map(ignore::DirEntry::into_path)
+        .collect()
+}
+
+/// The directories in `walked` (the walk's) that the walk skipped: ignored ones, not `.git`
+/// nor `excluded`.
+fn skipped_dirs(walked: &[PathBuf], excluded: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let entered: std::collections::HashSet<&Path> = walked.iter().map(PathBuf::as_path).collect();
+    let mut skipped = BTreeSet::new();
+    for dir in walked {
+        let Ok(entries) = fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir())
+                && entry.file_name() != ".git"
+                && !entered.contains(path.as_path())
+                && !excluded.iter().any(|ex| path.starts_with(ex))
+            {
+                skipped.insert(path);
+            }
+        }
+    }
+    skipped
+}
+
+/// Whether the walk of `dir`'s parent would skip `dir` (ignored, excluded or `.git`).
+fn is_ignored_dir(workspace: &Path, excluded: &[PathBuf], dir: &Path) -> bool {
+    let Some(parent) = dir.parent() else {
+        return false;
+    };
+    if !dir.starts_with(workspace) || dir == workspace {
+        return false;
+    }
+    !git_walk(parent, excluded.to_vec())
+        .max_depth(Some(1))
+        .build()
+        .filter_map(Result::ok)
+        .any(|e| e.path() == dir)
+}
+
 impl Reader {
     /// A new inotify instance watching `cookie_dir`, and its reader thread.
-    fn start(workspace: &Path, cookie_dir: &Path, excluded: Vec<PathBuf>) -> io::Result<Reader> {
+    fn start(
+        workspace: &Path,
+        cookie_dir: &Path,
+        excluded: Vec<PathBuf>,
+        feed: Arc<Feed>,
+    ) -> io::Result<Reader> {
         let inotify = Arc::new(super::instance(false)?);
         let shared = Arc::new(Shared::default());
         let cookie_watch = {
@@ -449,6 +606,7 @@ impl Reader {
             workspace: workspace.to_path_buf(),
             cookie_dir: cookie_dir.to_path_buf(),
             excluded,
+            feed,
         };
         let reading = inotify.clone();
         std::thread::Builder::new()
@@ -477,6 +635,7 @@ struct Events {
     workspace: PathBuf,
     cookie_dir: PathBuf,
     excluded: Vec<PathBuf>,
+    feed: Arc<Feed>,
 }
 
 impl Events {
@@ -490,13 +649,20 @@ impl Events {
             match events {
                 Ok(events) => {
                     for event in events {
-                        self.record(&mut seen, event.wd, event.mask, event.name.as_deref());
+                        self.record(
+                            inotify,
+                            &mut seen,
+                            event.wd,
+                            event.mask,
+                            event.name.as_deref(),
+                        );
                     }
                 }
                 Err(Errno::EINTR) => {}
                 Err(e) => {
                     seen.pending.distrust = Some(format!("reading file events: {e}"));
                     seen.pending.rewatch = true;
+                    self.feed.stop();
                     return;
                 }
             }
@@ -506,6 +672,7 @@ impl Events {
 
     fn record(
         &self,
+        inotify: &Inotify,
         seen: &mut Seen,
         wd: WatchDescriptor,
         mask: AddWatchFlags,
@@ -513,6 +680,7 @@ impl Events {
     ) {
         if mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
             seen.pending.distrust = Some("the kernel's event queue overflowed".to_owned());
+            self.feed.reset();
             return;
         }
         if mask.contains(AddWatchFlags::IN_IGNORED) {
@@ -530,11 +698,14 @@ impl Events {
             // Rule 5: this directory and its watches now answer to another name.
             seen.pending.distrust = Some(format!("{} was moved", path.display()));
             seen.pending.rewatch = true;
+            self.feed.stop();
             return;
         }
         if path.parent() == Some(self.cookie_dir.as_path()) {
             if let Some(n) = cookie_number(&path) {
                 seen.cookie = seen.cookie.max(n);
+            } else if let Some(name) = path.file_name().and_then(OsStr::to_str) {
+                self.feed.cookie_seen(name);
             }
             return;
         }
@@ -553,22 +724,31 @@ impl Events {
             // Rule 5: the watches below it keep the old names.
             seen.pending.distrust = Some(format!("{} was moved", rel.display()));
             seen.pending.rewatch = true;
+            self.feed.stop();
         }
         if path.file_name().is_some_and(|n| n == ".gitignore") {
             seen.pending.distrust = Some(format!("{} changed", rel.display()));
             seen.pending.rewatch = true;
+            // The set of watched directories may change with it.
+            self.feed.stop();
         }
+        let mut journaled = rel.as_os_str().as_bytes().to_vec();
         if is_dir && mask.intersects(AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO) {
             if seen.pending.new_dirs.len() < MAX_TOUCHED {
                 seen.pending.new_dirs.insert(path.clone());
+                // Rule 7: watched now, and journaled whole.
+                self.watch_new_tree(inotify, seen, &path);
+                journaled.push(b'/');
             } else {
                 // Bounded like `touched`: past this, watching everything again is cheaper.
                 seen.pending.rewatch = true;
                 seen.pending
                     .distrust
                     .get_or_insert_with(|| format!("more than {MAX_TOUCHED} directories created"));
+                self.feed.stop();
             }
         }
+        self.feed.push(journaled);
         if seen.pending.touched.len() >= MAX_TOUCHED {
             seen.pending
                 .distrust
@@ -576,6 +756,38 @@ impl Events {
             return;
         }
         seen.pending.touched.insert(rel);
+    }
+}
+
+impl Events {
+    /// Watches `dir` and every directory under it that the walk enters, unless the walk skips
+    /// `dir` itself; a watch that cannot be added makes the watches be made again.
+    fn watch_new_tree(&self, inotify: &Inotify, seen: &mut Seen, dir: &Path) {
+        if is_ignored_dir(&self.workspace, &self.excluded, dir) {
+            if dir.file_name().is_some_and(|n| n != ".git")
+                && !self.excluded.iter().any(|ex| dir.starts_with(ex))
+            {
+                seen.ignored_roots.insert(dir.to_path_buf());
+            }
+            return;
+        }
+        let walked = walk_dirs(dir, &self.excluded);
+        seen.ignored_roots
+            .extend(skipped_dirs(&walked, &self.excluded));
+        for d in walked {
+            match inotify.add_watch(&d, WATCH_MASK) {
+                Ok(wd) => {
+                    seen.dirs.insert(wd, d);
+                }
+                Err(Errno::ENOENT | Errno::ENOTDIR) => {}
+                Err(e) => {
+                    seen.pending.distrust = Some(format!("cannot watch {} ({e})", d.display()));
+                    seen.pending.rewatch = true;
+                    self.feed.stop();
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -593,6 +805,24 @@ fn cookie_number(path: &Path) -> Option<u64> {
 struct GitDirs {
     git_dir: PathBuf,
     common_dir: PathBuf,
+    /// The root of the work tree (canonical), which git's fsmonitor paths are relative to.
+    toplevel: PathBuf,
+    /// Keys of this process's own for the index summaries, which nobody can aim a collision at.
+    keys: std::hash::RandomState,
+    /// The index's stamp and its entries' summary when last summed up.
+    last_index: Option<(FileStamp, u64)>,
+}
+
+/// The index as it decides the dirty set: its entries (mode, object, stage, name, the
+/// assume-unchanged and skip-worktree bits), not the file. git rewrites the file without
+/// changing them (its stat cache, the untracked cache and fsmonitor token of every `git status`
+/// through an fsmonitor), which must not cost the next turn a full scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum IndexSummary {
+    /// A keyed hash of `git ls-files -z --stage -v`.
+    Entries(u64),
+    /// The file's stamp, when git could not list the entries (`None`: no index).
+    File(Option<FileStamp>),
 }
 
 /// A cheap summary of `HEAD`, the refs, the index and `info/exclude`: equal summaries mean git
@@ -603,9 +833,10 @@ struct Fingerprint {
     head: Vec<u8>,
     /// The loose ref `HEAD` names, when there is one.
     target: Option<Vec<u8>>,
-    /// Size, mtime and inode of the index, `packed-refs`, `reftable/tables.list` and
-    /// `info/exclude` (`None`: absent).
-    stamps: [Option<FileStamp>; 4],
+    index: IndexSummary,
+    /// Size, mtime and inode of `packed-refs`, `reftable/tables.list` and `info/exclude`
+    /// (`None`: absent).
+    stamps: [Option<FileStamp>; 3],
 }
 
 /// What `fs::metadata` says changed about a file: size, mtime (seconds, nanoseconds), inode.
@@ -617,13 +848,25 @@ impl GitDirs {
             .git
             .output(
                 workspace,
-                &["rev-parse", "--absolute-git-dir", "--git-common-dir"],
+                &[
+                    "rev-parse",
+                    "--absolute-git-dir",
+                    "--git-common-dir",
+                    "--show-toplevel",
+                ],
             )
             .ok()?;
         let text = String::from_utf8(out).ok()?;
         let mut lines = text.lines();
         let git_dir = PathBuf::from(lines.next()?);
         let common = PathBuf::from(lines.next()?);
+        let toplevel = lines
+            .next()
+            .map(|t| {
+                let t = PathBuf::from(t);
+                t.canonicalize().unwrap_or(t)
+            })
+            .unwrap_or_default();
         let common_dir = if common.is_absolute() {
             common
         } else {
@@ -632,14 +875,41 @@ impl GitDirs {
         Some(GitDirs {
             git_dir,
             common_dir,
+            toplevel,
+            keys: std::hash::RandomState::new(),
+            last_index: None,
         })
     }
 
-    fn fingerprint(&self) -> Fingerprint {
-        let stat = |p: PathBuf| -> Option<FileStamp> {
-            let m = fs::metadata(p).ok()?;
-            Some((m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
+    /// The index's entries summed up (git run in `workspace`) when its file changed since the
+    /// last time, else the last summary.
+    fn index_summary(&mut self, git: &crate::git::Git, workspace: &Path) -> IndexSummary {
+        use std::hash::{BuildHasher, Hasher};
+        let Some(stamp) = stat(self.git_dir.join("index")) else {
+            self.last_index = None;
+            return IndexSummary::File(None);
         };
+        if let Some((last, sum)) = self.last_index
+            && last == stamp
+        {
+            return IndexSummary::Entries(sum);
+        }
+        match git.output(workspace, &["ls-files", "-z", "--stage", "-v"]) {
+            Ok(out) => {
+                let mut hasher = self.keys.build_hasher();
+                hasher.write(&out);
+                let sum = hasher.finish();
+                self.last_index = Some((stamp, sum));
+                IndexSummary::Entries(sum)
+            }
+            Err(_) => {
+                self.last_index = None;
+                IndexSummary::File(Some(stamp))
+            }
+        }
+    }
+
+    fn fingerprint(&mut self, git: &crate::git::Git, workspace: &Path) -> Fingerprint {
         let head = fs::read(self.git_dir.join("HEAD")).unwrap_or_default();
         let target = std::str::from_utf8(&head)
             .ok()
@@ -647,8 +917,8 @@ impl GitDirs {
             .map(str::trim)
             .and_then(|r| read_ref(&self.common_dir, &self.git_dir, r));
         Fingerprint {
+            index: self.index_summary(git, workspace),
             stamps: [
-                stat(self.git_dir.join("index")),
                 stat(self.common_dir.join("packed-refs")),
                 stat(self.common_dir.join("reftable").join("tables.list")),
                 stat(self.common_dir.join("info").join("exclude")),
@@ -657,6 +927,12 @@ impl GitDirs {
             target,
         }
     }
+}
+
+/// `path`'s stamp, `None` when it does not exist.
+fn stat(path: PathBuf) -> Option<FileStamp> {
+    let m = fs::metadata(path).ok()?;
+    Some((m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
 }
 
 /// The contents of a loose ref, if there is one (a packed one is in `packed-refs`'s stat).
@@ -670,6 +946,50 @@ fn read_ref(common_dir: &Path, git_dir: &Path, name: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// A `git status` through an fsmonitor rewrites the index after every change (its token,
+    /// its untracked cache): the entries are what count, not the file.
+    #[test]
+    fn an_index_rewritten_with_the_same_entries_is_no_reason_for_a_full_scan() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        fs::create_dir_all(&ws).unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .current_dir(&ws)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        git(&["init", "-q"]);
+        fs::write(ws.join("a"), "a").unwrap();
+        git(&["add", "a"]);
+        git(&["commit", "-qm", "a"]);
+        let mut watcher = ChangeWatcher::start(
+            &ws,
+            &tmp.path().join("journal"),
+            ScanOptions::new(),
+            &tmp.path().join("cookies"),
+        )
+        .unwrap();
+        assert_eq!(watcher.scan().unwrap().1, ScanKind::Full);
+        assert_eq!(watcher.scan().unwrap().1, ScanKind::Unchanged);
+        // The same entries in a new file: an untracked cache added.
+        let before = fs::metadata(ws.join(".git/index")).unwrap().ino();
+        git(&["update-index", "--untracked-cache"]);
+        assert_ne!(fs::metadata(ws.join(".git/index")).unwrap().ino(), before);
+        assert_eq!(watcher.scan().unwrap().1, ScanKind::Unchanged);
+        // Other entries: a full scan.
+        fs::write(ws.join("a"), "b").unwrap();
+        git(&["add", "a"]);
+        let (scan, kind) = watcher.scan().unwrap();
+        assert_eq!(kind, ScanKind::Full);
+        assert_eq!(scan.files.len(), 1, "{:?}", scan.files);
+    }
 
     #[test]
     fn a_queue_overflow_makes_the_next_scan_a_full_one() {

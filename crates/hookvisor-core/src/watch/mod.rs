@@ -1,5 +1,6 @@
 //! Every file watch of hookvisor, on nix's inotify: named files and directory trees for a
-//! server ([`FileWatch`]), a workspace's dirty set kept warm ([`ChangeWatcher`]), and the
+//! server ([`FileWatch`]), a workspace's dirty set kept warm ([`ChangeWatcher`]) and the paths
+//! changed since a token for git's fsmonitor hook ([`ChangeFeed`]), and the
 //! closes of one open file that a waiter for `status.json`'s lock sleeps on (`Closes`).
 //!
 //! The rules every watch here keeps:
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod changes;
+mod feed;
 mod files;
 
 use std::io;
@@ -28,6 +30,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
 pub use changes::{ChangeWatcher, MAX_TOUCHED, ScanKind};
+pub use feed::{ChangeFeed, FsmonitorAnswer, MAX_JOURNAL};
 pub use files::{FileWatch, FileWatchError, WatchedFile};
 
 /// `IN_EXCL_UNLINK` (Linux 2.6.36), which nix does not name: no events for files already

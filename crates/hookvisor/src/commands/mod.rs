@@ -3,6 +3,7 @@
 pub mod adapter;
 pub mod eval;
 pub mod fire;
+pub mod git_fsmonitor;
 pub mod import;
 pub mod init_pass;
 pub mod install;

@@ -3,9 +3,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use hookvisor_core::agents::Agent;
-
-use crate::cli::ServeArgs;
+use crate::cli::{GIT_FSMONITOR, InstallTarget, ServeArgs};
 use crate::commands::Globals;
 use crate::error::{CliError, CliResult, Exit};
 use crate::serve::{self, Config, Listen};
@@ -34,8 +32,8 @@ pub fn run(globals: &Globals, args: ServeArgs) -> CliResult {
              run `hookvisor install AGENT` yourself",
         ));
     }
-    for agent in &args.install {
-        install_adapter(*agent, &ctx.workspace)?;
+    for target in &args.install {
+        install_adapter(*target, &ctx.workspace)?;
     }
     // Read once: the server's loop guard keeps the limit it started with.
     let max_retries = hookvisor_core::Config::load(&ctx.workspace)
@@ -57,14 +55,20 @@ pub fn run(globals: &Globals, args: ServeArgs) -> CliResult {
     })
 }
 
-/// `hookvisor --workspace WORKSPACE install AGENT --user-level`, its output on our stderr.
-fn install_adapter(agent: Agent, workspace: &Path) -> Result<(), CliError> {
-    let failed = |why: String| CliError::usage(format!("--install {}: {why}", agent.spec().word));
+/// `hookvisor --workspace WORKSPACE install AGENT --user-level` (`git-fsmonitor` too: in the
+/// user's git config, not the repository's), its output on our stderr.
+fn install_adapter(target: InstallTarget, workspace: &Path) -> Result<(), CliError> {
+    let word = match target {
+        InstallTarget::Agent(agent) => agent.spec().word,
+        InstallTarget::GitFsmonitor => GIT_FSMONITOR,
+    };
+    let args = ["install", word, "--user-level"];
+    let failed = |why: String| CliError::usage(format!("--install {}: {why}", args[1]));
     let exe = std::env::current_exe().map_err(|e| failed(e.to_string()))?;
     let status = Command::new(exe)
         .arg("--workspace")
         .arg(workspace)
-        .args(["install", agent.spec().word, "--user-level"])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(std::io::stderr())
         .status()

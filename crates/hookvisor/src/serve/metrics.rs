@@ -47,6 +47,8 @@ struct Inner {
     gave_ups: BTreeMap<String, u64>,
     evaluations: BTreeMap<&'static str, u64>,
     scans: BTreeMap<&'static str, u64>,
+    /// git fsmonitor answers: from the journal, and "everything".
+    fsmonitor: [u64; 2],
     /// Directories the change watcher watches; 0 while it starts or without inotify.
     watched_dirs: usize,
 }
@@ -77,6 +79,11 @@ impl Metrics {
     pub fn record_scan(&self, kind: ScanKind) {
         let mut inner = self.inner.lock().expect("metrics lock");
         *inner.scans.entry(scan_name(kind)).or_default() += 1;
+    }
+
+    /// Records a git fsmonitor answer: `everything` (`/`), or the paths from the journal.
+    pub fn record_fsmonitor(&self, everything: bool) {
+        self.inner.lock().expect("metrics lock").fsmonitor[usize::from(everything)] += 1;
     }
 
     /// Records the outcome of an evaluation: its action, and the hook that re-prompted or gave up.
@@ -240,6 +247,20 @@ impl Metrics {
             let name = scan_name(kind);
             let n = inner.scans.get(name).copied().unwrap_or(0);
             let _ = writeln!(out, "hookvisor_scans_total{{kind=\"{name}\"}} {n}");
+        }
+        header(
+            &mut out,
+            "hookvisor_fsmonitor_answers_total",
+            "counter",
+            "git fsmonitor hook answers (POST /v1/fsmonitor): the paths changed since the token, \
+             from the file watcher's journal, or everything (git checks every file).",
+        );
+        for (i, kind) in ["paths", "everything"].iter().enumerate() {
+            let n = inner.fsmonitor[i];
+            let _ = writeln!(
+                out,
+                "hookvisor_fsmonitor_answers_total{{kind=\"{kind}\"}} {n}"
+            );
         }
         header(
             &mut out,

@@ -302,6 +302,8 @@ pub struct AppState {
     /// Ends the turns, with the dirty set kept warm by inotify once its watcher has started
     /// (until then turns scan in full).
     evaluator: Mutex<Evaluator>,
+    /// The watcher's journal for git's fsmonitor hook, once the watcher has started.
+    fsmonitor: std::sync::OnceLock<hookvisor_core::watch::ChangeFeed>,
     /// The last status.json seen, to turn the next one into events.
     seen: Mutex<Status>,
     /// Held across a refresh's read of status.json, so that the read last is the one kept;
@@ -324,6 +326,7 @@ impl AppState {
             job: Mutex::new(None),
             gates: Mutex::new(HashMap::new()),
             evaluator: Mutex::new(Evaluator::new(ctx.clone())),
+            fsmonitor: std::sync::OnceLock::new(),
             seen: Mutex::new(seen),
             refreshing: Mutex::new(()),
             shutdown: channel::channel(false).0,
@@ -371,8 +374,37 @@ impl AppState {
         }
         tracing::debug!("{watcher:?}");
         self.metrics.set_watched_dirs(watcher.watched_dirs());
+        let _ = self.fsmonitor.set(watcher.feed());
         *self.evaluator.lock().expect("evaluator lock") =
             Evaluator::new(self.ctx.clone()).watched(watcher);
+    }
+
+    /// What git's fsmonitor hook prints for `token` (docs/guide/git.md): the paths changed
+    /// since, or "everything" while the watcher starts. It blocks (a cookie round trip).
+    pub fn fsmonitor_since(
+        &self,
+        token: &str,
+        work_tree: &std::path::Path,
+    ) -> hookvisor_core::watch::FsmonitorAnswer {
+        use hookvisor_core::watch::FsmonitorAnswer;
+        let Some(feed) = self.fsmonitor.get() else {
+            return FsmonitorAnswer::everything("hookvisor:starting");
+        };
+        // The journal is of this workspace: another work tree's paths are not in it.
+        let ours = work_tree
+            .canonicalize()
+            .is_ok_and(|dir| self.ctx.workspace.canonicalize().is_ok_and(|ws| ws == dir));
+        if !ours {
+            return FsmonitorAnswer::everything("hookvisor:elsewhere");
+        }
+        // Watches a moved directory or a `.gitignore` edit asked for are made here unless a
+        // turn's evaluation holds the watcher (its scan makes them; until then: everything).
+        if let Ok(mut evaluator) = self.evaluator.try_lock()
+            && let Some(watcher) = evaluator.watcher_mut()
+        {
+            watcher.keep_watching();
+        }
+        feed.since(token)
     }
 
     /// The end-of-turn evaluation answering `turn` (a fired `turn.end`), with the warm dirty
@@ -623,6 +655,7 @@ pub fn app(state: Arc<AppState>, guard: Guard) -> Router {
         .route("/v1/turns/start", post(routes::turn_start))
         .route("/v1/events", get(routes::events))
         .route("/v1/events/{event}", post(routes::fire_event))
+        .route("/v1/fsmonitor", post(routes::fsmonitor))
         .route("/metrics", get(routes::metrics))
         // Routes above need the token; routes below do not.
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token))

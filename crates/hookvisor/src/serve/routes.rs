@@ -339,6 +339,32 @@ pub async fn turn_start(State(state): State<Arc<AppState>>, body: Bytes) -> Resu
     Ok(Json(json!({ "cancelled": cancelled })))
 }
 
+/// `POST /v1/fsmonitor {"token": ..., "work_tree": ...}`: what git's fsmonitor hook (version 2)
+/// prints, as bytes: the new token, NUL, then the paths changed since `token`, each ended by
+/// NUL, or `/` for everything (docs/guide/git.md). Everything, too, for a work tree that is
+/// not this server's workspace.
+pub async fn fsmonitor(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Response> {
+    #[derive(Deserialize)]
+    struct Query {
+        token: String,
+        work_tree: std::path::PathBuf,
+    }
+    let query: Query = serde_json::from_slice(&body).map_err(|e| {
+        ServerError::BadRequest(format!("bad body: expected {{\"token\": \"...\"}} ({e})"))
+    })?;
+    let answer = blocking(move || {
+        let answer = state.fsmonitor_since(&query.token, &query.work_tree);
+        state.metrics.record_fsmonitor(answer.paths.is_none());
+        answer
+    })
+    .await?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        answer.to_hook_output(),
+    )
+        .into_response())
+}
+
 /// What `POST /v1/events/{event}` takes: every field optional (docs/EVENTS.md §3, §5 rule 4).
 #[derive(Debug, Default, PartialEq)]
 struct EventBody {

@@ -176,6 +176,7 @@ async fn the_token_guards_every_route_but_healthz() {
         (Method::POST, "/v1/turns/end"),
         (Method::POST, "/v1/turns/start"),
         (Method::GET, "/v1/events"),
+        (Method::POST, "/v1/fsmonitor"),
         (Method::GET, "/metrics"),
     ];
     for (method, path) in routes {
@@ -259,6 +260,7 @@ async fn the_guard_covers_every_route_and_the_fallback() {
         (Method::POST, "/v1/turns/end"),
         (Method::POST, "/v1/turns/start"),
         (Method::GET, "/v1/events"),
+        (Method::POST, "/v1/fsmonitor"),
         (Method::GET, "/metrics"),
         (Method::GET, "/nowhere"),
         (Method::PUT, "/nowhere"),

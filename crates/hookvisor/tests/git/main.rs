@@ -9,5 +9,6 @@ mod common;
 
 mod commit_after;
 mod commit_before;
+mod fsmonitor;
 mod git_actions;
 mod precommit;

@@ -192,6 +192,11 @@ impl Evaluator {
         self.watcher.as_ref()
     }
 
+    /// The change watcher, to keep its watches up between turns.
+    pub fn watcher_mut(&mut self) -> Option<&mut ChangeWatcher> {
+        self.watcher.as_mut()
+    }
+
     /// How the last [`Evaluator::end_turn`] got its dirty set (a server counts them); `None`
     /// before one scanned.
     pub fn last_scan(&self) -> Option<ScanKind> {

@@ -33,13 +33,14 @@ use hookvisor_core::{Discovery, Hook};
 use serde_json::{Map, Value};
 
 mod codex_trust;
+pub mod git_fsmonitor;
 mod settings;
 
 use self::settings::{
     Loaded, SettingsError, add_entry, back_up, is_ours, load, load_bounded, remove_entries,
     resolve_symlink, write_atomic,
 };
-use crate::cli::InstallArgs;
+use crate::cli::{InstallArgs, InstallTarget};
 use crate::commands::Globals;
 use crate::error::{CliError, CliResult, Exit};
 
@@ -184,8 +185,15 @@ impl Target {
 
 /// `hookvisor install AGENT`: adds (or refreshes) our entry; prints what it did.
 pub fn install(globals: &Globals, args: &InstallArgs) -> CliResult {
+    let agent = match args.agent {
+        InstallTarget::Agent(agent) => agent,
+        InstallTarget::GitFsmonitor => {
+            refuse_agent_options(args)?;
+            return git_fsmonitor::install(globals, args.user_level);
+        }
+    };
     let workspace = workspace(globals, args)?;
-    let mut target = Target::new(args.agent, args.user_level, &workspace)?;
+    let mut target = Target::new(agent, args.user_level, &workspace)?;
     // The hooks of the workspace `install` runs in (at user level, where it is run, if that
     // is one): their raw events are bound, and in a workspace their git hooks installed.
     if let Ok(ctx) = globals.context() {
@@ -331,8 +339,15 @@ fn report_codex_trust(
 
 /// `hookvisor uninstall AGENT`: removes our entries only; prints how many.
 pub fn uninstall(globals: &Globals, args: &InstallArgs) -> CliResult {
+    let agent = match args.agent {
+        InstallTarget::Agent(agent) => agent,
+        InstallTarget::GitFsmonitor => {
+            refuse_agent_options(args)?;
+            return git_fsmonitor::uninstall(globals, args.user_level);
+        }
+    };
     let workspace = workspace(globals, args)?;
-    let target = Target::new(args.agent, args.user_level, &workspace)?;
+    let target = Target::new(agent, args.user_level, &workspace)?;
     let path = settings_path(&target.path, args.user_level, &workspace)?;
     let mut out = io::stdout().lock();
     let mut settings = match load(&path)? {
@@ -527,6 +542,16 @@ fn settings_path(path: &Path, user_level: bool, workspace: &Path) -> Result<Path
         )));
     }
     Ok(resolved)
+}
+
+/// `git-fsmonitor` is git's config: the adapter's --fail-closed does not apply.
+fn refuse_agent_options(args: &InstallArgs) -> Result<(), CliError> {
+    if args.fail_closed {
+        return Err(CliError::usage(
+            "git-fsmonitor sets git's config, not an adapter: drop --fail-closed",
+        ));
+    }
+    Ok(())
 }
 
 /// The workspace whose settings change ([`Globals::workspace`]); none at the user level.
