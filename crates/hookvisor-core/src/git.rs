@@ -9,6 +9,9 @@
 //!    commit (`diff-index --cached`, `rev-parse`, `hash-object` without `-w`) take no optional
 //!    lock, so for them it changes nothing.
 //! 3. `GIT_PAGER=cat` and stdin from `/dev/null`: git never waits for a terminal.
+//!    `-c core.fsmonitor=false`: hookvisor's scans have serve's own watcher or none, so the
+//!    repository's fsmonitor hook (ours, `install git-fsmonitor`) would only start a process
+//!    that answers "everything".
 //! 4. As root, never in a repository another account can change ([`exposed`]): git runs what a
 //!    repository's config names (`core.fsmonitor`, `core.hooksPath`, filter drivers,
 //!    `include.path`), and its `safe.directory` check looks only at owners, so a root-owned
@@ -130,7 +133,8 @@ impl Git {
     /// `git args` in `dir`, in the environment of the module docs.
     fn command<S: AsRef<OsStr>>(&self, dir: &Path, args: &[S]) -> Command {
         let mut cmd = Command::new(&self.program);
-        cmd.args(args)
+        cmd.args(["-c", "core.fsmonitor=false"])
+            .args(args)
             .current_dir(dir)
             .env("LC_ALL", "C")
             .env_remove("LANGUAGE")
@@ -726,9 +730,9 @@ mod tests {
         assert!(matches!(err, GitError::Exposed { .. }), "{err:?}");
         mode(open.path(), 0o700);
         fs::rename(open.path().join("git"), dir.join(".git")).unwrap();
-        // Only root can change it: git runs (and so does root's own fsmonitor).
+        // Only root can change it: git runs, and even root's own fsmonitor stays off (rule 3).
         Git::default().output(dir, &["status"]).unwrap();
-        assert!(marker.exists());
+        assert!(!marker.exists());
     }
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
