@@ -160,8 +160,8 @@ impl Git {
 /// The paths: `dir` and every directory above it (the work tree's top is one of them); every
 /// `.git` from `dir` up (git takes the first that is a repository; each is checked), the git
 /// dir a gitfile names, the common dir `commondir` names, and their `config`,
-/// `config.worktree` and `hooks` with each file in it (a directory with a `HEAD` is taken for
-/// a bare repository); `GIT_DIR`,
+/// `config.worktree` and `hooks` with each file in it, and the same of each submodule's git
+/// dir under their `modules` (a directory with a `HEAD` is taken for a bare repository); `GIT_DIR`,
 /// `GIT_WORK_TREE` and `GIT_COMMON_DIR` when set; and the user's and system's config files
 /// ([`user_and_system_config`]).
 ///
@@ -250,7 +250,36 @@ pub fn exposed(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
             }
             dirs.push(common);
         }
-        for d in dirs {
+        // Submodules' git dirs (`modules/NAME`, nested ones in theirs) join the list: `git
+        // status` runs git in each submodule, with its config and hooks.
+        let mut walked = 0;
+        while let Some(d) = dirs.pop() {
+            let mut under = vec![d.join("modules")];
+            while let Some(at) = under.pop() {
+                walked += 1;
+                if walked > 10_000 {
+                    return Err(io::Error::other(format!(
+                        "too many submodule directories under {}",
+                        d.display()
+                    )));
+                }
+                if fs::symlink_metadata(&at).is_err() {
+                    continue;
+                }
+                if let Some(found) = judge(&at)? {
+                    return Ok(Some(found));
+                }
+                if !at.is_dir() {
+                    continue;
+                }
+                if at.join("HEAD").exists() && at != d.join("modules") {
+                    dirs.push(at);
+                    continue;
+                }
+                for entry in fs::read_dir(&at)? {
+                    under.push(entry?.path());
+                }
+            }
             for name in ["config", "config.worktree"] {
                 let file = d.join(name);
                 if fs::symlink_metadata(&file).is_ok()

@@ -1972,3 +1972,65 @@ fn root_runs_no_git_with_a_commondir_the_agent_owns() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains(&commondir.display().to_string()), "{err}");
 }
+
+/// Attack: the repository is root's alone but for the config of a submodule's git dir
+/// (`.git/modules/sub/config`), a file the agent owns, where it sets `core.fsmonitor`. Root's
+/// `git status` recurses into the submodule, and git's `safe.directory` looks at directories'
+/// owners, not the config's: root ran the agent's script. Root refuses (exit 2, one line naming
+/// the file) and the script never runs.
+#[test]
+fn root_runs_no_git_with_a_submodule_config_the_agent_owns() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let Some(_turn) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.stage("a.txt", "good\n");
+    common::check(ws.commit("one"), "commit");
+    let upstream = ws.base().join("upstream");
+    fs::create_dir(&upstream).unwrap();
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["commit", "-q", "--allow-empty", "-m", "s"],
+    ] {
+        common::check(
+            ws.git_command(&upstream).args(args).output().unwrap(),
+            "upstream",
+        );
+    }
+    ws.git_ok(&["submodule", "add", "-q", upstream.to_str().unwrap(), "sub"]);
+    common::check(ws.commit("sub"), "commit the submodule");
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = ws.base().join("agent");
+    fs::create_dir(&agent).unwrap();
+    let config = ws.path().join(".git/modules/sub/config");
+    for path in [&agent, &config] {
+        std::os::unix::fs::chown(path, Some(user.uid.as_raw()), Some(user.gid.as_raw())).unwrap();
+    }
+    let marker = agent.join("fsmonitor-ran");
+    let script = agent.join("fsmonitor.sh");
+    let plant = format!(
+        "printf '#!/bin/sh\\nid -u > {marker}\\n' > {script} && chmod 755 {script} && \
+         printf '[core]\\n\\tfsmonitor = {script}\\n' >> {config}",
+        marker = marker.display(),
+        script = script.display(),
+        config = config.display(),
+    );
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", &plant])
+        .uid(user.uid.as_raw())
+        .gid(user.gid.as_raw())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    edit(&ws, "b.txt", "bad\n");
+    let out = ws.hookvisor(&["eval"]);
+    let err = common::stderr(&out);
+    assert!(!marker.exists(), "root ran the agent's fsmonitor; {err}");
+    assert_eq!(code(&out), 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&config.display().to_string()), "{err}");
+}
