@@ -193,9 +193,13 @@ pub fn exposed(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
             }
         }
     }
-    paths.extend(user_and_system_config(&dir));
     for path in &paths {
         if let Some(found) = judge(path)? {
+            return Ok(Some(found));
+        }
+    }
+    for config in user_and_system_config(&dir) {
+        if let Some(found) = judge_config(&config, 0)? {
             return Ok(Some(found));
         }
     }
@@ -283,7 +287,7 @@ pub fn exposed(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
             for name in ["config", "config.worktree"] {
                 let file = d.join(name);
                 if fs::symlink_metadata(&file).is_ok()
-                    && let Some(found) = judge(&file)?
+                    && let Some(found) = judge_config(&file, 0)?
                 {
                     return Ok(Some(found));
                 }
@@ -357,9 +361,55 @@ pub fn may_run_in(dir: &Path) -> Result<(), GitError> {
     }
 }
 
-/// The first line of the small file at `path` (a gitfile, `commondir`), `None` when there is
-/// no such regular file. Opened without blocking, so a FIFO there cannot hang root.
-fn first_line(path: &Path) -> io::Result<Option<String>> {
+/// The config file `file` judged, then each file it includes (`include.path`,
+/// `includeIf.*.path`: git reads them as config, a work tree's shared `.gitconfig` say),
+/// judged the same way before it is read, to git's depth of 10.
+fn judge_config(file: &Path, depth: u8) -> io::Result<Option<(PathBuf, Option<u32>)>> {
+    if let Some(found) = crate::user_fs::writable_by_others(file)? {
+        return Ok(Some(found));
+    }
+    let Some(text) = read_regular(file, 1 << 20)? else {
+        return Ok(None);
+    };
+    if depth >= 10 {
+        return Err(io::Error::other(format!(
+            "{}: config includes nested deeper than git reads",
+            file.display()
+        )));
+    }
+    let mut section = String::new();
+    for line in text.lines() {
+        let mut line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let (name, rest) = header.split_once(']').unwrap_or((header, ""));
+            section = name.trim().to_ascii_lowercase();
+            line = rest.trim();
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let included = section == "include" || section.starts_with("includeif");
+        if !included || !key.trim().eq_ignore_ascii_case("path") {
+            continue;
+        }
+        let value = value.trim().trim_matches('"');
+        let path = match value.strip_prefix("~/") {
+            Some(rest) => std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default()
+                .join(rest),
+            None => file.parent().unwrap_or(Path::new("/")).join(value),
+        };
+        if let Some(found) = judge_config(&path, depth + 1)? {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
+/// At most `limit` bytes of the regular file at `path`, as text; `None` when there is no such
+/// regular file. Opened without blocking, so a FIFO there cannot hang root.
+fn read_regular(path: &Path, limit: u64) -> io::Result<Option<String>> {
     use std::os::unix::fs::OpenOptionsExt;
     let opened = fs::OpenOptions::new()
         .read(true)
@@ -380,9 +430,16 @@ fn first_line(path: &Path) -> io::Result<Option<String>> {
     if !file.metadata()?.is_file() {
         return Ok(None);
     }
+    // Not UTF-8 is an error, never a lossy guess: a path read wrong would be judged wrong.
     let mut text = String::new();
-    file.take(4096).read_to_string(&mut text)?;
-    Ok(text.lines().next().map(str::to_owned))
+    file.take(limit).read_to_string(&mut text)?;
+    Ok(Some(text))
+}
+
+/// The first line of the small file at `path` (a gitfile, `commondir`), `None` when there is
+/// no such regular file ([`read_regular`]).
+fn first_line(path: &Path) -> io::Result<Option<String>> {
+    Ok(read_regular(path, 4096)?.and_then(|text| text.lines().next().map(str::to_owned)))
 }
 
 /// A git command started by [`Git::spawn`].

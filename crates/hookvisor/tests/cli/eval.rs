@@ -2034,3 +2034,52 @@ fn root_runs_no_git_with_a_submodule_config_the_agent_owns() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains(&config.display().to_string()), "{err}");
 }
+
+/// Attack: root's `.git/config` includes a file of the work tree (`[include] path =
+/// ../project.gitconfig`, a team's shared settings), and that file is the agent's. git reads
+/// it as config: root ran the `core.fsmonitor` the agent wrote there. Root refuses (exit 2,
+/// one line naming the included file) and the script never runs.
+#[test]
+fn root_runs_no_git_with_an_included_config_the_agent_owns() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let Some(_turn) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.stage("a.txt", "good\n");
+    common::check(ws.commit("one"), "commit");
+    ws.git_ok(&["config", "include.path", "../project.gitconfig"]);
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let included = ws.write("project.gitconfig", "");
+    let agent = ws.base().join("agent");
+    fs::create_dir(&agent).unwrap();
+    for path in [&agent, &included] {
+        std::os::unix::fs::chown(path, Some(user.uid.as_raw()), Some(user.gid.as_raw())).unwrap();
+    }
+    let marker = agent.join("fsmonitor-ran");
+    let script = agent.join("fsmonitor.sh");
+    let plant = format!(
+        "printf '#!/bin/sh\\nid -u > {marker}\\n' > {script} && chmod 755 {script} && \
+         printf '[core]\\n\\tfsmonitor = {script}\\n' >> {included}",
+        marker = marker.display(),
+        script = script.display(),
+        included = included.display(),
+    );
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", &plant])
+        .uid(user.uid.as_raw())
+        .gid(user.gid.as_raw())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    edit(&ws, "b.txt", "bad\n");
+    let out = ws.hookvisor(&["eval"]);
+    let err = common::stderr(&out);
+    assert!(!marker.exists(), "root ran the agent's fsmonitor; {err}");
+    assert_eq!(code(&out), 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("project.gitconfig"), "{err}");
+}
