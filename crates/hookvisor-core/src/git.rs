@@ -198,8 +198,9 @@ pub fn exposed(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
             return Ok(Some(found));
         }
     }
+    let mut hooks_paths = Vec::new();
     for config in user_and_system_config(&dir) {
-        if let Some(found) = judge_config(&config, 0)? {
+        if let Some(found) = judge_config(&config, 0, &mut hooks_paths)? {
             return Ok(Some(found));
         }
     }
@@ -287,25 +288,44 @@ pub fn exposed(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
             for name in ["config", "config.worktree"] {
                 let file = d.join(name);
                 if fs::symlink_metadata(&file).is_ok()
-                    && let Some(found) = judge_config(&file, 0)?
+                    && let Some(found) = judge_config(&file, 0, &mut hooks_paths)?
                 {
                     return Ok(Some(found));
                 }
             }
-            // The hooks git runs (a commit's `pre-commit`): the directory, then each of its
-            // files, which can be another account's in a directory only root can write.
-            let hooks = d.join("hooks");
-            if fs::symlink_metadata(&hooks).is_ok() {
-                if let Some(found) = judge(&hooks)? {
-                    return Ok(Some(found));
-                }
-                if hooks.is_dir() {
-                    for entry in fs::read_dir(&hooks)? {
-                        if let Some(found) = judge(&entry?.path())? {
-                            return Ok(Some(found));
-                        }
-                    }
-                }
+            if let Some(found) = judge_hooks(&d.join("hooks"))? {
+                return Ok(Some(found));
+            }
+        }
+    }
+    // `core.hooksPath` replaces `hooks`; a relative one is taken from the work tree's top:
+    // `GIT_WORK_TREE`, else the first directory from `dir` up with a `.git`.
+    let top = match std::env::var_os("GIT_WORK_TREE").filter(|v| !v.is_empty()) {
+        Some(tree) => dir.join(tree),
+        None => dir
+            .ancestors()
+            .find(|at| fs::symlink_metadata(at.join(".git")).is_ok())
+            .unwrap_or(&dir)
+            .to_owned(),
+    };
+    for hooks in &hooks_paths {
+        if let Some(found) = judge_hooks(&top.join(hooks))? {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
+/// The hooks directory git runs a commit's `pre-commit` from, then each file in it (which can
+/// be another account's in a directory only root can write); judged as [`exposed`] judges.
+fn judge_hooks(hooks: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
+    if let Some(found) = crate::user_fs::writable_by_others(hooks)? {
+        return Ok(Some(found));
+    }
+    if fs::metadata(hooks).is_ok_and(|m| m.is_dir()) {
+        for entry in fs::read_dir(hooks)? {
+            if let Some(found) = crate::user_fs::writable_by_others(&entry?.path())? {
+                return Ok(Some(found));
             }
         }
     }
@@ -364,7 +384,12 @@ pub fn may_run_in(dir: &Path) -> Result<(), GitError> {
 /// The config file `file` judged, then each file it includes (`include.path`,
 /// `includeIf.*.path`: git reads them as config, a work tree's shared `.gitconfig` say),
 /// judged the same way before it is read, to git's depth of 10.
-fn judge_config(file: &Path, depth: u8) -> io::Result<Option<(PathBuf, Option<u32>)>> {
+/// Each `core.hooksPath` read is added to `hooks_paths` (`~/` expanded, relative kept).
+fn judge_config(
+    file: &Path,
+    depth: u8,
+    hooks_paths: &mut Vec<PathBuf>,
+) -> io::Result<Option<(PathBuf, Option<u32>)>> {
     if let Some(found) = crate::user_fs::writable_by_others(file)? {
         return Ok(Some(found));
     }
@@ -388,19 +413,29 @@ fn judge_config(file: &Path, depth: u8) -> io::Result<Option<(PathBuf, Option<u3
         let Some((key, value)) = line.split_once('=') else {
             continue;
         };
-        let included = section == "include" || section.starts_with("includeif");
-        if !included || !key.trim().eq_ignore_ascii_case("path") {
-            continue;
-        }
+        let key = key.trim();
         let value = value.trim().trim_matches('"');
-        let path = match value.strip_prefix("~/") {
-            Some(rest) => std::env::var_os("HOME")
+        let home = || {
+            std::env::var_os("HOME")
                 .map(PathBuf::from)
                 .unwrap_or_default()
-                .join(rest),
+        };
+        if section == "core" && key.eq_ignore_ascii_case("hookspath") {
+            hooks_paths.push(match value.strip_prefix("~/") {
+                Some(rest) => home().join(rest),
+                None => PathBuf::from(value),
+            });
+            continue;
+        }
+        let included = section == "include" || section.starts_with("includeif");
+        if !included || !key.eq_ignore_ascii_case("path") {
+            continue;
+        }
+        let path = match value.strip_prefix("~/") {
+            Some(rest) => home().join(rest),
             None => file.parent().unwrap_or(Path::new("/")).join(value),
         };
-        if let Some(found) = judge_config(&path, depth + 1)? {
+        if let Some(found) = judge_config(&path, depth + 1, hooks_paths)? {
             return Ok(Some(found));
         }
     }
