@@ -1883,8 +1883,8 @@ fn root_runs_no_git_in_a_workspace_an_acl_lets_the_agent_write() {
 /// Attack: the workspace and its `.git` are root's alone, but its hooks are the agent's (a
 /// `COPY --chown` that left only the top directory root's; a hook file of an earlier run):
 /// the agent rewrites `check.sh`, and root's `eval`, `fire turn.end` and `run` ran it as
-/// root. Each refuses (exit 2, one line naming the hook) and the agent's script never runs,
-/// whether the agent owns the hooks directory or only the file.
+/// root. Each refuses (exit 2, one line naming the hook or its directory) and the agent's
+/// script never runs, whether the agent owns the hooks directory or only the file.
 #[test]
 fn root_runs_no_hook_the_agent_can_change() {
     use std::os::unix::fs::PermissionsExt;
@@ -1932,8 +1932,9 @@ fn root_runs_no_hook_the_agent_can_change() {
             );
             assert_eq!(code(&out), 2, "{args:?} ({owned}): {err}");
             assert_eq!(err.lines().count(), 1, "{err}");
+            let hooks_dir = ws.path().join(".discobot/hooks");
             assert!(
-                err.contains(&hook.display().to_string())
+                err.contains(&hooks_dir.display().to_string())
                     && err.contains(&format!("uid {}", user.uid)),
                 "{err}"
             );
