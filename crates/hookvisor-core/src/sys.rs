@@ -252,26 +252,31 @@ pub fn posix_acl_access(path: &std::path::Path) -> io::Result<Option<Vec<u8>>> {
     let path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     let name = c"system.posix_acl_access";
-    // An ACL holds a header and eight bytes an entry; 64 KiB is the kernel's most for any value.
-    let mut value = vec![0u8; 65536];
-    // SAFETY: two NUL-terminated strings and a live buffer of `value.len()` bytes.
-    let n = unsafe {
-        libc::getxattr(
-            path.as_ptr(),
-            name.as_ptr(),
-            value.as_mut_ptr().cast(),
-            value.len(),
-        )
-    };
-    if n < 0 {
-        let err = io::Error::last_os_error();
-        return match err.raw_os_error() {
-            Some(libc::ENODATA | libc::EOPNOTSUPP) => Ok(None),
-            _ => Err(err),
+    // An ACL holds a header and eight bytes an entry: a few dozen entries fit the first try,
+    // and most files have none (this runs for every step of a path).
+    let mut value = vec![0u8; 512];
+    loop {
+        // SAFETY: two NUL-terminated strings and a live buffer of `value.len()` bytes.
+        let n = unsafe {
+            libc::getxattr(
+                path.as_ptr(),
+                name.as_ptr(),
+                value.as_mut_ptr().cast(),
+                value.len(),
+            )
         };
+        if n >= 0 {
+            value.truncate(n as usize);
+            return Ok(Some(value));
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::ENODATA | libc::EOPNOTSUPP) => return Ok(None),
+            // Larger than the buffer: 64 KiB is the kernel's most for any value.
+            Some(libc::ERANGE) if value.len() < 65536 => value.resize(65536, 0),
+            _ => return Err(err),
+        }
     }
-    value.truncate(n as usize);
-    Ok(Some(value))
 }
 
 /// Everything a hook's child needs between `fork` and `execve`, prepared before the fork

@@ -233,6 +233,16 @@ pub fn writable_by_others(dir: &Path) -> io::Result<Option<(PathBuf, Option<u32>
     Ok(None)
 }
 
+/// [`writable_by_others`] for an entry of a directory it has cleared: the entry alone, unless
+/// it is a link (then the whole way to its target). A few system calls, not a walk from `/`.
+pub(crate) fn entry_writable_by_others(path: &Path) -> io::Result<Option<(PathBuf, Option<u32>)>> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.file_type().is_symlink() {
+        return writable_by_others(path);
+    }
+    Ok(writer_other_than_root(path, &meta)?.map(|writer| (path.to_owned(), writer)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

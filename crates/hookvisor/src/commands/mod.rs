@@ -61,38 +61,34 @@ fn refuse_others_hooks(ctx: &hookvisor_core::Context) -> Result<(), crate::error
     if !nix::unistd::Uid::effective().is_root() {
         return Ok(());
     }
-    let discovery = hookvisor_core::discover::discover_workspace(ctx);
-    let mut paths: Vec<_> = discovery
-        .hooks
-        .iter()
-        .map(|hook| hook.path.clone())
-        .collect();
-    paths.dedup();
-    paths.extend([
-        ctx.hooks_dir(),
-        hookvisor_core::Config::path(&ctx.workspace),
-    ]);
-    for path in paths.iter().filter(|p| p.symlink_metadata().is_ok()) {
+    let judge = |path: &std::path::Path| {
+        if path.symlink_metadata().is_err() {
+            return Ok(());
+        }
         match hookvisor_core::user_fs::writable_by_others(path) {
-            Ok(None) => {}
+            Ok(None) => Ok(()),
             Ok(Some((open, owner))) => {
                 let who =
                     owner.map_or_else(|| "a group or everyone".to_owned(), |u| format!("uid {u}"));
-                return Err(CliError::usage(format!(
+                Err(CliError::usage(format!(
                     "refusing to run hooks as root: {} can be changed by {who} (at {}), and \
                      root would run what it says; run this command as the user who owns it, \
                      or make it writable only by root",
                     path.display(),
                     open.display()
-                )));
+                )))
             }
-            Err(err) => {
-                return Err(CliError::failed(format!(
-                    "cannot check who can change the hook {}: {err}",
-                    path.display()
-                )));
-            }
+            Err(err) => Err(CliError::failed(format!(
+                "cannot check who can change the hook {}: {err}",
+                path.display()
+            ))),
         }
-    }
-    Ok(())
+    };
+    // What discovery reads is judged before it is read, then each file a hook came from.
+    judge(&hookvisor_core::Config::path(&ctx.workspace))?;
+    judge(&ctx.hooks_dir())?;
+    let discovery = hookvisor_core::discover::discover_workspace(ctx);
+    let mut paths: Vec<_> = discovery.hooks.iter().map(|hook| &hook.path).collect();
+    paths.dedup();
+    paths.into_iter().try_for_each(|path| judge(path))
 }

@@ -1883,8 +1883,8 @@ fn root_runs_no_git_in_a_workspace_an_acl_lets_the_agent_write() {
 /// Attack: the workspace and its `.git` are root's alone, but its hooks are the agent's (a
 /// `COPY --chown` that left only the top directory root's; a hook file of an earlier run):
 /// the agent rewrites `check.sh`, and root's `eval`, `fire turn.end` and `run` ran it as
-/// root. Each refuses (exit 2, one line naming the hook) and the agent's script never runs,
-/// whether the agent owns the hooks directory or only the file.
+/// root. Each refuses (exit 2, one line naming the hook or its directory) and the agent's
+/// script never runs, whether the agent owns the hooks directory or only the file.
 #[test]
 fn root_runs_no_hook_the_agent_can_change() {
     use std::os::unix::fs::PermissionsExt;
@@ -1932,8 +1932,9 @@ fn root_runs_no_hook_the_agent_can_change() {
             );
             assert_eq!(code(&out), 2, "{args:?} ({owned}): {err}");
             assert_eq!(err.lines().count(), 1, "{err}");
+            let hooks_dir = ws.path().join(".discobot/hooks");
             assert!(
-                err.contains(&hook.display().to_string())
+                err.contains(&hooks_dir.display().to_string())
                     && err.contains(&format!("uid {}", user.uid)),
                 "{err}"
             );
@@ -1971,4 +1972,115 @@ fn root_runs_no_git_with_a_commondir_the_agent_owns() {
     assert_eq!(code(&out), 2, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains(&commondir.display().to_string()), "{err}");
+}
+
+/// Attack: the repository is root's alone but for the config of a submodule's git dir
+/// (`.git/modules/sub/config`), a file the agent owns, where it sets `core.fsmonitor`. Root's
+/// `git status` recurses into the submodule, and git's `safe.directory` looks at directories'
+/// owners, not the config's: root ran the agent's script. Root refuses (exit 2, one line naming
+/// the file) and the script never runs.
+#[test]
+fn root_runs_no_git_with_a_submodule_config_the_agent_owns() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let Some(_turn) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.stage("a.txt", "good\n");
+    common::check(ws.commit("one"), "commit");
+    let upstream = ws.base().join("upstream");
+    fs::create_dir(&upstream).unwrap();
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["commit", "-q", "--allow-empty", "-m", "s"],
+    ] {
+        common::check(
+            ws.git_command(&upstream).args(args).output().unwrap(),
+            "upstream",
+        );
+    }
+    ws.git_ok(&["submodule", "add", "-q", upstream.to_str().unwrap(), "sub"]);
+    common::check(ws.commit("sub"), "commit the submodule");
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = ws.base().join("agent");
+    fs::create_dir(&agent).unwrap();
+    let config = ws.path().join(".git/modules/sub/config");
+    for path in [&agent, &config] {
+        std::os::unix::fs::chown(path, Some(user.uid.as_raw()), Some(user.gid.as_raw())).unwrap();
+    }
+    let marker = agent.join("fsmonitor-ran");
+    let script = agent.join("fsmonitor.sh");
+    let plant = format!(
+        "printf '#!/bin/sh\\nid -u > {marker}\\n' > {script} && chmod 755 {script} && \
+         printf '[core]\\n\\tfsmonitor = {script}\\n' >> {config}",
+        marker = marker.display(),
+        script = script.display(),
+        config = config.display(),
+    );
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", &plant])
+        .uid(user.uid.as_raw())
+        .gid(user.gid.as_raw())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    edit(&ws, "b.txt", "bad\n");
+    let out = ws.hookvisor(&["eval"]);
+    let err = common::stderr(&out);
+    assert!(!marker.exists(), "root ran the agent's fsmonitor; {err}");
+    assert_eq!(code(&out), 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&config.display().to_string()), "{err}");
+}
+
+/// Attack: root's `.git/config` includes a file of the work tree (`[include] path =
+/// ../project.gitconfig`, a team's shared settings), and that file is the agent's. git reads
+/// it as config: root ran the `core.fsmonitor` the agent wrote there. Root refuses (exit 2,
+/// one line naming the included file) and the script never runs.
+#[test]
+fn root_runs_no_git_with_an_included_config_the_agent_owns() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let Some(_turn) = common::ensure_test_user() else {
+        return;
+    };
+    let user = common::test_user();
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.stage("a.txt", "good\n");
+    common::check(ws.commit("one"), "commit");
+    ws.git_ok(&["config", "include.path", "../project.gitconfig"]);
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let included = ws.write("project.gitconfig", "");
+    let agent = ws.base().join("agent");
+    fs::create_dir(&agent).unwrap();
+    for path in [&agent, &included] {
+        std::os::unix::fs::chown(path, Some(user.uid.as_raw()), Some(user.gid.as_raw())).unwrap();
+    }
+    let marker = agent.join("fsmonitor-ran");
+    let script = agent.join("fsmonitor.sh");
+    let plant = format!(
+        "printf '#!/bin/sh\\nid -u > {marker}\\n' > {script} && chmod 755 {script} && \
+         printf '[core]\\n\\tfsmonitor = {script}\\n' >> {included}",
+        marker = marker.display(),
+        script = script.display(),
+        included = included.display(),
+    );
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", &plant])
+        .uid(user.uid.as_raw())
+        .gid(user.gid.as_raw())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    edit(&ws, "b.txt", "bad\n");
+    let out = ws.hookvisor(&["eval"]);
+    let err = common::stderr(&out);
+    assert!(!marker.exists(), "root ran the agent's fsmonitor; {err}");
+    assert_eq!(code(&out), 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("project.gitconfig"), "{err}");
 }

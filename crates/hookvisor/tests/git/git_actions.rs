@@ -520,7 +520,8 @@ fn a_push_to_a_remote_the_repository_does_not_have_is_refused() {
 /// an earlier run); the agent puts its `pre-commit` there. Root's `fire` of a `git-commit`
 /// action ran it as root. Root now refuses (exit 2, one line naming `.git/hooks`): nothing is
 /// committed and the agent's hook never runs. A hook file the agent owns in a hooks directory
-/// only root can write is refused alike.
+/// only root can write is refused alike, and so is the agent's directory that root's config
+/// names as `core.hooksPath` (husky's `.husky`, a directory of the work tree).
 #[test]
 fn root_runs_no_git_hook_the_agent_can_change() {
     use std::os::unix::process::CommandExt;
@@ -528,19 +529,27 @@ fn root_runs_no_git_hook_the_agent_can_change() {
         return;
     };
     let user = common::test_user();
-    for owned in ["hooks", "hooks/pre-commit"] {
+    for (hooks, owned) in [
+        (".git/hooks", ".git/hooks"),
+        (".git/hooks", ".git/hooks/pre-commit"),
+        (".husky", ".husky"),
+    ] {
         let ws = repo("commit", "action: git-commit\nmessage: done\n");
+        if hooks == ".husky" {
+            fs::create_dir(ws.path().join(hooks)).unwrap();
+            ws.git_ok(&["config", "core.hooksPath", hooks]);
+        }
         ws.stage(
             ".discobot/hooks/commit.yml",
             &fs::read_to_string(ws.path().join(".discobot/hooks/commit.yml")).unwrap(),
         );
         check(ws.commit("hooks"), "commit the hook");
         fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
-        let pre_commit = ws.path().join(".git/hooks/pre-commit");
+        let pre_commit = ws.path().join(hooks).join("pre-commit");
         fs::write(&pre_commit, "").unwrap();
         let chown = std::process::Command::new("chown")
             .args(["-R", &format!("{}:{}", user.uid, user.gid)])
-            .arg(ws.path().join(".git").join(owned))
+            .arg(ws.path().join(owned))
             .status()
             .unwrap();
         assert!(chown.success());
@@ -569,7 +578,7 @@ fn root_runs_no_git_hook_the_agent_can_change() {
         assert_eq!(code(&out), 2, "({owned}): {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(
-            err.contains(&ws.path().join(".git/hooks").display().to_string()),
+            err.contains(&ws.path().join(hooks).display().to_string()),
             "{err}"
         );
     }
