@@ -143,23 +143,18 @@ pub(crate) fn first_reachable(path: &Path, user: &Credentials) -> io::Result<Opt
     Ok(None)
 }
 
-/// Whether an account other than root could write what `meta` describes: another owner, or
-/// group or world write permission for a group other than root's or for everyone.
-fn open_to_others(meta: &Metadata) -> bool {
-    let mode = meta.mode();
-    meta.uid() != 0 || mode & 0o002 != 0 || (mode & 0o020 != 0 && meta.gid() != 0)
-}
-
 /// Who other than root may write `path` (whose metadata is `meta`), if anyone: the owner's
-/// uid, or `None` for a group or everyone. Besides the mode, its POSIX ACL: a named user or
-/// group given write (`setfacl -m u:agent:rwx`) shows in the mode only as the mask of a file
-/// the root group owns, which [`open_to_others`] reads as root's alone.
+/// uid, a user a POSIX ACL gives write (`setfacl -m u:agent:rwx`, which shows in the mode only
+/// as the group's bits), or `None` for a group or everyone. Any group counts, the root group
+/// too: OpenShift runs the agent with gid 0 over a workspace made `g=u`, and whom else a group
+/// holds cannot be known here.
 fn writer_other_than_root(path: &Path, meta: &Metadata) -> io::Result<Option<Option<u32>>> {
-    if open_to_others(meta) {
-        return Ok(Some((meta.uid() != 0).then_some(meta.uid())));
+    if meta.uid() != 0 {
+        return Ok(Some(Some(meta.uid())));
     }
+    let group_or_everyone = (meta.mode() & 0o022 != 0).then_some(None);
     let Some(acl) = crate::sys::posix_acl_access(path)? else {
-        return Ok(None);
+        return Ok(group_or_everyone);
     };
     // The kernel's layout (linux/posix_acl_xattr.h): a version, then (tag, perm, id) entries.
     const USER: u16 = 0x02;
@@ -182,12 +177,13 @@ fn writer_other_than_root(path: &Path, meta: &Metadata) -> io::Result<Option<Opt
         .iter()
         .any(|&(tag, perm, _)| tag == MASK && perm & WRITE == 0)
     {
-        return Ok(None);
+        return Ok(group_or_everyone);
     }
-    Ok(entries.iter().find_map(|&(tag, perm, id)| {
-        (perm & WRITE != 0 && id != 0 && (tag == USER || tag == GROUP))
+    let named = entries.iter().find_map(|&(tag, perm, id)| {
+        (perm & WRITE != 0 && ((tag == USER && id != 0) || tag == GROUP))
             .then_some((tag == USER).then_some(id))
-    }))
+    });
+    Ok(named.or(group_or_everyone))
 }
 
 /// For a root process: the first name on the way from `/` to the directory `dir` (itself
@@ -281,6 +277,30 @@ mod tests {
             "a member of the group"
         );
         assert!(!writable_by(&meta(0o755), &in_group), "group without write");
+    }
+
+    /// Root's own directory is root's alone until a group may write it, the root group too
+    /// (OpenShift's agent has gid 0).
+    #[test]
+    fn the_root_group_writing_is_others_writing() {
+        if !Uid::effective().is_root() {
+            assert!(std::env::var_os("CI").is_none(), "CI must run this as root");
+            eprintln!("note: needs root; skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        nix::unistd::chown(
+            dir.path(),
+            Some(Uid::from_raw(0)),
+            Some(nix::unistd::Gid::from_raw(0)),
+        )
+        .unwrap();
+        assert_eq!(writable_by_others(dir.path()).unwrap(), None);
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o770)).unwrap();
+        assert_eq!(
+            writable_by_others(dir.path()).unwrap(),
+            Some((dir.path().to_owned(), None))
+        );
     }
 
     #[test]
