@@ -33,6 +33,7 @@ mod guard;
 mod listen;
 mod metrics;
 mod routes;
+mod runs;
 mod watch;
 
 use std::collections::HashMap;
@@ -444,6 +445,7 @@ impl AppState {
         };
         let mut seen = self.seen.lock().expect("status lock");
         let (events, finished) = events::status_events(&seen, &fresh);
+        let events = events::with_run_events(events, &fresh, &self.store().history());
         for run in finished {
             if let Some(ms) = run.duration_ms {
                 self.metrics.observe_run(&run.hook_id, ms);
@@ -648,9 +650,13 @@ pub fn app(state: Arc<AppState>, guard: Guard) -> Router {
         .route("/hooks/status", get(routes::status))
         .route("/hooks/{id}/output", get(routes::output))
         .route("/hooks/{id}/rerun", post(routes::rerun))
+        .route("/hooks/{id}/runs", get(runs::list))
+        .route("/hooks/{id}/runs/{run}/output", get(runs::output))
         .route("/v1/hooks", get(routes::hooks))
         .route("/v1/children", get(children::list))
         .route("/v1/children/{name}/status", get(children::status))
+        .route("/v1/sessions", get(runs::sessions))
+        .route("/v1/timeline", get(runs::timeline))
         .route("/v1/turns/end", post(routes::turn_end))
         .route("/v1/turns/start", post(routes::turn_start))
         .route("/v1/events", get(routes::events))
