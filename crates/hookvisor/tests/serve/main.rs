@@ -10,5 +10,6 @@ mod common;
 mod adapters;
 mod adapters_events;
 mod dashboard;
+mod dashboard_runs;
 mod serve;
 mod serve_events;
