@@ -651,8 +651,19 @@ async fn the_dashboard_screenshots() {
     fire(&server, "3f9c2a7e-claude", "task.complete", json!({}));
     fire(&server, "b81d04c2-codex", "turn.start", json!({}));
 
-    let client = driver.browser_with(&["--window-size=1000,650"]).await;
+    let client = driver.browser().await;
     client.goto(&url(&server)).await.unwrap();
+    // 1000×650 of page: the window's size less what its frame takes.
+    let frame = js(
+        &client,
+        "return [window.outerWidth - window.innerWidth, window.outerHeight - window.innerHeight];",
+    )
+    .await;
+    let frame = |i: usize| u32::try_from(frame[i].as_u64().unwrap()).unwrap();
+    client
+        .set_window_size(1000 + frame(0), 650 + frame(1))
+        .await
+        .unwrap();
     wait_for(&client, "#live.on").await;
     wait_for(&client, "tr[data-hook='fmt'] svg.spark").await;
     wait_for(
@@ -671,6 +682,12 @@ async fn the_dashboard_screenshots() {
         async move {
             let png = client.screenshot().await.unwrap();
             assert!(png.starts_with(b"\x89PNG"));
+            // The IHDR chunk's width and height.
+            assert_eq!(
+                (&png[16..20], &png[20..24]),
+                (&1000u32.to_be_bytes()[..], &650u32.to_be_bytes()[..]),
+                "{name}: not 1000×650"
+            );
             std::fs::write(&path, png).unwrap();
         }
     };
