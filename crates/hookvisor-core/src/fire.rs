@@ -620,6 +620,38 @@ pub(crate) fn run_judged_with(
     cancel: &CancelToken,
     session: Option<&SessionStep<'_>>,
 ) -> Result<Option<Done>, FireError> {
+    // The history of each run names the firing it ran for, and keeps what it told the agent.
+    let store = &store.for_run(payload.run_info());
+    let done = run_judged_unannotated(ctx, hook, firing, payload, store, cancel, session)?;
+    // A gate's reply carries a block's reason to the agent; a turn end's re-prompt is kept by
+    // the evaluation, which alone knows which failure the agent is told of.
+    if let Some(done) = done.as_ref().filter(|_| firing.event.is_gate())
+        && firing.event != Event::TurnEnd
+    {
+        let told = match &done.judgment.verdict {
+            Verdict::Block { reason } => Some(("block", reason)),
+            Verdict::Abort { reason } => Some(("abort", reason)),
+            _ => None,
+        };
+        if let Some((decision, reason)) = told
+            && let Err(e) = store.annotate_run(&hook.id, decision, Some(reason))
+        {
+            tracing::warn!("{e}");
+        }
+    }
+    Ok(done)
+}
+
+/// [`run_judged_with`] before its decision is kept in the run's history.
+fn run_judged_unannotated(
+    ctx: &Context,
+    hook: &Hook,
+    firing: &Firing,
+    payload: &Payload,
+    store: &StatusStore,
+    cancel: &CancelToken,
+    session: Option<&SessionStep<'_>>,
+) -> Result<Option<Done>, FireError> {
     // An unawaited hook runs after the decision went out: it is judged as a notice.
     let mut judge = Judge::new(
         firing.event.is_gate() && hook.spec.await_,

@@ -393,6 +393,21 @@ impl Payload {
         }
     }
 
+    /// What a run's history says of its firing: the event, the trigger, the session, the files.
+    pub(crate) fn run_info(&self) -> crate::status::history::RunInfo {
+        crate::status::history::RunInfo {
+            event: Some(self.event.clone()),
+            trigger: Some(self.trigger.clone()),
+            session: Some(self.session.clone()),
+            files: self
+                .files
+                .iter()
+                .flatten()
+                .map(|f| f.to_string_lossy().into_owned())
+                .collect(),
+        }
+    }
+
     /// Stamps the event at `at` instead of now.
     pub fn at(mut self, at: SystemTime) -> Payload {
         self.timestamp = rfc3339_millis(at);

@@ -59,6 +59,26 @@ impl StateDir {
         self.output_dir().join(format!("{hook_id}.log"))
     }
 
+    /// `runs/`, the run history of every hook (`crate::status::history`).
+    pub fn runs_dir(&self) -> PathBuf {
+        self.root.join("runs")
+    }
+
+    /// `runs/<hookId>.jsonl`, a hook's last runs, one JSON object a line, oldest first.
+    pub fn run_history(&self, hook_id: &str) -> PathBuf {
+        self.runs_dir().join(format!("{hook_id}.jsonl"))
+    }
+
+    /// `runs/<hookId>/`, the logs of a hook's last runs.
+    pub fn run_logs_dir(&self, hook_id: &str) -> PathBuf {
+        self.runs_dir().join(hook_id)
+    }
+
+    /// `runs/<hookId>/<run>.log`, the log of run number `run` of a hook.
+    pub fn run_log(&self, hook_id: &str, run: u64) -> PathBuf {
+        self.run_logs_dir(hook_id).join(format!("{run}.log"))
+    }
+
     /// `changed/<hookId>`, the changed-file list handed to a file hook.
     pub fn changed_list(&self, hook_id: &str) -> PathBuf {
         self.root.join("changed").join(hook_id)

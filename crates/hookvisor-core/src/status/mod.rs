@@ -36,6 +36,7 @@
 
 mod callback;
 mod file;
+pub mod history;
 mod lock;
 mod store;
 

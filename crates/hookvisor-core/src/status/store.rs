@@ -7,11 +7,14 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use super::history::{History, RunInfo};
 use super::{RunResult, Status};
 use crate::context::Context;
 use crate::exec::RunOutcome;
 use crate::hook::Hook;
-use crate::state::{Durability, TEMP_SUFFIX, parent_dir, read_capped, temp_prefix, write_atomic};
+use crate::state::{
+    Durability, StateDir, TEMP_SUFFIX, parent_dir, read_capped, temp_prefix, write_atomic,
+};
 use crate::untrusted::{move_aside, open_regular, warn};
 
 /// The largest `status.json` read (rule 3); a bigger one is moved aside like a corrupt one.
@@ -28,6 +31,8 @@ pub struct StatusStore {
     pub(super) lock_timeout: Duration,
     // How `update` replaces the file.
     durability: Durability,
+    // What the runs this store records were fired by, for their history.
+    run_info: Option<RunInfo>,
 }
 
 /// What [`StatusStore::read`] found at `status.json`.
@@ -47,7 +52,38 @@ impl StatusStore {
             path: path.into(),
             lock_timeout: LOCK_TIMEOUT,
             durability: Durability::Durable,
+            run_info: None,
         }
+    }
+
+    /// This store, for recording the runs of one firing: their history names its event,
+    /// trigger, session and files ([`super::history`]).
+    pub fn for_run(&self, info: RunInfo) -> StatusStore {
+        StatusStore {
+            run_info: Some(info),
+            ..self.clone()
+        }
+    }
+
+    /// The run histories beside this `status.json`.
+    pub fn history(&self) -> History {
+        History::new(StateDir::new(parent_dir(&self.path)))
+    }
+
+    /// Sets what the last recorded run of `hook_id` decided and the exact text the agent got
+    /// because of it, in its history, under the lock.
+    pub fn annotate_run(
+        &self,
+        hook_id: &str,
+        decision: &str,
+        agent_text: Option<&str>,
+    ) -> Result<(), StatusError> {
+        let history = self.history();
+        self.update(|_| history.annotate(hook_id, decision, agent_text))?
+            .map_err(|source| StatusError::Write {
+                path: StateDir::new(parent_dir(&self.path)).run_history(hook_id),
+                source,
+            })
     }
 
     /// Sets how [`StatusStore::update`] replaces the file. The default, [`Durability::Durable`],
@@ -145,7 +181,13 @@ impl StatusStore {
                 (Status::default(), None)
             }
         };
+        let finished: Vec<(String, u64)> = status
+            .hooks
+            .iter()
+            .map(|(id, h)| (id.clone(), h.run_count))
+            .collect();
         let value = f(&mut status);
+        self.add_to_histories(&status, &finished);
         let after = status.to_json();
         if before.as_deref() != Some(after.as_slice()) {
             write_atomic(&self.path, &after, self.durability).map_err(|source| {
@@ -156,6 +198,25 @@ impl StatusStore {
             })?;
         }
         Ok(value)
+    }
+
+    /// Appends every run `status` counts beyond `before` (id, runCount) to its hook's history.
+    /// A history that cannot be written costs a warning, never the status write.
+    fn add_to_histories(&self, status: &Status, before: &[(String, u64)]) {
+        let history = self.history();
+        for (id, entry) in &status.hooks {
+            let was = before
+                .iter()
+                .find(|(b, _)| b == id)
+                .map_or(0, |(_, count)| *count);
+            if entry.run_count > was
+                && let Err(e) = history.append(id, entry, self.run_info.as_ref())
+            {
+                warn(format_args!(
+                    "cannot add a run of '{id}' to its history: {e}"
+                ));
+            }
+        }
     }
 
     /// Startup recovery (see [`Status::recover_interrupted`]); call it before anything of this

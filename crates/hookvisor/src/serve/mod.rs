@@ -33,6 +33,7 @@ mod guard;
 mod listen;
 mod metrics;
 mod routes;
+mod runs;
 mod watch;
 
 use std::collections::HashMap;
@@ -616,6 +617,8 @@ pub fn app(state: Arc<AppState>, guard: Guard) -> Router {
         .route("/hooks/status", get(routes::status))
         .route("/hooks/{id}/output", get(routes::output))
         .route("/hooks/{id}/rerun", post(routes::rerun))
+        .route("/hooks/{id}/runs", get(runs::list))
+        .route("/hooks/{id}/runs/{run}/output", get(runs::output))
         .route("/v1/hooks", get(routes::hooks))
         .route("/v1/children", get(children::list))
         .route("/v1/children/{name}/status", get(children::status))

@@ -79,6 +79,8 @@ pub enum ServerError {
     Child(hookvisor_actions::spawn::ChildrenError),
     /// The core failed (status.json unwritable, ...).
     Internal(String),
+    /// No such run of a hook, or no such session: the message says which.
+    NotFound(String),
 }
 
 impl IntoResponse for ServerError {
@@ -88,6 +90,7 @@ impl IntoResponse for ServerError {
                 StatusCode::NOT_FOUND,
                 format!("no hook '{id}'; GET /v1/hooks lists the hooks"),
             ),
+            ServerError::NotFound(what) => (StatusCode::NOT_FOUND, what.clone()),
             ServerError::NoRoute(path) => (
                 StatusCode::NOT_FOUND,
                 format!("no route {path}; see docs/DESIGN.md \"HTTP API\""),
@@ -533,10 +536,10 @@ pub(super) async fn blocking<T: Send + 'static>(
 
 /// The last `limit` bytes of a log as text (whole lines when cut), its size, and whether it was
 /// cut. A hook that never ran has an empty log.
-fn read_tail(path: &Path, limit: u64) -> io::Result<(String, u64, bool)> {
+pub(super) fn read_tail(path: &Path, limit: u64) -> io::Result<(String, u64, bool)> {
     // The agent can write the state dir: a log replaced by a link to a secret or by a FIFO
     // must be refused, not served or waited on.
-    let mut file = match hookvisor_core::status::open_state_file(path) {
+    let file = match hookvisor_core::status::open_state_file(path) {
         Ok(Ok(file)) => file,
         Ok(Err(why)) => {
             return Err(io::Error::new(
@@ -547,18 +550,25 @@ fn read_tail(path: &Path, limit: u64) -> io::Result<(String, u64, bool)> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((String::new(), 0, false)),
         Err(e) => return Err(e),
     };
+    let (text, start, size) = tail_of(file, limit)?;
+    Ok((text, size, start > 0))
+}
+
+/// The last `limit` bytes of an open log as text, whole lines when cut: the text, the byte it
+/// starts at, and the log's size.
+pub(super) fn tail_of(mut file: std::fs::File, limit: u64) -> io::Result<(String, u64, u64)> {
     let size = file.metadata()?.len();
-    let start = size.saturating_sub(limit);
+    let mut start = size.saturating_sub(limit);
     file.seek(SeekFrom::Start(start))?;
     let mut bytes = Vec::with_capacity((size - start) as usize);
     file.take(limit).read_to_end(&mut bytes)?;
-    let mut text = String::from_utf8_lossy(&bytes).into_owned();
     if start > 0
-        && let Some(newline) = text.find('\n')
+        && let Some(newline) = bytes.iter().position(|&b| b == b'\n')
     {
-        text.drain(..=newline);
+        bytes.drain(..=newline);
+        start += newline as u64 + 1;
     }
-    Ok((text, size, start > 0))
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), start, size))
 }
 
 #[cfg(test)]

@@ -11,5 +11,6 @@ mod adapters;
 mod adapters_events;
 mod dashboard;
 mod dashboard_runs;
+mod runs;
 mod serve;
 mod serve_events;

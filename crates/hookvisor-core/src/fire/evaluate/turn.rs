@@ -172,6 +172,12 @@ pub(super) fn evaluate_scan(
         report.results.push(event_hooks::result(hook, files, &done));
         report.context.extend(done.judgment.context.iter().cloned());
     }
+    // The run that re-prompts keeps the exact text the agent is sent in its history.
+    if let (Some(id), Some(message)) = (&report.blocked_by, &report.message)
+        && let Err(e) = store.annotate_run(id, "reprompt", Some(message))
+    {
+        tracing::warn!("{e}");
+    }
     Ok(report)
 }
 

@@ -1,0 +1,195 @@
+//! The run history (issue 32) through the real `hookvisor serve`: every run a runner records
+//! (`hookvisor run`, a turn end, an event) is kept on disk, newest first, bounded, and read
+//! back after a restart; files the agent plants in `runs/` hurt nothing.
+
+use crate::common;
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::time::Instant;
+
+use common::Workspace;
+use common::serve::{DEADLINE, Server};
+use serde_json::{Value, json};
+
+/// Writes a declarative hook `.discobot/hooks/<name>.yml` with this front matter.
+fn yml(ws: &Workspace, name: &str, front: &str) {
+    ws.write(
+        &format!(".discobot/hooks/{name}.yml"),
+        &format!("---\n{front}\n---\n"),
+    );
+}
+
+/// The runs of `id` as the server answers them.
+fn runs(server: &Server, path: &str) -> Vec<Value> {
+    let answer = server.get(path);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.json()["runs"].as_array().unwrap().clone()
+}
+
+/// The text of the kept log of a run.
+fn output(server: &Server, id: &str, run: &Value) -> Value {
+    let answer = server.get(&format!("/hooks/{id}/runs/{}/output", run["run"]));
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.json()
+}
+
+#[test]
+fn runs_of_run_a_turn_end_and_an_event_are_kept_newest_first() {
+    let ws = Workspace::git();
+    ws.hook(
+        "check.sh",
+        "file",
+        "pattern: '*.txt'",
+        "echo checked; cat \"$DISCOBOT_CHANGED_FILES\" 2>/dev/null; exit 1",
+    );
+    yml(
+        &ws,
+        "guard",
+        "event: tool.before\nrun: 'test \"${tool_name}\" != Bash || { echo no shell >&2; exit 2; }'",
+    );
+    ws.write("seed", "");
+    ws.git_ok(&["add", "."]);
+    ws.git_ok(&["commit", "-qm", "seed", "--no-verify"]);
+
+    // `hookvisor run`, before any server.
+    let ran = ws.hookvisor(&["run", "check"]);
+    assert_eq!(common::code(&ran), 1, "{}", common::stderr(&ran));
+
+    let server = Server::tcp(&ws);
+    ws.write("a.txt", "changed");
+    let eval = server.post("/v1/turns/end", r#"{"trigger":"user"}"#).json();
+    assert_eq!(eval["action"], "reprompt", "{eval}");
+    let message = eval["message"].as_str().unwrap();
+
+    let check = runs(&server, "/hooks/check/runs");
+    assert_eq!(check.len(), 2, "{check:?}");
+    let (turn, by_run) = (&check[0], &check[1]);
+    assert_eq!((&turn["run"], &by_run["run"]), (&json!(2), &json!(1)));
+    assert_eq!(turn["result"], "failure");
+    assert_eq!(turn["exitCode"], 1);
+    assert_eq!(turn["event"], "turn.end", "{turn}");
+    assert_eq!(turn["trigger"], "user");
+    assert_eq!(turn["files"], json!(["a.txt"]), "{turn}");
+    assert_eq!(turn["decision"], "reprompt");
+    assert_eq!(turn["agentText"], message, "the exact re-prompt");
+    assert!(turn["durationMs"].is_u64() && turn["startedAt"].is_string());
+    assert_eq!(turn["hasOutput"], true);
+    assert_eq!(by_run["decision"], Value::Null, "nobody was told of it");
+    assert_eq!(
+        runs(&server, "/hooks/check/runs?limit=1"),
+        check[..1].to_vec()
+    );
+
+    let out = output(&server, "check", turn);
+    assert!(
+        out["output"].as_str().unwrap().starts_with("checked\n"),
+        "{out}"
+    );
+    assert_eq!(out["running"], false);
+    assert_eq!(out["offset"], 0);
+    assert_eq!(out["sizeBytes"], out["nextOffset"]);
+    let from = server.get("/hooks/check/runs/2/output?offset=3").json();
+    assert!(
+        from["output"].as_str().unwrap().starts_with("cked\n"),
+        "{from}"
+    );
+    assert_eq!(from["offset"], 3);
+
+    // An event: the gate's block and the reason the agent got.
+    let data = r#"{"session_id":"s-1","data":{"tool_name":"Bash"}}"#;
+    let block = server.post("/v1/events/tool.before", data).json();
+    assert_eq!(block["decision"], "block", "{block}");
+    let guard = runs(&server, "/hooks/guard/runs");
+    assert_eq!(guard.len(), 1, "{guard:?}");
+    assert_eq!(guard[0]["event"], "tool.before");
+    assert_eq!(guard[0]["session"], "s-1");
+    assert_eq!(guard[0]["decision"], "block");
+    assert_eq!(guard[0]["agentText"], block["reason"], "{guard:?}");
+
+    let missing = server.get("/hooks/check/runs/99/output");
+    assert_eq!(missing.status, 404, "{}", missing.body);
+    assert_eq!(server.get("/hooks/nope/runs").status, 404);
+}
+
+#[test]
+fn the_history_is_bounded_at_200_runs_and_survives_a_restart() {
+    let ws = Workspace::new();
+    ws.hook("count.sh", "session", "", "echo run");
+    let server = Server::tcp(&ws);
+    for _ in 0..205 {
+        assert_eq!(server.post("/hooks/count/rerun", "").status, 200);
+    }
+    let all = runs(&server, "/hooks/count/runs?limit=1000");
+    assert_eq!(all.len(), 200);
+    assert_eq!((&all[0]["run"], &all[199]["run"]), (&json!(205), &json!(6)));
+    assert_eq!(
+        runs(&server, "/hooks/count/runs").len(),
+        50,
+        "the default limit"
+    );
+    let with_output = all.iter().filter(|r| r["hasOutput"] == true).count();
+    assert_eq!(with_output, 20, "the last 20 logs are kept");
+    assert_eq!(output(&server, "count", &all[0])["output"], "run\n");
+    let old = server.get("/hooks/count/runs/6/output").json();
+    assert_eq!(old["output"], "", "{old}");
+    let kept = fs::read_dir(ws.state_dir().join("runs/count"))
+        .unwrap()
+        .count();
+    assert_eq!(kept, 20);
+    server.stop();
+
+    let server = Server::tcp(&ws);
+    assert_eq!(runs(&server, "/hooks/count/runs?limit=200"), all);
+    assert_eq!(server.post("/hooks/count/rerun", "").status, 200);
+    assert_eq!(runs(&server, "/hooks/count/runs?limit=1")[0]["run"], 206);
+}
+
+#[test]
+fn files_planted_in_the_history_hurt_nothing() {
+    let ws = Workspace::new();
+    for id in ["fifo", "link", "huge", "garbage"] {
+        ws.hook(&format!("{id}.sh"), "session", "", "echo ok");
+    }
+    let dir = ws.state_dir().join("runs");
+    fs::create_dir_all(&dir).unwrap();
+    nix::unistd::mkfifo(&dir.join("fifo.jsonl"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let secret = ws.base().join("root-file");
+    fs::write(&secret, "secret\n").unwrap();
+    symlink(&secret, dir.join("link.jsonl")).unwrap();
+    fs::create_dir_all(dir.join("link")).unwrap();
+    symlink(&secret, dir.join("link/1.log")).unwrap();
+    let huge = fs::File::create(dir.join("huge.jsonl")).unwrap();
+    huge.set_len(1 << 30).unwrap();
+    fs::write(dir.join("garbage.jsonl"), "{\"run\": 1, \"started\n[]\n").unwrap();
+
+    let server = Server::tcp(&ws);
+    for id in ["fifo", "link", "huge", "garbage"] {
+        let start = Instant::now();
+        assert_eq!(
+            runs(&server, &format!("/hooks/{id}/runs")),
+            Vec::<Value>::new()
+        );
+        assert!(start.elapsed() < DEADLINE / 4, "{id} answered at once");
+        assert_eq!(server.post(&format!("/hooks/{id}/rerun"), "").status, 200);
+        let after = runs(&server, &format!("/hooks/{id}/runs"));
+        assert_eq!(after.len(), 1, "{id}: {after:?}");
+        assert_eq!(output(&server, id, &after[0])["output"], "ok\n", "{id}");
+    }
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "secret\n");
+    let aside = fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains(".jsonl.corrupt-")
+        })
+        .count();
+    assert_eq!(aside, 4, "each planted file is moved aside");
+    assert!(
+        server.get("/healthz").status == 200,
+        "the server is still up"
+    );
+}
