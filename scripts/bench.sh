@@ -29,14 +29,14 @@ for arg in "$@"; do
 	case $arg in
 	--quick) runs=10 warmup=2 ;;
 	-h | --help) usage ;;
-	[1-8]) cases+=("$arg") ;;
+	[1-9]) cases+=("$arg") ;;
 	*)
-		echo "bench.sh: unknown argument '$arg'; pass --quick and/or case numbers 1-8" >&2
+		echo "bench.sh: unknown argument '$arg'; pass --quick and/or case numbers 1-9" >&2
 		exit 2
 		;;
 	esac
 done
-[ ${#cases[@]} -gt 0 ] || cases=(1 2 3 4 5 6 7 8)
+[ ${#cases[@]} -gt 0 ] || cases=(1 2 3 4 5 6 7 8 9)
 wants() { [[ " ${cases[*]} " == *" $1 "* ]]; }
 
 say() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -541,6 +541,45 @@ if wants 8; then
 	scale=1
 	row "8 adapter claude PreToolUse, no hook binds it (vs /bin/true, both through sh <input)" "$(median adapter 0)" "$(median adapter 1)" "<=1.5"
 	unset HOOKVISOR_STATE_DIR
+fi
+
+# --- 9. serve idle with 200 runs x 20 hooks in the run history ------------------------------
+
+if wants 9; then
+	say "case 9: serve idle RSS after /hooks/{id}/runs of 20 hooks with 200 runs each"
+	ws=$scratch/runs/serve-history
+	rm -rf "$ws"
+	mkdir -p "$ws/.discobot/hooks"
+	git -C "$ws" init -q
+	for i in $(seq -w 1 20); do
+		printf -- '---\nevent: task.complete\nrun: echo run of hook %s\n---\n' "$i" >"$ws/.discobot/hooks/h$i.yml"
+	done
+	state=$(fresh_state history)
+	# Real runs, recorded by the recorder: each fire runs the 20 hooks.
+	for _ in $(seq 200); do
+		"$hv" --workspace "$ws" --state-dir "$state" fire task.complete >/dev/null
+	done
+	runs_kept=$(wc -l <"$state/runs/h01.jsonl")
+	[ "$runs_kept" = 200 ] || die "h01 has $runs_kept runs in its history, not 200"
+	port=$(free_port)
+	"$hv" --workspace "$ws" --state-dir "$state" serve --listen "127.0.0.1:$port" \
+		>"$scratch/runs/serve9.log" 2>&1 &
+	serve_pid=$!
+	pids+=("$serve_pid")
+	wait_http "http://127.0.0.1:$port/healthz"
+	for i in $(seq -w 1 20); do
+		n=$(curl -sf "http://127.0.0.1:$port/hooks/h$i/runs?limit=200" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["runs"]))') ||
+			die "GET /hooks/h$i/runs failed; see $scratch/runs/serve9.log"
+		[ "$n" = 200 ] || die "/hooks/h$i/runs answered $n runs, not 200"
+	done
+	sleep 1
+	idle_kb=$(kb VmRSS "$serve_pid")
+	hwm_kb=$(kb VmHWM "$serve_pid")
+	mb() { awk -v k="$1" 'BEGIN { printf "%.2f", k / 1024 }'; }
+	row "9 serve idle RSS after GET /hooks/{id}/runs of 20 hooks x 200 runs, MB (VmRSS; VmHWM $(mb "$hwm_kb"))" \
+		"$(mb "$idle_kb")" "-" "abs<=10"
+	kill "$serve_pid"
+	wait "$serve_pid" 2>/dev/null || true
 fi
 
 # --- the table ---------------------------------------------------------------------------------

@@ -15,11 +15,13 @@ use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
 use super::HookStatus;
 use crate::state::{Durability, StateDir, read_capped, write_atomic};
+use crate::timestamp::rfc3339_millis;
 use crate::untrusted::{move_aside, not_ours, open_regular, warn};
 
 /// Runs kept per hook.
@@ -31,6 +33,8 @@ pub const MAX_HISTORY_BYTES: usize = 256 * 1024;
 pub const MAX_LOGS: u64 = 20;
 /// The end of a run's log that is kept, as `/hooks/{id}/output` shows it.
 pub const MAX_LOG_BYTES: u64 = 200 * 1024;
+/// The most hooks [`History::hooks`] lists.
+pub const MAX_LISTED: usize = 1000;
 /// The longest text a record keeps (the agent's text, a note, a file name).
 const MAX_TEXT: usize = 16 * 1024;
 /// The most file names a record keeps.
@@ -129,6 +133,26 @@ impl History {
         runs
     }
 
+    /// The ids of the hooks with a history, sorted; at most [`MAX_LISTED`] of them, so a
+    /// `runs/` the agent filled with names costs a bounded read.
+    pub fn hooks(&self) -> Vec<String> {
+        let Ok(dir) = fs::read_dir(self.state.runs_dir()) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = dir
+            .flatten()
+            .take(4 * MAX_LISTED)
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let id = name.strip_suffix(".jsonl")?;
+                usable_id(id).then(|| id.to_owned())
+            })
+            .collect();
+        ids.sort();
+        ids.truncate(MAX_LISTED);
+        ids
+    }
+
     /// Run `run` of `hook_id`.
     pub fn run(&self, hook_id: &str, run: u64) -> Option<RunRecord> {
         self.read_or_warn(hook_id)
@@ -215,6 +239,11 @@ impl History {
             entry.last_result.as_str()
         };
         let info = info.cloned().unwrap_or_default();
+        // To the millisecond, for a timeline of runs within one second: the run ends now.
+        let started_at = match entry.duration_ms {
+            Some(ms) => rfc3339_millis(SystemTime::now() - Duration::from_millis(ms)),
+            None => entry.last_run_at.clone().unwrap_or_default(),
+        };
         let has_output = self.keep_log(hook_id, run).unwrap_or_else(|e| {
             warn(format_args!(
                 "cannot keep the log of run {run} of '{hook_id}': {e}"
@@ -223,7 +252,7 @@ impl History {
         });
         runs.push(RunRecord {
             run,
-            started_at: entry.last_run_at.clone().unwrap_or_default(),
+            started_at,
             duration_ms: entry.duration_ms,
             exit_code: entry.last_exit_code,
             result: result.to_owned(),

@@ -12,6 +12,7 @@ use axum::response::sse::{self, KeepAlive, Sse};
 use futures_util::Stream;
 use hookvisor_core::decision::Decision;
 use hookvisor_core::status::CallbackState;
+use hookvisor_core::status::history::History;
 use hookvisor_core::{Action, RunResult, Status};
 use serde::Serialize;
 use tokio::sync::{broadcast, watch};
@@ -47,6 +48,39 @@ pub enum Event {
         timed_out: bool,
         /// How long it ran, when recorded.
         duration_ms: Option<u64>,
+    },
+    /// A run started: [`Event::HookStarted`] with the run's number (the `run` of
+    /// `/hooks/{id}/runs`) and what its history says of it; `trigger` and `session` are null
+    /// for a run seen while it runs (status.json does not say them).
+    RunStarted {
+        /// The hook's id.
+        hook_id: String,
+        /// The run's number.
+        run: u64,
+        /// The event it runs for.
+        event: Option<String>,
+        /// `user`, `hook` or `loop`.
+        trigger: Option<String>,
+        /// The agent session.
+        session: Option<String>,
+    },
+    /// A run finished: [`Event::HookFinished`] with the run's number and its history record.
+    RunFinished {
+        /// The hook's id.
+        hook_id: String,
+        /// The run's number.
+        run: u64,
+        /// `success`, `failure` or `timeout`.
+        result: String,
+        /// Its exit status.
+        exit_code: Option<i32>,
+        /// How long it ran.
+        duration_ms: Option<u64>,
+        /// What it decided for the agent, when known yet (a turn end's re-prompt is added when
+        /// the evaluation ends: `evaluationDone` follows).
+        decision: Option<String>,
+        /// The agent session.
+        session: Option<String>,
     },
     /// An awaited webhook's callback wait began or ended (status.json's `callback`).
     CallbackChanged {
@@ -111,6 +145,8 @@ impl Event {
         match self {
             Event::HookStarted { .. } => "hookStarted",
             Event::HookFinished { .. } => "hookFinished",
+            Event::RunStarted { .. } => "runStarted",
+            Event::RunFinished { .. } => "runFinished",
             Event::CallbackChanged { .. } => "callbackChanged",
             Event::PendingChanged { .. } => "pendingChanged",
             Event::EvaluationDone { .. } => "evaluationDone",
@@ -242,6 +278,56 @@ pub fn status_events(old: &Status, new: &Status) -> (Vec<Event>, Vec<Finished>) 
         });
     }
     (events, finished)
+}
+
+/// `events` with a [`Event::RunStarted`] after each `hookStarted` and a [`Event::RunFinished`]
+/// after each `hookFinished`, numbered from `new` and filled from the run's history record.
+pub fn with_run_events(events: Vec<Event>, new: &Status, history: &History) -> Vec<Event> {
+    let mut out = Vec::with_capacity(events.len() * 2);
+    for (i, event) in events.iter().enumerate() {
+        out.push(event.clone());
+        let (hook_id, finished) = match event {
+            Event::HookStarted { hook_id } => (hook_id, false),
+            Event::HookFinished { hook_id, .. } => (hook_id, true),
+            _ => continue,
+        };
+        let Some(entry) = new.hooks.get(hook_id) else {
+            continue;
+        };
+        // A start followed by its hook's finish is the run just recorded; else it runs now.
+        let recorded = finished
+            || events[i + 1..]
+                .iter()
+                .any(|e| matches!(e, Event::HookFinished { hook_id: id, .. } if id == hook_id));
+        let run = entry.run_count + u64::from(!recorded);
+        let record = recorded.then(|| history.run(hook_id, run)).flatten();
+        let record = record.as_ref();
+        out.push(if finished {
+            Event::RunFinished {
+                hook_id: hook_id.clone(),
+                run,
+                result: record.map_or_else(
+                    || entry.last_result.as_str().to_owned(),
+                    |r| r.result.clone(),
+                ),
+                exit_code: entry.last_exit_code,
+                duration_ms: entry.duration_ms,
+                decision: record.and_then(|r| r.decision.clone()),
+                session: record.and_then(|r| r.session.clone()),
+            }
+        } else {
+            Event::RunStarted {
+                hook_id: hook_id.clone(),
+                run,
+                event: record
+                    .and_then(|r| r.event.clone())
+                    .or_else(|| entry.event.clone()),
+                trigger: record.and_then(|r| r.trigger.clone()),
+                session: record.and_then(|r| r.session.clone()),
+            }
+        });
+    }
+    out
 }
 
 #[cfg(test)]

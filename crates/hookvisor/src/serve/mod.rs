@@ -413,6 +413,7 @@ impl AppState {
         };
         let mut seen = self.seen.lock().expect("status lock");
         let (events, finished) = events::status_events(&seen, &fresh);
+        let events = events::with_run_events(events, &fresh, &self.store().history());
         for run in finished {
             if let Some(ms) = run.duration_ms {
                 self.metrics.observe_run(&run.hook_id, ms);
@@ -622,6 +623,8 @@ pub fn app(state: Arc<AppState>, guard: Guard) -> Router {
         .route("/v1/hooks", get(routes::hooks))
         .route("/v1/children", get(children::list))
         .route("/v1/children/{name}/status", get(children::status))
+        .route("/v1/sessions", get(runs::sessions))
+        .route("/v1/timeline", get(runs::timeline))
         .route("/v1/turns/end", post(routes::turn_end))
         .route("/v1/turns/start", post(routes::turn_start))
         .route("/v1/events", get(routes::events))

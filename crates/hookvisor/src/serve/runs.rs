@@ -1,12 +1,15 @@
 //! The run history of each hook (`hookvisor_core::status::history`), read from disk on every
 //! request: the server keeps none of it in memory.
 
+use std::collections::BTreeMap;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path as UrlPath, Query, State};
-use hookvisor_core::status::history::{MAX_RUNS, RunRecord};
+use hookvisor_actions::spawn::{is_child_name, list_children};
+use hookvisor_core::state::StateDir;
+use hookvisor_core::status::history::{History, MAX_RUNS, RunRecord};
 use hookvisor_core::status::{HookStatus, RunResult};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -141,4 +144,154 @@ fn read_from(
         next,
         size,
     ))
+}
+
+/// `?session=ID&limit=N`.
+#[derive(Debug, Deserialize)]
+pub struct TimelineQuery {
+    session: String,
+    limit: Option<usize>,
+}
+
+/// Entries `/v1/timeline` answers when `?limit=` is not given, and at most.
+const TIMELINE_LIMIT: usize = 200;
+
+/// Every run in the histories of `history`, with its hook's id.
+fn all_runs(history: &History) -> Vec<(String, RunRecord)> {
+    history
+        .hooks()
+        .into_iter()
+        .flat_map(|id| {
+            let runs = history.runs(&id, MAX_RUNS);
+            runs.into_iter().map(move |r| (id.clone(), r))
+        })
+        .collect()
+}
+
+/// When a run ended: its start plus its duration, as RFC 3339 (for sorting, as text).
+fn ended(run: &RunRecord) -> String {
+    let Some(start) = hookvisor_core::timestamp::parse_rfc3339(&run.started_at) else {
+        return run.started_at.clone();
+    };
+    let end = start + std::time::Duration::from_millis(run.duration_ms.unwrap_or(0));
+    hookvisor_core::timestamp::rfc3339(end)
+}
+
+/// `GET /v1/sessions`: `{"sessions": [{id, agent, lastActivity, parent, child, running}]}`, the
+/// most recent activity first: the agent sessions named by the runs of the history (their
+/// `session`), and each spawned child of the state dir as `child:NAME`, its `parent` the session
+/// of its spawn hook's last run.
+pub async fn sessions(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ServerError> {
+    let answer = blocking(move || {
+        let store = state.store();
+        let status = store.load().unwrap_or_default();
+        let history = store.history();
+        // session -> (last activity, agent)
+        let mut seen: BTreeMap<String, (String, Option<&'static str>)> = BTreeMap::new();
+        let mut last_of_hook: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for (id, run) in all_runs(&history) {
+            last_of_hook
+                .entry(id)
+                .or_insert_with(|| run.session.clone());
+            let Some(session) = run.session.clone() else {
+                continue;
+            };
+            let at = ended(&run);
+            let agent = (run.trigger.as_deref() == Some("loop")).then_some("loop");
+            let slot = seen.entry(session).or_insert_with(|| (at.clone(), agent));
+            if at > slot.0 {
+                slot.0 = at;
+            }
+            slot.1 = slot.1.or(agent);
+        }
+        let running = status
+            .hooks
+            .values()
+            .any(|h| h.last_result == RunResult::Running);
+        let mut sessions: Vec<Value> = seen
+            .into_iter()
+            .map(|(id, (at, agent))| {
+                json!({
+                    "id": id, "agent": agent, "lastActivity": at, "parent": null,
+                    "child": null, "running": running && id == state.ctx.session_id,
+                })
+            })
+            .collect();
+        let children = list_children(&state.ctx, &status).unwrap_or_else(|e| {
+            tracing::warn!("{e}");
+            Vec::new()
+        });
+        for child in children {
+            let parent = child
+                .hook_id
+                .as_ref()
+                .and_then(|id| last_of_hook.get(id).cloned().flatten())
+                .unwrap_or_else(|| state.ctx.session_id.clone());
+            let running = child
+                .detached
+                .as_ref()
+                .is_some_and(|d| d.state == "running");
+            sessions.push(json!({
+                "id": format!("child:{}", child.name),
+                "agent": null,
+                "lastActivity": child.modified_at,
+                "parent": parent,
+                "child": child.name,
+                "running": running,
+            }));
+        }
+        sessions.sort_by(|a, b| {
+            let at = |v: &Value| v["lastActivity"].as_str().unwrap_or_default().to_owned();
+            at(b).cmp(&at(a))
+        });
+        json!({ "sessions": sessions })
+    })
+    .await?;
+    Ok(Json(answer))
+}
+
+/// `GET /v1/timeline?session=ID&limit=N`: `{"session", "entries": [...]}`, the last `limit`
+/// runs (200 by default and at most) of that session oldest first, from the run histories:
+/// each `{at, kind, hookId, run, result, durationMs, decision, tool, agentText, reprompt}`.
+/// `session=child:NAME` is a spawned child's: every run in its own state dir.
+pub async fn timeline(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<TimelineQuery>,
+) -> Result<Json<Value>, ServerError> {
+    let limit = query.limit.unwrap_or(TIMELINE_LIMIT).min(TIMELINE_LIMIT);
+    let answer = blocking(move || {
+        let session = query.session;
+        let (history, of_child) = match session.strip_prefix("child:") {
+            Some(name) if is_child_name(name) => {
+                let dir = state.ctx.state().children_dir().join(name);
+                if !dir.is_dir() {
+                    return Err(ServerError::NotFound(format!("no child '{name}'")));
+                }
+                (History::new(StateDir::new(dir)), true)
+            }
+            Some(name) => return Err(ServerError::BadRequest(format!("bad child name '{name}'"))),
+            None => (state.store().history(), false),
+        };
+        let mut runs: Vec<(String, RunRecord)> = all_runs(&history)
+            .into_iter()
+            .filter(|(_, r)| of_child || r.session.as_deref() == Some(session.as_str()))
+            .collect();
+        runs.sort_by(|a, b| a.1.started_at.cmp(&b.1.started_at));
+        let skip = runs.len().saturating_sub(limit);
+        let entries: Vec<Value> = runs
+            .into_iter()
+            .skip(skip)
+            .map(|(id, r)| {
+                json!({
+                    "at": r.started_at, "kind": r.event, "hookId": id, "run": r.run,
+                    "result": r.result, "durationMs": r.duration_ms, "decision": r.decision,
+                    "tool": null, "agentText": r.agent_text,
+                    "reprompt": r.decision.as_deref() == Some("reprompt"),
+                })
+            })
+            .collect();
+        Ok(json!({ "session": session, "entries": entries }))
+    })
+    .await??;
+    Ok(Json(answer))
 }

@@ -193,3 +193,115 @@ fn files_planted_in_the_history_hurt_nothing() {
         "the server is still up"
     );
 }
+
+#[test]
+fn sse_announces_each_runs_start_and_end_with_its_number() {
+    let ws = Workspace::new();
+    ws.hook("count.sh", "session", "", "echo run");
+    yml(
+        &ws,
+        "guard",
+        "event: tool.before\nrun: 'echo no >&2; exit 2'",
+    );
+    let server = Server::tcp(&ws);
+    let mut events = server.events();
+    for _ in 0..2 {
+        assert_eq!(server.post("/hooks/count/rerun", "").status, 200);
+    }
+    let seen = events.until(|name, data| name == "runFinished" && data["run"] == 2);
+    let runs: Vec<(String, Value)> = seen
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("run"))
+        .map(|(name, data)| (name, data["run"].clone()))
+        .collect();
+    let want: Vec<(String, Value)> = [
+        ("runStarted", 1),
+        ("runFinished", 1),
+        ("runStarted", 2),
+        ("runFinished", 2),
+    ]
+    .iter()
+    .map(|(n, r)| (n.to_string(), json!(r)))
+    .collect();
+    assert_eq!(runs, want);
+
+    let data = r#"{"session_id":"s-9","data":{"tool_name":"Bash"}}"#;
+    assert_eq!(server.post("/v1/events/tool.before", data).status, 200);
+    let seen = events.until(|name, data| name == "runFinished" && data["hookId"] == "guard");
+    let (_, finished) = seen.last().unwrap();
+    assert_eq!(finished["session"], "s-9", "{finished}");
+    assert_eq!(finished["result"], "failure");
+    assert_eq!(finished["exitCode"], 2);
+    let (_, started) = seen.iter().rev().find(|(n, _)| n == "runStarted").unwrap();
+    assert_eq!(
+        (&started["event"], &started["trigger"], &started["session"]),
+        (&json!("tool.before"), &json!("user"), &json!("s-9")),
+        "{started}"
+    );
+}
+
+#[test]
+fn sessions_list_a_spawned_child_under_its_parent_and_the_timeline_shows_the_reprompt() {
+    let ws = Workspace::git();
+    let exe = env!("CARGO_BIN_EXE_hookvisor");
+    yml(
+        &ws,
+        "review",
+        &format!("event: task.complete\naction: spawn\nargv: ['{exe}', fire, stage.complete]"),
+    );
+    yml(&ws, "child-step", "event: stage.complete\nrun: exit 0");
+    ws.hook(
+        "check.sh",
+        "file",
+        "pattern: '*.txt'",
+        "echo 'fix a.txt'; exit 1",
+    );
+    ws.write("seed", "");
+    ws.git_ok(&["add", "."]);
+    ws.git_ok(&["commit", "-qm", "seed", "--no-verify"]);
+    let fired = ws.hookvisor(&["fire", "task.complete", "--json"]);
+    assert_eq!(common::code(&fired), 0, "{}", common::stderr(&fired));
+
+    let server = Server::tcp(&ws);
+    ws.write("a.txt", "changed");
+    let eval = server.post("/v1/turns/end", r#"{"trigger":"user"}"#).json();
+    assert_eq!(eval["action"], "reprompt", "{eval}");
+
+    let review = runs(&server, "/hooks/review/runs");
+    let parent = review[0]["session"].as_str().unwrap().to_owned();
+    let sessions = server.get("/v1/sessions").json();
+    let list = sessions["sessions"].as_array().unwrap();
+    let child = list
+        .iter()
+        .find(|s| s["child"] == "task.complete-0-review")
+        .unwrap_or_else(|| panic!("no child in {sessions}"));
+    assert_eq!(child["id"], "child:task.complete-0-review");
+    assert_eq!(child["parent"], parent.as_str());
+    assert!(
+        list.iter()
+            .any(|s| s["id"] == parent.as_str() && s["parent"].is_null()),
+        "{sessions}"
+    );
+
+    let timeline = server.get(&format!("/v1/timeline?session={parent}")).json();
+    let entries = timeline["entries"].as_array().unwrap();
+    let kinds: Vec<&str> = entries
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["task.complete", "turn.end"], "{timeline}");
+    let turn = &entries[1];
+    assert_eq!(turn["hookId"], "check");
+    assert_eq!(turn["reprompt"], true);
+    assert_eq!(
+        turn["agentText"], eval["message"],
+        "the exact text the model saw"
+    );
+
+    let of_child = server
+        .get("/v1/timeline?session=child:task.complete-0-review")
+        .json();
+    assert_eq!(of_child["entries"][0]["hookId"], "child-step", "{of_child}");
+    assert_eq!(of_child["entries"][0]["kind"], "stage.complete");
+    assert_eq!(server.get("/v1/timeline?session=child:nope").status, 404);
+}
