@@ -36,6 +36,22 @@ async fn wait_until(client: &Client, script: &str, what: &str) {
     }
 }
 
+/// Clicks what `css` finds; a row redrawn between finding and clicking it is found again.
+async fn click(client: &Client, css: &str) {
+    let start = Instant::now();
+    loop {
+        let tried = match client.find(Locator::Css(css)).await {
+            Ok(element) => element.click().await,
+            Err(e) => Err(e),
+        };
+        match tried {
+            Ok(()) => return,
+            Err(e) => assert!(start.elapsed() < DEADLINE, "{css}: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Presses a key on the real keyboard, wherever the focus is.
 async fn press(client: &Client, key: char) {
     let keys = KeyActions::new("keyboard".into())
@@ -119,7 +135,10 @@ async fn the_dashboard_shows_history_and_streams_a_running_hook() {
     };
     let ws = Workspace::git();
     flaky_hook(&ws, "tests.sh", "Unit tests");
+    // Two gates: what the hook prints between them reaches the page by no event, only by
+    // the page asking for the log's new bytes while the run runs.
     let gate = ws.base().join("gate");
+    let last_gate = ws.base().join("last-gate");
     ws.hook(
         "stream.sh",
         "session",
@@ -127,8 +146,11 @@ async fn the_dashboard_shows_history_and_streams_a_running_hook() {
         &format!(
             "echo 'step 1: <b>compiled</b>'\n\
              while [ ! -e '{g}' ]; do sleep 0.05; done\n\
-             echo 'step 2: linked'",
-            g = gate.display()
+             echo 'step 2: linked'\n\
+             while [ ! -e '{l}' ]; do sleep 0.05; done\n\
+             echo 'step 3: done'",
+            g = gate.display(),
+            l = last_gate.display()
         ),
     );
     let server = Server::tcp(&ws);
@@ -181,13 +203,7 @@ async fn the_dashboard_shows_history_and_streams_a_running_hook() {
     .await;
 
     // The selected hook's runs, newest first, with result words and the newest run's log.
-    client
-        .find(Locator::Css("tr[data-hook='tests']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, "tr[data-hook='tests']").await;
     wait_for_text(&client, "#history-title", "Unit tests").await;
     wait_for(&client, "#runs tr[data-run='4'][data-result='success']").await;
     let failed = wait_for_text(&client, "#runs tr[data-run='3']", "failure").await;
@@ -195,25 +211,13 @@ async fn the_dashboard_shows_history_and_streams_a_running_hook() {
     let output = wait_for_text(&client, "#output", "test run 4").await;
     assert!(output.contains("41 passed"), "{output}");
     // An older run's log, picked in the list.
-    client
-        .find(Locator::Css("#runs tr[data-run='3']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, "#runs tr[data-run='3']").await;
     let output = wait_for_text(&client, "#output", "test run 3").await;
     assert!(output.contains("1 failed (db_pool)"), "{output}");
     wait_for_text(&client, "#output-title", "run 3").await;
 
     // A hook that prints, waits for the gate file, prints again: its log shows while it runs.
-    client
-        .find(Locator::Css("tr[data-hook='stream']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, "tr[data-hook='stream']").await;
     wait_for_text(&client, "#history-title", "Slow build").await;
     let running = rerun_in_background(&server, "stream");
     wait_for(&client, "#runs tr[data-run='1'][data-result='running']").await;
@@ -237,6 +241,13 @@ async fn the_dashboard_shows_history_and_streams_a_running_hook() {
     let output = wait_for_text(&client, "#output", "step 2").await;
     assert_eq!(
         output, "step 1: <b>compiled</b>\nstep 2: linked",
+        "appended once"
+    );
+    wait_for(&client, "#runs tr[data-run='1'][data-result='running']").await;
+    std::fs::write(&last_gate, "").unwrap();
+    let output = wait_for_text(&client, "#output", "step 3").await;
+    assert_eq!(
+        output, "step 1: <b>compiled</b>\nstep 2: linked\nstep 3: done",
         "appended once"
     );
     wait_for(&client, "#runs tr[data-run='1'][data-result='success']").await;
@@ -387,15 +398,11 @@ async fn the_dashboard_shows_sessions_and_a_turn_timeline() {
     );
     wait_for(&client, "#sessions > li[data-session='sess-newer'] button").await;
 
-    client
-        .find(Locator::Css(
-            "#sessions > li[data-session='sess-older'] > button",
-        ))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(
+        &client,
+        "#sessions > li[data-session='sess-older'] > button",
+    )
+    .await;
     wait_for(&client, "#timeline[data-session='sess-older'] li").await;
     let kinds = js(
         &client,
@@ -444,15 +451,11 @@ async fn the_dashboard_shows_sessions_and_a_turn_timeline() {
     );
 
     // The re-prompting run's log opens from the timeline.
-    client
-        .find(Locator::Css(
-            "#timeline > li[data-reprompt='true'] button.runlink",
-        ))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(
+        &client,
+        "#timeline > li[data-reprompt='true'] button.runlink",
+    )
+    .await;
     wait_for_text(&client, "#output-title", "Tests pass").await;
     wait_for_text(&client, "#output", "parse_args").await;
 
@@ -678,21 +681,9 @@ async fn the_dashboard_screenshots() {
     shoot("dashboard-hooks.png").await;
 
     // The history and a run's log.
-    client
-        .find(Locator::Css("tr[data-hook='unit']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, "tr[data-hook='unit']").await;
     wait_for(&client, "#runs tr[data-run='12']").await;
-    client
-        .find(Locator::Css("#runs tr[data-run='12']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, "#runs tr[data-run='12']").await;
     wait_for_text(&client, "#output", "test run 12").await;
     js(
         &client,
@@ -702,15 +693,11 @@ async fn the_dashboard_screenshots() {
     shoot("dashboard-history.png").await;
 
     // The sessions and the timeline of the one with the re-prompt.
-    client
-        .find(Locator::Css(
-            "#sessions > li[data-session='3f9c2a7e-claude'] > button",
-        ))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(
+        &client,
+        "#sessions > li[data-session='3f9c2a7e-claude'] > button",
+    )
+    .await;
     wait_for(
         &client,
         "#timeline[data-session='3f9c2a7e-claude'] li[data-reprompt='true']",
