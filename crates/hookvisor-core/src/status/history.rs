@@ -346,16 +346,11 @@ impl History {
             &bytes,
             Durability::Replaceable,
         )?;
-        for entry in fs::read_dir(&dir)?.flatten() {
-            let name = entry.file_name();
-            let old = name
-                .to_str()
-                .and_then(|n| n.strip_suffix(".log"))
-                .and_then(|n| n.parse::<u64>().ok());
-            if old.is_some_and(|old| old + MAX_LOGS <= run) {
-                // Unlinks the name: a link planted there goes, its target stays.
-                let _ = fs::remove_file(entry.path());
-            }
+        // Only the log that just fell out of the window goes: no scan of a directory the agent
+        // may have filled with names.
+        if let Some(old) = run.checked_sub(MAX_LOGS).filter(|&old| old > 0) {
+            // Unlinks the name: a link planted there goes, its target stays.
+            let _ = fs::remove_file(self.state.run_log(hook_id, old));
         }
         Ok(true)
     }
@@ -375,5 +370,34 @@ impl History {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::HookKind;
+
+    #[test]
+    fn a_history_keeps_the_newest_runs_within_its_byte_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(StateDir::new(dir.path()));
+        let mut entry = HookStatus::new("a", "a", HookKind::File);
+        for n in 1..=120 {
+            entry.run_count = n;
+            entry.note = Some("x".repeat(4000));
+            history.append("a", &entry, None).unwrap();
+        }
+        let size = fs::metadata(dir.path().join("runs/a.jsonl")).unwrap().len();
+        assert!(size <= MAX_HISTORY_BYTES as u64, "{size}");
+        let runs = history.runs("a", MAX_RUNS);
+        assert_eq!(runs[0].run, 120, "the newest first");
+        assert!(runs.len() < 120 && runs.len() > 50, "{}", runs.len());
+        let last = runs.last().unwrap().run;
+        assert_eq!(
+            runs.len() as u64,
+            120 - last + 1,
+            "the oldest went, none between"
+        );
     }
 }
