@@ -28,7 +28,7 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
 /// A chromedriver on a free loopback port, killed on drop.
-struct Driver {
+pub struct Driver {
     child: Child,
     url: String,
     _profile: tempfile::TempDir,
@@ -36,7 +36,7 @@ struct Driver {
 
 impl Driver {
     /// Starts chromedriver, or returns `None` (outside CI only) when the browser is missing.
-    fn start() -> Option<Driver> {
+    pub fn start() -> Option<Driver> {
         if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
             assert!(
                 std::env::var_os("CI").is_none(),
@@ -85,12 +85,12 @@ impl Driver {
         })
     }
 
-    async fn browser(&self) -> Client {
+    pub async fn browser(&self) -> Client {
         self.browser_with(&[]).await
     }
 
     /// A browser session with extra command-line switches.
-    async fn browser_with(&self, extra: &[&str]) -> Client {
+    pub async fn browser_with(&self, extra: &[&str]) -> Client {
         let profile = self._profile.path().display();
         let mut args = vec![
             "--headless".to_owned(),
@@ -130,7 +130,7 @@ impl Drop for Driver {
 
 /// The `data-hook` of every row of the hooks table, read in one script: the table is redrawn
 /// on every event, and rows found one call before reading them may be stale by then.
-async fn row_ids(client: &Client) -> Vec<String> {
+pub async fn row_ids(client: &Client) -> Vec<String> {
     let ids = client
         .execute(
             "return Array.from(document.querySelectorAll('#hooks tbody tr'), r => r.dataset.hook);",
@@ -143,7 +143,7 @@ async fn row_ids(client: &Client) -> Vec<String> {
 
 /// Polls the page until `css` matches an element whose text contains `needle`, returning that
 /// text; the page changes on its own (events), so there is nothing to await but the condition.
-async fn wait_for_text(client: &Client, css: &str, needle: &str) -> String {
+pub async fn wait_for_text(client: &Client, css: &str, needle: &str) -> String {
     let start = Instant::now();
     loop {
         if let Ok(element) = client.find(Locator::Css(css)).await {
@@ -161,7 +161,7 @@ async fn wait_for_text(client: &Client, css: &str, needle: &str) -> String {
     }
 }
 
-async fn wait_for(client: &Client, css: &str) {
+pub async fn wait_for(client: &Client, css: &str) {
     client
         .wait()
         .at_most(DEADLINE)
@@ -170,7 +170,7 @@ async fn wait_for(client: &Client, css: &str) {
         .unwrap_or_else(|e| panic!("{css}: {e}"));
 }
 
-fn screenshot_path() -> PathBuf {
+pub fn screenshot_path() -> PathBuf {
     // CARGO_TARGET_TMPDIR is <target>/tmp.
     Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()
@@ -276,7 +276,7 @@ async fn the_dashboard_lists_hooks_reruns_and_updates_live() {
 }
 
 /// Writes a declarative hook, `.discobot/hooks/<name>.yml`.
-fn yml(ws: &Workspace, name: &str, front: &str) {
+pub fn yml(ws: &Workspace, name: &str, front: &str) {
     ws.write(
         &format!(".discobot/hooks/{name}.yml"),
         &format!("---\n{front}\n---\n"),

@@ -10,6 +10,7 @@ mod common;
 mod adapters;
 mod adapters_events;
 mod dashboard;
+mod dashboard_runs;
 mod runs;
 mod serve;
 mod serve_events;
