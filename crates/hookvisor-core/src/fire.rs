@@ -621,7 +621,7 @@ pub(crate) fn run_judged_with(
     session: Option<&SessionStep<'_>>,
 ) -> Result<Option<Done>, FireError> {
     // The history of each run names the firing it ran for, and keeps what it told the agent.
-    let store = &store.for_run(payload.run_info());
+    let store = &store.for_run(crate::status::history::RunInfo::of(payload));
     let done = run_judged_unannotated(ctx, hook, firing, payload, store, cancel, session)?;
     // A gate's reply carries a block's reason to the agent; a turn end's re-prompt is kept by
     // the evaluation, which alone knows which failure the agent is told of.

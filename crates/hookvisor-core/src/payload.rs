@@ -330,16 +330,17 @@ fn epoch_millis(at: SystemTime) -> u64 {
 /// documentation](self) for the JSON, the names and the environment.
 #[derive(Debug, Clone)]
 pub struct Payload {
-    event: String,
-    session: String,
+    // The run history reads these four (`status::history::RunInfo::of`).
+    pub(crate) event: String,
+    pub(crate) session: String,
     workspace: PathBuf,
     timestamp: String,
     /// `timestamp` in milliseconds since the epoch, for the AutoAgent dialect.
     millis: u64,
-    trigger: String,
+    pub(crate) trigger: String,
     iteration: Option<u64>,
     stage: Option<String>,
-    files: Option<Vec<OsString>>,
+    pub(crate) files: Option<Vec<OsString>>,
     data: Map<String, Json>,
     /// Extra variables, by lower-cased name, in the order set.
     vars: Vec<(String, Var)>,
@@ -390,21 +391,6 @@ impl Payload {
             files: None,
             data: Map::new(),
             vars: Vec::new(),
-        }
-    }
-
-    /// What a run's history says of its firing: the event, the trigger, the session, the files.
-    pub(crate) fn run_info(&self) -> crate::status::history::RunInfo {
-        crate::status::history::RunInfo {
-            event: Some(self.event.clone()),
-            trigger: Some(self.trigger.clone()),
-            session: Some(self.session.clone()),
-            files: self
-                .files
-                .iter()
-                .flatten()
-                .map(|f| f.to_string_lossy().into_owned())
-                .collect(),
         }
     }
 

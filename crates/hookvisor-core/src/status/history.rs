@@ -95,6 +95,23 @@ pub struct RunInfo {
     pub files: Vec<String>,
 }
 
+impl RunInfo {
+    /// What a run's history says of its firing: the event, the trigger, the session, the files.
+    pub(crate) fn of(payload: &crate::payload::Payload) -> RunInfo {
+        RunInfo {
+            event: Some(payload.event.clone()),
+            trigger: Some(payload.trigger.clone()),
+            session: Some(payload.session.clone()),
+            files: payload
+                .files
+                .iter()
+                .flatten()
+                .map(|f| f.to_string_lossy().into_owned())
+                .collect(),
+        }
+    }
+}
+
 /// The run histories of one state dir.
 #[derive(Debug, Clone)]
 pub struct History {
