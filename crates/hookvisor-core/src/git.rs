@@ -167,8 +167,7 @@ impl Git {
 /// `config.worktree` and `hooks` (or a `core.hooksPath`) with each file in it, each file a
 /// config includes, and the same of each submodule's git dir under their `modules` (a
 /// directory with a `HEAD` is taken for a bare repository); `GIT_DIR`,
-/// `GIT_WORK_TREE` and `GIT_COMMON_DIR` when set; and the user's and system's config files
-/// ([`user_and_system_config`]).
+/// `GIT_WORK_TREE` and `GIT_COMMON_DIR` when set; and the user's and system's config files.
 ///
 /// Only root pays, at every call: no verdict is kept, so a directory opened while the process
 /// runs is refused from then on. That is a few dozen `stat`s, 0.14 to 0.22 ms in a debug

@@ -330,7 +330,7 @@ fn epoch_millis(at: SystemTime) -> u64 {
 /// documentation](self) for the JSON, the names and the environment.
 #[derive(Debug, Clone)]
 pub struct Payload {
-    // The run history reads these four (`status::history::RunInfo::of`).
+    // The run history reads these five (`status::history::RunInfo::of`).
     pub(crate) event: String,
     pub(crate) session: String,
     workspace: PathBuf,
@@ -341,7 +341,7 @@ pub struct Payload {
     iteration: Option<u64>,
     stage: Option<String>,
     pub(crate) files: Option<Vec<OsString>>,
-    data: Map<String, Json>,
+    pub(crate) data: Map<String, Json>,
     /// Extra variables, by lower-cased name, in the order set.
     vars: Vec<(String, Var)>,
 }

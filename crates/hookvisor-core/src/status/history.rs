@@ -68,6 +68,9 @@ pub struct RunRecord {
     /// The files it ran on, workspace-relative.
     #[serde(default)]
     pub files: Vec<String>,
+    /// The tool of a tool event's run.
+    #[serde(default)]
+    pub tool: Option<String>,
     /// What its run decided for the agent (`block`, `reprompt`, ...), when known.
     #[serde(default)]
     pub decision: Option<String>,
@@ -93,6 +96,8 @@ pub struct RunInfo {
     pub session: Option<String>,
     /// The files, workspace-relative.
     pub files: Vec<String>,
+    /// The tool of a tool event (`tool_name`).
+    pub tool: Option<String>,
 }
 
 impl RunInfo {
@@ -108,6 +113,11 @@ impl RunInfo {
                 .flatten()
                 .map(|f| f.to_string_lossy().into_owned())
                 .collect(),
+            tool: payload
+                .data
+                .get("tool_name")
+                .and_then(|t| t.as_str())
+                .map(cut),
         }
     }
 }
@@ -277,6 +287,7 @@ impl History {
             trigger: info.trigger,
             session: info.session,
             files: info.files.iter().take(MAX_FILES).map(|f| cut(f)).collect(),
+            tool: info.tool,
             decision: None,
             agent_text: None,
             note: entry.note.as_deref().map(cut),

@@ -500,7 +500,8 @@ impl AppState {
             .ok_or_else(|| ServerError::UnknownHook(id.to_owned()))
     }
 
-    /// Accepts an id that names a hook now or one recorded in status.json (its log remains).
+    /// Accepts an id that names a hook now, of any kind (`GET /v1/hooks` lists it), or one
+    /// recorded in status.json (its log remains).
     async fn known_id(self: &Arc<Self>, id: &str) -> Result<(), ServerError> {
         let plain = !id.is_empty()
             && id
@@ -513,7 +514,11 @@ impl AppState {
                 .hooks
                 .contains_key(id)
         };
-        if plain && (recorded() || self.hook(id).await.is_ok()) {
+        let listed = || self.discovery().hooks.iter().any(|h| h.id == id);
+        if plain && !recorded() && !listed() {
+            self.rediscover_blocking().await;
+        }
+        if plain && (recorded() || listed()) {
             Ok(())
         } else {
             Err(ServerError::UnknownHook(id.to_owned()))

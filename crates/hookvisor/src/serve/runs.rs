@@ -285,7 +285,7 @@ pub async fn timeline(
                 json!({
                     "at": r.started_at, "kind": r.event, "hookId": id, "run": r.run,
                     "result": r.result, "durationMs": r.duration_ms, "decision": r.decision,
-                    "tool": null, "agentText": r.agent_text,
+                    "tool": r.tool, "agentText": r.agent_text,
                     "reprompt": r.decision.as_deref() == Some("reprompt"),
                 })
             })

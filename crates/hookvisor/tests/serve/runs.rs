@@ -104,6 +104,7 @@ fn runs_of_run_a_turn_end_and_an_event_are_kept_newest_first() {
     assert_eq!(guard.len(), 1, "{guard:?}");
     assert_eq!(guard[0]["event"], "tool.before");
     assert_eq!(guard[0]["session"], "s-1");
+    assert_eq!(guard[0]["tool"], "Bash");
     assert_eq!(guard[0]["decision"], "block");
     assert_eq!(guard[0]["agentText"], block["reason"], "{guard:?}");
 
@@ -304,4 +305,18 @@ fn sessions_list_a_spawned_child_under_its_parent_and_the_timeline_shows_the_rep
     assert_eq!(of_child["entries"][0]["hookId"], "child-step", "{of_child}");
     assert_eq!(of_child["entries"][0]["kind"], "stage.complete");
     assert_eq!(server.get("/v1/timeline?session=child:nope").status, 404);
+}
+
+/// A hook of any kind that `/v1/hooks` lists has a history before its first run: an empty
+/// one (the page showed "history unavailable" for an event hook that never ran), and its
+/// output too; an id no hook has is still 404.
+#[test]
+fn a_listed_hook_that_never_ran_has_an_empty_history() {
+    let ws = Workspace::git();
+    yml(&ws, "child-step", "event: stage.complete\nrun: echo hi");
+    let server = Server::tcp(&ws);
+    assert_eq!(runs(&server, "/hooks/child-step/runs"), Vec::<Value>::new());
+    assert_eq!(server.get("/hooks/child-step/output").status, 200);
+    let unknown = server.get("/hooks/no-such-hook/runs");
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
 }
