@@ -1726,9 +1726,7 @@ fn repository_with_a_planted_fsmonitor(
     grant: &[&[&str]],
 ) -> Option<(Workspace, PathBuf, std::sync::MutexGuard<'static, ()>)> {
     use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
     let turn = common::ensure_test_user()?;
-    let user = common::test_user();
     let ws = Workspace::git();
     ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
     ws.stage("a.txt", "good\n");
@@ -1749,12 +1747,22 @@ fn repository_with_a_planted_fsmonitor(
     }
     let marker = ws.base().join("fsmonitor-ran");
     let script = opened.join("fsmonitor.sh");
+    plant_fsmonitor(&marker, &script, &ws.path().join(".git/config"));
+    edit(&ws, "b.txt", "bad\n");
+    Some((ws, marker, turn))
+}
+
+/// As the agent: writes `script`, which records who ran it in `marker`, and names it as
+/// `core.fsmonitor` at the end of the git config file `config`.
+fn plant_fsmonitor(marker: &Path, script: &Path, config: &Path) {
+    use std::os::unix::process::CommandExt;
+    let user = common::test_user();
     let plant = format!(
         "printf '#!/bin/sh\\nid -u > {marker}\\n' > {script} && chmod 755 {script} && \
          printf '[core]\\n\\tfsmonitor = {script}\\n' >> {config}",
         marker = marker.display(),
         script = script.display(),
-        config = ws.path().join(".git/config").display(),
+        config = config.display(),
     );
     let out = std::process::Command::new("/bin/sh")
         .args(["-c", &plant])
@@ -1763,8 +1771,18 @@ fn repository_with_a_planted_fsmonitor(
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", common::stderr(&out));
-    edit(&ws, "b.txt", "bad\n");
-    Some((ws, marker, turn))
+}
+
+/// Root's `eval` after a change in the turn refuses in one line (exit 2) that names `names`,
+/// and the agent's fsmonitor never ran.
+fn assert_eval_refused(ws: &Workspace, marker: &Path, names: &str) {
+    edit(ws, "b.txt", "bad\n");
+    let out = ws.hookvisor(&["eval"]);
+    let err = common::stderr(&out);
+    assert!(!marker.exists(), "root ran the agent's fsmonitor; {err}");
+    assert_eq!(code(&out), 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(names), "{err}");
 }
 
 /// Root's `eval`, `fire turn.end` and `run` never run git in a workspace that is root's but
@@ -1816,7 +1834,6 @@ fn root_runs_git_in_a_workspace_only_root_can_write_under_tmp() {
 #[test]
 fn root_runs_no_git_with_a_home_the_agent_can_write() {
     use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
     let Some(_turn) = common::ensure_test_user() else {
         return;
     };
@@ -1830,27 +1847,8 @@ fn root_runs_no_git_with_a_home_the_agent_can_write() {
     std::os::unix::fs::chown(&home, Some(user.uid.as_raw()), Some(user.gid.as_raw())).unwrap();
     let marker = ws.base().join("fsmonitor-ran");
     let script = home.join("fsmonitor.sh");
-    let plant = format!(
-        "printf '#!/bin/sh\\nid -u > {marker}\\n' > {script} && chmod 755 {script} && \
-         printf '[core]\\n\\tfsmonitor = {script}\\n' > {home}/.gitconfig",
-        marker = marker.display(),
-        script = script.display(),
-        home = home.display(),
-    );
-    let out = std::process::Command::new("/bin/sh")
-        .args(["-c", &plant])
-        .uid(user.uid.as_raw())
-        .gid(user.gid.as_raw())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", common::stderr(&out));
-    edit(&ws, "b.txt", "bad\n");
-    let out = ws.hookvisor(&["eval"]);
-    let err = common::stderr(&out);
-    assert!(!marker.exists(), "root ran the agent's fsmonitor; {err}");
-    assert_eq!(code(&out), 2, "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains(&home.display().to_string()), "{err}");
+    plant_fsmonitor(&marker, &script, &home.join(".gitconfig"));
+    assert_eval_refused(&ws, &marker, &home.display().to_string());
 }
 
 /// The same attack where a POSIX ACL, not the mode, lets the agent write (`setfacl -m
@@ -1982,7 +1980,6 @@ fn root_runs_no_git_with_a_commondir_the_agent_owns() {
 #[test]
 fn root_runs_no_git_with_a_submodule_config_the_agent_owns() {
     use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
     let Some(_turn) = common::ensure_test_user() else {
         return;
     };
@@ -2013,27 +2010,8 @@ fn root_runs_no_git_with_a_submodule_config_the_agent_owns() {
     }
     let marker = agent.join("fsmonitor-ran");
     let script = agent.join("fsmonitor.sh");
-    let plant = format!(
-        "printf '#!/bin/sh\\nid -u > {marker}\\n' > {script} && chmod 755 {script} && \
-         printf '[core]\\n\\tfsmonitor = {script}\\n' >> {config}",
-        marker = marker.display(),
-        script = script.display(),
-        config = config.display(),
-    );
-    let out = std::process::Command::new("/bin/sh")
-        .args(["-c", &plant])
-        .uid(user.uid.as_raw())
-        .gid(user.gid.as_raw())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", common::stderr(&out));
-    edit(&ws, "b.txt", "bad\n");
-    let out = ws.hookvisor(&["eval"]);
-    let err = common::stderr(&out);
-    assert!(!marker.exists(), "root ran the agent's fsmonitor; {err}");
-    assert_eq!(code(&out), 2, "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains(&config.display().to_string()), "{err}");
+    plant_fsmonitor(&marker, &script, &config);
+    assert_eval_refused(&ws, &marker, &config.display().to_string());
 }
 
 /// Attack: root's `.git/config` includes a file of the work tree (`[include] path =
@@ -2043,7 +2021,6 @@ fn root_runs_no_git_with_a_submodule_config_the_agent_owns() {
 #[test]
 fn root_runs_no_git_with_an_included_config_the_agent_owns() {
     use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
     let Some(_turn) = common::ensure_test_user() else {
         return;
     };
@@ -2062,25 +2039,6 @@ fn root_runs_no_git_with_an_included_config_the_agent_owns() {
     }
     let marker = agent.join("fsmonitor-ran");
     let script = agent.join("fsmonitor.sh");
-    let plant = format!(
-        "printf '#!/bin/sh\\nid -u > {marker}\\n' > {script} && chmod 755 {script} && \
-         printf '[core]\\n\\tfsmonitor = {script}\\n' >> {included}",
-        marker = marker.display(),
-        script = script.display(),
-        included = included.display(),
-    );
-    let out = std::process::Command::new("/bin/sh")
-        .args(["-c", &plant])
-        .uid(user.uid.as_raw())
-        .gid(user.gid.as_raw())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", common::stderr(&out));
-    edit(&ws, "b.txt", "bad\n");
-    let out = ws.hookvisor(&["eval"]);
-    let err = common::stderr(&out);
-    assert!(!marker.exists(), "root ran the agent's fsmonitor; {err}");
-    assert_eq!(code(&out), 2, "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("project.gitconfig"), "{err}");
+    plant_fsmonitor(&marker, &script, &included);
+    assert_eval_refused(&ws, &marker, "project.gitconfig");
 }
