@@ -603,3 +603,67 @@ fn git_status_through_serve_matches_a_full_check_after_random_changes() {
         );
     }
 }
+
+/// The state dir is the agent's: a cookie name it makes there in advance (the server's pid and
+/// a number above the next queries') must not stand for a query's own cookie, or the answer is
+/// given before the watcher has read the changes made just before it (rule 3). A turn's
+/// evaluation holds the watcher meanwhile, so the query waits for nothing else.
+#[test]
+fn a_cookie_the_agent_makes_in_advance_does_not_end_a_query_early() {
+    let mut repo = Repo::new();
+    let started = repo.ws.base().join("started");
+    let release = repo.ws.base().join("release");
+    repo.ws.hook(
+        "slow.sh",
+        "file",
+        "name: slow\npattern: '*.txt'",
+        &format!(
+            "touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
+            started.display(),
+            release.display()
+        ),
+    );
+    repo.restart();
+    repo.ws.write("notes.txt", "x\n");
+    let server = repo.server.as_ref().unwrap();
+    let pid = server.child.id();
+    let ask = |token: &str| {
+        let body = serde_json::json!({ "token": token, "work_tree": repo.ws.path() });
+        let answer = server.post("/v1/fsmonitor", &body.to_string());
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        parse(answer.body.as_bytes())
+    };
+    let (token, _) = ask("none");
+    std::thread::scope(|s| {
+        let addr = &server.addr;
+        let turn =
+            s.spawn(move || request(addr, "POST", "/v1/turns/end", &[], r#"{"trigger":"user"}"#));
+        while !started.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // Numbers far above any query's, made before the queries that follow.
+        for n in [1_000_000_000u64, 1_000_000_001] {
+            let forged = repo
+                .ws
+                .state_dir()
+                .join(format!(".hookvisor-fsmonitor-{pid}-{n}"));
+            fs::write(forged, b"").unwrap();
+        }
+        let (token, _) = ask(&token);
+        // A tree moved in at once: the watcher journals `big/` only once it has watched every
+        // directory under it, which takes it a while.
+        let big = repo.ws.base().join("big");
+        for i in 0..3000 {
+            fs::create_dir_all(big.join(format!("d{i}/e"))).unwrap();
+        }
+        fs::rename(&big, repo.ws.path().join("big")).unwrap();
+        let (_, paths) = ask(&token);
+        fs::write(&release, b"").unwrap();
+        turn.join().unwrap();
+        let paths = paths.expect("an answer from the journal");
+        assert!(
+            paths.contains(&"big/".to_owned()),
+            "big/ missing: {paths:?}"
+        );
+    });
+}
