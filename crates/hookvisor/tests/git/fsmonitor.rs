@@ -667,3 +667,49 @@ fn a_cookie_the_agent_makes_in_advance_does_not_end_a_query_early() {
         );
     });
 }
+
+/// The end of a turn's scan syncs with a cookie in the state dir too: a name the agent made
+/// there in advance must not end its wait before the watcher has read the last changes, or a
+/// file hook (a gate) does not run on a file changed just before the turn ended.
+#[test]
+fn a_scan_cookie_the_agent_makes_in_advance_does_not_hide_a_change() {
+    let mut repo = Repo::new();
+    let seen = repo.ws.base().join("seen");
+    repo.ws.hook(
+        "lint.sh",
+        "file",
+        "name: lint\npattern: '*.txt'",
+        &format!(
+            "printf '%s\\n' \"$DISCOBOT_CHANGED_FILES\" >> '{}'",
+            seen.display()
+        ),
+    );
+    repo.restart();
+    let server = repo.server.as_ref().unwrap();
+    let turn = || {
+        let answer = server.post("/v1/turns/end", r#"{"trigger":"user"}"#);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    };
+    repo.ws.write("first.txt", "x\n");
+    turn();
+    assert!(fs::read_to_string(&seen).unwrap().contains("first.txt"));
+    let pid = server.child.id();
+    for n in [1_000_000_000u64, 1_000_000_001, 1_000_000_002] {
+        let forged = repo
+            .ws
+            .state_dir()
+            .join(format!(".hookvisor-cookie-{pid}-{n}"));
+        fs::write(forged, b"").unwrap();
+    }
+    turn();
+    // A tree moved in keeps the watcher busy a while; the file written next waits behind it.
+    let big = repo.ws.base().join("big");
+    for i in 0..20000 {
+        fs::create_dir_all(big.join(format!("d{i}"))).unwrap();
+    }
+    fs::rename(&big, repo.ws.path().join("big")).unwrap();
+    repo.ws.write("late.txt", "x\n");
+    turn();
+    let seen = fs::read_to_string(&seen).unwrap();
+    assert!(seen.contains("late.txt"), "the hook ran on: {seen}");
+}
