@@ -9,7 +9,7 @@
 //!    now; git keeps the new token in its index and sends it next time.
 //! 2. The answer is *everything* (`/`: git checks every file) whenever it could be short: a
 //!    token of another instance (a restarted server, git's first timestamp), older than what
-//!    the journal keeps ([`MAX_JOURNAL`]), or from before the watcher stopped trusting itself
+//!    the journal keeps ([`MAX_JOURNAL`] paths, [`MAX_JOURNAL_BYTES`]), or from before the watcher stopped trusting itself
 //!    (a lost queue, a moved directory, a changed `.gitignore`, watches that must be made
 //!    again: [`ChangeFeed::reset`] makes earlier tokens unknown); while the watches are not
 //!    all in place; when the workspace is not the root of its git work tree; when the sync
@@ -36,6 +36,10 @@ use std::time::{Duration, Instant};
 /// How many changed paths the journal keeps; a token older than these is answered
 /// "everything".
 pub const MAX_JOURNAL: usize = 65_536;
+
+/// The most bytes of paths the journal keeps (the agent names the paths, each up to
+/// `PATH_MAX`): past this the oldest go, as past [`MAX_JOURNAL`].
+pub const MAX_JOURNAL_BYTES: usize = 4 << 20;
 
 /// How long a query waits for its cookie before it answers "everything".
 const COOKIE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -108,6 +112,8 @@ struct FeedState {
     /// The highest token given: a path journaled again since is journaled once.
     given: u64,
     entries: VecDeque<(u64, Vec<u8>)>,
+    /// The bytes of the paths in `entries`.
+    bytes: usize,
     /// The cookies of the queries waiting now, by name, and whether each came back.
     awaited: HashMap<String, bool>,
     /// git's index and `info/exclude`, and their stamps when the watches were last made to
@@ -167,10 +173,13 @@ impl Feed {
         }
         let n = state.next;
         state.next += 1;
+        state.bytes += path.len();
         state.entries.push_back((n, path));
-        if state.entries.len() > MAX_JOURNAL
-            && let Some((dropped, _)) = state.entries.pop_front()
-        {
+        while state.entries.len() > MAX_JOURNAL || state.bytes > MAX_JOURNAL_BYTES {
+            let Some((dropped, path)) = state.entries.pop_front() else {
+                break;
+            };
+            state.bytes -= path.len();
             state.floor = state.floor.max(dropped + 1);
         }
     }
@@ -181,6 +190,7 @@ impl Feed {
         state.next += 1;
         state.floor = state.next;
         state.entries.clear();
+        state.bytes = 0;
     }
 
     /// The watches are gone or must be made again: answers are "everything" until

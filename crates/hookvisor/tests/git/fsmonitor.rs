@@ -713,3 +713,39 @@ fn a_scan_cookie_the_agent_makes_in_advance_does_not_hide_a_change() {
     let seen = fs::read_to_string(&seen).unwrap();
     assert!(seen.contains("late.txt"), "the hook ran on: {seen}");
 }
+
+/// The journal keeps the paths the agent changed: long ones (near `PATH_MAX`) by the ten
+/// thousand must not cost the server their size.
+#[test]
+fn a_journal_of_long_paths_costs_the_server_a_bounded_memory() {
+    let repo = Repo::new();
+    let server = repo.server.as_ref().unwrap();
+    let pid = server.child.id();
+    let peak = || {
+        let text = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = text.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let (token, _) = parse(&repo.hook("none"));
+    let before = peak();
+    let mut deep = repo.ws.path().to_path_buf();
+    for level in 0..14 {
+        deep.push(format!("{level}{}", "d".repeat(248)));
+    }
+    fs::create_dir_all(&deep).unwrap();
+    let (token, _) = parse(&repo.hook(&token));
+    for i in 0..20_000 {
+        fs::File::create(deep.join(format!("{i:05}{}", "f".repeat(240)))).unwrap();
+    }
+    // Every path journaled (the cookie round trip) before the peak is read.
+    let _ = repo.hook(&token);
+    let after = peak();
+    assert!(
+        after < before + 40 * 1024,
+        "peak resident set {after} KiB, {before} KiB before"
+    );
+}
