@@ -289,6 +289,14 @@ impl History {
             return Ok(());
         }
         let mut runs = self.read_for_write(hook_id)?;
+        // A planted history at the end of the numbers: no run can follow it.
+        if runs.last().is_some_and(|r| r.run == u64::MAX) {
+            move_aside(
+                &self.state.run_history(hook_id),
+                "numbers a run with the largest number",
+            )?;
+            runs.clear();
+        }
         let last = runs.last().map_or(0, |r| r.run);
         let run = entry.run_count.max(last + 1);
         let result = if entry.timed_out {
@@ -324,7 +332,10 @@ impl History {
             note: entry.note.as_deref().map(cut),
             has_output,
         });
-        for old in runs.iter_mut().filter(|r| r.run + MAX_LOGS <= run) {
+        for old in runs
+            .iter_mut()
+            .filter(|r| r.run.saturating_add(MAX_LOGS) <= run)
+        {
             old.has_output = false;
         }
         self.write(hook_id, runs)

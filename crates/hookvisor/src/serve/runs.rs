@@ -36,7 +36,7 @@ pub struct Offset {
 fn running(entry: Option<&HookStatus>, last: u64) -> Option<RunRecord> {
     let entry = entry.filter(|e| e.last_result == RunResult::Running)?;
     Some(RunRecord {
-        run: entry.run_count.max(last) + 1,
+        run: entry.run_count.max(last).saturating_add(1),
         started_at: entry.last_run_at.clone().unwrap_or_default(),
         result: RunResult::Running.as_str().to_owned(),
         event: entry.event.clone(),

@@ -363,3 +363,24 @@ fn many_large_planted_histories_cost_the_server_a_bounded_memory() {
         "peak resident set {peak} KiB, {before} KiB before"
     );
 }
+
+/// A planted history whose last run has the largest number: no run can follow it, so the next
+/// run moves it aside and is recorded and listed (no overflow in the recorder or the server).
+#[test]
+fn a_planted_largest_run_number_breaks_nothing() {
+    let ws = Workspace::new();
+    ws.hook("big.sh", "session", "", "echo ok");
+    let dir = ws.state_dir().join("runs");
+    fs::create_dir_all(&dir).unwrap();
+    let record = json!({"run": u64::MAX, "startedAt": "2026-01-01T00:00:00Z", "result": "success"});
+    fs::write(dir.join("big.jsonl"), format!("{record}\n")).unwrap();
+    let server = Server::tcp(&ws);
+    assert_eq!(server.post("/hooks/big/rerun", "").status, 200);
+    let after = runs(&server, "/hooks/big/runs");
+    assert_eq!(
+        after.len(),
+        1,
+        "the planted history was moved aside: {after:?}"
+    );
+    assert_eq!(output(&server, "big", &after[0])["output"], "ok\n");
+}
