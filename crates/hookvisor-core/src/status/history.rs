@@ -9,7 +9,8 @@
 //! status.json alone. The state dir is the agent's: the files are opened as `status.json` is
 //! (rule 3), replaced whole by [`write_atomic`], and one that is not ours or does not parse is
 //! moved aside by the next writer (rule 4) and read as empty meanwhile. Nothing is cached: a
-//! reader reads the file on each call.
+//! reader reads the file on each call, one history at a time, and cuts a record it reads to the
+//! bounds a writer keeps.
 
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -83,6 +84,26 @@ pub struct RunRecord {
     /// Whether its log is kept (`GET /hooks/{id}/runs/{run}/output`).
     #[serde(default)]
     pub has_output: bool,
+}
+
+impl RunRecord {
+    /// This record within the bounds a writer keeps: a planted one may hold longer texts.
+    fn bounded(self) -> RunRecord {
+        let text = |t: Option<String>| t.map(|t| cut(&t));
+        RunRecord {
+            started_at: cut(&self.started_at),
+            result: cut(&self.result),
+            event: text(self.event),
+            trigger: text(self.trigger),
+            session: text(self.session),
+            files: self.files.iter().take(MAX_FILES).map(|f| cut(f)).collect(),
+            tool: text(self.tool),
+            decision: text(self.decision),
+            agent_text: text(self.agent_text),
+            note: text(self.note),
+            ..self
+        }
+    }
 }
 
 /// What a runner knows of a run that status.json does not say: the event and who fired it.
@@ -180,6 +201,16 @@ impl History {
         ids
     }
 
+    /// Every run of every hook [`History::hooks`] lists, one history read at a time (each
+    /// newest first): a caller keeps what it needs of them, never all of them at once.
+    pub fn for_each_run(&self, mut f: impl FnMut(&str, RunRecord)) {
+        for id in self.hooks() {
+            for run in self.runs(&id, MAX_RUNS) {
+                f(&id, run);
+            }
+        }
+    }
+
     /// Run `run` of `hook_id`.
     pub fn run(&self, hook_id: &str, run: u64) -> Option<RunRecord> {
         self.read_or_warn(hook_id)
@@ -239,7 +270,7 @@ impl History {
         let mut runs = Vec::new();
         for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
             match serde_json::from_slice::<RunRecord>(line) {
-                Ok(run) => runs.push(run),
+                Ok(run) => runs.push(run.bounded()),
                 Err(e) => return Ok(Err(format!("does not parse ({e})"))),
             }
         }
@@ -258,6 +289,14 @@ impl History {
             return Ok(());
         }
         let mut runs = self.read_for_write(hook_id)?;
+        // A planted history at the end of the numbers: no run can follow it.
+        if runs.last().is_some_and(|r| r.run == u64::MAX) {
+            move_aside(
+                &self.state.run_history(hook_id),
+                "numbers a run with the largest number",
+            )?;
+            runs.clear();
+        }
         let last = runs.last().map_or(0, |r| r.run);
         let run = entry.run_count.max(last + 1);
         let result = if entry.timed_out {
@@ -293,7 +332,10 @@ impl History {
             note: entry.note.as_deref().map(cut),
             has_output,
         });
-        for old in runs.iter_mut().filter(|r| r.run + MAX_LOGS <= run) {
+        for old in runs
+            .iter_mut()
+            .filter(|r| r.run.saturating_add(MAX_LOGS) <= run)
+        {
             old.has_output = false;
         }
         self.write(hook_id, runs)

@@ -6,7 +6,9 @@
 //!
 //! 1. The cutoff is taken first; then a *cookie* file is created in a watched directory and the
 //!    scan waits for its event (watchman's sync). inotify delivers the events of one instance in
-//!    order, so every change made before the cutoff has been seen by then.
+//!    order, so every change made before the cutoff has been seen by then. The cookie's name
+//!    cannot be guessed and only that name counts: the state dir is the agent's, and a name it
+//!    made in advance would end the wait early.
 //! 2. The kernel is asked only for events that change files (the `watch` module's rule 1): not
 //!    opens, reads or closes, so a `git status` (or anything else that reads the workspace)
 //!    costs the watcher nothing.
@@ -93,6 +95,8 @@ pub struct ChangeWatcher {
     git: Option<GitDirs>,
     previous: Option<(ChangeScan, Option<Fingerprint>)>,
     cookies: u64,
+    /// Keys of this process's own that make the cookie names unguessable (rule 1).
+    cookie_keys: std::hash::RandomState,
     /// The journal of touched paths for git's fsmonitor hook (rule 7).
     feed: Arc<Feed>,
 }
@@ -132,8 +136,8 @@ struct Pending {
 #[derive(Debug, Default)]
 struct Seen {
     pending: Pending,
-    /// The highest cookie number seen.
-    cookie: u64,
+    /// The name of the cookie the scan waits for, and whether it came back (rule 1).
+    cookie: Option<(String, bool)>,
     /// The directory of each watch, to name the paths of its events.
     dirs: HashMap<WatchDescriptor, PathBuf>,
     /// The directories the walk skips (ignored), whose tracked files are looked for when the
@@ -220,6 +224,7 @@ impl ChangeWatcher {
             watcher: None,
             previous: None,
             cookies: 0,
+            cookie_keys: std::hash::RandomState::new(),
         };
         watcher.rewatch();
         Ok(watcher)
@@ -381,15 +386,22 @@ impl ChangeWatcher {
             return Ok(());
         };
         self.cookies += 1;
-        let number = self.cookies;
-        let cookie = self
-            .cookie_dir
-            .join(format!("{COOKIE_PREFIX}{}-{number}", std::process::id()));
-        fs::write(&cookie, b"").map_err(|e| format!("cookie {}: {e}", cookie.display()))?;
+        let name = format!(
+            "{COOKIE_PREFIX}{}-{}-{:016x}",
+            std::process::id(),
+            self.cookies,
+            std::hash::BuildHasher::hash_one(&self.cookie_keys, self.cookies)
+        );
+        let cookie = self.cookie_dir.join(&name);
+        shared.lock().cookie = Some((name, false));
+        if let Err(e) = fs::write(&cookie, b"") {
+            shared.lock().cookie = None;
+            return Err(format!("cookie {}: {e}", cookie.display()));
+        }
         let deadline = Instant::now() + COOKIE_TIMEOUT;
         let mut seen = shared.lock();
         let arrived = loop {
-            if seen.cookie >= number {
+            if matches!(seen.cookie, Some((_, true))) {
                 break true;
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -402,6 +414,7 @@ impl ChangeWatcher {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         };
+        seen.cookie = None;
         drop(seen);
         let _ = fs::remove_file(&cookie);
         if arrived {
@@ -702,10 +715,13 @@ impl Events {
             return;
         }
         if path.parent() == Some(self.cookie_dir.as_path()) {
-            if let Some(n) = cookie_number(&path) {
-                seen.cookie = seen.cookie.max(n);
-            } else if let Some(name) = path.file_name().and_then(OsStr::to_str) {
-                self.feed.cookie_seen(name);
+            let Some(name) = path.file_name().and_then(OsStr::to_str) else {
+                return;
+            };
+            // Only the awaited name counts: the state dir is the agent's (rule 1).
+            match &mut seen.cookie {
+                Some((awaited, arrived)) if awaited == name => *arrived = true,
+                _ => self.feed.cookie_seen(name),
             }
             return;
         }
@@ -789,15 +805,6 @@ impl Events {
             }
         }
     }
-}
-
-fn cookie_number(path: &Path) -> Option<u64> {
-    let name = path.file_name()?.to_str()?;
-    let rest = name.strip_prefix(COOKIE_PREFIX)?;
-    let (pid, n) = rest.split_once('-')?;
-    (pid == std::process::id().to_string())
-        .then(|| n.parse().ok())
-        .flatten()
 }
 
 /// Where git keeps what decides the dirty set besides the files (rule 4).

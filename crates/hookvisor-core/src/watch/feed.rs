@@ -9,7 +9,7 @@
 //!    now; git keeps the new token in its index and sends it next time.
 //! 2. The answer is *everything* (`/`: git checks every file) whenever it could be short: a
 //!    token of another instance (a restarted server, git's first timestamp), older than what
-//!    the journal keeps ([`MAX_JOURNAL`]), or from before the watcher stopped trusting itself
+//!    the journal keeps ([`MAX_JOURNAL`] paths, [`MAX_JOURNAL_BYTES`]), or from before the watcher stopped trusting itself
 //!    (a lost queue, a moved directory, a changed `.gitignore`, watches that must be made
 //!    again: [`ChangeFeed::reset`] makes earlier tokens unknown); while the watches are not
 //!    all in place; when the workspace is not the root of its git work tree; when the sync
@@ -18,13 +18,16 @@
 //!    tracked files `.gitignore` skips, which a `git add -f` can add, and the directories the
 //!    excludes leave to git).
 //! 3. A change made before git asked is in the answer: the query writes a cookie and waits for
-//!    its event (the change watcher's rule 1), and reads the journal only then.
+//!    its event (the change watcher's rule 1), and reads the journal only then. The cookie's
+//!    name cannot be guessed and only that name counts: the state dir is the agent's, and a
+//!    name it made in advance would end the wait before the watcher read the changes.
 //! 4. A directory created (or moved in) is watched by the reader as soon as it is seen, with
 //!    everything under it, and journaled as `dir/` only then: git looks again at everything
 //!    under it, which covers what was written before the watch.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fs;
+use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -33,6 +36,10 @@ use std::time::{Duration, Instant};
 /// How many changed paths the journal keeps; a token older than these is answered
 /// "everything".
 pub const MAX_JOURNAL: usize = 65_536;
+
+/// The most bytes of paths the journal keeps (the agent names the paths, each up to
+/// `PATH_MAX`): past this the oldest go, as past [`MAX_JOURNAL`].
+pub const MAX_JOURNAL_BYTES: usize = 4 << 20;
 
 /// How long a query waits for its cookie before it answers "everything".
 const COOKIE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -86,6 +93,8 @@ pub(super) struct Feed {
     instance: String,
     cookie_dir: PathBuf,
     cookies: AtomicU64,
+    /// Keys of this process's own that make the cookie names unguessable (rule 3).
+    keys: RandomState,
     state: Mutex<FeedState>,
     cookie_arrived: Condvar,
 }
@@ -103,8 +112,10 @@ struct FeedState {
     /// The highest token given: a path journaled again since is journaled once.
     given: u64,
     entries: VecDeque<(u64, Vec<u8>)>,
-    /// The highest query cookie seen.
-    cookie: u64,
+    /// The bytes of the paths in `entries`.
+    bytes: usize,
+    /// The cookies of the queries waiting now, by name, and whether each came back.
+    awaited: HashMap<String, bool>,
     /// git's index and `info/exclude`, and their stamps when the watches were last made to
     /// cover them.
     git_files: Option<[PathBuf; 2]>,
@@ -140,6 +151,7 @@ impl Feed {
             instance: format!("{}-{nanos:x}", std::process::id()),
             cookie_dir: cookie_dir.to_path_buf(),
             cookies: AtomicU64::new(0),
+            keys: RandomState::new(),
             state: Mutex::new(FeedState::default()),
             cookie_arrived: Condvar::new(),
         }
@@ -161,10 +173,13 @@ impl Feed {
         }
         let n = state.next;
         state.next += 1;
+        state.bytes += path.len();
         state.entries.push_back((n, path));
-        if state.entries.len() > MAX_JOURNAL
-            && let Some((dropped, _)) = state.entries.pop_front()
-        {
+        while state.entries.len() > MAX_JOURNAL || state.bytes > MAX_JOURNAL_BYTES {
+            let Some((dropped, path)) = state.entries.pop_front() else {
+                break;
+            };
+            state.bytes -= path.len();
             state.floor = state.floor.max(dropped + 1);
         }
     }
@@ -175,6 +190,7 @@ impl Feed {
         state.next += 1;
         state.floor = state.next;
         state.entries.clear();
+        state.bytes = 0;
     }
 
     /// The watches are gone or must be made again: answers are "everything" until
@@ -204,19 +220,13 @@ impl Feed {
         self.lock().checked = checked;
     }
 
-    /// A query cookie came back.
+    /// A file `name` appeared in the cookie dir: the cookie of a waiting query, or nothing.
     pub(super) fn cookie_seen(&self, name: &str) {
-        let Some(n) = name
-            .strip_prefix(COOKIE_PREFIX)
-            .and_then(|rest| rest.split_once('-'))
-            .filter(|(pid, _)| *pid == std::process::id().to_string())
-            .and_then(|(_, n)| n.parse::<u64>().ok())
-        else {
-            return;
-        };
         let mut state = self.lock();
-        state.cookie = state.cookie.max(n);
-        self.cookie_arrived.notify_all();
+        if let Some(arrived) = state.awaited.get_mut(name) {
+            *arrived = true;
+            self.cookie_arrived.notify_all();
+        }
     }
 
     fn token(&self, n: u64) -> String {
@@ -226,17 +236,22 @@ impl Feed {
     /// Rule 3: writes a cookie and waits for its event; `false` when it did not come back.
     fn sync(&self) -> bool {
         let n = self.cookies.fetch_add(1, Ordering::SeqCst) + 1;
-        let cookie = self
-            .cookie_dir
-            .join(format!("{COOKIE_PREFIX}{}-{n}", std::process::id()));
+        let name = format!(
+            "{COOKIE_PREFIX}{}-{n}-{:016x}",
+            std::process::id(),
+            self.keys.hash_one(n)
+        );
+        let cookie = self.cookie_dir.join(&name);
+        self.lock().awaited.insert(name.clone(), false);
         if let Err(e) = fs::write(&cookie, b"") {
             tracing::warn!("fsmonitor cookie {}: {e}", cookie.display());
+            self.lock().awaited.remove(&name);
             return false;
         }
         let deadline = Instant::now() + COOKIE_TIMEOUT;
         let mut state = self.lock();
         let arrived = loop {
-            if state.cookie >= n {
+            if state.awaited.get(&name) == Some(&true) {
                 break true;
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -249,6 +264,7 @@ impl Feed {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         };
+        state.awaited.remove(&name);
         drop(state);
         let _ = fs::remove_file(&cookie);
         arrived
@@ -301,57 +317,58 @@ mod tests {
         ChangeFeed(Arc::new(feed))
     }
 
+    /// `feed.since(token)` with a thread in the reader's place: it reports the query's cookie,
+    /// read from the cookie dir.
+    fn since(feed: &ChangeFeed, token: &str) -> FsmonitorAnswer {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                loop {
+                    let names = fs::read_dir(&feed.0.cookie_dir).unwrap();
+                    if let Some(name) = names.flatten().next() {
+                        feed.0.cookie_seen(name.file_name().to_str().unwrap());
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+            feed.since(token)
+        })
+    }
+
     #[test]
     fn tokens_of_another_instance_or_below_the_floor_are_everything() {
         let tmp = tempfile::tempdir().unwrap();
         let feed = live(tmp.path());
-        // No reader here: the cookie is marked seen by hand, before the query waits.
-        let cookie = |n: u64| {
-            feed.0
-                .cookie_seen(&format!("{COOKIE_PREFIX}{}-{n}", std::process::id()))
-        };
-        cookie(1);
-        let first = feed.since("1700000000000000000");
+        let first = since(&feed, "1700000000000000000");
         assert_eq!(first.paths, None);
         feed.0.push(b"a".to_vec());
         feed.0.push(b"d/".to_vec());
         feed.0.push(b"a".to_vec());
-        cookie(2);
-        let second = feed.since(&first.token);
+        let second = since(&feed, &first.token);
         assert_eq!(
             second.paths,
             Some(vec![b"a".to_vec(), b"d/".to_vec()]),
             "each path once"
         );
-        cookie(3);
-        assert_eq!(feed.since(&second.token).paths, Some(vec![]));
+        assert_eq!(since(&feed, &second.token).paths, Some(vec![]));
         feed.reset();
-        cookie(4);
-        assert_eq!(feed.since(&second.token).paths, None, "reset");
-        cookie(5);
+        assert_eq!(since(&feed, &second.token).paths, None, "reset");
         let other = format!("hookvisor:1-2:{}", feed.0.lock().next);
-        assert_eq!(feed.since(&other).paths, None, "another instance");
+        assert_eq!(since(&feed, &other).paths, None, "another instance");
     }
 
     #[test]
     fn a_path_journaled_again_after_a_token_was_given_is_in_the_next_answer() {
         let tmp = tempfile::tempdir().unwrap();
         let feed = live(tmp.path());
-        let cookie = |n: u64| {
-            feed.0
-                .cookie_seen(&format!("{COOKIE_PREFIX}{}-{n}", std::process::id()))
-        };
-        cookie(1);
-        let first = feed.since("none");
+        let first = since(&feed, "none");
         feed.0.push(b"x".to_vec());
         feed.0.push(b"x".to_vec());
         assert_eq!(feed.0.lock().entries.len(), 1, "journaled once");
-        cookie(2);
-        let second = feed.since(&first.token);
+        let second = since(&feed, &first.token);
         assert_eq!(second.paths, Some(vec![b"x".to_vec()]));
         feed.0.push(b"x".to_vec());
-        cookie(3);
-        assert_eq!(feed.since(&second.token).paths, Some(vec![b"x".to_vec()]));
+        assert_eq!(since(&feed, &second.token).paths, Some(vec![b"x".to_vec()]));
     }
 
     #[test]
@@ -362,9 +379,7 @@ mod tests {
         for i in 0..=MAX_JOURNAL {
             feed.0.push(format!("f{i}").into_bytes());
         }
-        feed.0
-            .cookie_seen(&format!("{COOKIE_PREFIX}{}-1", std::process::id()));
-        assert_eq!(feed.since(&token).paths, None);
+        assert_eq!(since(&feed, &token).paths, None);
     }
 
     #[test]

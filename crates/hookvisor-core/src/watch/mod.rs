@@ -30,7 +30,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
 pub use changes::{ChangeWatcher, MAX_TOUCHED, ScanKind};
-pub use feed::{ChangeFeed, FsmonitorAnswer, MAX_JOURNAL};
+pub use feed::{ChangeFeed, FsmonitorAnswer, MAX_JOURNAL, MAX_JOURNAL_BYTES};
 pub use files::{FileWatch, FileWatchError, WatchedFile};
 
 /// `IN_EXCL_UNLINK` (Linux 2.6.36), which nix does not name: no events for files already

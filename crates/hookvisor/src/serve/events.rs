@@ -299,7 +299,7 @@ pub fn with_run_events(events: Vec<Event>, new: &Status, history: &History) -> V
             || events[i + 1..]
                 .iter()
                 .any(|e| matches!(e, Event::HookFinished { hook_id: id, .. } if id == hook_id));
-        let run = entry.run_count + u64::from(!recorded);
+        let run = entry.run_count.saturating_add(u64::from(!recorded));
         let record = recorded.then(|| history.run(hook_id, run)).flatten();
         let record = record.as_ref();
         out.push(if finished {

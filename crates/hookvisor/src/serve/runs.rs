@@ -36,7 +36,7 @@ pub struct Offset {
 fn running(entry: Option<&HookStatus>, last: u64) -> Option<RunRecord> {
     let entry = entry.filter(|e| e.last_result == RunResult::Running)?;
     Some(RunRecord {
-        run: entry.run_count.max(last) + 1,
+        run: entry.run_count.max(last).saturating_add(1),
         started_at: entry.last_run_at.clone().unwrap_or_default(),
         result: RunResult::Running.as_str().to_owned(),
         event: entry.event.clone(),
@@ -156,16 +156,37 @@ pub struct TimelineQuery {
 /// Entries `/v1/timeline` answers when `?limit=` is not given, and at most.
 const TIMELINE_LIMIT: usize = 200;
 
-/// Every run in the histories of `history`, with its hook's id.
-fn all_runs(history: &History) -> Vec<(String, RunRecord)> {
-    history
-        .hooks()
-        .into_iter()
-        .flat_map(|id| {
-            let runs = history.runs(&id, MAX_RUNS);
-            runs.into_iter().map(move |r| (id.clone(), r))
-        })
-        .collect()
+/// Sessions `/v1/sessions` lists at most, the most recent.
+const SESSIONS_LIMIT: usize = 500;
+
+/// Keeps the `limit` runs of `runs` that started last, oldest first (a stable sort: runs that
+/// started at once keep their order).
+fn keep_latest(runs: &mut Vec<(String, RunRecord)>, limit: usize) {
+    runs.sort_by(|a, b| a.1.started_at.cmp(&b.1.started_at));
+    let skip = runs.len().saturating_sub(limit);
+    runs.drain(..skip);
+}
+
+/// Keeps the `limit` sessions of `seen` (session -> (last activity, agent)) active last.
+fn keep_recent(seen: &mut BTreeMap<String, (String, Option<&'static str>)>, limit: usize) {
+    if seen.len() <= limit || limit == 0 {
+        return;
+    }
+    let mut ats: Vec<&String> = seen.values().map(|(at, _)| at).collect();
+    ats.sort_unstable_by(|a, b| b.cmp(a));
+    let oldest_kept = ats[limit - 1].clone();
+    seen.retain(|_, (at, _)| *at >= oldest_kept);
+    // Ties at the boundary: the extra ones go in key order.
+    let extra = seen.len().saturating_sub(limit);
+    let tied: Vec<String> = seen
+        .iter()
+        .filter(|(_, (at, _))| *at == oldest_kept)
+        .map(|(k, _)| k.clone())
+        .take(extra)
+        .collect();
+    for key in tied {
+        seen.remove(&key);
+    }
 }
 
 /// When a run ended: its start plus its duration, as RFC 3339 (for sorting, as text).
@@ -189,12 +210,12 @@ pub async fn sessions(State(state): State<Arc<AppState>>) -> Result<Json<Value>,
         // session -> (last activity, agent)
         let mut seen: BTreeMap<String, (String, Option<&'static str>)> = BTreeMap::new();
         let mut last_of_hook: BTreeMap<String, Option<String>> = BTreeMap::new();
-        for (id, run) in all_runs(&history) {
-            last_of_hook
-                .entry(id)
-                .or_insert_with(|| run.session.clone());
+        history.for_each_run(|id, run| {
+            if !last_of_hook.contains_key(id) {
+                last_of_hook.insert(id.to_owned(), run.session.clone());
+            }
             let Some(session) = run.session.clone() else {
-                continue;
+                return;
             };
             let at = ended(&run);
             let agent = (run.trigger.as_deref() == Some("loop")).then_some("loop");
@@ -203,7 +224,12 @@ pub async fn sessions(State(state): State<Arc<AppState>>) -> Result<Json<Value>,
                 slot.0 = at;
             }
             slot.1 = slot.1.or(agent);
-        }
+            // Histories the agent filled with sessions: the most recent are kept.
+            if seen.len() > 2 * SESSIONS_LIMIT {
+                keep_recent(&mut seen, SESSIONS_LIMIT);
+            }
+        });
+        keep_recent(&mut seen, SESSIONS_LIMIT);
         let running = status
             .hooks
             .values()
@@ -272,15 +298,19 @@ pub async fn timeline(
             Some(name) => return Err(ServerError::BadRequest(format!("bad child name '{name}'"))),
             None => (state.store().history(), false),
         };
-        let mut runs: Vec<(String, RunRecord)> = all_runs(&history)
-            .into_iter()
-            .filter(|(_, r)| of_child || r.session.as_deref() == Some(session.as_str()))
-            .collect();
-        runs.sort_by(|a, b| a.1.started_at.cmp(&b.1.started_at));
-        let skip = runs.len().saturating_sub(limit);
+        // The histories are read one at a time, and only the last `limit` runs kept.
+        let mut runs: Vec<(String, RunRecord)> = Vec::new();
+        history.for_each_run(|id, r| {
+            if of_child || r.session.as_deref() == Some(session.as_str()) {
+                runs.push((id.to_owned(), r));
+                if runs.len() > 2 * limit {
+                    keep_latest(&mut runs, limit);
+                }
+            }
+        });
+        keep_latest(&mut runs, limit);
         let entries: Vec<Value> = runs
             .into_iter()
-            .skip(skip)
             .map(|(id, r)| {
                 json!({
                     "at": r.started_at, "kind": r.event, "hookId": id, "run": r.run,

@@ -603,3 +603,149 @@ fn git_status_through_serve_matches_a_full_check_after_random_changes() {
         );
     }
 }
+
+/// The state dir is the agent's: a cookie name it makes there in advance (the server's pid and
+/// a number above the next queries') must not stand for a query's own cookie, or the answer is
+/// given before the watcher has read the changes made just before it (rule 3). A turn's
+/// evaluation holds the watcher meanwhile, so the query waits for nothing else.
+#[test]
+fn a_cookie_the_agent_makes_in_advance_does_not_end_a_query_early() {
+    let mut repo = Repo::new();
+    let started = repo.ws.base().join("started");
+    let release = repo.ws.base().join("release");
+    repo.ws.hook(
+        "slow.sh",
+        "file",
+        "name: slow\npattern: '*.txt'",
+        &format!(
+            "touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
+            started.display(),
+            release.display()
+        ),
+    );
+    repo.restart();
+    repo.ws.write("notes.txt", "x\n");
+    let server = repo.server.as_ref().unwrap();
+    let pid = server.child.id();
+    let ask = |token: &str| {
+        let body = serde_json::json!({ "token": token, "work_tree": repo.ws.path() });
+        let answer = server.post("/v1/fsmonitor", &body.to_string());
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        parse(answer.body.as_bytes())
+    };
+    let (token, _) = ask("none");
+    std::thread::scope(|s| {
+        let addr = &server.addr;
+        let turn =
+            s.spawn(move || request(addr, "POST", "/v1/turns/end", &[], r#"{"trigger":"user"}"#));
+        while !started.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // Numbers far above any query's, made before the queries that follow.
+        for n in [1_000_000_000u64, 1_000_000_001] {
+            let forged = repo
+                .ws
+                .state_dir()
+                .join(format!(".hookvisor-fsmonitor-{pid}-{n}"));
+            fs::write(forged, b"").unwrap();
+        }
+        let (token, _) = ask(&token);
+        // A tree moved in at once: the watcher journals `big/` only once it has watched every
+        // directory under it, which takes it a while.
+        let big = repo.ws.base().join("big");
+        for i in 0..3000 {
+            fs::create_dir_all(big.join(format!("d{i}/e"))).unwrap();
+        }
+        fs::rename(&big, repo.ws.path().join("big")).unwrap();
+        let (_, paths) = ask(&token);
+        fs::write(&release, b"").unwrap();
+        turn.join().unwrap();
+        let paths = paths.expect("an answer from the journal");
+        assert!(
+            paths.contains(&"big/".to_owned()),
+            "big/ missing: {paths:?}"
+        );
+    });
+}
+
+/// The end of a turn's scan syncs with a cookie in the state dir too: a name the agent made
+/// there in advance must not end its wait before the watcher has read the last changes, or a
+/// file hook (a gate) does not run on a file changed just before the turn ended.
+#[test]
+fn a_scan_cookie_the_agent_makes_in_advance_does_not_hide_a_change() {
+    let mut repo = Repo::new();
+    let seen = repo.ws.base().join("seen");
+    repo.ws.hook(
+        "lint.sh",
+        "file",
+        "name: lint\npattern: '*.txt'",
+        &format!(
+            "printf '%s\\n' \"$DISCOBOT_CHANGED_FILES\" >> '{}'",
+            seen.display()
+        ),
+    );
+    repo.restart();
+    let server = repo.server.as_ref().unwrap();
+    let turn = || {
+        let answer = server.post("/v1/turns/end", r#"{"trigger":"user"}"#);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    };
+    repo.ws.write("first.txt", "x\n");
+    turn();
+    assert!(fs::read_to_string(&seen).unwrap().contains("first.txt"));
+    let pid = server.child.id();
+    for n in [1_000_000_000u64, 1_000_000_001, 1_000_000_002] {
+        let forged = repo
+            .ws
+            .state_dir()
+            .join(format!(".hookvisor-cookie-{pid}-{n}"));
+        fs::write(forged, b"").unwrap();
+    }
+    turn();
+    // A tree moved in keeps the watcher busy a while; the file written next waits behind it.
+    let big = repo.ws.base().join("big");
+    for i in 0..20000 {
+        fs::create_dir_all(big.join(format!("d{i}"))).unwrap();
+    }
+    fs::rename(&big, repo.ws.path().join("big")).unwrap();
+    repo.ws.write("late.txt", "x\n");
+    turn();
+    let seen = fs::read_to_string(&seen).unwrap();
+    assert!(seen.contains("late.txt"), "the hook ran on: {seen}");
+}
+
+/// The journal keeps the paths the agent changed: long ones (near `PATH_MAX`) by the ten
+/// thousand must not cost the server their size.
+#[test]
+fn a_journal_of_long_paths_costs_the_server_a_bounded_memory() {
+    let repo = Repo::new();
+    let server = repo.server.as_ref().unwrap();
+    let pid = server.child.id();
+    let peak = || {
+        let text = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = text.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let (token, _) = parse(&repo.hook("none"));
+    let before = peak();
+    let mut deep = repo.ws.path().to_path_buf();
+    for level in 0..14 {
+        deep.push(format!("{level}{}", "d".repeat(248)));
+    }
+    fs::create_dir_all(&deep).unwrap();
+    let (token, _) = parse(&repo.hook(&token));
+    for i in 0..20_000 {
+        fs::File::create(deep.join(format!("{i:05}{}", "f".repeat(240)))).unwrap();
+    }
+    // Every path journaled (the cookie round trip) before the peak is read.
+    let _ = repo.hook(&token);
+    let after = peak();
+    assert!(
+        after < before + 40 * 1024,
+        "peak resident set {after} KiB, {before} KiB before"
+    );
+}

@@ -730,6 +730,21 @@ async fn the_dashboard_shows_children_and_callback_waits() {
         png,
     )
     .unwrap();
+
+    // Closing the child's panel takes `#child=` out of the address (window.history).
+    client
+        .find(Locator::Css("#child-close"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(&client, "#child-panel[hidden]").await;
+    let hash = client
+        .execute("return location.hash;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(hash, json!(""));
     client.close().await.unwrap();
 }
 

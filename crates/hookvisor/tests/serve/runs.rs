@@ -320,3 +320,67 @@ fn a_listed_hook_that_never_ran_has_an_empty_history() {
     let unknown = server.get("/hooks/no-such-hook/runs");
     assert_eq!(unknown.status, 404, "{}", unknown.body);
 }
+
+/// `VmHWM` (peak resident set, KiB) of process `pid`.
+fn peak_kib(pid: u32) -> u64 {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = text.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The agent may fill `runs/` with histories just under the size a reader takes, each run with
+/// a long text: the sessions and the timeline read them all, and must not hold them all.
+#[test]
+fn many_large_planted_histories_cost_the_server_a_bounded_memory() {
+    let ws = Workspace::new();
+    let dir = ws.state_dir().join("runs");
+    fs::create_dir_all(&dir).unwrap();
+    let text = "x".repeat(110 * 1024);
+    for hook in 0..300 {
+        let lines: String = (1..=9)
+            .map(|run| {
+                let record = json!({
+                    "run": run, "startedAt": format!("2026-01-01T00:{hook:02}:0{run}Z"),
+                    "result": "failure", "session": "s", "agentText": text,
+                });
+                format!("{record}\n")
+            })
+            .collect();
+        fs::write(dir.join(format!("h{hook}.jsonl")), lines).unwrap();
+    }
+    let server = Server::tcp(&ws);
+    let pid = server.child.id();
+    let before = peak_kib(pid);
+    let sessions = server.get("/v1/sessions");
+    assert_eq!(sessions.status, 200, "{}", sessions.body);
+    assert_eq!(sessions.json()["sessions"][0]["id"], "s");
+    let timeline = server.get("/v1/timeline?session=s");
+    assert_eq!(timeline.status, 200);
+    assert_eq!(timeline.json()["entries"].as_array().unwrap().len(), 200);
+    let peak = peak_kib(pid);
+    assert!(
+        peak < before + 64 * 1024,
+        "peak resident set {peak} KiB, {before} KiB before"
+    );
+}
+
+/// A planted history whose last run has the largest number: no run can follow it, so the next
+/// run moves it aside and is recorded and listed (no overflow in the recorder or the server).
+#[test]
+fn a_planted_largest_run_number_breaks_nothing() {
+    let ws = Workspace::new();
+    ws.hook("big.sh", "session", "", "echo ok");
+    let dir = ws.state_dir().join("runs");
+    fs::create_dir_all(&dir).unwrap();
+    let record = json!({"run": u64::MAX, "startedAt": "2026-01-01T00:00:00Z", "result": "success"});
+    fs::write(dir.join("big.jsonl"), format!("{record}\n")).unwrap();
+    let server = Server::tcp(&ws);
+    assert_eq!(server.post("/hooks/big/rerun", "").status, 200);
+    let after = runs(&server, "/hooks/big/runs");
+    assert_eq!(
+        after.len(),
+        1,
+        "the planted history was moved aside: {after:?}"
+    );
+    assert_eq!(output(&server, "big", &after[0])["output"], "ok\n");
+}
