@@ -557,7 +557,7 @@ pub enum GitError {
          above it) writable only by root",
         dir.display(),
         path.display(),
-        owner.map_or_else(|| "a group or everyone".to_owned(), |u| format!("uid {u}"))
+        crate::user_fs::writer_name(*owner)
     )]
     Exposed {
         /// Where git would have run.

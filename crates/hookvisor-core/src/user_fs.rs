@@ -186,9 +186,16 @@ fn writer_other_than_root(path: &Path, meta: &Metadata) -> io::Result<Option<Opt
     Ok(named.or(group_or_everyone))
 }
 
+/// Who [`writable_by_others`] found, as its refusals say it: `uid N`, or "a group or
+/// everyone".
+pub fn writer_name(owner: Option<u32>) -> String {
+    owner.map_or_else(|| "a group or everyone".to_owned(), |u| format!("uid {u}"))
+}
+
 /// For a root process: the first name on the way from `/` to the directory `dir` (itself
-/// included) that an account other than root could change (by its mode or its POSIX ACL), and that account's uid (the
-/// owner's, or `None` for "a group or everyone"). `Ok(None)` when only root can, or when this
+/// included) that an account other than root could change (by its mode or its POSIX ACL),
+/// and that account's uid (the owner's, or `None` for "a group or everyone"; see
+/// [`writer_name`]). `Ok(None)` when only root can, or when this
 /// process is not root (it then has nothing another account could borrow). The part of `dir`
 /// that does not exist yet is root's to make, under a parent checked like the rest; links on
 /// the way are followed, the target walked too.

@@ -30,8 +30,7 @@ pub fn refuse_what_others_can_change(
     match hookvisor_core::user_fs::writable_by_others(&ctx.state_dir) {
         Ok(None) => {}
         Ok(Some((path, owner))) => {
-            let who =
-                owner.map_or_else(|| "a group or everyone".to_owned(), |u| format!("uid {u}"));
+            let who = hookvisor_core::user_fs::writer_name(owner);
             return Err(CliError::usage(format!(
                 "refusing to run as root with the state dir {}: {} can be changed by {who}; run \
                  this command as the user who owns it, or give --state-dir a directory only \
@@ -68,8 +67,7 @@ fn refuse_others_hooks(ctx: &hookvisor_core::Context) -> Result<(), crate::error
         match hookvisor_core::user_fs::writable_by_others(path) {
             Ok(None) => Ok(()),
             Ok(Some((open, owner))) => {
-                let who =
-                    owner.map_or_else(|| "a group or everyone".to_owned(), |u| format!("uid {u}"));
+                let who = hookvisor_core::user_fs::writer_name(owner);
                 Err(CliError::usage(format!(
                     "refusing to run hooks as root: {} can be changed by {who} (at {}), and \
                      root would run what it says; run this command as the user who owns it, \

@@ -507,8 +507,7 @@ fn settings_path(path: &Path, user_level: bool, workspace: &Path) -> Result<Path
     match hookvisor_core::user_fs::writable_by_others(path) {
         Ok(None) => {}
         Ok(Some((open, owner))) => {
-            let who =
-                owner.map_or_else(|| "a group or everyone".to_owned(), |u| format!("uid {u}"));
+            let who = hookvisor_core::user_fs::writer_name(owner);
             return Err(CliError::usage(format!(
                 "refusing to write {} as root: {} can be changed by {who}, and root would \
                  follow its links; run this command as that user (e.g. `runuser -u USER -- \
