@@ -5,7 +5,7 @@
 //! TOKEN in the work tree git runs it in, and prints the server's answer. Whenever that answer
 //! cannot be had — no server, another workspace's server, no answer within [`DEADLINE`] — it
 //! prints a token no server knows and `/`: git then checks every file, so the answer is slow at
-//! worst, never wrong.
+//! worst, never wrong. Root's git asks only a socket only root can change.
 
 use std::io::Write;
 use std::time::Duration;
@@ -40,8 +40,12 @@ pub fn run(version: u32, token: &str) -> CliResult {
     Ok(Exit::Ok)
 }
 
-/// The server's answer, when the environment names a server and it answers in time.
+/// The server's answer, when the environment names a server and it answers in time. Root
+/// asks only a socket no other account can replace ([`root_may_ask`]).
 fn ask(token: &str) -> Option<Vec<u8>> {
+    if nix::unistd::Uid::effective().is_root() && !root_may_ask() {
+        return None;
+    }
     let client = TurnClient::from_env(|name| std::env::var(name).ok())?
         .ok()?
         .with_deadline(DEADLINE);
@@ -50,4 +54,20 @@ fn ask(token: &str) -> Option<Vec<u8>> {
     let answer = client.fsmonitor(token, &work_tree).ok()?;
     // A token, NUL, then the rest: anything else is not an answer to print.
     (answer.iter().position(|&b| b == 0).unwrap_or(0) > 0).then_some(answer)
+}
+
+/// Whether root may take an answer from the server the environment names: only through a Unix
+/// socket that no account but root can change, it or a directory above it. A loopback port is
+/// anyone's once the server is down, and a short answer would hide changes from root's git.
+fn root_may_ask() -> bool {
+    let var = |name| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let socket = var("HOOKVISOR_SOCKET").or_else(|| {
+        var("HOOKVISOR_URL").and_then(|url| url.strip_prefix("unix:").map(str::to_owned))
+    });
+    socket.is_some_and(|socket| {
+        matches!(
+            hookvisor_core::user_fs::writable_by_others(std::path::Path::new(&socket)),
+            Ok(None)
+        )
+    })
 }

@@ -237,6 +237,37 @@ fn the_hook_answers_everything_when_no_server_answers() {
     assert_eq!(parse(&out.stdout).1, None, "a server that does not answer");
 }
 
+/// Root's git (a root `~/.gitconfig` set by `install git-fsmonitor --user-level`) asks only a
+/// socket no other account can replace: a loopback port is anyone's to take once the server
+/// is down, and a short answer would hide changes from root's `git status`. Over TCP, root's
+/// hook answers "everything" without asking.
+#[test]
+fn as_root_the_hook_asks_no_server_over_tcp() {
+    if !nix::unistd::Uid::effective().is_root() {
+        assert!(std::env::var_os("CI").is_none(), "CI must run this as root");
+        eprintln!("note: needs root; skipped");
+        return;
+    }
+    let ws = Workspace::git();
+    let server = Server::tcp(&ws);
+    let crate::common::serve::Addr::Tcp(addr) = &server.addr else {
+        unreachable!("a TCP server")
+    };
+    let mut cmd = ws.hookvisor_command();
+    cmd.env("HOOKVISOR_URL", format!("http://{addr}"));
+    let out = cmd
+        .args(["git-fsmonitor", "2", "hookvisor:x:1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (token, paths) = parse(&out.stdout);
+    assert_eq!(
+        (token.as_str(), paths),
+        ("hookvisor:none", None),
+        "root asked a TCP server"
+    );
+}
+
 /// A change and what to call it.
 type Step<'a> = (&'a str, &'a dyn Fn(&Repo));
 
