@@ -263,6 +263,14 @@ impl TurnClient {
         })
     }
 
+    /// The Unix socket this client connects through, if it does not use TCP.
+    pub fn socket(&self) -> Option<&std::path::Path> {
+        match &self.addr {
+            ServerAddr::Unix { path } => Some(path),
+            ServerAddr::Tcp { .. } => None,
+        }
+    }
+
     /// Gives up on an answer that has not wholly come within `deadline`, counted from the
     /// connect ([`TurnClientError::Timeout`]): an adapter must answer before the agent kills it.
     pub fn with_deadline(mut self, deadline: Duration) -> TurnClient {

@@ -41,14 +41,15 @@ pub fn run(version: u32, token: &str) -> CliResult {
 }
 
 /// The server's answer, when the environment names a server and it answers in time. Root
-/// asks only a socket no other account can replace ([`root_may_ask`]).
+/// asks only a socket no other account can replace ([`root_may_ask`]), judged as the client
+/// will connect to it.
 fn ask(token: &str) -> Option<Vec<u8>> {
-    if nix::unistd::Uid::effective().is_root() && !root_may_ask() {
-        return None;
-    }
     let client = TurnClient::from_env(|name| std::env::var(name).ok())?
         .ok()?
         .with_deadline(DEADLINE);
+    if nix::unistd::Uid::effective().is_root() && !root_may_ask(&client) {
+        return None;
+    }
     // git runs the hook at the root of its work tree.
     let work_tree = std::env::current_dir().ok()?;
     let answer = client.fsmonitor(token, &work_tree).ok()?;
@@ -56,17 +57,13 @@ fn ask(token: &str) -> Option<Vec<u8>> {
     (answer.iter().position(|&b| b == 0).unwrap_or(0) > 0).then_some(answer)
 }
 
-/// Whether root may take an answer from the server the environment names: only through a Unix
-/// socket that no account but root can change, it or a directory above it. A loopback port is
-/// anyone's once the server is down, and a short answer would hide changes from root's git.
-fn root_may_ask() -> bool {
-    let var = |name| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let socket = var("HOOKVISOR_SOCKET").or_else(|| {
-        var("HOOKVISOR_URL").and_then(|url| url.strip_prefix("unix:").map(str::to_owned))
-    });
-    socket.is_some_and(|socket| {
+/// Whether root may take an answer from `client`'s server: only through a Unix socket that no
+/// account but root can change, it or a directory above it. A loopback port is anyone's once
+/// the server is down, and a short answer would hide changes from root's git.
+fn root_may_ask(client: &TurnClient) -> bool {
+    client.socket().is_some_and(|socket| {
         matches!(
-            hookvisor_core::user_fs::writable_by_others(std::path::Path::new(&socket)),
+            hookvisor_core::user_fs::writable_by_others(socket),
             Ok(None)
         )
     })
