@@ -1705,6 +1705,18 @@ fn eval_does_not_wait_for_an_unawaited_turn_end_hook() {
     assert_eq!(probe.still_running("eval"), "turn.end\n");
 }
 
+/// A committed repository of root's with the file hook `check` on `*.txt`, its base directory
+/// open for the agent to reach (0755).
+fn root_repository_with_a_check() -> Workspace {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = Workspace::git();
+    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
+    ws.stage("a.txt", "good\n");
+    common::check(ws.commit("one"), "commit");
+    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    ws
+}
+
 /// A committed repository made as Kubernetes' `fsGroup` leaves a volume: root's, with the group
 /// of `hv-test` given write access (to everything when `whole`, else only to `.git`), in which
 /// the agent (hv-test) has set `core.fsmonitor` to its own script, which writes who ran it to a
@@ -1725,13 +1737,8 @@ fn repository_with_a_planted_fsmonitor(
     whole: bool,
     grant: &[&[&str]],
 ) -> Option<(Workspace, PathBuf, std::sync::MutexGuard<'static, ()>)> {
-    use std::os::unix::fs::PermissionsExt;
     let turn = common::ensure_test_user()?;
-    let ws = Workspace::git();
-    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
-    ws.stage("a.txt", "good\n");
-    common::check(ws.commit("one"), "commit");
-    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let ws = root_repository_with_a_check();
     let opened = if whole {
         ws.path().to_owned()
     } else {
@@ -1833,16 +1840,11 @@ fn root_runs_git_in_a_workspace_only_root_can_write_under_tmp() {
 /// and the script never runs.
 #[test]
 fn root_runs_no_git_with_a_home_the_agent_can_write() {
-    use std::os::unix::fs::PermissionsExt;
     let Some(_turn) = common::ensure_test_user() else {
         return;
     };
     let user = common::test_user();
-    let ws = Workspace::git();
-    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
-    ws.stage("a.txt", "good\n");
-    common::check(ws.commit("one"), "commit");
-    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let ws = root_repository_with_a_check();
     let home = ws.base().join("home");
     std::os::unix::fs::chown(&home, Some(user.uid.as_raw()), Some(user.gid.as_raw())).unwrap();
     let marker = ws.base().join("fsmonitor-ran");
@@ -1885,18 +1887,14 @@ fn root_runs_no_git_in_a_workspace_an_acl_lets_the_agent_write() {
 /// script never runs, whether the agent owns the hooks directory or only the file.
 #[test]
 fn root_runs_no_hook_the_agent_can_change() {
-    use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
     let Some(_turn) = common::ensure_test_user() else {
         return;
     };
     let user = common::test_user();
     for owned in [".discobot", ".discobot/hooks/check.sh"] {
-        let ws = Workspace::git();
-        let hook = ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
-        ws.stage("a.txt", "good\n");
-        common::check(ws.commit("one"), "commit");
-        fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+        let ws = root_repository_with_a_check();
+        let hook = ws.path().join(".discobot/hooks/check.sh");
         let chown = std::process::Command::new("chown")
             .args(["-R", &format!("{}:{}", user.uid, user.gid)])
             .arg(ws.path().join(owned))
@@ -1947,16 +1945,11 @@ fn root_runs_no_hook_the_agent_can_change() {
 /// still names the repository's own `.git`.
 #[test]
 fn root_runs_no_git_with_a_commondir_the_agent_owns() {
-    use std::os::unix::fs::PermissionsExt;
     let Some(_turn) = common::ensure_test_user() else {
         return;
     };
     let user = common::test_user();
-    let ws = Workspace::git();
-    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
-    ws.stage("a.txt", "good\n");
-    common::check(ws.commit("one"), "commit");
-    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
+    let ws = root_repository_with_a_check();
     let commondir = ws.path().join(".git/commondir");
     fs::write(
         &commondir,
@@ -2020,17 +2013,12 @@ fn root_runs_no_git_with_a_submodule_config_the_agent_owns() {
 /// one line naming the included file) and the script never runs.
 #[test]
 fn root_runs_no_git_with_an_included_config_the_agent_owns() {
-    use std::os::unix::fs::PermissionsExt;
     let Some(_turn) = common::ensure_test_user() else {
         return;
     };
     let user = common::test_user();
-    let ws = Workspace::git();
-    ws.hook("check.sh", "file", "pattern: '*.txt'", CHECK_BODY);
-    ws.stage("a.txt", "good\n");
-    common::check(ws.commit("one"), "commit");
+    let ws = root_repository_with_a_check();
     ws.git_ok(&["config", "include.path", "../project.gitconfig"]);
-    fs::set_permissions(ws.base(), fs::Permissions::from_mode(0o755)).unwrap();
     let included = ws.write("project.gitconfig", "");
     let agent = ws.base().join("agent");
     fs::create_dir(&agent).unwrap();
